@@ -1,0 +1,132 @@
+package ca
+
+import (
+	"crypto/x509"
+	"time"
+
+	cfconfig "github.com/cloudflare/cfssl/config"
+
+	"github.com/aegis-os/aegis/authz/role"
+)
+
+// Profile names a kind of certificate the issuer makes. A profile alone
+// decides key usage, extended key usage, the CA flag, the Organization and
+// the lifetime bounds; the request decides nothing of these.
+type Profile string
+
+// The issuer's profiles.
+const (
+	// ProfileServer is a TLS server certificate (EKU ServerAuth), no Organization.
+	ProfileServer Profile = "server"
+	// ProfileClient is a TLS client certificate (EKU ClientAuth only) whose
+	// Organization holds the roles the issuer was asked for.
+	ProfileClient Profile = "client"
+	// ProfileImpersonator is a node's own client certificate, used by apid to
+	// forward requests to other nodes: EKU ClientAuth, Organization os:impersonator.
+	ProfileImpersonator Profile = "impersonator"
+)
+
+// Profiles lists every profile.
+func Profiles() []Profile { return []Profile{ProfileServer, ProfileClient, ProfileImpersonator} }
+
+// ProfileDefaults gives each profile's lifetime when a request names none, and
+// the longest lifetime an Issuer grants unless its config lowers it.
+type ProfileDefaults struct {
+	TTL    time.Duration
+	MaxTTL time.Duration
+}
+
+// DefaultsFor returns the lifetime defaults of p: node certificates (server,
+// impersonator) live 24 hours; client certificates one year, as Talos's admin
+// certificates do.
+func DefaultsFor(p Profile) ProfileDefaults {
+	switch p {
+	case ProfileClient:
+		return ProfileDefaults{TTL: 365 * 24 * time.Hour, MaxTTL: 365 * 24 * time.Hour}
+	default:
+		return ProfileDefaults{TTL: 24 * time.Hour, MaxTTL: 365 * 24 * time.Hour}
+	}
+}
+
+func (p Profile) known() bool {
+	switch p {
+	case ProfileServer, ProfileClient, ProfileImpersonator:
+		return true
+	default:
+		return false
+	}
+}
+
+func (p Profile) extKeyUsage() x509.ExtKeyUsage {
+	if p == ProfileServer {
+		return x509.ExtKeyUsageServerAuth
+	}
+
+	return x509.ExtKeyUsageClientAuth
+}
+
+// organization decides the certificate's Organization from the profile and
+// the roles the caller (never the CSR) asked for.
+func (p Profile) organization(roles role.Set) ([]string, error) {
+	switch p {
+	case ProfileServer:
+		if len(roles) > 0 {
+			return nil, refuse(ReasonRoles, "server certificates carry no roles")
+		}
+
+		return nil, nil
+	case ProfileImpersonator:
+		if len(roles) > 0 {
+			return nil, refuse(ReasonRoles, "impersonator certificates carry only %s", role.Impersonator)
+		}
+
+		return []string{string(role.Impersonator)}, nil
+	default:
+		if len(roles) == 0 {
+			return nil, refuse(ReasonRoles, "a client certificate needs at least one role")
+		}
+
+		if roles.Has(role.Impersonator) {
+			return nil, refuse(ReasonRoles, "%s is granted only through the %s profile", role.Impersonator, ProfileImpersonator)
+		}
+
+		return roles.Strings(), nil
+	}
+}
+
+// cfsslPolicy is the cfssl signing policy behind the profiles. Every profile
+// copies only the public key and the DNS and IP SANs from the CSR; the
+// subject comes from the issuer and serials from the issuer's Rand.
+func cfsslPolicy() *cfconfig.Signing {
+	whitelist := &cfconfig.CSRWhitelist{
+		PublicKeyAlgorithm: true,
+		PublicKey:          true,
+		SignatureAlgorithm: true,
+		DNSNames:           true,
+		IPAddresses:        true,
+	}
+
+	profiles := map[string]*cfconfig.SigningProfile{}
+
+	for _, p := range Profiles() {
+		eku := "server auth"
+		if p.extKeyUsage() == x509.ExtKeyUsageClientAuth {
+			eku = "client auth"
+		}
+
+		profiles[string(p)] = &cfconfig.SigningProfile{
+			Usage:                       []string{"digital signature", eku},
+			Expiry:                      DefaultsFor(p).TTL,
+			CSRWhitelist:                whitelist,
+			ClientProvidesSerialNumbers: true,
+		}
+	}
+
+	// cfssl falls back to the default profile for an unknown name. The
+	// issuer checks names first; should one slip through, this default has
+	// no usages, so cfssl refuses to sign with it.
+	return &cfconfig.Signing{
+		Profiles: profiles,
+		Default:  &cfconfig.SigningProfile{Expiry: time.Nanosecond, CSRWhitelist: whitelist, ClientProvidesSerialNumbers: true},
+	}
+}

@@ -1,0 +1,194 @@
+package certs
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+
+	"github.com/aegis-os/aegis/internal/atomicfile"
+)
+
+// EnvClientConfig names the environment variable holding the client config path.
+const EnvClientConfig = "AEGISCONFIG"
+
+// ClientConfig is the operator's client config, in the layout of Talos's
+// talosconfig: a current context and named contexts, each with endpoints,
+// default nodes and the credentials to reach them.
+type ClientConfig struct {
+	Context  string                    `yaml:"context"`
+	Contexts map[string]*ClientContext `yaml:"contexts"`
+}
+
+// ClientContext is one set of endpoints and credentials.
+type ClientContext struct {
+	Endpoints []string  `yaml:"endpoints"`
+	Nodes     []string  `yaml:"nodes,omitempty"`
+	CA        Base64PEM `yaml:"ca,omitempty"`
+	Crt       Base64PEM `yaml:"crt,omitempty"`
+	Key       Base64PEM `yaml:"key,omitempty"`
+	Cluster   string    `yaml:"cluster,omitempty"`
+}
+
+// Rename records a context renamed during a merge to avoid a clash.
+type Rename struct {
+	From, To string
+}
+
+// DefaultClientConfigPath is $AEGISCONFIG, else ~/.aegis/config.
+func DefaultClientConfigPath() (string, error) {
+	if p := os.Getenv(EnvClientConfig); p != "" {
+		return p, nil
+	}
+
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("certs: no client config path: set $%s: %w", EnvClientConfig, err)
+	}
+
+	return filepath.Join(home, ".aegis", "config"), nil
+}
+
+// ParseClientConfig decodes a client config strictly and validates it.
+func ParseClientConfig(what string, data []byte) (*ClientConfig, error) {
+	var c ClientConfig
+	if err := decodeStrict(what, data, &c); err != nil {
+		return nil, err
+	}
+
+	if err := c.Validate(what); err != nil {
+		return nil, err
+	}
+
+	return &c, nil
+}
+
+// LoadClientConfig reads the client config at path.
+func LoadClientConfig(path string) (*ClientConfig, error) {
+	data, err := readDocument(path)
+	if err != nil {
+		return nil, err
+	}
+
+	return ParseClientConfig(path, data)
+}
+
+// LoadOrNewClientConfig reads the client config at path, or returns an empty
+// one if there is no file yet.
+func LoadOrNewClientConfig(path string) (*ClientConfig, error) {
+	c, err := LoadClientConfig(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return &ClientConfig{Contexts: map[string]*ClientContext{}}, nil
+	}
+
+	return c, err
+}
+
+// Validate checks that the current context exists and every context is usable.
+func (c *ClientConfig) Validate(what string) error {
+	var ps problems
+
+	if c.Context != "" {
+		if _, ok := c.Contexts[c.Context]; !ok {
+			ps.add("context", "%q names no context", c.Context)
+		}
+	}
+
+	for _, name := range slices.Sorted(maps.Keys(c.Contexts)) {
+		path := "contexts." + name
+
+		ctx := c.Contexts[name]
+		if ctx == nil {
+			ps.add(path, "empty context")
+
+			continue
+		}
+
+		for i, ep := range ctx.Endpoints {
+			if err := CheckHostPort(ep); err != nil {
+				ps.add(index(path+".endpoints", i), "%v", err)
+			}
+		}
+
+		for i, n := range ctx.Nodes {
+			if err := CheckHostPort(n); err != nil {
+				ps.add(index(path+".nodes", i), "%v", err)
+			}
+		}
+
+		if (len(ctx.Crt) == 0) != (len(ctx.Key) == 0) {
+			ps.add(path, "crt and key go together")
+		}
+	}
+
+	return ps.err(what)
+}
+
+// Marshal encodes the config as YAML.
+func (c *ClientConfig) Marshal() ([]byte, error) { return encodeYAML(c) }
+
+// Save writes the config atomically with mode 0600, replacing any file at
+// path: a client config is rewritten in place by merges and renewals.
+func (c *ClientConfig) Save(path string) error {
+	data, err := c.Marshal()
+	if err != nil {
+		return err
+	}
+
+	return atomicfile.Write(path, data, 0o600, atomicfile.Options{Overwrite: true})
+}
+
+// Current returns the current context.
+func (c *ClientConfig) Current() (string, *ClientContext, error) {
+	if c.Context == "" {
+		return "", nil, errors.New("certs: client config has no current context")
+	}
+
+	ctx, ok := c.Contexts[c.Context]
+	if !ok {
+		return "", nil, fmt.Errorf("certs: current context %q does not exist", c.Context)
+	}
+
+	return c.Context, ctx, nil
+}
+
+// Merge adds the contexts of other. A context whose name is taken is added
+// under a new name ("name-1", "name-2", …) unless force is set, in which case
+// it replaces the old one. The current context becomes other's current
+// context (under its final name). It returns the renames it made.
+func (c *ClientConfig) Merge(other *ClientConfig, force bool) []Rename {
+	if c.Contexts == nil {
+		c.Contexts = map[string]*ClientContext{}
+	}
+
+	var renames []Rename
+
+	for _, name := range slices.Sorted(maps.Keys(other.Contexts)) {
+		final := name
+
+		if _, taken := c.Contexts[name]; taken && !force {
+			final = c.freeName(name)
+			renames = append(renames, Rename{From: name, To: final})
+		}
+
+		c.Contexts[final] = other.Contexts[name]
+
+		if name == other.Context {
+			c.Context = final
+		}
+	}
+
+	return renames
+}
+
+func (c *ClientConfig) freeName(name string) string {
+	for i := 1; ; i++ {
+		candidate := name + "-" + strconv.Itoa(i)
+		if _, taken := c.Contexts[candidate]; !taken {
+			return candidate
+		}
+	}
+}

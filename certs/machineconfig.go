@@ -1,0 +1,345 @@
+package certs
+
+import (
+	"crypto/x509"
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aegis-os/aegis/ca"
+	"github.com/aegis-os/aegis/internal/atomicfile"
+	"github.com/aegis-os/aegis/trustd/token"
+)
+
+// MachineConfigVersion is the only machine config version Aegis reads.
+const MachineConfigVersion = "v1alpha1"
+
+// Defaults and bounds of the machine config.
+const (
+	// DefaultMaxTimeOffset is how far the node's clock may be from its NTP
+	// servers for the time gate to open.
+	DefaultMaxTimeOffset = time.Second
+	// MaxTimeOffsetLimit bounds maxOffset: certificates are backdated by
+	// ca.ClockSkew, so a clock further off than that issues certificates its
+	// peers do not yet accept.
+	MaxTimeOffsetLimit = ca.ClockSkew
+	// MaxListEntries bounds the lists of a machine config (SANs, servers,
+	// endpoints, accepted CAs).
+	MaxListEntries = 64
+)
+
+// NodeType is the role of a node in the cluster.
+type NodeType string
+
+// Node types. "init" is the first control plane, kept for Talos compatibility.
+const (
+	NodeInit         NodeType = "init"
+	NodeControlPlane NodeType = "controlplane"
+	NodeWorker       NodeType = "worker"
+)
+
+// IsControlPlane reports whether the node holds the OS CA key and runs trustd.
+func (t NodeType) IsControlPlane() bool { return t == NodeInit || t == NodeControlPlane }
+
+// MachineConfig is the one declarative document a node boots from.
+type MachineConfig struct {
+	Version string      `yaml:"version"`
+	Machine MachineSpec `yaml:"machine"`
+	Cluster ClusterSpec `yaml:"cluster"`
+
+	// Parsed forms, filled by Validate.
+	osCA     *ca.CA
+	caCert   *x509.Certificate
+	accepted *ca.AcceptedSet
+	token    token.Token
+}
+
+// MachineSpec describes the node itself.
+type MachineSpec struct {
+	Type NodeType `yaml:"type"`
+	// Hostname defaults to the host's name.
+	Hostname string `yaml:"hostname,omitempty"`
+	// ListenAddress is the address apid and trustd bind; empty means all.
+	ListenAddress string `yaml:"listenAddress,omitempty"`
+	// Token is the trustd token nodes join with.
+	Token string `yaml:"token"`
+	// CA is the OS CA: certificate and key on control planes, certificate only on workers.
+	CA CertAndKey `yaml:"ca"`
+	// AcceptedCAs are CAs trusted besides CA, such as the old CA during a rotation.
+	AcceptedCAs []CertAndKey `yaml:"acceptedCAs,omitempty"`
+	// CertSANs are extra names and addresses for the node's certificates.
+	CertSANs []string `yaml:"certSANs,omitempty"`
+	Time     TimeSpec `yaml:"time"`
+}
+
+// TimeSpec says how the node knows its clock is right: NTP servers, or a
+// host clock declared trusted (local clusters on one machine).
+type TimeSpec struct {
+	Servers        []string      `yaml:"servers,omitempty"`
+	TrustHostClock bool          `yaml:"trustHostClock,omitempty"`
+	MaxOffset      time.Duration `yaml:"maxOffset,omitempty"`
+}
+
+// ClusterSpec describes the cluster the node belongs to.
+type ClusterSpec struct {
+	Name         string           `yaml:"name"`
+	ControlPlane ControlPlaneSpec `yaml:"controlPlane"`
+}
+
+// ControlPlaneSpec says where the control planes are.
+type ControlPlaneSpec struct {
+	// Endpoints are host or host:port of control planes; workers join through them.
+	Endpoints []string `yaml:"endpoints,omitempty"`
+}
+
+// ParseMachineConfig decodes data strictly and validates it at time now.
+func ParseMachineConfig(what string, data []byte, now time.Time) (*MachineConfig, error) {
+	var c MachineConfig
+	if err := decodeStrict(what, data, &c); err != nil {
+		return nil, err
+	}
+
+	if err := c.Validate(what, now); err != nil {
+		return nil, err
+	}
+
+	return &c, nil
+}
+
+// LoadMachineConfig reads and validates the machine config at path.
+func LoadMachineConfig(path string, now time.Time) (*MachineConfig, error) {
+	data, err := readDocument(path)
+	if err != nil {
+		return nil, err
+	}
+
+	return ParseMachineConfig(path, data, now)
+}
+
+// Marshal encodes the config as YAML.
+func (c *MachineConfig) Marshal() ([]byte, error) { return encodeYAML(c) }
+
+// Save writes the config with mode 0600 (it holds the token and, on control
+// planes, the CA key); an existing file is kept unless overwrite is set.
+func (c *MachineConfig) Save(path string, overwrite bool) error {
+	data, err := c.Marshal()
+	if err != nil {
+		return err
+	}
+
+	return atomicfile.Write(path, data, 0o600, atomicfile.Options{Overwrite: overwrite})
+}
+
+// OSCA returns the OS CA with its key on a control plane, nil on a worker.
+func (c *MachineConfig) OSCA() *ca.CA { return c.osCA }
+
+// CACertificate returns the OS CA certificate.
+func (c *MachineConfig) CACertificate() *x509.Certificate { return c.caCert }
+
+// AcceptedCAs returns the OS CA and every accepted CA, the set peers are verified against.
+func (c *MachineConfig) AcceptedCAs() *ca.AcceptedSet { return c.accepted }
+
+// TrustdToken returns the parsed trustd token.
+func (c *MachineConfig) TrustdToken() token.Token { return c.token }
+
+// MaxTimeOffset returns the configured offset bound or its default.
+func (c *MachineConfig) MaxTimeOffset() time.Duration {
+	if c.Machine.Time.MaxOffset == 0 {
+		return DefaultMaxTimeOffset
+	}
+
+	return c.Machine.Time.MaxOffset
+}
+
+// Validate checks the config at time now, reports every problem with its
+// path, and on success fills the parsed forms the accessors return.
+func (c *MachineConfig) Validate(what string, now time.Time) error {
+	var ps problems
+
+	if c.Version != MachineConfigVersion {
+		ps.add("version", "%q is not supported (want %s)", c.Version, MachineConfigVersion)
+	}
+
+	// In document order, so the list reads like the file.
+	c.validateMachine(&ps)
+	c.validateTrust(&ps, now)
+	c.validateSANs(&ps)
+	c.validateTime(&ps)
+	c.validateCluster(&ps)
+
+	return ps.err(what)
+}
+
+func (c *MachineConfig) validateMachine(ps *problems) {
+	m := &c.Machine
+
+	switch m.Type {
+	case NodeInit, NodeControlPlane, NodeWorker:
+	case "":
+		ps.add("machine.type", "required (init, controlplane or worker)")
+	default:
+		ps.add("machine.type", "%q is not init, controlplane or worker", m.Type)
+	}
+
+	if m.Hostname != "" {
+		ps.addErr("machine.hostname", ca.CheckDNSName(m.Hostname))
+	}
+
+	if m.ListenAddress != "" {
+		if _, err := netip.ParseAddr(m.ListenAddress); err != nil {
+			ps.add("machine.listenAddress", "%q is not an IP address", m.ListenAddress)
+		}
+	}
+}
+
+func (c *MachineConfig) validateSANs(ps *problems) {
+	m := &c.Machine
+
+	checkListLen(ps, "machine.certSANs", len(m.CertSANs))
+
+	for i, san := range m.CertSANs {
+		if _, err := netip.ParseAddr(san); err != nil {
+			ps.addErr(index("machine.certSANs", i), ca.CheckDNSName(san))
+		}
+	}
+}
+
+func (c *MachineConfig) validateTime(ps *problems) {
+	t := &c.Machine.Time
+
+	switch {
+	case len(t.Servers) == 0 && !t.TrustHostClock:
+		ps.add("machine.time", "set servers, or trustHostClock: true for a clock that needs no sync")
+	case len(t.Servers) > 0 && t.TrustHostClock:
+		ps.add("machine.time", "servers and trustHostClock exclude each other")
+	}
+
+	checkListLen(ps, "machine.time.servers", len(t.Servers))
+
+	for i, s := range t.Servers {
+		if err := CheckHostPort(s); err != nil {
+			ps.add(index("machine.time.servers", i), "%v", err)
+		}
+	}
+
+	if t.MaxOffset < 0 || t.MaxOffset > MaxTimeOffsetLimit {
+		ps.add("machine.time.maxOffset", "%s outside [0, %s] (0 means %s)", t.MaxOffset, MaxTimeOffsetLimit, DefaultMaxTimeOffset)
+	}
+}
+
+func (c *MachineConfig) validateCluster(ps *problems) {
+	if err := CheckClusterName(c.Cluster.Name); err != nil {
+		ps.add("cluster.name", "%v", err)
+	}
+
+	eps := c.Cluster.ControlPlane.Endpoints
+	if c.Machine.Type == NodeWorker && len(eps) == 0 {
+		ps.add("cluster.controlPlane.endpoints", "required on workers (where trustd runs)")
+	}
+
+	checkListLen(ps, "cluster.controlPlane.endpoints", len(eps))
+
+	for i, ep := range eps {
+		if err := CheckHostPort(ep); err != nil {
+			ps.add(index("cluster.controlPlane.endpoints", i), "%v", err)
+		}
+	}
+}
+
+// validateTrust checks the token and the CAs and keeps their parsed forms.
+func (c *MachineConfig) validateTrust(ps *problems, now time.Time) {
+	m := &c.Machine
+
+	checkToken(ps, "machine.token", m.Token)
+	c.token, _ = token.Parse(m.Token)
+
+	before := len(*ps)
+
+	if m.Type == NodeWorker && len(m.CA.Key) > 0 {
+		checkCAPair(ps, "machine.ca", &CertAndKey{Crt: m.CA.Crt}, false, now)
+		ps.add("machine.ca.key", "must be empty on workers: only control planes hold the CA key")
+	} else {
+		checkCAPair(ps, "machine.ca", &m.CA, m.Type.IsControlPlane(), now)
+	}
+
+	checkListLen(ps, "machine.acceptedCAs", len(m.AcceptedCAs))
+
+	for i := range m.AcceptedCAs {
+		path := index("machine.acceptedCAs", i)
+		if len(m.AcceptedCAs[i].Key) > 0 {
+			ps.add(path+".key", "accepted CAs are certificates only")
+		}
+
+		checkCAPair(ps, path, &CertAndKey{Crt: m.AcceptedCAs[i].Crt}, false, now)
+	}
+
+	if len(*ps) > before {
+		return
+	}
+
+	c.fillTrust(now)
+}
+
+// fillTrust parses what validateTrust has already checked.
+func (c *MachineConfig) fillTrust(now time.Time) {
+	c.caCert, _ = ca.ParseCertificate(c.Machine.CA.Crt)
+	if len(c.Machine.CA.Key) > 0 {
+		c.osCA, _ = ca.Parse(c.Machine.CA.Crt, c.Machine.CA.Key, now)
+	}
+
+	certs := []*x509.Certificate{c.caCert}
+
+	for _, a := range c.Machine.AcceptedCAs {
+		cert, _ := ca.ParseCertificate(a.Crt)
+		certs = append(certs, cert)
+	}
+
+	c.accepted, _ = ca.NewAcceptedSet(now, certs...)
+}
+
+func checkListLen(ps *problems, path string, n int) {
+	if n > MaxListEntries {
+		ps.add(path, "%d entries, limit %d", n, MaxListEntries)
+	}
+}
+
+// CheckClusterName checks a cluster name: a DNS label, as it names contexts,
+// folders and certificates.
+func CheckClusterName(name string) error {
+	if name == "" {
+		return fmt.Errorf("required")
+	}
+
+	if err := ca.CheckDNSName(name); err != nil || len(name) > 63 || strings.Contains(name, ".") {
+		return fmt.Errorf("%q is not a DNS label (letters, digits and '-', at most 63)", name)
+	}
+
+	return nil
+}
+
+// CheckHostPort checks "host", "host:port", "[v6]:port" or a bare IPv6 address.
+func CheckHostPort(s string) error {
+	host := s
+
+	if h, port, err := net.SplitHostPort(s); err == nil {
+		n, perr := strconv.Atoi(port)
+		if perr != nil || n < 1 || n > 65535 {
+			return fmt.Errorf("%q has an invalid port", s)
+		}
+
+		host = h
+	}
+
+	if _, err := netip.ParseAddr(host); err == nil {
+		return nil
+	}
+
+	if err := ca.CheckDNSName(host); err != nil {
+		return fmt.Errorf("%q is not a host, IP address or host:port", s)
+	}
+
+	return nil
+}

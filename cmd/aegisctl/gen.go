@@ -1,0 +1,284 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/aegis-os/aegis/authz/role"
+	"github.com/aegis-os/aegis/ca"
+	"github.com/aegis-os/aegis/certs"
+)
+
+func newGenCommand(e *env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "gen",
+		Short: "Generate secrets, configs, CAs, keys, CSRs and certificates",
+	}
+
+	cmd.AddCommand(
+		newGenSecretsCommand(e),
+		newGenConfigCommand(e),
+		newGenCACommand(e),
+		newGenKeyCommand(e),
+		newGenCSRCommand(e),
+		newGenCrtCommand(e),
+	)
+
+	return cmd
+}
+
+func newGenSecretsCommand(e *env) *cobra.Command {
+	var (
+		out     string
+		force   bool
+		keyType string
+	)
+
+	cmd := &cobra.Command{
+		Use:   "secrets",
+		Short: "Generate a secrets bundle (Talos secrets.yaml layout)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			kt, err := ca.ParseKeyType(keyType)
+			if err != nil {
+				return err
+			}
+
+			if err = refuseExisting(force, out); err != nil {
+				return err
+			}
+
+			b, err := certs.GenerateBundle(certs.BundleOptions{OSKeyType: kt, Clock: clockFunc(e.now)})
+			if err != nil {
+				return err
+			}
+
+			if err = b.Save(out, force); err != nil {
+				return err
+			}
+
+			fmt.Fprintf(e.stdout, "wrote %s (mode 0600)\n", out)
+
+			return printBundle(e, b)
+		},
+	}
+
+	cmd.Flags().StringVarP(&out, "output", "o", "secrets.yaml", "file to write")
+	cmd.Flags().BoolVar(&force, "force", false, "replace an existing file")
+	cmd.Flags().StringVar(&keyType, "key-type", string(ca.Ed25519), "key type of the OS CA: ed25519 or ecdsa-p256")
+
+	return cmd
+}
+
+func newGenConfigCommand(e *env) *cobra.Command {
+	var (
+		opts        certs.ConfigOptions
+		withSecrets string
+		outDir      string
+		force       bool
+		crtTTL      time.Duration
+	)
+
+	cmd := &cobra.Command{
+		Use:   "config CLUSTER ENDPOINT",
+		Short: "Generate controlplane.yaml, worker.yaml and aegisconfig for a cluster",
+		Long: `Generate the machine configs of a control plane and of a worker, and a client
+config holding an os:admin certificate. ENDPOINT is the control plane's address
+(host name or IP, no port): workers join through trustd on port 50001 there and
+clients reach apid on port 50000.
+
+Without --with-secrets a new secrets bundle is generated and written beside the
+configs as secrets.yaml; keep it to make more configs for the same cluster.`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.ClusterName, opts.Endpoint = args[0], args[1]
+
+			return genConfig(e, opts, withSecrets, outDir, crtTTL, force)
+		},
+	}
+
+	f := cmd.Flags()
+	f.StringVar(&withSecrets, "with-secrets", "", "secrets bundle to use (default: generate one)")
+	f.StringVarP(&outDir, "output-dir", "o", ".", "directory to write the files to")
+	f.BoolVar(&force, "force", false, "replace existing files")
+	f.StringSliceVar(&opts.TimeServers, "time-server", []string{"time.cloudflare.com"}, "NTP servers (host or host:port), repeatable")
+	f.BoolVar(&opts.TrustHostClock, "trust-host-clock", false, "trust the host clock instead of NTP (local clusters on one machine)")
+	f.StringSliceVar(&opts.CertSANs, "cert-sans", nil, "extra names and addresses for node certificates")
+	f.DurationVar(&crtTTL, "crt-ttl", ca.DefaultsFor(ca.ProfileClient).TTL, "lifetime of the admin client certificate")
+
+	return cmd
+}
+
+func genConfig(e *env, opts certs.ConfigOptions, withSecrets, outDir string, crtTTL time.Duration, force bool) error {
+	if _, _, err := net.SplitHostPort(opts.Endpoint); err == nil {
+		return fmt.Errorf("ENDPOINT %q: give the address without a port (trustd is on %d, apid on %d)", opts.Endpoint, certs.TrustdPort, certs.APIDPort)
+	}
+
+	if err := certs.CheckHostPort(opts.Endpoint); err != nil {
+		return fmt.Errorf("ENDPOINT: %w", err)
+	}
+
+	if opts.TrustHostClock {
+		opts.TimeServers = nil
+	}
+
+	now := e.now()
+
+	b, generated, err := loadOrGenerateBundle(e, withSecrets, now)
+	if err != nil {
+		return err
+	}
+
+	files, client, err := buildConfigFiles(b, opts, crtTTL, now, outDir)
+	if err != nil {
+		return err
+	}
+
+	if generated {
+		data, err := b.Marshal()
+		if err != nil {
+			return err
+		}
+
+		files = append(files, outFile{filepath.Join(outDir, "secrets.yaml"), data})
+	}
+
+	if err = writeAll(files, force); err != nil {
+		return err
+	}
+
+	for _, f := range files {
+		fmt.Fprintf(e.stdout, "wrote %s (mode 0600)\n", f.path)
+	}
+
+	return printContext(e, client.Context, client.Contexts[client.Context])
+}
+
+type outFile struct {
+	path string
+	data []byte
+}
+
+// buildConfigFiles renders the control-plane, worker and client configs in
+// memory, so nothing is written unless all three could be made.
+func buildConfigFiles(b *certs.Bundle, opts certs.ConfigOptions, crtTTL time.Duration, now time.Time, outDir string) ([]outFile, *certs.ClientConfig, error) {
+	var files []outFile
+
+	for _, t := range []certs.NodeType{certs.NodeControlPlane, certs.NodeWorker} {
+		c, err := certs.GenerateMachineConfig(b, t, opts, now)
+		if err != nil {
+			return nil, nil, err
+		}
+
+		data, err := c.Marshal()
+		if err != nil {
+			return nil, nil, err
+		}
+
+		files = append(files, outFile{filepath.Join(outDir, string(t)+".yaml"), data})
+	}
+
+	osCA, err := b.OSCA(now)
+	if err != nil {
+		return nil, nil, err
+	}
+
+	iss, err := ca.NewIssuer(ca.IssuerConfig{CA: osCA, Clock: clockFunc(func() time.Time { return now })})
+	if err != nil {
+		return nil, nil, err
+	}
+
+	cc, err := certs.NewClientCertificate(iss, certs.ClientCertOptions{Roles: role.NewSet(role.Admin), TTL: crtTTL, CommonName: "admin"})
+	if err != nil {
+		return nil, nil, err
+	}
+
+	client := certs.NewClientConfig(opts.ClusterName, []string{opts.Endpoint}, osCA.CertPEM, cc)
+
+	data, err := client.Marshal()
+	if err != nil {
+		return nil, nil, err
+	}
+
+	return append(files, outFile{filepath.Join(outDir, "aegisconfig"), data}), client, nil
+}
+
+// writeAll writes every file or, if one fails, removes those it wrote. All
+// targets are checked first, so a clash leaves nothing behind.
+func writeAll(files []outFile, force bool) error {
+	paths := make([]string, len(files))
+	for i, f := range files {
+		paths[i] = f.path
+	}
+
+	if err := refuseExisting(force, paths...); err != nil {
+		return err
+	}
+
+	for i, f := range files {
+		if err := writeFile(f.path, f.data, 0o600, force); err != nil {
+			if !force {
+				for _, done := range files[:i] {
+					os.Remove(done.path) //nolint:errcheck // undoing our own fresh files
+				}
+			}
+
+			return err
+		}
+	}
+
+	return nil
+}
+
+func loadOrGenerateBundle(e *env, path string, now time.Time) (*certs.Bundle, bool, error) {
+	if path != "" {
+		b, err := certs.LoadBundle(path, now)
+
+		return b, false, err
+	}
+
+	b, err := certs.GenerateBundle(certs.BundleOptions{Clock: clockFunc(e.now)})
+
+	return b, true, err
+}
+
+func printBundle(e *env, b *certs.Bundle) error {
+	t := newCertTable(e.stdout, e.now())
+
+	for _, c := range []struct {
+		what string
+		pair *certs.CertAndKey
+	}{
+		{"os CA", b.Certs.OS},
+		{"etcd CA", b.Certs.Etcd},
+		{"kubernetes CA", b.Certs.K8s},
+		{"aggregator CA", b.Certs.K8sAggregator},
+	} {
+		cert, err := ca.ParseCertificate(c.pair.Crt)
+		if err != nil {
+			return err
+		}
+
+		t.add(c.what, cert)
+	}
+
+	t.flush()
+
+	return nil
+}
+
+// clockFunc adapts a time function to ca.Clock.
+type clockFunc func() time.Time
+
+func (f clockFunc) Now() time.Time { return f() }
+
+func fileExists(path string) bool {
+	_, err := os.Lstat(path)
+
+	return err == nil
+}

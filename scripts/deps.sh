@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Installs, on a Debian machine, what the tests need and the machine lacks.
+# Safe to run again: it installs only what is missing.
+set -euo pipefail
+
+# command -> Debian package providing it
+declare -A wanted=(
+  [chronyd]=chrony
+)
+
+missing=()
+for cmd in "${!wanted[@]}"; do
+  if ! command -v "$cmd" >/dev/null 2>&1 && [ ! -x "/usr/sbin/$cmd" ]; then
+    missing+=("${wanted[$cmd]}")
+  fi
+done
+
+if ! command -v go >/dev/null 2>&1; then
+  echo "deps: Go is required (https://go.dev/dl/); go.mod names the version" >&2
+  exit 1
+fi
+
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null 2>&1; then
+    sudo="sudo"
+  else
+    echo "deps: need root (or sudo) to install: ${missing[*]}" >&2
+    exit 1
+  fi
+fi
+
+echo "deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+# chrony's package starts a system daemon; policy-rc.d keeps it from starting,
+# the tests run their own chronyd on a loopback port.
+if [ ! -e /usr/sbin/policy-rc.d ]; then
+  printf '#!/bin/sh\nexit 101\n' | $sudo tee /usr/sbin/policy-rc.d >/dev/null
+  $sudo chmod +x /usr/sbin/policy-rc.d
+  trap '$sudo rm -f /usr/sbin/policy-rc.d' EXIT
+fi
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
