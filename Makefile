@@ -9,7 +9,7 @@ BENCHTIME ?= 1s
 
 export CGO_ENABLED ?= 0
 
-.PHONY: all build test run bench fuzz deps lint clean
+.PHONY: all build test run bench fuzz deps lint generate clean
 
 all: build
 
@@ -50,6 +50,10 @@ fuzz:
 			$(GO) test -run='^$$' -fuzz="^$$t$$" -fuzztime=$(FUZZTIME) $$dir; \
 		done; \
 	done
+
+## generate: regenerate the Go code of api/*/*.proto (needs protoc)
+generate:
+	./api/generate.sh
 
 clean:
 	rm -rf $(BIN) $(OUT)

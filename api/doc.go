@@ -1,4 +1,0 @@
-// Package api holds Aegis's own protobuf services, for what the Talos API
-// lacks (token management, client-certificate renewal), with the generated
-// Go code committed beside the .proto files.
-package api
