@@ -1,0 +1,428 @@
+package system
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/siderolabs/talos/pkg/machinery/api/machine"
+
+	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/machined/system/events"
+	"github.com/aegis-os/aegis/machined/system/health"
+	"github.com/aegis-os/aegis/machined/system/runner"
+)
+
+// fakeService is a configurable service for the tests.
+type fakeService struct {
+	id      string
+	deps    []string
+	run     runner.Func
+	healthy *atomic.Bool // nil: no health check
+	allow   map[Action]bool
+	started func(id string)
+}
+
+func (f *fakeService) ID() string          { return f.id }
+func (f *fakeService) DependsOn() []string { return f.deps }
+
+func (f *fakeService) Runner() (runner.Runner, error) {
+	fn := f.run
+	if fn == nil {
+		fn = func(ctx context.Context, _ io.Writer) error {
+			<-ctx.Done()
+
+			return nil
+		}
+	}
+
+	return runner.Goroutine(f.id, io.Discard, func(ctx context.Context, w io.Writer) error {
+		if f.started != nil {
+			f.started(f.id)
+		}
+
+		return fn(ctx, w)
+	}), nil
+}
+
+func (f *fakeService) AllowAPI(a Action) error {
+	if f.allow[a] {
+		return nil
+	}
+
+	return errors.New("not for " + string(a))
+}
+
+type healthSvc struct{ *fakeService }
+
+func (h healthSvc) HealthCheck() (health.Check, health.Settings) {
+	return func(context.Context) error {
+		if h.healthy.Load() {
+			return nil
+		}
+
+		return errors.New("not ready")
+	}, health.Settings{InitialDelay: time.Millisecond, Period: time.Second}
+}
+
+func newManager(clk clock.Clock) *Manager {
+	return New(Config{Clock: clk, Bus: events.NewBus(4096, clk)})
+}
+
+func waitCtx(t *testing.T) context.Context {
+	t.Helper()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+
+	return ctx
+}
+
+func TestLoadRefusesCyclesAndUnknownDeps(t *testing.T) {
+	tests := []struct {
+		name string
+		svcs []Service
+		want string
+	}{
+		{name: "cycle", svcs: []Service{
+			&fakeService{id: "a", deps: []string{"c"}}, &fakeService{id: "b", deps: []string{"a"}}, &fakeService{id: "c", deps: []string{"b"}},
+		}, want: "dependency cycle: a -> c -> b -> a"},
+		{name: "self", svcs: []Service{&fakeService{id: "a", deps: []string{"a"}}}, want: "cycle: a -> a"},
+		{name: "unknown", svcs: []Service{&fakeService{id: "a", deps: []string{"ghost"}}}, want: `unknown service "ghost"`},
+		{name: "duplicate", svcs: []Service{&fakeService{id: "a"}, &fakeService{id: "a"}}, want: "loaded twice"},
+	}
+
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := newManager(clock.Real())
+
+			err := m.Load(tt.svcs...)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err = %v, want %q", err, tt.want)
+			}
+
+			if len(m.List()) != 0 {
+				t.Fatal("a refused load left services behind")
+			}
+		})
+	}
+}
+
+// TestDependencyOrder: c depends on b, b on a, and a is up only once its
+// health check passes; the services start strictly in order.
+func TestDependencyOrder(t *testing.T) {
+	var (
+		mu    sync.Mutex
+		order []string
+	)
+
+	started := func(id string) {
+		mu.Lock()
+		order = append(order, id)
+		mu.Unlock()
+	}
+
+	aHealthy := &atomic.Bool{}
+	m := newManager(clock.Real())
+
+	err := m.Load(
+		&fakeService{id: "c", deps: []string{"b"}, started: started},
+		healthSvc{&fakeService{id: "a", started: started, healthy: aHealthy}},
+		&fakeService{id: "b", deps: []string{"a"}, started: started},
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if err := m.Start(); err != nil {
+		t.Fatal(err)
+	}
+
+	ctx := waitCtx(t)
+
+	waitState(t, m, "a", StateRunning)
+
+	if info, _ := m.Info("b"); info.State != StateWaiting || !strings.Contains(info.Message, "waiting for a") {
+		t.Fatalf("b = %s %q, want waiting for a", info.State, info.Message)
+	}
+
+	aHealthy.Store(true)
+
+	if err := m.WaitUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	mu.Lock()
+	got := strings.Join(order, ",")
+	mu.Unlock()
+
+	if got != "a,b,c" {
+		t.Fatalf("start order = %s", got)
+	}
+
+	if err := m.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, info := range m.List() {
+		if info.State != StateFinished {
+			t.Fatalf("%s = %s after stop", info.ID, info.State)
+		}
+	}
+}
+
+// TestStopOrderIsReversed: dependents stop before their dependencies.
+func TestStopOrderIsReversed(t *testing.T) {
+	var (
+		mu      sync.Mutex
+		stopped []string
+	)
+
+	svc := func(id string, deps ...string) *fakeService {
+		return &fakeService{id: id, deps: deps, run: func(ctx context.Context, _ io.Writer) error {
+			<-ctx.Done()
+			mu.Lock()
+			stopped = append(stopped, id)
+			mu.Unlock()
+
+			return nil
+		}}
+	}
+
+	m := newManager(clock.Real())
+	if err := m.Load(svc("db"), svc("api", "db"), svc("web", "api")); err != nil {
+		t.Fatal(err)
+	}
+
+	ctx := waitCtx(t)
+
+	_ = m.Start()
+	if err := m.WaitUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := m.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	if got := strings.Join(stopped, ","); got != "web,api,db" {
+		t.Fatalf("stop order = %s", got)
+	}
+}
+
+// TestHealthFlipsProduceEvents: each change of the health result is one
+// ServiceStateEvent on the bus, and a dependency going unhealthy is visible.
+func TestHealthFlipsProduceEvents(t *testing.T) {
+	clk := clock.NewFake(time.Unix(1000, 0))
+	healthy := &atomic.Bool{}
+	healthy.Store(true)
+
+	m := newManager(clk)
+	if err := m.Load(healthSvc{&fakeService{id: "svc", healthy: healthy}}); err != nil {
+		t.Fatal(err)
+	}
+
+	sub := m.Bus().Subscribe(m.Bus().NextSeq())
+	ctx := waitCtx(t)
+
+	_ = m.Start()
+
+	var flips []bool
+
+	for _, next := range []bool{false, true, false} {
+		for {
+			if err := clk.WaitForTimers(ctx, 1); err != nil {
+				t.Fatal(err)
+			}
+
+			if info, _ := m.Info("svc"); !info.Health.Unknown {
+				break
+			}
+
+			clk.Advance(time.Second)
+		}
+
+		healthy.Store(next)
+		clk.Advance(time.Second)
+		waitHealth(t, m, "svc", next)
+	}
+
+	for len(flips) < 4 {
+		ev, err := sub.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		if sse, ok := ev.Payload.(*machine.ServiceStateEvent); ok && sse.Health != nil && !sse.Health.Unknown {
+			flips = append(flips, sse.Health.Healthy)
+		}
+	}
+
+	want := []bool{true, false, true, false}
+	for i := range want {
+		if flips[i] != want[i] {
+			t.Fatalf("health events = %v, want %v", flips, want)
+		}
+	}
+}
+
+// TestSlowSubscriberDoesNotBlock: a subscriber that never reads does not
+// hold up a busy node.
+func TestSlowSubscriberDoesNotBlock(t *testing.T) {
+	clk := clock.Real()
+	m := New(Config{Clock: clk, Bus: events.NewBus(16, clk)})
+	_ = m.Bus().Subscribe(m.Bus().NextSeq()) // never read
+
+	svcs := make([]Service, 0, 50)
+	for i := range 50 {
+		svcs = append(svcs, &fakeService{id: "s" + string(rune('A'+i%26)) + string(rune('a'+i/26))})
+	}
+
+	if err := m.Load(svcs...); err != nil {
+		t.Fatal(err)
+	}
+
+	ctx := waitCtx(t)
+
+	_ = m.Start()
+	if err := m.WaitUp(ctx); err != nil {
+		t.Fatalf("node blocked: %v", err)
+	}
+
+	if err := m.Stop(ctx); err != nil {
+		t.Fatalf("node blocked: %v", err)
+	}
+}
+
+func TestFailureIsRecorded(t *testing.T) {
+	m := newManager(clock.Real())
+	if err := m.Load(&fakeService{id: "bad", run: func(context.Context, io.Writer) error { return errors.New("disk on fire") }}); err != nil {
+		t.Fatal(err)
+	}
+
+	_ = m.Start()
+	info := waitState(t, m, "bad", StateFailed)
+
+	if !strings.Contains(info.Message, "disk on fire") {
+		t.Fatalf("message = %q", info.Message)
+	}
+
+	var states []string
+	for _, e := range info.Events {
+		states = append(states, e.State.String())
+	}
+
+	if got := strings.Join(states, ","); got != "Initialized,Starting,Running,Failed" {
+		t.Fatalf("history = %s", got)
+	}
+}
+
+func TestAPIActions(t *testing.T) {
+	m := newManager(clock.Real())
+	if err := m.Load(&fakeService{id: "svc", allow: map[Action]bool{ActionRestart: true}}); err != nil {
+		t.Fatal(err)
+	}
+
+	ctx := waitCtx(t)
+
+	_ = m.Start()
+	waitState(t, m, "svc", StateRunning)
+
+	if err := m.API(ctx, "svc", ActionStop); !errors.Is(err, ErrNotAllowed) || !strings.Contains(err.Error(), "not for stop") {
+		t.Fatalf("stop: %v", err)
+	}
+
+	if err := m.API(ctx, "svc", ActionRestart); err != nil {
+		t.Fatal(err)
+	}
+
+	waitState(t, m, "svc", StateRunning)
+
+	if err := m.API(ctx, "ghost", ActionStart); !errors.Is(err, ErrUnknownService) {
+		t.Fatalf("unknown service: %v", err)
+	}
+}
+
+// TestProcessServiceLifecycle runs a real child process through the framework.
+func TestProcessServiceLifecycle(t *testing.T) {
+	m := newManager(clock.Real())
+	svc := &processService{id: "sleeper", path: "/bin/sleep", args: []string{"300"}}
+
+	if err := m.Load(svc); err != nil {
+		t.Fatal(err)
+	}
+
+	ctx := waitCtx(t)
+
+	_ = m.Start()
+	if info := waitState(t, m, "sleeper", StateRunning); !strings.Contains(info.Message, "process ") {
+		t.Fatalf("running message = %q", info.Message)
+	}
+
+	if err := m.Stop(ctx, "sleeper"); err != nil {
+		t.Fatal(err)
+	}
+
+	if info, _ := m.Info("sleeper"); info.State != StateFinished {
+		t.Fatalf("state after stop = %s", info.State)
+	}
+}
+
+type processService struct {
+	id, path string
+	args     []string
+}
+
+func (p *processService) ID() string          { return p.id }
+func (p *processService) DependsOn() []string { return nil }
+
+func (p *processService) Runner() (runner.Runner, error) {
+	return runner.Process(runner.ProcessConfig{Path: p.path, Args: p.args, GracePeriod: 5 * time.Second}), nil
+}
+
+func waitState(t *testing.T, m *Manager, id string, want State) Info {
+	t.Helper()
+
+	deadline := time.Now().Add(20 * time.Second)
+
+	for {
+		info, err := m.Info(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		if info.State == want {
+			return info
+		}
+
+		if time.Now().After(deadline) {
+			t.Fatalf("%s is %s (%s), want %s", id, info.State, info.Message, want)
+		}
+
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func waitHealth(t *testing.T, m *Manager, id string, healthy bool) {
+	t.Helper()
+
+	deadline := time.Now().Add(20 * time.Second)
+
+	for {
+		info, _ := m.Info(id)
+		if !info.Health.Unknown && info.Health.Healthy == healthy {
+			return
+		}
+
+		if time.Now().After(deadline) {
+			t.Fatalf("%s health = %+v, want healthy=%v", id, info.Health, healthy)
+		}
+
+		time.Sleep(5 * time.Millisecond)
+	}
+}

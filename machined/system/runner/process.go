@@ -1,0 +1,129 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/aegis-os/aegis/internal/clock"
+)
+
+const (
+	// DefaultGracePeriod is how long a process has between SIGTERM and SIGKILL.
+	DefaultGracePeriod = 10 * time.Second
+	// outputDrainDelay bounds the wait for output still in the pipe after a
+	// process exited.
+	outputDrainDelay = time.Second
+)
+
+// ProcessConfig describes a process to run. Path is required.
+type ProcessConfig struct {
+	// Path of the executable and its arguments (without argv[0]).
+	Path string
+	Args []string
+	// Env is the whole environment of the process; nil means an empty one,
+	// so nothing of machined's environment leaks in by accident.
+	Env []string
+	// Dir is the working directory; empty means machined's.
+	Dir string
+	// Log receives stdout and stderr. Nil discards them.
+	Log io.Writer
+	// GracePeriod between SIGTERM and SIGKILL; zero means DefaultGracePeriod.
+	GracePeriod time.Duration
+	// Clock times the grace period. Nil means the system clock.
+	Clock clock.Clock
+}
+
+type process struct {
+	cfg ProcessConfig
+}
+
+// Process returns a runner that runs an executable in its own process group,
+// so a stop reaches every child it started, and that dies with machined.
+func Process(cfg ProcessConfig) Runner {
+	if cfg.GracePeriod == 0 {
+		cfg.GracePeriod = DefaultGracePeriod
+	}
+
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real()
+	}
+
+	if cfg.Log == nil {
+		cfg.Log = io.Discard
+	}
+
+	if cfg.Env == nil {
+		cfg.Env = []string{}
+	}
+
+	return &process{cfg: cfg}
+}
+
+func (p *process) String() string {
+	return "process " + strings.Join(append([]string{p.cfg.Path}, p.cfg.Args...), " ")
+}
+
+func (p *process) Run(ctx context.Context, notify Notify) error {
+	cmd := exec.Command(p.cfg.Path, p.cfg.Args...)
+	cmd.Env, cmd.Dir = p.cfg.Env, p.cfg.Dir
+	cmd.Stdout, cmd.Stderr = p.cfg.Log, p.cfg.Log
+	// Setpgid: signals go to the whole group. Pdeathsig: if machined dies,
+	// the kernel kills the child rather than leave it running unsupervised.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	// A child left behind may hold the output pipe open; do not wait on it
+	// for long once the process itself has exited.
+	cmd.WaitDelay = outputDrainDelay
+
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("runner: starting %s: %w", p.cfg.Path, err)
+	}
+
+	done := make(chan error, 1)
+
+	go func() { done <- cmd.Wait() }()
+
+	notify(true, fmt.Sprintf("process %d started", cmd.Process.Pid))
+
+	select {
+	case err := <-done:
+		// The process is gone; anything it left in its group goes too.
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) //nolint:errcheck // usually nothing is left
+
+		// ErrWaitDelay: the process exited well, a child of it held the pipe.
+		if err != nil && !errors.Is(err, exec.ErrWaitDelay) {
+			return fmt.Errorf("runner: %s: %w", p.cfg.Path, err)
+		}
+
+		return nil
+	case <-ctx.Done():
+		return p.stop(cmd.Process.Pid, done)
+	}
+}
+
+// stop sends SIGTERM to the process group and SIGKILL after the grace period.
+func (p *process) stop(pid int, done <-chan error) error {
+	_ = syscall.Kill(-pid, syscall.SIGTERM) //nolint:errcheck // the group may already be gone
+
+	grace := p.cfg.Clock.NewTimer(p.cfg.GracePeriod)
+	defer grace.Stop()
+
+	select {
+	case <-done:
+		return nil
+	case <-grace.C():
+	}
+
+	if err := syscall.Kill(-pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("runner: killing %s: %w", p.cfg.Path, err)
+	}
+
+	<-done
+
+	return nil
+}

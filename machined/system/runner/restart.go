@@ -1,0 +1,128 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/aegis-os/aegis/internal/clock"
+)
+
+// Policy says when a finished run is started again.
+type Policy int
+
+// Restart policies.
+const (
+	// Once never restarts.
+	Once Policy = iota
+	// UntilSuccess restarts after a failure, not after a clean exit.
+	UntilSuccess
+	// Forever restarts after any exit, until the service is stopped.
+	Forever
+)
+
+func (p Policy) String() string {
+	switch p {
+	case Once:
+		return "once"
+	case UntilSuccess:
+		return "until-success"
+	default:
+		return "forever"
+	}
+}
+
+// Backoff defaults: a crash loop settles at one attempt every 30 s; a run of
+// a minute counts as healthy and earns a fast restart next time.
+const (
+	DefaultMinBackoff  = time.Second
+	DefaultMaxBackoff  = 30 * time.Second
+	DefaultStableAfter = time.Minute
+)
+
+// RestartConfig configures Restart. Zero durations take the defaults.
+type RestartConfig struct {
+	Policy Policy
+	// MinBackoff is the first delay; it doubles after each quick exit up to MaxBackoff.
+	MinBackoff time.Duration
+	MaxBackoff time.Duration
+	// StableAfter is how long a run must last to reset the delay to MinBackoff.
+	StableAfter time.Duration
+	// Clock times the delays. Nil means the system clock.
+	Clock clock.Clock
+}
+
+type restart struct {
+	inner Runner
+	cfg   RestartConfig
+}
+
+// Restart wraps inner with a restart policy and exponential backoff.
+func Restart(inner Runner, cfg RestartConfig) Runner {
+	if cfg.MinBackoff == 0 {
+		cfg.MinBackoff = DefaultMinBackoff
+	}
+
+	if cfg.MaxBackoff == 0 {
+		cfg.MaxBackoff = DefaultMaxBackoff
+	}
+
+	if cfg.StableAfter == 0 {
+		cfg.StableAfter = DefaultStableAfter
+	}
+
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real()
+	}
+
+	return &restart{inner: inner, cfg: cfg}
+}
+
+func (r *restart) String() string { return fmt.Sprintf("%s (restart %s)", r.inner, r.cfg.Policy) }
+
+func (r *restart) Run(ctx context.Context, notify Notify) error {
+	delay := r.cfg.MinBackoff
+
+	for {
+		started := r.cfg.Clock.Now()
+		err := r.inner.Run(ctx, notify)
+
+		if ctx.Err() != nil {
+			return nil
+		}
+
+		if r.cfg.Policy == Once || (r.cfg.Policy == UntilSuccess && err == nil) {
+			return err
+		}
+
+		if r.cfg.Clock.Now().Sub(started) >= r.cfg.StableAfter {
+			delay = r.cfg.MinBackoff
+		}
+
+		reason := "exited"
+		if err != nil {
+			reason = err.Error()
+		}
+
+		notify(false, fmt.Sprintf("%s; restarting in %s", reason, delay))
+
+		if !r.wait(ctx, delay) {
+			return nil
+		}
+
+		delay = min(2*delay, r.cfg.MaxBackoff)
+	}
+}
+
+// wait sleeps d on the clock; it reports false if ctx ended first.
+func (r *restart) wait(ctx context.Context, d time.Duration) bool {
+	t := r.cfg.Clock.NewTimer(d)
+	defer t.Stop()
+
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C():
+		return true
+	}
+}
