@@ -1,0 +1,127 @@
+// Package machineapi implements the Talos MachineService for a node run by
+// machined: what the node is, its services, their logs, its events, client
+// configurations, reboot and shutdown. Methods it does not implement answer
+// Unimplemented at once.
+package machineapi
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/siderolabs/talos/pkg/machinery/api/machine"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/aegis-os/aegis/authz/role"
+	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/machined/system"
+	"github.com/aegis-os/aegis/machined/system/events"
+	"github.com/aegis-os/aegis/machined/system/logs"
+)
+
+// LogSource finds the log of a service by its ID.
+type LogSource interface {
+	ServiceLog(id string) (*logs.Log, bool)
+}
+
+// Lifecycle is what Reboot and Shutdown ask of the node. Both act after the
+// reply has been sent; actorID tags the events they cause.
+type Lifecycle interface {
+	Reboot(actorID string)
+	Shutdown(actorID string)
+}
+
+// ClientConfigIssuer makes client credentials; only control planes have one.
+type ClientConfigIssuer interface {
+	// IssueClientConfig returns the CA bundle, a certificate with roles for
+	// a new key, that key, and a client config holding the three.
+	IssueClientConfig(roles role.Set, ttl time.Duration) (ca, crt, key, clientConfig []byte, err error)
+}
+
+// Config configures the server. Services, Logs, Bus and Lifecycle are required.
+type Config struct {
+	Hostname  string
+	Services  *system.Manager
+	Logs      LogSource
+	Bus       *events.Bus
+	Lifecycle Lifecycle
+	// ClientConfig is nil on workers: GenerateClientConfiguration then
+	// answers FailedPrecondition.
+	ClientConfig ClientConfigIssuer
+	// MemInfoPath is read by Memory; empty means /proc/meminfo.
+	MemInfoPath string
+	// Rand makes actor IDs. Nil means crypto/rand.
+	Rand io.Reader
+	// Clock places tail_seconds. Nil means the system clock.
+	Clock interface{ Now() time.Time }
+	// Logger records failures whose cause is not sent to the caller.
+	Logger *slog.Logger
+}
+
+// Server implements machine.MachineServiceServer.
+type Server struct {
+	machine.UnimplementedMachineServiceServer
+
+	cfg Config
+}
+
+// New returns a Server.
+func New(cfg Config) *Server {
+	if cfg.MemInfoPath == "" {
+		cfg.MemInfoPath = "/proc/meminfo"
+	}
+
+	if cfg.Rand == nil {
+		cfg.Rand = rand.Reader
+	}
+
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real()
+	}
+
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+
+	return &Server{cfg: cfg}
+}
+
+// Register adds the server to a gRPC server.
+func (s *Server) Register(g *grpc.Server) { machine.RegisterMachineServiceServer(g, s) }
+
+// internal logs err and returns an Internal status that does not carry it.
+func (s *Server) internal(method string, err error) error {
+	s.cfg.Logger.Error("request failed", slog.String("method", method), slog.String("error", err.Error()))
+
+	return status.Error(codes.Internal, "internal error")
+}
+
+// serviceError maps a service-framework error to a status.
+func serviceError(err error) error {
+	switch {
+	case errors.Is(err, system.ErrUnknownService):
+		return status.Error(codes.NotFound, err.Error())
+	case errors.Is(err, system.ErrNotAllowed):
+		return status.Error(codes.FailedPrecondition, err.Error())
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return status.FromContextError(err).Err()
+	default:
+		return status.Error(codes.Internal, err.Error())
+	}
+}
+
+// newActorID returns a random ID tying events to the request that caused them.
+func (s *Server) newActorID() string {
+	b := make([]byte, 10)
+	if _, err := io.ReadFull(s.cfg.Rand, b); err != nil {
+		return "unknown"
+	}
+
+	return hex.EncodeToString(b)
+}
