@@ -43,8 +43,12 @@ type testNode struct {
 }
 
 func (n *testNode) ServiceLog(id string) (*logs.Log, bool) { l, ok := n.logs[id]; return l, ok }
-func (n *testNode) Reboot(actor string)                     { n.mu.Lock(); n.reboots = append(n.reboots, actor); n.mu.Unlock() }
-func (n *testNode) Shutdown(string)                         {}
+func (n *testNode) Reboot(actor string) {
+	n.mu.Lock()
+	n.reboots = append(n.reboots, actor)
+	n.mu.Unlock()
+}
+func (n *testNode) Shutdown(string) {}
 
 type echoService struct {
 	id    string
