@@ -1,0 +1,67 @@
+package resources
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/aegis-os/aegis/api/node"
+)
+
+// reconnectDelay bounds how long a service waits before it asks machined
+// again after the stream broke (machined restarting, say).
+const reconnectDelay = time.Second
+
+// Dial connects to a service socket of machined.
+func Dial(socket string) (*grpc.ClientConn, error) {
+	conn, err := grpc.NewClient("unix://"+socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, fmt.Errorf("resources: %w", err)
+	}
+
+	return conn, nil
+}
+
+// Watch calls apply with the service's resources as machined sends them,
+// reconnecting after a broken stream, until ctx ends. apply runs on Watch's
+// goroutine; an error from it is logged and the previous state kept by the
+// caller.
+func Watch(ctx context.Context, conn *grpc.ClientConn, log *slog.Logger, apply func(*node.Resources) error) {
+	client := node.NewNodeServiceClient(conn)
+
+	for ctx.Err() == nil {
+		err := watchOnce(ctx, client, log, apply)
+		if ctx.Err() != nil {
+			return
+		}
+
+		log.Warn("node resources stream ended, reconnecting", slog.String("error", fmt.Sprint(err)))
+
+		select {
+		case <-ctx.Done():
+		case <-time.After(reconnectDelay):
+		}
+	}
+}
+
+func watchOnce(ctx context.Context, client node.NodeServiceClient, log *slog.Logger, apply func(*node.Resources) error) error {
+	stream, err := client.Watch(ctx, &node.WatchRequest{}, grpc.WaitForReady(true))
+	if err != nil {
+		return err
+	}
+
+	for {
+		res, err := stream.Recv()
+		if err != nil {
+			return err
+		}
+
+		if err := apply(res); err != nil {
+			log.Warn("node resources not applied", slog.String("error", err.Error()))
+		}
+	}
+}
