@@ -13,10 +13,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"net"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -123,7 +120,7 @@ func New(cfg Config) (*Client, error) {
 
 	endpoints := make([]string, len(cfg.Endpoints))
 	for i, ep := range cfg.Endpoints {
-		endpoints[i] = WithDefaultPort(ep, certs.TrustdPort)
+		endpoints[i] = certs.WithDefaultPort(ep, certs.TrustdPort)
 	}
 
 	kt, err := ca.KeyTypeOf(cfg.CA.PublicKey)
@@ -164,18 +161,6 @@ func setDefaults(cfg *Config) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-}
-
-// WithDefaultPort returns "host:port" for an endpoint given as "host",
-// "host:port", "[v6]:port", "[v6]" or a bare IPv6 address.
-func WithDefaultPort(endpoint string, port int) string {
-	if _, _, err := net.SplitHostPort(endpoint); err == nil {
-		return endpoint
-	}
-
-	host := strings.TrimSuffix(strings.TrimPrefix(endpoint, "["), "]")
-
-	return net.JoinHostPort(host, strconv.Itoa(port))
 }
 
 // nodeHosts lists the CSR's SANs: the hostname first, then the rest, each once.

@@ -201,7 +201,7 @@ func TestJoin(t *testing.T) {
 // TestRoundRobinBackoff: failed calls move to the next endpoint after a
 // growing, capped delay; the same CSR is sent each time.
 func TestRoundRobinBackoff(t *testing.T) {
-	h := newHarness(t, ca.Ed25519, 0, "cp-1", "cp-2:6000", "[fd00::1]")
+	h := newHarness(t, ca.Ed25519, 0, "cp-1", "cp-2:6000", "fd00::1")
 	done := h.join(context.Background())
 
 	wantEndpoints := []string{"cp-1:50001", "cp-2:6000", "[fd00::1]:50001", "cp-1:50001", "cp-2:6000"}
