@@ -61,16 +61,11 @@ func setup(opts options, log *slog.Logger) (*daemon, error) {
 func (d *daemon) build(cfg *certs.MachineConfig, opts options) error {
 	audit := d.log.With(slog.String("log", "audit"))
 
-	storeDir := filepath.Join(opts.state, "trustd")
-	if err := os.MkdirAll(storeDir, 0o700); err != nil {
+	if err := d.openStore(opts.state); err != nil {
 		return err
 	}
 
 	var err error
-	if d.store, err = boltstore.Open(boltstore.Config{Path: filepath.Join(storeDir, "tokens.db")}); err != nil {
-		return err
-	}
-
 	if d.time, err = timesync.New(timesync.Config{
 		Servers: cfg.Machine.Time.Servers, TrustHostClock: cfg.Machine.Time.TrustHostClock,
 		MaxOffset: cfg.MaxTimeOffset(), Logger: d.log,
@@ -87,15 +82,7 @@ func (d *daemon) build(cfg *certs.MachineConfig, opts options) error {
 		return err
 	}
 
-	auth, err := tokenauth.New(tokenauth.Config{Static: cfg.TrustdToken(), Store: d.store})
-	if err != nil {
-		return err
-	}
-
-	if d.server, err = trustd.New(trustd.Config{
-		Signer: iss, CAs: cfg, Authenticator: auth, TimeGate: d.time, Certificate: d.cert.keyPair,
-		Audit: audit, Logger: d.log,
-	}); err != nil {
+	if err = d.newServer(cfg, iss, audit); err != nil {
 		return err
 	}
 
@@ -105,6 +92,33 @@ func (d *daemon) build(cfg *certs.MachineConfig, opts options) error {
 	}
 
 	d.tokens, err = listenTokenSocket(filepath.Join(opts.state, "run", "trustd", "tokens.sock"), api)
+
+	return err
+}
+
+// openStore opens the token store in its own 0700 directory of the state.
+func (d *daemon) openStore(state string) error {
+	dir := filepath.Join(state, "trustd")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+
+	var err error
+	d.store, err = boltstore.Open(boltstore.Config{Path: filepath.Join(dir, "tokens.db")})
+
+	return err
+}
+
+func (d *daemon) newServer(cfg *certs.MachineConfig, iss *ca.Issuer, audit *slog.Logger) error {
+	auth, err := tokenauth.New(tokenauth.Config{Static: cfg.TrustdToken(), Store: d.store})
+	if err != nil {
+		return err
+	}
+
+	d.server, err = trustd.New(trustd.Config{
+		Signer: iss, CAs: cfg, Authenticator: auth, TimeGate: d.time, Certificate: d.cert.keyPair,
+		Audit: audit, Logger: d.log,
+	})
 
 	return err
 }

@@ -128,3 +128,40 @@ func TestMatchesSecret(t *testing.T) {
 		}
 	}
 }
+
+// FuzzUnmarshalRecord feeds arbitrary stored bytes: a corrupt or tampered
+// store file must give ErrInvalid, never a record that breaks Validate.
+func FuzzUnmarshalRecord(f *testing.F) {
+	golden, err := os.ReadFile(filepath.Join("testdata", "record.golden.json"))
+	if err != nil {
+		f.Fatal(err)
+	}
+
+	f.Add(golden)
+	f.Add([]byte(`{"v":1}`))
+	f.Add([]byte(`null`))
+
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r, err := tokenstore.UnmarshalRecord(data)
+		if err != nil {
+			if !errors.Is(err, tokenstore.ErrInvalid) {
+				t.Fatalf("refusal does not wrap ErrInvalid: %v", err)
+			}
+
+			return
+		}
+
+		if err := r.Validate(); err != nil {
+			t.Fatalf("accepted an invalid record: %v", err)
+		}
+
+		again, err := tokenstore.MarshalRecord(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		if _, err := tokenstore.UnmarshalRecord(again); err != nil {
+			t.Fatalf("re-encoded record does not decode: %v", err)
+		}
+	})
+}

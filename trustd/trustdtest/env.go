@@ -85,7 +85,17 @@ func Start(tb testing.TB, opts Options) *Env {
 	e := &Env{CA: authority, CAs: cas, Gate: timesync.NewGate(opts.GateOpen), Audit: NewRecorder(), Store: opts.Store, Clock: opts.Clock}
 	e.KeyPair = ServerKeyPair(tb, authority, ListenIP)
 
-	iss, err := ca.NewIssuer(ca.IssuerConfig{CA: authority})
+	e.Server = newServer(tb, e, opts)
+	e.serve(tb)
+
+	return e
+}
+
+// newServer builds the server of e from real parts.
+func newServer(tb testing.TB, e *Env, opts Options) *trustd.Server {
+	tb.Helper()
+
+	iss, err := ca.NewIssuer(ca.IssuerConfig{CA: e.CA})
 	must(tb, err)
 
 	static, err := token.Parse(StaticToken)
@@ -94,9 +104,9 @@ func Start(tb testing.TB, opts Options) *Env {
 	auth, err := tokenauth.New(tokenauth.Config{Static: static, Store: opts.Store, Clock: opts.Clock})
 	must(tb, err)
 
-	e.Server, err = trustd.New(trustd.Config{
+	s, err := trustd.New(trustd.Config{
 		Signer:        iss,
-		CAs:           accepted{cas},
+		CAs:           accepted{e.CAs},
 		Authenticator: auth,
 		TimeGate:      e.Gate,
 		Certificate:   e.KeyPair,
@@ -107,9 +117,7 @@ func Start(tb testing.TB, opts Options) *Env {
 	})
 	must(tb, err)
 
-	e.serve(tb)
-
-	return e
+	return s
 }
 
 func (e *Env) serve(tb testing.TB) {
