@@ -147,7 +147,13 @@ func (d *daemon) run(ctx context.Context) error {
 	return nil
 }
 
+// close releases what setup acquired; after run it finds the socket
+// already closed and only the store left.
 func (d *daemon) close() {
+	if d.tokens != nil {
+		_ = d.tokens.lis.Close()
+	}
+
 	if d.store != nil {
 		if err := d.store.Close(); err != nil {
 			d.log.Error("closing the token store", slog.String("error", err.Error()))
