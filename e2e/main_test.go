@@ -6,37 +6,29 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 )
 
-// binDir holds the binaries TestMain builds; empty under -short.
-var binDir string
+// The binaries are built once, by the first test that needs them, into a
+// directory TestMain removes at the end; a run that selects no such test
+// (-short, or benchmarks only) builds nothing.
+var (
+	binDir   string
+	buildErr error
+	building sync.Once
+)
 
-// TestMain builds the real binaries once for every test of the package.
-// Under -short nothing is built: every test skips itself.
+// TestMain removes the built binaries after the tests.
 func TestMain(m *testing.M) {
 	flag.Parse()
 
-	if testing.Short() {
-		os.Exit(m.Run())
-	}
-
-	dir, err := os.MkdirTemp("", "aegis-e2e-bin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "e2e:", err)
-		os.Exit(1)
-	}
-
-	if err = build(dir, "trustd"); err != nil {
-		os.RemoveAll(dir)
-		fmt.Fprintln(os.Stderr, "e2e:", err)
-		os.Exit(1)
-	}
-
-	binDir = dir
 	code := m.Run()
 
-	os.RemoveAll(dir)
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+
 	os.Exit(code)
 }
 
@@ -52,11 +44,22 @@ func build(dir, name string) error {
 	return nil
 }
 
-// needBinaries skips a test under -short, where TestMain built nothing.
+// needBinaries skips a test under -short and otherwise makes sure the real
+// binaries are built.
 func needBinaries(t *testing.T) {
 	t.Helper()
 
-	if testing.Short() || binDir == "" {
+	if testing.Short() {
 		t.Skip("end-to-end test: skipped with -short")
+	}
+
+	building.Do(func() {
+		if binDir, buildErr = os.MkdirTemp("", "aegis-e2e-bin-"); buildErr == nil {
+			buildErr = build(binDir, "trustd")
+		}
+	})
+
+	if buildErr != nil {
+		t.Fatal(buildErr)
 	}
 }
