@@ -1,4 +1,20 @@
 // Package trustd is the root of trust of a cluster: it signs short-lived node
 // certificates for callers that present a bootstrap token, once the node's
-// clock is synced. Token formats live in trustd/token.
+// clock is synced. It serves securityapi.SecurityService/Certificate (the
+// Talos API) over server-authenticated TLS, with the token in the "token"
+// metadata key.
+//
+// Each request passes fixed checks in order, each with its own gRPC code: the
+// caller's source must be under its failure limit (ResourceExhausted, before
+// any other work); the token must authenticate (Unauthenticated); the time
+// gate must be open (FailedPrecondition); the CSR must pass ca.ParseCSR and
+// the token's allowed SANs (InvalidArgument). Only then is one use of the
+// token spent, atomically, and the certificate signed under the server
+// profile. Every decision leaves exactly one audit record.
+//
+// The server depends only on the small interfaces of Config, so that
+// machined can run it with its own signer, token store, time service and
+// certificate source. Token formats live in trustd/token, the token store
+// in trustd/tokenstore, the authenticator in trustd/tokenauth, the token
+// management API in trustd/tokenapi and the join client in trustd/join.
 package trustd

@@ -57,6 +57,11 @@ func Generate(r io.Reader) (Token, error) {
 	return Token{id: b[:IDLength], secret: b[IDLength:]}, nil
 }
 
+// ValidID reports whether unsafe has the form of a token id, so that an id
+// given alone (to revoke a token, or as a store key) is checked like the id
+// inside a whole token.
+func ValidID(unsafe string) bool { return len(unsafe) == IDLength && inAlphabet(unsafe) }
+
 // ID returns the public half of the token.
 func (t Token) ID() string { return t.id }
 

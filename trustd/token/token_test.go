@@ -50,6 +50,29 @@ func TestParse(t *testing.T) {
 	}
 }
 
+func TestValidID(t *testing.T) {
+	tests := []struct {
+		in string
+		ok bool
+	}{
+		{in: "abcdef", ok: true},
+		{in: "0a1b2c", ok: true},
+		{in: ""},
+		{in: "abcde"},
+		{in: "abcdefg"},
+		{in: "ABCDEF"},
+		{in: "abc.ef"},
+	}
+
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			if got := ValidID(tt.in); got != tt.ok {
+				t.Fatalf("ValidID(%q) = %v, want %v", tt.in, got, tt.ok)
+			}
+		})
+	}
+}
+
 func TestStringNeverShowsSecret(t *testing.T) {
 	tok, err := Parse("abcdef.0123456789abcdef")
 	if err != nil {

@@ -1,0 +1,181 @@
+package certs
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/x509"
+	"errors"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/aegis-os/aegis/internal/backoff"
+	"github.com/aegis-os/aegis/internal/clock"
+)
+
+// Defaults of the renewal loop.
+const (
+	// DefaultRenewRetryMin and DefaultRenewRetryMax bound the backoff after
+	// a failed renewal. At half-life a node certificate has twelve hours
+	// left, so the retries can afford to be gentle on the issuer.
+	DefaultRenewRetryMin = 5 * time.Second
+	DefaultRenewRetryMax = 5 * time.Minute
+
+	// RenewJitterDivisor spreads renewals over a tenth of the lifetime
+	// after half-life, so nodes issued together do not renew together.
+	RenewJitterDivisor = 10
+)
+
+// Log field names of the renewal loop.
+const (
+	logSubject  = "subject"
+	logNotAfter = "not_after"
+	logRetryIn  = "retry_in"
+	logErr      = "error"
+)
+
+// RenewAt returns when cert is due for renewal: half its lifetime after
+// NotBefore, plus jitter.
+func RenewAt(cert *x509.Certificate, jitter time.Duration) time.Time {
+	life := cert.NotAfter.Sub(cert.NotBefore)
+
+	return cert.NotBefore.Add(life/2 + jitter)
+}
+
+// shouldRenew is the renewal decision: whether cert is due at now.
+func shouldRenew(now time.Time, cert *x509.Certificate, jitter time.Duration) bool {
+	return !now.Before(RenewAt(cert, jitter))
+}
+
+// RenewerConfig configures a Renewer. Current and Renew are required.
+type RenewerConfig struct {
+	// Current is the certificate in use when the loop starts.
+	Current *x509.Certificate
+	// Renew obtains a new certificate, puts it in use and returns it. On
+	// failure it must leave the old certificate in use: a node keeps
+	// serving with what it has until a new one is in hand.
+	Renew func(ctx context.Context) (*x509.Certificate, error)
+	// RetryMin and RetryMax bound the backoff after a failure; zero means
+	// the defaults above.
+	RetryMin time.Duration
+	RetryMax time.Duration
+	// Clock times renewals. Nil means the system clock.
+	Clock clock.Clock
+	// Rand draws the jitter. Nil means crypto/rand.
+	Rand io.Reader
+	// Logger receives renewals and failures. Nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Renewer keeps a certificate fresh: it renews at half-life with jitter and
+// retries failures with backoff.
+type Renewer struct {
+	cfg RenewerConfig
+
+	mu      sync.Mutex
+	current *x509.Certificate
+}
+
+// NewRenewer checks cfg and returns a renewer; Run starts it.
+func NewRenewer(cfg RenewerConfig) (*Renewer, error) {
+	if cfg.Current == nil || cfg.Renew == nil {
+		return nil, errors.New("certs: renewer needs the current certificate and a renew function")
+	}
+
+	if cfg.RetryMin <= 0 {
+		cfg.RetryMin = DefaultRenewRetryMin
+	}
+
+	if cfg.RetryMax <= 0 {
+		cfg.RetryMax = DefaultRenewRetryMax
+	}
+
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real()
+	}
+
+	if cfg.Rand == nil {
+		cfg.Rand = rand.Reader
+	}
+
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+
+	return &Renewer{cfg: cfg, current: cfg.Current}, nil
+}
+
+// Current returns the certificate in use.
+func (r *Renewer) Current() *x509.Certificate {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+
+	return r.current
+}
+
+// Run renews the certificate whenever it is due until ctx ends.
+func (r *Renewer) Run(ctx context.Context) error {
+	for {
+		cur := r.Current()
+		jitter := backoff.Jitter(r.cfg.Rand, cur.NotAfter.Sub(cur.NotBefore)/RenewJitterDivisor)
+
+		// Re-check after every wake-up: a timer is only a hint, and the
+		// clock may have been set back meanwhile.
+		for now := r.cfg.Clock.Now(); !shouldRenew(now, cur, jitter); now = r.cfg.Clock.Now() {
+			if !r.sleep(ctx, RenewAt(cur, jitter).Sub(now)) {
+				return nil
+			}
+		}
+
+		next, ok := r.renew(ctx, cur)
+		if !ok {
+			return nil
+		}
+
+		r.mu.Lock()
+		r.current = next
+		r.mu.Unlock()
+
+		r.cfg.Logger.Info("certificate renewed",
+			slog.String(logSubject, next.Subject.String()), slog.Time(logNotAfter, next.NotAfter))
+	}
+}
+
+// renew calls Renew until it succeeds or ctx ends, backing off between
+// failures. The old certificate stays in use meanwhile.
+func (r *Renewer) renew(ctx context.Context, cur *x509.Certificate) (*x509.Certificate, bool) {
+	retry := backoff.Backoff{Min: r.cfg.RetryMin, Max: r.cfg.RetryMax, Rand: r.cfg.Rand}
+
+	for {
+		next, err := r.cfg.Renew(ctx)
+		if err == nil && next != nil {
+			return next, true
+		}
+
+		if err == nil {
+			err = errors.New("certs: renew returned no certificate")
+		}
+
+		wait := retry.Next()
+		r.cfg.Logger.Warn("certificate renewal failed; keeping the current one",
+			slog.String(logErr, err.Error()), slog.Time(logNotAfter, cur.NotAfter), slog.Duration(logRetryIn, wait))
+
+		if !r.sleep(ctx, wait) {
+			return nil, false
+		}
+	}
+}
+
+// sleep waits d on the clock; it reports false if ctx ended first.
+func (r *Renewer) sleep(ctx context.Context, d time.Duration) bool {
+	t := r.cfg.Clock.NewTimer(d)
+	defer t.Stop()
+
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C():
+		return true
+	}
+}

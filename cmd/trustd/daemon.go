@@ -1,0 +1,162 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/aegis-os/aegis/ca"
+	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/machined/timesync"
+	"github.com/aegis-os/aegis/trustd"
+	"github.com/aegis-os/aegis/trustd/tokenapi"
+	"github.com/aegis-os/aegis/trustd/tokenauth"
+	"github.com/aegis-os/aegis/trustd/tokenstore/boltstore"
+)
+
+// daemon is trustd with everything it runs beside the server.
+type daemon struct {
+	log    *slog.Logger
+	listen string
+	store  *boltstore.Store
+	time   *timesync.Service
+	server *trustd.Server
+	tokens *tokenSocket
+	cert   *serverCert
+}
+
+// setup builds every component; nothing runs yet.
+func setup(opts options, log *slog.Logger) (*daemon, error) {
+	cfg, err := certs.LoadMachineConfig(opts.config, time.Now())
+	if err != nil {
+		return nil, err
+	}
+
+	if cfg.OSCA() == nil {
+		return nil, fmt.Errorf("%s is a %s config without the CA key; trustd runs on control planes only", opts.config, cfg.Machine.Type)
+	}
+
+	d := &daemon{log: log, listen: opts.listen}
+	if d.listen == "" {
+		d.listen = net.JoinHostPort(cfg.Machine.ListenAddress, strconv.Itoa(certs.TrustdPort))
+	}
+
+	if err = d.build(cfg, opts); err != nil {
+		d.close()
+
+		return nil, err
+	}
+
+	return d, nil
+}
+
+func (d *daemon) build(cfg *certs.MachineConfig, opts options) error {
+	audit := d.log.With(slog.String("log", "audit"))
+
+	if err := d.openStore(opts.state); err != nil {
+		return err
+	}
+
+	var err error
+	if d.time, err = timesync.New(timesync.Config{
+		Servers: cfg.Machine.Time.Servers, TrustHostClock: cfg.Machine.Time.TrustHostClock,
+		MaxOffset: cfg.MaxTimeOffset(), Logger: d.log,
+	}); err != nil {
+		return err
+	}
+
+	iss, err := ca.NewIssuer(ca.IssuerConfig{CA: cfg.OSCA()})
+	if err != nil {
+		return err
+	}
+
+	if d.cert, err = newServerCert(opts, cfg, iss, d.listen, d.log); err != nil {
+		return err
+	}
+
+	if err = d.newServer(cfg, iss, audit); err != nil {
+		return err
+	}
+
+	api, err := tokenapi.New(tokenapi.Config{Store: d.store, Logger: audit})
+	if err != nil {
+		return err
+	}
+
+	d.tokens, err = listenTokenSocket(filepath.Join(opts.state, "run", "trustd", "tokens.sock"), api)
+
+	return err
+}
+
+// openStore opens the token store in its own 0700 directory of the state.
+func (d *daemon) openStore(state string) error {
+	dir := filepath.Join(state, "trustd")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+
+	var err error
+	d.store, err = boltstore.Open(boltstore.Config{Path: filepath.Join(dir, "tokens.db")})
+
+	return err
+}
+
+func (d *daemon) newServer(cfg *certs.MachineConfig, iss *ca.Issuer, audit *slog.Logger) error {
+	auth, err := tokenauth.New(tokenauth.Config{Static: cfg.TrustdToken(), Store: d.store})
+	if err != nil {
+		return err
+	}
+
+	d.server, err = trustd.New(trustd.Config{
+		Signer: iss, CAs: cfg, Authenticator: auth, TimeGate: d.time, Certificate: d.cert.keyPair,
+		Audit: audit, Logger: d.log,
+	})
+
+	return err
+}
+
+// run serves until ctx ends or a component fails, then stops them all.
+func (d *daemon) run(ctx context.Context) error {
+	lis, err := net.Listen("tcp", d.listen)
+	if err != nil {
+		return err
+	}
+
+	g, ctx := errgroup.WithContext(ctx)
+
+	g.Go(func() error { return d.time.Run(ctx) })
+	g.Go(func() error { return d.cert.run(ctx) })
+	g.Go(func() error { return d.tokens.serve(ctx) })
+	g.Go(func() error { return d.server.Serve(ctx, lis) })
+
+	err = g.Wait()
+	if err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+
+	d.log.Info("trustd stopped")
+
+	return nil
+}
+
+// close releases what setup acquired; after run it finds the socket
+// already closed and only the store left.
+func (d *daemon) close() {
+	if d.tokens != nil {
+		_ = d.tokens.lis.Close()
+	}
+
+	if d.store != nil {
+		if err := d.store.Close(); err != nil {
+			d.log.Error("closing the token store", slog.String("error", err.Error()))
+		}
+	}
+}

@@ -1,0 +1,89 @@
+// Command trustd runs Aegis's trustd on its own, outside machined: it signs
+// node certificates for callers with a bootstrap token once the node's time
+// is synced, and serves the token management API on a Unix socket.
+//
+//	trustd --config FILE --state DIR [--listen ADDR] [--cert FILE --key FILE]
+//
+// State lives under DIR: the token store at DIR/trustd/tokens.db and the
+// token API socket at DIR/run/trustd/tokens.sock. Logs are JSON on stderr;
+// audit records carry "log":"audit". SIGTERM or SIGINT stops it gracefully.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// options are the command line.
+type options struct {
+	config string
+	state  string
+	listen string
+	cert   string
+	key    string
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+
+	if err := run(ctx, os.Args[1:], os.Stderr); err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "trustd:", err)
+		}
+
+		os.Exit(1)
+	}
+}
+
+func parseFlags(args []string, stderr io.Writer) (options, error) {
+	var o options
+
+	fs := flag.NewFlagSet("trustd", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.config, "config", "", "machine config `FILE` (a control-plane config: it holds the CA key)")
+	fs.StringVar(&o.state, "state", "", "state `DIR` (token store, sockets)")
+	fs.StringVar(&o.listen, "listen", "", "listen `ADDR`ess (default: the config's listenAddress, port 50001)")
+	fs.StringVar(&o.cert, "cert", "", "server certificate `FILE` (watched for changes; default: issued from the config's CA)")
+	fs.StringVar(&o.key, "key", "", "server key `FILE` for --cert")
+
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+
+	switch {
+	case fs.NArg() > 0:
+		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
+	case o.config == "" || o.state == "":
+		return o, errors.New("--config and --state are required")
+	case (o.cert == "") != (o.key == ""):
+		return o, errors.New("--cert and --key go together")
+	}
+
+	return o, nil
+}
+
+// run starts trustd and blocks until ctx ends or a component fails.
+func run(ctx context.Context, args []string, stderr io.Writer) error {
+	opts, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+
+	log := slog.New(slog.NewJSONHandler(stderr, nil))
+
+	d, err := setup(opts, log)
+	if err != nil {
+		return err
+	}
+	defer d.close()
+
+	return d.run(ctx)
+}

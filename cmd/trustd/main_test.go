@@ -1,0 +1,178 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aegis-os/aegis/certs"
+)
+
+func TestParseFlags(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		ok   bool
+	}{
+		{name: "minimal", args: []string{"--config", "c.yaml", "--state", "s"}, ok: true},
+		{name: "all", args: []string{"--config", "c.yaml", "--state", "s", "--listen", "127.0.1.2:50001", "--cert", "a", "--key", "b"}, ok: true},
+		{name: "no state", args: []string{"--config", "c.yaml"}},
+		{name: "cert without key", args: []string{"--config", "c.yaml", "--state", "s", "--cert", "a"}},
+		{name: "stray argument", args: []string{"--config", "c.yaml", "--state", "s", "extra"}},
+		{name: "unknown flag", args: []string{"--config", "c.yaml", "--state", "s", "--tls"}},
+	}
+
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := parseFlags(tt.args, io.Discard); (err == nil) != tt.ok {
+				t.Fatalf("err = %v, want ok=%v", err, tt.ok)
+			}
+		})
+	}
+}
+
+// writeConfigs writes a control-plane and a worker config of one new cluster.
+func writeConfigs(t *testing.T, dir string, opts certs.ConfigOptions) (cp, worker string) {
+	t.Helper()
+
+	b, err := certs.GenerateBundle(certs.BundleOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	for typ, path := range map[certs.NodeType]*string{certs.NodeControlPlane: &cp, certs.NodeWorker: &worker} {
+		c, err := certs.GenerateMachineConfig(b, typ, opts, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		*path = filepath.Join(dir, string(typ)+".yaml")
+		if err = c.Save(*path, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	return cp, worker
+}
+
+func TestRefusesWorkerConfig(t *testing.T) {
+	dir := t.TempDir()
+	_, worker := writeConfigs(t, dir, certs.ConfigOptions{ClusterName: "demo", Endpoint: "127.0.1.2", TrustHostClock: true})
+
+	err := run(context.Background(), []string{"--config", worker, "--state", dir}, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "control planes only") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+// syncBuffer is a log sink a test reads while the daemon writes.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) lines() []map[string]any {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+
+	var out []map[string]any
+
+	for line := range strings.SplitSeq(b.buf.String(), "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(line), &m) == nil {
+			out = append(out, m)
+		}
+	}
+
+	return out
+}
+
+// TestStateLayout runs the daemon in-process with a trusted host clock and
+// checks where its state goes and with which modes, and that it stops on
+// cancel.
+func TestStateLayout(t *testing.T) {
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state")
+	cp, _ := writeConfigs(t, dir, certs.ConfigOptions{ClusterName: "demo", Endpoint: "127.0.1.2", TrustHostClock: true, Hostname: "cp-1"})
+
+	ctx, cancel := context.WithCancel(context.Background())
+	logs := &syncBuffer{}
+	done := make(chan error, 1)
+
+	go func() { done <- run(ctx, []string{"--config", cp, "--state", state, "--listen", "127.0.1.2:0"}, logs) }()
+
+	deadline := time.Now().Add(time.Minute)
+	for !slices.ContainsFunc(logs.lines(), func(m map[string]any) bool { return m["msg"] == "trustd serving" }) {
+		if time.Now().After(deadline) {
+			t.Fatalf("trustd did not start; logs:\n%v", logs.lines())
+		}
+
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	for _, want := range []struct {
+		path string
+		mode os.FileMode
+	}{
+		{filepath.Join(state, "trustd"), os.ModeDir | 0o700},
+		{filepath.Join(state, "trustd", "tokens.db"), 0o600},
+		{filepath.Join(state, "run", "trustd"), os.ModeDir | 0o700},
+		{filepath.Join(state, "run", "trustd", "tokens.sock"), os.ModeSocket | 0o600},
+	} {
+		st, err := os.Stat(want.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		if got := st.Mode() & (os.ModeType | os.ModePerm); got != want.mode {
+			t.Errorf("%s: mode %v, want %v", want.path, got, want.mode)
+		}
+	}
+
+	cancel()
+
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("run after cancel: %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("trustd did not stop")
+	}
+}
+
+func TestServerHosts(t *testing.T) {
+	cfg := &certs.MachineConfig{Machine: certs.MachineSpec{Hostname: "cp-1", CertSANs: []string{"cp.example", "127.0.0.1"}}}
+
+	tests := []struct {
+		listen string
+		want   []string
+	}{
+		{listen: "127.0.1.2:50001", want: []string{"127.0.1.2", "127.0.0.1", "cp-1", "cp.example"}},
+		{listen: ":50001", want: []string{"127.0.0.1", "cp-1", "cp.example"}},
+		{listen: "0.0.0.0:50001", want: []string{"127.0.0.1", "cp-1", "cp.example"}},
+	}
+
+	for _, tt := range tests {
+		t.Run(tt.listen, func(t *testing.T) {
+			if got := serverHosts(cfg, tt.listen); !slices.Equal(got, tt.want) {
+				t.Fatalf("hosts = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,274 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	securityapi "github.com/siderolabs/talos/pkg/machinery/api/security"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/aegis-os/aegis/api/tokens"
+	"github.com/aegis-os/aegis/certs"
+)
+
+// waitTimeout bounds every wait of these tests; generous, for a busy machine.
+const waitTimeout = 2 * time.Minute
+
+func testContext(t *testing.T) context.Context {
+	t.Helper()
+
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	t.Cleanup(cancel)
+
+	return ctx
+}
+
+// node is a control plane's config and state directory on disk.
+type node struct {
+	ip     string
+	listen string
+	config string
+	state  string
+	cfg    *certs.MachineConfig
+}
+
+// newNode writes a control-plane config for a new cluster whose node listens
+// on ip and syncs its time with ntpServers.
+func newNode(t *testing.T, ip string, ntpServers ...string) *node {
+	t.Helper()
+
+	dir := t.TempDir()
+
+	b, err := certs.GenerateBundle(certs.BundleOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	cfg, err := certs.GenerateMachineConfig(b, certs.NodeControlPlane, certs.ConfigOptions{
+		ClusterName: "e2e", Endpoint: ip, TimeServers: ntpServers, Hostname: "cp-1", ListenAddress: ip,
+	}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	n := &node{
+		ip:     ip,
+		listen: net.JoinHostPort(ip, strconv.Itoa(freePort(t, "tcp", ip))),
+		config: filepath.Join(dir, "controlplane.yaml"),
+		state:  filepath.Join(dir, "state"),
+		cfg:    cfg,
+	}
+
+	if err = cfg.Save(n.config, false); err != nil {
+		t.Fatal(err)
+	}
+
+	return n
+}
+
+// trustdProc is a running cmd/trustd.
+type trustdProc struct {
+	cmd  *exec.Cmd
+	logs *logBuffer
+	done chan error
+	once sync.Once
+	err  error
+}
+
+// start runs trustd for the node and waits until it listens. It is stopped
+// when the test ends, and its log is shown if the test failed.
+func (n *node) start(t *testing.T) *trustdProc {
+	t.Helper()
+
+	p := &trustdProc{logs: &logBuffer{}, done: make(chan error, 1)}
+	p.cmd = exec.Command(filepath.Join(binDir, "trustd"), "--config", n.config, "--state", n.state, "--listen", n.listen)
+	p.cmd.Stderr = p.logs
+
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+
+	go func() { p.done <- p.cmd.Wait() }()
+
+	t.Cleanup(func() {
+		p.stop()
+
+		if t.Failed() {
+			t.Logf("trustd log:\n%s", p.logs.String())
+		}
+	})
+
+	deadline := time.After(waitTimeout)
+
+	for !p.logs.has("trustd serving") {
+		select {
+		case err := <-p.done:
+			t.Fatalf("trustd exited: %v\n%s", err, p.logs.String())
+		case <-deadline:
+			t.Fatal("trustd did not start")
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+
+	return p
+}
+
+// stop sends SIGTERM and waits; it returns the exit error (nil for a clean
+// stop). Calling it again returns the same.
+func (p *trustdProc) stop() error {
+	p.once.Do(func() {
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+
+		select {
+		case p.err = <-p.done:
+		case <-time.After(waitTimeout):
+			_ = p.cmd.Process.Kill()
+			p.err = <-p.done
+		}
+	})
+
+	return p.err
+}
+
+// audit returns the audit records of certificate decisions so far.
+func (p *trustdProc) audit() []map[string]any {
+	var out []map[string]any
+
+	for _, m := range p.logs.records() {
+		if m["log"] == "audit" && (m["msg"] == "certificate issued" || m["msg"] == "certificate refused") {
+			out = append(out, m)
+		}
+	}
+
+	return out
+}
+
+// logBuffer collects a process's JSON log lines.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+
+	return b.buf.String()
+}
+
+func (b *logBuffer) records() []map[string]any {
+	var out []map[string]any
+
+	for line := range strings.SplitSeq(b.String(), "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(line), &m) == nil {
+			out = append(out, m)
+		}
+	}
+
+	return out
+}
+
+func (b *logBuffer) has(msg string) bool {
+	for _, m := range b.records() {
+		if m["msg"] == msg {
+			return true
+		}
+	}
+
+	return false
+}
+
+// conn dials trustd over TLS verifying its certificate against the node's
+// CAs, from the source address given (127.0.1.0/24), so tests can act as
+// distinct callers.
+func (n *node) conn(t *testing.T, source string) *grpc.ClientConn {
+	t.Helper()
+
+	creds := credentials.NewTLS(&tls.Config{RootCAs: n.cfg.AcceptedCAs().Pool(), ServerName: n.ip, MinVersion: tls.VersionTLS13})
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(source)}}
+
+	c, err := grpc.NewClient(n.listen, grpc.WithTransportCredentials(creds),
+		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	t.Cleanup(func() { c.Close() })
+
+	return c
+}
+
+// security is the Talos machinery client of trustd.
+func (n *node) security(t *testing.T, source string) securityapi.SecurityServiceClient {
+	t.Helper()
+
+	return securityapi.NewSecurityServiceClient(n.conn(t, source))
+}
+
+// waitServing waits until trustd's health says SERVING (its time is synced).
+func (n *node) waitServing(t *testing.T) {
+	t.Helper()
+
+	ctx := testContext(t)
+	hc := healthpb.NewHealthClient(n.conn(t, "127.0.1.250"))
+
+	for {
+		resp, err := hc.Check(ctx, &healthpb.HealthCheckRequest{})
+		if err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING {
+			return
+		}
+
+		select {
+		case <-ctx.Done():
+			t.Fatalf("trustd never became SERVING: %v %v", resp, err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// tokens is a TokenService client on the node's Unix socket.
+func (n *node) tokens(t *testing.T) tokens.TokenServiceClient {
+	t.Helper()
+
+	sock := filepath.Join(n.state, "run", "trustd", "tokens.sock")
+	st, err := os.Stat(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if st.Mode().Perm() != 0o600 {
+		t.Fatalf("token socket %s has mode %v", sock, st.Mode())
+	}
+
+	c, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	t.Cleanup(func() { c.Close() })
+
+	return tokens.NewTokenServiceClient(c)
+}

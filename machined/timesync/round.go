@@ -1,0 +1,123 @@
+package timesync
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/beevik/ntp"
+)
+
+// Log field names of the package.
+const (
+	logServer = "server"
+	logOffset = "offset"
+	logRTT    = "rtt"
+	logMax    = "max_offset"
+	logError  = "error"
+)
+
+// errOutOfBounds marks a valid reply that shows the clock too far off.
+var errOutOfBounds = errors.New("timesync: local clock outside the allowed offset")
+
+// round queries the servers in order until one gives a valid reply, moves
+// the gate by that reply, and reports whether the clock is within bounds.
+// A round with no valid reply leaves the gate as it was: a server being
+// unreachable says nothing about the clock.
+func (s *Service) round(ctx context.Context) bool {
+	var errs []error
+
+	for _, server := range s.cfg.Servers {
+		if ctx.Err() != nil {
+			return false
+		}
+
+		resp, err := s.query(ctx, server)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", server, err))
+
+			continue
+		}
+
+		return s.decide(server, resp)
+	}
+
+	err := errors.Join(errs...)
+	s.record(Status{Synced: s.gate.Synced(), LastError: err})
+	s.cfg.Logger.Warn("no NTP server gave a valid reply", slog.String(logError, err.Error()))
+
+	return false
+}
+
+// query asks one server and validates the reply as beevik/ntp defines a
+// reply fit for synchronization (stratum, leap indicator, dispersion,
+// freshness), and refuses a negative round trip, which only a broken
+// clock or a forged reply gives.
+func (s *Service) query(ctx context.Context, server string) (*ntp.Response, error) {
+	resp, err := s.cfg.Query(ctx, server, s.cfg.QueryTimeout)
+	if err != nil {
+		return nil, err
+	}
+
+	if resp == nil {
+		return nil, errors.New("timesync: empty reply")
+	}
+
+	if err = resp.Validate(); err != nil {
+		return nil, fmt.Errorf("timesync: invalid reply: %w", err)
+	}
+
+	if resp.RTT < 0 {
+		return nil, fmt.Errorf("timesync: invalid reply: negative round trip %s", resp.RTT)
+	}
+
+	return resp, nil
+}
+
+// decide opens or closes the gate by one valid reply. Half the round trip
+// is added to the offset: the true offset may lie anywhere within it.
+func (s *Service) decide(server string, resp *ntp.Response) bool {
+	bound := abs(resp.ClockOffset) + resp.RTT/2
+	within := bound <= s.cfg.MaxOffset
+
+	st := Status{Synced: within, Server: server, Offset: resp.ClockOffset, RTT: resp.RTT}
+	if !within {
+		st.LastError = fmt.Errorf("%w: %s (max %s)", errOutOfBounds, bound, s.cfg.MaxOffset)
+	}
+
+	s.record(st)
+
+	attrs := []any{
+		slog.String(logServer, server), slog.Duration(logOffset, resp.ClockOffset),
+		slog.Duration(logRTT, resp.RTT), slog.Duration(logMax, s.cfg.MaxOffset),
+	}
+
+	if s.gate.Set(within) {
+		if within {
+			s.cfg.Logger.Info("time synced", attrs...)
+		} else {
+			s.cfg.Logger.Warn("time out of sync", attrs...)
+		}
+	}
+
+	return within
+}
+
+func (s *Service) record(st Status) {
+	st.Checked = s.cfg.Clock.Now()
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+
+	s.status = st
+}
+
+func abs(d time.Duration) time.Duration {
+	if d < 0 {
+		return -d
+	}
+
+	return d
+}

@@ -1,0 +1,179 @@
+// Package timesync is the node's time service: it asks the configured NTP
+// servers how far the local clock is from theirs and keeps a gate open while
+// the answer is within the allowed offset. It only measures; it never sets
+// the system clock, which stays the host's business (a host NTP daemon, or
+// a hypervisor). trustd refuses to sign while the gate is closed.
+package timesync
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/beevik/ntp"
+
+	"github.com/aegis-os/aegis/internal/backoff"
+	"github.com/aegis-os/aegis/internal/clock"
+)
+
+// QueryFunc asks one NTP server for a reply. server is "host" or
+// "host:port" (port 123 by default). It is the seam tests use to feed
+// replies; the service validates whatever it returns.
+type QueryFunc func(ctx context.Context, server string, timeout time.Duration) (*ntp.Response, error)
+
+// Config configures a Service. Servers or TrustHostClock is required; every
+// other field may be left zero. The config is read once by New.
+type Config struct {
+	// Servers are queried in order each round until one gives a valid reply.
+	Servers []string
+	// TrustHostClock opens the gate at once and queries nothing.
+	TrustHostClock bool
+	// MaxOffset is the largest |offset| + RTT/2 that keeps the gate open.
+	// Zero means DefaultMaxOffset.
+	MaxOffset time.Duration
+	// Query asks one server. Nil means a real NTPv4 query (beevik/ntp).
+	Query QueryFunc
+	// PollInterval, RetryMin, RetryMax and QueryTimeout default to the
+	// constants of limits.go.
+	PollInterval time.Duration
+	RetryMin     time.Duration
+	RetryMax     time.Duration
+	QueryTimeout time.Duration
+	// Clock times the rounds. Nil means the system clock.
+	Clock clock.Clock
+	// Rand jitters the waits between rounds. Nil means crypto/rand.
+	Rand io.Reader
+	// Logger receives gate changes and failed rounds. Nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Status is the service's last measurement, for status APIs and logs.
+type Status struct {
+	Synced bool
+	// Server answered the last valid reply; Offset and RTT are from it.
+	Server string
+	Offset time.Duration
+	RTT    time.Duration
+	// Checked is when the last round ended; LastError is its error, if
+	// no server gave a valid reply.
+	Checked   time.Time
+	LastError error
+}
+
+// Service measures the clock against NTP servers and drives a Gate.
+type Service struct {
+	cfg  Config
+	gate *Gate
+
+	mu     sync.Mutex
+	status Status
+}
+
+// New checks cfg and returns a service whose gate is closed, or open at once
+// for a trusted host clock.
+func New(cfg Config) (*Service, error) {
+	switch {
+	case cfg.TrustHostClock && len(cfg.Servers) > 0:
+		return nil, errors.New("timesync: servers and a trusted host clock exclude each other")
+	case !cfg.TrustHostClock && len(cfg.Servers) == 0:
+		return nil, errors.New("timesync: no NTP servers")
+	case len(cfg.Servers) > MaxServers:
+		return nil, fmt.Errorf("timesync: %d servers, limit %d", len(cfg.Servers), MaxServers)
+	case cfg.MaxOffset < 0:
+		return nil, fmt.Errorf("timesync: negative max offset %s", cfg.MaxOffset)
+	}
+
+	cfg.Servers = append([]string(nil), cfg.Servers...)
+	setDefaults(&cfg)
+
+	s := &Service{cfg: cfg, gate: NewGate(cfg.TrustHostClock)}
+	s.status.Synced = cfg.TrustHostClock
+
+	return s, nil
+}
+
+func setDefaults(cfg *Config) {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+
+	def(&cfg.MaxOffset, DefaultMaxOffset)
+	def(&cfg.PollInterval, DefaultPollInterval)
+	def(&cfg.RetryMin, DefaultRetryMin)
+	def(&cfg.RetryMax, DefaultRetryMax)
+	def(&cfg.QueryTimeout, DefaultQueryTimeout)
+
+	if cfg.Query == nil {
+		cfg.Query = NTPQuery
+	}
+
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real()
+	}
+
+	if cfg.Rand == nil {
+		cfg.Rand = rand.Reader
+	}
+
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+}
+
+// NTPQuery is the real query: NTPv4 over UDP through beevik/ntp.
+func NTPQuery(_ context.Context, server string, timeout time.Duration) (*ntp.Response, error) {
+	return ntp.QueryWithOptions(server, ntp.QueryOptions{Timeout: timeout})
+}
+
+// Synced reports whether the gate is open.
+func (s *Service) Synced() bool { return s.gate.Synced() }
+
+// Changed returns a channel closed at the gate's next change.
+func (s *Service) Changed() <-chan struct{} { return s.gate.Changed() }
+
+// Status returns the last measurement.
+func (s *Service) Status() Status {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+
+	return s.status
+}
+
+// Run queries the servers in rounds until ctx ends: every PollInterval
+// while the clock is within bounds, with backoff from RetryMin to RetryMax
+// otherwise. With a trusted host clock it only waits for ctx.
+func (s *Service) Run(ctx context.Context) error {
+	if s.cfg.TrustHostClock {
+		<-ctx.Done()
+
+		return nil
+	}
+
+	retry := backoff.Backoff{Min: s.cfg.RetryMin, Max: s.cfg.RetryMax, Rand: s.cfg.Rand}
+
+	for {
+		wait := s.cfg.PollInterval
+		if s.round(ctx) {
+			retry.Reset()
+		} else {
+			wait = retry.Next()
+		}
+
+		t := s.cfg.Clock.NewTimer(wait)
+
+		select {
+		case <-ctx.Done():
+			t.Stop()
+
+			return nil
+		case <-t.C():
+		}
+	}
+}

@@ -1,0 +1,175 @@
+package trustd
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/aegis-os/aegis/ca"
+	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/trustd/sanpolicy"
+	"github.com/aegis-os/aegis/trustd/token"
+)
+
+// Signer issues certificates from checked CSRs; *ca.Issuer is one.
+type Signer interface {
+	Issue(req ca.Request) (*ca.Issued, error)
+}
+
+// CAProvider gives the CAs returned to a joining node, the set its peers
+// are verified against; *certs.MachineConfig is one. It is read on every
+// request, so a CA rotation shows up without a restart.
+type CAProvider interface {
+	AcceptedCAs() *ca.AcceptedSet
+}
+
+// Authenticator checks bootstrap tokens and counts their uses.
+type Authenticator interface {
+	// Authenticate checks a well-formed token and returns what it allows.
+	// A refusal wraps ErrInvalidToken; any other error is a failure of the
+	// authenticator itself.
+	Authenticate(ctx context.Context, tok token.Token) (Grant, error)
+	// Consume counts one use of the grant's token, atomically re-checking
+	// that it is still usable. It is called once every other check passed,
+	// right before signing. A refusal wraps ErrInvalidToken.
+	Consume(ctx context.Context, g Grant) error
+}
+
+// Grant is what an authenticated token allows.
+type Grant struct {
+	// TokenID names the token in audit records.
+	TokenID string
+	// Static marks the machine config's own token, which has no limits.
+	Static bool
+	// AllowedSANs restricts the names of the certificate; nil allows any
+	// name ca.ParseCSR accepts.
+	AllowedSANs *sanpolicy.Policy
+}
+
+// TimeGate tells whether the node's clock is synced.
+type TimeGate interface {
+	// Synced reports whether the gate is open.
+	Synced() bool
+	// Changed returns a channel closed at the gate's next change; callers
+	// take it before reading Synced.
+	Changed() <-chan struct{}
+}
+
+// CertificateSource serves the server certificate to each handshake, so a
+// renewed certificate is used without a restart; *certs.KeyPair is one.
+type CertificateSource interface {
+	GetCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, error)
+}
+
+// RateLimit configures how failed requests are limited per source address.
+// IPv4 sources are counted per address, IPv6 sources per /64.
+type RateLimit struct {
+	// Burst is how many failures a source may make in a row. Zero means
+	// DefaultFailureBurst.
+	Burst int
+	// Refill is the time after which one failure is forgiven. Zero means
+	// DefaultFailureRefill.
+	Refill time.Duration
+	// MaxSources bounds the sources tracked. Zero means DefaultMaxSources.
+	MaxSources int
+}
+
+// Config configures a Server. The first five fields are required; the rest
+// may be left zero. New reads the config once; later changes to it have no
+// effect, but the dependencies it names are used live.
+type Config struct {
+	Signer        Signer
+	CAs           CAProvider
+	Authenticator Authenticator
+	TimeGate      TimeGate
+	Certificate   CertificateSource
+
+	// Audit receives exactly one record per certificate decision. Nil
+	// means Logger with the attribute log=audit.
+	Audit *slog.Logger
+	// Logger receives operational messages. Nil means slog.Default().
+	Logger *slog.Logger
+	// RateLimit limits failed requests per source.
+	RateLimit RateLimit
+	// CertTTL is the lifetime of issued certificates; zero means
+	// MaxCertTTL, more is refused.
+	CertTTL time.Duration
+	// Clock drives the rate limiter. Nil means the system clock.
+	Clock clock.Clock
+	// Rand draws the request references of audit records. Nil means
+	// crypto/rand.
+	Rand io.Reader
+}
+
+func (cfg *Config) check() error {
+	var missing []string
+
+	for _, f := range []struct {
+		name  string
+		isNil bool
+	}{
+		{"Signer", cfg.Signer == nil},
+		{"CAs", cfg.CAs == nil},
+		{"Authenticator", cfg.Authenticator == nil},
+		{"TimeGate", cfg.TimeGate == nil},
+		{"Certificate", cfg.Certificate == nil},
+	} {
+		if f.isNil {
+			missing = append(missing, f.name)
+		}
+	}
+
+	if len(missing) > 0 {
+		return fmt.Errorf("trustd: config lacks %v", missing)
+	}
+
+	if cfg.CertTTL < 0 || cfg.CertTTL > MaxCertTTL {
+		return fmt.Errorf("trustd: certificate lifetime %s outside (0, %s]", cfg.CertTTL, MaxCertTTL)
+	}
+
+	if cfg.RateLimit.Burst < 0 || cfg.RateLimit.Refill < 0 || cfg.RateLimit.MaxSources < 0 {
+		return errors.New("trustd: negative rate limit setting")
+	}
+
+	return nil
+}
+
+func (cfg *Config) setDefaults() {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+
+	if cfg.Audit == nil {
+		cfg.Audit = cfg.Logger.With(slog.String("log", "audit"))
+	}
+
+	if cfg.CertTTL == 0 {
+		cfg.CertTTL = MaxCertTTL
+	}
+
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real()
+	}
+
+	if cfg.Rand == nil {
+		cfg.Rand = rand.Reader
+	}
+
+	rl := &cfg.RateLimit
+	if rl.Burst == 0 {
+		rl.Burst = DefaultFailureBurst
+	}
+
+	if rl.Refill == 0 {
+		rl.Refill = DefaultFailureRefill
+	}
+
+	if rl.MaxSources == 0 {
+		rl.MaxSources = DefaultMaxSources
+	}
+}

@@ -1,0 +1,52 @@
+package trustd
+
+import (
+	"errors"
+	"fmt"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Refusals of the server. Each maps to one gRPC code at the API boundary
+// (toStatus); anything else is an internal error whose cause stays in the
+// audit record.
+var (
+	// ErrInvalidToken: the token is missing, malformed, unknown, wrong,
+	// expired, revoked or used up. Callers see one message for all of them.
+	ErrInvalidToken = errors.New("trustd: invalid token")
+	// ErrTimeNotSynced: the time gate is closed.
+	ErrTimeNotSynced = errors.New("trustd: time not synced")
+	// ErrBadRequest: the CSR breaks a rule; the error names the rule.
+	ErrBadRequest = errors.New("trustd: bad certificate request")
+	// ErrRateLimited: the source made too many failed requests.
+	ErrRateLimited = errors.New("trustd: too many failed requests from this address")
+)
+
+// toStatus maps a refusal to the status the caller sees. Only the CSR
+// rule is passed on in detail: token refusals all read the same, so a
+// caller learns nothing about which ids exist, and internal causes never
+// leave the node (the reference lets an operator find the audit record).
+func toStatus(err error, ref string) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, ErrInvalidToken):
+		return status.Error(codes.Unauthenticated, ErrInvalidToken.Error())
+	case errors.Is(err, ErrTimeNotSynced):
+		return status.Error(codes.FailedPrecondition, ErrTimeNotSynced.Error())
+	case errors.Is(err, ErrBadRequest):
+		return status.Error(codes.InvalidArgument, err.Error())
+	case errors.Is(err, ErrRateLimited):
+		return status.Error(codes.ResourceExhausted, ErrRateLimited.Error())
+	default:
+		return status.Error(codes.Internal, fmt.Sprintf("trustd: internal error (ref %s)", ref))
+	}
+}
+
+// countsAsFailure reports whether a refusal is the caller's fault and so
+// counts against its rate limit. A closed time gate is the node's state,
+// not the caller's; internal errors are ours.
+func countsAsFailure(err error) bool {
+	return errors.Is(err, ErrInvalidToken) || errors.Is(err, ErrBadRequest)
+}

@@ -1,0 +1,46 @@
+package trustd
+
+import (
+	"context"
+	"log/slog"
+
+	securityapi "github.com/siderolabs/talos/pkg/machinery/api/security"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+)
+
+// watchTimeGate keeps the health status in step with the time gate until
+// ctx ends.
+func (s *Server) watchTimeGate(ctx context.Context) {
+	last := false
+
+	for {
+		// Take the channel first, so a change between the two reads
+		// still wakes the loop.
+		changed := s.cfg.TimeGate.Changed()
+		synced := s.cfg.TimeGate.Synced()
+
+		if synced != last {
+			s.setHealth(synced)
+			s.cfg.Logger.Info("time gate changed", slog.Bool("synced", synced))
+			last = synced
+		}
+
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// setHealth reports the server as a whole ("") and SecurityService alike:
+// a node that may not sign serves nothing useful.
+func (s *Server) setHealth(synced bool) {
+	st := healthpb.HealthCheckResponse_NOT_SERVING
+	if synced {
+		st = healthpb.HealthCheckResponse_SERVING
+	}
+
+	s.health.SetServingStatus("", st)
+	s.health.SetServingStatus(securityapi.SecurityService_ServiceDesc.ServiceName, st)
+}

@@ -1,0 +1,144 @@
+package join
+
+import (
+	"bytes"
+	"context"
+	"crypto"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/aegis-os/aegis/ca"
+	"github.com/aegis-os/aegis/internal/backoff"
+)
+
+// ErrRefused wraps a refusal no other endpoint would answer differently: the
+// CSR itself broke trustd's rules (InvalidArgument). Join stops on it.
+var ErrRefused = errors.New("join: request refused")
+
+// Join makes a new key and obtains a certificate for it. It tries the
+// endpoints in turn until one signs, backing off between failures, and
+// gives up when ctx ends, after MaxAttempts calls, or on ErrRefused.
+func (c *Client) Join(ctx context.Context) (*Result, error) {
+	key, err := ca.GenerateKey(c.keyType, nil)
+	if err != nil {
+		return nil, err
+	}
+
+	csrPEM, err := ca.NewCSR(key, c.cfg.Hostname, c.hosts)
+	if err != nil {
+		return nil, err
+	}
+
+	retry := backoff.Backoff{Min: c.cfg.RetryMin, Max: c.cfg.RetryMax, Rand: c.cfg.Rand}
+
+	for attempt := 1; ; attempt++ {
+		endpoint := c.nextEndpoint()
+
+		res, err := c.attempt(ctx, endpoint, key, csrPEM)
+		if err == nil {
+			return res, nil
+		}
+
+		if errors.Is(err, ErrRefused) {
+			return nil, err
+		}
+
+		if c.cfg.MaxAttempts > 0 && attempt >= c.cfg.MaxAttempts {
+			return nil, fmt.Errorf("join: %d attempts failed, last: %w", attempt, err)
+		}
+
+		wait := retry.Next()
+		c.cfg.Logger.Warn("join attempt failed",
+			slog.String(logEndpoint, endpoint), slog.Int(logAttempt, attempt),
+			slog.Duration(logRetryIn, wait), slog.String(logError, err.Error()))
+
+		if serr := c.sleep(ctx, wait); serr != nil {
+			return nil, fmt.Errorf("join: giving up: %w (last attempt: %w)", serr, err)
+		}
+	}
+}
+
+func (c *Client) nextEndpoint() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+
+	ep := c.endpoints[c.next%len(c.endpoints)]
+	c.next++
+
+	return ep
+}
+
+// attempt makes one call and checks what came back.
+func (c *Client) attempt(ctx context.Context, endpoint string, key crypto.Signer, csrPEM []byte) (*Result, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.CallTimeout)
+	defer cancel()
+
+	caPEM, crtPEM, err := c.cfg.Transport.Certificate(ctx, endpoint, c.cfg.Token, csrPEM)
+	if err != nil {
+		if status.Code(err) == codes.InvalidArgument {
+			return nil, fmt.Errorf("%w by %s: %w", ErrRefused, endpoint, err)
+		}
+
+		return nil, fmt.Errorf("join: %s: %w", endpoint, err)
+	}
+
+	res, err := c.check(key, caPEM, crtPEM)
+	if err != nil {
+		return nil, fmt.Errorf("join: %s answered: %w", endpoint, err)
+	}
+
+	res.Endpoint = endpoint
+
+	return res, nil
+}
+
+// check verifies that the certificate is for our key, is a server
+// certificate, and chains to the CAs sent with it.
+func (c *Client) check(key crypto.Signer, caPEM, crtPEM []byte) (*Result, error) {
+	cert, err := ca.ParseCertificate(crtPEM)
+	if err != nil {
+		return nil, err
+	}
+
+	pub, ok := key.Public().(interface{ Equal(crypto.PublicKey) bool })
+	if !ok || !pub.Equal(cert.PublicKey) {
+		return nil, errors.New("certificate is not for the node's key")
+	}
+
+	cas, err := ca.ParseAcceptedSet(caPEM, c.cfg.Clock.Now())
+	if err != nil {
+		return nil, fmt.Errorf("CA bundle: %w", err)
+	}
+
+	if err = cas.Verify(cert, x509.ExtKeyUsageServerAuth, c.cfg.Clock.Now()); err != nil {
+		return nil, fmt.Errorf("certificate does not verify: %w", err)
+	}
+
+	keyPEM, err := ca.EncodeKey(key)
+	if err != nil {
+		return nil, err
+	}
+
+	return &Result{
+		Certificate: cert, CertPEM: bytes.Clone(crtPEM), Key: key, KeyPEM: keyPEM,
+		CAPEM: bytes.Clone(caPEM), CAs: cas,
+	}, nil
+}
+
+func (c *Client) sleep(ctx context.Context, d time.Duration) error {
+	t := c.cfg.Clock.NewTimer(d)
+	defer t.Stop()
+
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C():
+		return nil
+	}
+}

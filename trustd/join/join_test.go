@@ -1,0 +1,368 @@
+package join_test
+
+import (
+	"context"
+	"crypto"
+	"crypto/x509"
+	"errors"
+	"io"
+	"log/slog"
+	"slices"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/aegis-os/aegis/authz/role"
+	"github.com/aegis-os/aegis/ca"
+	"github.com/aegis-os/aegis/ca/catest"
+	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/trustd/join"
+	"github.com/aegis-os/aegis/trustd/token"
+)
+
+// call is one request the fake transport hands to the test.
+type call struct {
+	endpoint string
+	csr      *ca.CSR
+	reply    chan reply
+}
+
+type reply struct {
+	caPEM, crtPEM []byte
+	err           error
+}
+
+// fakeTransport passes each call to the test and returns its answer.
+type fakeTransport struct{ calls chan call }
+
+func (f fakeTransport) Certificate(ctx context.Context, endpoint string, _ token.Token, csrPEM []byte) ([]byte, []byte, error) {
+	csr, err := ca.ParseCSR(csrPEM)
+	if err != nil {
+		return nil, nil, err
+	}
+
+	c := call{endpoint: endpoint, csr: csr, reply: make(chan reply, 1)}
+
+	select {
+	case f.calls <- c:
+	case <-ctx.Done():
+		return nil, nil, ctx.Err()
+	}
+
+	r := <-c.reply
+
+	return r.caPEM, r.crtPEM, r.err
+}
+
+type zeroRand struct{}
+
+func (zeroRand) Read(p []byte) (int, error) {
+	clear(p)
+
+	return len(p), nil
+}
+
+type harness struct {
+	t      *testing.T
+	ca     *ca.CA
+	iss    *ca.Issuer
+	clk    *clock.Fake
+	calls  chan call
+	client *join.Client
+}
+
+func newHarness(t *testing.T, kt ca.KeyType, maxAttempts int, endpoints ...string) *harness {
+	t.Helper()
+
+	authority := catest.NewCA(t, kt, catest.Epoch)
+	cas, err := ca.NewAcceptedSet(catest.Epoch, authority.Cert)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	tok, _ := token.Parse("abcdef.0123456789abcdef")
+	h := &harness{t: t, ca: authority, iss: catest.NewIssuer(t, authority, catest.Epoch), clk: clock.NewFake(catest.Epoch), calls: make(chan call)}
+
+	h.client, err = join.New(join.Config{
+		Endpoints:   endpoints,
+		Token:       tok,
+		CAs:         cas,
+		CA:          authority.Cert,
+		Hostname:    "worker-1",
+		SANs:        []string{"10.5.0.3", "worker-1", "worker-1.example"},
+		MaxAttempts: maxAttempts,
+		RetryMin:    2 * time.Second,
+		RetryMax:    8 * time.Second,
+		Transport:   fakeTransport{calls: h.calls},
+		Clock:       h.clk,
+		Rand:        zeroRand{},
+		Logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	return h
+}
+
+// join runs Join in the background and returns where its result lands.
+func (h *harness) join(ctx context.Context) <-chan joinResult {
+	out := make(chan joinResult, 1)
+
+	go func() {
+		res, err := h.client.Join(ctx)
+		out <- joinResult{res, err}
+	}()
+
+	return out
+}
+
+type joinResult struct {
+	res *join.Result
+	err error
+}
+
+func (h *harness) nextCall() call {
+	h.t.Helper()
+
+	select {
+	case c := <-h.calls:
+		return c
+	case <-time.After(time.Minute):
+		h.t.Fatal("no call made")
+
+		return call{}
+	}
+}
+
+// sign answers a call with a real certificate for its CSR.
+func (h *harness) sign(c call) {
+	h.t.Helper()
+
+	issued, err := h.iss.Issue(ca.Request{CSR: c.csr, Profile: ca.ProfileServer})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+
+	c.reply <- reply{caPEM: h.ca.CertPEM, crtPEM: issued.PEM}
+}
+
+func (h *harness) waitTimer() {
+	h.t.Helper()
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	if err := h.clk.WaitForTimers(ctx, 1); err != nil {
+		h.t.Fatalf("no backoff timer armed: %v", err)
+	}
+}
+
+func TestJoin(t *testing.T) {
+	for _, kt := range ca.KeyTypes() {
+		t.Run(string(kt), func(t *testing.T) {
+			h := newHarness(t, kt, 0, "cp-1")
+			done := h.join(context.Background())
+
+			c := h.nextCall()
+			if c.endpoint != "cp-1:50001" {
+				t.Fatalf("endpoint %q, want the default trustd port", c.endpoint)
+			}
+
+			req := c.csr.Request
+			if got, _ := ca.KeyTypeOf(req.PublicKey); got != kt {
+				t.Fatalf("node key %s, want the CA's type %s", got, kt)
+			}
+
+			if req.Subject.CommonName != "worker-1" || !slices.Equal(c.csr.Hosts(), []string{"worker-1", "worker-1.example", "10.5.0.3"}) {
+				t.Fatalf("CSR names: CN %q, hosts %v", req.Subject.CommonName, c.csr.Hosts())
+			}
+
+			h.sign(c)
+
+			r := <-done
+			if r.err != nil {
+				t.Fatal(r.err)
+			}
+
+			if !r.res.Key.Public().(interface{ Equal(crypto.PublicKey) bool }).Equal(r.res.Certificate.PublicKey) {
+				t.Fatal("result key does not match the certificate")
+			}
+
+			if len(r.res.KeyPEM) == 0 || len(r.res.CertPEM) == 0 || r.res.CAs == nil || r.res.Endpoint != "cp-1:50001" {
+				t.Fatalf("incomplete result: %+v", r.res)
+			}
+		})
+	}
+}
+
+// TestRoundRobinBackoff: failed calls move to the next endpoint after a
+// growing, capped delay; the same CSR is sent each time.
+func TestRoundRobinBackoff(t *testing.T) {
+	h := newHarness(t, ca.Ed25519, 0, "cp-1", "cp-2:6000", "fd00::1")
+	done := h.join(context.Background())
+
+	wantEndpoints := []string{"cp-1:50001", "cp-2:6000", "[fd00::1]:50001", "cp-1:50001", "cp-2:6000"}
+	// Delays before attempts 2..5 without jitter: half of 2s, 4s, 8s, then capped at 8s.
+	waits := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 4 * time.Second}
+
+	var firstCSR []byte
+
+	for i, want := range wantEndpoints {
+		if i > 0 {
+			h.waitTimer()
+			h.clk.Advance(waits[i-1] - time.Millisecond)
+
+			select {
+			case c := <-h.calls:
+				t.Fatalf("attempt %d made before its delay, to %s", i+1, c.endpoint)
+			default:
+			}
+
+			h.clk.Advance(time.Millisecond)
+		}
+
+		c := h.nextCall()
+		if c.endpoint != want {
+			t.Fatalf("attempt %d to %s, want %s", i+1, c.endpoint, want)
+		}
+
+		if firstCSR == nil {
+			firstCSR = c.csr.PEM
+		} else if string(c.csr.PEM) != string(firstCSR) {
+			t.Fatal("CSR changed between attempts")
+		}
+
+		if i < len(wantEndpoints)-1 {
+			c.reply <- reply{err: status.Error(codes.Unavailable, "connection refused")}
+		} else {
+			h.sign(c)
+		}
+	}
+
+	if r := <-done; r.err != nil {
+		t.Fatal(r.err)
+	}
+}
+
+func TestJoinStops(t *testing.T) {
+	tests := []struct {
+		name        string
+		maxAttempts int
+		replies     []error
+		wantRefused bool
+	}{
+		{name: "CSR refused", replies: []error{status.Error(codes.InvalidArgument, "wildcard")}, wantRefused: true},
+		{name: "attempts used up", maxAttempts: 2, replies: []error{status.Error(codes.Unauthenticated, "invalid token"), status.Error(codes.FailedPrecondition, "time not synced")}},
+	}
+
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, ca.Ed25519, tt.maxAttempts, "cp-1", "cp-2")
+			done := h.join(context.Background())
+
+			for i, err := range tt.replies {
+				if i > 0 {
+					h.waitTimer()
+					h.clk.Advance(time.Minute)
+				}
+
+				h.nextCall().reply <- reply{err: err}
+			}
+
+			r := <-done
+			if r.err == nil || errors.Is(r.err, join.ErrRefused) != tt.wantRefused {
+				t.Fatalf("err = %v, want refused=%v", r.err, tt.wantRefused)
+			}
+		})
+	}
+}
+
+func TestJoinCancelDuringBackoff(t *testing.T) {
+	h := newHarness(t, ca.Ed25519, 0, "cp-1")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := h.join(ctx)
+
+	h.nextCall().reply <- reply{err: errors.New("unreachable")}
+	h.waitTimer()
+	cancel()
+
+	if r := <-done; !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("err = %v, want context.Canceled", r.err)
+	}
+}
+
+// TestJoinRejectsBadAnswers: an answer that is not a server certificate for
+// the node's key, chaining to the CAs sent with it, counts as a failure and
+// the next endpoint is tried.
+func TestJoinRejectsBadAnswers(t *testing.T) {
+	h := newHarness(t, ca.Ed25519, 0, "cp-1", "cp-2")
+	other := catest.NewCA(t, ca.Ed25519, catest.Epoch)
+	done := h.join(context.Background())
+
+	issue := func(c call, p ca.Profile, roles ...role.Role) []byte {
+		issued, err := h.iss.Issue(ca.Request{CSR: c.csr, Profile: p, Roles: role.NewSet(roles...)})
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		return issued.PEM
+	}
+
+	bad := []struct {
+		name  string
+		reply func(call) reply
+	}{
+		{"another key", func(call) reply {
+			return reply{caPEM: h.ca.CertPEM, crtPEM: catest.Issue(t, h.iss, catest.Key(t, ca.Ed25519), ca.ProfileServer, 0).PEM}
+		}},
+		{"junk certificate", func(call) reply { return reply{caPEM: h.ca.CertPEM, crtPEM: []byte("junk")} }},
+		{"junk CA bundle", func(c call) reply { return reply{caPEM: []byte("junk"), crtPEM: issue(c, ca.ProfileServer)} }},
+		{"client certificate", func(c call) reply { return reply{caPEM: h.ca.CertPEM, crtPEM: issue(c, ca.ProfileClient, role.Reader)} }},
+		{"CA bundle of another CA", func(c call) reply { return reply{caPEM: other.CertPEM, crtPEM: issue(c, ca.ProfileServer)} }},
+	}
+
+	for i, b := range bad {
+		if i > 0 {
+			h.waitTimer()
+			h.clk.Advance(time.Minute)
+		}
+
+		c := h.nextCall()
+		c.reply <- b.reply(c)
+	}
+
+	h.waitTimer()
+	h.clk.Advance(time.Minute)
+	h.sign(h.nextCall())
+
+	if r := <-done; r.err != nil || r.res.Certificate.ExtKeyUsage[0] != x509.ExtKeyUsageServerAuth {
+		t.Fatalf("join after bad answers: %v", r.err)
+	}
+}
+
+func TestNewRefusals(t *testing.T) {
+	authority := catest.NewCA(t, ca.Ed25519, catest.Epoch)
+	cas, _ := ca.NewAcceptedSet(catest.Epoch, authority.Cert)
+	tok, _ := token.Parse("abcdef.0123456789abcdef")
+
+	tests := []struct {
+		name string
+		cfg  join.Config
+	}{
+		{name: "no endpoints", cfg: join.Config{Token: tok, CAs: cas, CA: authority.Cert}},
+		{name: "no token", cfg: join.Config{Endpoints: []string{"a"}, CAs: cas, CA: authority.Cert}},
+		{name: "no CAs", cfg: join.Config{Endpoints: []string{"a"}, Token: tok}},
+		{name: "negative attempts", cfg: join.Config{Endpoints: []string{"a"}, Token: tok, CAs: cas, CA: authority.Cert, MaxAttempts: -1}},
+	}
+
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := join.New(tt.cfg); err == nil {
+				t.Fatal("New accepted the config")
+			}
+		})
+	}
+}

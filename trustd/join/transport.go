@@ -1,0 +1,43 @@
+package join
+
+import (
+	"context"
+	"crypto/tls"
+
+	securityapi "github.com/siderolabs/talos/pkg/machinery/api/security"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/aegis-os/aegis/ca"
+	"github.com/aegis-os/aegis/trustd"
+	"github.com/aegis-os/aegis/trustd/token"
+)
+
+// GRPCTransport calls trustd's SecurityService over TLS, verifying the
+// server certificate against CAs (and its name against the endpoint's host),
+// with the token in the "token" metadata key.
+type GRPCTransport struct {
+	CAs *ca.AcceptedSet
+}
+
+// Certificate implements Transport. Each call has its own connection: a
+// node joins or renews once in hours, so nothing is gained by keeping one.
+func (t GRPCTransport) Certificate(ctx context.Context, endpoint string, tok token.Token, csrPEM []byte) ([]byte, []byte, error) {
+	creds := credentials.NewTLS(&tls.Config{RootCAs: t.CAs.Pool(), MinVersion: tls.VersionTLS13})
+
+	conn, err := grpc.NewClient(endpoint, grpc.WithTransportCredentials(creds))
+	if err != nil {
+		return nil, nil, err
+	}
+	defer conn.Close()
+
+	ctx = metadata.AppendToOutgoingContext(ctx, trustd.TokenMetadataKey, tok.Reveal())
+
+	resp, err := securityapi.NewSecurityServiceClient(conn).Certificate(ctx, &securityapi.CertificateRequest{Csr: csrPEM})
+	if err != nil {
+		return nil, nil, err
+	}
+
+	return resp.GetCa(), resp.GetCrt(), nil
+}

@@ -1,0 +1,71 @@
+package trustd
+
+import (
+	"time"
+
+	"github.com/aegis-os/aegis/ca"
+)
+
+// Limits and defaults of the trustd server, in one place.
+const (
+	// MaxCertTTL is the longest lifetime of a node certificate. Nodes renew
+	// at half-life, so a day bounds how long a stolen node key stays useful
+	// without making renewal a busy loop.
+	MaxCertTTL = 24 * time.Hour
+
+	// MaxRequestSize is gRPC's receive limit for one request message: a
+	// CSR at ca's PEM limit plus the protobuf framing. A larger message is
+	// refused by gRPC itself before the handler runs (ResourceExhausted),
+	// so a 10 MB CSR never reaches memory beyond its 5-byte length prefix.
+	// A CSR between ca.MaxPEMSize and this bound reaches the handler and is
+	// refused with InvalidArgument.
+	MaxRequestSize = ca.MaxPEMSize + 1024
+
+	// MaxHeaderListSize bounds a request's metadata. The token and gRPC's
+	// own headers fit in well under 1 KiB.
+	MaxHeaderListSize = 16 << 10
+
+	// MaxConcurrentStreams bounds the calls in flight on one connection. A
+	// joining node makes one call; a few allow a client's retries.
+	MaxConcurrentStreams = 16
+
+	// MaxConnections bounds the open connections. Each costs a TLS
+	// handshake and buffers; a cluster's nodes need far fewer, and the
+	// bound keeps a flood from exhausting memory.
+	MaxConnections = 512
+
+	// HandshakeTimeout bounds a connection's TLS handshake, so a client
+	// that connects and says nothing releases its slot.
+	HandshakeTimeout = 10 * time.Second
+
+	// MaxIdle closes a connection with no calls for this long: joining
+	// nodes call once and leave.
+	MaxIdle = 5 * time.Minute
+
+	// RequestTimeout bounds the work on one request (token store access
+	// and signing).
+	RequestTimeout = 30 * time.Second
+
+	// StopTimeout bounds the wait for calls in flight when the server
+	// stops; after it they are cut.
+	StopTimeout = 10 * time.Second
+
+	// DefaultFailureBurst is how many failed requests (bad token or bad
+	// CSR) a source may make in a row before it is refused.
+	DefaultFailureBurst = 10
+
+	// DefaultFailureRefill forgives one failure per interval: a source
+	// locked out may try again about every 6 seconds, which makes guessing
+	// a token's 82-bit secret hopeless and a misconfigured node's retries
+	// harmless.
+	DefaultFailureRefill = 6 * time.Second
+
+	// DefaultMaxSources bounds the sources the rate limiter tracks. Only
+	// sources that failed take a slot; when the table is full, new ones
+	// share one bucket, so a flood from many addresses is limited as one.
+	DefaultMaxSources = 10000
+
+	// requestIDSize is the size of the random reference in audit records
+	// and internal errors, in bytes.
+	requestIDSize = 8
+)

@@ -1,0 +1,202 @@
+// Package sanpolicy restricts the names a certificate obtained with a
+// bootstrap token may carry. An operator writes the policy when creating the
+// token: DNS name patterns and IP networks. trustd checks every SAN of a
+// request against it after ca.ParseCSR's own rules have passed.
+//
+// Pattern forms:
+//
+//	node-1.example     exactly this name (case-insensitive)
+//	*.nodes.example    one label, any, in front of nodes.example
+//	node-*.example     a first label starting "node-" (the * matches one or more characters)
+//	worker-*           a single-label name starting "worker-"
+//	10.5.0.0/24        any address in the network
+//	fd00::2            exactly this address
+//
+// A wildcard may appear only in the first label, at most once, and a bare "*"
+// as the whole first label needs at least one more label after it, so no
+// pattern matches every name.
+package sanpolicy
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strings"
+)
+
+// Errors of the package; refusals wrap one of them.
+var (
+	// ErrBadPattern is wrapped by Parse's refusals.
+	ErrBadPattern = errors.New("sanpolicy: invalid allowed-SAN pattern")
+	// ErrNotPermitted is wrapped by Check's refusals.
+	ErrNotPermitted = errors.New("sanpolicy: SAN not allowed by the token")
+)
+
+// Policy is a parsed list of allowed SANs. The nil or empty Policy is
+// unrestricted. A Policy is immutable and safe for concurrent use.
+type Policy struct {
+	dns  []dnsPattern
+	nets []netip.Prefix
+}
+
+// Parse reads an operator's pattern list. Every pattern must be valid; the
+// error names the first that is not. An empty list gives an unrestricted
+// policy.
+func Parse(unsafe []string) (*Policy, error) {
+	if len(unsafe) > MaxPatterns {
+		return nil, fmt.Errorf("%w: %d patterns, limit %d", ErrBadPattern, len(unsafe), MaxPatterns)
+	}
+
+	p := &Policy{}
+
+	for _, s := range unsafe {
+		if len(s) > MaxPatternLength {
+			return nil, fmt.Errorf("%w: pattern of %d bytes, limit %d", ErrBadPattern, len(s), MaxPatternLength)
+		}
+
+		if looksLikeIP(s) {
+			prefix, err := parsePrefix(s)
+			if err != nil {
+				return nil, err
+			}
+
+			p.nets = append(p.nets, prefix)
+
+			continue
+		}
+
+		d, err := parseDNSPattern(s)
+		if err != nil {
+			return nil, err
+		}
+
+		p.dns = append(p.dns, d)
+	}
+
+	return p, nil
+}
+
+// Unrestricted reports whether the policy allows every name.
+func (p *Policy) Unrestricted() bool { return p == nil || len(p.dns)+len(p.nets) == 0 }
+
+// Strings returns the patterns in canonical form: DNS patterns lower-cased,
+// networks as CIDRs, single addresses without a prefix length.
+func (p *Policy) Strings() []string {
+	if p == nil {
+		return nil
+	}
+
+	out := make([]string, 0, len(p.dns)+len(p.nets))
+	for _, d := range p.dns {
+		out = append(out, d.String())
+	}
+
+	for _, n := range p.nets {
+		if n.IsSingleIP() {
+			out = append(out, n.Addr().String())
+		} else {
+			out = append(out, n.String())
+		}
+	}
+
+	return out
+}
+
+// PermitsDNS reports whether name matches a DNS pattern of the policy.
+func (p *Policy) PermitsDNS(name string) bool {
+	if p.Unrestricted() {
+		return true
+	}
+
+	name = strings.ToLower(name)
+	for _, d := range p.dns {
+		if d.match(name) {
+			return true
+		}
+	}
+
+	return false
+}
+
+// PermitsIP reports whether addr lies in a network of the policy. An
+// IPv4-mapped IPv6 address is treated as the IPv4 address it maps.
+func (p *Policy) PermitsIP(addr netip.Addr) bool {
+	if p.Unrestricted() {
+		return true
+	}
+
+	addr = addr.Unmap()
+	for _, n := range p.nets {
+		if n.Contains(addr) {
+			return true
+		}
+	}
+
+	return false
+}
+
+// Check returns an error wrapping ErrNotPermitted that names the first of the
+// given SANs the policy does not allow, or nil if it allows them all.
+func (p *Policy) Check(dnsNames []string, ips []net.IP) error {
+	if p.Unrestricted() {
+		return nil
+	}
+
+	for _, name := range dnsNames {
+		if !p.PermitsDNS(name) {
+			return fmt.Errorf("%w: DNS name %q", ErrNotPermitted, name)
+		}
+	}
+
+	for _, ip := range ips {
+		addr, ok := netip.AddrFromSlice(ip)
+		if !ok || !p.PermitsIP(addr) {
+			return fmt.Errorf("%w: IP address %s", ErrNotPermitted, ip)
+		}
+	}
+
+	return nil
+}
+
+// looksLikeIP tells address patterns from DNS ones: a DNS label cannot hold
+// ':' or '/', and a name of digits and dots only is taken for an address,
+// as x509 verifiers would take it.
+func looksLikeIP(s string) bool {
+	if strings.ContainsAny(s, ":/%") {
+		return true
+	}
+
+	return strings.Trim(s, "0123456789.") == "" && s != ""
+}
+
+func parsePrefix(s string) (netip.Prefix, error) {
+	var (
+		prefix netip.Prefix
+		err    error
+	)
+
+	if strings.Contains(s, "/") {
+		prefix, err = netip.ParsePrefix(s)
+	} else {
+		var addr netip.Addr
+		if addr, err = netip.ParseAddr(s); err == nil {
+			prefix = netip.PrefixFrom(addr, addr.BitLen())
+		}
+	}
+
+	switch {
+	case err != nil:
+		return netip.Prefix{}, fmt.Errorf("%w: %q is not an IP address or CIDR", ErrBadPattern, s)
+	case strings.Contains(s, "%"):
+		return netip.Prefix{}, fmt.Errorf("%w: %q has a zone", ErrBadPattern, s)
+	case prefix.Addr().Is4In6():
+		return netip.Prefix{}, fmt.Errorf("%w: %q is IPv4-mapped; write the IPv4 form", ErrBadPattern, s)
+	case prefix != prefix.Masked():
+		// A typo like 10.5.0.1/24 more likely meant one host than the
+		// whole network; refuse rather than guess.
+		return netip.Prefix{}, fmt.Errorf("%w: %q has host bits set (network is %s)", ErrBadPattern, s, prefix.Masked())
+	}
+
+	return prefix, nil
+}

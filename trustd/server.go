@@ -1,0 +1,145 @@
+package trustd
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"log/slog"
+	"net"
+
+	securityapi "github.com/siderolabs/talos/pkg/machinery/api/security"
+	"golang.org/x/net/netutil"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/status"
+)
+
+// certificateMethod is the full gRPC name of the one method trustd serves.
+var certificateMethod = "/" + securityapi.SecurityService_ServiceDesc.ServiceName + "/Certificate"
+
+// Server is trustd: a gRPC server over server-authenticated TLS offering
+// SecurityService/Certificate and the gRPC health service, which reports
+// NOT_SERVING while the time gate is closed.
+type Server struct {
+	cfg     Config
+	limiter *failureLimiter
+	health  *health.Server
+	grpc    *grpc.Server
+}
+
+// New checks cfg and builds a server; Serve starts it.
+func New(cfg Config) (*Server, error) {
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
+
+	cfg.setDefaults()
+
+	s := &Server{
+		cfg:     cfg,
+		limiter: newFailureLimiter(cfg.RateLimit, cfg.Clock),
+		health:  health.NewServer(),
+	}
+
+	s.setHealth(false)
+
+	s.grpc = grpc.NewServer(s.serverOptions()...)
+	securityapi.RegisterSecurityServiceServer(s.grpc, service{s: s})
+	healthpb.RegisterHealthServer(s.grpc, s.health)
+
+	return s, nil
+}
+
+func (s *Server) serverOptions() []grpc.ServerOption {
+	// Server authentication only: a joining node has no certificate yet;
+	// its token authenticates it. The certificate is fetched per
+	// handshake, so a renewed one needs no restart.
+	tlsConfig := &tls.Config{
+		GetCertificate: s.cfg.Certificate.GetCertificate,
+		ClientAuth:     tls.NoClientCert,
+		MinVersion:     tls.VersionTLS13,
+	}
+
+	return []grpc.ServerOption{
+		grpc.Creds(credentials.NewTLS(tlsConfig)),
+		grpc.MaxRecvMsgSize(MaxRequestSize),
+		grpc.MaxHeaderListSize(MaxHeaderListSize),
+		grpc.MaxConcurrentStreams(MaxConcurrentStreams),
+		grpc.ConnectionTimeout(HandshakeTimeout),
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: MaxIdle}),
+		grpc.InTapHandle(s.tap),
+		grpc.StatsHandler(auditStats{s: s}),
+		grpc.StreamInterceptor(refuseStreams),
+	}
+}
+
+// Serve accepts connections on lis until ctx ends, then stops gracefully:
+// calls in flight get StopTimeout to finish. It returns nil after a stop
+// through ctx and the listener's error otherwise. A Server serves once.
+func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	watched := make(chan struct{})
+
+	go func() {
+		defer close(watched)
+
+		s.watchTimeGate(ctx)
+	}()
+
+	served := make(chan error, 1)
+
+	go func() { served <- s.grpc.Serve(netutil.LimitListener(lis, MaxConnections)) }()
+
+	s.cfg.Logger.Info("trustd serving", slog.String("address", lis.Addr().String()))
+
+	var err error
+
+	select {
+	case err = <-served:
+		err = fmt.Errorf("trustd: serving: %w", err)
+	case <-ctx.Done():
+		s.stop()
+		<-served
+	}
+
+	cancel()
+	<-watched
+
+	return err
+}
+
+// stop drains the server: health first, so probes see it leaving, then
+// calls in flight, cut after StopTimeout.
+func (s *Server) stop() {
+	s.health.Shutdown()
+
+	drained := make(chan struct{})
+
+	go func() {
+		s.grpc.GracefulStop()
+		close(drained)
+	}()
+
+	t := s.cfg.Clock.NewTimer(StopTimeout)
+	defer t.Stop()
+
+	select {
+	case <-drained:
+	case <-t.C():
+		s.cfg.Logger.Warn("calls still running at stop; cutting them")
+		s.grpc.Stop()
+		<-drained
+	}
+}
+
+// refuseStreams refuses every streaming call: trustd serves unary calls
+// only, each checked and audited once.
+func refuseStreams(any, grpc.ServerStream, *grpc.StreamServerInfo, grpc.StreamHandler) error {
+	return status.Error(codes.Unimplemented, "trustd: streaming calls are not served")
+}

@@ -1,0 +1,84 @@
+package trustd
+
+import (
+	"context"
+	"sync/atomic"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/stats"
+	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
+)
+
+// tap runs when a call's headers arrive, before its message is read: a
+// source over its failure limit is refused here, before any other work.
+func (s *Server) tap(ctx context.Context, info *tap.Info) (context.Context, error) {
+	if info.FullMethodName != certificateMethod {
+		return ctx, nil
+	}
+
+	src := sourceOf(ctx)
+	if s.limiter.allowed(src) {
+		return ctx, nil
+	}
+
+	rec := auditRecord{requestID: newRequestID(s.cfg.Rand), source: sourceString(src)}
+	if tok, err := tokenFromMetadata(info.Header); err == nil {
+		rec.tokenID = tok.ID()
+	}
+
+	rec.write(ctx, s.cfg.Audit, ErrRateLimited, codes.ResourceExhausted)
+
+	return ctx, status.Error(codes.ResourceExhausted, ErrRateLimited.Error())
+}
+
+// decidedKey marks, in a Certificate call's context, whether the handler
+// ran and so wrote the call's audit record.
+type decidedKey struct{}
+
+func markDecided(ctx context.Context) {
+	if d, ok := ctx.Value(decidedKey{}).(*atomic.Bool); ok {
+		d.Store(true)
+	}
+}
+
+// auditStats audits Certificate calls that gRPC refused before the handler
+// ran: a message over MaxRequestSize, or one that does not decode. Without
+// it such a call would leave no record.
+type auditStats struct{ s *Server }
+
+func (a auditStats) TagRPC(ctx context.Context, info *stats.RPCTagInfo) context.Context {
+	if info.FullMethodName != certificateMethod {
+		return ctx
+	}
+
+	return context.WithValue(ctx, decidedKey{}, new(atomic.Bool))
+}
+
+func (a auditStats) HandleRPC(ctx context.Context, st stats.RPCStats) {
+	end, ok := st.(*stats.End)
+	if !ok || end.Error == nil {
+		return
+	}
+
+	d, ok := ctx.Value(decidedKey{}).(*atomic.Bool)
+	if !ok || d.Load() {
+		return
+	}
+
+	src := sourceOf(ctx)
+	code := status.Code(end.Error)
+
+	// A caller that gives up is not at fault; a caller that sends what
+	// gRPC cannot take is, like one that sends a bad CSR.
+	if code != codes.Canceled && code != codes.DeadlineExceeded {
+		a.s.limiter.fail(src)
+	}
+
+	rec := auditRecord{requestID: newRequestID(a.s.cfg.Rand), source: sourceString(src)}
+	rec.write(ctx, a.s.cfg.Audit, end.Error, code)
+}
+
+func (auditStats) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
+
+func (auditStats) HandleConn(context.Context, stats.ConnStats) {}

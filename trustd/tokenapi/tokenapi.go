@@ -1,0 +1,273 @@
+// Package tokenapi implements the TokenService of api/tokens over a
+// tokenstore.Store: Create returns a new token's secret, the only time it is
+// shown; List shows every token without secrets; Revoke makes a token
+// unusable at once and keeps it listed. The service is admin-only; the
+// authorization layer in front of it enforces that.
+package tokenapi
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/aegis-os/aegis/api/tokens"
+	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/trustd/sanpolicy"
+	"github.com/aegis-os/aegis/trustd/token"
+	"github.com/aegis-os/aegis/trustd/tokenstore"
+)
+
+// Log field names of the package.
+const (
+	LogTokenID     = "token_id"
+	LogExpires     = "expires"
+	LogMaxUses     = "max_uses"
+	LogAllowedSANs = "allowed_sans"
+	LogError       = "error"
+)
+
+// Config configures a Service. Store is required; the rest may be zero.
+type Config struct {
+	Store tokenstore.Store
+	// DefaultTTL, MaxTTL and Retention default to the constants of limits.go.
+	DefaultTTL time.Duration
+	MaxTTL     time.Duration
+	Retention  time.Duration
+	// Clock stamps creation and revocation. Nil means the system clock.
+	Clock clock.Clock
+	// Rand draws tokens and salts. Nil means crypto/rand.
+	Rand io.Reader
+	// Logger receives a record of every token created or revoked (never a
+	// secret) and store failures. Nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Service implements tokens.TokenServiceServer.
+type Service struct {
+	tokens.UnimplementedTokenServiceServer
+
+	cfg Config
+}
+
+// New builds a service over cfg.Store.
+func New(cfg Config) (*Service, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("tokenapi: no token store")
+	}
+
+	if cfg.MaxTTL <= 0 {
+		cfg.MaxTTL = MaxTTL
+	}
+
+	if cfg.DefaultTTL <= 0 {
+		cfg.DefaultTTL = min(DefaultTTL, cfg.MaxTTL)
+	}
+
+	if cfg.DefaultTTL > cfg.MaxTTL {
+		return nil, fmt.Errorf("tokenapi: default TTL %s above max %s", cfg.DefaultTTL, cfg.MaxTTL)
+	}
+
+	if cfg.Retention <= 0 {
+		cfg.Retention = DefaultRetention
+	}
+
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real()
+	}
+
+	if cfg.Rand == nil {
+		cfg.Rand = rand.Reader
+	}
+
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+
+	return &Service{cfg: cfg}, nil
+}
+
+// Create makes a token and returns it whole, the only time its secret is
+// shown: the store keeps only a hash.
+func (s *Service) Create(ctx context.Context, req *tokens.CreateRequest) (*tokens.CreateResponse, error) {
+	now := s.cfg.Clock.Now()
+
+	rec, err := s.newRecord(req, now)
+	if err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+
+	// Pruning keeps ended tokens from filling the store; it failing must
+	// not stop a new token, so it is only logged.
+	if _, err = s.cfg.Store.Prune(ctx, now.Add(-s.cfg.Retention)); err != nil {
+		s.cfg.Logger.Warn("pruning ended tokens failed", slog.String(LogError, err.Error()))
+	}
+
+	tok, rec, err := s.store(ctx, rec)
+	if err != nil {
+		return nil, s.storeError(err)
+	}
+
+	s.cfg.Logger.Info("token created",
+		slog.String(LogTokenID, rec.ID), slog.Time(LogExpires, rec.Expires),
+		slog.Any(LogMaxUses, rec.MaxUses), slog.Any(LogAllowedSANs, rec.AllowedSANs))
+
+	return &tokens.CreateResponse{Messages: []*tokens.Created{{Token: tok.Reveal(), Info: toProto(rec)}}}, nil
+}
+
+// newRecord checks the request and builds the record it asks for, without
+// an id or secret yet.
+func (s *Service) newRecord(unsafe *tokens.CreateRequest, now time.Time) (tokenstore.Record, error) {
+	ttl := s.cfg.DefaultTTL
+
+	if d := unsafe.GetTtl(); d != nil {
+		if err := d.CheckValid(); err != nil {
+			return tokenstore.Record{}, fmt.Errorf("tokenapi: ttl: %w", err)
+		}
+
+		if d.AsDuration() != 0 {
+			ttl = d.AsDuration()
+		}
+	}
+
+	if ttl < MinTTL || ttl > s.cfg.MaxTTL {
+		return tokenstore.Record{}, fmt.Errorf("tokenapi: ttl %s outside [%s, %s]", ttl, MinTTL, s.cfg.MaxTTL)
+	}
+
+	policy, err := sanpolicy.Parse(unsafe.GetAllowedSans())
+	if err != nil {
+		return tokenstore.Record{}, err
+	}
+
+	if err = checkDescription(unsafe.GetDescription()); err != nil {
+		return tokenstore.Record{}, err
+	}
+
+	return tokenstore.Record{
+		Created:     now,
+		Expires:     now.Add(ttl),
+		MaxUses:     unsafe.GetMaxUses(),
+		AllowedSANs: policy.Strings(),
+		Description: unsafe.GetDescription(),
+	}, nil
+}
+
+func checkDescription(d string) error {
+	if len(d) > tokenstore.MaxDescriptionLength {
+		return fmt.Errorf("tokenapi: description of %d bytes, limit %d", len(d), tokenstore.MaxDescriptionLength)
+	}
+
+	if !utf8.ValidString(d) {
+		return errors.New("tokenapi: description is not UTF-8")
+	}
+
+	for _, r := range d {
+		if unicode.IsControl(r) {
+			return fmt.Errorf("tokenapi: description holds control character %U", r)
+		}
+	}
+
+	return nil
+}
+
+// store draws a token for rec and stores it, drawing again if the id is
+// taken.
+func (s *Service) store(ctx context.Context, rec tokenstore.Record) (token.Token, tokenstore.Record, error) {
+	for range createAttempts {
+		tok, err := token.Generate(s.cfg.Rand)
+		if err != nil {
+			return token.Token{}, rec, err
+		}
+
+		rec.ID = tok.ID()
+		if err = rec.SetSecret(s.cfg.Rand, tok.Secret()); err != nil {
+			return token.Token{}, rec, err
+		}
+
+		err = s.cfg.Store.Create(ctx, rec)
+		if errors.Is(err, tokenstore.ErrExists) {
+			continue
+		}
+
+		return tok, rec, err
+	}
+
+	return token.Token{}, rec, fmt.Errorf("tokenapi: %d token ids in a row were taken", createAttempts)
+}
+
+// List shows every token, expired and revoked ones included.
+func (s *Service) List(ctx context.Context, _ *tokens.ListRequest) (*tokens.ListResponse, error) {
+	recs, err := s.cfg.Store.List(ctx)
+	if err != nil {
+		return nil, s.storeError(err)
+	}
+
+	list := &tokens.TokenList{Tokens: make([]*tokens.Token, 0, len(recs))}
+	for _, r := range recs {
+		list.Tokens = append(list.Tokens, toProto(r))
+	}
+
+	return &tokens.ListResponse{Messages: []*tokens.TokenList{list}}, nil
+}
+
+// Revoke makes a token unusable at once. Revoking a revoked token keeps its
+// first revocation time and succeeds.
+func (s *Service) Revoke(ctx context.Context, req *tokens.RevokeRequest) (*tokens.RevokeResponse, error) {
+	id := req.GetId()
+	if !token.ValidID(id) {
+		return nil, status.Error(codes.InvalidArgument, "tokenapi: id is not of the token id form ([a-z0-9]{6})")
+	}
+
+	rec, err := s.cfg.Store.Revoke(ctx, id, s.cfg.Clock.Now())
+	if err != nil {
+		return nil, s.storeError(err)
+	}
+
+	s.cfg.Logger.Info("token revoked", slog.String(LogTokenID, id))
+
+	return &tokens.RevokeResponse{Messages: []*tokens.Revoked{{Info: toProto(rec)}}}, nil
+}
+
+// storeError maps a store failure to the status the caller sees; the cause
+// of an internal failure is logged here, once, and not sent.
+func (s *Service) storeError(err error) error {
+	switch {
+	case errors.Is(err, tokenstore.ErrNotFound):
+		return status.Error(codes.NotFound, "tokenapi: no such token")
+	case errors.Is(err, tokenstore.ErrFull):
+		return status.Error(codes.ResourceExhausted, err.Error())
+	default:
+		s.cfg.Logger.Error("token store failed", slog.String(LogError, err.Error()))
+
+		return status.Error(codes.Internal, "tokenapi: token store failed")
+	}
+}
+
+// toProto describes a record without its secret: the message has no field
+// that could carry one.
+func toProto(r tokenstore.Record) *tokens.Token {
+	t := &tokens.Token{
+		Id:          r.ID,
+		Created:     timestamppb.New(r.Created),
+		Expires:     timestamppb.New(r.Expires),
+		MaxUses:     r.MaxUses,
+		Uses:        r.Uses,
+		AllowedSans: append([]string(nil), r.AllowedSANs...),
+		Description: r.Description,
+	}
+
+	if !r.Revoked.IsZero() {
+		t.Revoked = timestamppb.New(r.Revoked)
+	}
+
+	return t
+}

@@ -1,0 +1,149 @@
+// Package tokenauth is trustd's token authenticator: the machine config's
+// static token, which always works and has no limits (as in Talos), and the
+// tokens of a tokenstore.Store, with their expiry, use limit and allowed
+// SANs.
+package tokenauth
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/trustd"
+	"github.com/aegis-os/aegis/trustd/sanpolicy"
+	"github.com/aegis-os/aegis/trustd/token"
+	"github.com/aegis-os/aegis/trustd/tokenstore"
+)
+
+// Config configures an Authenticator. At least one of Static and Store is
+// required.
+type Config struct {
+	// Static is the machine config's token. Zero means none.
+	Static token.Token
+	// Store holds the other tokens. Nil means only the static token works.
+	Store tokenstore.Store
+	// Clock decides expiry. Nil means the system clock.
+	Clock clock.Clock
+	// Rand draws the decoy record's salt. Nil means crypto/rand.
+	Rand io.Reader
+}
+
+// Authenticator implements trustd.Authenticator.
+type Authenticator struct {
+	static token.Token
+	store  tokenstore.Store
+	clock  clock.Clock
+	// decoy stands in for an unknown id, so that an unknown id costs the
+	// same hashing and comparison as a known one with a wrong secret.
+	decoy tokenstore.Record
+}
+
+var _ trustd.Authenticator = (*Authenticator)(nil)
+
+// New builds an authenticator.
+func New(cfg Config) (*Authenticator, error) {
+	if cfg.Static.IsZero() && cfg.Store == nil {
+		return nil, errors.New("tokenauth: neither a static token nor a store")
+	}
+
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real()
+	}
+
+	if cfg.Rand == nil {
+		cfg.Rand = rand.Reader
+	}
+
+	a := &Authenticator{static: cfg.Static, store: cfg.Store, clock: cfg.Clock}
+
+	// The decoy's secret is random and thrown away: nothing matches it.
+	decoy, err := token.Generate(cfg.Rand)
+	if err != nil {
+		return nil, err
+	}
+
+	if err = a.decoy.SetSecret(cfg.Rand, decoy.Secret()); err != nil {
+		return nil, err
+	}
+
+	return a, nil
+}
+
+// Authenticate checks tok against the static token and the store. Both
+// checks always run and both compare in constant time, so neither the
+// answer nor its timing tells an unknown id from a wrong secret.
+func (a *Authenticator) Authenticate(ctx context.Context, tok token.Token) (trustd.Grant, error) {
+	isStatic := !a.static.IsZero() && a.static.Equal(tok)
+
+	rec, known, err := a.lookup(ctx, tok.ID())
+	if err != nil {
+		return trustd.Grant{}, err
+	}
+
+	secretOK := rec.MatchesSecret(tok.Secret())
+
+	switch {
+	case isStatic:
+		return trustd.Grant{TokenID: tok.ID(), Static: true}, nil
+	case !known || !secretOK:
+		return trustd.Grant{}, fmt.Errorf("%w: unknown id or wrong secret", trustd.ErrInvalidToken)
+	}
+
+	if err = rec.Usable(a.clock.Now()); err != nil {
+		return trustd.Grant{}, fmt.Errorf("%w: %w", trustd.ErrInvalidToken, err)
+	}
+
+	policy, err := sanpolicy.Parse(rec.AllowedSANs)
+	if err != nil {
+		// The token service checked the patterns when it stored them.
+		return trustd.Grant{}, fmt.Errorf("tokenauth: stored token %s: %w", rec.ID, err)
+	}
+
+	return trustd.Grant{TokenID: rec.ID, AllowedSANs: policy}, nil
+}
+
+// lookup returns the stored record for id, or the decoy and false.
+func (a *Authenticator) lookup(ctx context.Context, id string) (tokenstore.Record, bool, error) {
+	if a.store == nil {
+		return a.decoy, false, nil
+	}
+
+	rec, err := a.store.Get(ctx, id)
+
+	switch {
+	case errors.Is(err, tokenstore.ErrNotFound):
+		return a.decoy, false, nil
+	case err != nil:
+		return tokenstore.Record{}, false, fmt.Errorf("tokenauth: looking up token %s: %w", id, err)
+	}
+
+	return rec, true, nil
+}
+
+// Consume counts one use of a stored token; the static token has no limit.
+// The store re-checks expiry, revocation and the use limit in the same
+// atomic step, so a token used up or revoked since Authenticate is refused.
+func (a *Authenticator) Consume(ctx context.Context, g trustd.Grant) error {
+	if g.Static {
+		return nil
+	}
+
+	if a.store == nil {
+		return fmt.Errorf("%w: no token store", trustd.ErrInvalidToken)
+	}
+
+	_, err := a.store.Use(ctx, g.TokenID, a.clock.Now())
+
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, tokenstore.ErrUsedUp), errors.Is(err, tokenstore.ErrExpired),
+		errors.Is(err, tokenstore.ErrRevoked), errors.Is(err, tokenstore.ErrNotFound):
+		return fmt.Errorf("%w: %w", trustd.ErrInvalidToken, err)
+	default:
+		return fmt.Errorf("tokenauth: counting a use of token %s: %w", g.TokenID, err)
+	}
+}

@@ -1,0 +1,260 @@
+// Package trustdtest starts an in-process trustd on a loopback address for
+// tests and benchmarks, with real CA, issuer, authenticator and token store,
+// a time gate the test opens and closes, and an audit log it can read.
+package trustdtest
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"net"
+	"testing"
+	"time"
+
+	securityapi "github.com/siderolabs/talos/pkg/machinery/api/security"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/aegis-os/aegis/ca"
+	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/machined/timesync"
+	"github.com/aegis-os/aegis/trustd"
+	"github.com/aegis-os/aegis/trustd/token"
+	"github.com/aegis-os/aegis/trustd/tokenauth"
+	"github.com/aegis-os/aegis/trustd/tokenstore"
+)
+
+// ListenIP is the loopback address test servers bind (with port 0).
+const ListenIP = "127.0.1.1"
+
+// StaticToken is the machine-config token of every test server.
+const StaticToken = "static.0123456789abcdef"
+
+// Options shape a test server; every field may be left zero.
+type Options struct {
+	// KeyType of the CA. Zero means Ed25519.
+	KeyType ca.KeyType
+	// Store holds the dynamic tokens. Nil means a new in-memory store.
+	Store tokenstore.Store
+	// GateOpen opens the time gate from the start.
+	GateOpen bool
+	// RateLimit of the server. Zero means a burst high enough that tests
+	// of other things never trip it.
+	RateLimit trustd.RateLimit
+	// Clock of the server and the authenticator. Nil means the system clock.
+	Clock clock.Clock
+}
+
+// Env is a running test server and what a test needs to talk to it.
+type Env struct {
+	CA      *ca.CA
+	CAs     *ca.AcceptedSet
+	Addr    string
+	Gate    *timesync.Gate
+	Audit   *Recorder
+	Store   tokenstore.Store
+	KeyPair *certs.KeyPair
+	Server  *trustd.Server
+	Clock   clock.Clock
+}
+
+// Start runs a server until the test ends.
+func Start(tb testing.TB, opts Options) *Env {
+	tb.Helper()
+
+	if opts.Store == nil {
+		opts.Store = tokenstore.NewMemory(0)
+	}
+
+	if opts.Clock == nil {
+		opts.Clock = clock.Real()
+	}
+
+	if opts.RateLimit == (trustd.RateLimit{}) {
+		opts.RateLimit = trustd.RateLimit{Burst: 1 << 20}
+	}
+
+	authority, err := ca.Generate(ca.Config{KeyType: opts.KeyType, CommonName: "trustdtest CA"})
+	must(tb, err)
+
+	cas, err := ca.NewAcceptedSet(time.Now(), authority.Cert)
+	must(tb, err)
+
+	e := &Env{CA: authority, CAs: cas, Gate: timesync.NewGate(opts.GateOpen), Audit: NewRecorder(), Store: opts.Store, Clock: opts.Clock}
+	e.KeyPair = ServerKeyPair(tb, authority, ListenIP)
+
+	e.Server = newServer(tb, e, opts)
+	e.serve(tb)
+
+	return e
+}
+
+// newServer builds the server of e from real parts.
+func newServer(tb testing.TB, e *Env, opts Options) *trustd.Server {
+	tb.Helper()
+
+	iss, err := ca.NewIssuer(ca.IssuerConfig{CA: e.CA})
+	must(tb, err)
+
+	static, err := token.Parse(StaticToken)
+	must(tb, err)
+
+	auth, err := tokenauth.New(tokenauth.Config{Static: static, Store: opts.Store, Clock: opts.Clock})
+	must(tb, err)
+
+	s, err := trustd.New(trustd.Config{
+		Signer:        iss,
+		CAs:           accepted{e.CAs},
+		Authenticator: auth,
+		TimeGate:      e.Gate,
+		Certificate:   e.KeyPair,
+		Audit:         e.Audit.Logger(),
+		Logger:        NewRecorder().Logger(),
+		RateLimit:     opts.RateLimit,
+		Clock:         opts.Clock,
+	})
+	must(tb, err)
+
+	return s
+}
+
+func (e *Env) serve(tb testing.TB) {
+	lis, err := net.Listen("tcp", net.JoinHostPort(ListenIP, "0"))
+	must(tb, err)
+
+	e.Addr = lis.Addr().String()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+
+	go func() { done <- e.Server.Serve(ctx, lis) }()
+
+	tb.Cleanup(func() {
+		cancel()
+
+		if err := <-done; err != nil {
+			tb.Errorf("Serve: %v", err)
+		}
+	})
+}
+
+type accepted struct{ s *ca.AcceptedSet }
+
+func (a accepted) AcceptedCAs() *ca.AcceptedSet { return a.s }
+
+// ServerKeyPair issues a 24h server certificate from authority for the given
+// hosts, with a new key of the CA's type.
+func ServerKeyPair(tb testing.TB, authority *ca.CA, hosts ...string) *certs.KeyPair {
+	tb.Helper()
+
+	kp, err := certs.NewKeyPair(ServerCertificate(tb, authority, hosts...))
+	must(tb, err)
+
+	return kp
+}
+
+// ServerCertificate is ServerKeyPair's certificate and key as PEM.
+func ServerCertificate(tb testing.TB, authority *ca.CA, hosts ...string) (certPEM, keyPEM []byte) {
+	tb.Helper()
+
+	kt, err := ca.KeyTypeOf(authority.Cert.PublicKey)
+	must(tb, err)
+
+	key, err := ca.GenerateKey(kt, nil)
+	must(tb, err)
+
+	csrPEM, err := ca.NewCSR(key, "trustd", hosts)
+	must(tb, err)
+
+	csr, err := ca.ParseCSR(csrPEM)
+	must(tb, err)
+
+	iss, err := ca.NewIssuer(ca.IssuerConfig{CA: authority})
+	must(tb, err)
+
+	issued, err := iss.Issue(ca.Request{CSR: csr, Profile: ca.ProfileServer})
+	must(tb, err)
+
+	keyPEM, err = ca.EncodeKey(key)
+	must(tb, err)
+
+	return issued.PEM, keyPEM
+}
+
+// Dial connects to the server over TLS verifying its certificate against
+// the CA. A non-empty source binds the client's address (127.0.1.0/24), so
+// tests can act as distinct callers for the rate limiter.
+func (e *Env) Dial(tb testing.TB, source string) *grpc.ClientConn {
+	tb.Helper()
+
+	tlsConfig := &tls.Config{RootCAs: e.CAs.Pool(), ServerName: ListenIP, MinVersion: tls.VersionTLS13}
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(credentials.NewTLS(tlsConfig))}
+
+	if source != "" {
+		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(source)}}
+		opts = append(opts, grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+			return d.DialContext(ctx, "tcp", addr)
+		}))
+	}
+
+	conn, err := grpc.NewClient(e.Addr, opts...)
+	must(tb, err)
+	tb.Cleanup(func() { conn.Close() })
+
+	return conn
+}
+
+// Client is a SecurityService client on a new connection from source.
+func (e *Env) Client(tb testing.TB, source string) securityapi.SecurityServiceClient {
+	tb.Helper()
+
+	return securityapi.NewSecurityServiceClient(e.Dial(tb, source))
+}
+
+// CreateToken stores a new token valid for ttl with the given use limit and
+// allowed SANs and returns it whole.
+func (e *Env) CreateToken(tb testing.TB, ttl time.Duration, maxUses uint32, allowedSANs ...string) string {
+	tb.Helper()
+
+	tok, err := token.Generate(rand.Reader)
+	must(tb, err)
+
+	now := e.Clock.Now()
+	r := tokenstore.Record{ID: tok.ID(), Created: now, Expires: now.Add(ttl), MaxUses: maxUses, AllowedSANs: allowedSANs}
+	must(tb, r.SetSecret(rand.Reader, tok.Secret()))
+	must(tb, e.Store.Create(context.Background(), r))
+
+	return tok.Reveal()
+}
+
+// Call asks for a certificate with tok in the token metadata ("" sends none).
+func Call(ctx context.Context, c securityapi.SecurityServiceClient, tok string, csrPEM []byte) (*securityapi.CertificateResponse, error) {
+	if tok != "" {
+		ctx = metadata.AppendToOutgoingContext(ctx, trustd.TokenMetadataKey, tok)
+	}
+
+	return c.Certificate(ctx, &securityapi.CertificateRequest{Csr: csrPEM})
+}
+
+// CSR returns a PEM CSR for a new key of type kt.
+func CSR(tb testing.TB, kt ca.KeyType, commonName string, hosts ...string) []byte {
+	tb.Helper()
+
+	key, err := ca.GenerateKey(kt, nil)
+	must(tb, err)
+
+	csrPEM, err := ca.NewCSR(key, commonName, hosts)
+	must(tb, err)
+
+	return csrPEM
+}
+
+func must(tb testing.TB, err error) {
+	tb.Helper()
+
+	if err != nil {
+		tb.Fatal(err)
+	}
+}
