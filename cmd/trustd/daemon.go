@@ -27,10 +27,13 @@ type daemon struct {
 	log    *slog.Logger
 	listen string
 	store  *boltstore.Store
-	time   *timesync.Service
 	server *trustd.Server
 	tokens *tokenSocket
-	cert   *serverCert
+	// background runs beside the server: the time service and the
+	// certificate renewal when trustd runs on its own.
+	background []func(context.Context) error
+	// stop ends what runs before the daemon does (machined's resource watch).
+	stop func()
 }
 
 // setup builds every component; nothing runs yet.
@@ -65,11 +68,11 @@ func (d *daemon) build(cfg *certs.MachineConfig, opts options) error {
 		return err
 	}
 
-	var err error
-	if d.time, err = timesync.New(timesync.Config{
+	clock, err := timesync.New(timesync.Config{
 		Servers: cfg.Machine.Time.Servers, TrustHostClock: cfg.Machine.Time.TrustHostClock,
 		MaxOffset: cfg.MaxTimeOffset(), Logger: d.log,
-	}); err != nil {
+	})
+	if err != nil {
 		return err
 	}
 
@@ -78,20 +81,28 @@ func (d *daemon) build(cfg *certs.MachineConfig, opts options) error {
 		return err
 	}
 
-	if d.cert, err = newServerCert(opts, cfg, iss, d.listen, d.log); err != nil {
+	cert, err := newServerCert(opts, cfg, iss, d.listen, d.log)
+	if err != nil {
 		return err
 	}
 
-	if err = d.newServer(cfg, iss, audit); err != nil {
+	d.background = append(d.background, clock.Run, cert.run)
+
+	if err = d.newServer(cfg, iss, clock, cert.keyPair, audit); err != nil {
 		return err
 	}
 
+	return d.listenTokens(opts.state, audit)
+}
+
+// listenTokens opens the TokenService socket under the state directory.
+func (d *daemon) listenTokens(state string, audit *slog.Logger) error {
 	api, err := tokenapi.New(tokenapi.Config{Store: d.store, Logger: audit})
 	if err != nil {
 		return err
 	}
 
-	d.tokens, err = listenTokenSocket(filepath.Join(opts.state, "run", "trustd", "tokens.sock"), api)
+	d.tokens, err = listenTokenSocket(filepath.Join(state, "run", "trustd", "tokens.sock"), api)
 
 	return err
 }
@@ -109,14 +120,14 @@ func (d *daemon) openStore(state string) error {
 	return err
 }
 
-func (d *daemon) newServer(cfg *certs.MachineConfig, iss *ca.Issuer, audit *slog.Logger) error {
+func (d *daemon) newServer(cfg *certs.MachineConfig, iss *ca.Issuer, gate trustd.TimeGate, kp *certs.KeyPair, audit *slog.Logger) error {
 	auth, err := tokenauth.New(tokenauth.Config{Static: cfg.TrustdToken(), Store: d.store})
 	if err != nil {
 		return err
 	}
 
 	d.server, err = trustd.New(trustd.Config{
-		Signer: iss, CAs: cfg, Authenticator: auth, TimeGate: d.time, Certificate: d.cert.keyPair,
+		Signer: iss, CAs: cfg, Authenticator: auth, TimeGate: gate, Certificate: kp,
 		Audit: audit, Logger: d.log,
 	})
 
@@ -132,8 +143,10 @@ func (d *daemon) run(ctx context.Context) error {
 
 	g, ctx := errgroup.WithContext(ctx)
 
-	g.Go(func() error { return d.time.Run(ctx) })
-	g.Go(func() error { return d.cert.run(ctx) })
+	for _, run := range d.background {
+		g.Go(func() error { return run(ctx) })
+	}
+
 	g.Go(func() error { return d.tokens.serve(ctx) })
 	g.Go(func() error { return d.server.Serve(ctx, lis) })
 
@@ -150,6 +163,10 @@ func (d *daemon) run(ctx context.Context) error {
 // close releases what setup acquired; after run it finds the socket
 // already closed and only the store left.
 func (d *daemon) close() {
+	if d.stop != nil {
+		d.stop()
+	}
+
 	if d.tokens != nil {
 		_ = d.tokens.lis.Close()
 	}

@@ -3,6 +3,11 @@
 // is synced, and serves the token management API on a Unix socket.
 //
 //	trustd --config FILE --state DIR [--listen ADDR] [--cert FILE --key FILE]
+//	trustd --node-socket SOCKET --state DIR --listen ADDR
+//
+// The second form is how machined runs it: the OS CA, the server
+// certificate, the accepted CAs, the machine config's token and the
+// time-sync status come from machined over SOCKET and follow its updates.
 //
 // State lives under DIR: the token store at DIR/trustd/tokens.db and the
 // token API socket at DIR/run/trustd/tokens.sock. Logs are JSON on stderr;
@@ -23,11 +28,12 @@ import (
 
 // options are the command line.
 type options struct {
-	config string
-	state  string
-	listen string
-	cert   string
-	key    string
+	config     string
+	nodeSocket string
+	state      string
+	listen     string
+	cert       string
+	key        string
 }
 
 func main() {
@@ -49,6 +55,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs := flag.NewFlagSet("trustd", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.config, "config", "", "machine config `FILE` (a control-plane config: it holds the CA key)")
+	fs.StringVar(&o.nodeSocket, "node-socket", "", "machined's trustd `SOCKET` to take the node's resources from, instead of --config")
 	fs.StringVar(&o.state, "state", "", "state `DIR` (token store, sockets)")
 	fs.StringVar(&o.listen, "listen", "", "listen `ADDR`ess (default: the config's listenAddress, port 50001)")
 	fs.StringVar(&o.cert, "cert", "", "server certificate `FILE` (watched for changes; default: issued from the config's CA)")
@@ -61,8 +68,12 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	switch {
 	case fs.NArg() > 0:
 		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
-	case o.config == "" || o.state == "":
-		return o, errors.New("--config and --state are required")
+	case (o.config == "") == (o.nodeSocket == ""):
+		return o, errors.New("give one of --config and --node-socket")
+	case o.state == "":
+		return o, errors.New("--state is required")
+	case o.nodeSocket != "" && (o.listen == "" || o.cert != ""):
+		return o, errors.New("--node-socket needs --listen and takes its certificate from machined")
 	case (o.cert == "") != (o.key == ""):
 		return o, errors.New("--cert and --key go together")
 	}
@@ -79,7 +90,13 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 
 	log := slog.New(slog.NewJSONHandler(stderr, nil))
 
-	d, err := setup(opts, log)
+	var d *daemon
+	if opts.nodeSocket != "" {
+		d, err = setupNode(ctx, opts, log)
+	} else {
+		d, err = setup(opts, log)
+	}
+
 	if err != nil {
 		return err
 	}

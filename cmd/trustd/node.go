@@ -1,0 +1,151 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aegis-os/aegis/api/node"
+	"github.com/aegis-os/aegis/ca"
+	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/machined/resources"
+	"github.com/aegis-os/aegis/machined/timesync"
+	"github.com/aegis-os/aegis/trustd"
+	"github.com/aegis-os/aegis/trustd/token"
+	"github.com/aegis-os/aegis/trustd/tokenauth"
+)
+
+// firstResourcesTimeout bounds the wait for machined's first complete set of
+// resources; machined sends them as soon as trustd connects.
+const firstResourcesTimeout = time.Minute
+
+// nodeSource is trustd's view of the node as machined hands it over its
+// socket: the OS CA (an issuer), the accepted CAs, the server certificate,
+// the machine config's token and the time-sync gate. Every field but the
+// token follows machined's updates.
+type nodeSource struct {
+	log      *slog.Logger
+	issuer   atomic.Pointer[ca.Issuer]
+	accepted atomic.Pointer[ca.AcceptedSet]
+	keyPair  certs.KeyPair
+	gate     timesync.Gate
+
+	once  sync.Once
+	token token.Token
+	ready chan struct{} // closed after the first complete update
+}
+
+// Issue implements trustd.Signer with the current OS CA.
+func (n *nodeSource) Issue(req ca.Request) (*ca.Issued, error) {
+	return n.issuer.Load().Issue(req)
+}
+
+// AcceptedCAs implements trustd.CAProvider.
+func (n *nodeSource) AcceptedCAs() *ca.AcceptedSet { return n.accepted.Load() }
+
+// apply takes one update; an update it cannot use leaves the previous state.
+func (n *nodeSource) apply(res *node.Resources) error {
+	now := time.Now()
+
+	if res.GetOsCa() == nil || res.GetServer() == nil || len(res.GetAcceptedCas()) == 0 || res.GetTrustdToken() == "" {
+		return errors.New("incomplete resources: waiting for the CA, server certificate, accepted CAs and token")
+	}
+
+	authority, err := ca.Parse(res.GetOsCa().GetCrt(), res.GetOsCa().GetKey(), now)
+	if err != nil {
+		return fmt.Errorf("OS CA: %w", err)
+	}
+
+	iss, err := ca.NewIssuer(ca.IssuerConfig{CA: authority})
+	if err != nil {
+		return err
+	}
+
+	accepted, err := ca.ParseAcceptedSet(res.GetAcceptedCas(), now)
+	if err != nil {
+		return fmt.Errorf("accepted CAs: %w", err)
+	}
+
+	tok, err := token.Parse(res.GetTrustdToken())
+	if err != nil {
+		return fmt.Errorf("trustd token: %w", err)
+	}
+
+	if err = n.keyPair.Set(res.GetServer().GetCrt(), res.GetServer().GetKey()); err != nil {
+		return err
+	}
+
+	n.issuer.Store(iss)
+	n.accepted.Store(accepted)
+	n.gate.Set(res.GetTime().GetSynced())
+	n.once.Do(func() {
+		n.token = tok
+		close(n.ready)
+	})
+
+	return nil
+}
+
+// setupNode builds trustd on resources from machined's trustd socket.
+func setupNode(ctx context.Context, opts options, log *slog.Logger) (*daemon, error) {
+	conn, err := resources.Dial(opts.nodeSocket)
+	if err != nil {
+		return nil, err
+	}
+
+	src := &nodeSource{log: log, ready: make(chan struct{})}
+	watchCtx, stopWatch := context.WithCancel(ctx)
+
+	go func() {
+		resources.Watch(watchCtx, conn, log, src.apply)
+		conn.Close()
+	}()
+
+	d := &daemon{log: log, listen: opts.listen, stop: stopWatch}
+
+	wait, cancel := context.WithTimeout(ctx, firstResourcesTimeout)
+	defer cancel()
+
+	select {
+	case <-src.ready:
+	case <-wait.Done():
+		d.close()
+
+		return nil, fmt.Errorf("no resources from machined on %s: %w", opts.nodeSocket, wait.Err())
+	}
+
+	if err = d.buildNode(src, opts); err != nil {
+		d.close()
+
+		return nil, err
+	}
+
+	return d, nil
+}
+
+func (d *daemon) buildNode(src *nodeSource, opts options) error {
+	audit := d.log.With(slog.String("log", "audit"))
+
+	if err := d.openStore(opts.state); err != nil {
+		return err
+	}
+
+	auth, err := tokenauth.New(tokenauth.Config{Static: src.token, Store: d.store})
+	if err != nil {
+		return err
+	}
+
+	d.server, err = trustd.New(trustd.Config{
+		Signer: src, CAs: src, Authenticator: auth, TimeGate: &src.gate, Certificate: &src.keyPair,
+		Audit: audit, Logger: d.log,
+	})
+	if err != nil {
+		return err
+	}
+
+	return d.listenTokens(opts.state, audit)
+}
