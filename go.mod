@@ -4,6 +4,7 @@ go 1.26.6
 
 require (
 	github.com/cloudflare/cfssl v1.6.5
+	github.com/grpc-ecosystem/go-grpc-middleware/v2 v2.3.0
 	github.com/siderolabs/talos/pkg/machinery v1.13.9
 	github.com/spf13/cobra v1.10.2
 	go.yaml.in/yaml/v3 v3.0.5
