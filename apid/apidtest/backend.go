@@ -122,6 +122,12 @@ func (b *Backend) CallsTo(method string) []Call {
 // AppendLog adds a line to a service's log, seen by Logs followers.
 func (b *Backend) AppendLog(service, line string) { b.feed.appendLog(service, line) }
 
+// WaitFollowers blocks until n Logs or Events calls follow the backend,
+// so that a test adds lines or events only once they are watched.
+func (b *Backend) WaitFollowers(ctx context.Context, n int) error {
+	return b.feed.waitFollowers(ctx, n)
+}
+
 // PublishServiceEvent adds a service state event, seen by Events followers.
 func (b *Backend) PublishServiceEvent(service string, action machine.ServiceStateEvent_Action, msg string) {
 	b.feed.publish(service, action, msg)

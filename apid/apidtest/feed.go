@@ -15,10 +15,11 @@ import (
 type feed struct {
 	hostname string
 
-	mu      sync.Mutex
-	logs    map[string][]string
-	events  []*machine.Event
-	changed chan struct{} // closed and replaced on every change
+	mu        sync.Mutex
+	logs      map[string][]string
+	events    []*machine.Event
+	followers int           // Logs and Events calls waiting for more
+	changed   chan struct{} // closed and replaced on every change
 }
 
 // InitialLogLines is how many lines each service's log starts with.
@@ -71,6 +72,32 @@ func (f *feed) publishLocked(service string, action machine.ServiceStateEvent_Ac
 		ActorId:  service,
 	})
 	f.notifyLocked()
+}
+
+// follow counts a follower in (+1) or out (-1).
+func (f *feed) follow(delta int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+
+	f.followers += delta
+	f.notifyLocked()
+}
+
+// waitFollowers blocks until n followers are waiting or ctx ends.
+func (f *feed) waitFollowers(ctx context.Context, n int) error {
+	for {
+		f.mu.Lock()
+		count, changed := f.followers, f.changed
+		f.mu.Unlock()
+
+		if count >= n {
+			return nil
+		}
+
+		if err := wait(ctx, changed); err != nil {
+			return err
+		}
+	}
 }
 
 func (f *feed) notifyLocked() {

@@ -83,6 +83,11 @@ func (b machineServer) Logs(req *machine.LogsRequest, stream grpc.ServerStreamin
 
 	lines = lines[tailStart(req.GetTailLines(), len(lines)):]
 
+	if req.GetFollow() {
+		b.feed.follow(1)
+		defer b.feed.follow(-1)
+	}
+
 	for {
 		for _, l := range lines {
 			if err := stream.Send(&common.Data{Metadata: b.feed.meta(), Bytes: []byte(l + "\n")}); err != nil {
@@ -107,6 +112,9 @@ func (b machineServer) Logs(req *machine.LogsRequest, stream grpc.ServerStreamin
 func (b machineServer) Events(req *machine.EventsRequest, stream grpc.ServerStreamingServer[machine.Event]) error {
 	events, next, changed := b.feed.eventsFrom(0)
 	events = events[tailStart(req.GetTailEvents(), len(events)):]
+
+	b.feed.follow(1)
+	defer b.feed.follow(-1)
 
 	for {
 		for _, ev := range events {
