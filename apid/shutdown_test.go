@@ -26,7 +26,7 @@ func TestShutdownEndsFollows(t *testing.T) {
 	}
 
 	for _, n := range nodes {
-		if err := n.Backend.WaitFollowers(ctx, 1); err != nil {
+		if err := n.Backend.WaitEventFollowers(ctx, 1); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -102,7 +102,7 @@ func TestLogsFollowThroughNodes(t *testing.T) {
 	// each only once the line before it has come through: nothing depends
 	// on timing.
 	for _, n := range nodes {
-		if err := n.Backend.WaitFollowers(ctx, 1); err != nil {
+		if err := n.Backend.WaitLogFollowers(ctx, 1); err != nil {
 			t.Fatal(err)
 		}
 	}

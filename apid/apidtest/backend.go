@@ -122,10 +122,15 @@ func (b *Backend) CallsTo(method string) []Call {
 // AppendLog adds a line to a service's log, seen by Logs followers.
 func (b *Backend) AppendLog(service, line string) { b.feed.appendLog(service, line) }
 
-// WaitFollowers blocks until n Logs or Events calls follow the backend,
-// so that a test adds lines or events only once they are watched.
-func (b *Backend) WaitFollowers(ctx context.Context, n int) error {
-	return b.feed.waitFollowers(ctx, n)
+// WaitLogFollowers blocks until n Logs calls follow the backend, so that a
+// test adds lines only once they are watched.
+func (b *Backend) WaitLogFollowers(ctx context.Context, n int) error {
+	return b.feed.waitFollowers(ctx, followLogs, n)
+}
+
+// WaitEventFollowers blocks until n Events calls follow the backend.
+func (b *Backend) WaitEventFollowers(ctx context.Context, n int) error {
+	return b.feed.waitFollowers(ctx, followEvents, n)
 }
 
 // PublishServiceEvent adds a service state event, seen by Events followers.

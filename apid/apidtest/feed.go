@@ -18,8 +18,8 @@ type feed struct {
 	mu        sync.Mutex
 	logs      map[string][]string
 	events    []*machine.Event
-	followers int           // Logs and Events calls waiting for more
-	changed   chan struct{} // closed and replaced on every change
+	followers map[followKind]int // calls waiting for more, by kind
+	changed   chan struct{}      // closed and replaced on every change
 }
 
 // InitialLogLines is how many lines each service's log starts with.
@@ -29,7 +29,7 @@ const InitialLogLines = 5
 func Services() []string { return []string{"apid", "trustd", "timed"} }
 
 func newFeed(hostname string) *feed {
-	f := &feed{hostname: hostname, logs: map[string][]string{}, changed: make(chan struct{})}
+	f := &feed{hostname: hostname, logs: map[string][]string{}, followers: map[followKind]int{}, changed: make(chan struct{})}
 
 	for _, svc := range Services() {
 		for i := 1; i <= InitialLogLines; i++ {
@@ -74,20 +74,28 @@ func (f *feed) publishLocked(service string, action machine.ServiceStateEvent_Ac
 	f.notifyLocked()
 }
 
-// follow counts a follower in (+1) or out (-1).
-func (f *feed) follow(delta int) {
+// followKind tells Logs followers from Events followers.
+type followKind int
+
+const (
+	followLogs followKind = iota
+	followEvents
+)
+
+// follow counts a follower of kind in (+1) or out (-1).
+func (f *feed) follow(kind followKind, delta int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 
-	f.followers += delta
+	f.followers[kind] += delta
 	f.notifyLocked()
 }
 
-// waitFollowers blocks until n followers are waiting or ctx ends.
-func (f *feed) waitFollowers(ctx context.Context, n int) error {
+// waitFollowers blocks until n followers of kind are waiting or ctx ends.
+func (f *feed) waitFollowers(ctx context.Context, kind followKind, n int) error {
 	for {
 		f.mu.Lock()
-		count, changed := f.followers, f.changed
+		count, changed := f.followers[kind], f.changed
 		f.mu.Unlock()
 
 		if count >= n {

@@ -84,8 +84,8 @@ func (b machineServer) Logs(req *machine.LogsRequest, stream grpc.ServerStreamin
 	lines = lines[tailStart(req.GetTailLines(), len(lines)):]
 
 	if req.GetFollow() {
-		b.feed.follow(1)
-		defer b.feed.follow(-1)
+		b.feed.follow(followLogs, 1)
+		defer b.feed.follow(followLogs, -1)
 	}
 
 	for {
@@ -113,8 +113,8 @@ func (b machineServer) Events(req *machine.EventsRequest, stream grpc.ServerStre
 	events, next, changed := b.feed.eventsFrom(0)
 	events = events[tailStart(req.GetTailEvents(), len(events)):]
 
-	b.feed.follow(1)
-	defer b.feed.follow(-1)
+	b.feed.follow(followEvents, 1)
+	defer b.feed.follow(followEvents, -1)
 
 	for {
 		for _, ev := range events {
