@@ -235,3 +235,20 @@ func TestBadRoutingIsInvalidArgument(t *testing.T) {
 		t.Fatalf("bad node: %v", err)
 	}
 }
+
+func TestMachinedDownIsUnavailableWithoutDetails(t *testing.T) {
+	var sink apidtest.LogSink
+
+	p := apidtest.NewPKI(t)
+	node := apidtest.StartNode(t, p, apidtest.NodeConfig{IP: testIP, Logger: sink.Logger()})
+	node.Backend.Stop()
+
+	_, err := apidtest.TalosClient(t, node.Addr, p.ClientTLS(t, p.Client(t, role.Admin))).Version(testCtx(t))
+	if status.Code(err) != codes.Unavailable || strings.Contains(err.Error(), node.Backend.Socket()) {
+		t.Fatalf("machined down: %v", err)
+	}
+
+	if len(sink.Find(t, "machined unavailable")) == 0 {
+		t.Fatal("the cause was not logged")
+	}
+}

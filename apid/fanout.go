@@ -178,7 +178,7 @@ func (f *fanOut) open(ctx context.Context, n *nodeCall) (grpc.ClientStream, func
 		return nil, nil, err
 	}
 
-	cs, err := conn.NewStream(metadata.NewOutgoingContext(ctx, f.md), bidiStream(), f.method, f.s.callOpts...)
+	cs, err := f.s.newStream(ctx, conn, f.method, f.md)
 	if err != nil {
 		release()
 

@@ -103,7 +103,7 @@ func (s *Server) pipe(ss grpc.ServerStream, conn *grpc.ClientConn, method string
 	ctx, cancel := context.WithCancel(ss.Context())
 	defer cancel()
 
-	cs, err := conn.NewStream(metadata.NewOutgoingContext(ctx, md), bidiStream(), method, s.callOpts...)
+	cs, err := s.newStream(ctx, conn, method, md)
 	if err != nil {
 		return err
 	}
@@ -184,8 +184,22 @@ func forwardReplies(cs grpc.ClientStream, ss grpc.ServerStream) error {
 	}
 }
 
-func bidiStream() *grpc.StreamDesc {
-	return &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}
+// newStream opens the call on a backend. Every method is opened as a
+// bidirectional stream: apid moves frames and does not care which kind of
+// call it is. An error here comes from apid's own side of the hop (no
+// backend has answered yet); for machined's socket it names a local path,
+// so it is logged and replaced.
+func (s *Server) newStream(ctx context.Context, conn *grpc.ClientConn, method string, md metadata.MD) (grpc.ClientStream, error) {
+	desc := &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}
+
+	cs, err := conn.NewStream(metadata.NewOutgoingContext(ctx, md), desc, method, s.callOpts...)
+	if err != nil && conn == s.local && status.Code(err) == codes.Unavailable {
+		s.log.Warn("machined unavailable", slog.String(FieldMethod, method), slog.String(FieldError, err.Error()))
+
+		return nil, status.Error(codes.Unavailable, "apid: machined is unavailable")
+	}
+
+	return cs, err
 }
 
 // toStatus maps apid's errors to gRPC statuses, once, at the API boundary.
