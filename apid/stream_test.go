@@ -128,6 +128,13 @@ func TestLogsFollowThroughNodes(t *testing.T) {
 	if _, err := stream.Recv(); status.Code(err) != codes.Canceled {
 		t.Fatalf("after cancel: %v", err)
 	}
+
+	// The cancellation reaches every node's machined.
+	for i, n := range nodes {
+		if err := n.Backend.WaitLogFollowers(testCtx(t), 0); err != nil {
+			t.Fatalf("node %d still follows after the caller left: %v", i, err)
+		}
+	}
 }
 
 func TestEventsFollowThroughNodes(t *testing.T) {

@@ -122,13 +122,14 @@ func (b *Backend) CallsTo(method string) []Call {
 // AppendLog adds a line to a service's log, seen by Logs followers.
 func (b *Backend) AppendLog(service, line string) { b.feed.appendLog(service, line) }
 
-// WaitLogFollowers blocks until n Logs calls follow the backend, so that a
-// test adds lines only once they are watched.
+// WaitLogFollowers blocks until exactly n Logs calls follow the backend:
+// a test adds lines only once they are watched, and sees a follow end when
+// its caller leaves.
 func (b *Backend) WaitLogFollowers(ctx context.Context, n int) error {
 	return b.feed.waitFollowers(ctx, followLogs, n)
 }
 
-// WaitEventFollowers blocks until n Events calls follow the backend.
+// WaitEventFollowers blocks until exactly n Events calls follow the backend.
 func (b *Backend) WaitEventFollowers(ctx context.Context, n int) error {
 	return b.feed.waitFollowers(ctx, followEvents, n)
 }

@@ -91,14 +91,15 @@ func (f *feed) follow(kind followKind, delta int) {
 	f.notifyLocked()
 }
 
-// waitFollowers blocks until n followers of kind are waiting or ctx ends.
+// waitFollowers blocks until exactly n followers of kind are waiting, or
+// ctx ends.
 func (f *feed) waitFollowers(ctx context.Context, kind followKind, n int) error {
 	for {
 		f.mu.Lock()
 		count, changed := f.followers[kind], f.changed
 		f.mu.Unlock()
 
-		if count >= n {
+		if count == n {
 			return nil
 		}
 
