@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"sync/atomic"
 
 	"google.golang.org/grpc/credentials"
@@ -28,10 +29,11 @@ func (s *Server) serverTLS() *tls.Config {
 }
 
 // configForClient requires a client certificate that chains to an accepted
-// CA, is valid at the configured clock's time and carries the ClientAuth
-// extended key usage (crypto/tls checks all three). Session tickets are off
-// so that every connection is verified against the CAs accepted now, not
-// those of an earlier handshake.
+// CA, is valid at the configured clock's time and allows client
+// authentication (crypto/tls checks all three), and that names ClientAuth
+// explicitly (requireClientAuth). Session tickets are off so that every
+// connection is verified against the CAs accepted now, not those of an
+// earlier handshake.
 func (s *Server) configForClient(*tls.ClientHelloInfo) (*tls.Config, error) {
 	pool, err := s.pools.get(s.accepted())
 	if err != nil {
@@ -45,9 +47,26 @@ func (s *Server) configForClient(*tls.ClientHelloInfo) (*tls.Config, error) {
 		ClientCAs:              pool,
 		NextProtos:             []string{"h2"},
 		SessionTicketsDisabled: true,
+		VerifyConnection:       requireClientAuth,
 		Time:                   s.clock.Now,
 		Rand:                   s.rand,
 	}, nil
+}
+
+// errNoClientAuth refuses a client certificate that does not name the
+// ClientAuth extended key usage.
+var errNoClientAuth = errors.New("apid: client certificate lacks the ClientAuth extended key usage")
+
+// requireClientAuth refuses a leaf without an explicit ClientAuth usage.
+// crypto/tls accepts a certificate with no extended key usage at all, as
+// valid for any use; Aegis's issuer always sets one, and a certificate
+// without it was not made to be a client's.
+func requireClientAuth(cs tls.ConnectionState) error {
+	if len(cs.VerifiedChains) == 0 || !slices.Contains(cs.VerifiedChains[0][0].ExtKeyUsage, x509.ExtKeyUsageClientAuth) {
+		return errNoClientAuth
+	}
+
+	return nil
 }
 
 // caPoolCache keeps the verification pool of the last accepted set, so a

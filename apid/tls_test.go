@@ -44,6 +44,7 @@ func TestRefusedClientCertificates(t *testing.T) {
 		{"certificate from another CA", fromOther, "unknown authority"},
 		{"expired certificate", p.ClientTLS(t, p.ExpiredClient(t, role.Admin)), "expired"},
 		{"certificate without ClientAuth", p.ClientTLS(t, p.Server(t, "127.0.2.99")), "incompatible key usage"},
+		{"certificate without any extended key usage", p.ClientTLS(t, p.NoUsageClient(t, role.Admin)), "lacks the ClientAuth"},
 		{"TLS 1.2", tls12, "unsupported versions"},
 	}
 

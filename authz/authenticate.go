@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/x509"
 	"log/slog"
+	"slices"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -52,8 +53,10 @@ func (a *Authenticator) authenticate(ctx context.Context, method string) (contex
 		}
 	}
 
-	if len(chains) == 0 || len(chains[0]) == 0 {
-		a.log.Warn("call refused: no verified client certificate",
+	// A leaf without an explicit ClientAuth usage passes crypto/tls (no
+	// extended key usage means any) but was not made for a client.
+	if len(chains) == 0 || len(chains[0]) == 0 || !slices.Contains(chains[0][0].ExtKeyUsage, x509.ExtKeyUsageClientAuth) {
+		a.log.Warn("call refused: no verified client certificate with ClientAuth",
 			slog.String(FieldMethod, method), slog.String(FieldPeer, peerAddr(p)))
 
 		return nil, grpcError(ErrUnauthenticated)

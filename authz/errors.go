@@ -9,9 +9,10 @@ import (
 )
 
 // ErrUnauthenticated is returned when a call on a certificate-authenticated
-// listener carries no verified client certificate. The TLS handshake should
-// have refused such a peer already; this is the check that does not rely on
-// the listener being configured right.
+// listener carries no verified client certificate naming the ClientAuth
+// extended key usage. The TLS handshake should have refused such a peer
+// already; this is the check that does not rely on the listener being
+// configured right.
 var ErrUnauthenticated = errors.New("authz: no verified client certificate")
 
 // ErrNoRoles is returned when a call reaches the authorizer without roles in

@@ -197,6 +197,8 @@ func TestCertificateChain(t *testing.T) {
 	admin := p.client(t, role.Admin)
 	reader := p.client(t, role.Reader)
 	imp := p.impersonator(t)
+	noUsage := p.client(t, role.Admin)
+	noUsage.ExtKeyUsage = nil
 
 	tests := []struct {
 		name      string
@@ -208,6 +210,7 @@ func TestCertificateChain(t *testing.T) {
 	}{
 		{"no peer", context.Background(), methodVersion, codes.Unauthenticated, "", false},
 		{"unverified certificate", peerCtx(admin, false, nil), methodVersion, codes.Unauthenticated, "", false},
+		{"verified but without ClientAuth", peerCtx(noUsage, true, nil), methodVersion, codes.Unauthenticated, "", false},
 		{"admin", peerCtx(admin, true, nil), methodRestart, codes.OK, "os:admin", false},
 		{"reader reads", peerCtx(reader, true, nil), methodVersion, codes.OK, "os:reader", false},
 		{"reader cannot restart", peerCtx(reader, true, nil), methodRestart, codes.PermissionDenied, "", false},

@@ -235,6 +235,7 @@ func TestRefusals(t *testing.T) {
 		"certificate from another CA":    p.ClientTLS(t, other.Client(t, role.Admin)),
 		"expired certificate":            p.ClientTLS(t, p.ExpiredClient(t, role.Admin)),
 		"certificate without ClientAuth": p.ClientTLS(t, p.Server(t, "127.0.2.99")),
+		"certificate without any usage":  p.ClientTLS(t, p.NoUsageClient(t, role.Admin)),
 	}
 
 	for name, cfg := range refused {

@@ -1,8 +1,11 @@
 package apidtest
 
 import (
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"crypto/x509/pkix"
+	"math/big"
 	"os"
 	"path/filepath"
 	"testing"
@@ -80,6 +83,39 @@ func (p *PKI) ExpiredClient(tb testing.TB, roles ...role.Role) Pair {
 	past := catest.NewIssuer(tb, p.CA, time.Now().Add(-48*time.Hour))
 
 	return p.issue(tb, past, ca.ProfileClient, time.Hour, nil, roles...)
+}
+
+// NoUsageClient makes, bypassing the issuer, a client certificate with
+// roles and no extended key usage at all: crypto/tls takes it as valid for
+// any use, Aegis must not.
+func (p *PKI) NoUsageClient(tb testing.TB, roles ...role.Role) Pair {
+	tb.Helper()
+
+	key := catest.Key(tb, ca.Ed25519)
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(time.Now().UnixNano()),
+		Subject:      pkix.Name{CommonName: "no-usage", Organization: role.Strings(roles)},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+	}
+
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.CA.Cert, key.Public(), p.CA.Key)
+	if err != nil {
+		tb.Fatalf("creating certificate: %v", err)
+	}
+
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		tb.Fatal(err)
+	}
+
+	keyPEM, err := ca.EncodeKey(key)
+	if err != nil {
+		tb.Fatal(err)
+	}
+
+	return Pair{Cert: cert, CertPEM: ca.EncodeCertificate(cert), KeyPEM: keyPEM}
 }
 
 func (p *PKI) issue(tb testing.TB, iss *ca.Issuer, profile ca.Profile, ttl time.Duration, hosts []string, roles ...role.Role) Pair {
