@@ -52,7 +52,7 @@ func (s *Server) interceptors(rules authz.Rules) ([]grpc.UnaryServerInterceptor,
 // learns nothing about apid's insides.
 func (s *Server) recovered(ctx context.Context, p any) error {
 	s.log.ErrorContext(ctx, "panic serving a call", slog.String(FieldError, fmt.Sprint(p)),
-		slog.String("stack", string(debug.Stack())))
+		slog.String(FieldStack, string(debug.Stack())))
 
 	return status.Error(codes.Internal, "apid: internal error")
 }

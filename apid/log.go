@@ -28,6 +28,8 @@ const (
 	FieldNode = "node"
 	// FieldError is an error's text.
 	FieldError = "error"
+	// FieldStack is a goroutine's stack, logged with a recovered panic.
+	FieldStack = "stack"
 )
 
 // grpcLogger adapts an slog.Logger to go-grpc-middleware's logging

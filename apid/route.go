@@ -48,8 +48,9 @@ type target struct {
 
 // parseRoute reads the routing metadata of an incoming call. Targets
 // without a port get defaultPort. `node` must hold one name; `nodes` holds
-// one or more, as several values or comma-separated in one, and a name
-// given twice is called once.
+// one or more, as several values or comma-separated in one, and a node
+// named twice (even as "10.0.0.1" and "10.0.0.1:50000") is called once,
+// under the first name: a mutating call must not run twice on one node.
 func parseRoute(md metadata.MD, defaultPort int) (route, error) {
 	node, hasNode := md[MetadataNode]
 	nodes, hasNodes := md[MetadataNodes]
@@ -88,12 +89,8 @@ func parseTargets(values []string, defaultPort int) ([]target, error) {
 	for _, v := range values {
 		for name := range strings.SplitSeq(v, ",") {
 			name = strings.TrimSpace(name)
-			if name == "" || seen[name] {
+			if name == "" {
 				continue
-			}
-
-			if len(targets) == MaxFanOut {
-				return nil, fmt.Errorf("%w: more than %d nodes", ErrBadRouting, MaxFanOut)
 			}
 
 			t, err := parseTarget(name, defaultPort)
@@ -101,7 +98,15 @@ func parseTargets(values []string, defaultPort int) ([]target, error) {
 				return nil, err
 			}
 
-			seen[name] = true
+			if seen[t.addr] {
+				continue
+			}
+
+			if len(targets) == MaxFanOut {
+				return nil, fmt.Errorf("%w: more than %d nodes", ErrBadRouting, MaxFanOut)
+			}
+
+			seen[t.addr] = true
 			targets = append(targets, t)
 		}
 	}

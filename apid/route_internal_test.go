@@ -30,7 +30,7 @@ func TestParseRoute(t *testing.T) {
 			kind: routeNodes, addrs: []string{"10.0.0.1:50000", "10.0.0.2:50000"},
 		},
 		{
-			name: "nodes comma separated and duplicated", md: metadata.Pairs("nodes", "10.0.0.1, 10.0.0.2,,10.0.0.1"),
+			name: "nodes comma separated and duplicated", md: metadata.Pairs("nodes", "10.0.0.1, 10.0.0.2,,10.0.0.1", "nodes", "10.0.0.2:50000"),
 			kind: routeNodes, addrs: []string{"10.0.0.1:50000", "10.0.0.2:50000"},
 		},
 		{name: "nodes single", md: metadata.Pairs("nodes", "10.0.0.1"), kind: routeNodes, addrs: []string{"10.0.0.1:50000"}},

@@ -50,7 +50,7 @@ func (a *Authorizer) StreamServerInterceptor() grpc.StreamServerInterceptor {
 func (a *Authorizer) authorize(ctx context.Context, method string) (context.Context, error) {
 	roles, ok := RolesFromContext(ctx)
 	if !ok {
-		a.log.Error("call refused", slog.String(FieldMethod, method), slog.String("error", ErrNoRoles.Error()))
+		a.log.Error("call refused", slog.String(FieldMethod, method), slog.String(FieldError, ErrNoRoles.Error()))
 
 		return nil, grpcError(ErrNoRoles)
 	}
@@ -60,7 +60,7 @@ func (a *Authorizer) authorize(ctx context.Context, method string) (context.Cont
 		if errors.As(err, &denied) {
 			a.log.Warn("permission denied", slog.String(FieldMethod, method), slog.String(FieldRoles, roles.String()),
 				slog.String(FieldAllowed, strings.Join(denied.Allowed.Strings(), ",")),
-				slog.String(FieldSubject, subject(ctx)), slog.Bool("impersonated", Impersonated(ctx)))
+				slog.String(FieldSubject, subject(ctx)), slog.Bool(FieldImpersonated, Impersonated(ctx)))
 		}
 
 		return nil, grpcError(err)

@@ -28,6 +28,7 @@ type DeniedError struct {
 	Allowed role.Set
 }
 
+// Error names the method, the roles that would allow it and the caller's.
 func (e *DeniedError) Error() string {
 	have := "no role"
 	if len(e.Have) > 0 {

@@ -133,7 +133,7 @@ func (i *Injector) fromMetadata(ctx context.Context, method string) (role.Set, e
 func (i *Injector) parse(values []string, method string) (role.Set, error) {
 	roles, ignored, err := ParseMetadataRoles(values)
 	if err != nil {
-		i.log.Warn("call refused: malformed role metadata", slog.String(FieldMethod, method), slog.String("error", err.Error()))
+		i.log.Warn("call refused: malformed role metadata", slog.String(FieldMethod, method), slog.String(FieldError, err.Error()))
 
 		return nil, err
 	}

@@ -14,4 +14,8 @@ const (
 	FieldSubject = "subject"
 	// FieldPeer is the caller's network address.
 	FieldPeer = "peer"
+	// FieldImpersonated says whether the roles were passed by another node.
+	FieldImpersonated = "impersonated"
+	// FieldError is an error's text.
+	FieldError = "error"
 )

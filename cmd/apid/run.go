@@ -18,6 +18,13 @@ import (
 	"github.com/aegis-os/aegis/internal/clock"
 )
 
+// Field names of the command's own log records.
+const (
+	fieldListen     = "listen"
+	fieldForwarding = "forwarding"
+	fieldGrace      = "grace"
+)
+
 // run is apid's whole life; it returns the exit status.
 func run(ctx context.Context, args []string, stderr io.Writer) int {
 	o, err := parseOptions(args, stderr)
@@ -145,7 +152,7 @@ func serveUntil(ctx context.Context, srv *apid.Server, lis net.Listener, o *opti
 
 	go func() { errc <- srv.Serve(lis) }()
 
-	log.Info("apid serving", slog.String("listen", lis.Addr().String()), slog.Bool("forwarding", o.impCertPath != ""))
+	log.Info("apid serving", slog.String(fieldListen, lis.Addr().String()), slog.Bool(fieldForwarding, o.impCertPath != ""))
 
 	select {
 	case err := <-errc:
@@ -155,7 +162,7 @@ func serveUntil(ctx context.Context, srv *apid.Server, lis net.Listener, o *opti
 	case <-ctx.Done():
 	}
 
-	log.Info("apid stopping", slog.Duration("grace", o.shutdownTimeout))
+	log.Info("apid stopping", slog.Duration(fieldGrace, o.shutdownTimeout))
 
 	sctx, cancel := context.WithTimeout(context.Background(), o.shutdownTimeout)
 	defer cancel()
