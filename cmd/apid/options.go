@@ -96,13 +96,31 @@ func (o *options) check(extra int) error {
 }
 
 // selfNames are the names that mean this node: the --self values, and the
-// listen address when it is a specific one.
-func (o *options) selfNames(bound net.Addr) []string {
+// listen address; when apid listens on every address, every address of the
+// host's interfaces (hostAddrs), so that a worker still serves a client
+// that names it by any of them.
+func (o *options) selfNames(bound net.Addr, hostAddrs func() ([]net.Addr, error)) []string {
 	names := append([]string(nil), o.self...)
 
-	host, _, err := net.SplitHostPort(bound.String())
-	if ip := net.ParseIP(host); err == nil && ip != nil && !ip.IsUnspecified() {
-		names = append(names, bound.String(), host)
+	host, port, err := net.SplitHostPort(bound.String())
+	if err != nil {
+		return names
+	}
+
+	ip := net.ParseIP(host)
+	if ip != nil && !ip.IsUnspecified() {
+		return append(names, bound.String(), host)
+	}
+
+	addrs, err := hostAddrs()
+	if err != nil {
+		return names
+	}
+
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok {
+			names = append(names, n.IP.String(), net.JoinHostPort(n.IP.String(), port))
+		}
 	}
 
 	return names

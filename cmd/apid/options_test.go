@@ -66,14 +66,20 @@ func TestRunExitStatus(t *testing.T) {
 
 func TestSelfNames(t *testing.T) {
 	o := &options{self: []string{"cp-1"}}
+	host := func() ([]net.Addr, error) {
+		return []net.Addr{
+			&net.IPNet{IP: net.ParseIP("10.5.0.2"), Mask: net.CIDRMask(24, 32)},
+			&net.IPNet{IP: net.ParseIP("fd00::2"), Mask: net.CIDRMask(64, 128)},
+		}, nil
+	}
 
-	got := o.selfNames(&net.TCPAddr{IP: net.ParseIP("127.0.2.1"), Port: 50000})
+	got := o.selfNames(&net.TCPAddr{IP: net.ParseIP("127.0.2.1"), Port: 50000}, host)
 	if !slices.Equal(got, []string{"cp-1", "127.0.2.1:50000", "127.0.2.1"}) {
 		t.Fatalf("specific address: %v", got)
 	}
 
-	got = o.selfNames(&net.TCPAddr{IP: net.IPv4zero, Port: 50000})
-	if !slices.Equal(got, []string{"cp-1"}) {
-		t.Fatalf("any address: %v", got)
+	got = o.selfNames(&net.TCPAddr{IP: net.IPv4zero, Port: 50000}, host)
+	if !slices.Equal(got, []string{"cp-1", "10.5.0.2", "10.5.0.2:50000", "fd00::2", "[fd00::2]:50000"}) {
+		t.Fatalf("every address: %v", got)
 	}
 }

@@ -123,7 +123,7 @@ func serve(ctx context.Context, o *options, log *slog.Logger) error {
 		Certificate:    f.server,
 		AcceptedCAs:    f.accepted.Load,
 		MachinedSocket: o.socket,
-		Self:           o.selfNames(lis.Addr()),
+		Self:           o.selfNames(lis.Addr(), net.InterfaceAddrs),
 		Logger:         log,
 	}
 	if f.forward != nil {
