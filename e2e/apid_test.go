@@ -17,6 +17,7 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/api/common"
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"github.com/siderolabs/talos/pkg/machinery/client"
+	clientconfig "github.com/siderolabs/talos/pkg/machinery/client/config"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -25,6 +26,7 @@ import (
 	"github.com/aegis-os/aegis/apid/apidtest"
 	"github.com/aegis-os/aegis/authz"
 	"github.com/aegis-os/aegis/authz/role"
+	"github.com/aegis-os/aegis/certs"
 )
 
 // talos returns a Talos client of node 1 (or of endpoint) with a fresh
@@ -318,5 +320,37 @@ func TestCertificateFilesReloaded(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("apid still serves the old certificate:\n%s", n.stderr.String())
 		}
+	}
+}
+
+// The client config Aegis generates (Talos's talosconfig layout) drives
+// the Talos client against apid as it is.
+func TestClientConfigContext(t *testing.T) {
+	c := startCluster(t)
+
+	cc, err := certs.NewClientCertificate(c.pki.Issuer(), certs.ClientCertOptions{Roles: role.NewSet(role.Reader), CommonName: "e2e"})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	data, err := certs.NewClientConfig("e2e", []string{nodeIPs[0]}, c.pki.CA.CertPEM, cc).Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	cfg, err := clientconfig.FromBytes(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	cl, err := client.New(ctx(t), client.WithConfig(cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close() //nolint:errcheck
+
+	resp, err := cl.Version(client.WithNodes(ctx(t), nodeIPs...))
+	if err != nil || len(resp.Messages) != len(nodeIPs) {
+		t.Fatalf("Version with nodes from a client config: %v %v", resp, err)
 	}
 }

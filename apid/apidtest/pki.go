@@ -43,6 +43,9 @@ func NewPKI(tb testing.TB) *PKI {
 	return &PKI{CA: c, issuer: catest.NewIssuer(tb, c, time.Now())}
 }
 
+// Issuer returns the PKI's issuer, for code that issues certificates itself.
+func (p *PKI) Issuer() *ca.Issuer { return p.issuer }
+
 // Accepted returns the set holding the PKI's CA.
 func (p *PKI) Accepted(tb testing.TB) *ca.AcceptedSet {
 	tb.Helper()
