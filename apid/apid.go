@@ -117,7 +117,7 @@ func New(cfg Config) (*Server, error) {
 	}
 
 	s.local = local
-	s.nodes = newPool(poolConfig{dial: s.dialNode, clock: s.clock, max: MaxPooledNodes, idle: PoolIdleTimeout})
+	s.nodes = newPool(poolConfig{dial: s.dialNode, clock: s.clock, max: MaxPooledNodes, idle: PoolIdleTimeout, log: s.log})
 	s.grpc = s.newGRPCServer(cfg.Rules)
 
 	return s, nil
