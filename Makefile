@@ -9,7 +9,7 @@ BENCHTIME ?= 1s
 
 export CGO_ENABLED ?= 0
 
-.PHONY: all build test run bench fuzz deps lint generate clean
+.PHONY: all build test e2e run bench fuzz deps lint generate clean
 
 all: build
 
@@ -30,6 +30,10 @@ lint:
 ## test: install deps, lint, run every test (slow end-to-end tests included)
 test: deps lint
 	$(GO) test -count=1 ./...
+
+## e2e: run only the end-to-end tests (real processes on 127.0.2.x)
+e2e:
+	$(GO) test -count=1 ./e2e/...
 
 ## run: generate a secrets bundle and configs into _out/demo and show them
 run: build

@@ -54,8 +54,14 @@ func needBinaries(t *testing.T) {
 	}
 
 	building.Do(func() {
-		if binDir, buildErr = os.MkdirTemp("", "aegis-e2e-bin-"); buildErr == nil {
-			buildErr = build(binDir, "trustd")
+		if binDir, buildErr = os.MkdirTemp("", "aegis-e2e-bin-"); buildErr != nil {
+			return
+		}
+
+		for _, name := range []string{"trustd", "apid"} {
+			if buildErr = build(binDir, name); buildErr != nil {
+				return
+			}
 		}
 	})
 

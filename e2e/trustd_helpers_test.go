@@ -38,8 +38,8 @@ func testContext(t *testing.T) context.Context {
 	return ctx
 }
 
-// node is a control plane's config and state directory on disk.
-type node struct {
+// trustdNode is a control plane's config and state directory on disk.
+type trustdNode struct {
 	ip     string
 	listen string
 	config string
@@ -49,7 +49,7 @@ type node struct {
 
 // newNode writes a control-plane config for a new cluster whose node listens
 // on ip and syncs its time with ntpServers.
-func newNode(t *testing.T, ip string, ntpServers ...string) *node {
+func newNode(t *testing.T, ip string, ntpServers ...string) *trustdNode {
 	t.Helper()
 
 	dir := t.TempDir()
@@ -66,7 +66,7 @@ func newNode(t *testing.T, ip string, ntpServers ...string) *node {
 		t.Fatal(err)
 	}
 
-	n := &node{
+	n := &trustdNode{
 		ip:     ip,
 		listen: net.JoinHostPort(ip, strconv.Itoa(freePort(t, "tcp", ip))),
 		config: filepath.Join(dir, "controlplane.yaml"),
@@ -92,7 +92,7 @@ type trustdProc struct {
 
 // start runs trustd for the node and waits until it listens. It is stopped
 // when the test ends, and its log is shown if the test failed.
-func (n *node) start(t *testing.T) *trustdProc {
+func (n *trustdNode) start(t *testing.T) *trustdProc {
 	t.Helper()
 
 	p := &trustdProc{logs: &logBuffer{}, done: make(chan error, 1)}
@@ -204,7 +204,7 @@ func (b *logBuffer) has(msg string) bool {
 // conn dials trustd over TLS verifying its certificate against the node's
 // CAs, from the source address given (127.0.1.0/24), so tests can act as
 // distinct callers.
-func (n *node) conn(t *testing.T, source string) *grpc.ClientConn {
+func (n *trustdNode) conn(t *testing.T, source string) *grpc.ClientConn {
 	t.Helper()
 
 	creds := credentials.NewTLS(&tls.Config{RootCAs: n.cfg.AcceptedCAs().Pool(), ServerName: n.ip, MinVersion: tls.VersionTLS13})
@@ -222,14 +222,14 @@ func (n *node) conn(t *testing.T, source string) *grpc.ClientConn {
 }
 
 // security is the Talos machinery client of trustd.
-func (n *node) security(t *testing.T, source string) securityapi.SecurityServiceClient {
+func (n *trustdNode) security(t *testing.T, source string) securityapi.SecurityServiceClient {
 	t.Helper()
 
 	return securityapi.NewSecurityServiceClient(n.conn(t, source))
 }
 
 // waitServing waits until trustd's health says SERVING (its time is synced).
-func (n *node) waitServing(t *testing.T) {
+func (n *trustdNode) waitServing(t *testing.T) {
 	t.Helper()
 
 	ctx := testContext(t)
@@ -250,7 +250,7 @@ func (n *node) waitServing(t *testing.T) {
 }
 
 // tokens is a TokenService client on the node's Unix socket.
-func (n *node) tokens(t *testing.T) tokens.TokenServiceClient {
+func (n *trustdNode) tokens(t *testing.T) tokens.TokenServiceClient {
 	t.Helper()
 
 	sock := filepath.Join(n.state, "run", "trustd", "tokens.sock")

@@ -39,7 +39,7 @@ func createToken(ctx context.Context, t *testing.T, tc tokens.TokenServiceClient
 
 // checkIssued checks a certificate trustd returned: the node profile, and
 // none of what the CSR asked for beyond names.
-func checkIssued(t *testing.T, n *node, resp *securityapi.CertificateResponse) *x509.Certificate {
+func checkIssued(t *testing.T, n *trustdNode, resp *securityapi.CertificateResponse) *x509.Certificate {
 	t.Helper()
 
 	if !bytes.Equal(resp.GetCa(), n.cfg.AcceptedCAs().PEM()) {
@@ -144,7 +144,7 @@ type callFunc func(t *testing.T, source, tok string, csr []byte) (*securityapi.C
 
 // refusalsSynced covers every refusal a synced trustd makes, each from its
 // own source address so the rate limiter stays out of the way.
-func refusalsSynced(ctx context.Context, t *testing.T, n *node, tc tokens.TokenServiceClient, call callFunc, good []byte, expired string, expiredAt time.Time) {
+func refusalsSynced(ctx context.Context, t *testing.T, n *trustdNode, tc tokens.TokenServiceClient, call callFunc, good []byte, expired string, expiredAt time.Time) {
 	t.Helper()
 
 	single := createToken(ctx, t, tc, &tokens.CreateRequest{MaxUses: 1})
@@ -201,7 +201,7 @@ func refusalsSynced(ctx context.Context, t *testing.T, n *node, tc tokens.TokenS
 
 // rateLimitSynced: a source that keeps failing is refused, even with a good
 // token, while other sources are served.
-func rateLimitSynced(t *testing.T, n *node, call callFunc, good []byte) {
+func rateLimitSynced(t *testing.T, n *trustdNode, call callFunc, good []byte) {
 	t.Helper()
 
 	t.Run("rate limit", func(t *testing.T) {

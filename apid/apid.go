@@ -1,0 +1,221 @@
+package apid
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/keepalive"
+
+	"github.com/aegis-os/aegis/authz"
+	"github.com/aegis-os/aegis/ca"
+	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/internal/clock"
+)
+
+// CertificateSource serves the certificate apid presents to its clients.
+// It is asked at every handshake, so a renewed certificate is used from the
+// next connection on and open connections are not dropped. *certs.KeyPair
+// is one.
+type CertificateSource interface {
+	GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error)
+}
+
+// ClientCertificateSource serves the client certificate apid presents to
+// other nodes when it forwards a call. *certs.KeyPair is one.
+type ClientCertificateSource interface {
+	GetClientCertificate(*tls.CertificateRequestInfo) (*tls.Certificate, error)
+}
+
+// Config configures a Server. New reads it once; changing it afterwards
+// changes nothing. The sources it names are asked at every handshake.
+type Config struct {
+	// Certificate is apid's server certificate. Required.
+	Certificate CertificateSource
+	// AcceptedCAs returns the CAs that client certificates, and other
+	// nodes' server certificates, must chain to. It is called at every
+	// handshake, so a CA rotation needs no restart. Required; a nil set
+	// refuses the handshake.
+	AcceptedCAs func() *ca.AcceptedSet
+	// ForwardCertificate is the node's os:impersonator client certificate,
+	// used to forward calls to other nodes. Nil means the node forwards
+	// nothing (a worker): it serves calls for itself and refuses the others
+	// with PermissionDenied.
+	ForwardCertificate ClientCertificateSource
+	// MachinedSocket is the path of the local machined's Unix socket, where
+	// calls for this node go, with the caller's roles in talos-role
+	// metadata. Required.
+	MachinedSocket string
+	// Self lists the names and addresses by which clients may name this
+	// node in `node`/`nodes`; such a target is served locally without a hop
+	// through the network. A target given without a port matches with
+	// NodePort. Empty means every target is forwarded.
+	Self []string
+	// NodePort is the port of other nodes' apid when a target names none.
+	// Zero means certs.APIDPort (50000).
+	NodePort int
+	// Rules is the method table. Nil means authz.DefaultRules().
+	Rules authz.Rules
+	// Logger receives the request log and the audit records. Nil discards.
+	Logger *slog.Logger
+	// Clock is the time certificates are checked at. Nil means the system clock.
+	Clock clock.Clock
+	// Rand is the TLS handshakes' source of randomness. Nil means crypto/rand.
+	Rand io.Reader
+}
+
+// Server is an apid instance: the TLS listener, the interceptor chain and
+// the router. It is safe for concurrent use.
+type Server struct {
+	cert     CertificateSource
+	accepted func() *ca.AcceptedSet
+	forward  ClientCertificateSource
+	self     map[string]bool
+	nodePort int
+	log      *slog.Logger
+	clock    clock.Clock
+	rand     io.Reader
+	pools    caPoolCache
+	grpc     *grpc.Server
+	local    *grpc.ClientConn
+	nodes    *pool
+	callOpts []grpc.CallOption
+}
+
+// New builds a Server from cfg. It opens no socket: Serve does.
+func New(cfg Config) (*Server, error) {
+	if cfg.Certificate == nil || cfg.AcceptedCAs == nil || cfg.MachinedSocket == "" {
+		return nil, errors.New("apid: Certificate, AcceptedCAs and MachinedSocket are required")
+	}
+
+	s := &Server{
+		cert:     cfg.Certificate,
+		accepted: cfg.AcceptedCAs,
+		forward:  cfg.ForwardCertificate,
+		nodePort: cfg.NodePort,
+		log:      cfg.Logger,
+		clock:    cfg.Clock,
+		rand:     cfg.Rand,
+		callOpts: []grpc.CallOption{grpc.ForceCodecV2(rawCodec{})},
+	}
+	s.defaults()
+
+	if err := s.parseSelf(cfg.Self); err != nil {
+		return nil, err
+	}
+
+	local, err := dialLocal(cfg.MachinedSocket)
+	if err != nil {
+		return nil, err
+	}
+
+	s.local = local
+	s.nodes = newPool(poolConfig{dial: s.dialNode, clock: s.clock, max: MaxPooledNodes, idle: PoolIdleTimeout, log: s.log})
+	s.grpc = s.newGRPCServer(cfg.Rules)
+
+	return s, nil
+}
+
+func (s *Server) defaults() {
+	if s.nodePort == 0 {
+		s.nodePort = certs.APIDPort
+	}
+
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+
+	if s.clock == nil {
+		s.clock = clock.Real()
+	}
+
+	if s.rand == nil {
+		s.rand = rand.Reader
+	}
+}
+
+func (s *Server) parseSelf(names []string) error {
+	s.self = map[string]bool{}
+
+	for _, n := range names {
+		t, err := parseTarget(n, s.nodePort)
+		if err != nil {
+			return fmt.Errorf("apid: Self: %w", err)
+		}
+
+		s.self[t.name], s.self[t.addr] = true, true
+	}
+
+	return nil
+}
+
+func (s *Server) newGRPCServer(rules authz.Rules) *grpc.Server {
+	unary, stream := s.interceptors(rules)
+
+	creds := auditedCreds{TransportCredentials: credentials.NewTLS(s.serverTLS()), log: s.log}
+
+	return grpc.NewServer(
+		grpc.Creds(creds),
+		grpc.ForceServerCodecV2(rawCodec{}),
+		grpc.UnknownServiceHandler(s.handle),
+		grpc.ChainUnaryInterceptor(unary...),
+		grpc.ChainStreamInterceptor(stream...),
+		grpc.MaxRecvMsgSize(MaxMessageSize),
+		grpc.MaxSendMsgSize(MaxMessageSize),
+		grpc.MaxHeaderListSize(MaxMetadataSize),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: KeepaliveMinTime, PermitWithoutStream: true}),
+	)
+}
+
+// Serve accepts connections on lis until Shutdown or Stop. It returns nil
+// after a Shutdown or Stop.
+func (s *Server) Serve(lis net.Listener) error {
+	if err := s.grpc.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+		return fmt.Errorf("apid: %w", err)
+	}
+
+	return nil
+}
+
+// Shutdown stops accepting connections and waits for open calls to end,
+// until ctx ends; then it closes whatever is still open (such as Events
+// follows, which never end by themselves). It then closes the connections
+// to machined and to other nodes.
+func (s *Server) Shutdown(ctx context.Context) {
+	done := make(chan struct{})
+
+	go func() {
+		s.grpc.GracefulStop()
+		close(done)
+	}()
+
+	select {
+	case <-done:
+	case <-ctx.Done():
+		s.grpc.Stop()
+		<-done
+	}
+
+	s.closeBackends()
+}
+
+// Stop closes every connection and call at once.
+func (s *Server) Stop() {
+	s.grpc.Stop()
+	s.closeBackends()
+}
+
+func (s *Server) closeBackends() {
+	s.nodes.close()
+
+	if err := s.local.Close(); err != nil {
+		s.log.Debug("closing the machined connection", slog.String(FieldError, err.Error()))
+	}
+}

@@ -1,0 +1,113 @@
+package apidtest
+
+import (
+	"context"
+	"crypto/tls"
+	"log/slog"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/siderolabs/talos/pkg/machinery/client"
+
+	"github.com/aegis-os/aegis/apid"
+	"github.com/aegis-os/aegis/ca"
+	"github.com/aegis-os/aegis/certs"
+)
+
+// NodeConfig configures an in-process node.
+type NodeConfig struct {
+	// IP is the loopback address the node listens on, port 0; its server
+	// certificate names it. Required.
+	IP string
+	// Hostname is the backend's node name. Empty means the address.
+	Hostname string
+	// Worker leaves the node without an impersonator certificate: it
+	// forwards nothing.
+	Worker bool
+	// AcceptedCAs overrides the PKI's set.
+	AcceptedCAs func() *ca.AcceptedSet
+	// Logger receives apid's log. Nil discards.
+	Logger *slog.Logger
+}
+
+// Node is an apid server and the backend behind it, in the test's process.
+type Node struct {
+	Server  *apid.Server
+	Backend *Backend
+	// Addr is host:port, the name other nodes and clients use.
+	Addr string
+	// Certificate is the node's server certificate, replaceable.
+	Certificate *certs.KeyPair
+}
+
+// StartNode starts a node on cfg.IP:0; it stops when the test ends.
+func StartNode(tb testing.TB, p *PKI, cfg NodeConfig) *Node {
+	tb.Helper()
+
+	lis, err := net.Listen("tcp", net.JoinHostPort(cfg.IP, "0"))
+	if err != nil {
+		tb.Fatalf("listen: %v", err)
+	}
+
+	addr := lis.Addr().String()
+	if cfg.Hostname == "" {
+		cfg.Hostname = addr
+	}
+
+	n := &Node{
+		Backend:     StartBackend(tb, BackendConfig{Hostname: cfg.Hostname}),
+		Addr:        addr,
+		Certificate: p.Server(tb, cfg.IP).KeyPair(tb),
+	}
+
+	accepted := cfg.AcceptedCAs
+	if accepted == nil {
+		set := p.Accepted(tb)
+		accepted = func() *ca.AcceptedSet { return set }
+	}
+
+	acfg := apid.Config{
+		Certificate:    n.Certificate,
+		AcceptedCAs:    accepted,
+		MachinedSocket: n.Backend.Socket(),
+		Self:           []string{addr},
+		Logger:         cfg.Logger,
+	}
+	if !cfg.Worker {
+		acfg.ForwardCertificate = p.Impersonator(tb).KeyPair(tb)
+	}
+
+	if n.Server, err = apid.New(acfg); err != nil {
+		tb.Fatalf("apid.New: %v", err)
+	}
+
+	go n.Server.Serve(lis) //nolint:errcheck // ends with Stop
+
+	tb.Cleanup(n.Server.Stop)
+
+	return n
+}
+
+// Shutdown stops the node gracefully within timeout.
+func (n *Node) Shutdown(timeout time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+
+	n.Server.Shutdown(ctx)
+}
+
+// TalosClient returns a Talos machinery client of endpoint (host or
+// host:port) presenting tlsCfg; it is closed when the test ends.
+func TalosClient(tb testing.TB, endpoint string, tlsCfg *tls.Config) *client.Client {
+	tb.Helper()
+
+	c, err := client.New(context.Background(), client.WithEndpoints(endpoint), client.WithTLSConfig(tlsCfg))
+	if err != nil {
+		tb.Fatalf("client: %v", err)
+	}
+
+	tb.Cleanup(func() { c.Close() }) //nolint:errcheck // closing a client in cleanup
+
+	return c
+}

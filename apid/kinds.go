@@ -1,0 +1,65 @@
+package apid
+
+import (
+	"errors"
+	"strings"
+
+	// The Talos API's services, so their streaming methods are known.
+	_ "github.com/siderolabs/talos/pkg/machinery/api/cluster"
+	_ "github.com/siderolabs/talos/pkg/machinery/api/inspect"
+	_ "github.com/siderolabs/talos/pkg/machinery/api/machine"
+	_ "github.com/siderolabs/talos/pkg/machinery/api/storage"
+	_ "github.com/siderolabs/talos/pkg/machinery/api/time"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
+
+	// Aegis's own services.
+	_ "github.com/aegis-os/aegis/api/certificates"
+	_ "github.com/aegis-os/aegis/api/tokens"
+)
+
+// errNoFanOut refuses `nodes` for a service whose replies do not follow the
+// Talos convention that merging relies on.
+var errNoFanOut = errors.New("apid: this service cannot be called on several nodes at once")
+
+// fansOut reports whether method belongs to a service whose replies carry
+// common.Metadata in field 1 (see tag.go), so `nodes` may merge them. These
+// are the Talos API's node services and Aegis's own; others (COSI
+// resources, for one) are refused with `nodes`, as Talos refuses them.
+func fansOut(method string) bool {
+	for _, prefix := range []string{
+		"/machine.", "/cluster.", "/inspect.", "/storage.", "/time.", "/aegis.",
+	} {
+		if strings.HasPrefix(method, prefix) {
+			return true
+		}
+	}
+
+	return false
+}
+
+// streamsReplies reports whether method sends a stream of replies, from the
+// descriptors registered in protoregistry. A method apid does not know is
+// taken as unary, and its replies are merged into one: the node then most
+// likely answers Unimplemented, which merges into an error entry any reply
+// type decodes.
+func streamsReplies(method string) bool {
+	svc, name, ok := strings.Cut(strings.TrimPrefix(method, "/"), "/")
+	if !ok {
+		return false
+	}
+
+	d, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(svc))
+	if err != nil {
+		return false
+	}
+
+	sd, ok := d.(protoreflect.ServiceDescriptor)
+	if !ok {
+		return false
+	}
+
+	m := sd.Methods().ByName(protoreflect.Name(name))
+
+	return m != nil && m.IsStreamingServer()
+}

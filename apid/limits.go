@@ -1,0 +1,82 @@
+package apid
+
+import "time"
+
+// Limits of apid, in one place.
+const (
+	// MaxMessageSize bounds one gRPC message in either direction, and the
+	// merged reply of a fan-out. It is the Talos API's own bound
+	// (constants.GRPCMaxMessageSize), so every message a Talos client or
+	// machined sends passes, and one call never makes apid hold more than
+	// this per message.
+	MaxMessageSize = 32 << 20
+
+	// MaxFanOut bounds the nodes of one `nodes` call. Each node costs a
+	// connection, two goroutines and a reply held until the merge; 128
+	// covers any cluster a person drives with one command, and a larger
+	// list is more likely a mistake than a cluster.
+	MaxFanOut = 128
+
+	// MaxMetadataSize bounds a call's metadata (HTTP/2 header list), on
+	// apid's listener and on every hop it makes. A `nodes` list of
+	// MaxFanOut names of MaxTargetLength fits; grpc's default of 16 MiB
+	// would let one call make apid parse and copy that much per hop.
+	MaxMetadataSize = 64 << 10
+
+	// MaxTargetLength bounds one node name in `node`/`nodes`: the longest
+	// DNS name (253) with a port.
+	MaxTargetLength = 253 + len(":65535")
+
+	// MaxPooledNodes bounds the connections to other nodes kept at once.
+	// It is twice MaxFanOut so a full fan-out always fits while other
+	// calls hold connections of their own.
+	MaxPooledNodes = 2 * MaxFanOut
+
+	// PoolIdleTimeout is how long a connection to another node stays in the
+	// pool unused before it is closed and forgotten, so nodes addressed
+	// once do not pin connections and memory forever.
+	PoolIdleTimeout = 5 * time.Minute
+
+	// ConnIdleTimeout is how long gRPC keeps the transport of a pooled
+	// connection with no call before it lets it go idle; the next call
+	// reconnects.
+	ConnIdleTimeout = time.Minute
+
+	// NodeConnectTimeout bounds one attempt to connect to another node
+	// (TCP and TLS), so a dead node fails a call soon even when the caller
+	// set no deadline.
+	NodeConnectTimeout = 5 * time.Second
+
+	// NodeBackoffMaxDelay caps the wait between reconnects to a node, so a
+	// rebooted node is reachable again within seconds rather than gRPC's
+	// default two minutes.
+	NodeBackoffMaxDelay = 5 * time.Second
+
+	// KeepaliveTime and KeepaliveTimeout: a connection to another node with
+	// calls open and nothing received for KeepaliveTime is pinged, and
+	// dropped if no answer comes within KeepaliveTimeout. A node that
+	// vanished without closing its connections (power loss, kexec) must not
+	// hold a Logs or Events follow open forever.
+	KeepaliveTime    = 30 * time.Second
+	KeepaliveTimeout = 10 * time.Second
+
+	// KeepaliveMinTime is the shortest interval between pings apid accepts
+	// from a client. Other nodes ping every KeepaliveTime; a client pinging
+	// more often is sent away rather than served.
+	KeepaliveMinTime = 10 * time.Second
+
+	// MergeReserveDivisor, MinMergeReserve and MaxMergeReserve: a fan-out
+	// gives its nodes the caller's deadline minus a reserve of a tenth of
+	// the time left, kept between these bounds. A slow or dead node then
+	// times out while there is still time to send the merged reply, with
+	// that node's error entry, before the caller gives up.
+	MergeReserveDivisor = 10
+	MinMergeReserve     = 20 * time.Millisecond
+	MaxMergeReserve     = time.Second
+
+	// StreamBuffer is how many messages a streaming fan-out buffers between
+	// its nodes and the caller, and a node between the caller's requests
+	// and its stream: enough to smooth bursts, small enough that a slow
+	// caller holds back its nodes instead of filling apid's memory.
+	StreamBuffer = 16
+)

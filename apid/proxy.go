@@ -1,0 +1,230 @@
+package apid
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/aegis-os/aegis/authz"
+)
+
+// errNoForwarding refuses a call for another node on a node that has no
+// impersonator certificate.
+var errNoForwarding = errors.New("apid: no request forwarding")
+
+// handle serves every method: apid registers no service, so each call
+// arrives here as a stream of raw frames, already authenticated and
+// authorized by the interceptors, and is routed by its metadata.
+func (s *Server) handle(_ any, ss grpc.ServerStream) error {
+	ctx := ss.Context()
+
+	method, ok := grpc.MethodFromServerStream(ss)
+	if !ok {
+		return s.toStatus(method, errors.New("apid: call without a method name"))
+	}
+
+	roles, ok := authz.RolesFromContext(ctx)
+	if !ok {
+		// The chain did not run: refuse rather than pass on a call nobody checked.
+		s.log.Error("call refused: no roles in context", slog.String(FieldMethod, method))
+
+		return status.Error(codes.PermissionDenied, "apid: call not authorized")
+	}
+
+	rt, err := s.routeOf(ctx, method)
+	if err != nil {
+		return s.toStatus(method, err)
+	}
+
+	md := outgoingMetadata(ctx, roles)
+
+	switch rt.kind {
+	case routeNodes:
+		err = s.fanOut(ss, method, md, rt.targets)
+	case routeNode:
+		err = s.forwardOne(ss, method, md, rt.targets[0])
+	default:
+		err = s.pipe(ss, s.local, method, md)
+	}
+
+	return s.toStatus(method, err)
+}
+
+// routeOf decides where a call goes. A call forwarded by another node (its
+// roles came from an impersonator) is served here whatever it carries, so
+// a hop never fans out again even if the node that sent it misbehaves.
+func (s *Server) routeOf(ctx context.Context, method string) (route, error) {
+	if authz.Impersonated(ctx) {
+		return route{kind: routeLocal}, nil
+	}
+
+	md, _ := metadata.FromIncomingContext(ctx)
+
+	rt, err := parseRoute(md, s.nodePort)
+	if err != nil {
+		return route{}, err
+	}
+
+	if rt.kind == routeNodes && !fansOut(method) {
+		return route{}, errNoFanOut
+	}
+
+	if s.forward == nil {
+		// A worker refuses the whole call rather than run part of it.
+		for _, t := range rt.targets {
+			if !s.isSelf(t) {
+				return route{}, errNoForwarding
+			}
+		}
+	}
+
+	return rt, nil
+}
+
+func (s *Server) forwardOne(ss grpc.ServerStream, method string, md metadata.MD, t target) error {
+	conn, release, err := s.backend(t)
+	if err != nil {
+		return err
+	}
+	defer release()
+
+	return s.pipe(ss, conn, method, md)
+}
+
+// pipe passes a call through to one backend unchanged, in both directions,
+// headers and trailers included.
+func (s *Server) pipe(ss grpc.ServerStream, conn *grpc.ClientConn, method string, md metadata.MD) error {
+	ctx, cancel := context.WithCancel(ss.Context())
+	defer cancel()
+
+	cs, err := s.newStream(ctx, conn, method, md)
+	if err != nil {
+		return err
+	}
+
+	reqErr := make(chan error, 1)
+
+	go func() {
+		err := forwardRequests(ss, cs)
+		if err != nil {
+			cancel()
+		}
+
+		reqErr <- err
+	}()
+
+	err = forwardReplies(cs, ss)
+	if err != nil {
+		// A failure reading the caller's side explains the backend's
+		// cancellation better than the cancellation itself.
+		select {
+		case rerr := <-reqErr:
+			if rerr != nil {
+				return rerr
+			}
+		default:
+		}
+	}
+
+	return err
+}
+
+// forwardRequests copies the caller's messages to the backend and
+// half-closes the backend when the caller does.
+func forwardRequests(ss grpc.ServerStream, cs grpc.ClientStream) error {
+	for {
+		f := &frame{}
+		if err := ss.RecvMsg(f); err != nil {
+			if errors.Is(err, io.EOF) {
+				return cs.CloseSend()
+			}
+
+			return err
+		}
+
+		if err := cs.SendMsg(f); err != nil {
+			// The backend ended the call; its status arrives on the reply side.
+			return nil
+		}
+	}
+}
+
+// forwardReplies copies the backend's replies, headers and trailers to the
+// caller and returns the backend's status.
+func forwardReplies(cs grpc.ClientStream, ss grpc.ServerStream) error {
+	for first := true; ; first = false {
+		f := &frame{}
+		if err := cs.RecvMsg(f); err != nil {
+			ss.SetTrailer(cs.Trailer())
+
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+
+			return err
+		}
+
+		if first {
+			if h, err := cs.Header(); err == nil && len(h) > 0 {
+				if err := ss.SendHeader(h); err != nil {
+					return err
+				}
+			}
+		}
+
+		if err := ss.SendMsg(f); err != nil {
+			return err
+		}
+	}
+}
+
+// newStream opens the call on a backend. Every method is opened as a
+// bidirectional stream: apid moves frames and does not care which kind of
+// call it is. An error here comes from apid's own side of the hop (no
+// backend has answered yet); for machined's socket it names a local path,
+// so it is logged and replaced.
+func (s *Server) newStream(ctx context.Context, conn *grpc.ClientConn, method string, md metadata.MD) (grpc.ClientStream, error) {
+	desc := &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}
+
+	cs, err := conn.NewStream(metadata.NewOutgoingContext(ctx, md), desc, method, s.callOpts...)
+	if err != nil && conn == s.local && status.Code(err) == codes.Unavailable {
+		s.log.Warn("machined unavailable", slog.String(FieldMethod, method), slog.String(FieldError, err.Error()))
+
+		return nil, status.Error(codes.Unavailable, "apid: machined is unavailable")
+	}
+
+	return cs, err
+}
+
+// toStatus maps apid's errors to gRPC statuses, once, at the API boundary.
+// A status that came from a backend or from gRPC is passed on as it is.
+func (s *Server) toStatus(method string, err error) error {
+	if err == nil {
+		return nil
+	}
+
+	switch {
+	case errors.Is(err, ErrBadRouting), errors.Is(err, errNoFanOut):
+		return status.Error(codes.InvalidArgument, err.Error())
+	case errors.Is(err, errNoForwarding):
+		return status.Error(codes.PermissionDenied, err.Error())
+	case errors.Is(err, errPoolFull), errors.Is(err, errReplyTooLarge):
+		return status.Error(codes.ResourceExhausted, err.Error())
+	case errors.Is(err, errPoolClosed):
+		return status.Error(codes.Unavailable, err.Error())
+	}
+
+	if st, ok := status.FromError(err); ok {
+		return st.Err()
+	}
+
+	s.log.Error("call failed", slog.String(FieldMethod, method), slog.String(FieldError, err.Error()))
+
+	return status.Error(codes.Internal, "apid: internal error")
+}

@@ -1,0 +1,161 @@
+package apid
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"slices"
+	"sync/atomic"
+
+	"google.golang.org/grpc/credentials"
+
+	"github.com/aegis-os/aegis/ca"
+)
+
+// errNoAcceptedCAs refuses a handshake when the trust source has no set.
+var errNoAcceptedCAs = errors.New("apid: no accepted CAs")
+
+// serverTLS is the listener's TLS config. It is never changed: every
+// handshake gets a config of its own from configForClient, built from the
+// certificate and CAs current at that moment.
+func (s *Server) serverTLS() *tls.Config {
+	return &tls.Config{
+		MinVersion:         tls.VersionTLS13,
+		GetConfigForClient: s.configForClient,
+	}
+}
+
+// configForClient requires a client certificate that chains to an accepted
+// CA, is valid at the configured clock's time and allows client
+// authentication (crypto/tls checks all three), and that names ClientAuth
+// explicitly (requireClientAuth). Session tickets are off so that every
+// connection is verified against the CAs accepted now, not those of an
+// earlier handshake.
+func (s *Server) configForClient(*tls.ClientHelloInfo) (*tls.Config, error) {
+	pool, err := s.pools.get(s.accepted())
+	if err != nil {
+		return nil, err
+	}
+
+	return &tls.Config{
+		MinVersion:             tls.VersionTLS13,
+		GetCertificate:         s.cert.GetCertificate,
+		ClientAuth:             tls.RequireAndVerifyClientCert,
+		ClientCAs:              pool,
+		NextProtos:             []string{"h2"},
+		SessionTicketsDisabled: true,
+		VerifyConnection:       requireClientAuth,
+		Time:                   s.clock.Now,
+		Rand:                   s.rand,
+	}, nil
+}
+
+// errNoClientAuth refuses a client certificate that does not name the
+// ClientAuth extended key usage.
+var errNoClientAuth = errors.New("apid: client certificate lacks the ClientAuth extended key usage")
+
+// requireClientAuth refuses a leaf without an explicit ClientAuth usage.
+// crypto/tls accepts a certificate with no extended key usage at all, as
+// valid for any use; Aegis's issuer always sets one, and a certificate
+// without it was not made to be a client's.
+func requireClientAuth(cs tls.ConnectionState) error {
+	if len(cs.VerifiedChains) == 0 || !slices.Contains(cs.VerifiedChains[0][0].ExtKeyUsage, x509.ExtKeyUsageClientAuth) {
+		return errNoClientAuth
+	}
+
+	return nil
+}
+
+// caPoolCache keeps the verification pool of the last accepted set, so a
+// handshake builds a pool only when the set changed.
+type caPoolCache struct {
+	last atomic.Pointer[cachedPool]
+}
+
+type cachedPool struct {
+	set  *ca.AcceptedSet
+	pool *x509.CertPool
+}
+
+func (c *caPoolCache) get(set *ca.AcceptedSet) (*x509.CertPool, error) {
+	if set == nil {
+		return nil, errNoAcceptedCAs
+	}
+
+	if p := c.last.Load(); p != nil && p.set == set {
+		return p.pool, nil
+	}
+
+	p := &cachedPool{set: set, pool: set.Pool()}
+	c.last.Store(p)
+
+	return p.pool, nil
+}
+
+// forwardTLS is the client config for a connection to another node's apid.
+// The node's server certificate is checked in verifyNode against the CAs
+// accepted at the time of each handshake, which a fixed RootCAs could not
+// follow through a rotation.
+func (s *Server) forwardTLS(host string) *tls.Config {
+	return &tls.Config{
+		MinVersion:           tls.VersionTLS13,
+		ServerName:           host,
+		GetClientCertificate: s.forward.GetClientCertificate,
+		// Verification is not skipped: VerifyConnection does it in full.
+		InsecureSkipVerify: true, //nolint:gosec
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			return s.verifyNode(cs, host)
+		},
+		Time: s.clock.Now,
+		Rand: s.rand,
+	}
+}
+
+// verifyNode checks another node's server certificate: it chains to an
+// accepted CA, is valid now, carries ServerAuth, and names host.
+func (s *Server) verifyNode(cs tls.ConnectionState, host string) error {
+	if len(cs.PeerCertificates) == 0 {
+		return errors.New("apid: node presented no certificate")
+	}
+
+	set := s.accepted()
+	if set == nil {
+		return errNoAcceptedCAs
+	}
+
+	leaf := cs.PeerCertificates[0]
+	if err := set.Verify(leaf, x509.ExtKeyUsageServerAuth, s.clock.Now()); err != nil {
+		return fmt.Errorf("apid: node certificate: %w", err)
+	}
+
+	if err := leaf.VerifyHostname(host); err != nil {
+		return fmt.Errorf("apid: node certificate: %w", err)
+	}
+
+	return nil
+}
+
+// auditedCreds logs every refused handshake: a refused client certificate
+// (missing, from another CA, expired, without ClientAuth) never reaches
+// the interceptors, so this is where its audit record is written.
+type auditedCreds struct {
+	credentials.TransportCredentials
+	log *slog.Logger
+}
+
+func (c auditedCreds) ServerHandshake(conn net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	out, info, err := c.TransportCredentials.ServerHandshake(conn)
+	if err != nil {
+		c.log.Warn("tls handshake refused", slog.String(FieldPeer, conn.RemoteAddr().String()),
+			slog.String(FieldError, err.Error()))
+	}
+
+	return out, info, err
+}
+
+func (c auditedCreds) Clone() credentials.TransportCredentials {
+	return auditedCreds{TransportCredentials: c.TransportCredentials.Clone(), log: c.log}
+}

@@ -1,0 +1,153 @@
+package authz
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/aegis-os/aegis/authz/role"
+)
+
+// Mode says where an Injector takes roles from.
+type Mode int
+
+const (
+	// FromCertificate takes roles from the Organization of the client
+	// certificate that the Authenticator verified. A peer whose certificate
+	// holds os:impersonator (another node's apid) passes the caller's roles
+	// in talos-role metadata instead. Any other peer's talos-role metadata is
+	// ignored: it gains nothing and is logged. This is apid's mode, and the
+	// zero value, so a forgotten setting never trusts metadata.
+	FromCertificate Mode = iota
+
+	// FromTrustedMetadata takes roles from talos-role metadata alone, with no
+	// certificate. It is only for a listener nobody but apid can reach, such
+	// as machined's Unix socket (mode 0600, owned by apid's user): there apid
+	// has authenticated the caller and passes its roles on. A call without
+	// talos-role metadata has no role and is allowed nothing.
+	FromTrustedMetadata
+)
+
+// InjectorConfig configures an Injector.
+type InjectorConfig struct {
+	// Mode is where roles come from. Zero means FromCertificate.
+	Mode Mode
+	// Logger receives a record for ignored role names and metadata. Nil discards.
+	Logger *slog.Logger
+}
+
+// Injector is the second of the three interceptors: it decides the caller's
+// roles and puts them in the context (see RolesFromContext) for the
+// authorizer. It also adds them to go-grpc-middleware's logging fields, so
+// the request log line names them.
+type Injector struct {
+	mode Mode
+	log  *slog.Logger
+}
+
+// NewInjector returns an Injector.
+func NewInjector(cfg InjectorConfig) *Injector {
+	return &Injector{mode: cfg.Mode, log: orDiscard(cfg.Logger)}
+}
+
+// UnaryServerInterceptor injects roles into unary calls.
+func (i *Injector) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
+	return unaryInterceptor(i.inject)
+}
+
+// StreamServerInterceptor injects roles into streams.
+func (i *Injector) StreamServerInterceptor() grpc.StreamServerInterceptor {
+	return streamInterceptor(i.inject)
+}
+
+func (i *Injector) inject(ctx context.Context, method string) (context.Context, error) {
+	var (
+		roles        role.Set
+		impersonated bool
+		err          error
+	)
+
+	switch i.mode {
+	case FromTrustedMetadata:
+		roles, err = i.fromMetadata(ctx, method)
+	default:
+		roles, impersonated, err = i.fromCertificate(ctx, method)
+	}
+
+	if err != nil {
+		return nil, grpcError(err)
+	}
+
+	ctx = ContextWithRoles(ctx, roles)
+	if impersonated {
+		ctx = context.WithValue(ctx, impersonatedKey{}, true)
+	}
+
+	logging.AddFields(ctx, logging.Fields{FieldRoles, roles.String()})
+
+	return ctx, nil
+}
+
+func (i *Injector) fromCertificate(ctx context.Context, method string) (role.Set, bool, error) {
+	leaf, ok := PeerCertificate(ctx)
+	if !ok {
+		i.log.Error("call refused: role injection ran without an authenticated peer", slog.String(FieldMethod, method))
+
+		return nil, false, ErrUnauthenticated
+	}
+
+	roles, unknown := role.FromOrganization(leaf.Subject.Organization)
+	if len(unknown) > 0 {
+		i.log.Warn("unknown roles in client certificate ignored", slog.String(FieldMethod, method),
+			slog.String(FieldSubject, leaf.Subject.String()), slog.Any(FieldUnknown, unknown))
+	}
+
+	values := metadataValues(ctx)
+
+	switch {
+	case len(values) == 0:
+		return roles, false, nil
+	case !roles.Has(role.Impersonator):
+		i.log.Warn("talos-role metadata ignored: the peer is not an impersonator", slog.String(FieldMethod, method),
+			slog.String(FieldSubject, leaf.Subject.String()), slog.String(FieldRoles, roles.String()))
+
+		return roles, false, nil
+	}
+
+	passed, err := i.parse(values, method)
+	if err != nil {
+		return nil, false, err
+	}
+
+	return passed, true, nil
+}
+
+func (i *Injector) fromMetadata(ctx context.Context, method string) (role.Set, error) {
+	return i.parse(metadataValues(ctx), method)
+}
+
+func (i *Injector) parse(values []string, method string) (role.Set, error) {
+	roles, ignored, err := ParseMetadataRoles(values)
+	if err != nil {
+		i.log.Warn("call refused: malformed role metadata", slog.String(FieldMethod, method), slog.String(FieldError, err.Error()))
+
+		return nil, err
+	}
+
+	if len(ignored) > 0 {
+		i.log.Warn("unknown roles in metadata ignored", slog.String(FieldMethod, method),
+			slog.String(FieldUnknown, strings.Join(ignored, ",")))
+	}
+
+	return roles, nil
+}
+
+func metadataValues(ctx context.Context) []string {
+	md, _ := metadata.FromIncomingContext(ctx)
+
+	return md.Get(MetadataKey)
+}

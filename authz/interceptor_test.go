@@ -1,0 +1,439 @@
+package authz_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+
+	"github.com/aegis-os/aegis/authz"
+	"github.com/aegis-os/aegis/authz/role"
+	"github.com/aegis-os/aegis/ca"
+	"github.com/aegis-os/aegis/ca/catest"
+)
+
+const (
+	methodVersion = "/machine.MachineService/Version"
+	methodRestart = "/machine.MachineService/ServiceRestart"
+)
+
+// pki mints the certificates the tests present.
+type pki struct {
+	iss *ca.Issuer
+}
+
+func newPKI(t *testing.T) *pki {
+	t.Helper()
+
+	c := catest.NewCA(t, ca.Ed25519, catest.Epoch)
+
+	return &pki{iss: catest.NewIssuer(t, c, catest.Epoch)}
+}
+
+func (p *pki) client(t *testing.T, roles ...role.Role) *x509.Certificate {
+	t.Helper()
+
+	return catest.Issue(t, p.iss, catest.Key(t, ca.Ed25519), ca.ProfileClient, time.Hour, roles...).Cert
+}
+
+func (p *pki) impersonator(t *testing.T) *x509.Certificate {
+	t.Helper()
+
+	return catest.Issue(t, p.iss, catest.Key(t, ca.Ed25519), ca.ProfileImpersonator, time.Hour).Cert
+}
+
+// peerCtx is the context of a call from a TLS peer presenting leaf,
+// verified or not, with incoming metadata md.
+func peerCtx(leaf *x509.Certificate, verified bool, md metadata.MD) context.Context {
+	var state tls.ConnectionState
+	if leaf != nil {
+		state.PeerCertificates = []*x509.Certificate{leaf}
+		if verified {
+			state.VerifiedChains = [][]*x509.Certificate{{leaf}}
+		}
+	}
+
+	ctx := peer.NewContext(context.Background(), &peer.Peer{
+		Addr:     &net.TCPAddr{IP: net.IPv4(127, 0, 2, 99), Port: 40000},
+		AuthInfo: credentials.TLSInfo{State: state},
+	})
+
+	if md != nil {
+		ctx = metadata.NewIncomingContext(ctx, md)
+	}
+
+	return ctx
+}
+
+// logSink collects JSON log records.
+type logSink struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (s *logSink) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+
+	return s.buf.Write(p)
+}
+
+func (s *logSink) logger() *slog.Logger { return slog.New(slog.NewJSONHandler(s, nil)) }
+
+func (s *logSink) records(t *testing.T) []map[string]any {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+
+	var out []map[string]any
+
+	for line := range strings.Lines(s.buf.String()) {
+		rec := map[string]any{}
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("bad log line %q: %v", line, err)
+		}
+
+		out = append(out, rec)
+	}
+
+	return out
+}
+
+// find returns the first record with message msg, or nil.
+func (s *logSink) find(t *testing.T, msg string) map[string]any {
+	t.Helper()
+
+	for _, r := range s.records(t) {
+		if r["msg"] == msg {
+			return r
+		}
+	}
+
+	return nil
+}
+
+// chain is the apid interceptor chain without logging and recovery.
+func chain(log *slog.Logger, mode authz.Mode) ([]grpc.UnaryServerInterceptor, []grpc.StreamServerInterceptor) {
+	a := authz.NewAuthenticator(authz.AuthenticatorConfig{Logger: log})
+	i := authz.NewInjector(authz.InjectorConfig{Mode: mode, Logger: log})
+	z := authz.NewAuthorizer(authz.AuthorizerConfig{Logger: log})
+
+	if mode == authz.FromTrustedMetadata {
+		return []grpc.UnaryServerInterceptor{i.UnaryServerInterceptor(), z.UnaryServerInterceptor()},
+			[]grpc.StreamServerInterceptor{i.StreamServerInterceptor(), z.StreamServerInterceptor()}
+	}
+
+	return []grpc.UnaryServerInterceptor{a.UnaryServerInterceptor(), i.UnaryServerInterceptor(), z.UnaryServerInterceptor()},
+		[]grpc.StreamServerInterceptor{a.StreamServerInterceptor(), i.StreamServerInterceptor(), z.StreamServerInterceptor()}
+}
+
+// runUnary runs ctx through the interceptors and returns the context the
+// handler saw, or the refusal.
+func runUnary(ctx context.Context, method string, server any, chain []grpc.UnaryServerInterceptor) (context.Context, error) {
+	var seen context.Context
+
+	handler := grpc.UnaryHandler(func(ctx context.Context, _ any) (any, error) {
+		seen = ctx
+
+		return "ok", nil
+	})
+
+	for i := len(chain) - 1; i >= 0; i-- {
+		next, icpt := handler, chain[i]
+		handler = func(ctx context.Context, req any) (any, error) {
+			return icpt(ctx, req, &grpc.UnaryServerInfo{FullMethod: method, Server: server}, next)
+		}
+	}
+
+	_, err := handler(ctx, nil)
+
+	return seen, err
+}
+
+type fakeStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (f *fakeStream) Context() context.Context { return f.ctx }
+
+func runStream(ctx context.Context, method string, chain []grpc.StreamServerInterceptor) (context.Context, error) {
+	var seen context.Context
+
+	handler := grpc.StreamHandler(func(_ any, ss grpc.ServerStream) error {
+		seen = ss.Context()
+
+		return nil
+	})
+
+	for i := len(chain) - 1; i >= 0; i-- {
+		next, icpt := handler, chain[i]
+		handler = func(srv any, ss grpc.ServerStream) error {
+			return icpt(srv, ss, &grpc.StreamServerInfo{FullMethod: method, IsServerStream: true}, next)
+		}
+	}
+
+	err := handler(nil, &fakeStream{ctx: ctx})
+
+	return seen, err
+}
+
+func TestCertificateChain(t *testing.T) {
+	p := newPKI(t)
+	admin := p.client(t, role.Admin)
+	reader := p.client(t, role.Reader)
+	imp := p.impersonator(t)
+	noUsage := p.client(t, role.Admin)
+	noUsage.ExtKeyUsage = nil
+
+	tests := []struct {
+		name      string
+		ctx       context.Context
+		method    string
+		code      codes.Code
+		wantRoles string
+		imperson  bool
+	}{
+		{"no peer", context.Background(), methodVersion, codes.Unauthenticated, "", false},
+		{"unverified certificate", peerCtx(admin, false, nil), methodVersion, codes.Unauthenticated, "", false},
+		{"verified but without ClientAuth", peerCtx(noUsage, true, nil), methodVersion, codes.Unauthenticated, "", false},
+		{"admin", peerCtx(admin, true, nil), methodRestart, codes.OK, "os:admin", false},
+		{"reader reads", peerCtx(reader, true, nil), methodVersion, codes.OK, "os:reader", false},
+		{"reader cannot restart", peerCtx(reader, true, nil), methodRestart, codes.PermissionDenied, "", false},
+		{
+			"reader's talos-role ignored", peerCtx(reader, true, metadata.Pairs(authz.MetadataKey, "os:admin")),
+			methodRestart, codes.PermissionDenied, "", false,
+		},
+		{
+			"reader's talos-role gains nothing on reads", peerCtx(reader, true, metadata.Pairs(authz.MetadataKey, "os:admin")),
+			methodVersion, codes.OK, "os:reader", false,
+		},
+		{"impersonator alone is nothing", peerCtx(imp, true, nil), methodVersion, codes.PermissionDenied, "", false},
+		{
+			"impersonator passes reader", peerCtx(imp, true, metadata.Pairs(authz.MetadataKey, "os:reader")),
+			methodVersion, codes.OK, "os:reader", true,
+		},
+		{
+			"impersonator passes operator", peerCtx(imp, true, metadata.Pairs(authz.MetadataKey, "os:reader", authz.MetadataKey, "os:operator")),
+			methodRestart, codes.OK, "os:operator,os:reader", true,
+		},
+		{
+			"impersonator cannot pass impersonator", peerCtx(imp, true, metadata.Pairs(authz.MetadataKey, "os:impersonator,os:reader")),
+			methodVersion, codes.OK, "os:reader", true,
+		},
+		{
+			"impersonator passing no known role", peerCtx(imp, true, metadata.Pairs(authz.MetadataKey, "root")),
+			methodVersion, codes.PermissionDenied, "", true,
+		},
+		{
+			"too many roles", peerCtx(imp, true, metadata.Pairs(authz.MetadataKey, strings.Repeat("os:reader,", authz.MaxMetadataRoles+1))),
+			methodVersion, codes.InvalidArgument, "", false,
+		},
+	}
+
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			unary, stream := chain(nil, authz.FromCertificate)
+
+			for kind, run := range map[string]func() (context.Context, error){
+				"unary":  func() (context.Context, error) { return runUnary(tt.ctx, tt.method, nil, unary) },
+				"stream": func() (context.Context, error) { return runStream(tt.ctx, tt.method, stream) },
+			} {
+				seen, err := run()
+				if got := status.Code(err); got != tt.code {
+					t.Fatalf("%s: code %v, want %v (%v)", kind, got, tt.code, err)
+				}
+
+				if tt.code != codes.OK {
+					if seen != nil {
+						t.Fatalf("%s: handler ran after a refusal", kind)
+					}
+
+					continue
+				}
+
+				roles, ok := authz.RolesFromContext(seen)
+				if !ok || roles.String() != tt.wantRoles {
+					t.Fatalf("%s: roles %v (set %v), want %s", kind, roles, ok, tt.wantRoles)
+				}
+
+				if authz.Impersonated(seen) != tt.imperson {
+					t.Fatalf("%s: Impersonated = %v", kind, !tt.imperson)
+				}
+			}
+		})
+	}
+}
+
+func TestTrustedMetadataChain(t *testing.T) {
+	tests := []struct {
+		name  string
+		md    metadata.MD
+		code  codes.Code
+		roles string
+	}{
+		{"no metadata", nil, codes.PermissionDenied, ""},
+		{"reader", metadata.Pairs(authz.MetadataKey, "os:reader"), codes.OK, "os:reader"},
+		{"comma separated", metadata.Pairs(authz.MetadataKey, "os:reader, os:admin"), codes.OK, "os:admin,os:reader"},
+		{"unknown only", metadata.Pairs(authz.MetadataKey, "os:root"), codes.PermissionDenied, ""},
+	}
+
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			unary, stream := chain(nil, authz.FromTrustedMetadata)
+
+			ctx := context.Background()
+			if tt.md != nil {
+				ctx = metadata.NewIncomingContext(ctx, tt.md)
+			}
+
+			seen, err := runUnary(ctx, methodVersion, nil, unary)
+			if status.Code(err) != tt.code {
+				t.Fatalf("unary: %v, want %v", err, tt.code)
+			}
+
+			if _, serr := runStream(ctx, methodVersion, stream); status.Code(serr) != tt.code {
+				t.Fatalf("stream: %v, want %v", serr, tt.code)
+			}
+
+			if tt.code == codes.OK {
+				if roles, _ := authz.RolesFromContext(seen); roles.String() != tt.roles {
+					t.Fatalf("roles %s, want %s", roles, tt.roles)
+				}
+			}
+		})
+	}
+}
+
+func TestAuthorizerWithoutInjectorFailsClosed(t *testing.T) {
+	z := authz.NewAuthorizer(authz.AuthorizerConfig{})
+
+	_, err := runUnary(context.Background(), methodVersion, nil, []grpc.UnaryServerInterceptor{z.UnaryServerInterceptor()})
+	if status.Code(err) != codes.Internal {
+		t.Fatalf("unary without roles: %v, want Internal", err)
+	}
+
+	_, err = runStream(context.Background(), methodVersion, []grpc.StreamServerInterceptor{z.StreamServerInterceptor()})
+	if status.Code(err) != codes.Internal {
+		t.Fatalf("stream without roles: %v, want Internal", err)
+	}
+}
+
+// overridingService would skip every check if go-grpc-middleware's auth
+// interceptor were allowed to see it.
+type overridingService struct{}
+
+func (overridingService) AuthFuncOverride(ctx context.Context, _ string) (context.Context, error) {
+	return authz.ContextWithRoles(ctx, role.NewSet(role.Admin)), nil
+}
+
+func TestServiceCannotOverrideChecks(t *testing.T) {
+	unary, _ := chain(nil, authz.FromCertificate)
+
+	_, err := runUnary(context.Background(), methodRestart, overridingService{}, unary)
+	if status.Code(err) != codes.Unauthenticated {
+		t.Fatalf("service override bypassed authentication: %v", err)
+	}
+}
+
+func TestDenialIsAudited(t *testing.T) {
+	var sink logSink
+
+	p := newPKI(t)
+	unary, _ := chain(sink.logger(), authz.FromCertificate)
+
+	_, err := runUnary(peerCtx(p.client(t, role.Reader), true, nil), methodRestart, nil, unary)
+
+	st, _ := status.FromError(err)
+	if st.Code() != codes.PermissionDenied || !strings.Contains(st.Message(), methodRestart) ||
+		!strings.Contains(st.Message(), "os:operator") {
+		t.Fatalf("refusal %v does not name the method and the allowed roles", err)
+	}
+
+	rec := sink.find(t, "permission denied")
+	if rec == nil {
+		t.Fatalf("no audit record; log: %v", sink.records(t))
+	}
+
+	if rec[authz.FieldMethod] != methodRestart || rec[authz.FieldRoles] != "os:reader" || rec[authz.FieldAllowed] != "os:admin,os:operator" {
+		t.Fatalf("audit record %v", rec)
+	}
+}
+
+func TestIgnoredMetadataAndUnknownRolesAreLogged(t *testing.T) {
+	var sink logSink
+
+	p := newPKI(t)
+	unary, _ := chain(sink.logger(), authz.FromCertificate)
+	odd := catest.Issue(t, p.iss, catest.Key(t, ca.Ed25519), ca.ProfileClient, time.Hour, role.Reader).Cert
+	odd.Subject.Organization = append(odd.Subject.Organization, "os:superuser")
+
+	if _, err := runUnary(peerCtx(odd, true, metadata.Pairs(authz.MetadataKey, "os:admin")), methodVersion, nil, unary); err != nil {
+		t.Fatal(err)
+	}
+
+	if sink.find(t, "unknown roles in client certificate ignored") == nil {
+		t.Error("unknown Organization value not logged")
+	}
+
+	if sink.find(t, "talos-role metadata ignored: the peer is not an impersonator") == nil {
+		t.Error("ignored talos-role metadata not logged")
+	}
+}
+
+func TestSetMetadataReplaces(t *testing.T) {
+	md := metadata.Pairs(authz.MetadataKey, "os:admin")
+	authz.SetMetadata(md, role.NewSet(role.Reader))
+
+	if got := md.Get(authz.MetadataKey); len(got) != 1 || got[0] != "os:reader" {
+		t.Fatalf("talos-role = %v", got)
+	}
+
+	authz.SetMetadata(md, role.NewSet())
+
+	if got := md.Get(authz.MetadataKey); len(got) != 0 {
+		t.Fatalf("empty set left talos-role = %v", got)
+	}
+}
+
+func FuzzParseMetadataRoles(f *testing.F) {
+	f.Add("os:admin", "os:reader,os:operator")
+	f.Add("", ",,,")
+	f.Add("os:impersonator", " os:etcd:backup ")
+	f.Add(strings.Repeat("os:reader,", 20), "x")
+
+	f.Fuzz(func(t *testing.T, a, b string) {
+		roles, ignored, err := authz.ParseMetadataRoles([]string{a, b})
+		if err != nil {
+			return
+		}
+
+		if roles.Has(role.Impersonator) {
+			t.Fatal("os:impersonator accepted from metadata")
+		}
+
+		for r := range roles {
+			if !r.Known() {
+				t.Fatalf("unknown role %q accepted", r)
+			}
+		}
+
+		if len(roles)+len(ignored) > authz.MaxMetadataRoles {
+			t.Fatalf("%d names accepted, limit %d", len(roles)+len(ignored), authz.MaxMetadataRoles)
+		}
+	})
+}

@@ -1,0 +1,28 @@
+// Command apid is the node's public API: mTLS with role-based authorization
+// in front of the local machined and, through node-to-node forwarding, of
+// the other nodes of the cluster.
+//
+//	apid --cert FILE --key FILE --ca BUNDLE --machined-socket PATH
+//	     [--impersonator-cert FILE --impersonator-key FILE]
+//	     [--listen ADDR] [--self NAME]... [--watch-interval D]
+//	     [--shutdown-timeout D] [--log-level LEVEL]
+//
+// Certificate and CA files are watched and reloaded when they are replaced,
+// without dropping connections. It logs JSON to stderr and stops gracefully
+// on SIGTERM or SIGINT.
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	code := run(ctx, os.Args[1:], os.Stderr)
+
+	stop()
+	os.Exit(code)
+}

@@ -1,0 +1,127 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aegis-os/aegis/certs"
+)
+
+// options are apid's command line.
+type options struct {
+	certPath, keyPath       string
+	impCertPath, impKeyPath string
+	caPath                  string
+	socket                  string
+	listen                  string
+	self                    []string
+	watchInterval           time.Duration
+	shutdownTimeout         time.Duration
+	logLevel                slog.Level
+}
+
+// Defaults of the command line.
+const (
+	// defaultWatchInterval is how often certificate and CA files are
+	// checked for replacement: node certificates live 24 hours and are
+	// renewed at half-life, so seconds of delay cost nothing.
+	defaultWatchInterval = 10 * time.Second
+	// defaultShutdownTimeout is how long open calls may run on after
+	// SIGTERM before they are cut; follows never end by themselves.
+	defaultShutdownTimeout = 10 * time.Second
+)
+
+// errUsage marks a bad command line (exit status 2).
+var errUsage = errors.New("usage")
+
+type stringList []string
+
+func (l *stringList) String() string     { return strings.Join(*l, ",") }
+func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
+
+func parseOptions(args []string, stderr io.Writer) (*options, error) {
+	o := &options{}
+	fs := flag.NewFlagSet("apid", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+
+	fs.StringVar(&o.certPath, "cert", "", "server certificate (PEM), reloaded when replaced")
+	fs.StringVar(&o.keyPath, "key", "", "server key (PEM)")
+	fs.StringVar(&o.impCertPath, "impersonator-cert", "", "os:impersonator client certificate for forwarding; without it, no forwarding")
+	fs.StringVar(&o.impKeyPath, "impersonator-key", "", "key of the impersonator certificate")
+	fs.StringVar(&o.caPath, "ca", "", "bundle of accepted CAs (PEM), reloaded when replaced")
+	fs.StringVar(&o.socket, "machined-socket", "", "machined's Unix socket")
+	fs.StringVar(&o.listen, "listen", ":"+strconv.Itoa(certs.APIDPort), "address to listen on")
+	fs.Var((*stringList)(&o.self), "self", "a name or address clients use for this node (repeatable)")
+	fs.DurationVar(&o.watchInterval, "watch-interval", defaultWatchInterval, "how often files are checked for replacement")
+	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", defaultShutdownTimeout, "grace period for open calls on SIGTERM")
+	fs.TextVar(&o.logLevel, "log-level", slog.LevelInfo, "debug, info, warn or error")
+
+	if err := fs.Parse(args); err != nil {
+		return nil, fmt.Errorf("%w: %w", errUsage, err)
+	}
+
+	if err := o.check(fs.NArg()); err != nil {
+		fs.Usage()
+
+		return nil, fmt.Errorf("%w: %w", errUsage, err)
+	}
+
+	return o, nil
+}
+
+func (o *options) check(extra int) error {
+	switch {
+	case extra > 0:
+		return errors.New("apid takes no arguments")
+	case o.certPath == "" || o.keyPath == "" || o.caPath == "" || o.socket == "":
+		return errors.New("--cert, --key, --ca and --machined-socket are required")
+	case (o.impCertPath == "") != (o.impKeyPath == ""):
+		return errors.New("--impersonator-cert and --impersonator-key go together")
+	case o.watchInterval <= 0 || o.shutdownTimeout < 0:
+		return errors.New("--watch-interval must be positive and --shutdown-timeout not negative")
+	}
+
+	if _, _, err := net.SplitHostPort(o.listen); err != nil {
+		return fmt.Errorf("--listen: %w", err)
+	}
+
+	return nil
+}
+
+// selfNames are the names that mean this node: the --self values, and the
+// listen address; when apid listens on every address, every address of the
+// host's interfaces (hostAddrs), so that a worker still serves a client
+// that names it by any of them.
+func (o *options) selfNames(bound net.Addr, hostAddrs func() ([]net.Addr, error)) []string {
+	names := append([]string(nil), o.self...)
+
+	host, port, err := net.SplitHostPort(bound.String())
+	if err != nil {
+		return names
+	}
+
+	ip := net.ParseIP(host)
+	if ip != nil && !ip.IsUnspecified() {
+		return append(names, bound.String(), host)
+	}
+
+	addrs, err := hostAddrs()
+	if err != nil {
+		return names
+	}
+
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok {
+			names = append(names, n.IP.String(), net.JoinHostPort(n.IP.String(), port))
+		}
+	}
+
+	return names
+}

@@ -1,0 +1,173 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"github.com/aegis-os/aegis/apid"
+	"github.com/aegis-os/aegis/ca"
+	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/internal/clock"
+)
+
+// Field names of the command's own log records.
+const (
+	fieldListen     = "listen"
+	fieldForwarding = "forwarding"
+	fieldGrace      = "grace"
+)
+
+// run is apid's whole life; it returns the exit status.
+func run(ctx context.Context, args []string, stderr io.Writer) int {
+	o, err := parseOptions(args, stderr)
+
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	case err != nil:
+		fmt.Fprintln(stderr, "apid:", err)
+
+		return 2
+	}
+
+	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: o.logLevel}))
+
+	if err := serve(ctx, o, log); err != nil {
+		log.Error("apid stopped", slog.String(apid.FieldError, err.Error()))
+
+		return 1
+	}
+
+	return 0
+}
+
+// files are apid's certificates and CAs, reloaded when replaced.
+type files struct {
+	server   *certs.KeyPair
+	forward  *certs.KeyPair // nil without --impersonator-cert
+	accepted atomic.Pointer[ca.AcceptedSet]
+}
+
+func loadFiles(o *options) (*files, error) {
+	f := &files{}
+
+	var err error
+	if f.server, err = certs.LoadKeyPairFiles(o.certPath, o.keyPath); err != nil {
+		return nil, err
+	}
+
+	if o.impCertPath != "" {
+		if f.forward, err = certs.LoadKeyPairFiles(o.impCertPath, o.impKeyPath); err != nil {
+			return nil, err
+		}
+	}
+
+	return f, f.reloadCAs(o.caPath)
+}
+
+func (f *files) reloadCAs(path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("apid: %w", err)
+	}
+
+	set, err := ca.ParseAcceptedSet(data, time.Now())
+	if err != nil {
+		return fmt.Errorf("apid: %s: %w", path, err)
+	}
+
+	f.accepted.Store(set)
+
+	return nil
+}
+
+// watch reloads every file when it is replaced, until ctx ends.
+func (f *files) watch(ctx context.Context, o *options, log *slog.Logger) {
+	clk := clock.Real()
+
+	go certs.WatchFiles(ctx, clk, o.watchInterval, []string{o.certPath, o.keyPath}, func() error {
+		return f.server.SetFromFiles(o.certPath, o.keyPath)
+	}, log)
+
+	go certs.WatchFiles(ctx, clk, o.watchInterval, []string{o.caPath}, func() error {
+		return f.reloadCAs(o.caPath)
+	}, log)
+
+	if f.forward != nil {
+		go certs.WatchFiles(ctx, clk, o.watchInterval, []string{o.impCertPath, o.impKeyPath}, func() error {
+			return f.forward.SetFromFiles(o.impCertPath, o.impKeyPath)
+		}, log)
+	}
+}
+
+func serve(ctx context.Context, o *options, log *slog.Logger) error {
+	f, err := loadFiles(o)
+	if err != nil {
+		return err
+	}
+
+	lis, err := net.Listen("tcp", o.listen)
+	if err != nil {
+		return fmt.Errorf("apid: %w", err)
+	}
+
+	cfg := apid.Config{
+		Certificate:    f.server,
+		AcceptedCAs:    f.accepted.Load,
+		MachinedSocket: o.socket,
+		Self:           o.selfNames(lis.Addr(), net.InterfaceAddrs),
+		Logger:         log,
+	}
+	if f.forward != nil {
+		// Only a loaded pair: a nil *KeyPair in the interface would look
+		// like a forwarding certificate.
+		cfg.ForwardCertificate = f.forward
+	}
+
+	srv, err := apid.New(cfg)
+	if err != nil {
+		lis.Close()
+
+		return err
+	}
+
+	watchCtx, stopWatching := context.WithCancel(ctx)
+	defer stopWatching()
+
+	f.watch(watchCtx, o, log)
+
+	return serveUntil(ctx, srv, lis, o, log)
+}
+
+func serveUntil(ctx context.Context, srv *apid.Server, lis net.Listener, o *options, log *slog.Logger) error {
+	errc := make(chan error, 1)
+
+	go func() { errc <- srv.Serve(lis) }()
+
+	log.Info("apid serving", slog.String(fieldListen, lis.Addr().String()), slog.Bool(fieldForwarding, o.impCertPath != ""))
+
+	select {
+	case err := <-errc:
+		srv.Stop()
+
+		return err
+	case <-ctx.Done():
+	}
+
+	log.Info("apid stopping", slog.Duration(fieldGrace, o.shutdownTimeout))
+
+	sctx, cancel := context.WithTimeout(context.Background(), o.shutdownTimeout)
+	defer cancel()
+
+	srv.Shutdown(sctx)
+
+	return <-errc
+}
