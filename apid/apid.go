@@ -174,6 +174,10 @@ func (s *Server) newGRPCServer(rules authz.Rules) *grpc.Server {
 	)
 }
 
+// Forwards reports whether the node forwards calls to other nodes (it has
+// an impersonator certificate).
+func (s *Server) Forwards() bool { return s.forward != nil }
+
 // Serve accepts connections on lis until Shutdown or Stop. It returns nil
 // after a Shutdown or Stop.
 func (s *Server) Serve(lis net.Listener) error {

@@ -20,6 +20,7 @@ type options struct {
 	impCertPath, impKeyPath string
 	caPath                  string
 	socket                  string
+	nodeSocket              string
 	listen                  string
 	self                    []string
 	watchInterval           time.Duration
@@ -57,6 +58,7 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.impKeyPath, "impersonator-key", "", "key of the impersonator certificate")
 	fs.StringVar(&o.caPath, "ca", "", "bundle of accepted CAs (PEM), reloaded when replaced")
 	fs.StringVar(&o.socket, "machined-socket", "", "machined's Unix socket")
+	fs.StringVar(&o.nodeSocket, "node-socket", "", "machined's apid socket to take certificates and CAs from, instead of the files")
 	fs.StringVar(&o.listen, "listen", ":"+strconv.Itoa(certs.APIDPort), "address to listen on")
 	fs.Var((*stringList)(&o.self), "self", "a name or address clients use for this node (repeatable)")
 	fs.DurationVar(&o.watchInterval, "watch-interval", defaultWatchInterval, "how often files are checked for replacement")
@@ -80,8 +82,12 @@ func (o *options) check(extra int) error {
 	switch {
 	case extra > 0:
 		return errors.New("apid takes no arguments")
-	case o.certPath == "" || o.keyPath == "" || o.caPath == "" || o.socket == "":
-		return errors.New("--cert, --key, --ca and --machined-socket are required")
+	case o.socket == "":
+		return errors.New("--machined-socket is required")
+	case o.nodeSocket != "" && (o.certPath != "" || o.keyPath != "" || o.caPath != "" || o.impCertPath != ""):
+		return errors.New("--node-socket replaces --cert, --key, --ca and the impersonator files")
+	case o.nodeSocket == "" && (o.certPath == "" || o.keyPath == "" || o.caPath == ""):
+		return errors.New("--cert, --key and --ca are required (or --node-socket)")
 	case (o.impCertPath == "") != (o.impKeyPath == ""):
 		return errors.New("--impersonator-cert and --impersonator-key go together")
 	case o.watchInterval <= 0 || o.shutdownTimeout < 0:

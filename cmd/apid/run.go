@@ -109,7 +109,10 @@ func (f *files) watch(ctx context.Context, o *options, log *slog.Logger) {
 }
 
 func serve(ctx context.Context, o *options, log *slog.Logger) error {
-	f, err := loadFiles(o)
+	watchCtx, stopWatching := context.WithCancel(ctx)
+	defer stopWatching()
+
+	f, self, err := load(watchCtx, o, log)
 	if err != nil {
 		return err
 	}
@@ -123,7 +126,7 @@ func serve(ctx context.Context, o *options, log *slog.Logger) error {
 		Certificate:    f.server,
 		AcceptedCAs:    f.accepted.Load,
 		MachinedSocket: o.socket,
-		Self:           o.selfNames(lis.Addr(), net.InterfaceAddrs),
+		Self:           append(o.selfNames(lis.Addr(), net.InterfaceAddrs), self...),
 		Logger:         log,
 	}
 	if f.forward != nil {
@@ -139,12 +142,28 @@ func serve(ctx context.Context, o *options, log *slog.Logger) error {
 		return err
 	}
 
-	watchCtx, stopWatching := context.WithCancel(ctx)
-	defer stopWatching()
-
-	f.watch(watchCtx, o, log)
+	if o.nodeSocket == "" {
+		f.watch(watchCtx, o, log)
+	}
 
 	return serveUntil(ctx, srv, lis, o, log)
+}
+
+// load reads the certificates and CAs from the files, or follows them from
+// machined's socket; the second result adds names meaning this node.
+func load(ctx context.Context, o *options, log *slog.Logger) (*files, []string, error) {
+	if o.nodeSocket == "" {
+		f, err := loadFiles(o)
+
+		return f, nil, err
+	}
+
+	n, err := loadNode(ctx, o, log)
+	if err != nil {
+		return nil, nil, err
+	}
+
+	return &n.files, n.self, nil
 }
 
 func serveUntil(ctx context.Context, srv *apid.Server, lis net.Listener, o *options, log *slog.Logger) error {
@@ -152,7 +171,7 @@ func serveUntil(ctx context.Context, srv *apid.Server, lis net.Listener, o *opti
 
 	go func() { errc <- srv.Serve(lis) }()
 
-	log.Info("apid serving", slog.String(fieldListen, lis.Addr().String()), slog.Bool(fieldForwarding, o.impCertPath != ""))
+	log.Info("apid serving", slog.String(fieldListen, lis.Addr().String()), slog.Bool(fieldForwarding, srv.Forwards()))
 
 	select {
 	case err := <-errc:

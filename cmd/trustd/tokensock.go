@@ -2,15 +2,13 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
-	"os"
-	"path/filepath"
 
 	"google.golang.org/grpc"
 
 	"github.com/aegis-os/aegis/api/tokens"
+	"github.com/aegis-os/aegis/internal/unixsock"
 	"github.com/aegis-os/aegis/trustd/tokenapi"
 )
 
@@ -23,31 +21,9 @@ type tokenSocket struct {
 }
 
 func listenTokenSocket(path string, api *tokenapi.Service) (*tokenSocket, error) {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, err
-	}
-
-	// MkdirAll keeps an existing directory's mode; the socket's safety
-	// rests on this one's.
-	if err := os.Chmod(dir, 0o700); err != nil {
-		return nil, err
-	}
-
-	// A socket left by a process that died is in the way of a new one.
-	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, err
-	}
-
-	lis, err := net.Listen("unix", path)
+	lis, err := unixsock.Listen(path)
 	if err != nil {
 		return nil, err
-	}
-
-	if err = os.Chmod(path, 0o600); err != nil {
-		lis.Close()
-
-		return nil, fmt.Errorf("tightening %s: %w", path, err)
 	}
 
 	s := grpc.NewServer()

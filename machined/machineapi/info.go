@@ -30,7 +30,7 @@ func (s *Server) Version(context.Context, *emptypb.Empty) (*machine.VersionRespo
 
 // Hostname reports the node's hostname.
 func (s *Server) Hostname(context.Context, *emptypb.Empty) (*machine.HostnameResponse, error) {
-	return &machine.HostnameResponse{Messages: []*machine.Hostname{{Hostname: s.cfg.Hostname}}}, nil
+	return &machine.HostnameResponse{Messages: []*machine.Hostname{{Hostname: s.cfg.Hostname()}}}, nil
 }
 
 // Memory reports /proc/meminfo, in kB as the kernel gives it.

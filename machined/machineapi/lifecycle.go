@@ -65,6 +65,10 @@ func (s *Server) GenerateClientConfiguration(_ context.Context, req *machine.Gen
 			return nil, status.Error(codes.InvalidArgument, refusal.Error())
 		}
 
+		if _, ok := status.FromError(err); ok {
+			return nil, err
+		}
+
 		return nil, s.internal("GenerateClientConfiguration", err)
 	}
 

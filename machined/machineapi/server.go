@@ -46,7 +46,8 @@ type ClientConfigIssuer interface {
 
 // Config configures the server. Services, Logs, Bus and Lifecycle are required.
 type Config struct {
-	Hostname  string
+	// Hostname returns the node's hostname; it may change at a reboot.
+	Hostname  func() string
 	Services  *system.Manager
 	Logs      LogSource
 	Bus       *events.Bus

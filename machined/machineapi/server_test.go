@@ -117,7 +117,7 @@ func startServer(t *testing.T, withIssuer bool) (machine.MachineServiceClient, *
 		t.Fatal(err)
 	}
 
-	cfg := Config{Hostname: "node-1", Services: n.mgr, Logs: n, Bus: bus, Lifecycle: n, MemInfoPath: meminfo}
+	cfg := Config{Hostname: func() string { return "node-1" }, Services: n.mgr, Logs: n, Bus: bus, Lifecycle: n, MemInfoPath: meminfo}
 	if withIssuer {
 		cfg.ClientConfig = issuer{catest.NewIssuer(t, catest.NewCA(t, ca.Ed25519, time.Now()), time.Now())}
 	}

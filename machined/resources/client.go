@@ -18,7 +18,7 @@ const reconnectDelay = time.Second
 
 // Dial connects to a service socket of machined.
 func Dial(socket string) (*grpc.ClientConn, error) {
-	conn, err := grpc.NewClient("unix://"+socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient("unix:"+socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return nil, fmt.Errorf("resources: %w", err)
 	}

@@ -117,6 +117,14 @@ func (m *Manager) Load(svcs ...Service) error {
 	return nil
 }
 
+// Loaded reports whether any service is loaded.
+func (m *Manager) Loaded() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+
+	return len(m.services) > 0
+}
+
 // Start starts the services (all loaded ones when ids is empty). Each waits
 // for its dependencies and conditions on its own; Start does not wait.
 func (m *Manager) Start(ids ...string) error {

@@ -1,0 +1,134 @@
+// Command machined runs an Aegis node as an ordinary process: it validates
+// the machine config, then runs the boot sequence (time sync, node
+// certificates, apid everywhere and trustd on control planes) and serves the
+// MachineService to apid, until SIGTERM, SIGINT or a Shutdown call.
+//
+//	machined --config FILE --state DIR [--bin-dir DIR]
+//
+// The whole node lives under DIR. A config with errors is refused with every
+// error listed, before anything is started or written. apid and trustd are
+// run from --bin-dir, by default the directory of machined's own binary.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/machined/node"
+	"github.com/aegis-os/aegis/machined/system/logs"
+)
+
+type options struct {
+	config, state, binDir string
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+
+	if err := run(ctx, os.Args[1:], os.Stderr); err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "machined:", err)
+		}
+
+		os.Exit(1)
+	}
+}
+
+func parseFlags(args []string, stderr io.Writer) (options, error) {
+	var o options
+
+	fs := flag.NewFlagSet("machined", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.config, "config", "", "machine config `FILE`")
+	fs.StringVar(&o.state, "state", "", "state `DIR`ectory of the node")
+	fs.StringVar(&o.binDir, "bin-dir", "", "`DIR`ectory of the apid and trustd binaries (default: machined's own)")
+
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+
+	switch {
+	case fs.NArg() > 0:
+		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
+	case o.config == "" || o.state == "":
+		return o, errors.New("--config and --state are required")
+	}
+
+	// The services run with their own working directory: every path they
+	// get is absolute.
+	var err error
+	if o.state, err = filepath.Abs(o.state); err != nil {
+		return o, err
+	}
+
+	if o.config, err = filepath.Abs(o.config); err != nil {
+		return o, err
+	}
+
+	if o.binDir == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return o, fmt.Errorf("finding the binaries: %w (give --bin-dir)", err)
+		}
+
+		o.binDir = filepath.Dir(exe)
+	}
+
+	if o.binDir, err = filepath.Abs(o.binDir); err != nil {
+		return o, err
+	}
+
+	return o, nil
+}
+
+func run(ctx context.Context, args []string, stderr io.Writer) error {
+	opts, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+
+	// Everything is checked before anything is created.
+	cfg, err := certs.LoadMachineConfig(opts.config, time.Now())
+	if err != nil {
+		return err
+	}
+
+	for _, bin := range []string{"apid", "trustd"} {
+		if _, err := os.Stat(filepath.Join(opts.binDir, bin)); err != nil {
+			return fmt.Errorf("binary %s not found in %s (give --bin-dir): %w", bin, opts.binDir, err)
+		}
+	}
+
+	if err = os.MkdirAll(opts.state, 0o700); err != nil {
+		return err
+	}
+
+	own, err := logs.Open(filepath.Join(opts.state, "logs", "machined.log"), node.MaxServiceLog)
+	if err != nil {
+		return err
+	}
+	defer own.Close()
+
+	log := slog.New(slog.NewJSONHandler(io.MultiWriter(stderr, own), nil))
+
+	n, err := node.New(node.Config{
+		ConfigPath: opts.config, Machine: cfg, State: opts.state, BinDir: opts.binDir,
+		MachinedLog: own, Logger: log,
+	})
+	if err != nil {
+		return err
+	}
+
+	return n.Run(ctx)
+}

@@ -1,0 +1,235 @@
+package node
+
+import (
+	"context"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+
+	"github.com/siderolabs/talos/pkg/machinery/api/common"
+	"github.com/siderolabs/talos/pkg/machinery/api/machine"
+
+	"github.com/aegis-os/aegis/api/node"
+	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/machined/system"
+	"github.com/aegis-os/aegis/machined/timesync"
+)
+
+// bootState is what one boot builds, handed from phase to phase.
+type bootState struct {
+	cfg       *certs.MachineConfig
+	hostname  string
+	addresses []string
+	time      *timesync.Service
+}
+
+type phase struct {
+	name string
+	run  func(ctx context.Context, b *bootState, bg *sync.WaitGroup) error
+}
+
+// boot runs the boot sequence: config, time sync, node certificates,
+// services, ready. Each phase is an event; a phase that fails ends the
+// sequence and leaves machined up, reporting why. Loops the boot starts
+// (time sync, renewals) run on bg until ctx ends.
+func (n *Node) boot(ctx context.Context, actor string, bg *sync.WaitGroup) {
+	n.bus.Publish(&machine.SequenceEvent{Sequence: "boot", Action: machine.SequenceEvent_START}, actor)
+	n.bus.Publish(&machine.MachineStatusEvent{Stage: machine.MachineStatusEvent_BOOTING, Status: &machine.MachineStatusEvent_MachineStatus{}}, actor)
+
+	b := &bootState{}
+
+	for _, p := range []phase{
+		{"config", n.phaseConfig},
+		{"time", n.phaseTime},
+		{"certificates", n.phaseCertificates},
+		{"services", n.phaseServices},
+	} {
+		n.bus.Publish(&machine.PhaseEvent{Phase: p.name, Action: machine.PhaseEvent_START}, actor)
+		n.log.Info("boot phase", slog.String("phase", p.name))
+
+		err := p.run(ctx, b, bg)
+
+		n.bus.Publish(&machine.PhaseEvent{Phase: p.name, Action: machine.PhaseEvent_STOP}, actor)
+
+		if err != nil {
+			if ctx.Err() == nil {
+				n.log.Error("boot failed", slog.String("phase", p.name), slog.String("error", err.Error()))
+			}
+
+			n.bus.Publish(&machine.SequenceEvent{Sequence: "boot", Action: machine.SequenceEvent_STOP, Error: &common.Error{
+				Code: common.Code_FATAL, Message: fmt.Sprintf("phase %s: %v", p.name, err),
+			}}, actor)
+
+			return
+		}
+	}
+
+	n.bus.Publish(&machine.SequenceEvent{Sequence: "boot", Action: machine.SequenceEvent_STOP}, actor)
+	n.bus.Publish(&machine.MachineStatusEvent{Stage: machine.MachineStatusEvent_RUNNING, Status: &machine.MachineStatusEvent_MachineStatus{Ready: true}}, actor)
+	n.log.Info("node ready")
+}
+
+// phaseConfig loads the machine config (again after a reboot: it may have
+// been edited) and publishes what it says about the node.
+func (n *Node) phaseConfig(_ context.Context, b *bootState, _ *sync.WaitGroup) error {
+	cfg := n.current()
+
+	if n.services.Loaded() {
+		reloaded, err := certs.LoadMachineConfig(n.cfg.ConfigPath, n.clock.Now())
+		if err != nil {
+			return err
+		}
+
+		if reloaded.Machine.Type.IsControlPlane() != cfg.Machine.Type.IsControlPlane() {
+			return errors.New("the node type changed between control plane and worker; restart machined to apply it")
+		}
+
+		cfg = reloaded
+
+		n.mu.Lock()
+		n.machine = cfg
+		n.mu.Unlock()
+	}
+
+	addrs, err := addresses(cfg)
+	if err != nil {
+		return err
+	}
+
+	b.cfg, b.hostname, b.addresses = cfg, hostname(cfg), addrs
+
+	n.store.Update(func(r *node.Resources) {
+		r.Hostname, r.Addresses = b.hostname, addrs
+		r.AcceptedCas = cfg.AcceptedCAs().PEM()
+		r.TrustdToken, r.OsCa = "", nil
+
+		if osCA := cfg.OSCA(); osCA != nil {
+			r.TrustdToken = cfg.Machine.Token
+			r.OsCa = &node.KeyPair{Crt: osCA.CertPEM, Key: osCA.KeyPEM}
+		}
+	})
+
+	return nil
+}
+
+// phaseTime starts the time service and waits until the clock is synced
+// (at once for a trusted host clock); its status follows into trustd's gate.
+func (n *Node) phaseTime(ctx context.Context, b *bootState, bg *sync.WaitGroup) error {
+	svc, err := timesync.New(timesync.Config{
+		Servers: b.cfg.Machine.Time.Servers, TrustHostClock: b.cfg.Machine.Time.TrustHostClock,
+		MaxOffset: b.cfg.MaxTimeOffset(), Logger: n.log, Clock: n.clock,
+	})
+	if err != nil {
+		return err
+	}
+
+	b.time = svc
+
+	bg.Go(func() { _ = svc.Run(ctx) })
+	bg.Go(func() { n.followTime(ctx, svc) })
+
+	for !svc.Synced() {
+		changed := svc.Changed()
+		if svc.Synced() {
+			break
+		}
+
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+
+	return nil
+}
+
+// followTime publishes every change of the time gate.
+func (n *Node) followTime(ctx context.Context, svc *timesync.Service) {
+	for {
+		changed := svc.Changed()
+		st := svc.Status()
+
+		msg := "synced"
+		if !st.Synced && st.LastError != nil {
+			msg = st.LastError.Error()
+		}
+
+		n.store.Update(func(r *node.Resources) { r.Time = &node.TimeStatus{Synced: svc.Synced(), Message: msg} })
+
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// phaseCertificates obtains the node's certificates and starts their renewal.
+func (n *Node) phaseCertificates(ctx context.Context, b *bootState, bg *sync.WaitGroup) error {
+	c := &certController{
+		cfg: b.cfg, store: n.store, hostname: b.hostname,
+		hosts: serverHosts(b.hostname, b.addresses, b.cfg.Machine.CertSANs), clock: n.clock, log: n.log,
+	}
+
+	loops, err := c.obtain(ctx)
+	if err != nil {
+		return err
+	}
+
+	for _, loop := range loops {
+		bg.Go(func() { _ = loop(ctx) })
+	}
+
+	return nil
+}
+
+// phaseServices starts apid everywhere and trustd on control planes, and
+// waits until they are up.
+func (n *Node) phaseServices(ctx context.Context, b *bootState, _ *sync.WaitGroup) error {
+	if !n.services.Loaded() {
+		if err := n.services.Load(n.serviceDefinitions(b)...); err != nil {
+			return err
+		}
+	}
+
+	if err := n.services.Start(); err != nil {
+		return err
+	}
+
+	return n.services.WaitUp(ctx)
+}
+
+// serviceDefinitions builds apid and, on control planes, trustd.
+func (n *Node) serviceDefinitions(b *bootState) []system.Service {
+	listen := b.cfg.Machine.ListenAddress
+	apidAddr := net.JoinHostPort(listen, strconv.Itoa(certs.APIDPort))
+	probeHost := listen
+
+	if probeHost == "" || probeHost == "0.0.0.0" || probeHost == "::" {
+		probeHost = "127.0.0.1"
+	}
+
+	svcs := []system.Service{&processService{
+		id: "apid", path: n.binary("apid"), log: n.logs["apid"], clock: n.clock,
+		args:   []string{"--node-socket", n.layout.APIDResources(), "--machined-socket", n.layout.MachinedSocket(), "--listen", apidAddr},
+		check:  dialCheck(net.JoinHostPort(probeHost, strconv.Itoa(certs.APIDPort))),
+		refuse: map[system.Action]string{system.ActionStop: "apid carries the API itself; restart it instead"},
+	}}
+
+	if b.cfg.Machine.Type.IsControlPlane() {
+		trustdAddr := net.JoinHostPort(listen, strconv.Itoa(certs.TrustdPort))
+		svcs = append(svcs, &processService{
+			id: "trustd", path: n.binary("trustd"), log: n.logs["trustd"], clock: n.clock,
+			args: []string{"--node-socket", n.layout.TrustdResources(), "--state", n.cfg.State, "--listen", trustdAddr},
+			check: grpcHealthCheck(net.JoinHostPort(probeHost, strconv.Itoa(certs.TrustdPort)), probeHost,
+				func() *x509.CertPool { return n.current().AcceptedCAs().Pool() }),
+		})
+	}
+
+	return svcs
+}

@@ -1,0 +1,221 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"crypto/x509"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/aegis-os/aegis/api/node"
+	"github.com/aegis-os/aegis/ca"
+	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/machined/resources"
+	"github.com/aegis-os/aegis/trustd/join"
+)
+
+// NodeCertTTL is the lifetime of the node's own certificates; they are
+// renewed at half-life.
+const NodeCertTTL = 24 * time.Hour
+
+// certController obtains the node's certificates and keeps them fresh: a
+// control plane issues them from the OS CA it holds, a worker gets its
+// server certificate from trustd. Every new certificate is published to the
+// resources store, from which apid and trustd pick it up.
+type certController struct {
+	cfg      *certs.MachineConfig
+	store    *resources.Store
+	hostname string
+	hosts    []string // SANs of the server certificate
+	clock    clock.Clock
+	log      *slog.Logger
+}
+
+// obtain gets the node's first certificates, waiting (a worker retrying its
+// join) until it has them or ctx ends, and returns the loops that renew them.
+func (c *certController) obtain(ctx context.Context) ([]func(context.Context) error, error) {
+	if c.cfg.OSCA() != nil {
+		return c.issueLocally()
+	}
+
+	return c.join(ctx)
+}
+
+func (c *certController) issueLocally() ([]func(context.Context) error, error) {
+	iss, err := ca.NewIssuer(ca.IssuerConfig{CA: c.cfg.OSCA(), Clock: c.clock})
+	if err != nil {
+		return nil, err
+	}
+
+	var loops []func(context.Context) error
+
+	for _, kind := range []struct {
+		profile ca.Profile
+		cn      string
+		hosts   []string
+		publish func(r *node.Resources, kp *node.KeyPair)
+	}{
+		{ca.ProfileServer, c.hostname, c.hosts, func(r *node.Resources, kp *node.KeyPair) { r.Server = kp }},
+		{ca.ProfileImpersonator, c.hostname, nil, func(r *node.Resources, kp *node.KeyPair) { r.Impersonator = kp }},
+	} {
+		issue := func(context.Context) (*x509.Certificate, error) {
+			issued, keyPEM, err := issueFor(iss, kind.profile, kind.cn, kind.hosts)
+			if err != nil {
+				return nil, err
+			}
+
+			c.store.Update(func(r *node.Resources) { kind.publish(r, &node.KeyPair{Crt: issued.PEM, Key: keyPEM}) })
+
+			return issued.Cert, nil
+		}
+
+		first, err := issue(context.Background())
+		if err != nil {
+			return nil, fmt.Errorf("issuing the %s certificate: %w", kind.profile, err)
+		}
+
+		loop, err := c.renewer(first, issue)
+		if err != nil {
+			return nil, err
+		}
+
+		loops = append(loops, loop)
+	}
+
+	return loops, nil
+}
+
+func (c *certController) join(ctx context.Context) ([]func(context.Context) error, error) {
+	newClient := func(maxAttempts int) (*join.Client, error) {
+		var sans []string
+		for _, h := range c.hosts {
+			if h != c.hostname {
+				sans = append(sans, h)
+			}
+		}
+
+		return join.New(join.Config{
+			Endpoints: c.cfg.Cluster.ControlPlane.Endpoints, Token: c.cfg.TrustdToken(),
+			CAs: c.cfg.AcceptedCAs(), CA: c.cfg.CACertificate(), Hostname: c.hostname, SANs: sans,
+			MaxAttempts: maxAttempts, Clock: c.clock, Logger: c.log,
+		})
+	}
+
+	first, err := newClient(0)
+	if err != nil {
+		return nil, err
+	}
+
+	// Renewals try each endpoint once and leave the retries to the renewer.
+	again, err := newClient(len(c.cfg.Cluster.ControlPlane.Endpoints))
+	if err != nil {
+		return nil, err
+	}
+
+	joinOnce := func(client *join.Client) func(ctx context.Context) (*x509.Certificate, error) {
+		return func(ctx context.Context) (*x509.Certificate, error) {
+			res, err := client.Join(ctx)
+			if err != nil {
+				return nil, err
+			}
+
+			c.store.Update(func(r *node.Resources) {
+				r.Server = &node.KeyPair{Crt: res.CertPEM, Key: res.KeyPEM}
+				r.AcceptedCas = mergeCAs(r.AcceptedCas, res.CAs)
+			})
+
+			c.log.Info("joined through trustd", slog.String("endpoint", res.Endpoint), slog.Time("not_after", res.Certificate.NotAfter))
+
+			return res.Certificate, nil
+		}
+	}
+
+	cert, err := joinOnce(first)(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("joining through trustd: %w", err)
+	}
+
+	loop, err := c.renewer(cert, joinOnce(again))
+	if err != nil {
+		return nil, err
+	}
+
+	return []func(context.Context) error{loop}, nil
+}
+
+func (c *certController) renewer(cur *x509.Certificate, renew func(context.Context) (*x509.Certificate, error)) (func(context.Context) error, error) {
+	r, err := certs.NewRenewer(certs.RenewerConfig{Current: cur, Renew: renew, Clock: c.clock, Logger: c.log})
+	if err != nil {
+		return nil, err
+	}
+
+	return r.Run, nil
+}
+
+// issueFor issues a certificate of profile for a new key of the CA's type.
+func issueFor(iss *ca.Issuer, profile ca.Profile, cn string, hosts []string) (*ca.Issued, []byte, error) {
+	kt, err := ca.KeyTypeOf(iss.CA().Cert.PublicKey)
+	if err != nil {
+		kt = ca.Ed25519
+	}
+
+	key, err := ca.GenerateKey(kt, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+
+	csrPEM, err := ca.NewCSR(key, cn, hosts)
+	if err != nil {
+		return nil, nil, err
+	}
+
+	csr, err := ca.ParseCSR(csrPEM)
+	if err != nil {
+		return nil, nil, err
+	}
+
+	issued, err := iss.Issue(ca.Request{CSR: csr, Profile: profile, TTL: NodeCertTTL})
+	if err != nil {
+		return nil, nil, err
+	}
+
+	keyPEM, err := ca.EncodeKey(key)
+
+	return issued, keyPEM, err
+}
+
+// mergeCAs adds the CAs of set to the PEM bundle have, keeping its order.
+func mergeCAs(have []byte, set *ca.AcceptedSet) []byte {
+	out := append([]byte(nil), have...)
+
+	for _, c := range set.Certificates() {
+		if p := ca.EncodeCertificate(c); !bytes.Contains(out, p) {
+			out = append(out, p...)
+		}
+	}
+
+	return out
+}
+
+// serverHosts names the node's server certificate: its addresses,
+// 127.0.0.1, its hostname (when it is a DNS name) and the config's certSANs.
+func serverHosts(hostname string, addresses, certSANs []string) []string {
+	var hosts []string
+
+	for _, h := range append(append(append([]string{}, addresses...), "127.0.0.1", hostname), certSANs...) {
+		if h == "" || slices.Contains(hosts, h) {
+			continue
+		}
+
+		if h == hostname && ca.CheckDNSName(h) != nil {
+			continue
+		}
+
+		hosts = append(hosts, h)
+	}
+
+	return hosts
+}

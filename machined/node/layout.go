@@ -1,0 +1,36 @@
+// Package node is machined's node controller: it runs the boot sequence,
+// keeps the node's certificates fresh, hands each service its resources over
+// a socket of its own, serves the MachineService for apid, and runs apid and
+// trustd through the service framework.
+package node
+
+import "path/filepath"
+
+// Layout names the places of a node's state directory. Nothing of the node
+// lives outside it.
+type Layout struct {
+	State string
+}
+
+// MachinedSocket is where apid forwards API calls: the MachineService and
+// Aegis's own services, authorized again from the roles apid passes.
+func (l Layout) MachinedSocket() string {
+	return filepath.Join(l.State, "run", "machined", "machined.sock")
+}
+
+// APIDResources is apid's socket for its view of the node's resources.
+func (l Layout) APIDResources() string { return filepath.Join(l.State, "run", "machined", "apid.sock") }
+
+// TrustdResources is trustd's socket for its view of the node's resources.
+func (l Layout) TrustdResources() string {
+	return filepath.Join(l.State, "run", "machined", "trustd.sock")
+}
+
+// TokensSocket is where trustd serves the token API for machined to forward to.
+func (l Layout) TokensSocket() string { return filepath.Join(l.State, "run", "trustd", "tokens.sock") }
+
+// LogDir holds the logs of the services.
+func (l Layout) LogDir() string { return filepath.Join(l.State, "logs") }
+
+// ServiceLog is the log file of one service.
+func (l Layout) ServiceLog(id string) string { return filepath.Join(l.LogDir(), id+".log") }

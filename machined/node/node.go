@@ -1,0 +1,254 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/siderolabs/talos/pkg/machinery/api/machine"
+
+	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/machined/resources"
+	"github.com/aegis-os/aegis/machined/system"
+	"github.com/aegis-os/aegis/machined/system/events"
+	"github.com/aegis-os/aegis/machined/system/logs"
+)
+
+// Limits of the node.
+const (
+	// MaxServiceLog bounds each service's log file; one older file is kept.
+	MaxServiceLog = 4 << 20
+	// stopTimeout bounds the stop of all services at shutdown or reboot; a
+	// process gets SIGKILL after its own grace period well before that.
+	stopTimeout = time.Minute
+)
+
+// Config configures a Node. ConfigPath, Machine, State and BinDir are required.
+type Config struct {
+	// ConfigPath is re-read at each reboot; Machine is its validated content at start.
+	ConfigPath string
+	Machine    *certs.MachineConfig
+	// State is the node's state directory.
+	State string
+	// BinDir holds the apid and trustd binaries.
+	BinDir string
+	// MachinedLog is machined's own log, served as the "machined" log. Optional.
+	MachinedLog *logs.Log
+	Logger      *slog.Logger
+	Clock       clock.Clock
+}
+
+// Node runs one node until it is shut down.
+type Node struct {
+	cfg      Config
+	layout   Layout
+	log      *slog.Logger
+	clock    clock.Clock
+	bus      *events.Bus
+	services *system.Manager
+	store    *resources.Store
+	logs     map[string]*logs.Log
+
+	mu       sync.Mutex
+	machine  *certs.MachineConfig // the config of the current boot
+	requests chan lifecycleRequest
+}
+
+type lifecycleRequest struct {
+	actor    string
+	shutdown bool
+}
+
+// New prepares a node; Run starts it.
+func New(cfg Config) (*Node, error) {
+	if cfg.Machine == nil || cfg.State == "" || cfg.BinDir == "" {
+		return nil, errors.New("node: config needs the machine config, the state directory and the binaries' directory")
+	}
+
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real()
+	}
+
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+
+	bus := events.NewBus(system.DefaultBusSize, cfg.Clock)
+	n := &Node{
+		cfg: cfg, layout: Layout{State: cfg.State}, log: cfg.Logger, clock: cfg.Clock, bus: bus,
+		services: system.New(system.Config{Bus: bus, Clock: cfg.Clock, Logger: cfg.Logger}),
+		store:    resources.NewStore(), logs: map[string]*logs.Log{},
+		machine: cfg.Machine, requests: make(chan lifecycleRequest, 1),
+	}
+
+	if cfg.MachinedLog != nil {
+		n.logs["machined"] = cfg.MachinedLog
+	}
+
+	for _, id := range []string{"apid", "trustd"} {
+		l, err := logs.Open(n.layout.ServiceLog(id), MaxServiceLog)
+		if err != nil {
+			return nil, err
+		}
+
+		n.logs[id] = l
+	}
+
+	return n, nil
+}
+
+// Run serves the node's sockets and runs boot sequences (again after each
+// reboot) until a shutdown is asked for or ctx ends.
+func (n *Node) Run(ctx context.Context) error {
+	defer n.closeLogs()
+
+	sockets, err := n.listen()
+	if err != nil {
+		return err
+	}
+	defer sockets.stop()
+
+	actor := ""
+
+	for {
+		req, done := n.runBoot(ctx, actor)
+
+		n.stopServices(req.shutdown)
+
+		if done {
+			n.log.Info("node stopped")
+
+			return nil
+		}
+
+		actor = req.actor
+	}
+}
+
+// runBoot runs one boot and everything it starts until a lifecycle request
+// or the end of ctx; it reports the request and whether machined should end.
+func (n *Node) runBoot(ctx context.Context, actor string) (lifecycleRequest, bool) {
+	bootCtx, cancel := context.WithCancel(ctx)
+
+	var wg sync.WaitGroup
+
+	wg.Go(func() { n.boot(bootCtx, actor, &wg) })
+
+	var (
+		req  lifecycleRequest
+		done bool
+	)
+
+	select {
+	case req = <-n.requests:
+		done = req.shutdown
+	case <-ctx.Done():
+		done = true
+	}
+
+	cancel()
+	wg.Wait()
+
+	return req, done
+}
+
+func (n *Node) stopServices(shutdown bool) {
+	stage := machine.MachineStatusEvent_REBOOTING
+	if shutdown {
+		stage = machine.MachineStatusEvent_SHUTTING_DOWN
+	}
+
+	n.bus.Publish(&machine.MachineStatusEvent{Stage: stage, Status: &machine.MachineStatusEvent_MachineStatus{}}, "")
+
+	ctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
+	defer cancel()
+
+	if err := n.services.Stop(ctx); err != nil {
+		n.log.Error("stopping services", slog.String("error", err.Error()))
+	}
+}
+
+// Reboot asks the node to stop its services and boot again.
+func (n *Node) Reboot(actor string) { n.request(lifecycleRequest{actor: actor}) }
+
+// Shutdown asks the node to stop its services and machined to end.
+func (n *Node) Shutdown(actor string) { n.request(lifecycleRequest{actor: actor, shutdown: true}) }
+
+func (n *Node) request(r lifecycleRequest) {
+	select {
+	case n.requests <- r:
+	default: // one is already pending; it wins
+	}
+}
+
+// ServiceLog finds the log of a service, or of machined itself.
+func (n *Node) ServiceLog(id string) (*logs.Log, bool) {
+	l, ok := n.logs[id]
+
+	return l, ok
+}
+
+func (n *Node) current() *certs.MachineConfig {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+
+	return n.machine
+}
+
+func (n *Node) closeLogs() {
+	for id, l := range n.logs {
+		if id != "machined" {
+			l.Close() //nolint:errcheck // the node is going away
+		}
+	}
+}
+
+// hostname is the config's hostname, else the host's.
+func hostname(cfg *certs.MachineConfig) string {
+	if cfg.Machine.Hostname != "" {
+		return cfg.Machine.Hostname
+	}
+
+	h, err := os.Hostname()
+	if err != nil {
+		return "localhost"
+	}
+
+	return h
+}
+
+// addresses are the node's addresses: its listen address, else every
+// global unicast address of the host.
+func addresses(cfg *certs.MachineConfig) ([]string, error) {
+	if a := cfg.Machine.ListenAddress; a != "" {
+		if addr, err := netip.ParseAddr(a); err == nil && !addr.IsUnspecified() {
+			return []string{addr.String()}, nil
+		}
+	}
+
+	ifaddrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil, fmt.Errorf("node: listing addresses: %w", err)
+	}
+
+	var out []string
+
+	for _, a := range ifaddrs {
+		if p, err := netip.ParsePrefix(a.String()); err == nil && p.Addr().IsGlobalUnicast() {
+			out = append(out, p.Addr().String())
+		}
+	}
+
+	return out, nil
+}
+
+// binary is the path of one of the node's service binaries.
+func (n *Node) binary(name string) string { return filepath.Join(n.cfg.BinDir, name) }

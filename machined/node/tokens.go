@@ -1,0 +1,107 @@
+package node
+
+import (
+	"context"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/aegis-os/aegis/api/tokens"
+	"github.com/aegis-os/aegis/authz/role"
+	"github.com/aegis-os/aegis/ca"
+	"github.com/aegis-os/aegis/certs"
+)
+
+// tokenProxy serves the TokenService by forwarding each call to trustd,
+// which owns the token store, over its token socket. Workers run no trustd:
+// there the service answers FailedPrecondition.
+type tokenProxy struct {
+	tokens.UnimplementedTokenServiceServer
+
+	n    *Node
+	conn *grpc.ClientConn
+}
+
+func newTokenProxy(n *Node) (*tokenProxy, error) {
+	conn, err := grpc.NewClient("unix:"+n.layout.TokensSocket(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, err
+	}
+
+	return &tokenProxy{n: n, conn: conn}, nil
+}
+
+func (p *tokenProxy) close() { p.conn.Close() } //nolint:errcheck // local socket
+
+func (p *tokenProxy) client() (tokens.TokenServiceClient, error) {
+	if !p.n.current().Machine.Type.IsControlPlane() {
+		return nil, status.Error(codes.FailedPrecondition, "tokens are kept by trustd on control-plane nodes; ask one of them")
+	}
+
+	return tokens.NewTokenServiceClient(p.conn), nil
+}
+
+// Create forwards to trustd.
+func (p *tokenProxy) Create(ctx context.Context, req *tokens.CreateRequest) (*tokens.CreateResponse, error) {
+	c, err := p.client()
+	if err != nil {
+		return nil, err
+	}
+
+	return c.Create(ctx, req)
+}
+
+// List forwards to trustd.
+func (p *tokenProxy) List(ctx context.Context, req *tokens.ListRequest) (*tokens.ListResponse, error) {
+	c, err := p.client()
+	if err != nil {
+		return nil, err
+	}
+
+	return c.List(ctx, req)
+}
+
+// Revoke forwards to trustd.
+func (p *tokenProxy) Revoke(ctx context.Context, req *tokens.RevokeRequest) (*tokens.RevokeResponse, error) {
+	c, err := p.client()
+	if err != nil {
+		return nil, err
+	}
+
+	return c.Revoke(ctx, req)
+}
+
+// clientIssuer makes client configurations on control planes.
+type clientIssuer struct{ n *Node }
+
+// IssueClientConfig issues a client certificate with roles from the OS CA
+// and wraps it in a client config naming the node's addresses.
+func (c clientIssuer) IssueClientConfig(roles role.Set, ttl time.Duration) (caPEM, crt, key, cfg []byte, err error) {
+	machine := c.n.current()
+	if machine.OSCA() == nil {
+		return nil, nil, nil, nil, status.Error(codes.FailedPrecondition, "client configurations are issued by control-plane nodes only")
+	}
+
+	iss, err := ca.NewIssuer(ca.IssuerConfig{CA: machine.OSCA(), Clock: c.n.clock})
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+
+	cc, err := certs.NewClientCertificate(iss, certs.ClientCertOptions{Roles: roles, TTL: ttl})
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+
+	res, _ := c.n.store.Current()
+	caPEM = machine.AcceptedCAs().PEM()
+
+	cfg, err = certs.NewClientConfig(machine.Cluster.Name, res.GetAddresses(), caPEM, cc).Marshal()
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+
+	return caPEM, cc.Cert.PEM, cc.Key, cfg, nil
+}
