@@ -49,7 +49,7 @@ client configs made from it, and the certificates of a PKI built by hand.`,
 	root.PersistentFlags().StringVar(&e.aegisconfig, "aegisconfig", "",
 		"client config file (default $"+certs.EnvClientConfig+", else ~/.aegis/config)")
 
-	root.AddCommand(newGenCommand(e), newConfigCommand(e))
+	root.AddCommand(newGenCommand(e), newConfigCommand(e), newClusterCommand(e))
 
 	return root
 }

@@ -1,0 +1,221 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/aegis-os/aegis/machined/localcluster"
+)
+
+// clusterFlags are the flags every cluster command shares.
+type clusterFlags struct {
+	name     string
+	stateDir string
+}
+
+func (f *clusterFlags) register(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.name, "name", localcluster.DefaultName, "name of the cluster")
+	cmd.Flags().StringVar(&f.stateDir, "state-dir", "", "folder of the local clusters (default ~/.aegis/clusters)")
+}
+
+func (f *clusterFlags) dir() (string, error) {
+	if f.stateDir != "" {
+		return f.stateDir, nil
+	}
+
+	return localcluster.DefaultStateDir()
+}
+
+func newClusterCommand(e *env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "cluster",
+		Short: "Run a local cluster of nodes on loopback addresses",
+	}
+
+	cmd.AddCommand(newClusterCreateCommand(e), newClusterShowCommand(e), newClusterDestroyCommand(e))
+
+	return cmd
+}
+
+func newClusterCreateCommand(e *env) *cobra.Command {
+	var (
+		flags   clusterFlags
+		opts    localcluster.Options
+		cidr    string
+		binDir  string
+		timeout time.Duration
+	)
+
+	cmd := &cobra.Command{
+		Use:   "create",
+		Short: "Create a local cluster: one machined per node, each on its own loopback address",
+		Long: `Create a local cluster: generate its secrets and configs, start one machined
+per node (control planes first, node i at address .(i+2) of --cidr, standard
+ports 50000 and 50001), wait until every node's services are up and every
+worker has joined through trustd, and merge a context named after the cluster
+into the client config. The nodes keep running after aegisctl exits; stop
+them with 'aegisctl cluster destroy'.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			prefix, err := netip.ParsePrefix(cidr)
+			if err != nil {
+				return fmt.Errorf("--cidr: %w", err)
+			}
+
+			if opts.StateDir, err = flags.dir(); err != nil {
+				return err
+			}
+
+			if opts.BinDir, err = binaries(binDir); err != nil {
+				return err
+			}
+
+			if opts.ClientConfig, err = e.clientConfigPath(); err != nil {
+				return err
+			}
+
+			opts.Name, opts.CIDR, opts.Timeout, opts.Progress = flags.name, prefix, timeout, e.stdout
+
+			return createCluster(cmd.Context(), e, opts)
+		},
+	}
+
+	flags.register(cmd)
+	cmd.Flags().IntVar(&opts.ControlPlanes, "controlplanes", 1, "number of control-plane nodes")
+	cmd.Flags().IntVar(&opts.Workers, "workers", 2, "number of worker nodes")
+	cmd.Flags().StringVar(&cidr, "cidr", localcluster.DefaultCIDR, "loopback range of the node addresses")
+	cmd.Flags().StringVar(&binDir, "bin-dir", "", "folder of machined, apid and trustd (default: aegisctl's own)")
+	cmd.Flags().DurationVar(&timeout, "wait-timeout", localcluster.DefaultTimeout, "how long to wait for the cluster to come up")
+
+	return cmd
+}
+
+func createCluster(ctx context.Context, e *env, opts localcluster.Options) error {
+	fmt.Fprintf(e.stdout, "creating cluster %q: %d control plane(s), %d worker(s) in %s\n", opts.Name, opts.ControlPlanes, opts.Workers, opts.CIDR)
+
+	start := time.Now()
+
+	c, err := localcluster.Create(ctx, opts)
+	if err != nil {
+		return err
+	}
+
+	fmt.Fprintf(e.stdout, "\ncluster %q is up in %.1fs\n\n", c.Name, time.Since(start).Seconds())
+	printNodes(e, c)
+
+	all := strings.Join(c.Addresses(), ",")
+	fmt.Fprintf(e.stdout, `
+context %q merged into %s and made current. Try:
+
+  aegisctl -n %s version
+  aegisctl -n %s memory
+  aegisctl -n %s services
+  aegisctl -n %s logs apid
+  aegisctl health
+  aegisctl cluster destroy --name %s
+`, c.Name, opts.ClientConfig, c.Nodes[0].Address, all, all, c.Nodes[0].Address, c.Name)
+
+	return nil
+}
+
+func newClusterShowCommand(e *env) *cobra.Command {
+	var flags clusterFlags
+
+	cmd := &cobra.Command{
+		Use:   "show",
+		Short: "Show the nodes of a local cluster and whether they run",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			dir, err := flags.dir()
+			if err != nil {
+				return err
+			}
+
+			c, err := localcluster.Load(dir, flags.name)
+			if err != nil {
+				return err
+			}
+
+			fmt.Fprintf(e.stdout, "cluster %q in %s\n\n", c.Name, c.Dir)
+			printNodes(e, c)
+
+			return nil
+		},
+	}
+
+	flags.register(cmd)
+
+	return cmd
+}
+
+func newClusterDestroyCommand(e *env) *cobra.Command {
+	var flags clusterFlags
+
+	cmd := &cobra.Command{
+		Use:   "destroy",
+		Short: "Stop every process of a local cluster and remove its state",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			dir, err := flags.dir()
+			if err != nil {
+				return err
+			}
+
+			c, err := localcluster.Load(dir, flags.name)
+			if err != nil {
+				return err
+			}
+
+			if err = c.Destroy(); err != nil {
+				return err
+			}
+
+			fmt.Fprintf(e.stdout, "cluster %q destroyed: %d node(s) stopped, %s removed\n", c.Name, len(c.Nodes), c.Dir)
+
+			return nil
+		},
+	}
+
+	flags.register(cmd)
+
+	return cmd
+}
+
+func printNodes(e *env, c *localcluster.Cluster) {
+	running := c.Running()
+	tw := tabwriter.NewWriter(e.stdout, 0, 4, 3, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tTYPE\tADDRESS\tPID\tSTATE")
+
+	for _, n := range c.Nodes {
+		state := "stopped"
+		if running[n.Name] {
+			state = "running"
+		}
+
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", n.Name, n.Type, n.Address, n.PID, state)
+	}
+
+	tw.Flush() //nolint:errcheck // terminal output
+}
+
+// binaries is dir, or the folder of aegisctl's own binary.
+func binaries(dir string) (string, error) {
+	if dir != "" {
+		return dir, nil
+	}
+
+	exe, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("finding machined: %w (give --bin-dir)", err)
+	}
+
+	return filepath.Dir(exe), nil
+}

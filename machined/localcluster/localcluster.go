@@ -1,0 +1,175 @@
+// Package localcluster runs a cluster of Aegis nodes on one machine: one
+// machined process per node, each on its own loopback address with the
+// standard ports, its state in a folder of the cluster's. aegisctl's
+// cluster commands and the end-to-end tests are built on it.
+package localcluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/aegis-os/aegis/certs"
+)
+
+// Defaults of a local cluster.
+const (
+	DefaultName    = "aegis-local"
+	DefaultCIDR    = "127.5.0.0/24"
+	DefaultTimeout = 3 * time.Minute
+	// MaxNodes bounds a cluster: every node is three processes.
+	MaxNodes = 64
+)
+
+// Options describe a cluster to create. Zero values take the defaults.
+type Options struct {
+	Name          string
+	ControlPlanes int // at least 1; zero means 1
+	Workers       int // zero is allowed: a single control plane
+	// CIDR gives node i (control planes first) address .(i+2).
+	CIDR netip.Prefix
+	// StateDir holds the cluster's folder, StateDir/Name.
+	StateDir string
+	// BinDir holds machined, apid and trustd.
+	BinDir string
+	// Timeout bounds the wait for the cluster to come up.
+	Timeout time.Duration
+	// Progress receives one line per change while the cluster comes up. Nil discards.
+	Progress io.Writer
+	// ClientConfig is the client config to merge the cluster's context
+	// into; empty means none is written.
+	ClientConfig string
+}
+
+// DefaultStateDir is ~/.aegis/clusters.
+func DefaultStateDir() (string, error) {
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("localcluster: no home directory for the default state dir: %w", err)
+	}
+
+	return filepath.Join(home, ".aegis", "clusters"), nil
+}
+
+func (o *Options) setDefaults() error {
+	if o.Name == "" {
+		o.Name = DefaultName
+	}
+
+	if o.ControlPlanes == 0 {
+		o.ControlPlanes = 1
+	}
+
+	if !o.CIDR.IsValid() {
+		o.CIDR = netip.MustParsePrefix(DefaultCIDR)
+	}
+
+	if o.Timeout == 0 {
+		o.Timeout = DefaultTimeout
+	}
+
+	if o.Progress == nil {
+		o.Progress = io.Discard
+	}
+
+	if o.StateDir == "" {
+		dir, err := DefaultStateDir()
+		if err != nil {
+			return err
+		}
+
+		o.StateDir = dir
+	}
+
+	// The nodes run elsewhere than here: every path they get is absolute.
+	var err error
+	if o.StateDir, err = filepath.Abs(o.StateDir); err != nil {
+		return err
+	}
+
+	o.BinDir, err = filepath.Abs(o.BinDir)
+
+	return err
+}
+
+func (o *Options) check() error {
+	if err := certs.CheckClusterName(o.Name); err != nil {
+		return fmt.Errorf("localcluster: name: %w", err)
+	}
+
+	switch {
+	case o.ControlPlanes < 1 || o.Workers < 0:
+		return errors.New("localcluster: at least one control plane, and no negative worker count")
+	case o.ControlPlanes+o.Workers > MaxNodes:
+		return fmt.Errorf("localcluster: %d nodes, limit %d", o.ControlPlanes+o.Workers, MaxNodes)
+	case !o.CIDR.Addr().Is4():
+		return fmt.Errorf("localcluster: CIDR %s: want an IPv4 prefix", o.CIDR)
+	}
+
+	if _, err := nodeAddress(o.CIDR, o.ControlPlanes+o.Workers-1); err != nil {
+		return err
+	}
+
+	for _, bin := range []string{"machined", "apid", "trustd"} {
+		if st, err := os.Stat(filepath.Join(o.BinDir, bin)); err != nil || st.IsDir() {
+			return fmt.Errorf("localcluster: binary %s not found in %s (run make build, or give the binaries' directory)", bin, o.BinDir)
+		}
+	}
+
+	return nil
+}
+
+// nodeAddress is the address of node i: .(i+2) of the CIDR.
+func nodeAddress(cidr netip.Prefix, i int) (netip.Addr, error) {
+	a := cidr.Masked().Addr().As4()
+	base := uint32(a[0])<<24 | uint32(a[1])<<16 | uint32(a[2])<<8 | uint32(a[3])
+	n := base + uint32(i) + 2
+	addr := netip.AddrFrom4([4]byte{byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n)})
+
+	if !cidr.Contains(addr) || !cidr.Contains(addr.Next()) {
+		return netip.Addr{}, fmt.Errorf("localcluster: CIDR %s has no room for node %d (address %s)", cidr, i+1, addr)
+	}
+
+	return addr, nil
+}
+
+// Create makes the cluster's secrets and configs, starts one machined per
+// node detached from the caller, and waits until every node's services are
+// up and every worker has joined. On any failure it stops what it started
+// and removes what it wrote, and the error says why (with the last log lines
+// of a node that failed).
+func Create(ctx context.Context, opts Options) (*Cluster, error) {
+	if err := opts.setDefaults(); err != nil {
+		return nil, err
+	}
+
+	if err := opts.check(); err != nil {
+		return nil, err
+	}
+
+	c, err := prepare(opts)
+	if err != nil {
+		return nil, err
+	}
+
+	if err = c.startAll(); err == nil {
+		err = c.waitUp(ctx, opts.Timeout, opts.Progress)
+	}
+
+	if err == nil && opts.ClientConfig != "" {
+		err = c.mergeContext(opts.ClientConfig)
+	}
+
+	if err != nil {
+		c.discard()
+
+		return nil, err
+	}
+
+	return c, nil
+}

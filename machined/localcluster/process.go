@@ -1,0 +1,231 @@
+package localcluster
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/aegis-os/aegis/authz/role"
+	"github.com/aegis-os/aegis/ca"
+	"github.com/aegis-os/aegis/certs"
+)
+
+// stopGrace is how long a node's machined has to stop its services after
+// SIGTERM before it is killed; machined's own services get 10 s each.
+const stopGrace = 30 * time.Second
+
+// startAll starts one machined per node, detached: its own session, no
+// terminal, output to the node's log file. The PIDs go into the manifest.
+func (c *Cluster) startAll() error {
+	for i := range c.Nodes {
+		pid, err := c.start(c.Nodes[i])
+		if err != nil {
+			return err
+		}
+
+		c.Nodes[i].PID = pid
+
+		if err = c.save(); err != nil {
+			return err
+		}
+	}
+
+	return nil
+}
+
+func (c *Cluster) start(n Node) (int, error) {
+	out, err := os.OpenFile(c.LogPath(n), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return 0, fmt.Errorf("localcluster: %w", err)
+	}
+	defer out.Close() //nolint:errcheck // the child holds its own copy
+
+	cmd := exec.Command(filepath.Join(c.BinDir, "machined"),
+		"--config", c.ConfigPath(n), "--state", c.StatePath(n), "--bin-dir", c.BinDir)
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.Dir = c.nodeDir(n)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+
+	if err = cmd.Start(); err != nil {
+		return 0, fmt.Errorf("localcluster: starting %s: %w", n.Name, err)
+	}
+
+	pid := cmd.Process.Pid
+
+	// Reap it if it dies while this process still runs; once this process
+	// exits, the node lives on by itself.
+	go cmd.Wait() //nolint:errcheck // reported through the node's health
+
+	return pid, nil
+}
+
+// running reports whether n's recorded machined still runs: the PID is
+// alive, not a zombie, and is the machined of this node (PIDs are reused).
+func (c *Cluster) running(n Node) bool {
+	if n.PID <= 0 {
+		return false
+	}
+
+	cmdline, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(n.PID), "cmdline"))
+	if err != nil || !bytes.Contains(cmdline, []byte(c.StatePath(n))) {
+		return false
+	}
+
+	stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(n.PID), "stat"))
+	if err != nil {
+		return false
+	}
+
+	fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+
+	return len(fields) > 0 && fields[0] != "Z"
+}
+
+// stop ends n's machined: SIGTERM, then SIGKILL after stopGrace; it waits
+// until the process is gone.
+func (c *Cluster) stop(n Node) error {
+	if !c.running(n) {
+		return nil
+	}
+
+	_ = syscall.Kill(n.PID, syscall.SIGTERM) //nolint:errcheck // gone already is fine
+
+	deadline := time.Now().Add(stopGrace)
+	for c.running(n) && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	if !c.running(n) {
+		return nil
+	}
+
+	if err := syscall.Kill(n.PID, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("localcluster: killing %s (pid %d): %w", n.Name, n.PID, err)
+	}
+
+	for c.running(n) {
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	return nil
+}
+
+// Destroy stops every node's machined (workers first), waits for them and
+// removes the cluster's folder and its context from the client config it
+// was merged into.
+func (c *Cluster) Destroy() error {
+	var errs []error
+
+	for i := len(c.Nodes) - 1; i >= 0; i-- {
+		errs = append(errs, c.stop(c.Nodes[i]))
+	}
+
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+
+	if c.ClientConfig != "" {
+		if err := c.removeContext(); err != nil {
+			return err
+		}
+	}
+
+	if err := os.RemoveAll(c.Dir); err != nil {
+		return fmt.Errorf("localcluster: %w", err)
+	}
+
+	return nil
+}
+
+// discard undoes a failed Create: it stops what started and removes the folder.
+func (c *Cluster) discard() {
+	c.ClientConfig = ""
+	_ = c.Destroy() //nolint:errcheck // best effort on the way out of a failure
+}
+
+// writeClientConfig writes the cluster's admin client config.
+func (c *Cluster) writeClientConfig(bundle *certs.Bundle, endpoints []string, now time.Time) error {
+	osCA, err := bundle.OSCA(now)
+	if err != nil {
+		return err
+	}
+
+	iss, err := ca.NewIssuer(ca.IssuerConfig{CA: osCA})
+	if err != nil {
+		return err
+	}
+
+	cc, err := certs.NewClientCertificate(iss, certs.ClientCertOptions{Roles: role.NewSet(role.Admin), CommonName: "admin"})
+	if err != nil {
+		return err
+	}
+
+	data, err := certs.NewClientConfig(c.Name, endpoints, osCA.CertPEM, cc).Marshal()
+	if err != nil {
+		return err
+	}
+
+	return os.WriteFile(c.ClientConfigPath(), data, 0o600)
+}
+
+// mergeContext adds the cluster's context to the client config at path,
+// replacing a stale context of the same name, and makes it current.
+func (c *Cluster) mergeContext(path string) error {
+	own, err := certs.LoadClientConfig(c.ClientConfigPath())
+	if err != nil {
+		return err
+	}
+
+	cfg, err := certs.LoadOrNewClientConfig(path)
+	if err != nil {
+		return err
+	}
+
+	cfg.Merge(own, true)
+
+	if err = cfg.Save(path); err != nil {
+		return err
+	}
+
+	c.ClientConfig = path
+
+	return c.save()
+}
+
+// removeContext removes the cluster's context from the client config it was
+// merged into, if that context still holds this cluster's credentials.
+func (c *Cluster) removeContext() error {
+	own, err := certs.LoadClientConfig(c.ClientConfigPath())
+	if err != nil {
+		return nil //nolint:nilerr // nothing to compare with: leave the client config alone
+	}
+
+	cfg, err := certs.LoadClientConfig(c.ClientConfig)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+
+	if err != nil {
+		return err
+	}
+
+	ctx, ok := cfg.Contexts[c.Name]
+	if !ok || !bytes.Equal(ctx.Crt, own.Contexts[c.Name].Crt) {
+		return nil
+	}
+
+	delete(cfg.Contexts, c.Name)
+
+	if cfg.Context == c.Name {
+		cfg.Context = ""
+	}
+
+	return cfg.Save(c.ClientConfig)
+}

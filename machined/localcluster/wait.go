@@ -1,0 +1,206 @@
+package localcluster
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/siderolabs/talos/pkg/machinery/client"
+	clientconfig "github.com/siderolabs/talos/pkg/machinery/client/config"
+)
+
+// pollInterval is how often a booting cluster is looked at.
+const pollInterval = 200 * time.Millisecond
+
+// tailLines is how much of a failed node's log an error shows.
+const tailLines = 15
+
+// bootStatus is what a node's log says about its boot.
+type bootStatus struct {
+	text   string // current phase, for progress
+	ready  bool
+	failed string
+}
+
+// waitUp waits until every node reports ready, then checks through the API
+// (all nodes through the first control plane's apid) that every service
+// of every node is up.
+func (c *Cluster) waitUp(ctx context.Context, timeout time.Duration, progress io.Writer) error {
+	start := time.Now()
+	deadline := start.Add(timeout)
+	shown := map[string]string{}
+
+	for {
+		var pending []string
+
+		for _, n := range c.Nodes {
+			st := c.bootStatus(n)
+
+			switch {
+			case st.failed != "":
+				return fmt.Errorf("localcluster: node %s failed to boot: %s\n%s", n.Name, st.failed, c.Tail(n, tailLines))
+			case !c.running(n):
+				return fmt.Errorf("localcluster: node %s exited while booting:\n%s", n.Name, c.Tail(n, tailLines))
+			}
+
+			if st.text != shown[n.Name] {
+				fmt.Fprintf(progress, "[%5.1fs] %-28s %-12s %s\n", time.Since(start).Seconds(), n.Name, n.Address, st.text)
+				shown[n.Name] = st.text
+			}
+
+			if !st.ready {
+				pending = append(pending, n.Name)
+			}
+		}
+
+		if len(pending) == 0 {
+			return c.checkServices(ctx, deadline)
+		}
+
+		if time.Now().After(deadline) {
+			return fmt.Errorf("localcluster: %s not up after %s; last lines of %s:\n%s",
+				strings.Join(pending, ", "), timeout, pending[0], c.Tail(c.node(pending[0]), tailLines))
+		}
+
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(pollInterval):
+		}
+	}
+}
+
+// bootStatus reads the node's log for its latest boot progress.
+func (c *Cluster) bootStatus(n Node) bootStatus {
+	data, err := os.ReadFile(c.LogPath(n))
+	if err != nil {
+		return bootStatus{text: "starting"}
+	}
+
+	st := bootStatus{text: "starting"}
+
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		var rec struct {
+			Msg, Phase, Error string
+		}
+
+		if json.Unmarshal(sc.Bytes(), &rec) != nil {
+			continue
+		}
+
+		switch rec.Msg {
+		case "boot phase":
+			st = bootStatus{text: "boot phase: " + rec.Phase}
+		case "boot failed":
+			st.failed = fmt.Sprintf("phase %s: %s", rec.Phase, rec.Error)
+		case "node ready":
+			st = bootStatus{text: "ready", ready: true}
+		}
+	}
+
+	return st
+}
+
+// checkServices asks every node, through the first control plane's apid,
+// for its services, and requires all of them to be running and healthy.
+func (c *Cluster) checkServices(ctx context.Context, deadline time.Time) error {
+	cli, err := c.Client(ctx)
+	if err != nil {
+		return err
+	}
+	defer cli.Close() //nolint:errcheck // short-lived client
+
+	for {
+		err = c.servicesUp(ctx, cli)
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(pollInterval):
+		}
+	}
+}
+
+func (c *Cluster) servicesUp(ctx context.Context, cli *client.Client) error {
+	callCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+
+	resp, err := cli.ServiceList(client.WithNodes(callCtx, c.Addresses()...))
+	if err != nil {
+		return fmt.Errorf("localcluster: asking the nodes for their services: %w", err)
+	}
+
+	if len(resp.GetMessages()) != len(c.Nodes) {
+		return fmt.Errorf("localcluster: %d of %d nodes answered", len(resp.GetMessages()), len(c.Nodes))
+	}
+
+	for _, m := range resp.GetMessages() {
+		for _, s := range m.GetServices() {
+			if s.GetState() != "Running" || !s.GetHealth().GetHealthy() {
+				return fmt.Errorf("localcluster: %s on %s is %s", s.GetId(), m.GetMetadata().GetHostname(), s.GetState())
+			}
+		}
+	}
+
+	return nil
+}
+
+// Client returns a Talos API client with the cluster's admin credentials.
+func (c *Cluster) Client(ctx context.Context) (*client.Client, error) {
+	cfg, err := clientconfig.Open(c.ClientConfigPath())
+	if err != nil {
+		return nil, fmt.Errorf("localcluster: %w", err)
+	}
+
+	cli, err := client.New(ctx, client.WithConfig(cfg))
+	if err != nil {
+		return nil, fmt.Errorf("localcluster: %w", err)
+	}
+
+	return cli, nil
+}
+
+// Tail returns the last lines of a node's machined log.
+func (c *Cluster) Tail(n Node, lines int) string {
+	data, err := os.ReadFile(c.LogPath(n))
+	if err != nil {
+		return "  (no log: " + err.Error() + ")"
+	}
+
+	all := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(all) > lines {
+		all = all[len(all)-lines:]
+	}
+
+	return "  " + strings.Join(all, "\n  ")
+}
+
+func (c *Cluster) node(name string) Node {
+	for _, n := range c.Nodes {
+		if n.Name == name {
+			return n
+		}
+	}
+
+	return Node{}
+}
+
+// Running reports, per node, whether its machined runs.
+func (c *Cluster) Running() map[string]bool {
+	out := map[string]bool{}
+	for _, n := range c.Nodes {
+		out[n.Name] = c.running(n)
+	}
+
+	return out
+}
