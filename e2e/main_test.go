@@ -58,7 +58,7 @@ func needBinaries(t *testing.T) {
 			return
 		}
 
-		for _, name := range []string{"trustd", "apid"} {
+		for _, name := range []string{"trustd", "apid", "machined", "aegisctl"} {
 			if buildErr = build(binDir, name); buildErr != nil {
 				return
 			}
