@@ -1,0 +1,390 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/siderolabs/talos/pkg/machinery/api/common"
+	"github.com/siderolabs/talos/pkg/machinery/api/machine"
+	"github.com/siderolabs/talos/pkg/machinery/client"
+	clientconfig "github.com/siderolabs/talos/pkg/machinery/client/config"
+	"google.golang.org/protobuf/types/known/emptypb"
+
+	"github.com/aegis-os/aegis/certs"
+)
+
+// Addresses of the machined tests.
+const (
+	machinedCP     = "127.0.3.2"
+	machinedWorker = "127.0.3.3"
+)
+
+// machinedProc is a real machined process of a test.
+type machinedProc struct {
+	cmd    *exec.Cmd
+	out    *syncBuffer
+	exited chan struct{}
+}
+
+// startMachined runs machined on cfg with its state under dir, and stops it
+// (SIGTERM, then SIGKILL) when the test ends.
+func startMachined(t *testing.T, cfg, state string) *machinedProc {
+	t.Helper()
+
+	p := &machinedProc{out: &syncBuffer{}, exited: make(chan struct{})}
+	p.cmd = exec.Command(filepath.Join(binDir, "machined"), "--config", cfg, "--state", state, "--bin-dir", binDir)
+	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+
+	go func() {
+		p.cmd.Wait() //nolint:errcheck // the exit is observed through exited
+		close(p.exited)
+	}()
+
+	t.Cleanup(func() {
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+
+		select {
+		case <-p.exited:
+		case <-time.After(timeout):
+			_ = p.cmd.Process.Kill()
+			<-p.exited
+		}
+
+		if t.Failed() {
+			t.Logf("machined %s output:\n%s", state, p.out.String())
+		}
+	})
+
+	return p
+}
+
+// waitReady waits for the node's "node ready" log record.
+func (p *machinedProc) waitReady(t *testing.T) {
+	t.Helper()
+
+	deadline := time.Now().Add(timeout)
+
+	for !strings.Contains(p.out.String(), `"msg":"node ready"`) {
+		select {
+		case <-p.exited:
+			t.Fatalf("machined exited:\n%s", p.out.String())
+		default:
+		}
+
+		if time.Now().After(deadline) {
+			t.Fatalf("node not ready:\n%s", p.out.String())
+		}
+
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// genConfigs runs `aegisctl gen config` and places the nodes on their addresses.
+func genConfigs(t *testing.T, dir string) (cp, worker string) {
+	t.Helper()
+
+	out, err := exec.Command(filepath.Join(binDir, "aegisctl"), "gen", "config", "e2e", machinedCP, "--trust-host-clock", "-o", dir).CombinedOutput()
+	if err != nil {
+		t.Fatalf("aegisctl gen config: %v\n%s", err, out)
+	}
+
+	place := func(path, hostname, addr string) string {
+		cfg, err := certs.LoadMachineConfig(path, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		cfg.Machine.Hostname, cfg.Machine.ListenAddress = hostname, addr
+		if err = cfg.Save(path, true); err != nil {
+			t.Fatal(err)
+		}
+
+		return path
+	}
+
+	return place(filepath.Join(dir, "controlplane.yaml"), "e2e-cp", machinedCP),
+		place(filepath.Join(dir, "worker.yaml"), "e2e-worker", machinedWorker)
+}
+
+func talosClient(t *testing.T, configPath string) *client.Client {
+	t.Helper()
+
+	cfg, err := clientconfig.Open(configPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	c, err := client.New(context.Background(), client.WithConfig(cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	t.Cleanup(func() { c.Close() })
+
+	return c
+}
+
+// TestMachinedNode boots a control plane from `aegisctl gen config` output,
+// drives it through the real apid with the Talos client, and joins a worker.
+func TestMachinedNode(t *testing.T) {
+	needBinaries(t)
+
+	dir, err := os.MkdirTemp("", "aegis-m")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	t.Cleanup(func() { os.RemoveAll(dir) })
+
+	cpCfg, workerCfg := genConfigs(t, dir)
+
+	start := time.Now()
+	cp := startMachined(t, cpCfg, filepath.Join(dir, "cp"))
+	cp.waitReady(t)
+	t.Logf("control plane: start to all services up in %s", time.Since(start).Round(time.Millisecond))
+
+	c := talosClient(t, filepath.Join(dir, "aegisconfig"))
+
+	t.Run("info", func(t *testing.T) { checkInfo(t, c) })
+	t.Run("logs of apid", func(t *testing.T) { checkApidLogs(t, c) })
+	t.Run("events follow a restart", func(t *testing.T) { checkEventsOfRestart(t, c) })
+	t.Run("apid killed", func(t *testing.T) { checkApidKilled(t, c) })
+
+	start = time.Now()
+	worker := startMachined(t, workerCfg, filepath.Join(dir, "worker"))
+	worker.waitReady(t)
+	t.Logf("worker: start to joined and all services up in %s", time.Since(start).Round(time.Millisecond))
+
+	t.Run("worker serves its own API", func(t *testing.T) { checkWorker(t, c, dir) })
+	t.Run("shutdown", func(t *testing.T) { checkShutdown(t, c, worker, machinedWorker) })
+}
+
+func checkInfo(t *testing.T, c *client.Client) {
+	v, err := c.Version(ctx(t))
+	if err != nil || v.Messages[0].GetVersion().GetTag() == "" {
+		t.Fatalf("Version: %v %v", v, err)
+	}
+
+	m, err := c.Memory(ctx(t))
+	if err != nil || m.Messages[0].GetMeminfo().GetMemtotal() == 0 {
+		t.Fatalf("Memory: %v %v", m, err)
+	}
+
+	list, err := c.ServiceList(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	var got []string
+	for _, s := range list.Messages[0].GetServices() {
+		got = append(got, fmt.Sprintf("%s=%s/%v", s.GetId(), s.GetState(), s.GetHealth().GetHealthy()))
+	}
+
+	if strings.Join(got, ",") != "apid=Running/true,trustd=Running/true" {
+		t.Fatalf("services: %v", got)
+	}
+}
+
+func checkApidLogs(t *testing.T, c *client.Client) {
+	stream, err := c.Logs(ctx(t), "system", common.ContainerDriver_CONTAINERD, "apid", false, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	var all bytes.Buffer
+
+	for {
+		d, err := stream.Recv()
+		if err == io.EOF {
+			break
+		}
+
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		all.Write(d.GetBytes())
+	}
+
+	if !strings.Contains(all.String(), `"msg":"apid serving"`) {
+		t.Fatalf("apid log:\n%s", all.String())
+	}
+}
+
+// checkEventsOfRestart follows events while trustd is restarted through the
+// API and expects trustd to be seen stopping and running again.
+func checkEventsOfRestart(t *testing.T, c *client.Client) {
+	evCtx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+
+	stream, err := c.MachineClient.Events(evCtx, &machine.EventsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if _, err = stream.Recv(); err != nil { // the empty event: the watch is set up
+		t.Fatal(err)
+	}
+
+	if _, err = c.ServiceRestart(ctx(t), "trustd"); err != nil {
+		t.Fatal(err)
+	}
+
+	var seen []string
+
+	for !strings.Contains(strings.Join(seen, ","), "STOPPING,FINISHED") || seen[len(seen)-1] != "RUNNING" {
+		ev, err := stream.Recv()
+		if err != nil {
+			t.Fatalf("events so far %v: %v", seen, err)
+		}
+
+		decoded, err := client.UnmarshalEvent(ev)
+		if err != nil {
+			continue
+		}
+
+		if s, ok := decoded.Payload.(*machine.ServiceStateEvent); ok && s.GetService() == "trustd" {
+			seen = append(seen, s.GetAction().String())
+		}
+	}
+}
+
+var startedPID = regexp.MustCompile(`process (\d+) started`)
+
+// checkApidKilled kills apid with SIGKILL and expects machined to restart it
+// and the API to answer again.
+func checkApidKilled(t *testing.T, c *client.Client) {
+	pid := servicePID(t, c, "apid")
+
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+
+	deadline := time.Now().Add(timeout)
+
+	for {
+		if _, err := c.Version(ctx(t)); err == nil {
+			if again := servicePID(t, c, "apid"); again != pid {
+				return
+			}
+		}
+
+		if time.Now().After(deadline) {
+			t.Fatal("the API did not come back after apid was killed")
+		}
+
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// servicePID reads a service's current process from its latest Running event.
+func servicePID(t *testing.T, c *client.Client, id string) int {
+	t.Helper()
+
+	list, err := c.ServiceList(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	for _, s := range list.Messages[0].GetServices() {
+		if s.GetId() != id {
+			continue
+		}
+
+		events := s.GetEvents().GetEvents()
+		for i := len(events) - 1; i >= 0; i-- {
+			if m := startedPID.FindStringSubmatch(events[i].GetMsg()); m != nil {
+				var pid int
+				fmt.Sscan(m[1], &pid) //nolint:errcheck // the pattern matched digits
+
+				return pid
+			}
+		}
+	}
+
+	t.Fatalf("no running process of %s", id)
+
+	return 0
+}
+
+func checkWorker(t *testing.T, c *client.Client, dir string) {
+	h, err := c.MachineClient.Hostname(client.WithNode(ctx(t), machinedWorker), &emptypb.Empty{})
+	if err != nil || h.Messages[0].GetHostname() != "e2e-worker" {
+		t.Fatalf("worker through the control plane: %v %v", h, err)
+	}
+
+	// Straight to the worker's own apid, whose certificate came from trustd.
+	cfg, err := clientconfig.Open(filepath.Join(dir, "aegisconfig"))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	cfg.Contexts[cfg.Context].Endpoints = []string{machinedWorker}
+
+	direct, err := client.New(context.Background(), client.WithConfig(cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer direct.Close()
+
+	list, err := direct.ServiceList(ctx(t))
+	if err != nil || len(list.Messages[0].GetServices()) != 1 || list.Messages[0].GetServices()[0].GetId() != "apid" {
+		t.Fatalf("worker services: %v %v", list, err)
+	}
+}
+
+// checkShutdown shuts the worker down through the API: machined ends and
+// leaves no process behind.
+func checkShutdown(t *testing.T, c *client.Client, p *machinedProc, node string) {
+	apidPID := servicePIDOn(t, c, node)
+
+	if err := c.Shutdown(client.WithNode(ctx(t), node)); err != nil {
+		t.Fatal(err)
+	}
+
+	select {
+	case <-p.exited:
+	case <-time.After(timeout):
+		t.Fatal("machined did not exit after Shutdown")
+	}
+
+	if err := syscall.Kill(apidPID, 0); err == nil {
+		t.Fatalf("apid %d still runs after shutdown", apidPID)
+	}
+}
+
+func servicePIDOn(t *testing.T, c *client.Client, node string) int {
+	t.Helper()
+
+	list, err := c.ServiceList(client.WithNode(ctx(t), node))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	for _, e := range list.Messages[0].GetServices()[0].GetEvents().GetEvents() {
+		if m := startedPID.FindStringSubmatch(e.GetMsg()); m != nil {
+			var pid int
+			fmt.Sscan(m[1], &pid) //nolint:errcheck // the pattern matched digits
+
+			return pid
+		}
+	}
+
+	t.Fatal("no apid process found")
+
+	return 0
+}
