@@ -10,11 +10,19 @@ import (
 	"path/filepath"
 )
 
+// MaxPathLength is the longest socket path Linux accepts: sun_path holds
+// 108 bytes including the terminating NUL.
+const MaxPathLength = 107
+
 // Listen listens on a Unix socket at path. The parent directory is created
 // (or tightened) to 0700 first, so the moment between creating the socket
 // and tightening it to 0600 exposes nothing; a socket left by a process
 // that died is removed.
 func Listen(path string) (net.Listener, error) {
+	if len(path) > MaxPathLength {
+		return nil, fmt.Errorf("unixsock: %s is %d bytes, longer than a Unix socket path may be (%d): use a shorter state directory", path, len(path), MaxPathLength)
+	}
+
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("unixsock: %w", err)

@@ -3,6 +3,7 @@ package unixsock
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -34,5 +35,13 @@ func TestListenModesAndStaleSocket(t *testing.T) {
 		// Leave the socket file behind, as a process that died would.
 		lis.(interface{ SetUnlinkOnClose(bool) }).SetUnlinkOnClose(false)
 		lis.Close()
+	}
+}
+
+func TestListenRefusesLongPath(t *testing.T) {
+	path := filepath.Join(t.TempDir(), strings.Repeat("x", MaxPathLength)+".sock")
+
+	if _, err := Listen(path); err == nil || !strings.Contains(err.Error(), "shorter state directory") {
+		t.Fatalf("err = %v", err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aegis-os/aegis/certs"
@@ -37,8 +38,11 @@ type Node struct {
 	PID int `json:"pid"`
 }
 
-// Dir is the node's folder in the cluster's.
-func (c *Cluster) nodeDir(n Node) string { return filepath.Join(c.Dir, n.Name) }
+// nodeDir is the node's folder in the cluster's, named without the cluster
+// prefix: the node's Unix socket paths must stay under 108 bytes.
+func (c *Cluster) nodeDir(n Node) string {
+	return filepath.Join(c.Dir, strings.TrimPrefix(n.Name, c.Name+"-"))
+}
 
 // ConfigPath is the node's machine config.
 func (c *Cluster) ConfigPath(n Node) string { return filepath.Join(c.nodeDir(n), "config.yaml") }

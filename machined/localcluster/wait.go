@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -170,11 +171,28 @@ func (c *Cluster) Client(ctx context.Context) (*client.Client, error) {
 	return cli, nil
 }
 
-// Tail returns the last lines of a node's machined log.
+// Tail returns the last lines of a node's machined log and of the logs of
+// its services, each under its name.
 func (c *Cluster) Tail(n Node, lines int) string {
-	data, err := os.ReadFile(c.LogPath(n))
-	if err != nil {
-		return "  (no log: " + err.Error() + ")"
+	var b strings.Builder
+
+	b.WriteString(tailFile("machined", c.LogPath(n), lines))
+
+	for _, svc := range []string{"apid", "trustd"} {
+		if s := tailFile(svc, filepath.Join(c.StatePath(n), "logs", svc+".log"), lines); s != "" {
+			b.WriteString(s)
+		}
+	}
+
+	return b.String()
+}
+
+// tailFile renders the last lines of a log under a heading; a missing or
+// empty file renders nothing.
+func tailFile(name, path string, lines int) string {
+	data, err := os.ReadFile(path)
+	if err != nil || len(bytes.TrimSpace(data)) == 0 {
+		return ""
 	}
 
 	all := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
@@ -182,7 +200,7 @@ func (c *Cluster) Tail(n Node, lines int) string {
 		all = all[len(all)-lines:]
 	}
 
-	return "  " + strings.Join(all, "\n  ")
+	return "  --- " + name + " (" + path + ") ---\n    " + strings.Join(all, "\n    ") + "\n"
 }
 
 func (c *Cluster) node(name string) Node {
