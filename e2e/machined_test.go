@@ -5,10 +5,12 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -170,6 +172,7 @@ func TestMachinedNode(t *testing.T) {
 	t.Logf("worker: start to joined and all services up in %s", time.Since(start).Round(time.Millisecond))
 
 	t.Run("worker serves its own API", func(t *testing.T) { checkWorker(t, c, dir) })
+	t.Run("reboot", func(t *testing.T) { checkReboot(t, c, cp) })
 	t.Run("shutdown", func(t *testing.T) { checkShutdown(t, c, worker, machinedWorker) })
 }
 
@@ -347,6 +350,60 @@ func checkWorker(t *testing.T, c *client.Client, dir string) {
 	}
 }
 
+// checkReboot reboots the control plane through the API: its services are
+// stopped and the boot sequence runs again, tagged with the reply's actor.
+func checkReboot(t *testing.T, c *client.Client, p *machinedProc) {
+	before := servicePID(t, c, "trustd")
+
+	resp, err := c.MachineClient.Reboot(ctx(t), &machine.RebootRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	actor := resp.GetMessages()[0].GetActorId()
+	deadline := time.Now().Add(timeout)
+
+	for {
+		if list, err := c.ServiceList(ctx(t)); err == nil && allRunning(list) && servicePID(t, c, "trustd") != before {
+			break
+		}
+
+		if time.Now().After(deadline) {
+			t.Fatalf("node did not come back from reboot:\n%s", p.out.String())
+		}
+
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	evCtx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+
+	found := false
+
+	err = c.EventsWatch(evCtx, func(ch <-chan client.Event) {
+		for ev := range ch {
+			if s, ok := ev.Payload.(*machine.SequenceEvent); ok && s.GetSequence() == "boot" && ev.ActorID == actor {
+				found = true
+
+				cancel()
+			}
+		}
+	}, client.WithTailEvents(-1))
+	if err != nil || !found {
+		t.Fatalf("no boot sequence event with actor %q: %v", actor, err)
+	}
+}
+
+func allRunning(list *machine.ServiceListResponse) bool {
+	for _, s := range list.GetMessages()[0].GetServices() {
+		if s.GetState() != "Running" || !s.GetHealth().GetHealthy() {
+			return false
+		}
+	}
+
+	return true
+}
+
 // checkShutdown shuts the worker down through the API: machined ends and
 // leaves no process behind.
 func checkShutdown(t *testing.T, c *client.Client, p *machinedProc, node string) {
@@ -387,4 +444,68 @@ func servicePIDOn(t *testing.T, c *client.Client, node string) int {
 	t.Fatal("no apid process found")
 
 	return 0
+}
+
+// TestMachinedTimeSync: a control plane whose NTP server does not answer
+// waits in the time phase with nothing started; one with a real chronyd
+// boots to ready.
+func TestMachinedTimeSync(t *testing.T) {
+	needBinaries(t)
+
+	dir, err := os.MkdirTemp("", "aegis-t")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	t.Cleanup(func() { os.RemoveAll(dir) })
+
+	cpCfg, _ := genConfigs(t, dir)
+
+	setServers := func(servers ...string) {
+		cfg, err := certs.LoadMachineConfig(cpCfg, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		cfg.Machine.Time = certs.TimeSpec{Servers: servers}
+		if err = cfg.Save(cpCfg, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// Nothing answers on this port: the node must not get past time sync.
+	setServers(net.JoinHostPort("127.0.3.11", strconv.Itoa(freePort(t, "udp", "127.0.3.11"))))
+
+	silent := startMachined(t, cpCfg, filepath.Join(dir, "silent"))
+	waitLog(t, silent, `"phase":"time"`)
+	time.Sleep(2 * time.Second) // a node that wrongly went on would be well past this phase by now
+
+	if out := silent.out.String(); strings.Contains(out, `"phase":"certificates"`) || strings.Contains(out, `"service":"trustd"`) {
+		t.Fatalf("node went past an unsynced clock:\n%s", out)
+	}
+
+	_ = silent.cmd.Process.Signal(syscall.SIGTERM)
+	<-silent.exited
+
+	chrony := startChrony(t, "127.0.3.10")
+	setServers(chrony.addr)
+
+	start := time.Now()
+	synced := startMachined(t, cpCfg, filepath.Join(dir, "synced"))
+	synced.waitReady(t)
+	t.Logf("control plane with NTP: start to all services up in %s", time.Since(start).Round(time.Millisecond))
+}
+
+func waitLog(t *testing.T, p *machinedProc, text string) {
+	t.Helper()
+
+	deadline := time.Now().Add(timeout)
+
+	for !strings.Contains(p.out.String(), text) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s in:\n%s", text, p.out.String())
+		}
+
+		time.Sleep(20 * time.Millisecond)
+	}
 }

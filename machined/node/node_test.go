@@ -1,0 +1,69 @@
+package node
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/aegis-os/aegis/ca"
+	"github.com/aegis-os/aegis/ca/catest"
+	"github.com/aegis-os/aegis/certs"
+)
+
+func TestServerHosts(t *testing.T) {
+	tests := []struct {
+		hostname  string
+		addresses []string
+		sans      []string
+		want      []string
+	}{
+		{hostname: "cp-1", addresses: []string{"127.5.0.2"}, sans: []string{"cp.example"}, want: []string{"127.5.0.2", "127.0.0.1", "cp-1", "cp.example"}},
+		{hostname: "cp-1", addresses: []string{"127.0.0.1"}, sans: []string{"cp-1", "127.0.0.1"}, want: []string{"127.0.0.1", "cp-1"}},
+		{hostname: "Not A DNS Name!", addresses: []string{"10.0.0.1"}, want: []string{"10.0.0.1", "127.0.0.1"}},
+	}
+
+	for _, tt := range tests {
+		if got := serverHosts(tt.hostname, tt.addresses, tt.sans); !slices.Equal(got, tt.want) {
+			t.Errorf("serverHosts(%q, %v, %v) = %v, want %v", tt.hostname, tt.addresses, tt.sans, got, tt.want)
+		}
+	}
+}
+
+func TestMergeCAs(t *testing.T) {
+	a := catest.NewCA(t, ca.Ed25519, time.Now())
+	b := catest.NewCA(t, ca.Ed25519, time.Now())
+
+	set, err := ca.NewAcceptedSet(time.Now(), a.Cert, b.Cert)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	merged := mergeCAs(a.CertPEM, set)
+
+	got, err := ca.ParseAcceptedSet(merged, time.Now())
+	if err != nil || len(got.Certificates()) != 2 || !got.Certificates()[0].Equal(a.Cert) {
+		t.Fatalf("merged = %v, %v", got, err)
+	}
+}
+
+func TestAddressesPreferListenAddress(t *testing.T) {
+	cfg := &certs.MachineConfig{Machine: certs.MachineSpec{ListenAddress: "127.5.0.9"}}
+
+	got, err := addresses(cfg)
+	if err != nil || !slices.Equal(got, []string{"127.5.0.9"}) {
+		t.Fatalf("addresses = %v, %v", got, err)
+	}
+
+	cfg.Machine.ListenAddress = "0.0.0.0"
+
+	all, err := addresses(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	for _, a := range all {
+		if a == "0.0.0.0" || a == "127.0.0.1" {
+			t.Fatalf("a wildcard or loopback address counts as the node's: %v", all)
+		}
+	}
+}
