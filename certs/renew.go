@@ -123,7 +123,7 @@ func (r *Renewer) Run(ctx context.Context) error {
 		// Re-check after every wake-up: a timer is only a hint, and the
 		// clock may have been set back meanwhile.
 		for now := r.cfg.Clock.Now(); !shouldRenew(now, cur, jitter); now = r.cfg.Clock.Now() {
-			if !r.sleep(ctx, RenewAt(cur, jitter).Sub(now)) {
+			if !clock.Sleep(ctx, r.cfg.Clock, RenewAt(cur, jitter).Sub(now)) {
 				return nil
 			}
 		}
@@ -161,21 +161,8 @@ func (r *Renewer) renew(ctx context.Context, cur *x509.Certificate) (*x509.Certi
 		r.cfg.Logger.Warn("certificate renewal failed; keeping the current one",
 			slog.String(logErr, err.Error()), slog.Time(logNotAfter, cur.NotAfter), slog.Duration(logRetryIn, wait))
 
-		if !r.sleep(ctx, wait) {
+		if !clock.Sleep(ctx, r.cfg.Clock, wait) {
 			return nil, false
 		}
-	}
-}
-
-// sleep waits d on the clock; it reports false if ctx ended first.
-func (r *Renewer) sleep(ctx context.Context, d time.Duration) bool {
-	t := r.cfg.Clock.NewTimer(d)
-	defer t.Stop()
-
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C():
-		return true
 	}
 }

@@ -20,14 +20,8 @@ func WatchFiles(ctx context.Context, clk clock.Clock, interval time.Duration, pa
 	last := stampFiles(paths)
 
 	for {
-		t := clk.NewTimer(interval)
-
-		select {
-		case <-ctx.Done():
-			t.Stop()
-
+		if !clock.Sleep(ctx, clk, interval) {
 			return
-		case <-t.C():
 		}
 
 		cur := stampFiles(paths)

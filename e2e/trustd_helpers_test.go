@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -84,7 +83,7 @@ func newNode(t *testing.T, ip string, ntpServers ...string) *trustdNode {
 // trustdProc is a running cmd/trustd.
 type trustdProc struct {
 	cmd  *exec.Cmd
-	logs *logBuffer
+	logs *syncBuffer
 	done chan error
 	once sync.Once
 	err  error
@@ -95,7 +94,7 @@ type trustdProc struct {
 func (n *trustdNode) start(t *testing.T) *trustdProc {
 	t.Helper()
 
-	p := &trustdProc{logs: &logBuffer{}, done: make(chan error, 1)}
+	p := &trustdProc{logs: &syncBuffer{}, done: make(chan error, 1)}
 	p.cmd = exec.Command(filepath.Join(binDir, "trustd"), "--config", n.config, "--state", n.state, "--listen", n.listen)
 	p.cmd.Stderr = p.logs
 
@@ -158,27 +157,7 @@ func (p *trustdProc) audit() []map[string]any {
 	return out
 }
 
-// logBuffer collects a process's JSON log lines.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-
-	return b.buf.String()
-}
-
-func (b *logBuffer) records() []map[string]any {
+func (b *syncBuffer) records() []map[string]any {
 	var out []map[string]any
 
 	for line := range strings.SplitSeq(b.String(), "\n") {
@@ -191,7 +170,7 @@ func (b *logBuffer) records() []map[string]any {
 	return out
 }
 
-func (b *logBuffer) has(msg string) bool {
+func (b *syncBuffer) has(msg string) bool {
 	for _, m := range b.records() {
 		if m["msg"] == msg {
 			return true

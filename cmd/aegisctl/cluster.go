@@ -34,6 +34,16 @@ func (f *clusterFlags) dir() (string, error) {
 	return localcluster.DefaultStateDir()
 }
 
+// load reads the named cluster from the state dir.
+func (f *clusterFlags) load() (*localcluster.Cluster, error) {
+	dir, err := f.dir()
+	if err != nil {
+		return nil, err
+	}
+
+	return localcluster.Load(dir, f.name)
+}
+
 func newClusterCommand(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "cluster",
@@ -134,12 +144,7 @@ func newClusterShowCommand(e *env) *cobra.Command {
 		Short: "Show the nodes of a local cluster and whether they run",
 		Args:  cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			dir, err := flags.dir()
-			if err != nil {
-				return err
-			}
-
-			c, err := localcluster.Load(dir, flags.name)
+			c, err := flags.load()
 			if err != nil {
 				return err
 			}
@@ -164,12 +169,7 @@ func newClusterDestroyCommand(e *env) *cobra.Command {
 		Short: "Stop every process of a local cluster and remove its state",
 		Args:  cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			dir, err := flags.dir()
-			if err != nil {
-				return err
-			}
-
-			c, err := localcluster.Load(dir, flags.name)
+			c, err := flags.load()
 			if err != nil {
 				return err
 			}

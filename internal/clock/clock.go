@@ -3,7 +3,10 @@
 // tests and never sleeps.
 package clock
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // Clock is the time source of a component. The zero-dependency interfaces that
 // components declare (usually just Now) are subsets of it.
@@ -36,3 +39,17 @@ type realTimer struct{ t *time.Timer }
 func (r realTimer) C() <-chan time.Time { return r.t.C }
 
 func (r realTimer) Stop() bool { return r.t.Stop() }
+
+// Sleep waits d on c. It reports true when the time passed, false when ctx
+// ended first.
+func Sleep(ctx context.Context, c Clock, d time.Duration) bool {
+	t := c.NewTimer(d)
+	defer t.Stop()
+
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C():
+		return true
+	}
+}

@@ -166,14 +166,8 @@ func (s *Service) Run(ctx context.Context) error {
 			wait = retry.Next()
 		}
 
-		t := s.cfg.Clock.NewTimer(wait)
-
-		select {
-		case <-ctx.Done():
-			t.Stop()
-
+		if !clock.Sleep(ctx, s.cfg.Clock, wait) {
 			return nil
-		case <-t.C():
 		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/internal/backoff"
+	"github.com/aegis-os/aegis/internal/clock"
 )
 
 // ErrRefused wraps a refusal no other endpoint would answer differently: the
@@ -132,13 +133,9 @@ func (c *Client) check(key crypto.Signer, caPEM, crtPEM []byte) (*Result, error)
 }
 
 func (c *Client) sleep(ctx context.Context, d time.Duration) error {
-	t := c.cfg.Clock.NewTimer(d)
-	defer t.Stop()
-
-	select {
-	case <-ctx.Done():
+	if !clock.Sleep(ctx, c.cfg.Clock, d) {
 		return ctx.Err()
-	case <-t.C():
-		return nil
 	}
+
+	return nil
 }

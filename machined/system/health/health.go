@@ -65,14 +65,8 @@ func Run(ctx context.Context, clk clock.Clock, settings Settings, check Check, o
 	wait := settings.InitialDelay
 
 	for {
-		t := clk.NewTimer(wait)
-
-		select {
-		case <-ctx.Done():
-			t.Stop()
-
+		if !clock.Sleep(ctx, clk, wait) {
 			return
-		case <-t.C():
 		}
 
 		wait = settings.Period

@@ -106,23 +106,10 @@ func (r *restart) Run(ctx context.Context, notify Notify) error {
 
 		notify(false, fmt.Sprintf("%s; restarting in %s", reason, delay))
 
-		if !r.wait(ctx, delay) {
+		if !clock.Sleep(ctx, r.cfg.Clock, delay) {
 			return nil
 		}
 
 		delay = min(2*delay, r.cfg.MaxBackoff)
-	}
-}
-
-// wait sleeps d on the clock; it reports false if ctx ended first.
-func (r *restart) wait(ctx context.Context, d time.Duration) bool {
-	t := r.cfg.Clock.NewTimer(d)
-	defer t.Stop()
-
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C():
-		return true
 	}
 }
