@@ -1,0 +1,99 @@
+package bench
+
+import "time"
+
+// Results are the figures of one run, typed by what was measured. A nil
+// part was not measured (it failed, or the run was stopped before it).
+// Sections and Goals turn them into the report.
+type Results struct {
+	Issuance []Issuance `json:"issuance,omitempty"`
+	Join     *JoinStorm `json:"join,omitempty"`
+	APID     *APIDCalls `json:"apid,omitempty"`
+	FanOut   []FanOut   `json:"fan_out,omitempty"`
+	Boot     *Boot      `json:"boot,omitempty"`
+	Memory   []Memory   `json:"memory,omitempty"`
+}
+
+// Issuance compares the ways to get a certificate signed by a CA of one key
+// type, each measured with calls made one after the other.
+type Issuance struct {
+	KeyType string `json:"key_type"`
+	// Bound is the in-process lower bound: CSR parse and signature check,
+	// then x509.CreateCertificate; no network, no policy.
+	Bound Summary `json:"bound"`
+	// Trustd and Cfssl are the servers, over one kept connection (One) and
+	// with a new TLS connection per request (New).
+	TrustdOne Summary `json:"trustd_one_connection"`
+	TrustdNew Summary `json:"trustd_new_connection"`
+	CfsslOne  Summary `json:"cfssl_one_connection"`
+	CfsslNew  Summary `json:"cfssl_new_connection"`
+}
+
+// JoinStorm is clients that each make a key and join at the same moment.
+type JoinStorm struct {
+	Clients int `json:"clients"`
+	// Totals holds, per storm, the time from the start until the last
+	// client held its certificate.
+	Totals []time.Duration `json:"totals_ns"`
+	// Latency is each client's time from the start to its certificate,
+	// over every storm.
+	Latency Summary `json:"latency"`
+	// Retries counts failed attempts the join clients retried.
+	Retries int `json:"retries"`
+}
+
+// Total is the median of the storms' totals.
+func (j *JoinStorm) Total() time.Duration { return Summarize(j.Totals).Median }
+
+// APIDCalls compares Version through apid with Version straight to
+// machined's socket, and measures new mTLS connections to apid.
+type APIDCalls struct {
+	Direct Summary `json:"direct"`
+	Via    Summary `json:"via_apid"`
+	// Workers is how many callers share the connection in the rate runs.
+	Workers    int     `json:"parallel_workers"`
+	DirectRate float64 `json:"direct_calls_per_s"`
+	ViaRate    float64 `json:"via_apid_calls_per_s"`
+	// Handshake is a new TLS 1.3 connection with a client certificate, up
+	// to apid's first HTTP/2 frame.
+	Handshake Summary `json:"handshake"`
+	// ConnRate is new connections per second, one after the other.
+	ConnRate float64 `json:"connections_per_s"`
+}
+
+// FanOut is Version with `nodes` naming Nodes nodes, through one apid.
+type FanOut struct {
+	Nodes   int     `json:"nodes"`
+	Latency Summary `json:"latency"`
+}
+
+// Boot is the time from machined's start to its "node ready", over
+// several boots of a fresh one-node cluster and of a worker joining it,
+// and the time to create the run's larger cluster.
+type Boot struct {
+	ControlPlane Summary `json:"control_plane"`
+	Worker       Summary `json:"worker"`
+	// ClusterNodes were started at once; ClusterUp is how long it took
+	// until all were up and every service healthy.
+	ClusterNodes int           `json:"cluster_nodes"`
+	ClusterUp    time.Duration `json:"cluster_up_ns"`
+}
+
+// Instances a Memory row names.
+const (
+	RoleControlPlane = "control plane"
+	RoleWorker       = "worker"
+)
+
+// Memory is what one process held, read from /proc/PID/status.
+type Memory struct {
+	Process string `json:"process"`
+	// Role says which instance: "control plane", "worker", or the
+	// stand-alone server a load ran against.
+	Role string `json:"role"`
+	// IdleRSS and IdleHWM are VmRSS and VmHWM before the loads; LoadHWM is
+	// VmHWM after them. Zero where not read. Bytes.
+	IdleRSS uint64 `json:"idle_rss_bytes"`
+	IdleHWM uint64 `json:"idle_hwm_bytes"`
+	LoadHWM uint64 `json:"load_hwm_bytes"`
+}
