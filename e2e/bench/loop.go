@@ -110,3 +110,16 @@ func parallel(ctx context.Context, workers, calls int, budget time.Duration, cal
 
 	return int(done.Load()), time.Since(start), firstErr
 }
+
+// sleep waits for d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -46,23 +46,23 @@ type Plan struct {
 // FullPlan is the run behind docs/benchmarks.md.
 var FullPlan = Plan{
 	Name: "full", Rounds: 10,
-	IssueCalls: 2000, IssueNewConnCalls: 1000,
-	BootReps: 5, ClusterWorkers: 19,
-	JoinClients: 200, JoinStorms: 3,
-	APIDCalls: 3000, APIDWorkers: 8, APIDParallelCalls: 20000, Handshakes: 1000,
-	FanOutNodes: []int{1, 5, 20}, FanOutCalls: 300,
+	IssueCalls: 5000, IssueNewConnCalls: 2000,
+	BootReps: 10, ClusterWorkers: 19,
+	JoinClients: 200, JoinStorms: 5,
+	APIDCalls: 5000, APIDWorkers: 8, APIDParallelCalls: 50000, Handshakes: 2000,
+	FanOutNodes: []int{1, 5, 20}, FanOutCalls: 500,
 	Budget: time.Minute, Settle: 3 * time.Second,
 }
 
 // QuickPlan keeps every case and node count with fewer repetitions; the
-// whole run takes about a minute.
+// whole run takes well under a minute on two cores.
 var QuickPlan = Plan{
-	Name: "quick", Rounds: 3,
-	IssueCalls: 300, IssueNewConnCalls: 150,
-	BootReps: 2, ClusterWorkers: 19,
-	JoinClients: 200, JoinStorms: 1,
-	APIDCalls: 400, APIDWorkers: 8, APIDParallelCalls: 3000, Handshakes: 200,
-	FanOutNodes: []int{1, 5, 20}, FanOutCalls: 40,
+	Name: "quick", Rounds: 5,
+	IssueCalls: 1000, IssueNewConnCalls: 400,
+	BootReps: 3, ClusterWorkers: 19,
+	JoinClients: 200, JoinStorms: 2,
+	APIDCalls: 1000, APIDWorkers: 8, APIDParallelCalls: 5000, Handshakes: 400,
+	FanOutNodes: []int{1, 5, 20}, FanOutCalls: 150,
 	Budget: 10 * time.Second, Settle: time.Second,
 }
 
