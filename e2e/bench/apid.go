@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -39,12 +40,16 @@ func (r *run) apidLoads(ctx context.Context, e *clusterEnv) error {
 	p := r.plan
 	r.logf("apid: %d Version calls per case, then %d with %d callers", p.APIDCalls, p.APIDParallelCalls, p.APIDWorkers)
 
-	lat, err := compare(ctx, p.Rounds, p.Budget, variant{"direct", p.APIDCalls, direct}, variant{"through apid", p.APIDCalls, via})
+	self, machined, apid := os.Getpid(), e.cpProcs["machined"], e.cpProcs["apid"]
+
+	lat, err := compare(ctx, p.Rounds, p.Budget,
+		variant{"direct", p.APIDCalls, direct, [][]int{{machined, self}}},
+		variant{"through apid", p.APIDCalls, via, [][]int{{apid, machined, self}}})
 	if err != nil {
 		return err
 	}
 
-	a := &APIDCalls{Direct: Summarize(lat[0]), Via: Summarize(lat[1]), Workers: p.APIDWorkers}
+	a := &APIDCalls{Direct: lat[0].Case(), Via: lat[1].Case(), Workers: p.APIDWorkers}
 
 	if a.DirectRate, a.ViaRate, err = r.parallelRates(ctx, direct, via); err != nil {
 		return err
@@ -109,10 +114,10 @@ func (r *run) parallelRates(ctx context.Context, direct, via func(context.Contex
 // handshakes times new TLS connections to the control plane's apid with
 // the admin client certificate, each up to apid's first HTTP/2 frame,
 // which it sends only once it has accepted the client.
-func (r *run) handshakes(ctx context.Context, e *clusterEnv) (Summary, error) {
+func (r *run) handshakes(ctx context.Context, e *clusterEnv) (Case, error) {
 	cfg, err := clientTLS(e)
 	if err != nil {
-		return Summary{}, err
+		return Case{}, err
 	}
 
 	addr := net.JoinHostPort(e.cp.Address, strconv.Itoa(certs.APIDPort))
@@ -120,12 +125,12 @@ func (r *run) handshakes(ctx context.Context, e *clusterEnv) (Summary, error) {
 
 	lat, err := compare(ctx, 1, r.plan.Budget, variant{"handshake", r.plan.Handshakes, func(ctx context.Context) error {
 		return handshake(ctx, addr, cfg)
-	}})
+	}, [][]int{{e.cpProcs["apid"], os.Getpid()}}})
 	if err != nil {
-		return Summary{}, err
+		return Case{}, err
 	}
 
-	return Summarize(lat[0]), nil
+	return lat[0].Case(), nil
 }
 
 // clientTLS is the cluster's admin credentials as a TLS client config.

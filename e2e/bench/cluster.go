@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/siderolabs/talos/pkg/machinery/client"
@@ -18,6 +19,10 @@ type clusterEnv struct {
 	// cli is a Talos client with the cluster's admin credentials, talking
 	// to the control plane's apid.
 	cli *client.Client
+	// cpProcs are the control plane's processes by name; allProcs are
+	// every node's, and the harness's own.
+	cpProcs  map[string]int
+	allProcs []int
 }
 
 // clusterLoads starts the run's cluster (one control plane and
@@ -37,13 +42,11 @@ func (r *run) clusterLoads(ctx context.Context) (err error) {
 		return err
 	}
 
-	cli, err := c.Client(ctx)
+	e, err := newClusterEnv(ctx, c)
 	if err != nil {
 		return err
 	}
-	defer cli.Close() //nolint:errcheck // a client; the cluster's stop is what counts
-
-	e := &clusterEnv{c: c, cp: c.ControlPlanes()[0], cli: cli}
+	defer e.cli.Close() //nolint:errcheck // a client; the cluster's stop is what counts
 
 	watched, err := watchNodes(c)
 	if err != nil {
@@ -82,6 +85,33 @@ func (r *run) loads(ctx context.Context, e *clusterEnv) error {
 	return errors.Join(errs...)
 }
 
+// newClusterEnv connects to the cluster and finds its processes.
+func newClusterEnv(ctx context.Context, c *localcluster.Cluster) (*clusterEnv, error) {
+	cli, err := c.Client(ctx)
+	if err != nil {
+		return nil, err
+	}
+
+	e := &clusterEnv{c: c, cp: c.ControlPlanes()[0], cli: cli, allProcs: []int{os.Getpid()}}
+
+	for _, n := range c.Nodes {
+		procs, err := nodeProcesses(n)
+		if err != nil {
+			return nil, errors.Join(err, cli.Close())
+		}
+
+		if n.PID == e.cp.PID {
+			e.cpProcs = procs
+		}
+
+		for _, pid := range procs {
+			e.allProcs = append(e.allProcs, pid)
+		}
+	}
+
+	return e, nil
+}
+
 // recordClusterUp records how long the cluster took from its first
 // machined's start until Create saw every service up.
 func (r *run) recordClusterUp(c *localcluster.Cluster) error {
@@ -115,6 +145,25 @@ type watchedProcess struct {
 
 type watchedProcesses []watchedProcess
 
+// nodeProcesses returns a node's machined and the services it runs (apid,
+// and trustd on a control plane), by name.
+func nodeProcesses(n localcluster.Node) (map[string]int, error) {
+	children, err := childrenOf(n.PID)
+	if err != nil {
+		return nil, err
+	}
+
+	procs := map[string]int{"machined": n.PID}
+
+	for _, name := range []string{"apid", "trustd"} {
+		if pid, ok := children[name]; ok {
+			procs[name] = pid
+		}
+	}
+
+	return procs, nil
+}
+
 // watchNodes finds machined, apid and trustd of the control plane and
 // machined and apid of the first worker.
 func watchNodes(c *localcluster.Cluster) (watchedProcesses, error) {
@@ -126,15 +175,13 @@ func watchNodes(c *localcluster.Cluster) (watchedProcesses, error) {
 			role = RoleControlPlane
 		}
 
-		children, err := childrenOf(n.PID)
+		procs, err := nodeProcesses(n)
 		if err != nil {
 			return nil, err
 		}
 
-		out = append(out, watchedProcess{"machined", role, n.PID})
-
-		for _, name := range []string{"apid", "trustd"} {
-			if pid, ok := children[name]; ok {
+		for _, name := range []string{"machined", "apid", "trustd"} {
+			if pid, ok := procs[name]; ok {
 				out = append(out, watchedProcess{name, role, pid})
 			}
 		}

@@ -22,7 +22,8 @@ func (r *run) fanOut(ctx context.Context, e *clusterEnv) error {
 			return fmt.Errorf("bench: fan-out to %d nodes in a cluster of %d", n, len(addrs))
 		}
 
-		vs = append(vs, variant{fmt.Sprintf("nodes=%d", n), p.FanOutCalls, fanOutCall(e.cli, addrs[:n])})
+		vs = append(vs, variant{fmt.Sprintf("nodes=%d", n), p.FanOutCalls, fanOutCall(e.cli, addrs[:n]),
+			[][]int{e.allProcs, {e.cpProcs["apid"]}}})
 	}
 
 	r.logf("fan-out: %d calls per node count %v", p.FanOutCalls, p.FanOutNodes)
@@ -33,7 +34,7 @@ func (r *run) fanOut(ctx context.Context, e *clusterEnv) error {
 	}
 
 	for i, n := range p.FanOutNodes {
-		r.res.FanOut = append(r.res.FanOut, FanOut{Nodes: n, Latency: Summarize(lat[i])})
+		r.res.FanOut = append(r.res.FanOut, FanOut{Nodes: n, Latency: lat[i].Case(), EntryCPU: lat[i].perCall(1)})
 	}
 
 	return nil

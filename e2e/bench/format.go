@@ -65,7 +65,7 @@ func formatRelatives(rs []Relative) string {
 type grid [][]string
 
 func (s Section) grid() grid {
-	g := grid{{"case", "n", "median", "p99", "total", "rate", "relative", "note"}}
+	g := grid{{"case", "n", "median", "p99", "total", "rate", "CPU/call", "relative", "note"}}
 
 	for _, r := range s.Rows {
 		n, median, p99 := "", "", ""
@@ -78,7 +78,12 @@ func (s Section) grid() grid {
 			total = formatDuration(r.Total)
 		}
 
-		g = append(g, []string{r.Name, n, median, p99, total, formatRate(r.Rate), formatRelatives(r.Ratios), r.Note})
+		cpu := ""
+		if r.CPU > 0 {
+			cpu = formatDuration(r.CPU)
+		}
+
+		g = append(g, []string{r.Name, n, median, p99, total, formatRate(r.Rate), cpu, formatRelatives(r.Ratios), r.Note})
 	}
 
 	return g

@@ -68,13 +68,14 @@ func (r *run) issueKeyType(ctx context.Context, kt ca.KeyType, trustdIP, cfsslIP
 
 	r.logf("issuance, %s: %d calls per case (%d with a new connection per call)", kt, r.plan.IssueCalls, r.plan.IssueNewConnCalls)
 
-	p := r.plan
+	p, self := r.plan, os.Getpid()
+	trustdProcs, cfsslProcs := []int{td.proc.PID(), self}, []int{cf.proc.PID(), self}
 	lat, err := compare(ctx, p.Rounds, p.Budget,
-		variant{"in-process bound", p.IssueCalls, boundCall(s.ca, s.csrPEM)},
-		variant{"trustd one connection", p.IssueCalls, td.callOne},
-		variant{"trustd new connection", p.IssueNewConnCalls, td.callNew},
-		variant{"cfssl one connection", p.IssueCalls, cf.callOne},
-		variant{"cfssl new connection", p.IssueNewConnCalls, cf.callNew},
+		variant{"in-process bound", p.IssueCalls, boundCall(s.ca, s.csrPEM), [][]int{{self}}},
+		variant{"trustd one connection", p.IssueCalls, td.callOne, [][]int{trustdProcs}},
+		variant{"trustd new connection", p.IssueNewConnCalls, td.callNew, [][]int{trustdProcs}},
+		variant{"cfssl one connection", p.IssueCalls, cf.callOne, [][]int{cfsslProcs}},
+		variant{"cfssl new connection", p.IssueNewConnCalls, cf.callNew, [][]int{cfsslProcs}},
 	)
 	if err != nil {
 		return Issuance{}, err
@@ -83,9 +84,9 @@ func (r *run) issueKeyType(ctx context.Context, kt ca.KeyType, trustdIP, cfsslIP
 	r.res.Memory = append(r.res.Memory, watched.memory(idle, watched.read())...)
 
 	return Issuance{
-		KeyType: string(kt), Bound: Summarize(lat[0]),
-		TrustdOne: Summarize(lat[1]), TrustdNew: Summarize(lat[2]),
-		CfsslOne: Summarize(lat[3]), CfsslNew: Summarize(lat[4]),
+		KeyType: string(kt), Bound: lat[0].Case(),
+		TrustdOne: lat[1].Case(), TrustdNew: lat[2].Case(),
+		CfsslOne: lat[3].Case(), CfsslNew: lat[4].Case(),
 	}, nil
 }
 

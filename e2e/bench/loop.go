@@ -8,11 +8,36 @@ import (
 	"time"
 )
 
-// variant is one case of a comparison: calls calls of call, timed one by one.
+// variant is one case of a comparison: calls calls of call, timed one by
+// one.
 type variant struct {
 	name  string
 	calls int
 	call  func(context.Context) error
+	// meters are sets of processes whose CPU time the calls are charged
+	// with, each measured on its own: the first is the Case's CPU.
+	meters [][]int
+}
+
+// sample is what compare measured of one variant.
+type sample struct {
+	lat []time.Duration
+	// cpu is the CPU time of each meter's processes over the timed calls.
+	cpu []time.Duration
+}
+
+// Case summarizes the sample, with the first meter's CPU time per call.
+func (s sample) Case() Case {
+	return Case{Summary: Summarize(s.lat), CPU: s.perCall(0)}
+}
+
+// perCall is meter i's CPU time per call; zero if not measured.
+func (s sample) perCall(i int) time.Duration {
+	if i >= len(s.cpu) || len(s.lat) == 0 {
+		return 0
+	}
+
+	return s.cpu[i] / time.Duration(len(s.lat))
 }
 
 // compare times the variants' calls one after the other, interleaved in
@@ -20,8 +45,8 @@ type variant struct {
 // variant stops early once its calls have taken budget in all. Each variant
 // makes one untimed call first, to warm connections and caches. The first
 // failing call ends the comparison.
-func compare(ctx context.Context, rounds int, budget time.Duration, vs ...variant) ([][]time.Duration, error) {
-	out := make([][]time.Duration, len(vs))
+func compare(ctx context.Context, rounds int, budget time.Duration, vs ...variant) ([]sample, error) {
+	out := make([]sample, len(vs))
 	spent := make([]time.Duration, len(vs))
 
 	for i, v := range vs {
@@ -29,28 +54,63 @@ func compare(ctx context.Context, rounds int, budget time.Duration, vs ...varian
 			return nil, fmt.Errorf("%s: warm-up: %w", v.name, err)
 		}
 
-		out[i] = make([]time.Duration, 0, v.calls)
+		out[i] = sample{lat: make([]time.Duration, 0, v.calls), cpu: make([]time.Duration, len(v.meters))}
 	}
 
 	for round := range rounds {
 		for i, v := range vs {
 			share := v.calls*(round+1)/rounds - v.calls*round/rounds
+			if share == 0 || spent[i] >= budget {
+				continue
+			}
 
-			for range share {
-				if spent[i] >= budget {
-					break
-				}
+			before := readMeters(v.meters)
+			n := len(out[i].lat)
 
-				if err := timedCall(ctx, v.call, &out[i]); err != nil {
-					return nil, fmt.Errorf("%s: %w", v.name, err)
-				}
+			if err := timedCalls(ctx, v.call, share, budget-spent[i], &out[i].lat); err != nil {
+				return nil, fmt.Errorf("%s: %w", v.name, err)
+			}
 
-				spent[i] += out[i][len(out[i])-1]
+			for m, after := range readMeters(v.meters) {
+				out[i].cpu[m] += after - before[m]
+			}
+
+			for _, d := range out[i].lat[n:] {
+				spent[i] += d
 			}
 		}
 	}
 
 	return out, nil
+}
+
+// readMeters reads the CPU time of each meter's processes.
+func readMeters(meters [][]int) []time.Duration {
+	out := make([]time.Duration, len(meters))
+	for i, pids := range meters {
+		out[i] = cpuTime(pids)
+	}
+
+	return out
+}
+
+// timedCalls makes up to n calls, until they have taken budget.
+func timedCalls(ctx context.Context, call func(context.Context) error, n int, budget time.Duration, into *[]time.Duration) error {
+	var spent time.Duration
+
+	for range n {
+		if spent >= budget {
+			return nil
+		}
+
+		if err := timedCall(ctx, call, into); err != nil {
+			return err
+		}
+
+		spent += (*into)[len(*into)-1]
+	}
+
+	return nil
 }
 
 // timedCall makes one call under callTimeout and appends its latency to

@@ -152,6 +152,47 @@ func processStart(pid int) (time.Time, error) {
 	return startedAt(st.Start, up, now), nil
 }
 
+// parseSchedstat reads how long a task has run on a CPU: the first field of
+// /proc/PID/task/TID/schedstat, in nanoseconds.
+func parseSchedstat(data []byte) (time.Duration, error) {
+	f := strings.Fields(string(data))
+	if len(f) == 0 {
+		return 0, errors.New("bench: empty schedstat")
+	}
+
+	ns, err := strconv.ParseInt(f[0], 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("bench: malformed schedstat: %w", err)
+	}
+
+	return time.Duration(ns), nil
+}
+
+// cpuTime is the CPU time the threads of the processes have run so far,
+// to the nanosecond (the tick-based counters of /proc/PID/stat are good to
+// 10 ms only). A process or thread gone meanwhile counts as nothing.
+func cpuTime(pids []int) time.Duration {
+	var total time.Duration
+
+	for _, pid := range pids {
+		dir := filepath.Join("/proc", strconv.Itoa(pid), "task")
+
+		tasks, err := os.ReadDir(dir)
+		if err != nil {
+			continue
+		}
+
+		for _, t := range tasks {
+			if data, err := os.ReadFile(filepath.Join(dir, t.Name(), "schedstat")); err == nil {
+				ran, _ := parseSchedstat(data) //nolint:errcheck // a malformed line counts as nothing
+				total += ran
+			}
+		}
+	}
+
+	return total
+}
+
 // childrenOf returns the live children of ppid by command name.
 func childrenOf(ppid int) (map[string]int, error) {
 	entries, err := os.ReadDir("/proc")

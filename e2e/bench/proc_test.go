@@ -93,3 +93,13 @@ func TestParseBootLog(t *testing.T) {
 		t.Fatalf("parseBootLog of a failure = %+v", failed)
 	}
 }
+
+func TestParseSchedstat(t *testing.T) {
+	if d, err := parseSchedstat([]byte("194454841 65594900 663\n")); err != nil || d != 194454841 {
+		t.Fatalf("parseSchedstat = %v, %v", d, err)
+	}
+
+	if _, err := parseSchedstat([]byte("")); err == nil {
+		t.Fatal("empty schedstat accepted")
+	}
+}

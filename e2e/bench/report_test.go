@@ -20,26 +20,31 @@ func us(n, median, p99, mean int) Summary {
 	return Summary{N: n, Median: d(median), P99: d(p99), Mean: d(mean), Min: d(median / 2), Max: d(p99 * 2)}
 }
 
+// cs is a Case of us's figures and a CPU time per call in microseconds.
+func cs(n, median, p99, mean, cpu int) Case {
+	return Case{Summary: us(n, median, p99, mean), CPU: time.Duration(cpu) * time.Microsecond}
+}
+
 // fixture is a run's results with round figures, some goals met, some not.
 func fixture() Results {
 	return Results{
 		Issuance: []Issuance{{
-			KeyType: "ed25519", Bound: us(2000, 125, 300, 125),
-			TrustdOne: us(2000, 200, 800, 250), TrustdNew: us(1000, 1500, 6000, 2000),
-			CfsslOne: us(2000, 500, 1500, 1000), CfsslNew: us(1000, 2000, 5000, 2500),
+			KeyType: "ed25519", Bound: cs(2000, 125, 300, 125, 125),
+			TrustdOne: cs(2000, 200, 800, 250, 400), TrustdNew: cs(1000, 1500, 6000, 2000, 2100),
+			CfsslOne: cs(2000, 500, 1500, 1000, 600), CfsslNew: cs(1000, 2000, 5000, 2500, 2000),
 		}},
 		Join: &JoinStorm{
 			Clients: 200, Totals: []time.Duration{3 * time.Second, 2 * time.Second, 4 * time.Second},
 			Latency: us(600, 1_000_000, 2_900_000, 1_100_000), Retries: 2,
 		},
 		APID: &APIDCalls{
-			Direct: us(3000, 200, 700, 250), Via: us(3000, 500, 1500, 600),
-			Workers: 8, DirectRate: 16000, ViaRate: 5000, Handshake: us(1000, 1000, 2500, 1250), ConnRate: 800,
+			Direct: cs(3000, 200, 700, 250, 180), Via: cs(3000, 500, 1500, 600, 550),
+			Workers: 8, DirectRate: 16000, ViaRate: 5000, Handshake: cs(1000, 1000, 2500, 1250, 1100), ConnRate: 800,
 		},
 		FanOut: []FanOut{
-			{Nodes: 1, Latency: us(300, 700, 900, 750)},
-			{Nodes: 5, Latency: us(300, 1400, 3000, 1500)},
-			{Nodes: 20, Latency: us(300, 2800, 9000, 3000)},
+			{Nodes: 1, Latency: cs(300, 700, 900, 750, 700), EntryCPU: 300 * time.Microsecond},
+			{Nodes: 5, Latency: cs(300, 1400, 3000, 1500, 2800), EntryCPU: 800 * time.Microsecond},
+			{Nodes: 20, Latency: cs(300, 2800, 9000, 3000, 11000)},
 		},
 		Boot: &Boot{
 			ControlPlane: Summary{N: 5, Median: 120 * time.Millisecond, P99: 150 * time.Millisecond},

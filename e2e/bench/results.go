@@ -14,19 +14,27 @@ type Results struct {
 	Memory   []Memory   `json:"memory,omitempty"`
 }
 
+// Case is one measured case of a comparison: the latencies of its calls,
+// and the CPU time one call cost, summed over every process involved (the
+// harness's own client included). CPU is zero where not measured.
+type Case struct {
+	Summary
+	CPU time.Duration `json:"cpu_per_call_ns,omitempty"`
+}
+
 // Issuance compares the ways to get a certificate signed by a CA of one key
 // type, each measured with calls made one after the other.
 type Issuance struct {
 	KeyType string `json:"key_type"`
 	// Bound is the in-process lower bound: CSR parse and signature check,
 	// then x509.CreateCertificate; no network, no policy.
-	Bound Summary `json:"bound"`
+	Bound Case `json:"bound"`
 	// Trustd and Cfssl are the servers, over one kept connection (One) and
 	// with a new TLS connection per request (New).
-	TrustdOne Summary `json:"trustd_one_connection"`
-	TrustdNew Summary `json:"trustd_new_connection"`
-	CfsslOne  Summary `json:"cfssl_one_connection"`
-	CfsslNew  Summary `json:"cfssl_new_connection"`
+	TrustdOne Case `json:"trustd_one_connection"`
+	TrustdNew Case `json:"trustd_new_connection"`
+	CfsslOne  Case `json:"cfssl_one_connection"`
+	CfsslNew  Case `json:"cfssl_new_connection"`
 }
 
 // JoinStorm is clients that each make a key and join at the same moment.
@@ -48,23 +56,27 @@ func (j *JoinStorm) Total() time.Duration { return Summarize(j.Totals).Median }
 // APIDCalls compares Version through apid with Version straight to
 // machined's socket, and measures new mTLS connections to apid.
 type APIDCalls struct {
-	Direct Summary `json:"direct"`
-	Via    Summary `json:"via_apid"`
+	Direct Case `json:"direct"`
+	Via    Case `json:"via_apid"`
 	// Workers is how many callers share the connection in the rate runs.
 	Workers    int     `json:"parallel_workers"`
 	DirectRate float64 `json:"direct_calls_per_s"`
 	ViaRate    float64 `json:"via_apid_calls_per_s"`
 	// Handshake is a new TLS 1.3 connection with a client certificate, up
 	// to apid's first HTTP/2 frame.
-	Handshake Summary `json:"handshake"`
+	Handshake Case `json:"handshake"`
 	// ConnRate is new connections per second, one after the other.
 	ConnRate float64 `json:"connections_per_s"`
 }
 
 // FanOut is Version with `nodes` naming Nodes nodes, through one apid.
 type FanOut struct {
-	Nodes   int     `json:"nodes"`
-	Latency Summary `json:"latency"`
+	Nodes   int  `json:"nodes"`
+	Latency Case `json:"latency"`
+	// EntryCPU is the CPU time of the apid the call enters by: the part
+	// of the work that stays on one machine when the nodes are machines of
+	// their own.
+	EntryCPU time.Duration `json:"entry_apid_cpu_per_call_ns,omitempty"`
 }
 
 // Boot is the time from machined's start to its "node ready", over

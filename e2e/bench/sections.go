@@ -30,15 +30,15 @@ func (r Results) Sections() []Section {
 	return out
 }
 
-func latencyRow(name string, s Summary, ratios ...Relative) Row {
-	return Row{Name: name, Latency: &s, Rate: s.PerSecond(), Ratios: ratios}
+func latencyRow(name string, c Case, ratios ...Relative) Row {
+	return Row{Name: name, Latency: &c.Summary, Rate: c.PerSecond(), CPU: c.CPU, Ratios: ratios}
 }
 
-func rateOf(to string, a, b Summary) Relative {
+func rateOf(to string, a, b Case) Relative {
 	return Relative{To: to, Of: OfRate, Value: Ratio(a.PerSecond(), b.PerSecond())}
 }
 
-func medianOf(to string, a, b Summary) Relative {
+func medianOf(to string, a, b Case) Relative {
 	return Relative{To: to, Of: OfMedian, Value: Ratio(float64(a.Median), float64(b.Median))}
 }
 
@@ -46,7 +46,8 @@ func (r Results) issuanceSection() Section {
 	s := Section{
 		Title: "trustd issuance",
 		How: "Certificate calls one after the other from one client, same CSR and key type for all; " +
-			"rate = 1 / mean latency; cfssl is compared in the same connection mode",
+			"rate = 1 / mean latency; CPU/call is the server's and the client's CPU time; " +
+			"cfssl is compared in the same connection mode",
 	}
 
 	for _, is := range r.Issuance {
@@ -90,7 +91,8 @@ func (r Results) apidSection() Section {
 	return Section{
 		Title: "apid",
 		How: "Version on the control plane: straight to machined's Unix socket with talos-role os:admin, " +
-			"or through apid over mTLS; latency from calls one after the other, rates from parallel callers",
+			"or through apid over mTLS; latency from calls one after the other, rates from parallel callers; " +
+			"CPU/call is the client's, apid's and machined's CPU time",
 		Rows: []Row{
 			latencyRow("Version straight to machined's socket", a.Direct),
 			latencyRow("Version through apid", a.Via, medianOf("direct", a.Via, a.Direct)),
@@ -105,12 +107,18 @@ func (r Results) apidSection() Section {
 func (r Results) fanOutSection() Section {
 	s := Section{
 		Title: "fan-out",
-		How:   "Version with nodes=N through the control plane's apid, calls one after the other; ratio to nodes=1",
+		How: "Version with nodes=N through the control plane's apid, calls one after the other; ratio to nodes=1; " +
+			"CPU/call is the CPU time of every node's processes and the client's: on one machine, " +
+			"no call can take less than CPU/call divided by the cores",
 	}
 
 	one := r.FanOut[0]
 	for _, f := range r.FanOut {
 		row := latencyRow(fmt.Sprintf("nodes=%d", f.Nodes), f.Latency)
+		if f.EntryCPU > 0 {
+			row.Note = "entry apid's own CPU/call " + formatDuration(f.EntryCPU)
+		}
+
 		if f.Nodes != one.Nodes {
 			row.Ratios = []Relative{medianOf(fmt.Sprintf("nodes=%d", one.Nodes), f.Latency, one.Latency)}
 		}

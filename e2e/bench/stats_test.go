@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"os"
 	"slices"
 	"testing"
 	"time"
@@ -101,7 +102,7 @@ func TestCompareInterleavesAndBounds(t *testing.T) {
 	}
 
 	lat, err := compare(context.Background(), 2, time.Minute,
-		variant{"a", 4, call("a")}, variant{"b", 2, call("b")})
+		variant{"a", 4, call("a"), nil}, variant{"b", 2, call("b"), nil})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,13 +113,13 @@ func TestCompareInterleavesAndBounds(t *testing.T) {
 		t.Fatalf("call order %v, want %v", order, want)
 	}
 
-	if len(lat[0]) != 4 || len(lat[1]) != 2 {
-		t.Fatalf("samples %d and %d, want 4 and 2", len(lat[0]), len(lat[1]))
+	if len(lat[0].lat) != 4 || len(lat[1].lat) != 2 {
+		t.Fatalf("samples %d and %d, want 4 and 2", len(lat[0].lat), len(lat[1].lat))
 	}
 
 	slow := func(context.Context) error { time.Sleep(2 * time.Millisecond); return nil }
-	if lat, err = compare(context.Background(), 1, time.Millisecond, variant{"slow", 100, slow}); err != nil || len(lat[0]) != 1 {
-		t.Fatalf("over budget: %d samples, %v; want 1 sample", len(lat[0]), err)
+	if lat, err = compare(context.Background(), 1, time.Millisecond, variant{"slow", 100, slow, nil}); err != nil || len(lat[0].lat) != 1 {
+		t.Fatalf("over budget: %v, %v; want 1 sample", lat, err)
 	}
 }
 
@@ -133,7 +134,7 @@ func TestCompareStopsOnFailure(t *testing.T) {
 		}
 
 		return nil
-	}})
+	}, nil})
 	if !errors.Is(err, boom) || calls != 3 {
 		t.Fatalf("err = %v after %d calls, want boom after 3", err, calls)
 	}
@@ -143,5 +144,24 @@ func TestParallelCountsCalls(t *testing.T) {
 	n, elapsed, err := parallel(context.Background(), 4, 100, time.Minute, func(context.Context) error { return nil })
 	if err != nil || n != 100 || elapsed <= 0 {
 		t.Fatalf("parallel = %d calls in %v, %v; want 100", n, elapsed, err)
+	}
+}
+
+func TestCompareChargesCPU(t *testing.T) {
+	busy := func(context.Context) error {
+		for start := time.Now(); time.Since(start) < time.Millisecond; {
+		}
+
+		return nil
+	}
+
+	lat, err := compare(context.Background(), 2, time.Minute, variant{"busy", 10, busy, [][]int{{os.Getpid()}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// A millisecond of spinning per call, give or take the machine's load.
+	if c := lat[0].Case(); c.CPU < 500*time.Microsecond || c.CPU > 50*time.Millisecond {
+		t.Fatalf("CPU per call %v, want about 1ms", c.CPU)
 	}
 }
