@@ -73,7 +73,9 @@ func (r *run) loads(ctx context.Context, e *clusterEnv) error {
 		fn   func(context.Context, *clusterEnv) error
 	}{{"apid", r.apidLoads}, {"fan-out", r.fanOut}, {"join storm", r.joinStorms}} {
 		if ctx.Err() != nil {
-			return errors.Join(append(errs, ctx.Err())...)
+			errs = append(errs, fmt.Errorf("%s: not run: %w", s.name, context.Cause(ctx)))
+
+			continue
 		}
 
 		if err := s.fn(ctx, e); err != nil {

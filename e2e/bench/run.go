@@ -90,7 +90,9 @@ func (r *run) stages(ctx context.Context) []string {
 		{"cluster loads", r.clusterLoads},
 	} {
 		if ctx.Err() != nil {
-			return append(failures, s.name+": not run: "+context.Cause(ctx).Error())
+			failures = append(failures, s.name+": not run: "+context.Cause(ctx).Error())
+
+			continue
 		}
 
 		if err := s.fn(ctx); err != nil {
