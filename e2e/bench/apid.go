@@ -43,8 +43,8 @@ func (r *run) apidLoads(ctx context.Context, e *clusterEnv) error {
 	self, machined, apid := os.Getpid(), e.cpProcs["machined"], e.cpProcs["apid"]
 
 	lat, err := compare(ctx, p.Rounds, p.Budget,
-		variant{"direct", p.APIDCalls, direct, [][]int{{machined, self}}},
-		variant{"through apid", p.APIDCalls, via, [][]int{{apid, machined, self}}})
+		variant{"direct", p.APIDCalls, direct, [][]int{{machined, self}, {machined}}},
+		variant{"through apid", p.APIDCalls, via, [][]int{{apid, machined, self}, {apid}}})
 	if err != nil {
 		return err
 	}
@@ -125,7 +125,7 @@ func (r *run) handshakes(ctx context.Context, e *clusterEnv) (Case, error) {
 
 	lat, err := compare(ctx, 1, r.plan.Budget, variant{"handshake", r.plan.Handshakes, func(ctx context.Context) error {
 		return handshake(ctx, addr, cfg)
-	}, [][]int{{e.cpProcs["apid"], os.Getpid()}}})
+	}, [][]int{{e.cpProcs["apid"], os.Getpid()}, {e.cpProcs["apid"]}}})
 	if err != nil {
 		return Case{}, err
 	}

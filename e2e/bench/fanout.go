@@ -34,7 +34,7 @@ func (r *run) fanOut(ctx context.Context, e *clusterEnv) error {
 	}
 
 	for i, n := range p.FanOutNodes {
-		r.res.FanOut = append(r.res.FanOut, FanOut{Nodes: n, Latency: lat[i].Case(), EntryCPU: lat[i].perCall(1)})
+		r.res.FanOut = append(r.res.FanOut, FanOut{Nodes: n, Latency: lat[i].Case()})
 	}
 
 	return nil

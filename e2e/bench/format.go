@@ -24,6 +24,15 @@ func formatDuration(d time.Duration) string {
 	}
 }
 
+// formatCPU prints a CPU time per call; nothing where not measured.
+func formatCPU(d time.Duration) string {
+	if d <= 0 {
+		return ""
+	}
+
+	return formatDuration(d)
+}
+
 // formatRate prints events per second.
 func formatRate(r float64) string {
 	switch {
@@ -65,7 +74,7 @@ func formatRelatives(rs []Relative) string {
 type grid [][]string
 
 func (s Section) grid() grid {
-	g := grid{{"case", "n", "median", "p99", "total", "rate", "CPU/call", "relative", "note"}}
+	g := grid{{"case", "n", "median", "p99", "total", "rate", "CPU/call", "server CPU/call", "relative", "note"}}
 
 	for _, r := range s.Rows {
 		n, median, p99 := "", "", ""
@@ -78,12 +87,10 @@ func (s Section) grid() grid {
 			total = formatDuration(r.Total)
 		}
 
-		cpu := ""
-		if r.CPU > 0 {
-			cpu = formatDuration(r.CPU)
-		}
-
-		g = append(g, []string{r.Name, n, median, p99, total, formatRate(r.Rate), cpu, formatRelatives(r.Ratios), r.Note})
+		g = append(g, []string{
+			r.Name, n, median, p99, total, formatRate(r.Rate),
+			formatCPU(r.CPU), formatCPU(r.ServerCPU), formatRelatives(r.Ratios), r.Note,
+		})
 	}
 
 	return g

@@ -69,13 +69,14 @@ func (r *run) issueKeyType(ctx context.Context, kt ca.KeyType, trustdIP, cfsslIP
 	r.logf("issuance, %s: %d calls per case (%d with a new connection per call)", kt, r.plan.IssueCalls, r.plan.IssueNewConnCalls)
 
 	p, self := r.plan, os.Getpid()
-	trustdProcs, cfsslProcs := []int{td.proc.PID(), self}, []int{cf.proc.PID(), self}
+	trustdMeters := [][]int{{td.proc.PID(), self}, {td.proc.PID()}}
+	cfsslMeters := [][]int{{cf.proc.PID(), self}, {cf.proc.PID()}}
 	lat, err := compare(ctx, p.Rounds, p.Budget,
 		variant{"in-process bound", p.IssueCalls, boundCall(s.ca, s.csrPEM), [][]int{{self}}},
-		variant{"trustd one connection", p.IssueCalls, td.callOne, [][]int{trustdProcs}},
-		variant{"trustd new connection", p.IssueNewConnCalls, td.callNew, [][]int{trustdProcs}},
-		variant{"cfssl one connection", p.IssueCalls, cf.callOne, [][]int{cfsslProcs}},
-		variant{"cfssl new connection", p.IssueNewConnCalls, cf.callNew, [][]int{cfsslProcs}},
+		variant{"trustd one connection", p.IssueCalls, td.callOne, trustdMeters},
+		variant{"trustd new connection", p.IssueNewConnCalls, td.callNew, trustdMeters},
+		variant{"cfssl one connection", p.IssueCalls, cf.callOne, cfsslMeters},
+		variant{"cfssl new connection", p.IssueNewConnCalls, cf.callNew, cfsslMeters},
 	)
 	if err != nil {
 		return Issuance{}, err

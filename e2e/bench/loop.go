@@ -15,7 +15,8 @@ type variant struct {
 	calls int
 	call  func(context.Context) error
 	// meters are sets of processes whose CPU time the calls are charged
-	// with, each measured on its own: the first is the Case's CPU.
+	// with, each measured on its own: the Case's CPU (every process
+	// involved), then its ServerCPU (the server alone).
 	meters [][]int
 }
 
@@ -26,9 +27,9 @@ type sample struct {
 	cpu []time.Duration
 }
 
-// Case summarizes the sample, with the first meter's CPU time per call.
+// Case summarizes the sample, with the meters' CPU times per call.
 func (s sample) Case() Case {
-	return Case{Summary: Summarize(s.lat), CPU: s.perCall(0)}
+	return Case{Summary: Summarize(s.lat), CPU: s.perCall(0), ServerCPU: s.perCall(1)}
 }
 
 // perCall is meter i's CPU time per call; zero if not measured.

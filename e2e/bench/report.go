@@ -40,8 +40,10 @@ type Row struct {
 	Latency *Summary `json:"latency,omitempty"`
 	// Rate is events per second.
 	Rate float64 `json:"rate_per_s,omitempty"`
-	// CPU is the CPU time one call cost, over every process involved.
-	CPU time.Duration `json:"cpu_per_call_ns,omitempty"`
+	// CPU is the CPU time one call cost, over every process involved;
+	// ServerCPU the part of it the server under test spent.
+	CPU       time.Duration `json:"cpu_per_call_ns,omitempty"`
+	ServerCPU time.Duration `json:"server_cpu_per_call_ns,omitempty"`
 	// Total is a whole run's duration where that is the figure.
 	Total  time.Duration `json:"total_ns,omitempty"`
 	Ratios []Relative    `json:"ratios,omitempty"`

@@ -20,31 +20,32 @@ func us(n, median, p99, mean int) Summary {
 	return Summary{N: n, Median: d(median), P99: d(p99), Mean: d(mean), Min: d(median / 2), Max: d(p99 * 2)}
 }
 
-// cs is a Case of us's figures and a CPU time per call in microseconds.
-func cs(n, median, p99, mean, cpu int) Case {
-	return Case{Summary: us(n, median, p99, mean), CPU: time.Duration(cpu) * time.Microsecond}
+// cs is a Case of us's figures and CPU times per call in microseconds:
+// every process's, then the server's.
+func cs(n, median, p99, mean, cpu, server int) Case {
+	return Case{Summary: us(n, median, p99, mean), CPU: time.Duration(cpu) * time.Microsecond, ServerCPU: time.Duration(server) * time.Microsecond}
 }
 
 // fixture is a run's results with round figures, some goals met, some not.
 func fixture() Results {
 	return Results{
 		Issuance: []Issuance{{
-			KeyType: "ed25519", Bound: cs(2000, 125, 300, 125, 125),
-			TrustdOne: cs(2000, 200, 800, 250, 400), TrustdNew: cs(1000, 1500, 6000, 2000, 2100),
-			CfsslOne: cs(2000, 500, 1500, 1000, 600), CfsslNew: cs(1000, 2000, 5000, 2500, 2000),
+			KeyType: "ed25519", Bound: cs(2000, 125, 300, 125, 125, 0),
+			TrustdOne: cs(2000, 200, 800, 250, 400, 250), TrustdNew: cs(1000, 1500, 6000, 2000, 2100, 1000),
+			CfsslOne: cs(2000, 500, 1500, 1000, 600, 300), CfsslNew: cs(1000, 2000, 5000, 2500, 2000, 900),
 		}},
 		Join: &JoinStorm{
 			Clients: 200, Totals: []time.Duration{3 * time.Second, 2 * time.Second, 4 * time.Second},
 			Latency: us(600, 1_000_000, 2_900_000, 1_100_000), Retries: 2,
 		},
 		APID: &APIDCalls{
-			Direct: cs(3000, 200, 700, 250, 180), Via: cs(3000, 500, 1500, 600, 550),
-			Workers: 8, DirectRate: 16000, ViaRate: 5000, Handshake: cs(1000, 1000, 2500, 1250, 1100), ConnRate: 800,
+			Direct: cs(3000, 200, 700, 250, 180, 90), Via: cs(3000, 500, 1500, 600, 550, 300),
+			Workers: 8, DirectRate: 16000, ViaRate: 5000, Handshake: cs(1000, 1000, 2500, 1250, 1100, 500), ConnRate: 800,
 		},
 		FanOut: []FanOut{
-			{Nodes: 1, Latency: cs(300, 700, 900, 750, 700), EntryCPU: 300 * time.Microsecond},
-			{Nodes: 5, Latency: cs(300, 1400, 3000, 1500, 2800), EntryCPU: 800 * time.Microsecond},
-			{Nodes: 20, Latency: cs(300, 2800, 9000, 3000, 11000)},
+			{Nodes: 1, Latency: cs(300, 700, 900, 750, 700, 300)},
+			{Nodes: 5, Latency: cs(300, 1400, 3000, 1500, 2800, 800)},
+			{Nodes: 20, Latency: cs(300, 2800, 9000, 3000, 11000, 0)},
 		},
 		Boot: &Boot{
 			ControlPlane: Summary{N: 5, Median: 120 * time.Millisecond, P99: 150 * time.Millisecond},

@@ -31,7 +31,7 @@ func (r Results) Sections() []Section {
 }
 
 func latencyRow(name string, c Case, ratios ...Relative) Row {
-	return Row{Name: name, Latency: &c.Summary, Rate: c.PerSecond(), CPU: c.CPU, Ratios: ratios}
+	return Row{Name: name, Latency: &c.Summary, Rate: c.PerSecond(), CPU: c.CPU, ServerCPU: c.ServerCPU, Ratios: ratios}
 }
 
 func rateOf(to string, a, b Case) Relative {
@@ -46,7 +46,7 @@ func (r Results) issuanceSection() Section {
 	s := Section{
 		Title: "trustd issuance",
 		How: "Certificate calls one after the other from one client, same CSR and key type for all; " +
-			"rate = 1 / mean latency; CPU/call is the server's and the client's CPU time; " +
+			"rate = 1 / mean latency; CPU/call is the server's and the client's CPU time, server CPU/call the server's alone; " +
 			"cfssl is compared in the same connection mode",
 	}
 
@@ -92,7 +92,7 @@ func (r Results) apidSection() Section {
 		Title: "apid",
 		How: "Version on the control plane: straight to machined's Unix socket with talos-role os:admin, " +
 			"or through apid over mTLS; latency from calls one after the other, rates from parallel callers; " +
-			"CPU/call is the client's, apid's and machined's CPU time",
+			"CPU/call is the client's, apid's and machined's CPU time, server CPU/call apid's alone (machined's for the direct call)",
 		Rows: []Row{
 			latencyRow("Version straight to machined's socket", a.Direct),
 			latencyRow("Version through apid", a.Via, medianOf("direct", a.Via, a.Direct)),
@@ -108,17 +108,13 @@ func (r Results) fanOutSection() Section {
 	s := Section{
 		Title: "fan-out",
 		How: "Version with nodes=N through the control plane's apid, calls one after the other; ratio to nodes=1; " +
-			"CPU/call is the CPU time of every node's processes and the client's: on one machine, " +
-			"no call can take less than CPU/call divided by the cores",
+			"CPU/call is the CPU time of every node's processes and the client's (on one machine no call can take " +
+			"less than CPU/call divided by the cores), server CPU/call the entry apid's alone",
 	}
 
 	one := r.FanOut[0]
 	for _, f := range r.FanOut {
 		row := latencyRow(fmt.Sprintf("nodes=%d", f.Nodes), f.Latency)
-		if f.EntryCPU > 0 {
-			row.Note = "entry apid's own CPU/call " + formatDuration(f.EntryCPU)
-		}
-
 		if f.Nodes != one.Nodes {
 			row.Ratios = []Relative{medianOf(fmt.Sprintf("nodes=%d", one.Nodes), f.Latency, one.Latency)}
 		}
