@@ -30,7 +30,12 @@ type issueSetup struct {
 // issuance measures, per key type, the in-process bound, trustd and cfssl
 // serve, interleaved.
 func (r *run) issuance(ctx context.Context) error {
-	for i, kt := range ca.KeyTypes() {
+	kts := ca.KeyTypes()
+	if len(kts) > min(len(TrustdIPs), len(CfsslIPs)) {
+		return fmt.Errorf("bench: %d key types, addresses for %d", len(kts), min(len(TrustdIPs), len(CfsslIPs)))
+	}
+
+	for i, kt := range kts {
 		is, err := r.issueKeyType(ctx, kt, TrustdIPs[i], CfsslIPs[i])
 		if err != nil {
 			return fmt.Errorf("%s: %w", kt, err)
@@ -68,16 +73,7 @@ func (r *run) issueKeyType(ctx context.Context, kt ca.KeyType, trustdIP, cfsslIP
 
 	r.logf("issuance, %s: %d calls per case (%d with a new connection per call)", kt, r.plan.IssueCalls, r.plan.IssueNewConnCalls)
 
-	p, self := r.plan, os.Getpid()
-	trustdMeters := [][]int{{td.proc.PID(), self}, {td.proc.PID()}}
-	cfsslMeters := [][]int{{cf.proc.PID(), self}, {cf.proc.PID()}}
-	lat, err := compare(ctx, p.Rounds, p.Budget,
-		variant{"in-process bound", p.IssueCalls, boundCall(s.ca, s.csrPEM), [][]int{{self}}},
-		variant{"trustd one connection", p.IssueCalls, td.callOne, trustdMeters},
-		variant{"trustd new connection", p.IssueNewConnCalls, td.callNew, trustdMeters},
-		variant{"cfssl one connection", p.IssueCalls, cf.callOne, cfsslMeters},
-		variant{"cfssl new connection", p.IssueNewConnCalls, cf.callNew, cfsslMeters},
-	)
+	lat, err := r.compareIssuers(ctx, s, td, cf)
 	if err != nil {
 		return Issuance{}, err
 	}
@@ -89,6 +85,22 @@ func (r *run) issueKeyType(ctx context.Context, kt ca.KeyType, trustdIP, cfsslIP
 		TrustdOne: lat[1].Case(), TrustdNew: lat[2].Case(),
 		CfsslOne: lat[3].Case(), CfsslNew: lat[4].Case(),
 	}, nil
+}
+
+// compareIssuers runs the five cases of one key type, interleaved,
+// charging the servers' and the harness's CPU time.
+func (r *run) compareIssuers(ctx context.Context, s *issueSetup, td *trustdServer, cf *cfsslServer) ([]sample, error) {
+	p, self := r.plan, os.Getpid()
+	trustdMeters := [][]int{{td.proc.PID(), self}, {td.proc.PID()}}
+	cfsslMeters := [][]int{{cf.proc.PID(), self}, {cf.proc.PID()}}
+
+	return compare(ctx, p.Rounds, p.Budget,
+		variant{"in-process bound", p.IssueCalls, boundCall(s.ca, s.csrPEM), [][]int{{self}}},
+		variant{"trustd one connection", p.IssueCalls, td.callOne, trustdMeters},
+		variant{"trustd new connection", p.IssueNewConnCalls, td.callNew, trustdMeters},
+		variant{"cfssl one connection", p.IssueCalls, cf.callOne, cfsslMeters},
+		variant{"cfssl new connection", p.IssueNewConnCalls, cf.callNew, cfsslMeters},
+	)
 }
 
 func newIssueSetup(dir string, kt ca.KeyType) (*issueSetup, error) {

@@ -88,23 +88,23 @@ func storm(ctx context.Context, n int, base join.Config) (time.Duration, []time.
 	defer cancel()
 
 	var (
-		wg    sync.WaitGroup
-		go1   = make(chan struct{})
-		t0    time.Time
-		lat   = make([]time.Duration, n)
-		fails = make([]error, n)
+		wg       sync.WaitGroup
+		released = make(chan struct{})
+		t0       time.Time
+		lat      = make([]time.Duration, n)
+		fails    = make([]error, n)
 	)
 
 	for i, c := range clients {
 		wg.Go(func() {
-			<-go1
+			<-released
 			_, fails[i] = c.Join(ctx)
 			lat[i] = time.Since(t0)
 		})
 	}
 
 	t0 = time.Now()
-	close(go1)
+	close(released)
 	wg.Wait()
 
 	if failed := slices.DeleteFunc(fails, func(err error) bool { return err == nil }); len(failed) > 0 {

@@ -123,6 +123,25 @@ func (p *process) waitListening(ctx context.Context, addr string) error {
 	}
 }
 
+// untilOK retries call until it succeeds, for at most startTimeout, or
+// until p exits.
+func untilOK(ctx context.Context, call func(context.Context) error, p *process) error {
+	deadline := time.Now().Add(startTimeout)
+
+	for {
+		err := timedCall(ctx, call, nil)
+		if err == nil || ctx.Err() != nil {
+			return err
+		}
+
+		if p.exited() || time.Now().After(deadline) {
+			return errors.Join(err, errors.New(p.tail()))
+		}
+
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // cleanup is what a run must undo, undone newest first. It is safe for
 // concurrent use.
 type cleanup struct {

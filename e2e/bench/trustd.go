@@ -121,22 +121,3 @@ func (t *trustdServer) callNew(ctx context.Context) error {
 
 	return err
 }
-
-// untilOK retries call until it succeeds, for at most startTimeout, or
-// until p exits.
-func untilOK(ctx context.Context, call func(context.Context) error, p *process) error {
-	deadline := time.Now().Add(startTimeout)
-
-	for {
-		err := timedCall(ctx, call, nil)
-		if err == nil || ctx.Err() != nil {
-			return err
-		}
-
-		if p.exited() || time.Now().After(deadline) {
-			return errors.Join(err, errors.New(p.tail()))
-		}
-
-		time.Sleep(50 * time.Millisecond)
-	}
-}
