@@ -6,10 +6,12 @@ BIN      := bin
 OUT      := _out
 FUZZTIME ?= 10s
 BENCHTIME ?= 1s
+QUICK    ?=
+BENCHOUT := $(OUT)/bench
 
 export CGO_ENABLED ?= 0
 
-.PHONY: all build test e2e run bench fuzz deps lint generate clean
+.PHONY: all build test e2e run bench microbench bench-profile fuzz deps lint generate clean
 
 all: build
 
@@ -41,9 +43,36 @@ run: build
 	$(BIN)/aegisctl gen secrets -o $(OUT)/demo/secrets.yaml
 	$(BIN)/aegisctl gen config demo 127.5.0.2 --with-secrets $(OUT)/demo/secrets.yaml -o $(OUT)/demo --trust-host-clock
 
-## bench: run the benchmarks
-bench:
+## bench: the benchmark harness on real processes (127.7.0.0/16): prints a table, writes
+## $(BENCHOUT)/results.json and the results of docs/benchmarks.md; QUICK=1: a shorter run
+## (under two minutes) whose Markdown goes to $(BENCHOUT)/benchmarks.md instead
+bench: build $(BIN)/cfssl
+	@mkdir -p $(BENCHOUT)
+	$(BIN)/aegisbench --bin-dir $(BIN) --json $(BENCHOUT)/results.json \
+		--revision "$$(git describe --always --dirty 2>/dev/null)" \
+		$(if $(filter 1 yes true,$(QUICK)),--quick --doc $(BENCHOUT)/benchmarks.md,--doc docs/benchmarks.md)
+
+## bin/cfssl: cfssl's own signing server, from the cfssl module pinned in go.mod
+$(BIN)/cfssl: go.mod go.sum
+	$(GO) build -o $@ github.com/cloudflare/cfssl/cmd/cfssl
+
+## microbench: the Go micro-benchmarks of the packages
+microbench:
 	$(GO) test -run='^$$' -bench=. -benchmem -benchtime=$(BENCHTIME) ./...
+
+# profile NAME,PACKAGE,BENCHMARK: a CPU profile of one Go benchmark and its top functions
+define profile
+	$(GO) test -run='^$$' -bench='$(3)' -benchtime=3s -o $(BENCHOUT)/profiles/$(1).test -cpuprofile $(BENCHOUT)/profiles/$(1).cpu $(2) > $(BENCHOUT)/profiles/$(1).txt
+	$(GO) tool pprof -top -nodecount=40 $(BENCHOUT)/profiles/$(1).test $(BENCHOUT)/profiles/$(1).cpu > $(BENCHOUT)/profiles/$(1).top
+endef
+
+## bench-profile: CPU profiles of the slowest paths from the Go benchmarks (trustd over one
+## connection, Version through apid, fan-out to 20 nodes) into $(BENCHOUT)/profiles
+bench-profile:
+	@mkdir -p $(BENCHOUT)/profiles
+	$(call profile,trustd,./trustd,^BenchmarkCertificate$$/ed25519/one-connection)
+	$(call profile,apid,./apid,^BenchmarkVersion$$/apid/serial)
+	$(call profile,fanout,./apid,^BenchmarkFanOut$$/20-nodes)
 
 ## fuzz: run every fuzz target for FUZZTIME each
 fuzz:

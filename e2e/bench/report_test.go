@@ -1,0 +1,184 @@
+package bench
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files of testdata/")
+
+// us is a Summary whose figures are given in microseconds.
+func us(n, median, p99, mean int) Summary {
+	d := func(v int) time.Duration { return time.Duration(v) * time.Microsecond }
+
+	return Summary{N: n, Median: d(median), P99: d(p99), Mean: d(mean), Min: d(median / 2), Max: d(p99 * 2)}
+}
+
+// cs is a Case of us's figures and CPU times per call in microseconds:
+// every process's, then the server's.
+func cs(n, median, p99, mean, cpu, server int) Case {
+	return Case{Summary: us(n, median, p99, mean), CPU: time.Duration(cpu) * time.Microsecond, ServerCPU: time.Duration(server) * time.Microsecond}
+}
+
+// fixture is a run's results with round figures, some goals met, some not.
+func fixture() Results {
+	return Results{
+		Issuance: []Issuance{{
+			KeyType: "ed25519", Bound: cs(2000, 125, 300, 125, 125, 0),
+			TrustdOne: cs(2000, 200, 800, 250, 400, 250), TrustdNew: cs(1000, 1500, 6000, 2000, 2100, 1000),
+			CfsslOne: cs(2000, 500, 1500, 1000, 600, 300), CfsslNew: cs(1000, 2000, 5000, 2500, 2000, 900),
+		}},
+		Join: &JoinStorm{
+			Clients: 200, Totals: []time.Duration{3 * time.Second, 2 * time.Second, 4 * time.Second},
+			Latency: us(600, 1_000_000, 2_900_000, 1_100_000), Retries: 2,
+		},
+		APID: &APIDCalls{
+			Direct: cs(3000, 200, 700, 250, 180, 90), Via: cs(3000, 500, 1500, 600, 550, 300),
+			Workers: 8, DirectRate: 16000, ViaRate: 5000, Handshake: cs(1000, 1000, 2500, 1250, 1100, 500), ConnRate: 800,
+		},
+		FanOut: []FanOut{
+			{Nodes: 1, Latency: cs(300, 700, 900, 750, 700, 300)},
+			{Nodes: 5, Latency: cs(300, 1400, 3000, 1500, 2800, 800)},
+			{Nodes: 20, Latency: cs(300, 2800, 9000, 3000, 11000, 0)},
+		},
+		Boot: &Boot{
+			ControlPlane: Summary{N: 5, Median: 120 * time.Millisecond, P99: 150 * time.Millisecond},
+			Worker:       Summary{N: 5, Median: 2500 * time.Millisecond, P99: 3 * time.Second},
+			ClusterNodes: 20, ClusterUp: 1300 * time.Millisecond,
+		},
+		Memory: []Memory{
+			{Process: "apid", Role: RoleControlPlane, IdleRSS: 23 << 20, IdleHWM: 24 << 20, LoadHWM: 30 << 20},
+			{Process: "trustd", Role: "stand-alone, issuance ed25519", IdleRSS: 19 << 20, IdleHWM: 19 << 20, LoadHWM: 22 << 20},
+		},
+	}
+}
+
+func fixtureReport() *Report {
+	m := Machine{CPU: "Test CPU", CPUs: 2, MemoryMiB: 4096, OS: "Debian", Kernel: "6.1", Go: "go1.26", LoadBefore: "0.50", LoadAfter: "1.50"}
+	r := NewReport("quick", time.Date(2026, 11, 22, 5, 0, 0, 0, time.UTC), m, fixture())
+	r.Revision, r.Elapsed = "abc1234", 75*time.Second
+	r.Failures = []string{"cluster loads: example failure"}
+
+	return r
+}
+
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+
+	if !bytes.Equal(got, want) {
+		t.Fatalf("%s differs from the golden file (run with -update after checking):\n%s", name, got)
+	}
+}
+
+func TestReportOutputs(t *testing.T) {
+	for _, tt := range []struct {
+		file  string
+		write func(*Report, *bytes.Buffer) error
+	}{
+		{"report.txt", func(r *Report, b *bytes.Buffer) error { return r.WriteTable(b) }},
+		{"report.json", func(r *Report, b *bytes.Buffer) error { return r.WriteJSON(b) }},
+		{"report.md", func(r *Report, b *bytes.Buffer) error { return r.WriteMarkdown(b) }},
+	} {
+		t.Run(tt.file, func(t *testing.T) {
+			var b bytes.Buffer
+			if err := tt.write(fixtureReport(), &b); err != nil {
+				t.Fatal(err)
+			}
+
+			golden(t, tt.file, b.Bytes())
+		})
+	}
+}
+
+func TestReportJSONRoundTrip(t *testing.T) {
+	var b bytes.Buffer
+	if err := fixtureReport().WriteJSON(&b); err != nil {
+		t.Fatal(err)
+	}
+
+	var back Report
+	if err := json.Unmarshal(b.Bytes(), &back); err != nil {
+		t.Fatal(err)
+	}
+
+	if back.Results.APID.Via != fixture().APID.Via || len(back.Sections) != 5 || len(back.Goals) != 8 {
+		t.Fatalf("round trip lost figures: %+v", back)
+	}
+}
+
+func TestGoals(t *testing.T) {
+	met := map[string]bool{}
+	for _, g := range fixture().Goals() {
+		met[g.Name] = g.Met
+	}
+
+	want := map[string]bool{
+		"ed25519: trustd one connection ÷ in-process bound (rate)":      true,  // 4000/s ÷ 8000/s
+		"ed25519: trustd ÷ cfssl serve, one connection (rate)":          true,  // 4000/s ÷ 1000/s
+		"ed25519: trustd ÷ cfssl serve, new connection per call (rate)": false, // 500/s ÷ 400/s
+		"join storm of 200: total":                                      true,  // median 3s
+		"apid ÷ straight to machined (median latency)":                  false, // 2.5×
+		"fan-out: nodes=20 ÷ nodes=1 (median latency)":                  false, // 4×
+		"control plane up (median)":                                     true,
+		"apid idle RSS (control plane)":                                 true,
+	}
+
+	for name, w := range want {
+		if got, ok := met[name]; !ok || got != w {
+			t.Errorf("%s: met = %v (listed: %v), want %v", name, got, ok, w)
+		}
+	}
+
+	for _, g := range (Results{}).Goals() {
+		if g.Met || g.Measured != missing {
+			t.Errorf("goal %q met without a figure: %+v", g.Name, g)
+		}
+	}
+}
+
+func TestReplaceResults(t *testing.T) {
+	doc := "# Title\n\nkept\n\n" + BeginResults + "\nold figures\n" + EndResults + "\n\nalso kept\n"
+
+	got, err := ReplaceResults([]byte(doc), []byte("\nnew figures\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	want := "# Title\n\nkept\n\n" + BeginResults + "\n\nnew figures\n\n" + EndResults + "\n\nalso kept\n"
+	if string(got) != want {
+		t.Fatalf("got:\n%s\nwant:\n%s", got, want)
+	}
+
+	for _, bad := range []string{"no markers", EndResults + BeginResults} {
+		if _, err := ReplaceResults([]byte(bad), nil); err == nil {
+			t.Errorf("ReplaceResults(%q) accepted", bad)
+		}
+	}
+}
+
+func TestCompactDropsEmptyColumns(t *testing.T) {
+	g := grid{{"a", "b", "c"}, {"1", "", "3"}, {"", "", "x"}}
+
+	got := g.compact()
+	if len(got[0]) != 2 || got[0][1] != "c" || strings.Join(got[1], ",") != "1,3" {
+		t.Fatalf("compact = %v", got)
+	}
+}

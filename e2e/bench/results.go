@@ -1,0 +1,112 @@
+package bench
+
+import "time"
+
+// Results are the figures of one run, typed by what was measured. A nil
+// part was not measured (it failed, or the run was stopped before it).
+// Sections and Goals turn them into the report.
+type Results struct {
+	Issuance []Issuance `json:"issuance,omitempty"`
+	Join     *JoinStorm `json:"join,omitempty"`
+	APID     *APIDCalls `json:"apid,omitempty"`
+	FanOut   []FanOut   `json:"fan_out,omitempty"`
+	Boot     *Boot      `json:"boot,omitempty"`
+	Memory   []Memory   `json:"memory,omitempty"`
+}
+
+// Case is one measured case of a comparison: the latencies of its calls,
+// the CPU time one call cost summed over every process involved (the
+// harness's own client included), and the part of it spent by the server
+// under test alone. CPU times are zero where not measured.
+type Case struct {
+	Summary
+	CPU       time.Duration `json:"cpu_per_call_ns,omitempty"`
+	ServerCPU time.Duration `json:"server_cpu_per_call_ns,omitempty"`
+}
+
+// Issuance compares the ways to get a certificate signed by a CA of one key
+// type, each measured with calls made one after the other.
+type Issuance struct {
+	KeyType string `json:"key_type"`
+	// Bound is the in-process lower bound: CSR parse and signature check,
+	// then x509.CreateCertificate; no network, no policy.
+	Bound Case `json:"bound"`
+	// Trustd and Cfssl are the servers, over one kept connection (One) and
+	// with a new TLS connection per request (New).
+	TrustdOne Case `json:"trustd_one_connection"`
+	TrustdNew Case `json:"trustd_new_connection"`
+	CfsslOne  Case `json:"cfssl_one_connection"`
+	CfsslNew  Case `json:"cfssl_new_connection"`
+}
+
+// JoinStorm is clients that each make a key and join at the same moment.
+type JoinStorm struct {
+	Clients int `json:"clients"`
+	// Totals holds, per storm, the time from the start until the last
+	// client held its certificate.
+	Totals []time.Duration `json:"totals_ns"`
+	// Latency is each client's time from the start to its certificate,
+	// over every storm.
+	Latency Summary `json:"latency"`
+	// Retries counts failed attempts the join clients retried.
+	Retries int `json:"retries"`
+}
+
+// Total is the median of the storms' totals.
+func (j *JoinStorm) Total() time.Duration { return Summarize(j.Totals).Median }
+
+// APIDCalls compares Version through apid with Version straight to
+// machined's socket, and measures new mTLS connections to apid.
+type APIDCalls struct {
+	Direct Case `json:"direct"`
+	Via    Case `json:"via_apid"`
+	// Workers is how many callers share the connection in the rate runs.
+	Workers    int     `json:"parallel_workers"`
+	DirectRate float64 `json:"direct_calls_per_s"`
+	ViaRate    float64 `json:"via_apid_calls_per_s"`
+	// Handshake is a new TLS 1.3 connection with a client certificate, up
+	// to apid's first HTTP/2 frame.
+	Handshake Case `json:"handshake"`
+	// ConnRate is new connections per second, one after the other.
+	ConnRate float64 `json:"connections_per_s"`
+}
+
+// FanOut is Version with `nodes` naming Nodes nodes, through one apid.
+type FanOut struct {
+	Nodes int `json:"nodes"`
+	// Latency's server is the apid the call enters by: its CPU time is
+	// the part of the work that stays on one machine when the nodes are
+	// machines of their own.
+	Latency Case `json:"latency"`
+}
+
+// Boot is the time from machined's start to its "node ready", over
+// several boots of a fresh one-node cluster and of a worker joining it,
+// and the time to create the run's larger cluster.
+type Boot struct {
+	ControlPlane Summary `json:"control_plane"`
+	Worker       Summary `json:"worker"`
+	// ClusterNodes were started at once; ClusterUp is how long it took
+	// until all were up and every service healthy.
+	ClusterNodes int           `json:"cluster_nodes"`
+	ClusterUp    time.Duration `json:"cluster_up_ns"`
+}
+
+// Instances a Memory row names.
+const (
+	RoleControlPlane = "control plane"
+	RoleWorker       = "worker"
+)
+
+// Memory is what one process held, read from /proc/PID/status.
+type Memory struct {
+	Process string `json:"process"`
+	// Role says which instance: "control plane", "worker", or the
+	// stand-alone server a load ran against.
+	Role string `json:"role"`
+	// IdleRSS and IdleHWM are VmRSS and VmHWM before the loads; LoadHWM is
+	// VmHWM after them. Zero where not read. Bytes.
+	IdleRSS uint64 `json:"idle_rss_bytes"`
+	IdleHWM uint64 `json:"idle_hwm_bytes"`
+	LoadHWM uint64 `json:"load_hwm_bytes"`
+}

@@ -1,0 +1,148 @@
+package bench
+
+import "fmt"
+
+// Sections lays the results out as the report's tables, in the order they
+// are printed. Parts that were not measured are left out.
+func (r Results) Sections() []Section {
+	var out []Section
+
+	if len(r.Issuance) > 0 {
+		out = append(out, r.issuanceSection())
+	}
+
+	if r.Join != nil {
+		out = append(out, r.joinSection())
+	}
+
+	if r.APID != nil {
+		out = append(out, r.apidSection())
+	}
+
+	if len(r.FanOut) > 0 {
+		out = append(out, r.fanOutSection())
+	}
+
+	if r.Boot != nil {
+		out = append(out, r.bootSection())
+	}
+
+	return out
+}
+
+func latencyRow(name string, c Case, ratios ...Relative) Row {
+	return Row{Name: name, Latency: &c.Summary, Rate: c.PerSecond(), CPU: c.CPU, ServerCPU: c.ServerCPU, Ratios: ratios}
+}
+
+func rateOf(to string, a, b Case) Relative {
+	return Relative{To: to, Of: OfRate, Value: Ratio(a.PerSecond(), b.PerSecond())}
+}
+
+func medianOf(to string, a, b Case) Relative {
+	return Relative{To: to, Of: OfMedian, Value: Ratio(float64(a.Median), float64(b.Median))}
+}
+
+func (r Results) issuanceSection() Section {
+	s := Section{
+		Title: "trustd issuance",
+		How: "Certificate calls one after the other from one client, same CSR and key type for all; " +
+			"rate = 1 / mean latency; CPU/call is the server's and the client's CPU time, server CPU/call the server's alone; " +
+			"cfssl is compared in the same connection mode",
+	}
+
+	for _, is := range r.Issuance {
+		kt := is.KeyType
+		s.Rows = append(s.Rows,
+			latencyRow(kt+": in-process bound (parse, verify, sign)", is.Bound),
+			latencyRow(kt+": trustd, one connection", is.TrustdOne,
+				rateOf("bound", is.TrustdOne, is.Bound), rateOf("cfssl", is.TrustdOne, is.CfsslOne)),
+			latencyRow(kt+": trustd, new TLS connection per call", is.TrustdNew,
+				rateOf("bound", is.TrustdNew, is.Bound), rateOf("cfssl", is.TrustdNew, is.CfsslNew)),
+			latencyRow(kt+": cfssl serve authsign, one connection", is.CfsslOne, rateOf("bound", is.CfsslOne, is.Bound)),
+			latencyRow(kt+": cfssl serve authsign, new TLS connection per call", is.CfsslNew, rateOf("bound", is.CfsslNew, is.Bound)),
+		)
+	}
+
+	return s
+}
+
+func (r Results) joinSection() Section {
+	j := r.Join
+	row := Row{
+		Name:    fmt.Sprintf("%d clients: key, CSR, join, all at once", j.Clients),
+		Latency: &j.Latency,
+		Total:   j.Total(),
+		Rate:    Rate(j.Clients, j.Total()),
+		Note:    fmt.Sprintf("%d storm(s), %d attempts retried", len(j.Totals), j.Retries),
+	}
+
+	return Section{
+		Title: "join storm",
+		How: "trustd/join clients against the control plane's trustd; latency per client from the start, " +
+			"total until the last certificate (median over storms), rate = clients / total",
+		Rows: []Row{row},
+	}
+}
+
+func (r Results) apidSection() Section {
+	a := r.APID
+	callers := fmt.Sprintf(", %d callers on one connection", a.Workers)
+
+	return Section{
+		Title: "apid",
+		How: "Version on the control plane: straight to machined's Unix socket with talos-role os:admin, " +
+			"or through apid over mTLS; latency from calls one after the other, rates from parallel callers; " +
+			"CPU/call is the client's, apid's and machined's CPU time, server CPU/call apid's alone (machined's for the direct call)",
+		Rows: []Row{
+			latencyRow("Version straight to machined's socket", a.Direct),
+			latencyRow("Version through apid", a.Via, medianOf("direct", a.Via, a.Direct)),
+			{Name: "Version straight to machined's socket" + callers, Rate: a.DirectRate},
+			{Name: "Version through apid" + callers, Rate: a.ViaRate,
+				Ratios: []Relative{{To: "direct", Of: OfRate, Value: Ratio(a.ViaRate, a.DirectRate)}}},
+			latencyRow("new mTLS connection, handshake to first HTTP/2 frame", a.Handshake),
+		},
+	}
+}
+
+func (r Results) fanOutSection() Section {
+	s := Section{
+		Title: "fan-out",
+		How: "Version with nodes=N through the control plane's apid, calls one after the other; ratio to nodes=1; " +
+			"CPU/call is the CPU time of every node's processes and the client's (on one machine no call can take " +
+			"less than CPU/call divided by the cores), server CPU/call the entry apid's alone",
+	}
+
+	one := r.FanOut[0]
+	for _, f := range r.FanOut {
+		row := latencyRow(fmt.Sprintf("nodes=%d", f.Nodes), f.Latency)
+		if f.Nodes != one.Nodes {
+			row.Ratios = []Relative{medianOf(fmt.Sprintf("nodes=%d", one.Nodes), f.Latency, one.Latency)}
+		}
+
+		s.Rows = append(s.Rows, row)
+	}
+
+	return s
+}
+
+func (r Results) bootSection() Section {
+	b := r.Boot
+	rows := []Row{
+		{Name: "control plane: machined start to node ready", Latency: &b.ControlPlane},
+		{Name: "worker, joining: machined start to node ready", Latency: &b.Worker},
+	}
+
+	if b.ClusterNodes > 0 {
+		rows = append(rows, Row{
+			Name:  fmt.Sprintf("cluster of %d nodes started at once: all services up", b.ClusterNodes),
+			Total: b.ClusterUp,
+		})
+	}
+
+	return Section{
+		Title: "boot",
+		How: "a fresh one-node cluster, then a worker started once it is up; from the process's start " +
+			"(/proc) to machined's \"node ready\" (every service running and healthy)",
+		Rows: rows,
+	}
+}
