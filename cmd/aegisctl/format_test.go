@@ -7,12 +7,17 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/siderolabs/talos/pkg/machinery/api/common"
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -122,6 +127,77 @@ func TestFailedNodes(t *testing.T) {
 	}
 }
 
+func TestServiceListOutput(t *testing.T) {
+	now := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
+	events := func(msgs ...string) *machine.ServiceEvents {
+		ev := &machine.ServiceEvents{}
+		for i, m := range msgs {
+			ev.Events = append(ev.Events, &machine.ServiceEvent{Msg: m, State: "Running", Ts: timestamppb.New(now.Add(time.Duration(i-len(msgs)) * time.Minute))})
+		}
+
+		return ev
+	}
+
+	resp := &machine.ServiceListResponse{Messages: []*machine.ServiceList{
+		{Metadata: &common.Metadata{Hostname: "127.6.0.2"}, Services: []*machine.ServiceInfo{
+			{Id: "apid", State: "Running", Health: &machine.ServiceHealth{Healthy: true}, Events: events("loaded", "process 12 started")},
+			{Id: "trustd", State: "Failed", Health: &machine.ServiceHealth{LastMessage: "connection refused"}, Events: events("exit status 1")},
+		}},
+		{Metadata: &common.Metadata{Hostname: "127.6.0.3"}, Services: []*machine.ServiceInfo{
+			{Id: "apid", State: "Starting", Health: &machine.ServiceHealth{Unknown: true}},
+		}},
+		{Metadata: unreachable("127.6.0.4")},
+	}}
+
+	var table, status bytes.Buffer
+
+	if err := printReply(&table, formatTable, resp, false, func(w io.Writer) { serviceListTable(w, resp, true, now) }); err != nil {
+		t.Fatal(err)
+	}
+
+	one := onlyService(proto.Clone(resp).(*machine.ServiceListResponse), "trustd")
+	if err := printReply(&status, formatTable, one, false, func(w io.Writer) { serviceStatusTable(w, one, true, now) }); err != nil {
+		t.Fatal(err)
+	}
+
+	golden(t, "services.golden", table.Bytes())
+	golden(t, "service-status.golden", status.Bytes())
+
+	if err := failedNodes(one); err == nil || !strings.Contains(err.Error(), "2 of 3 nodes failed: 127.6.0.3, 127.6.0.4") {
+		t.Fatalf("a node without the service must count as failed: %v", err)
+	}
+}
+
+func TestEventOutput(t *testing.T) {
+	mk := func(id, actor string, payload proto.Message) *machine.Event {
+		ev, err := anyEvent(payload)
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		ev.Id, ev.ActorId, ev.Metadata = id, actor, &common.Metadata{Hostname: "127.6.0.3"}
+
+		return ev
+	}
+
+	var out bytes.Buffer
+
+	printEventHeader(&out, true)
+
+	for _, ev := range []*machine.Event{
+		mk("1", "", &machine.SequenceEvent{Sequence: "boot", Action: machine.SequenceEvent_START}),
+		mk("2", "0123456789abcdef0123", &machine.PhaseEvent{Phase: "certificates", Action: machine.PhaseEvent_STOP}),
+		mk("3", "", &machine.ServiceStateEvent{Service: "apid", Action: machine.ServiceStateEvent_RUNNING, Message: "process 7 started",
+			Health: &machine.ServiceHealth{Healthy: true}}),
+		mk("4", "", &machine.SequenceEvent{Sequence: "boot", Action: machine.SequenceEvent_STOP, Error: &common.Error{Message: "phase time: no sync"}}),
+		mk("5", "", &machine.MachineStatusEvent{Stage: machine.MachineStatusEvent_RUNNING, Status: &machine.MachineStatusEvent_MachineStatus{Ready: true}}),
+	} {
+		printEvent(&out, true, ev)
+	}
+
+	golden(t, "events.golden", out.Bytes())
+}
+
 func TestOutputFlag(t *testing.T) {
 	for _, tt := range []struct {
 		value string
@@ -132,4 +208,16 @@ func TestOutputFlag(t *testing.T) {
 			t.Fatalf("Set(%q) = %v", tt.value, err)
 		}
 	}
+}
+
+// anyEvent wraps payload as machined sends it.
+func anyEvent(payload proto.Message) (*machine.Event, error) {
+	value, err := proto.Marshal(payload)
+	if err != nil {
+		return nil, err
+	}
+
+	return &machine.Event{Data: &anypb.Any{
+		TypeUrl: "talos/runtime/" + string(payload.ProtoReflect().Descriptor().FullName()), Value: value,
+	}}, nil
 }

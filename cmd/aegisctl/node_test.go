@@ -142,6 +142,20 @@ func TestNodeCommandsThroughApid(t *testing.T) {
 		}
 	})
 
+	t.Run("operator restarts a service", func(t *testing.T) {
+		out, _, err := cli("-n", b, "service", "trustd", "restart")
+		if err != nil || !strings.HasPrefix(out, "NODE ") || !strings.Contains(out, b+"   Service \"trustd\" restarted") {
+			t.Fatalf("restart: %v\n%s", err, out)
+		}
+	})
+
+	t.Run("logs of several nodes, line by line", func(t *testing.T) {
+		out, _, err := cli("-n", a+","+b, "logs", "apid", "--tail", "2")
+		if err != nil || strings.Count(out, "\n") != 4 || !strings.Contains(out, b+": "+b+" apid line 5\n") {
+			t.Fatalf("logs: %v\n%s", err, out)
+		}
+	})
+
 	t.Run("version of client and node", func(t *testing.T) {
 		out, _, err := cli("version")
 		if err != nil || !strings.HasPrefix(out, "Client:\n") || !strings.Contains(out, "Server:\n\tTag:         "+apidtest.VersionTag) {
@@ -156,6 +170,27 @@ func TestNodeCommandsThroughApid(t *testing.T) {
 		}
 	})
 
+	t.Run("unknown service action", func(t *testing.T) {
+		if _, _, err := cli("service", "apid", "reload"); err == nil || !strings.Contains(err.Error(), `unknown service action "reload"`) {
+			t.Fatalf("err = %v", err)
+		}
+	})
+}
+
+func TestPermissionDeniedNamesMethodAndRoles(t *testing.T) {
+	c := newTestCluster(t, nil)
+	c.writeConfig(t, role.Reader)
+
+	if _, _, err := runCLI(t, time.Now(), "--aegisconfig", c.config, "services"); err != nil {
+		t.Fatalf("a reader reads: %v", err)
+	}
+
+	_, _, err := runCLI(t, time.Now(), "--aegisconfig", c.config, "service", "apid", "restart")
+
+	want := `permission denied: /machine.MachineService/ServiceRestart needs one of os:admin, os:operator; caller has os:reader (context "main")`
+	if err == nil || err.Error() != want {
+		t.Fatalf("err = %v\nwant  %s", err, want)
+	}
 }
 
 func TestClientCertificateCheckedBeforeDialing(t *testing.T) {

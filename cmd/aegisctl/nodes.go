@@ -15,6 +15,8 @@ import (
 func nodeCommands(e *env) []*cobra.Command {
 	return []*cobra.Command{
 		newVersionCommand(e), newHostnameCommand(e), newMemoryCommand(e),
+		newServiceCommand(e), newLogsCommand(e), newEventsCommand(e), newHealthCommand(e),
+		newRebootCommand(e), newShutdownCommand(e),
 	}
 }
 
