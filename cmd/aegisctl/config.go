@@ -50,6 +50,7 @@ func newConfigCommand(e *env) *cobra.Command {
 		newSetListCommand(e, "node", "Set the default nodes of the current context",
 			func(ctx *certs.ClientContext, v []string) { ctx.Nodes = v }),
 		newConfigMergeCommand(e),
+		newConfigNewCommand(e),
 		newConfigRenewCommand(e),
 		&cobra.Command{
 			Use:   "info",

@@ -18,6 +18,8 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/aegis-os/aegis/api/tokens"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -166,6 +168,25 @@ func TestServiceListOutput(t *testing.T) {
 	if err := failedNodes(one); err == nil || !strings.Contains(err.Error(), "2 of 3 nodes failed: 127.6.0.3, 127.6.0.4") {
 		t.Fatalf("a node without the service must count as failed: %v", err)
 	}
+}
+
+func TestTokenListOutput(t *testing.T) {
+	now := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
+	ts := func(d time.Duration) *timestamppb.Timestamp { return timestamppb.New(now.Add(d)) }
+
+	resp := &tokens.ListResponse{Messages: []*tokens.TokenList{{Tokens: []*tokens.Token{
+		{Id: "abcdef", Created: ts(-time.Hour), Expires: ts(23 * time.Hour), MaxUses: 1, Description: "one worker"},
+		{Id: "ghijkl", Created: ts(-time.Hour), Expires: ts(time.Hour), MaxUses: 2, Uses: 2, AllowedSans: []string{"node-*.example", "10.0.0.0/24"}},
+		{Id: "mnopqr", Created: ts(-48 * time.Hour), Expires: ts(-24 * time.Hour)},
+		{Id: "stuvwx", Created: ts(-time.Hour), Expires: ts(time.Hour), Uses: 7, Revoked: ts(-time.Minute)},
+	}}}}
+
+	var out bytes.Buffer
+	if err := printReply(&out, formatTable, resp, false, func(w io.Writer) { tokenListTable(w, resp, false, now) }); err != nil {
+		t.Fatal(err)
+	}
+
+	golden(t, "tokens.golden", out.Bytes())
 }
 
 func TestEventOutput(t *testing.T) {

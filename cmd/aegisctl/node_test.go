@@ -324,6 +324,29 @@ func TestConfigRenewOnDemand(t *testing.T) {
 	}
 }
 
+func TestConfigNewRefusals(t *testing.T) {
+	c := newTestCluster(t, nil)
+	c.writeConfig(t, role.Admin)
+
+	existing := filepath.Join(t.TempDir(), "taken")
+	if err := os.WriteFile(existing, []byte("mine"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	if _, _, err := runCLI(t, time.Now(), "--aegisconfig", c.config, "config", "new", existing); err == nil || !strings.Contains(err.Error(), "--force") {
+		t.Fatalf("existing file: %v", err)
+	}
+
+	_, _, err := runCLI(t, time.Now(), "--aegisconfig", c.config, "-n", c.nodes[0].Addr+","+c.nodes[1].Addr, "config", "new", filepath.Join(t.TempDir(), "x"))
+	if err == nil || !strings.Contains(err.Error(), "asks one node; 2 are named") {
+		t.Fatalf("two nodes: %v", err)
+	}
+
+	if _, _, err := runCLI(t, time.Now(), "--aegisconfig", c.config, "config", "new", "x", "--roles", "os:root"); err == nil || !strings.Contains(err.Error(), "unknown role") {
+		t.Fatalf("bad role: %v", err)
+	}
+}
+
 func mustMarshal(t *testing.T, ctx *certs.ClientContext) []byte {
 	t.Helper()
 

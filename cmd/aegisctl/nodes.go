@@ -16,7 +16,7 @@ func nodeCommands(e *env) []*cobra.Command {
 	return []*cobra.Command{
 		newVersionCommand(e), newHostnameCommand(e), newMemoryCommand(e),
 		newServiceCommand(e), newLogsCommand(e), newEventsCommand(e), newHealthCommand(e),
-		newRebootCommand(e), newShutdownCommand(e),
+		newRebootCommand(e), newShutdownCommand(e), newTokenCommand(e),
 	}
 }
 
