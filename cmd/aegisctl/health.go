@@ -102,7 +102,12 @@ func checkHealth(ctx context.Context, s *session, controlPlanes []string) health
 	}
 
 	for _, m := range resp.GetMessages() {
-		node := nodeLabel(m.GetMetadata(), s.healthLabels()[0])
+		// Without nodes named there is one node, whatever its reply says.
+		node := s.healthLabels()[0]
+		if s.named() {
+			node = nodeLabel(m.GetMetadata(), node)
+		}
+
 		if f := failureOf(m.GetMetadata()); f != nil {
 			round[node] = "not answering: " + f.text
 

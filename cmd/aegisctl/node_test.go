@@ -170,6 +170,24 @@ func TestNodeCommandsThroughApid(t *testing.T) {
 		}
 	})
 
+	t.Run("health", func(t *testing.T) {
+		out, progress, err := cli("-n", a+","+b, "health", "--wait-timeout", "30s")
+		if err != nil || !strings.HasPrefix(out, "2 nodes healthy") || !strings.Contains(progress, b+": healthy") {
+			t.Fatalf("health: %v\n%s%s", err, out, progress)
+		}
+
+		if out, _, err = cli("health"); err != nil || !strings.HasPrefix(out, "1 node healthy") {
+			t.Fatalf("health of the endpoint's node: %v\n%s", err, out)
+		}
+
+		_, progress, err = cli("health", "--control-plane-nodes", a, "--worker-nodes", dead, "--wait-timeout", "1s")
+		if err == nil || !strings.Contains(err.Error(), "not healthy after 1s: "+dead) ||
+			!strings.Contains(err.Error(), dead+": not answering: unreachable: dial tcp") ||
+			!strings.Contains(progress, dead+": waiting: not answering") {
+			t.Fatalf("health with a dead node: %v\n%s", err, progress)
+		}
+	})
+
 	t.Run("unknown service action", func(t *testing.T) {
 		if _, _, err := cli("service", "apid", "reload"); err == nil || !strings.Contains(err.Error(), `unknown service action "reload"`) {
 			t.Fatalf("err = %v", err)
