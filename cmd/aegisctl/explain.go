@@ -121,7 +121,7 @@ func (s *session) certificateTimeError(err error) error {
 	return fmt.Errorf(`context %q: %w
 An expired certificate cannot renew itself. With a valid admin config, make a new one and merge it:
   aegisctl --aegisconfig ADMIN-CONFIG config new NEW-FILE --roles %s
-  aegisctl config merge NEW-FILE --force`, s.name, err, strings.Join(s.cert.Subject.Organization, ","))
+  aegisctl --aegisconfig %s config merge NEW-FILE --force`, s.name, err, strings.Join(s.cert.Subject.Organization, ","), s.path)
 }
 
 func plural(n int, one, many string) string {

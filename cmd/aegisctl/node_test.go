@@ -225,7 +225,7 @@ func TestClientCertificateCheckedBeforeDialing(t *testing.T) {
 			name: "expired", now: cert.NotAfter.Add(2 * time.Hour),
 			want: []string{
 				`context "main": client certificate expired at ` + cert.NotAfter.UTC().Format(time.RFC3339) + " (2h0m0s ago)",
-				"config new NEW-FILE --roles os:operator", "config merge NEW-FILE",
+				"config new NEW-FILE --roles os:operator", "--aegisconfig " + c.config + " config merge NEW-FILE --force",
 			},
 		},
 		{
