@@ -97,6 +97,48 @@ func (c *cliCluster) ctl(t *testing.T, cfg string, args ...string) cliResult {
 	return res
 }
 
+// stream runs an aegisctl command that follows until interrupted, waits
+// until its output satisfies until, interrupts it and checks that it ends
+// cleanly. It returns the output.
+func (c *cliCluster) stream(t *testing.T, cfg string, until func(string) bool, args ...string) string {
+	t.Helper()
+
+	var stdout, stderr syncBuffer
+
+	cmd := exec.Command(filepath.Join(binDir, "aegisctl"), append([]string{"--aegisconfig", cfg}, args...)...)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.Env = []string{"HOME=" + c.home, "PATH=" + os.Getenv("PATH")}
+
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+
+	done := make(chan error, 1)
+
+	go func() { done <- cmd.Wait() }()
+
+	deadline := time.After(timeout)
+
+	for !until(stdout.String()) {
+		select {
+		case err := <-done:
+			t.Fatalf("aegisctl %s ended early: %v\n%s%s", strings.Join(args, " "), err, stdout.String(), stderr.String())
+		case <-deadline:
+			_ = cmd.Process.Kill()
+			t.Fatalf("aegisctl %s: timed out; output so far:\n%s%s", strings.Join(args, " "), stdout.String(), stderr.String())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+
+	_ = cmd.Process.Signal(os.Interrupt)
+
+	if err := <-done; err != nil {
+		t.Fatalf("aegisctl %s after an interrupt: %v\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+
+	return stdout.String()
+}
+
 // ok runs aegisctl and fails the test unless it succeeds.
 func (c *cliCluster) ok(t *testing.T, cfg string, args ...string) string {
 	t.Helper()

@@ -25,6 +25,7 @@ func TestCLI(t *testing.T) {
 	short := c.configNew(t, "short", "--roles", "os:operator", "--crt-ttl", "30s")
 
 	t.Run("every node answers", func(t *testing.T) { cliEveryNode(t, c) })
+	t.Run("reboot, health and events", func(t *testing.T) { cliReboot(t, c) })
 	t.Run("roles of configs made with config new", func(t *testing.T) { cliRoles(t, c) })
 	t.Run("single-use token joins one worker", func(t *testing.T) { cliSingleUseToken(t, c) })
 	t.Run("short-lived certificate renews itself", func(t *testing.T) { cliRenewal(t, c, short) })
@@ -60,6 +61,41 @@ func cliEveryNode(t *testing.T, c *cliCluster) {
 
 	if out = c.ok(t, c.admin(), "-n", w2, "-o", "json", "version"); !strings.Contains(out, `"hostname": "`+w2+`"`) {
 		t.Fatalf("version as json: %s", out)
+	}
+}
+
+func cliReboot(t *testing.T, c *cliCluster) {
+	w1 := c.Nodes[1].Address
+
+	out := c.ok(t, c.admin(), "-n", w1, "reboot")
+
+	rows := tableRows(out)
+	if len(rows) != 1 || rows[0][0] != w1 || len(rows[0]) != 4 {
+		t.Fatalf("reboot: %s", out)
+	}
+
+	actor := rows[0][3]
+
+	// The node replies before it reboots, and its API is down while it
+	// does: the test waits for the second boot to end before asking again.
+	waitFor(t, "the worker to boot again", func() bool {
+		data, _ := os.ReadFile(c.LogPath(c.Nodes[1]))
+
+		return strings.Count(string(data), `"msg":"node ready"`) >= 2
+	})
+
+	if out = c.ok(t, c.admin(), "health", "--worker-nodes", w1, "--wait-timeout", "1m"); !strings.Contains(out, "1 node healthy") {
+		t.Fatalf("health after the reboot: %s", out)
+	}
+
+	// The reboot's boot sequence ended with a boot STOP event of its actor.
+	c.stream(t, c.admin(), func(out string) bool {
+		return regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(w1) + `\s+\d+\s+machine\.SequenceEvent\s+` + actor + `\s+boot STOP$`).MatchString(out)
+	}, "-n", w1, "events", "--tail", "-1")
+
+	out = c.stream(t, c.admin(), func(out string) bool { return strings.Contains(out, "\n") }, "-n", w1, "logs", "apid", "-f", "--tail", "1")
+	if !strings.HasPrefix(out, w1+": {") {
+		t.Fatalf("logs -f: %s", out)
 	}
 }
 
