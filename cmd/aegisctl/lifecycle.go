@@ -16,9 +16,10 @@ func newRebootCommand(e *env) *cobra.Command {
 		Use:   "reboot",
 		Short: "Reboot each node: stop its services and run its boot sequence again",
 		Long: `Reboot each node. A node run by machined as an ordinary process stops its
-services and runs its boot sequence again; its API is back once apid has
-restarted ('aegisctl health' waits for it). The events of the reboot carry
-the actor ID printed for each node ('aegisctl events').`,
+services, just after replying, and runs its boot sequence again; its API is
+down until apid has started again. The events of the reboot carry the actor
+ID printed for each node: the reboot is over at the boot STOP event of that
+actor ('aegisctl events --tail -1').`,
 		Args: cobra.NoArgs,
 	}
 
