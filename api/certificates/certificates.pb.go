@@ -28,7 +28,8 @@ const (
 
 type RenewRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// PEM certificate request for the new key. Only its public key is used.
+	// PEM certificate request for the new key. Its public key and common
+	// name are used; a request naming hosts (SANs) is refused.
 	Csr []byte `protobuf:"bytes,1,opt,name=csr,proto3" json:"csr,omitempty"`
 	// Lifetime asked for; zero or more than the server allows gives the
 	// server's limit.

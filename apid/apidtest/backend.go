@@ -36,6 +36,9 @@ type BackendConfig struct {
 	// Socket is the socket path. Empty means a new path in a temporary
 	// directory. It must be short: Unix socket paths are limited to 108 bytes.
 	Socket string
+	// Register adds more services beside the MachineService, behind the
+	// same interceptors. Nil adds none.
+	Register func(*grpc.Server)
 }
 
 // Backend stands in for machined until it exists: it serves Version,
@@ -81,6 +84,10 @@ func StartBackend(tb testing.TB, cfg BackendConfig) *Backend {
 		grpc.ChainStreamInterceptor(b.recordStream, inject.StreamServerInterceptor(), authorize.StreamServerInterceptor()),
 	)
 	machine.RegisterMachineServiceServer(b.srv, machineServer{Backend: b})
+
+	if cfg.Register != nil {
+		cfg.Register(b.srv)
+	}
 
 	go b.srv.Serve(lis) //nolint:errcheck // Serve ends when Stop is called
 

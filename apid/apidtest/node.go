@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/siderolabs/talos/pkg/machinery/client"
+	"google.golang.org/grpc"
 
 	"github.com/aegis-os/aegis/apid"
 	"github.com/aegis-os/aegis/ca"
@@ -29,6 +30,8 @@ type NodeConfig struct {
 	AcceptedCAs func() *ca.AcceptedSet
 	// Logger receives apid's log. Nil discards.
 	Logger *slog.Logger
+	// Register adds more services to the backend (BackendConfig.Register).
+	Register func(*grpc.Server)
 }
 
 // Node is an apid server and the backend behind it, in the test's process.
@@ -56,7 +59,7 @@ func StartNode(tb testing.TB, p *PKI, cfg NodeConfig) *Node {
 	}
 
 	n := &Node{
-		Backend:     StartBackend(tb, BackendConfig{Hostname: cfg.Hostname}),
+		Backend:     StartBackend(tb, BackendConfig{Hostname: cfg.Hostname, Register: cfg.Register}),
 		Addr:        addr,
 		Certificate: p.Server(tb, cfg.IP).KeyPair(tb),
 	}

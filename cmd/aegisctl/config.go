@@ -17,7 +17,7 @@ import (
 func newConfigCommand(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "config",
-		Short: "Manage the client config: contexts, endpoints, nodes",
+		Short: "Manage the client config: contexts, endpoints, nodes, new configs, renewal",
 	}
 
 	cmd.AddCommand(
@@ -50,6 +50,8 @@ func newConfigCommand(e *env) *cobra.Command {
 		newSetListCommand(e, "node", "Set the default nodes of the current context",
 			func(ctx *certs.ClientContext, v []string) { ctx.Nodes = v }),
 		newConfigMergeCommand(e),
+		newConfigNewCommand(e),
+		newConfigRenewCommand(e),
 		&cobra.Command{
 			Use:   "info",
 			Short: "Show the current context: endpoints, nodes, roles, certificate expiry, CA fingerprint",

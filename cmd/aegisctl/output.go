@@ -78,7 +78,8 @@ func subjectOf(cert *x509.Certificate) string {
 	return "(empty)"
 }
 
-// expiry renders NotAfter with the time left, e.g. "2036-11-19 (in 3649d)".
+// expiry renders NotAfter with the time left, e.g. "2036-11-19 (in 3649d)";
+// within the hour to the second, as short-lived certificates need.
 func expiry(cert *x509.Certificate, now time.Time) string {
 	left := cert.NotAfter.Sub(now)
 	date := cert.NotAfter.UTC().Format("2006-01-02 15:04 MST")
@@ -86,6 +87,8 @@ func expiry(cert *x509.Certificate, now time.Time) string {
 	switch {
 	case left <= 0:
 		return date + " (EXPIRED)"
+	case left < time.Hour:
+		return fmt.Sprintf("%s (in %s)", date, left.Round(time.Second))
 	case left < 48*time.Hour:
 		return fmt.Sprintf("%s (in %s)", date, left.Round(time.Minute))
 	default:

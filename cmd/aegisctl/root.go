@@ -18,6 +18,16 @@ type env struct {
 	stderr io.Writer
 	// aegisconfig is the --aegisconfig flag; empty means the default path.
 	aegisconfig string
+	// target is what the node commands talk to, from the global flags.
+	target targetFlags
+}
+
+// targetFlags pick the context, the endpoints a node command connects to
+// and the nodes it addresses; empty values come from the context.
+type targetFlags struct {
+	context   string
+	endpoints []string
+	nodes     []string
 }
 
 func newEnv() *env {
@@ -36,10 +46,18 @@ func (e *env) clientConfigPath() (string, error) {
 func newRootCommand(e *env) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "aegisctl",
-		Short: "Operate Aegis nodes: secrets, configs, certificates and client contexts",
+		Short: "Operate Aegis nodes: secrets, configs, certificates, client contexts and the nodes themselves",
 		Long: `aegisctl is the operator CLI of Aegis, a PKI and trust-bootstrap suite for
 API-driven nodes. It generates the cluster's secrets bundle, the machine and
-client configs made from it, and the certificates of a PKI built by hand.`,
+client configs made from it, and the certificates of a PKI built by hand; it
+runs local clusters; and it drives nodes through their API: versions,
+memory, services, logs, events, health, reboots, client configs and
+bootstrap tokens.
+
+Node commands connect to the context's endpoints (-e) and run on the nodes
+named with -n, through the endpoint; without nodes they run on the
+endpoint's own node. The client certificate is renewed before a command
+runs once less than a third of its lifetime is left.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -49,7 +67,14 @@ client configs made from it, and the certificates of a PKI built by hand.`,
 	root.PersistentFlags().StringVar(&e.aegisconfig, "aegisconfig", "",
 		"client config file (default $"+certs.EnvClientConfig+", else ~/.aegis/config)")
 
+	root.PersistentFlags().StringVar(&e.target.context, "context", "", "context of the client config to use (default: its current context)")
+	root.PersistentFlags().StringSliceVarP(&e.target.endpoints, "endpoints", "e", nil,
+		"apid endpoints to connect to, repeatable or comma-separated (default: the context's)")
+	root.PersistentFlags().StringSliceVarP(&e.target.nodes, "nodes", "n", nil,
+		"nodes to run the command on, through the endpoint, repeatable or comma-separated (default: the context's; none: the endpoint's own node)")
+
 	root.AddCommand(newGenCommand(e), newConfigCommand(e), newClusterCommand(e))
+	root.AddCommand(nodeCommands(e)...)
 
 	return root
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/aegis-os/aegis/api/tokens"
 	"github.com/aegis-os/aegis/authz"
 	"github.com/aegis-os/aegis/internal/unixsock"
+	"github.com/aegis-os/aegis/machined/certapi"
 	"github.com/aegis-os/aegis/machined/machineapi"
 	"github.com/aegis-os/aegis/machined/resources"
 )
@@ -21,7 +22,8 @@ type sockets struct {
 }
 
 // listen opens machined's sockets and serves them until stop:
-//   - machined.sock: the API calls apid forwards, authorized again from the
+//   - machined.sock: the API calls apid forwards (the MachineService, the
+//     token proxy and the certificate service), authorized again from the
 //     roles apid passes in talos-role metadata;
 //   - apid.sock and trustd.sock: each service's view of the node's resources,
 //     refusing and logging anything else.
@@ -49,6 +51,7 @@ func (n *Node) listen() (*sockets, error) {
 		ClientConfig: clientIssuer{n}, Clock: n.clock, Logger: n.log,
 	}).Register(api)
 	tokens.RegisterTokenServiceServer(api, tokenProxy)
+	certapi.New(certapi.Config{Authority: clientIssuer{n}, Logger: n.log}).Register(api)
 
 	for _, sock := range []struct {
 		path   string

@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -10,9 +9,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/aegis-os/aegis/api/tokens"
-	"github.com/aegis-os/aegis/authz/role"
-	"github.com/aegis-os/aegis/ca"
-	"github.com/aegis-os/aegis/certs"
 )
 
 // tokenProxy serves the TokenService by forwarding each call to trustd,
@@ -72,36 +68,4 @@ func (p *tokenProxy) Revoke(ctx context.Context, req *tokens.RevokeRequest) (*to
 	}
 
 	return c.Revoke(ctx, req)
-}
-
-// clientIssuer makes client configurations on control planes.
-type clientIssuer struct{ n *Node }
-
-// IssueClientConfig issues a client certificate with roles from the OS CA
-// and wraps it in a client config naming the node's addresses.
-func (c clientIssuer) IssueClientConfig(roles role.Set, ttl time.Duration) (caPEM, crt, key, cfg []byte, err error) {
-	machine := c.n.current()
-	if machine.OSCA() == nil {
-		return nil, nil, nil, nil, status.Error(codes.FailedPrecondition, "client configurations are issued by control-plane nodes only")
-	}
-
-	iss, err := ca.NewIssuer(ca.IssuerConfig{CA: machine.OSCA(), Clock: c.n.clock})
-	if err != nil {
-		return nil, nil, nil, nil, err
-	}
-
-	cc, err := certs.NewClientCertificate(iss, certs.ClientCertOptions{Roles: roles, TTL: ttl})
-	if err != nil {
-		return nil, nil, nil, nil, err
-	}
-
-	res, _ := c.n.store.Current()
-	caPEM = machine.AcceptedCAs().PEM()
-
-	cfg, err = certs.NewClientConfig(machine.Cluster.Name, res.GetAddresses(), caPEM, cc).Marshal()
-	if err != nil {
-		return nil, nil, nil, nil, err
-	}
-
-	return caPEM, cc.Cert.PEM, cc.Key, cfg, nil
 }

@@ -198,7 +198,11 @@ func (m *Manager) API(ctx context.Context, id string, action Action) error {
 	case ActionStop:
 		return m.Stop(ctx, id)
 	default:
-		return m.Restart(ctx, id)
+		// A restart runs to its end even if its caller goes away: restarting
+		// apid through apid ends the very call that asked for it, and a
+		// restart cut short after its stop would leave the service stopped.
+		// The stop is bounded by the runner's own grace period.
+		return m.Restart(context.WithoutCancel(ctx), id)
 	}
 }
 

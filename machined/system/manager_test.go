@@ -348,6 +348,58 @@ func TestAPIActions(t *testing.T) {
 	}
 }
 
+// TestRestartOutlivesItsCaller: the caller of a restart may go away while
+// the service stops (apid restarting itself ends the call); the service must
+// still start again.
+func TestRestartOutlivesItsCaller(t *testing.T) {
+	var starts atomic.Int32
+
+	stopping := make(chan struct{})
+	release := make(chan struct{})
+
+	svc := &fakeService{
+		id: "svc", allow: map[Action]bool{ActionRestart: true},
+		started: func(string) { starts.Add(1) },
+		run: func(ctx context.Context, _ io.Writer) error {
+			<-ctx.Done()
+
+			if starts.Load() == 1 {
+				close(stopping)
+				<-release // a slow stop, during which the caller leaves
+			}
+
+			return nil
+		},
+	}
+
+	m := newManager(clock.Real())
+	if err := m.Load(svc); err != nil {
+		t.Fatal(err)
+	}
+
+	_ = m.Start()
+	waitState(t, m, "svc", StateRunning)
+
+	callCtx, hangUp := context.WithCancel(waitCtx(t))
+	done := make(chan error, 1)
+
+	go func() { done <- m.API(callCtx, "svc", ActionRestart) }()
+
+	<-stopping
+	hangUp()
+	close(release)
+
+	if err := <-done; err != nil {
+		t.Fatalf("restart: %v", err)
+	}
+
+	waitState(t, m, "svc", StateRunning)
+
+	if starts.Load() != 2 {
+		t.Fatalf("service started %d times, want 2", starts.Load())
+	}
+}
+
 // TestProcessServiceLifecycle runs a real child process through the framework.
 func TestProcessServiceLifecycle(t *testing.T) {
 	m := newManager(clock.Real())

@@ -1,0 +1,200 @@
+package certs
+
+import (
+	"crypto/x509"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aegis-os/aegis/authz/role"
+	"github.com/aegis-os/aegis/ca"
+	"github.com/aegis-os/aegis/ca/catest"
+)
+
+func TestClientRenewalDue(t *testing.T) {
+	cert := certValid(renewEpoch, 30*time.Hour)
+
+	tests := []struct {
+		name string
+		now  time.Time
+		want bool
+	}{
+		{name: "fresh", now: renewEpoch, want: false},
+		{name: "half-life", now: renewEpoch.Add(15 * time.Hour), want: false},
+		{name: "just before two thirds", now: renewEpoch.Add(20*time.Hour - time.Nanosecond), want: false},
+		{name: "a third left", now: renewEpoch.Add(20 * time.Hour), want: true},
+		{name: "last second", now: renewEpoch.Add(30 * time.Hour), want: true},
+		{name: "expired cannot renew", now: renewEpoch.Add(30*time.Hour + time.Second), want: false},
+		{name: "not yet valid", now: renewEpoch.Add(-time.Hour), want: false},
+	}
+
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := ClientRenewalDue(tt.now, cert); got != tt.want {
+				t.Fatalf("ClientRenewalDue(%s) = %v, want %v", tt.now, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestCheckClientCertificateTime(t *testing.T) {
+	cert := certValid(renewEpoch, time.Hour)
+
+	tests := []struct {
+		name string
+		now  time.Time
+		want string
+	}{
+		{name: "valid", now: renewEpoch.Add(time.Minute)},
+		{name: "expired", now: renewEpoch.Add(3 * time.Hour), want: "client certificate expired at 2030-01-01T01:00:00Z (2h0m0s ago)"},
+		{name: "not yet valid", now: renewEpoch.Add(-90 * time.Second), want: "not valid until 2030-01-01T00:00:00Z (in 1m30s; is this machine's clock behind?)"},
+	}
+
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := CheckClientCertificateTime(tt.now, cert)
+			if tt.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+
+				return
+			}
+
+			var te *CertificateTimeError
+			if !errors.As(err, &te) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err = %v, want a CertificateTimeError containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestClientRenewalCheck(t *testing.T) {
+	now := catest.Epoch
+	authority := catest.NewCA(t, ca.Ed25519, now.Add(-time.Hour))
+	other := catest.NewCA(t, ca.Ed25519, now.Add(-time.Hour))
+	iss := catest.NewIssuer(t, authority, now)
+
+	old := catest.Issue(t, iss, catest.Key(t, ca.Ed25519), ca.ProfileClient, time.Hour, role.Operator, role.Reader)
+
+	r, err := NewClientRenewal(old.Cert, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if r.TTL != time.Hour {
+		t.Fatalf("TTL asked = %s, want the old lifetime", r.TTL)
+	}
+
+	issue := func(i *ca.Issuer, ttl time.Duration, roles ...role.Role) []byte {
+		csr, err := ca.ParseCSR(r.CSR)
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		issued, err := i.Issue(ca.Request{CSR: csr, Profile: ca.ProfileClient, Roles: role.NewSet(roles...), TTL: ttl})
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		return issued.PEM
+	}
+
+	tests := []struct {
+		name string
+		crt  []byte
+		cas  []byte
+		want string
+	}{
+		{name: "good", crt: issue(iss, time.Hour, role.Reader, role.Operator), cas: authority.CertPEM},
+		{name: "shorter is fine", crt: issue(iss, time.Minute, role.Reader, role.Operator), cas: authority.CertPEM},
+		{name: "longer than asked", crt: issue(iss, 2*time.Hour, role.Reader, role.Operator), cas: authority.CertPEM, want: "more than"},
+		{name: "other roles", crt: issue(iss, time.Hour, role.Admin), cas: authority.CertPEM, want: "roles"},
+		{name: "other key", crt: old.PEM, cas: authority.CertPEM, want: "new key"},
+		{name: "unknown CA", crt: issue(catest.NewIssuer(t, other, now), time.Hour, role.Reader, role.Operator), cas: authority.CertPEM, want: "does not verify"},
+		{name: "no CAs", crt: issue(iss, time.Hour, role.Reader, role.Operator), want: "CAs"},
+	}
+
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cert, err := r.Check(tt.crt, tt.cas, now)
+			if tt.want == "" {
+				if err != nil || cert == nil {
+					t.Fatalf("Check: %v", err)
+				}
+
+				return
+			}
+
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Check err = %v, want it to mention %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestNewClientRenewalKeepsKeyTypeAndName(t *testing.T) {
+	now := catest.Epoch
+	iss := catest.NewIssuer(t, catest.NewCA(t, ca.ECDSAP256, now.Add(-time.Hour)), now)
+	old := catest.Issue(t, iss, catest.Key(t, ca.ECDSAP256), ca.ProfileClient, time.Hour, role.Admin)
+
+	r, err := NewClientRenewal(old.Cert, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	csr, err := ca.ParseCSR(r.CSR)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if csr.Request.PublicKeyAlgorithm != x509.ECDSA || csr.Request.Subject.CommonName != "test" || len(csr.Hosts()) != 0 {
+		t.Fatalf("CSR: algorithm %v, CN %q, hosts %v", csr.Request.PublicKeyAlgorithm, csr.Request.Subject.CommonName, csr.Hosts())
+	}
+
+	if _, err := ca.ParseKey(r.KeyPEM()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestReplaceCredentials(t *testing.T) {
+	newConfig := func() *ClientConfig {
+		return &ClientConfig{Context: "a", Contexts: map[string]*ClientContext{
+			"a": {Endpoints: []string{"10.0.0.1"}, CA: []byte("ca"), Crt: []byte("old"), Key: []byte("oldkey")},
+			"b": {Endpoints: []string{"10.0.0.2"}, CA: []byte("ca"), Crt: []byte("old"), Key: []byte("bkey")},
+		}}
+	}
+
+	c := newConfig()
+	if err := c.ReplaceCredentials("a", []byte("old"), []byte("new"), []byte("newkey"), []byte("newca")); err != nil {
+		t.Fatal(err)
+	}
+
+	a, b := c.Contexts["a"], c.Contexts["b"]
+	if string(a.Crt) != "new" || string(a.Key) != "newkey" || string(a.CA) != "newca" || a.Endpoints[0] != "10.0.0.1" {
+		t.Fatalf("context a after replace: %+v", a)
+	}
+
+	if string(b.Crt) != "old" || string(b.Key) != "bkey" {
+		t.Fatal("another context changed")
+	}
+
+	c = newConfig()
+	if err := c.ReplaceCredentials("a", []byte("stale"), []byte("new"), []byte("newkey"), nil); !errors.Is(err, ErrCredentialsChanged) {
+		t.Fatalf("replace over changed credentials: %v", err)
+	}
+
+	if string(c.Contexts["a"].Crt) != "old" {
+		t.Fatal("refused replace changed the context")
+	}
+
+	c = newConfig()
+	if err := c.ReplaceCredentials("a", []byte("old"), []byte("new"), []byte("newkey"), nil); err != nil || string(c.Contexts["a"].CA) != "ca" {
+		t.Fatalf("empty CA bundle must keep the old CAs: %v", err)
+	}
+
+	if err := c.ReplaceCredentials("zz", nil, nil, nil, nil); err == nil {
+		t.Fatal("missing context accepted")
+	}
+}

@@ -1,0 +1,79 @@
+package main
+
+import (
+	"errors"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+func TestExplain(t *testing.T) {
+	s := &session{name: "prod", endpoints: []string{"127.6.0.2", "127.6.0.3"}}
+	one := &session{name: "prod", endpoints: []string{"127.6.0.2"}}
+
+	tests := []struct {
+		name string
+		s    *session
+		err  error
+		want string
+	}{
+		{
+			name: "endpoint refuses connections",
+			s:    one,
+			err:  status.Error(codes.Unavailable, `connection error: desc = "transport: Error while dialing: dial tcp 127.6.0.2:50000: connect: connection refused"`),
+			want: "cannot reach endpoint 127.6.0.2: dial tcp 127.6.0.2:50000: connect: connection refused",
+		},
+		{
+			name: "several endpoints",
+			s:    s,
+			err:  status.Error(codes.Unavailable, `connection error: desc = "transport: Error while dialing: dial tcp 127.6.0.3:50000: i/o timeout"`),
+			want: "cannot reach endpoints 127.6.0.2, 127.6.0.3: dial tcp 127.6.0.3:50000: i/o timeout",
+		},
+		{
+			name: "server certificate from another CA",
+			s:    one,
+			err:  status.Error(codes.Unavailable, `connection error: desc = "transport: authentication handshake failed: tls: failed to verify certificate: x509: certificate signed by unknown authority"`),
+			want: "cannot reach endpoint 127.6.0.2: authentication handshake failed: tls: failed to verify certificate: x509: certificate signed by unknown authority",
+		},
+		{
+			name: "endpoint restarting",
+			s:    one,
+			err:  status.Error(codes.Unavailable, `connection error: desc = "error reading from server: EOF", received prior goaway: code: NO_ERROR, debug data: "graceful_stop"`),
+			want: "cannot reach endpoint 127.6.0.2: error reading from server: EOF (the endpoint closed the connection: it was stopping or restarting)",
+		},
+		{
+			name: "node's machined down",
+			s:    one,
+			err:  status.Error(codes.Unavailable, "machined is not answering"),
+			want: "unavailable: machined is not answering",
+		},
+		{
+			name: "permission denied names method and roles",
+			s:    one,
+			err:  status.Error(codes.PermissionDenied, "authz: /machine.MachineService/ServiceRestart needs one of os:admin, os:operator; caller has os:reader"),
+			want: `permission denied: /machine.MachineService/ServiceRestart needs one of os:admin, os:operator; caller has os:reader (context "prod")`,
+		},
+		{
+			name: "certificate refused",
+			s:    one,
+			err:  status.Error(codes.Unauthenticated, "no verified client certificate"),
+			want: `127.6.0.2 refused the client certificate of context "prod": no verified client certificate`,
+		},
+		{name: "other codes in words", s: one, err: status.Error(codes.NotFound, `no log for "x"`), want: `not found: no log for "x"`},
+		{name: "failed precondition", s: one, err: status.Error(codes.FailedPrecondition, "use a control-plane endpoint"), want: "failed precondition: use a control-plane endpoint"},
+		{name: "not a status", s: one, err: errors.New("plain"), want: "plain"},
+	}
+
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.s.explain(tt.err); got == nil || got.Error() != tt.want {
+				t.Fatalf("explain = %v\nwant        %s", got, tt.want)
+			}
+		})
+	}
+
+	if one.explain(nil) != nil {
+		t.Fatal("explain(nil) is not nil")
+	}
+}

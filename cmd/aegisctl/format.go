@@ -1,0 +1,150 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+	"go.yaml.in/yaml/v3"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+)
+
+// outputFormat is the -o flag of the commands that print API replies.
+type outputFormat string
+
+// The output formats.
+const (
+	formatTable outputFormat = "table"
+	formatJSON  outputFormat = "json"
+	formatYAML  outputFormat = "yaml"
+)
+
+// String implements pflag.Value.
+func (f *outputFormat) String() string { return string(*f) }
+
+// Type implements pflag.Value.
+func (f *outputFormat) Type() string { return "format" }
+
+// Set implements pflag.Value: only the known formats are accepted.
+func (f *outputFormat) Set(s string) error {
+	switch v := outputFormat(s); v {
+	case formatTable, formatJSON, formatYAML:
+		*f = v
+
+		return nil
+	default:
+		return fmt.Errorf("unknown output format %q (table, json or yaml)", s)
+	}
+}
+
+// addOutputFlag gives cmd the -o flag, table by default.
+func addOutputFlag(cmd *cobra.Command) *outputFormat {
+	f := formatTable
+	cmd.Flags().VarP(&f, "output", "o", "output format: table, json or yaml (the API replies as they are)")
+
+	return &f
+}
+
+// writeReply prints an API reply as JSON or YAML. Fields are the protobuf
+// JSON names; key order is stable, so output can be compared and diffed.
+func writeReply(w io.Writer, format outputFormat, msg proto.Message) error {
+	doc, err := replyDocument(msg)
+	if err != nil {
+		return err
+	}
+
+	var out []byte
+
+	switch format {
+	case formatYAML:
+		out, err = yaml.Marshal(doc)
+	default:
+		out, err = json.MarshalIndent(doc, "", "  ")
+		out = append(out, '\n')
+	}
+
+	if err != nil {
+		return err
+	}
+
+	_, err = w.Write(out)
+
+	return err
+}
+
+// writeStreamed prints one message of a stream: a line of JSON each (JSON
+// Lines), or one YAML document each.
+func writeStreamed(w io.Writer, format outputFormat, msg proto.Message) error {
+	doc, err := replyDocument(msg)
+	if err != nil {
+		return err
+	}
+
+	var out []byte
+
+	if format == formatYAML {
+		body, err := yaml.Marshal(doc)
+		if err != nil {
+			return err
+		}
+
+		out = append([]byte("---\n"), body...)
+	} else {
+		if out, err = json.Marshal(doc); err != nil {
+			return err
+		}
+
+		out = append(out, '\n')
+	}
+
+	_, err = w.Write(out)
+
+	return err
+}
+
+// replyDocument is msg as generic JSON values. protojson's own spacing is
+// deliberately unstable, so its output is decoded and encoded again.
+func replyDocument(msg proto.Message) (any, error) {
+	raw, err := protojson.Marshal(msg)
+	if err != nil {
+		return nil, err
+	}
+
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+
+	var doc any
+	if err = dec.Decode(&doc); err != nil {
+		return nil, err
+	}
+
+	return yamlSafe(doc), nil
+}
+
+// yamlSafe turns json.Number into the int or float it holds, which the
+// YAML encoder writes as a plain number.
+func yamlSafe(v any) any {
+	switch t := v.(type) {
+	case map[string]any:
+		for k, e := range t {
+			t[k] = yamlSafe(e)
+		}
+	case []any:
+		for i, e := range t {
+			t[i] = yamlSafe(e)
+		}
+	case json.Number:
+		if i, err := t.Int64(); err == nil {
+			return i
+		}
+
+		if f, err := t.Float64(); err == nil {
+			return f
+		}
+	}
+
+	return v
+}

@@ -1,0 +1,177 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/siderolabs/talos/pkg/machinery/api/machine"
+	"github.com/siderolabs/talos/pkg/machinery/client"
+	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/types/known/emptypb"
+
+	"github.com/aegis-os/aegis/internal/version"
+)
+
+func newVersionCommand(e *env) *cobra.Command {
+	var clientOnly bool
+
+	cmd := &cobra.Command{
+		Use:   "version",
+		Short: "Print the client's version and the version of each node",
+		Args:  cobra.NoArgs,
+	}
+
+	format := addOutputFlag(cmd)
+	cmd.Flags().BoolVar(&clientOnly, "client", false, "print the client's version only")
+
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if *format == formatTable {
+			fmt.Fprintln(e.stdout, "Client:")
+			writeVersion(e.stdout, clientVersion())
+
+			if clientOnly {
+				return nil
+			}
+
+			fmt.Fprintln(e.stdout, "Server:")
+		} else if clientOnly {
+			return writeReply(e.stdout, *format, &machine.VersionResponse{Messages: []*machine.Version{{Version: clientVersion()}}})
+		}
+
+		return unaryCommand[*machine.VersionResponse]{
+			call: func(ctx context.Context, c *client.Client) (*machine.VersionResponse, error) {
+				return c.MachineClient.Version(ctx, &emptypb.Empty{})
+			},
+			table: versionTable,
+			plain: true,
+		}.run(e, cmd, *format)
+	}
+
+	return cmd
+}
+
+func clientVersion() *machine.VersionInfo {
+	v := version.Get()
+
+	return &machine.VersionInfo{Tag: v.Tag, Sha: v.Commit, Built: v.Built, GoVersion: v.GoVersion, Os: v.OS, Arch: v.Arch}
+}
+
+// writeVersion prints a version the way talosctl does.
+func writeVersion(w io.Writer, v *machine.VersionInfo) {
+	fmt.Fprintf(w, "\tTag:         %s\n\tSHA:         %s\n\tBuilt:       %s\n\tGo version:  %s\n\tOS/Arch:     %s/%s\n",
+		v.GetTag(), v.GetSha(), v.GetBuilt(), v.GetGoVersion(), v.GetOs(), v.GetArch())
+}
+
+// versionTable prints each node's version under its name; it is a list of
+// blocks rather than a table, as talosctl's.
+func versionTable(w io.Writer, resp *machine.VersionResponse, named bool) {
+	for _, m := range resp.GetMessages() {
+		if named {
+			fmt.Fprintf(w, "\tNODE:        %s\n", m.GetMetadata().GetHostname())
+		}
+
+		if f := failureOf(m.GetMetadata()); f != nil {
+			fmt.Fprintf(w, "\terror:       %s\n", f.text)
+
+			continue
+		}
+
+		writeVersion(w, m.GetVersion())
+
+		if p := m.GetPlatform(); p != nil {
+			fmt.Fprintf(w, "\tPlatform:    %s (%s)\n", p.GetName(), p.GetMode())
+		}
+	}
+}
+
+func newHostnameCommand(e *env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "hostname",
+		Short: "Print the hostname of each node",
+		Args:  cobra.NoArgs,
+	}
+
+	format := addOutputFlag(cmd)
+
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		return unaryCommand[*machine.HostnameResponse]{
+			call: func(ctx context.Context, c *client.Client) (*machine.HostnameResponse, error) {
+				return c.MachineClient.Hostname(ctx, &emptypb.Empty{})
+			},
+			table: hostnameTable,
+		}.run(e, cmd, *format)
+	}
+
+	return cmd
+}
+
+func hostnameTable(w io.Writer, resp *machine.HostnameResponse, named bool) {
+	if named {
+		header(w, named, "HOSTNAME")
+	}
+
+	for _, m := range resp.GetMessages() {
+		if f := failureOf(m.GetMetadata()); f != nil {
+			errorRow(w, f)
+
+			continue
+		}
+
+		fmt.Fprintf(w, "%s%s\n", nodeCell(named, m.GetMetadata().GetHostname()), m.GetHostname())
+	}
+}
+
+func newMemoryCommand(e *env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "memory",
+		Aliases: []string{"free"},
+		Short:   "Show each node's memory use, in MiB",
+		Long: `Show each node's memory use in MiB, as free(1) does: TOTAL, USED (total less
+free, buffers and cache), FREE, SHARED, BUFFERS, CACHE and AVAILABLE.`,
+		Args: cobra.NoArgs,
+	}
+
+	format := addOutputFlag(cmd)
+
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		return unaryCommand[*machine.MemoryResponse]{
+			call: func(ctx context.Context, c *client.Client) (*machine.MemoryResponse, error) {
+				return c.MachineClient.Memory(ctx, &emptypb.Empty{})
+			},
+			table: memoryTable,
+		}.run(e, cmd, *format)
+	}
+
+	return cmd
+}
+
+func memoryTable(w io.Writer, resp *machine.MemoryResponse, named bool) {
+	header(w, named, "TOTAL\tUSED\tFREE\tSHARED\tBUFFERS\tCACHE\tAVAILABLE")
+
+	for _, m := range resp.GetMessages() {
+		if f := failureOf(m.GetMetadata()); f != nil {
+			errorRow(w, f)
+
+			continue
+		}
+
+		mi := m.GetMeminfo()
+		fmt.Fprintf(w, "%s%d\t%d\t%d\t%d\t%d\t%d\t%d\n", nodeCell(named, m.GetMetadata().GetHostname()),
+			mib(mi.GetMemtotal()), mib(used(mi)), mib(mi.GetMemfree()), mib(mi.GetShmem()),
+			mib(mi.GetBuffers()), mib(mi.GetCached()), mib(mi.GetMemavailable()))
+	}
+}
+
+// used is memory neither free nor reclaimable at once, in kB.
+func used(mi *machine.MemInfo) uint64 {
+	other := mi.GetMemfree() + mi.GetBuffers() + mi.GetCached()
+	if other > mi.GetMemtotal() {
+		return 0
+	}
+
+	return mi.GetMemtotal() - other
+}
+
+// mib converts the kernel's kB (KiB) to MiB.
+func mib(kb uint64) uint64 { return kb / 1024 }

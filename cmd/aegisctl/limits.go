@@ -1,0 +1,23 @@
+package main
+
+import "time"
+
+// Limits and timings of the node commands, in one place.
+const (
+	// renewTimeout bounds a renewal of the client certificate: a signature
+	// on a control plane takes milliseconds, so a renewal that takes longer
+	// is failing, and the command it runs before should not wait on it.
+	renewTimeout = 30 * time.Second
+
+	// defaultHealthTimeout is how long health waits by default: a local
+	// cluster is up in seconds, a node rebooting in well under a minute.
+	defaultHealthTimeout = 5 * time.Minute
+
+	// healthPollInterval is the pause between two rounds of health checks:
+	// often enough to see a node come up, rarely enough to be no load.
+	healthPollInterval = time.Second
+
+	// healthCallTimeout bounds one round's calls, so a node that hangs
+	// shows as not answering instead of stalling the wait.
+	healthCallTimeout = 10 * time.Second
+)

@@ -1,0 +1,159 @@
+package certapi
+
+import (
+	"context"
+	"crypto"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/aegis-os/aegis/api/certificates"
+	"github.com/aegis-os/aegis/apid/apidtest"
+	"github.com/aegis-os/aegis/authz"
+	"github.com/aegis-os/aegis/authz/role"
+	"github.com/aegis-os/aegis/ca"
+	"github.com/aegis-os/aegis/ca/catest"
+)
+
+// authority is a control plane's CA, a worker (no CA) or a broken node.
+type authority struct {
+	iss *ca.Issuer
+	err error
+}
+
+func (a authority) ClientIssuer() (*ca.Issuer, []byte, error) {
+	if a.err != nil {
+		return nil, nil, a.err
+	}
+
+	return a.iss, a.iss.CA().CertPEM, nil
+}
+
+func TestDefaultMaxTTLIsTheClientProfiles(t *testing.T) {
+	if DefaultMaxTTL != ca.DefaultsFor(ca.ProfileClient).MaxTTL {
+		t.Fatalf("DefaultMaxTTL %s differs from the client profile's maximum %s", DefaultMaxTTL, ca.DefaultsFor(ca.ProfileClient).MaxTTL)
+	}
+}
+
+func TestRenew(t *testing.T) {
+	now := catest.Epoch
+	iss := catest.NewIssuer(t, catest.NewCA(t, ca.Ed25519, now.Add(-time.Hour)), now)
+	key := catest.Key(t, ca.Ed25519)
+	good := catest.CSR(t, key, &x509.CertificateRequest{Subject: pkix.Name{CommonName: "alice", Organization: []string{"os:admin"}}})
+	readerOperator := role.NewSet(role.Reader, role.Operator)
+
+	tests := []struct {
+		name      string
+		authority authority
+		maxTTL    time.Duration
+		roles     role.Set
+		csr       []byte
+		ttl       *durationpb.Duration
+		code      codes.Code
+		want      string        // in the error message
+		life      time.Duration // of the certificate issued
+	}{
+		{name: "same roles, lifetime asked", roles: readerOperator, csr: good, ttl: durationpb.New(time.Hour), life: time.Hour},
+		{name: "no lifetime asked gives the maximum", roles: readerOperator, csr: good, maxTTL: 48 * time.Hour, life: 48 * time.Hour},
+		{name: "zero lifetime gives the maximum", roles: readerOperator, csr: good, ttl: durationpb.New(0), life: DefaultMaxTTL},
+		{name: "more than the maximum is cut", roles: readerOperator, csr: good, maxTTL: 2 * time.Hour, ttl: durationpb.New(10 * time.Hour), life: 2 * time.Hour},
+		{name: "maximum above the profile's is ignored", roles: readerOperator, csr: good, maxTTL: 10 * DefaultMaxTTL, ttl: durationpb.New(2 * DefaultMaxTTL), life: DefaultMaxTTL},
+		{name: "too short", roles: readerOperator, csr: good, ttl: durationpb.New(time.Millisecond), code: codes.InvalidArgument, want: "shorter than 1s"},
+		{name: "negative", roles: readerOperator, csr: good, ttl: durationpb.New(-time.Hour), code: codes.InvalidArgument, want: "shorter"},
+		{name: "invalid duration", roles: readerOperator, csr: good, ttl: &durationpb.Duration{Seconds: 1, Nanos: -1}, code: codes.InvalidArgument, want: "ttl"},
+		{name: "no roles", csr: good, code: codes.PermissionDenied, want: "roles"},
+		{name: "garbage CSR", roles: readerOperator, csr: []byte("nope"), code: codes.InvalidArgument, want: "PEM"},
+		{
+			name: "CSR naming hosts", roles: readerOperator, code: codes.InvalidArgument, want: "names no hosts; the request names evil.example",
+			csr: catest.CSR(t, key, &x509.CertificateRequest{DNSNames: []string{"evil.example"}}),
+		},
+		{name: "worker", authority: authority{err: ErrNoCA}, roles: readerOperator, csr: good, code: codes.FailedPrecondition, want: "use a control-plane endpoint"},
+		{name: "broken node", authority: authority{err: errors.New("disk on fire")}, roles: readerOperator, csr: good, code: codes.Internal, want: "internal error"},
+	}
+
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.authority.iss == nil && tt.authority.err == nil {
+				tt.authority.iss = iss
+			}
+
+			var sink apidtest.LogSink
+
+			s := New(Config{Authority: tt.authority, MaxTTL: tt.maxTTL, Logger: sink.Logger()})
+
+			ctx := context.Background()
+			if tt.roles != nil {
+				ctx = authz.ContextWithRoles(ctx, tt.roles)
+			}
+
+			resp, err := s.Renew(ctx, &certificates.RenewRequest{Csr: tt.csr, Ttl: tt.ttl})
+			if tt.code != codes.OK {
+				checkRefusal(t, &sink, err, tt.code, tt.want)
+
+				return
+			}
+
+			checkIssued(t, &sink, resp, err, key.Public(), tt.life)
+		})
+	}
+}
+
+func checkRefusal(t *testing.T, sink *apidtest.LogSink, err error, code codes.Code, want string) {
+	t.Helper()
+
+	if status.Code(err) != code || !strings.Contains(status.Convert(err).Message(), want) {
+		t.Fatalf("err = %v, want %s mentioning %q", err, code, want)
+	}
+
+	if recs := sink.Find(t, msgRefused, LogCode, code.String()); len(recs) != 1 {
+		t.Fatalf("want one refusal record with code %s, have %v", code, sink.Records(t))
+	}
+
+	if code == codes.Internal && len(sink.Find(t, msgRefused, LogReason, "disk on fire")) != 1 {
+		t.Fatal("the cause of an internal failure is not in the record")
+	}
+}
+
+func checkIssued(t *testing.T, sink *apidtest.LogSink, resp *certificates.RenewResponse, err error, pub any, life time.Duration) {
+	t.Helper()
+
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if len(resp.GetMessages()) != 1 || len(resp.GetMessages()[0].GetCa()) == 0 {
+		t.Fatalf("reply: %v", resp)
+	}
+
+	cert, err := ca.ParseCertificate(resp.GetMessages()[0].GetCrt())
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	org := slices.Sorted(slices.Values(cert.Subject.Organization))
+
+	switch {
+	case !slices.Equal(org, []string{"os:operator", "os:reader"}):
+		t.Fatalf("roles %q, want the caller's and never the CSR's", org)
+	case cert.NotAfter.Sub(cert.NotBefore) != life:
+		t.Fatalf("lifetime %s, want %s", cert.NotAfter.Sub(cert.NotBefore), life)
+	case !slices.Equal(cert.ExtKeyUsage, []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}):
+		t.Fatalf("extended key usage %v", cert.ExtKeyUsage)
+	case !cert.PublicKey.(interface{ Equal(crypto.PublicKey) bool }).Equal(pub):
+		t.Fatal("certificate is not for the request's key")
+	case cert.Subject.CommonName != "alice":
+		t.Fatalf("common name %q", cert.Subject.CommonName)
+	}
+
+	if recs := sink.Find(t, msgRenewed, LogCommonName, "alice", LogRoles, "os:operator,os:reader"); len(recs) != 1 {
+		t.Fatalf("want one issuance record, have %v", sink.Records(t))
+	}
+}

@@ -1,0 +1,61 @@
+package node
+
+import (
+	"errors"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/aegis-os/aegis/authz/role"
+	"github.com/aegis-os/aegis/ca"
+	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/machined/certapi"
+)
+
+// clientIssuer issues client credentials from the OS CA of the current
+// boot's config; only control planes hold its key.
+type clientIssuer struct{ n *Node }
+
+// ClientIssuer returns an issuer of the OS CA and the accepted CAs, or
+// certapi.ErrNoCA on a worker.
+func (c clientIssuer) ClientIssuer() (*ca.Issuer, []byte, error) {
+	machine := c.n.current()
+	if machine.OSCA() == nil {
+		return nil, nil, certapi.ErrNoCA
+	}
+
+	iss, err := ca.NewIssuer(ca.IssuerConfig{CA: machine.OSCA(), Clock: c.n.clock})
+	if err != nil {
+		return nil, nil, err
+	}
+
+	return iss, machine.AcceptedCAs().PEM(), nil
+}
+
+// IssueClientConfig issues a client certificate with roles from the OS CA
+// and wraps it in a client config naming the node's addresses.
+func (c clientIssuer) IssueClientConfig(roles role.Set, ttl time.Duration) (caPEM, crt, key, cfg []byte, err error) {
+	iss, caPEM, err := c.ClientIssuer()
+	if errors.Is(err, certapi.ErrNoCA) {
+		return nil, nil, nil, nil, status.Error(codes.FailedPrecondition, "client configurations are issued by control-plane nodes only")
+	}
+
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+
+	cc, err := certs.NewClientCertificate(iss, certs.ClientCertOptions{Roles: roles, TTL: ttl})
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+
+	res, _ := c.n.store.Current()
+
+	cfg, err = certs.NewClientConfig(c.n.current().Cluster.Name, res.GetAddresses(), caPEM, cc).Marshal()
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+
+	return caPEM, cc.Cert.PEM, cc.Key, cfg, nil
+}
