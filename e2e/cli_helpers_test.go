@@ -220,16 +220,8 @@ func refusesConnections(addr string) bool {
 	return false
 }
 
-// extraNode is a machined started by hand on a config made from the
-// cluster's secrets.
-type extraNode struct {
-	cmd  *exec.Cmd
-	log  string
-	done chan struct{}
-}
-
 // startWorker starts a worker named name on addr that joins with token.
-func (c *cliCluster) startWorker(t *testing.T, name, addr, token string) *extraNode {
+func (c *cliCluster) startWorker(t *testing.T, name, addr, token string) *machinedProc {
 	t.Helper()
 
 	now := time.Now()
@@ -257,63 +249,13 @@ func (c *cliCluster) startWorker(t *testing.T, name, addr, token string) *extraN
 		t.Fatal(err)
 	}
 
-	return startMachined(t, dir)
-}
-
-func startMachined(t *testing.T, dir string) *extraNode {
-	t.Helper()
-
-	n := &extraNode{log: filepath.Join(dir, "machined.log"), done: make(chan struct{})}
-
-	out, err := os.Create(n.log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer out.Close()
-
-	n.cmd = exec.Command(filepath.Join(binDir, "machined"),
-		"--config", filepath.Join(dir, "config.yaml"), "--state", filepath.Join(dir, "state"), "--bin-dir", binDir)
-	n.cmd.Stdout, n.cmd.Stderr = out, out
-
-	if err = n.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-
-	go func() {
-		n.cmd.Wait() //nolint:errcheck // the exit is not what the tests check
-		close(n.done)
-	}()
-
-	t.Cleanup(func() {
-		n.stop()
-
-		if t.Failed() {
-			data, _ := os.ReadFile(n.log)
-			t.Logf("log of %s:\n%s", dir, data)
-		}
-	})
-
-	return n
-}
-
-// stop ends the node: SIGTERM, then SIGKILL if it takes too long.
-func (n *extraNode) stop() {
-	_ = n.cmd.Process.Signal(syscall.SIGTERM)
-
-	select {
-	case <-n.done:
-	case <-time.After(timeout):
-		_ = n.cmd.Process.Kill()
-		<-n.done
-	}
+	return startMachined(t, filepath.Join(dir, "config.yaml"), filepath.Join(dir, "state"))
 }
 
 // logged reports whether the node's log has a record whose message is msg
 // and that contains every one of texts.
-func (n *extraNode) logged(msg string, texts ...string) bool {
-	data, _ := os.ReadFile(n.log)
-
-	for line := range strings.Lines(string(data)) {
+func (p *machinedProc) logged(msg string, texts ...string) bool {
+	for line := range strings.Lines(p.out.String()) {
 		if !strings.Contains(line, `"msg":"`+msg+`"`) {
 			continue
 		}

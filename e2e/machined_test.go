@@ -57,14 +57,7 @@ func startMachined(t *testing.T, cfg, state string) *machinedProc {
 	}()
 
 	t.Cleanup(func() {
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
-
-		select {
-		case <-p.exited:
-		case <-time.After(timeout):
-			_ = p.cmd.Process.Kill()
-			<-p.exited
-		}
+		p.stop()
 
 		if t.Failed() {
 			t.Logf("machined %s output:\n%s", state, p.out.String())
@@ -72,6 +65,19 @@ func startMachined(t *testing.T, cfg, state string) *machinedProc {
 	})
 
 	return p
+}
+
+// stop ends machined: SIGTERM, then SIGKILL if it takes too long. Calling
+// it again is harmless.
+func (p *machinedProc) stop() {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+
+	select {
+	case <-p.exited:
+	case <-time.After(timeout):
+		_ = p.cmd.Process.Kill()
+		<-p.exited
+	}
 }
 
 // waitReady waits for the node's "node ready" log record.
