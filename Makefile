@@ -33,15 +33,22 @@ lint:
 test: deps lint
 	$(GO) test -count=1 ./...
 
-## e2e: run only the end-to-end tests (real processes on 127.0.2.x)
+## e2e: run only the end-to-end tests (real processes on loopback addresses 127.0.x-127.9.x)
 e2e:
 	$(GO) test -count=1 ./e2e/...
 
-## run: generate a secrets bundle and configs into _out/demo and show them
+CLUSTER_NAME ?= aegis-local
+
+## run: build, (re)create the local cluster (1 control plane, 2 workers on 127.5.0.x),
+## show the memory of every node, and leave the cluster running
+## (stop it with: bin/aegisctl cluster destroy)
 run: build
-	@rm -rf $(OUT)/demo
-	$(BIN)/aegisctl gen secrets -o $(OUT)/demo/secrets.yaml
-	$(BIN)/aegisctl gen config demo 127.5.0.2 --with-secrets $(OUT)/demo/secrets.yaml -o $(OUT)/demo --trust-host-clock
+	@if $(BIN)/aegisctl cluster show --name $(CLUSTER_NAME) >/dev/null 2>&1; then \
+		echo "replacing the running cluster $(CLUSTER_NAME)"; \
+		$(BIN)/aegisctl cluster destroy --name $(CLUSTER_NAME); \
+	fi
+	$(BIN)/aegisctl cluster create --name $(CLUSTER_NAME)
+	$(BIN)/aegisctl --context $(CLUSTER_NAME) -n "$$($(BIN)/aegisctl cluster show --name $(CLUSTER_NAME) --addresses)" memory
 
 ## bench: the benchmark harness on real processes (127.7.0.0/16): prints a table, writes
 ## $(BENCHOUT)/results.json and the results of docs/benchmarks.md; QUICK=1: a shorter run

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -109,12 +111,23 @@ them with 'aegisctl cluster destroy'.`,
 }
 
 func createCluster(ctx context.Context, e *env, opts localcluster.Options) error {
+	// A closed output (aegisctl cluster create | head) must not kill aegisctl
+	// halfway, with nodes started and nothing recorded: write errors are
+	// ignored instead until the cluster is up or undone. An interrupt
+	// cancels ctx, and Create then undoes what it made.
+	signal.Ignore(syscall.SIGPIPE)
+	defer signal.Reset(syscall.SIGPIPE)
+
 	fmt.Fprintf(e.stdout, "creating cluster %q: %d control plane(s), %d worker(s) in %s\n", opts.Name, opts.ControlPlanes, opts.Workers, opts.CIDR)
 
 	start := time.Now()
 
 	c, err := localcluster.Create(ctx, opts)
 	if err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("interrupted: cluster %q was not created, and what was started is stopped and removed", opts.Name)
+		}
+
 		return err
 	}
 
@@ -137,7 +150,10 @@ context %q merged into %s and made current. Try:
 }
 
 func newClusterShowCommand(e *env) *cobra.Command {
-	var flags clusterFlags
+	var (
+		flags     clusterFlags
+		addresses bool
+	)
 
 	cmd := &cobra.Command{
 		Use:   "show",
@@ -149,6 +165,12 @@ func newClusterShowCommand(e *env) *cobra.Command {
 				return err
 			}
 
+			if addresses {
+				fmt.Fprintln(e.stdout, strings.Join(c.Addresses(), ","))
+
+				return nil
+			}
+
 			fmt.Fprintf(e.stdout, "cluster %q in %s\n\n", c.Name, c.Dir)
 			printNodes(e, c)
 
@@ -157,6 +179,7 @@ func newClusterShowCommand(e *env) *cobra.Command {
 	}
 
 	flags.register(cmd)
+	cmd.Flags().BoolVar(&addresses, "addresses", false, "print only the node addresses, comma-separated (for -n)")
 
 	return cmd
 }
