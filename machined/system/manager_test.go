@@ -41,13 +41,13 @@ func (f *fakeService) Runner() (runner.Runner, error) {
 		}
 	}
 
-	return runner.Goroutine(f.id, io.Discard, func(ctx context.Context, w io.Writer) error {
-		if f.started != nil {
-			f.started(f.id)
-		}
+	// The framework builds the runner only once the dependencies are up,
+	// so this records the order in which services were started.
+	if f.started != nil {
+		f.started(f.id)
+	}
 
-		return fn(ctx, w)
-	}), nil
+	return runner.Goroutine(f.id, io.Discard, fn), nil
 }
 
 func (f *fakeService) AllowAPI(a Action) error {
@@ -147,8 +147,13 @@ func TestDependencyOrder(t *testing.T) {
 
 	waitState(t, m, "a", StateRunning)
 
-	if info, _ := m.Info("b"); info.State != StateWaiting || !strings.Contains(info.Message, "waiting for a") {
+	// b waits as long as a is unhealthy; it may take a moment to get there.
+	if info := waitState(t, m, "b", StateWaiting); !strings.Contains(info.Message, "waiting for a") {
 		t.Fatalf("b = %s %q, want waiting for a", info.State, info.Message)
+	}
+
+	if info, _ := m.Info("c"); info.State == StateRunning {
+		t.Fatal("c runs before b")
 	}
 
 	aHealthy.Store(true)
