@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"slices"
@@ -148,7 +149,14 @@ type auditedCreds struct {
 
 func (c auditedCreds) ServerHandshake(conn net.Conn) (net.Conn, credentials.AuthInfo, error) {
 	out, info, err := c.TransportCredentials.ServerHandshake(conn)
-	if err != nil {
+
+	switch {
+	case err == nil:
+	case errors.Is(err, io.EOF):
+		// Closed before a ClientHello: a port probe (machined's health
+		// check, a scanner), not a refused client. Nothing to audit.
+		c.log.Debug("connection closed before the tls handshake", slog.String(FieldPeer, conn.RemoteAddr().String()))
+	default:
 		c.log.Warn("tls handshake refused", slog.String(FieldPeer, conn.RemoteAddr().String()),
 			slog.String(FieldError, err.Error()))
 	}

@@ -202,3 +202,34 @@ func TestCARotationWithoutRestart(t *testing.T) {
 		t.Fatal("old CA accepted after the rotation")
 	}
 }
+
+// TestPortProbeIsNotARefusal: a connection closed before its ClientHello
+// (a health check's TCP probe) is no refused client: nothing is logged at
+// warning level, while a real refusal still is.
+func TestPortProbeIsNotARefusal(t *testing.T) {
+	var sink apidtest.LogSink
+
+	p := apidtest.NewPKI(t)
+	node := apidtest.StartNode(t, p, apidtest.NodeConfig{IP: testIP, Logger: sink.Logger()})
+
+	for range 3 {
+		conn, err := net.Dial("tcp", node.Addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		conn.Close()
+	}
+
+	// A refused client afterwards: once its record is there, the probes'
+	// handshakes are long over.
+	_, _ = apidtest.TalosClient(t, node.Addr, p.ClientTLS(t, apidtest.Pair{})).Version(testCtx(t))
+
+	if !logged(t, &sink, "tls handshake refused", "didn't provide a certificate") {
+		t.Fatal("the refused client was not logged")
+	}
+
+	if n := len(sink.Find(t, "tls handshake refused")); n != 1 {
+		t.Fatalf("%d handshake refusals logged, want only the client's: %v", n, sink.Records(t))
+	}
+}
