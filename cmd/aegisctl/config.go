@@ -58,7 +58,7 @@ func newConfigCommand(e *env) *cobra.Command {
 			Args:  cobra.NoArgs,
 			RunE: func(*cobra.Command, []string) error {
 				return withClientConfig(e, false, func(c *certs.ClientConfig) error {
-					name, ctx, err := c.Current()
+					name, ctx, err := pickContext(c, e.target.context)
 					if err != nil {
 						return err
 					}
@@ -86,7 +86,7 @@ func newSetListCommand(e *env, use, short string, set func(*certs.ClientContext,
 			}
 
 			return withClientConfig(e, true, func(c *certs.ClientConfig) error {
-				_, ctx, err := c.Current()
+				_, ctx, err := pickContext(c, e.target.context)
 				if err != nil {
 					return err
 				}

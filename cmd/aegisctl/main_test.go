@@ -282,6 +282,10 @@ func TestConfigCommands(t *testing.T) {
 		}
 	}
 
+	if out = mustRun(t, dir, "config", "info", "--context", "alpha-1"); !strings.Contains(out, "context:   alpha-1") || !strings.Contains(out, "10.0.0.9") {
+		t.Fatalf("info --context alpha-1:\n%s", out)
+	}
+
 	if _, err := run(t, dir, "config", "context", "nope"); err == nil || !strings.Contains(err.Error(), "alpha-1") {
 		t.Fatalf("switching to a missing context: %v", err)
 	}
