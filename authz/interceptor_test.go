@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"net"
 	"strings"
@@ -56,14 +57,29 @@ func (p *pki) impersonator(t *testing.T) *x509.Certificate {
 	return catest.Issue(t, p.iss, catest.Key(t, ca.Ed25519), ca.ProfileImpersonator, time.Hour).Cert
 }
 
+// anchor stands for the accepted CA at the end of a verified chain: the
+// interceptors look at the chain's shape, crypto/tls has checked the rest.
+var anchor = &x509.Certificate{IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+
 // peerCtx is the context of a call from a TLS peer presenting leaf,
-// verified or not, with incoming metadata md.
+// verified (as signed directly by an accepted CA) or not, with incoming
+// metadata md.
 func peerCtx(leaf *x509.Certificate, verified bool, md metadata.MD) context.Context {
+	if !verified {
+		return chainCtx(leaf, nil, md)
+	}
+
+	return chainCtx(leaf, []*x509.Certificate{leaf, anchor}, md)
+}
+
+// chainCtx is the context of a call from a TLS peer presenting leaf whose
+// handshake verified chain.
+func chainCtx(leaf *x509.Certificate, chain []*x509.Certificate, md metadata.MD) context.Context {
 	var state tls.ConnectionState
 	if leaf != nil {
 		state.PeerCertificates = []*x509.Certificate{leaf}
-		if verified {
-			state.VerifiedChains = [][]*x509.Certificate{{leaf}}
+		if chain != nil {
+			state.VerifiedChains = [][]*x509.Certificate{chain}
 		}
 	}
 
@@ -199,6 +215,9 @@ func TestCertificateChain(t *testing.T) {
 	imp := p.impersonator(t)
 	noUsage := p.client(t, role.Admin)
 	noUsage.ExtKeyUsage = nil
+	caLeaf := p.client(t, role.Admin)
+	caLeaf.IsCA, caLeaf.KeyUsage = true, x509.KeyUsageCertSign|x509.KeyUsageDigitalSignature
+	intermediate := &x509.Certificate{IsCA: true, BasicConstraintsValid: true}
 
 	tests := []struct {
 		name      string
@@ -211,6 +230,12 @@ func TestCertificateChain(t *testing.T) {
 		{"no peer", context.Background(), methodVersion, codes.Unauthenticated, "", false},
 		{"unverified certificate", peerCtx(admin, false, nil), methodVersion, codes.Unauthenticated, "", false},
 		{"verified but without ClientAuth", peerCtx(noUsage, true, nil), methodVersion, codes.Unauthenticated, "", false},
+		{"CA certificate as client", peerCtx(caLeaf, true, nil), methodVersion, codes.Unauthenticated, "", false},
+		{"accepted CA as its own leaf", chainCtx(anchor, []*x509.Certificate{anchor}, nil), methodVersion, codes.Unauthenticated, "", false},
+		{
+			"chain through an intermediate", chainCtx(admin, []*x509.Certificate{admin, intermediate, anchor}, nil),
+			methodVersion, codes.Unauthenticated, "", false,
+		},
 		{"admin", peerCtx(admin, true, nil), methodRestart, codes.OK, "os:admin", false},
 		{"reader reads", peerCtx(reader, true, nil), methodVersion, codes.OK, "os:reader", false},
 		{"reader cannot restart", peerCtx(reader, true, nil), methodRestart, codes.PermissionDenied, "", false},
@@ -371,6 +396,43 @@ func TestDenialIsAudited(t *testing.T) {
 
 	if rec[authz.FieldMethod] != methodRestart || rec[authz.FieldRoles] != "os:reader" || rec[authz.FieldAllowed] != "os:admin,os:operator" {
 		t.Fatalf("audit record %v", rec)
+	}
+}
+
+func TestRecheckRefusesCalls(t *testing.T) {
+	var sink logSink
+
+	p := newPKI(t)
+	reader := p.client(t, role.Reader)
+	revoked := errors.New("CA no longer accepted")
+
+	var seen []*x509.Certificate
+
+	a := authz.NewAuthenticator(authz.AuthenticatorConfig{Logger: sink.logger(), Recheck: func(chain []*x509.Certificate) error {
+		seen = chain
+		if chain[0] == reader {
+			return revoked
+		}
+
+		return nil
+	}})
+
+	_, err := runUnary(peerCtx(reader, true, nil), methodVersion, nil, []grpc.UnaryServerInterceptor{a.UnaryServerInterceptor()})
+	if status.Code(err) != codes.Unauthenticated {
+		t.Fatalf("re-check refusal: %v, want Unauthenticated", err)
+	}
+
+	if len(seen) != 2 || seen[0] != reader || seen[1] != anchor {
+		t.Fatalf("re-check saw chain %v, want the verified chain", seen)
+	}
+
+	if rec := sink.find(t, "call refused: no valid client certificate"); rec == nil || !strings.Contains(rec[authz.FieldError].(string), revoked.Error()) {
+		t.Fatalf("refusal not logged with its cause: %v", sink.records(t))
+	}
+
+	if _, err = runUnary(peerCtx(p.client(t, role.Reader), true, nil), methodVersion, nil,
+		[]grpc.UnaryServerInterceptor{a.UnaryServerInterceptor()}); err != nil {
+		t.Fatalf("re-check passing: %v", err)
 	}
 }
 

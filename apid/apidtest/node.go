@@ -13,6 +13,7 @@ import (
 	"github.com/aegis-os/aegis/apid"
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/internal/clock"
 )
 
 // NodeConfig configures an in-process node.
@@ -29,6 +30,8 @@ type NodeConfig struct {
 	AcceptedCAs func() *ca.AcceptedSet
 	// Logger receives apid's log. Nil discards.
 	Logger *slog.Logger
+	// Clock is apid's clock for certificate checks. Nil means the real one.
+	Clock clock.Clock
 }
 
 // Node is an apid server and the backend behind it, in the test's process.
@@ -73,6 +76,7 @@ func StartNode(tb testing.TB, p *PKI, cfg NodeConfig) *Node {
 		MachinedSocket: n.Backend.Socket(),
 		Self:           []string{addr},
 		Logger:         cfg.Logger,
+		Clock:          cfg.Clock,
 	}
 	if !cfg.Worker {
 		acfg.ForwardCertificate = p.Impersonator(tb).KeyPair(tb)
