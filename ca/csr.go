@@ -26,8 +26,10 @@ type CSR struct {
 }
 
 // ParseCSR checks an untrusted PEM certificate request, in this order: size,
-// PEM framing, DER structure, self-signature, key type, CA flag, SANs and
-// common name. The first broken rule is returned as an *Error.
+// PEM framing, DER structure, key type, self-signature, CA flag, roles,
+// SANs and common name. The first broken rule is returned as an *Error. The
+// key type comes before the signature so that no signature is verified
+// with a key that would be refused anyway (a huge RSA modulus costs CPU).
 func ParseCSR(unsafePEM []byte) (*CSR, error) {
 	if len(unsafePEM) > MaxPEMSize {
 		return nil, refuse(ReasonTooLarge, "CSR is %d bytes, limit %d", len(unsafePEM), MaxPEMSize)
@@ -47,13 +49,17 @@ func ParseCSR(unsafePEM []byte) (*CSR, error) {
 		return nil, refuse(ReasonBadCSR, "%v", err)
 	}
 
+	if err = checkPublicKey(req.PublicKey); err != nil {
+		return nil, err
+	}
+
 	if err = req.CheckSignature(); err != nil {
 		return nil, refuse(ReasonCSRSignature, "%v", err)
 	}
 
 	for _, check := range []func(*x509.CertificateRequest) error{
-		func(r *x509.CertificateRequest) error { return checkPublicKey(r.PublicKey) },
 		checkNoCARequest,
+		checkNoRoles,
 		checkSANs,
 		func(r *x509.CertificateRequest) error { return checkCommonName(r.Subject.CommonName) },
 	} {
@@ -116,6 +122,23 @@ func checkNoCARequest(req *x509.CertificateRequest) error {
 
 		if bc.IsCA {
 			return refuse(ReasonCARequested, "basic constraints CA:TRUE")
+		}
+	}
+
+	return nil
+}
+
+// rolePrefix starts every role name (os:admin, os:reader, …). The issuer
+// never copies the Organization of a request; a request that names a role
+// there is nonetheless refused, so that asking for authority is an audited
+// refusal rather than a silent drop. Other Organization values are
+// tolerated (and dropped), as some CSR tools always set one.
+const rolePrefix = "os:"
+
+func checkNoRoles(req *x509.CertificateRequest) error {
+	for _, o := range req.Subject.Organization {
+		if strings.HasPrefix(strings.ToLower(strings.TrimSpace(o)), rolePrefix) {
+			return refuse(ReasonRolesRequested, "Organization %q names a role; roles come from the issuer, never from a request", o)
 		}
 	}
 

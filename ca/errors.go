@@ -20,6 +20,7 @@ const (
 	ReasonTooLarge       Reason = "input too large"
 	ReasonKeyType        Reason = "key type not allowed"
 	ReasonCARequested    Reason = "CSR asks for a CA certificate"
+	ReasonRolesRequested Reason = "CSR asks for roles"
 	ReasonWildcardSAN    Reason = "wildcard DNS SAN"
 	ReasonEmailSAN       Reason = "e-mail SAN"
 	ReasonURISAN         Reason = "URI SAN"
@@ -71,6 +72,7 @@ var (
 	ErrTooLarge       = &Error{Reason: ReasonTooLarge}
 	ErrKeyType        = &Error{Reason: ReasonKeyType}
 	ErrCARequested    = &Error{Reason: ReasonCARequested}
+	ErrRolesRequested = &Error{Reason: ReasonRolesRequested}
 	ErrWildcardSAN    = &Error{Reason: ReasonWildcardSAN}
 	ErrEmailSAN       = &Error{Reason: ReasonEmailSAN}
 	ErrURISAN         = &Error{Reason: ReasonURISAN}

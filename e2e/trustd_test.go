@@ -82,7 +82,7 @@ func TestTrustdSynced(t *testing.T) {
 	tc := n.tokens(t)
 	key := catest.Key(t, ca.Ed25519)
 	good := catest.CSR(t, key, &x509.CertificateRequest{
-		Subject:  pkix.Name{CommonName: "worker-1", Organization: []string{"os:admin"}},
+		Subject:  pkix.Name{CommonName: "worker-1", Organization: []string{"example-org"}},
 		DNSNames: []string{"worker-1"},
 	})
 

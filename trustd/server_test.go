@@ -45,9 +45,9 @@ func TestIssue(t *testing.T) {
 			env := trustdtest.Start(t, trustdtest.Options{KeyType: kt, GateOpen: true})
 			ctx := testContext(t)
 
-			// The CSR asks for admin rights, a CA and client auth; it gets none.
+			// The CSR carries an Organization; the certificate does not.
 			csrPEM := catest.CSR(t, catest.Key(t, kt), &x509.CertificateRequest{
-				Subject:     pkix.Name{CommonName: "node-1", Organization: []string{"os:admin"}},
+				Subject:     pkix.Name{CommonName: "node-1", Organization: []string{"example-org"}},
 				DNSNames:    []string{"node-1", "node-1.example"},
 				IPAddresses: []net.IP{net.ParseIP("127.0.1.9")},
 			})
@@ -166,6 +166,7 @@ func TestRefusals(t *testing.T) {
 		{name: "RSA-1024", token: valid, csr: catest.CSR(t, rsaKey(t, 1024), &x509.CertificateRequest{}), code: codes.InvalidArgument},
 		{name: "P-224", token: valid, csr: catest.CSR(t, p224Key(t), &x509.CertificateRequest{}), code: codes.InvalidArgument},
 		{name: "bad signature", token: valid, csr: badSignature(t, good), code: codes.InvalidArgument},
+		{name: "Organization os:admin", token: valid, csr: catest.CSR(t, ed, &x509.CertificateRequest{Subject: pkix.Name{CommonName: "node-1", Organization: []string{"os:admin"}}}), code: codes.InvalidArgument},
 		{name: "CSR over ca's limit", token: valid, csr: oversized(ca.MaxPEMSize + 1), code: codes.InvalidArgument},
 		{name: "SAN outside token's policy", token: restricted, csr: trustdtest.CSR(t, ca.Ed25519, "node-1.example", "node-1.example", "10.6.0.1"), code: codes.InvalidArgument},
 		{name: "CN outside token's policy", token: restricted, csr: trustdtest.CSR(t, ca.Ed25519, "evil.example", "node-1.example"), code: codes.InvalidArgument},
