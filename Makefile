@@ -6,10 +6,12 @@ BIN      := bin
 OUT      := _out
 FUZZTIME ?= 10s
 BENCHTIME ?= 1s
+# Loopback range of the cluster `make conformance` creates.
+CONFORMANCE_CIDR ?= 127.8.0.0/24
 
 export CGO_ENABLED ?= 0
 
-.PHONY: all build test e2e run bench fuzz deps lint generate clean
+.PHONY: all build test e2e conformance run bench fuzz deps lint generate clean
 
 all: build
 
@@ -27,9 +29,14 @@ lint:
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
 
-## test: install deps, lint, run every test (slow end-to-end tests included)
+## test: install deps, lint, run every test (slow end-to-end tests included), then the conformance suite
 test: deps lint
 	$(GO) test -count=1 ./...
+	@$(MAKE) --no-print-directory conformance
+
+## conformance: create a local cluster in CONFORMANCE_CIDR, run the conformance suite against it, destroy it
+conformance: build
+	$(BIN)/aegis-conformance --create --cidr $(CONFORMANCE_CIDR) --bin-dir $(BIN)
 
 ## e2e: run only the end-to-end tests (real processes on 127.0.2.x)
 e2e:
