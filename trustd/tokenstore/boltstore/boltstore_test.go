@@ -74,7 +74,7 @@ func TestOpenRefusesMissingDirectory(t *testing.T) {
 	}
 }
 
-func open(t *testing.T, cfg boltstore.Config) *boltstore.Store {
+func open(t testing.TB, cfg boltstore.Config) *boltstore.Store {
 	t.Helper()
 
 	s, err := boltstore.Open(cfg)

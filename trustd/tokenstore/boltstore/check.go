@@ -22,9 +22,10 @@ var ErrCorrupt = errors.New("boltstore: token store is corrupt")
 // what broke, a thousand more say nothing new.
 const maxCheckErrors = 8
 
-// checkExisting refuses an existing file that is empty: bbolt would
-// initialise it as a new database, silently turning a truncated store into
-// an empty one. A file that does not exist yet is fine.
+// checkExisting refuses an existing file that is empty, or whose first
+// pages bbolt would trip over (see preflight). An empty file would be
+// initialised by bbolt as a new database, silently turning a truncated
+// store into an empty one. A file that does not exist yet is fine.
 func checkExisting(path string) error {
 	st, err := os.Stat(path)
 
@@ -37,14 +38,27 @@ func checkExisting(path string) error {
 		return fmt.Errorf("%w: %s is empty (truncated?)", ErrCorrupt, path)
 	}
 
-	return nil
+	return preflight(path)
 }
 
 // openGuarded opens the file with bbolt, turning the panics and memory
 // faults bbolt meets in a damaged file (a freelist page pointing anywhere,
-// pages past the end of a truncated file) into ErrCorrupt.
+// pages past the end of a truncated file) into ErrCorrupt. bbolt loses its
+// handle on the file when it panics while opening; the file is opened here
+// so that it can be closed, which releases bbolt's lock on it.
 func openGuarded(path string, opts *bolt.Options) (*bolt.DB, error) {
-	var db *bolt.DB
+	var (
+		db   *bolt.DB
+		file *os.File
+	)
+
+	opts.OpenFile = func(name string, flag int, perm os.FileMode) (*os.File, error) {
+		f, err := os.OpenFile(name, flag, perm) //nolint:gosec // the store's own path
+
+		file = f
+
+		return f, err
+	}
 
 	err := guarded(path, func() error {
 		var err error
@@ -61,6 +75,9 @@ func openGuarded(path string, opts *bolt.Options) (*bolt.DB, error) {
 			return fmt.Errorf("%w: %s: %w", ErrCorrupt, path, err)
 		}
 	})
+	if err != nil && db == nil && file != nil {
+		file.Close() //nolint:errcheck // releasing what a failed Open left open
+	}
 
 	return db, err
 }

@@ -16,7 +16,7 @@ import (
 )
 
 // storeFile writes a store holding n tokens and returns its bytes.
-func storeFile(t *testing.T, n int) []byte {
+func storeFile(t testing.TB, n int) []byte {
 	t.Helper()
 
 	path := filepath.Join(t.TempDir(), "tokens.db")
@@ -114,6 +114,18 @@ func TestDamagedFilesAreRefused(t *testing.T) {
 			if !bytes.Equal(after, tt.data) {
 				t.Fatal("the refused file was changed")
 			}
+
+			// The refusal released the file: a sound store at the same
+			// path opens at once.
+			if err = os.WriteFile(path, good, 0o600); err != nil {
+				t.Fatal(err)
+			}
+
+			if s, err = boltstore.Open(boltstore.Config{Path: path, LockTimeout: time.Second}); err != nil {
+				t.Fatalf("the refused file stayed locked: %v", err)
+			}
+
+			s.Close()
 		})
 	}
 }
