@@ -6,7 +6,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
-	"errors"
 	"log/slog"
 	"net"
 	"strings"
@@ -396,43 +395,6 @@ func TestDenialIsAudited(t *testing.T) {
 
 	if rec[authz.FieldMethod] != methodRestart || rec[authz.FieldRoles] != "os:reader" || rec[authz.FieldAllowed] != "os:admin,os:operator" {
 		t.Fatalf("audit record %v", rec)
-	}
-}
-
-func TestRecheckRefusesCalls(t *testing.T) {
-	var sink logSink
-
-	p := newPKI(t)
-	reader := p.client(t, role.Reader)
-	revoked := errors.New("CA no longer accepted")
-
-	var seen []*x509.Certificate
-
-	a := authz.NewAuthenticator(authz.AuthenticatorConfig{Logger: sink.logger(), Recheck: func(chain []*x509.Certificate) error {
-		seen = chain
-		if chain[0] == reader {
-			return revoked
-		}
-
-		return nil
-	}})
-
-	_, err := runUnary(peerCtx(reader, true, nil), methodVersion, nil, []grpc.UnaryServerInterceptor{a.UnaryServerInterceptor()})
-	if status.Code(err) != codes.Unauthenticated {
-		t.Fatalf("re-check refusal: %v, want Unauthenticated", err)
-	}
-
-	if len(seen) != 2 || seen[0] != reader || seen[1] != anchor {
-		t.Fatalf("re-check saw chain %v, want the verified chain", seen)
-	}
-
-	if rec := sink.find(t, "call refused: no valid client certificate"); rec == nil || !strings.Contains(rec[authz.FieldError].(string), revoked.Error()) {
-		t.Fatalf("refusal not logged with its cause: %v", sink.records(t))
-	}
-
-	if _, err = runUnary(peerCtx(p.client(t, role.Reader), true, nil), methodVersion, nil,
-		[]grpc.UnaryServerInterceptor{a.UnaryServerInterceptor()}); err != nil {
-		t.Fatalf("re-check passing: %v", err)
 	}
 }
 
