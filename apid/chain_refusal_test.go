@@ -21,6 +21,9 @@ import (
 	"github.com/aegis-os/aegis/internal/clock"
 )
 
+// chainTestIP is where the nodes of these tests listen.
+const chainTestIP = "127.8.9.10"
+
 // signRaw signs tmpl for a new Ed25519 key with parent's key, or
 // self-signs it when parent is nil, bypassing the issuer's profiles so a
 // test can make what Aegis never issues.
@@ -88,7 +91,7 @@ func TestRefusedChains(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	node := apidtest.StartNode(t, p, apidtest.NodeConfig{IP: testIP, Logger: sink.Logger(), AcceptedCAs: func() *ca.AcceptedSet { return set }})
+	node := apidtest.StartNode(t, p, apidtest.NodeConfig{IP: chainTestIP, Logger: sink.Logger(), AcceptedCAs: func() *ca.AcceptedSet { return set }})
 
 	present := func(key crypto.Signer, chain ...*x509.Certificate) *tls.Config {
 		cfg := p.ClientTLS(t, apidtest.Pair{})
@@ -146,7 +149,7 @@ func TestOpenConnectionsAreRechecked(t *testing.T) {
 	var current atomic.Pointer[ca.AcceptedSet]
 
 	current.Store(overlap)
-	node := apidtest.StartNode(t, oldPKI, apidtest.NodeConfig{IP: testIP, AcceptedCAs: current.Load, Clock: clk})
+	node := apidtest.StartNode(t, oldPKI, apidtest.NodeConfig{IP: chainTestIP, AcceptedCAs: current.Load, Clock: clk})
 
 	oldClient := apidtest.TalosClient(t, node.Addr, oldPKI.ClientTLS(t, oldPKI.Client(t, role.Reader)))
 	newClient := apidtest.TalosClient(t, node.Addr, oldPKI.ClientTLS(t, newPKI.Client(t, role.Reader)))
