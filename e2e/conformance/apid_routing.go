@@ -63,8 +63,8 @@ func routingCases() []*Case {
 	nodes, node := apid.MetadataNodes, apid.MetadataNode
 
 	return []*Case{
-		fanOutCase("nodes naming unknown hosts × ServiceRestart", "OK, 2 Unavailable entries",
-			[]string{nodes, "127.8.255.254,conformance-unknown-node.invalid"}, callRestartReplies),
+		fanOutCase("nodes naming hosts where no node runs × ServiceRestart", "OK, 2 Unavailable entries",
+			[]string{nodes, "127.8.255.253,127.8.255.254:50000"}, callRestartReplies),
 		fanOutCase("nodes naming the target three times × Version", "OK, 1 reply",
 			[]string{nodes, "TARGET,TARGET:50000", nodes, "TARGET"}, callVersionReplies),
 		callCase(fmt.Sprintf("nodes naming %d hosts × ServiceRestart", apid.MaxFanOut+1), invalid, pickAdmin,
