@@ -135,6 +135,10 @@ func (e *Env) reboot(ctx context.Context, node string) error {
 		return fmt.Errorf("reboot: %w", err)
 	}
 
+	if len(resp.GetMessages()) != 1 {
+		return fmt.Errorf("reboot: %d replies, want 1", len(resp.GetMessages()))
+	}
+
 	actor := resp.GetMessages()[0].GetActorId()
 
 	return e.poll(ctx, probeBootTimeout, func() error {

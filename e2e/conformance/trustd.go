@@ -45,6 +45,10 @@ func (e *Env) prepareTokens(ctx context.Context) error {
 			return fmt.Errorf("creating a token: %w", err)
 		}
 
+		if len(resp.GetMessages()) != 1 || resp.GetMessages()[0].GetToken() == "" {
+			return fmt.Errorf("creating a token: %d replies without a token", len(resp.GetMessages()))
+		}
+
 		*dst = resp.GetMessages()[0].GetToken()
 
 		return nil
