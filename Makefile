@@ -8,10 +8,12 @@ FUZZTIME ?= 10s
 BENCHTIME ?= 1s
 QUICK    ?=
 BENCHOUT := $(OUT)/bench
+# Loopback range of the cluster `make conformance` creates.
+CONFORMANCE_CIDR ?= 127.8.0.0/24
 
 export CGO_ENABLED ?= 0
 
-.PHONY: all build test e2e run bench microbench bench-profile fuzz deps lint generate clean
+.PHONY: all build test e2e conformance run bench microbench bench-profile fuzz deps lint generate clean
 
 all: build
 
@@ -29,9 +31,14 @@ lint:
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
 
-## test: install deps, lint, run every test (slow end-to-end tests included)
+## test: install deps, lint, run every test (slow end-to-end tests included), then the conformance suite
 test: deps lint
 	$(GO) test -count=1 ./...
+	@$(MAKE) --no-print-directory conformance
+
+## conformance: create a local cluster in CONFORMANCE_CIDR, run the conformance suite against it, destroy it
+conformance: build
+	$(BIN)/aegis-conformance --create --cidr $(CONFORMANCE_CIDR) --bin-dir $(BIN)
 
 ## e2e: run only the end-to-end tests (real processes on loopback addresses 127.0.x-127.9.x)
 e2e:

@@ -23,9 +23,12 @@ const (
 	// would let one call make apid parse and copy that much per hop.
 	MaxMetadataSize = 64 << 10
 
+	// MaxHostLength bounds the host of one node name: the longest DNS name.
+	MaxHostLength = 253
+
 	// MaxTargetLength bounds one node name in `node`/`nodes`: the longest
-	// DNS name (253) with a port.
-	MaxTargetLength = 253 + len(":65535")
+	// host with a port.
+	MaxTargetLength = MaxHostLength + len(":65535")
 
 	// MaxPooledNodes bounds the connections to other nodes kept at once.
 	// It is twice MaxFanOut so a full fan-out always fits while other

@@ -138,7 +138,9 @@ func parseTarget(name string, defaultPort int) (target, error) {
 		host = name[1 : len(name)-1]
 	}
 
-	if !validHost(host) {
+	// A host longer than a DNS name may be would make a target whose
+	// host:port no longer fits MaxTargetLength.
+	if len(host) > MaxHostLength || !validHost(host) {
 		return target{}, fmt.Errorf("%w: node %q: bad host", ErrBadRouting, name)
 	}
 

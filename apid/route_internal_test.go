@@ -40,6 +40,8 @@ func TestParseRoute(t *testing.T) {
 		{name: "nodes empty", md: metadata.Pairs("nodes", " , "), bad: true},
 		{name: "scheme", md: metadata.Pairs("node", "unix:///run/machined.sock"), bad: true},
 		{name: "path", md: metadata.Pairs("node", "10.0.0.1/x"), bad: true},
+		{name: "host longer than a DNS name", md: metadata.Pairs("node", strings.Repeat("a", MaxHostLength+1)), bad: true},
+		{name: "longest host", md: metadata.Pairs("node", strings.Repeat("a", MaxHostLength)), kind: routeNode, addrs: []string{strings.Repeat("a", MaxHostLength) + ":50000"}},
 		{name: "user", md: metadata.Pairs("node", "root@10.0.0.1"), bad: true},
 		{name: "zone", md: metadata.Pairs("node", "fe80::1%eth0"), bad: true},
 		{name: "port zero", md: metadata.Pairs("node", "10.0.0.1:0"), bad: true},

@@ -8,11 +8,11 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"slices"
 	"sync/atomic"
 
 	"google.golang.org/grpc/credentials"
 
+	"github.com/aegis-os/aegis/authz"
 	"github.com/aegis-os/aegis/ca"
 )
 
@@ -30,11 +30,11 @@ func (s *Server) serverTLS() *tls.Config {
 }
 
 // configForClient requires a client certificate that chains to an accepted
-// CA, is valid at the configured clock's time and allows client
-// authentication (crypto/tls checks all three), and that names ClientAuth
-// explicitly (requireClientAuth). Session tickets are off so that every
-// connection is verified against the CAs accepted now, not those of an
-// earlier handshake.
+// CA and is valid at the configured clock's time (crypto/tls checks both),
+// and that authz.CheckClientChain accepts: signed directly by that CA, not
+// a CA itself, naming ClientAuth explicitly. Session tickets are off so
+// that every connection is verified against the CAs accepted now, not
+// those of an earlier handshake.
 func (s *Server) configForClient(*tls.ClientHelloInfo) (*tls.Config, error) {
 	pool, err := s.pools.get(s.accepted())
 	if err != nil {
@@ -48,23 +48,50 @@ func (s *Server) configForClient(*tls.ClientHelloInfo) (*tls.Config, error) {
 		ClientCAs:              pool,
 		NextProtos:             []string{"h2"},
 		SessionTicketsDisabled: true,
-		VerifyConnection:       requireClientAuth,
+		VerifyConnection:       verifyClientChain,
 		Time:                   s.clock.Now,
 		Rand:                   s.rand,
 	}, nil
 }
 
-// errNoClientAuth refuses a client certificate that does not name the
-// ClientAuth extended key usage.
-var errNoClientAuth = errors.New("apid: client certificate lacks the ClientAuth extended key usage")
+// verifyClientChain applies authz.CheckClientChain to the chain crypto/tls
+// verified: crypto/tls accepts intermediates the client sends along, CA
+// leaves and leaves without extended key usage, none of which Aegis issues
+// to a client.
+func verifyClientChain(cs tls.ConnectionState) error {
+	if len(cs.VerifiedChains) == 0 {
+		return authz.ErrUnauthenticated
+	}
 
-// requireClientAuth refuses a leaf without an explicit ClientAuth usage.
-// crypto/tls accepts a certificate with no extended key usage at all, as
-// valid for any use; Aegis's issuer always sets one, and a certificate
-// without it was not made to be a client's.
-func requireClientAuth(cs tls.ConnectionState) error {
-	if len(cs.VerifiedChains) == 0 || !slices.Contains(cs.VerifiedChains[0][0].ExtKeyUsage, x509.ExtKeyUsageClientAuth) {
-		return errNoClientAuth
+	return authz.CheckClientChain(cs.VerifiedChains[0])
+}
+
+// Refusals of recheckClient.
+var (
+	errCANotAccepted = errors.New("apid: the client certificate's CA is no longer accepted")
+	errChainExpired  = errors.New("apid: a certificate of the client's chain is not valid now")
+)
+
+// recheckClient runs at every call: the handshake verified the chain when
+// the connection opened, and this keeps the verdict current while it stays
+// open. Signatures do not change; what can is whether the chain's CA is
+// still accepted (a finished rotation) and whether every certificate of it
+// is still valid at the clock's time.
+func (s *Server) recheckClient(chain []*x509.Certificate) error {
+	set := s.accepted()
+	if set == nil {
+		return errNoAcceptedCAs
+	}
+
+	if !set.Contains(chain[len(chain)-1]) {
+		return errCANotAccepted
+	}
+
+	now := s.clock.Now()
+	for _, c := range chain {
+		if now.Before(c.NotBefore) || now.After(c.NotAfter) {
+			return errChainExpired
+		}
 	}
 
 	return nil

@@ -3,8 +3,8 @@ package authz
 import (
 	"context"
 	"crypto/x509"
+	"fmt"
 	"log/slog"
-	"slices"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -15,6 +15,13 @@ import (
 type AuthenticatorConfig struct {
 	// Logger receives one record per refused call. Nil discards.
 	Logger *slog.Logger
+	// Recheck is called at every call with the chain the connection's
+	// handshake verified (leaf first, accepted CA last). A handshake
+	// verifies once, but a connection lives on: Recheck lets the caller
+	// refuse calls once the chain's CA has left the accepted set or a
+	// certificate of the chain has expired. A non-nil error refuses the
+	// call as unauthenticated. Nil means no re-check.
+	Recheck func(chain []*x509.Certificate) error
 }
 
 // Authenticator is the first of the three interceptors: it finds the client
@@ -22,12 +29,13 @@ type AuthenticatorConfig struct {
 // (see PeerCertificate). It decides nothing about roles. It belongs on
 // listeners that require client certificates, such as apid's.
 type Authenticator struct {
-	log *slog.Logger
+	log     *slog.Logger
+	recheck func([]*x509.Certificate) error
 }
 
 // NewAuthenticator returns an Authenticator.
 func NewAuthenticator(cfg AuthenticatorConfig) *Authenticator {
-	return &Authenticator{log: orDiscard(cfg.Logger)}
+	return &Authenticator{log: orDiscard(cfg.Logger), recheck: cfg.Recheck}
 }
 
 // UnaryServerInterceptor authenticates unary calls.
@@ -45,24 +53,29 @@ func (a *Authenticator) StreamServerInterceptor() grpc.StreamServerInterceptor {
 func (a *Authenticator) authenticate(ctx context.Context, method string) (context.Context, error) {
 	p, _ := peer.FromContext(ctx)
 
-	var chains [][]*x509.Certificate
+	var chain []*x509.Certificate
 
 	if p != nil {
-		if info, ok := p.AuthInfo.(credentials.TLSInfo); ok {
-			chains = info.State.VerifiedChains
+		if info, ok := p.AuthInfo.(credentials.TLSInfo); ok && len(info.State.VerifiedChains) > 0 {
+			chain = info.State.VerifiedChains[0]
 		}
 	}
 
-	// A leaf without an explicit ClientAuth usage passes crypto/tls (no
-	// extended key usage means any) but was not made for a client.
-	if len(chains) == 0 || len(chains[0]) == 0 || !slices.Contains(chains[0][0].ExtKeyUsage, x509.ExtKeyUsageClientAuth) {
-		a.log.Warn("call refused: no verified client certificate with ClientAuth",
-			slog.String(FieldMethod, method), slog.String(FieldPeer, peerAddr(p)))
+	err := CheckClientChain(chain)
+	if err == nil && a.recheck != nil {
+		if rerr := a.recheck(chain); rerr != nil {
+			err = fmt.Errorf("%w: %w", ErrUnauthenticated, rerr)
+		}
+	}
+
+	if err != nil {
+		a.log.Warn("call refused: no valid client certificate", slog.String(FieldMethod, method),
+			slog.String(FieldPeer, peerAddr(p)), slog.String(FieldError, err.Error()))
 
 		return nil, grpcError(ErrUnauthenticated)
 	}
 
-	return contextWithPeer(ctx, chains[0][0]), nil
+	return contextWithPeer(ctx, chain[0]), nil
 }
 
 func peerAddr(p *peer.Peer) string {

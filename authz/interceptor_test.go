@@ -56,14 +56,29 @@ func (p *pki) impersonator(t *testing.T) *x509.Certificate {
 	return catest.Issue(t, p.iss, catest.Key(t, ca.Ed25519), ca.ProfileImpersonator, time.Hour).Cert
 }
 
+// anchor stands for the accepted CA at the end of a verified chain: the
+// interceptors look at the chain's shape, crypto/tls has checked the rest.
+var anchor = &x509.Certificate{IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+
 // peerCtx is the context of a call from a TLS peer presenting leaf,
-// verified or not, with incoming metadata md.
+// verified (as signed directly by an accepted CA) or not, with incoming
+// metadata md.
 func peerCtx(leaf *x509.Certificate, verified bool, md metadata.MD) context.Context {
+	if !verified {
+		return chainCtx(leaf, nil, md)
+	}
+
+	return chainCtx(leaf, []*x509.Certificate{leaf, anchor}, md)
+}
+
+// chainCtx is the context of a call from a TLS peer presenting leaf whose
+// handshake verified chain.
+func chainCtx(leaf *x509.Certificate, chain []*x509.Certificate, md metadata.MD) context.Context {
 	var state tls.ConnectionState
 	if leaf != nil {
 		state.PeerCertificates = []*x509.Certificate{leaf}
-		if verified {
-			state.VerifiedChains = [][]*x509.Certificate{{leaf}}
+		if chain != nil {
+			state.VerifiedChains = [][]*x509.Certificate{chain}
 		}
 	}
 
@@ -199,6 +214,9 @@ func TestCertificateChain(t *testing.T) {
 	imp := p.impersonator(t)
 	noUsage := p.client(t, role.Admin)
 	noUsage.ExtKeyUsage = nil
+	caLeaf := p.client(t, role.Admin)
+	caLeaf.IsCA, caLeaf.KeyUsage = true, x509.KeyUsageCertSign|x509.KeyUsageDigitalSignature
+	intermediate := &x509.Certificate{IsCA: true, BasicConstraintsValid: true}
 
 	tests := []struct {
 		name      string
@@ -211,6 +229,12 @@ func TestCertificateChain(t *testing.T) {
 		{"no peer", context.Background(), methodVersion, codes.Unauthenticated, "", false},
 		{"unverified certificate", peerCtx(admin, false, nil), methodVersion, codes.Unauthenticated, "", false},
 		{"verified but without ClientAuth", peerCtx(noUsage, true, nil), methodVersion, codes.Unauthenticated, "", false},
+		{"CA certificate as client", peerCtx(caLeaf, true, nil), methodVersion, codes.Unauthenticated, "", false},
+		{"accepted CA as its own leaf", chainCtx(anchor, []*x509.Certificate{anchor}, nil), methodVersion, codes.Unauthenticated, "", false},
+		{
+			"chain through an intermediate", chainCtx(admin, []*x509.Certificate{admin, intermediate, anchor}, nil),
+			methodVersion, codes.Unauthenticated, "", false,
+		},
 		{"admin", peerCtx(admin, true, nil), methodRestart, codes.OK, "os:admin", false},
 		{"reader reads", peerCtx(reader, true, nil), methodVersion, codes.OK, "os:reader", false},
 		{"reader cannot restart", peerCtx(reader, true, nil), methodRestart, codes.PermissionDenied, "", false},

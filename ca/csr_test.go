@@ -50,6 +50,7 @@ func TestParseCSRRefusals(t *testing.T) {
 		{name: "RSA-1024", pem: catest.CSR(t, rsa1024, &x509.CertificateRequest{}), want: ca.ErrKeyType},
 		{name: "P-224", pem: catest.CSR(t, p224, &x509.CertificateRequest{}), want: ca.ErrKeyType},
 		{name: "CA:true", pem: catest.CSR(t, ed, &x509.CertificateRequest{ExtraExtensions: []pkix.Extension{caExt}}), want: ca.ErrCARequested},
+		{name: "bad signature with a refused key", pem: badSignature(t, catest.CSR(t, rsa1024, &x509.CertificateRequest{})), want: ca.ErrKeyType},
 		{name: "wildcard DNS", pem: catest.CSR(t, ed, &x509.CertificateRequest{DNSNames: []string{"*.example.com"}}), want: ca.ErrWildcardSAN},
 		{name: "wildcard common name", pem: catest.CSR(t, ed, &x509.CertificateRequest{Subject: pkix.Name{CommonName: "*.example.com"}}), want: ca.ErrWildcardSAN},
 		{name: "e-mail SAN", pem: catest.CSR(t, ed, &x509.CertificateRequest{EmailAddresses: []string{"root@example.com"}}), want: ca.ErrEmailSAN},

@@ -25,6 +25,12 @@ const (
 	// RenewJitterDivisor spreads renewals over a tenth of the lifetime
 	// after half-life, so nodes issued together do not renew together.
 	RenewJitterDivisor = 10
+
+	// RenewRetryLeftDivisor caps the wait after a failed renewal at this
+	// fraction of the time the certificate has left (RetryMin at least):
+	// the backoff may grow to RetryMax, but a short-lived certificate
+	// must not sleep past its own expiry while its issuer is back.
+	RenewRetryLeftDivisor = 4
 )
 
 // Log field names of the renewal loop.
@@ -157,7 +163,7 @@ func (r *Renewer) renew(ctx context.Context, cur *x509.Certificate) (*x509.Certi
 			err = errors.New("certs: renew returned no certificate")
 		}
 
-		wait := retry.Next()
+		wait := r.retryWait(&retry, cur)
 		r.cfg.Logger.Warn("certificate renewal failed; keeping the current one",
 			slog.String(logErr, err.Error()), slog.Time(logNotAfter, cur.NotAfter), slog.Duration(logRetryIn, wait))
 
@@ -165,4 +171,18 @@ func (r *Renewer) renew(ctx context.Context, cur *x509.Certificate) (*x509.Certi
 			return nil, false
 		}
 	}
+}
+
+// retryWait is the wait before the next attempt: the backoff's next step,
+// capped by the time cur has left (see RenewRetryLeftDivisor), with equal
+// jitter on the cap so nodes that failed together do not retry together.
+func (r *Renewer) retryWait(retry *backoff.Backoff, cur *x509.Certificate) time.Duration {
+	wait := retry.Next()
+
+	limit := max(cur.NotAfter.Sub(r.cfg.Clock.Now())/RenewRetryLeftDivisor, r.cfg.RetryMin)
+	if wait > limit {
+		wait = limit/2 + backoff.Jitter(r.cfg.Rand, limit-limit/2)
+	}
+
+	return wait
 }

@@ -209,6 +209,40 @@ func TestRenewerRetriesAndKeepsOldCertificate(t *testing.T) {
 	}
 }
 
+// TestRenewerRetriesFasterNearExpiry: the backoff grows, but a wait never
+// exceeds a quarter of the time the certificate has left (RetryMin at
+// least), so a short-lived certificate is not slept past.
+func TestRenewerRetriesFasterNearExpiry(t *testing.T) {
+	first := certValid(renewEpoch, 80*time.Second)
+	h := startRenewer(t, first)
+
+	h.armed()
+	h.clk.Advance(40 * time.Second)
+	h.expectCall(renewResult{err: errors.New("control plane down")})
+
+	// Without jitter: 5s (half of 10s), 10s (half of 20s), then the cap of
+	// max(left/4, 10s) halved, 5s, from then on, past expiry too.
+	waits := []time.Duration{5 * time.Second, 10 * time.Second, 5 * time.Second, 5 * time.Second, 5 * time.Second, 5 * time.Second, 5 * time.Second}
+	for i, wait := range waits {
+		h.armed()
+		h.clk.Advance(wait - time.Millisecond)
+		h.noCall()
+		h.clk.Advance(time.Millisecond)
+
+		if i < len(waits)-1 {
+			h.expectCall(renewResult{err: errors.New("still down")})
+		} else {
+			h.expectCall(renewResult{cert: certValid(h.clk.Now(), 80*time.Second)})
+		}
+	}
+
+	h.armed()
+
+	if h.r.Current() == first {
+		t.Fatal("new certificate not in use after a successful retry")
+	}
+}
+
 func TestNewRenewerRefusals(t *testing.T) {
 	if _, err := NewRenewer(RenewerConfig{}); err == nil {
 		t.Fatal("NewRenewer accepted an empty config")

@@ -81,13 +81,22 @@ func freePort(t *testing.T, network, ip string) int {
 func startChrony(t *testing.T, ip string) *chrony {
 	t.Helper()
 
+	return runChrony(t, ip, freePort(t, "udp", ip), "")
+}
+
+// runChrony runs chronyd on ip:port; with a faketime offset such as "+1h"
+// it serves a clock that far from the host's (libfaketime preloaded; the
+// monotonic clock is left alone so chronyd's own timing holds).
+func runChrony(t *testing.T, ip string, port int, offset string) *chrony {
+	t.Helper()
+
 	dir := t.TempDir()
-	port := freePort(t, "udp", ip)
 	conf := filepath.Join(dir, "chrony.conf")
 
-	// The client's queries to 127.0.1.x come from 127.0.0.1, the loopback
-	// route's source address, so both are allowed.
-	content := fmt.Sprintf("port %d\nbindaddress %s\nlocal stratum 8\nallow 127.0.0.1\nallow 127.0.1.0/24\ncmdport 0\npidfile %s\ndriftfile %s\n",
+	// The client's queries to 127.0.1.x or 127.8.x.x come from 127.0.0.1,
+	// the loopback route's source address, so it is allowed too.
+	content := fmt.Sprintf("port %d\nbindaddress %s\nlocal stratum 8\nallow 127.0.0.1\nallow 127.0.1.0/24\nallow 127.8.0.0/16\n"+
+		"cmdport 0\npidfile %s\ndriftfile %s\n",
 		port, ip, filepath.Join(dir, "chronyd.pid"), filepath.Join(dir, "drift"))
 	if err := os.WriteFile(conf, []byte(content), 0o644); err != nil {
 		t.Fatal(err)
@@ -102,6 +111,12 @@ func startChrony(t *testing.T, ip string) *chrony {
 
 	c := &chrony{addr: net.JoinHostPort(ip, strconv.Itoa(port)), done: make(chan error, 1)}
 	c.cmd = exec.Command(chronydPath(t), "-x", "-n", "-u", u.Username, "-f", conf)
+
+	if offset != "" {
+		// Preloaded into chronyd itself: the faketime wrapper would run it
+		// as a child, out of reach of the signals that stop it.
+		c.cmd.Env = append(os.Environ(), "LD_PRELOAD="+libfaketime(t), "FAKETIME="+offset, "FAKETIME_DONT_FAKE_MONOTONIC=1")
+	}
 	c.cmd.Stdout, c.cmd.Stderr = testWriter{t, "chronyd"}, testWriter{t, "chronyd"}
 
 	if err = c.cmd.Start(); err != nil {
@@ -136,6 +151,30 @@ func (c *chrony) waitServing(t *testing.T) {
 	}
 
 	t.Fatalf("chronyd on %s never served valid time", c.addr)
+}
+
+// libfaketime finds libfaketime (Debian package libfaketime, which the
+// faketime package pulls in).
+func libfaketime(t *testing.T) string {
+	t.Helper()
+
+	for _, pattern := range []string{"/usr/lib/*/faketime/libfaketime.so.1", "/usr/lib/faketime/libfaketime.so.1", "/usr/local/lib/faketime/libfaketime.so.1"} {
+		if found, _ := filepath.Glob(pattern); len(found) > 0 {
+			return found[0]
+		}
+	}
+
+	t.Fatal("libfaketime not found: run `make deps` (Debian package faketime)")
+
+	return ""
+}
+
+// kill ends chronyd at once, as a crash would.
+func (c *chrony) kill() {
+	c.stopped.Do(func() {
+		_ = c.cmd.Process.Kill()
+		<-c.done
+	})
 }
 
 // stop ends chronyd; calling it twice is harmless.

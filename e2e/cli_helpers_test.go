@@ -167,18 +167,17 @@ func (c *cliCluster) configNew(t *testing.T, name string, args ...string) string
 // addresses returns the node addresses, control plane first, joined.
 func (c *cliCluster) all() string { return strings.Join(c.Addresses(), ",") }
 
-// waitFor polls cond until it holds or the wait times out.
-func waitFor(t *testing.T, what string, cond func() bool) {
+// waitUntil waits for cond, as waitFor does for a check without an error.
+func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 
-	deadline := time.Now().Add(waitTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+	waitFor(t, what, func() error {
+		if cond() {
+			return nil
 		}
 
-		time.Sleep(200 * time.Millisecond)
-	}
+		return errors.New("not yet")
+	})
 }
 
 // pidsOf finds the processes running binary with an argument that

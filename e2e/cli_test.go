@@ -78,7 +78,7 @@ func cliReboot(t *testing.T, c *cliCluster) {
 
 	// The node replies before it reboots, and its API is down while it
 	// does: the test waits for the second boot to end before asking again.
-	waitFor(t, "the worker to boot again", func() bool {
+	waitUntil(t, "the worker to boot again", func() bool {
 		data, _ := os.ReadFile(c.LogPath(c.Nodes[1]))
 
 		return strings.Count(string(data), `"msg":"node ready"`) >= 2
@@ -162,14 +162,14 @@ func cliSingleUseToken(t *testing.T, c *cliCluster) {
 	id, _, _ := strings.Cut(tok, ".")
 
 	first := c.startWorker(t, "extra-1", "127.6.0.20", tok)
-	waitFor(t, "extra-1 to join and be ready", func() bool { return first.logged("node ready") })
+	waitUntil(t, "extra-1 to join and be ready", func() bool { return first.logged("node ready") })
 
 	if out := c.ok(t, c.admin(), "-n", "127.6.0.20", "hostname"); !strings.Contains(out, "extra-1") {
 		t.Fatalf("the new worker through the control plane: %s", out)
 	}
 
 	second := c.startWorker(t, "extra-2", "127.6.0.21", tok)
-	waitFor(t, "extra-2's join to be refused", func() bool { return second.logged("join attempt failed", "Unauthenticated") })
+	waitUntil(t, "extra-2's join to be refused", func() bool { return second.logged("join attempt failed", "Unauthenticated") })
 
 	if second.logged("node ready") || second.logged("joined through trustd") {
 		t.Fatal("a second node joined with a single-use token")
@@ -265,7 +265,7 @@ func cliApidKilled(t *testing.T, c *cliCluster) {
 		t.Fatal(err)
 	}
 
-	waitFor(t, "the CLI to work again", func() bool { return c.ctl(t, c.admin(), "version").code == 0 })
+	waitUntil(t, "the CLI to work again", func() bool { return c.ctl(t, c.admin(), "version").code == 0 })
 
 	if now := pidsOf(binDir+"/apid", c.StatePath(cp)+"/"); len(now) != 1 || now[0] == pids[0] {
 		t.Fatalf("apid after the kill: %v (was %d)", now, pids[0])
@@ -285,7 +285,7 @@ func cliDeadNode(t *testing.T, c *cliCluster) {
 	}
 
 	// apid dies with its machined; should one linger, it is killed too.
-	waitFor(t, "the dead node's apid to be gone", func() bool {
+	waitUntil(t, "the dead node's apid to be gone", func() bool {
 		for _, pid := range pidsOf(binDir+"/apid", c.StatePath(dead)+"/") {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}

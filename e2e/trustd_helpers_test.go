@@ -47,7 +47,8 @@ type trustdNode struct {
 }
 
 // newNode writes a control-plane config for a new cluster whose node listens
-// on ip and syncs its time with ntpServers.
+// on ip and syncs its time with ntpServers, or trusts the host clock when
+// none is given.
 func newNode(t *testing.T, ip string, ntpServers ...string) *trustdNode {
 	t.Helper()
 
@@ -59,7 +60,8 @@ func newNode(t *testing.T, ip string, ntpServers ...string) *trustdNode {
 	}
 
 	cfg, err := certs.GenerateMachineConfig(b, certs.NodeControlPlane, certs.ConfigOptions{
-		ClusterName: "e2e", Endpoint: ip, TimeServers: ntpServers, Hostname: "cp-1", ListenAddress: ip,
+		ClusterName: "e2e", Endpoint: ip, TimeServers: ntpServers, TrustHostClock: len(ntpServers) == 0,
+		Hostname: "cp-1", ListenAddress: ip,
 	}, time.Now())
 	if err != nil {
 		t.Fatal(err)
@@ -211,18 +213,25 @@ func (n *trustdNode) security(t *testing.T, source string) securityapi.SecurityS
 func (n *trustdNode) waitServing(t *testing.T) {
 	t.Helper()
 
+	n.waitHealth(t, "127.0.1.250", healthpb.HealthCheckResponse_SERVING)
+}
+
+// waitHealth waits until trustd's health, asked from source, is want.
+func (n *trustdNode) waitHealth(t *testing.T, source string, want healthpb.HealthCheckResponse_ServingStatus) {
+	t.Helper()
+
 	ctx := testContext(t)
-	hc := healthpb.NewHealthClient(n.conn(t, "127.0.1.250"))
+	hc := healthpb.NewHealthClient(n.conn(t, source))
 
 	for {
 		resp, err := hc.Check(ctx, &healthpb.HealthCheckRequest{})
-		if err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING {
+		if err == nil && resp.GetStatus() == want {
 			return
 		}
 
 		select {
 		case <-ctx.Done():
-			t.Fatalf("trustd never became SERVING: %v %v", resp, err)
+			t.Fatalf("trustd never became %s: %v %v", want, resp, err)
 		case <-time.After(50 * time.Millisecond):
 		}
 	}

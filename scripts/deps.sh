@@ -6,6 +6,7 @@ set -euo pipefail
 # command -> Debian package providing it
 declare -A wanted=(
   [chronyd]=chrony
+  [faketime]=faketime
 )
 
 missing=()

@@ -97,7 +97,7 @@ type Config struct {
 	// RateLimit limits failed requests per source.
 	RateLimit RateLimit
 	// CertTTL is the lifetime of issued certificates; zero means
-	// MaxCertTTL, more is refused.
+	// MaxCertTTL, and anything outside [MinCertTTL, MaxCertTTL] is refused.
 	CertTTL time.Duration
 	// Clock drives the rate limiter. Nil means the system clock.
 	Clock clock.Clock
@@ -128,8 +128,8 @@ func (cfg *Config) check() error {
 		return fmt.Errorf("trustd: config lacks %v", missing)
 	}
 
-	if cfg.CertTTL < 0 || cfg.CertTTL > MaxCertTTL {
-		return fmt.Errorf("trustd: certificate lifetime %s outside (0, %s]", cfg.CertTTL, MaxCertTTL)
+	if cfg.CertTTL != 0 && (cfg.CertTTL < MinCertTTL || cfg.CertTTL > MaxCertTTL) {
+		return fmt.Errorf("trustd: certificate lifetime %s outside [%s, %s]", cfg.CertTTL, MinCertTTL, MaxCertTTL)
 	}
 
 	if cfg.RateLimit.Burst < 0 || cfg.RateLimit.Refill < 0 || cfg.RateLimit.MaxSources < 0 {

@@ -13,6 +13,12 @@ const (
 	// without making renewal a busy loop.
 	MaxCertTTL = 24 * time.Hour
 
+	// MinCertTTL is the shortest lifetime a node certificate may be given.
+	// Short lifetimes exist for tests of renewal; below a minute, the
+	// backdating for clock skew and the renewal at half-life leave no time
+	// for a retry.
+	MinCertTTL = time.Minute
+
 	// MaxRequestSize is gRPC's receive limit for one request message: a
 	// CSR at ca's PEM limit plus the protobuf framing. A larger message is
 	// refused by gRPC itself before the handler runs (ResourceExhausted),

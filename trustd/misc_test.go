@@ -65,6 +65,8 @@ func TestNewRefusals(t *testing.T) {
 		{name: "no signer", change: func(c *trustd.Config) { c.Signer = nil }, want: "Signer"},
 		{name: "no gate, no certificate", change: func(c *trustd.Config) { c.TimeGate, c.Certificate = nil, nil }, want: "[TimeGate Certificate]"},
 		{name: "lifetime over a day", change: func(c *trustd.Config) { c.CertTTL = 25 * time.Hour }, want: "lifetime"},
+		{name: "lifetime under a minute", change: func(c *trustd.Config) { c.CertTTL = 30 * time.Second }, want: "lifetime"},
+		{name: "negative lifetime", change: func(c *trustd.Config) { c.CertTTL = -time.Hour }, want: "lifetime"},
 		{name: "negative burst", change: func(c *trustd.Config) { c.RateLimit.Burst = -1 }, want: "rate limit"},
 	}
 

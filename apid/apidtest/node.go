@@ -14,6 +14,7 @@ import (
 	"github.com/aegis-os/aegis/apid"
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/internal/clock"
 )
 
 // NodeConfig configures an in-process node.
@@ -32,6 +33,8 @@ type NodeConfig struct {
 	Logger *slog.Logger
 	// Register adds more services to the backend (BackendConfig.Register).
 	Register func(*grpc.Server)
+	// Clock is apid's clock for certificate checks. Nil means the real one.
+	Clock clock.Clock
 }
 
 // Node is an apid server and the backend behind it, in the test's process.
@@ -76,6 +79,7 @@ func StartNode(tb testing.TB, p *PKI, cfg NodeConfig) *Node {
 		MachinedSocket: n.Backend.Socket(),
 		Self:           []string{addr},
 		Logger:         cfg.Logger,
+		Clock:          cfg.Clock,
 	}
 	if !cfg.Worker {
 		acfg.ForwardCertificate = p.Impersonator(tb).KeyPair(tb)

@@ -3,11 +3,14 @@
 // certificates, apid everywhere and trustd on control planes) and serves the
 // MachineService to apid, until SIGTERM, SIGINT or a Shutdown call.
 //
-//	machined --config FILE --state DIR [--bin-dir DIR]
+//	machined --config FILE --state DIR [--bin-dir DIR] [--node-cert-ttl D]
 //
 // The whole node lives under DIR. A config with errors is refused with every
 // error listed, before anything is started or written. apid and trustd are
 // run from --bin-dir, by default the directory of machined's own binary.
+// --node-cert-ttl (1m to 24h, default 24h) is the lifetime of the node's own
+// certificates and, on a control plane, of those its trustd signs; short
+// lifetimes are for tests of renewal.
 package main
 
 import (
@@ -26,10 +29,12 @@ import (
 	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/machined/node"
 	"github.com/aegis-os/aegis/machined/system/logs"
+	"github.com/aegis-os/aegis/trustd"
 )
 
 type options struct {
 	config, state, binDir string
+	nodeCertTTL           time.Duration
 }
 
 func main() {
@@ -53,6 +58,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.config, "config", "", "machine config `FILE`")
 	fs.StringVar(&o.state, "state", "", "state `DIR`ectory of the node")
 	fs.StringVar(&o.binDir, "bin-dir", "", "`DIR`ectory of the apid and trustd binaries (default: machined's own)")
+	fs.DurationVar(&o.nodeCertTTL, "node-cert-ttl", node.NodeCertTTL, "lifetime of the node certificates this node issues or has trustd sign (1m to 24h)")
 
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -63,6 +69,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
 	case o.config == "" || o.state == "":
 		return o, errors.New("--config and --state are required")
+	case o.nodeCertTTL < trustd.MinCertTTL || o.nodeCertTTL > trustd.MaxCertTTL:
+		return o, fmt.Errorf("--node-cert-ttl %s outside [%s, %s]", o.nodeCertTTL, trustd.MinCertTTL, trustd.MaxCertTTL)
 	}
 
 	// The services run with their own working directory: every path they
@@ -124,7 +132,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 
 	n, err := node.New(node.Config{
 		ConfigPath: opts.config, Machine: cfg, State: opts.state, BinDir: opts.binDir,
-		MachinedLog: own, Logger: log,
+		MachinedLog: own, Logger: log, NodeCertTTL: opts.nodeCertTTL,
 	})
 	if err != nil {
 		return err

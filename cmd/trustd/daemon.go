@@ -24,11 +24,12 @@ import (
 
 // daemon is trustd with everything it runs beside the server.
 type daemon struct {
-	log    *slog.Logger
-	listen string
-	store  *boltstore.Store
-	server *trustd.Server
-	tokens *tokenSocket
+	log     *slog.Logger
+	listen  string
+	certTTL time.Duration // of the certificates trustd signs
+	store   *boltstore.Store
+	server  *trustd.Server
+	tokens  *tokenSocket
 	// background runs beside the server: the time service and the
 	// certificate renewal when trustd runs on its own.
 	background []func(context.Context) error
@@ -47,7 +48,7 @@ func setup(opts options, log *slog.Logger) (*daemon, error) {
 		return nil, fmt.Errorf("%s is a %s config without the CA key; trustd runs on control planes only", opts.config, cfg.Machine.Type)
 	}
 
-	d := &daemon{log: log, listen: opts.listen}
+	d := &daemon{log: log, listen: opts.listen, certTTL: opts.certTTL}
 	if d.listen == "" {
 		d.listen = net.JoinHostPort(cfg.Machine.ListenAddress, strconv.Itoa(certs.TrustdPort))
 	}
@@ -128,7 +129,7 @@ func (d *daemon) newServer(cfg *certs.MachineConfig, iss *ca.Issuer, gate trustd
 
 	d.server, err = trustd.New(trustd.Config{
 		Signer: iss, CAs: cfg, Authenticator: auth, TimeGate: gate, Certificate: kp,
-		Audit: audit, Logger: d.log,
+		Audit: audit, Logger: d.log, CertTTL: d.certTTL,
 	})
 
 	return err

@@ -2,8 +2,8 @@
 // node certificates for callers with a bootstrap token once the node's time
 // is synced, and serves the token management API on a Unix socket.
 //
-//	trustd --config FILE --state DIR [--listen ADDR] [--cert FILE --key FILE]
-//	trustd --node-socket SOCKET --state DIR --listen ADDR
+//	trustd --config FILE --state DIR [--listen ADDR] [--cert FILE --key FILE] [--cert-ttl D]
+//	trustd --node-socket SOCKET --state DIR --listen ADDR [--cert-ttl D]
 //
 // The second form is how machined runs it: the OS CA, the server
 // certificate, the accepted CAs, the machine config's token and the
@@ -24,6 +24,9 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
+
+	"github.com/aegis-os/aegis/trustd"
 )
 
 // options are the command line.
@@ -34,6 +37,7 @@ type options struct {
 	listen     string
 	cert       string
 	key        string
+	certTTL    time.Duration
 }
 
 func main() {
@@ -60,6 +64,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.listen, "listen", "", "listen `ADDR`ess (default: the config's listenAddress, port 50001)")
 	fs.StringVar(&o.cert, "cert", "", "server certificate `FILE` (watched for changes; default: issued from the config's CA)")
 	fs.StringVar(&o.key, "key", "", "server key `FILE` for --cert")
+	fs.DurationVar(&o.certTTL, "cert-ttl", trustd.MaxCertTTL, "lifetime of the node certificates trustd signs (1m to 24h)")
 
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -76,6 +81,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, errors.New("--node-socket needs --listen and takes its certificate from machined")
 	case (o.cert == "") != (o.key == ""):
 		return o, errors.New("--cert and --key go together")
+	case o.certTTL < trustd.MinCertTTL || o.certTTL > trustd.MaxCertTTL:
+		return o, fmt.Errorf("--cert-ttl %s outside [%s, %s]", o.certTTL, trustd.MinCertTTL, trustd.MaxCertTTL)
 	}
 
 	return o, nil

@@ -28,6 +28,9 @@ func TestParseFlags(t *testing.T) {
 		{name: "cert without key", args: []string{"--config", "c.yaml", "--state", "s", "--cert", "a"}},
 		{name: "stray argument", args: []string{"--config", "c.yaml", "--state", "s", "extra"}},
 		{name: "unknown flag", args: []string{"--config", "c.yaml", "--state", "s", "--tls"}},
+		{name: "short lifetime", args: []string{"--config", "c.yaml", "--state", "s", "--cert-ttl", "2m"}, ok: true},
+		{name: "lifetime under a minute", args: []string{"--config", "c.yaml", "--state", "s", "--cert-ttl", "30s"}},
+		{name: "lifetime over a day", args: []string{"--config", "c.yaml", "--state", "s", "--cert-ttl", "25h"}},
 	}
 
 	for _, tt := range tests {

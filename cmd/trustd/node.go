@@ -105,7 +105,7 @@ func setupNode(ctx context.Context, opts options, log *slog.Logger) (*daemon, er
 		conn.Close()
 	}()
 
-	d := &daemon{log: log, listen: opts.listen, stop: stopWatch}
+	d := &daemon{log: log, listen: opts.listen, certTTL: opts.certTTL, stop: stopWatch}
 
 	wait, cancel := context.WithTimeout(ctx, firstResourcesTimeout)
 	defer cancel()
@@ -141,7 +141,7 @@ func (d *daemon) buildNode(src *nodeSource, opts options) error {
 
 	d.server, err = trustd.New(trustd.Config{
 		Signer: src, CAs: src, Authenticator: auth, TimeGate: &src.gate, Certificate: &src.keyPair,
-		Audit: audit, Logger: d.log,
+		Audit: audit, Logger: d.log, CertTTL: d.certTTL,
 	})
 	if err != nil {
 		return err

@@ -27,6 +27,9 @@ type Cluster struct {
 	Nodes  []Node `json:"nodes"`
 	// ClientConfig is where the cluster's context was merged, if anywhere.
 	ClientConfig string `json:"clientConfig,omitempty"`
+	// NodeCertTTL is given to every machined as --node-cert-ttl; zero
+	// leaves machined's default.
+	NodeCertTTL time.Duration `json:"nodeCertTTL,omitempty"`
 }
 
 // Node is one node of a local cluster.
@@ -117,7 +120,7 @@ func (c *Cluster) save() error {
 // prepare refuses a cluster that exists or addresses that are taken, then
 // writes the secrets, the configs and the manifest.
 func prepare(opts Options) (*Cluster, error) {
-	c := &Cluster{Name: opts.Name, Dir: filepath.Join(opts.StateDir, opts.Name), BinDir: opts.BinDir}
+	c := &Cluster{Name: opts.Name, Dir: filepath.Join(opts.StateDir, opts.Name), BinDir: opts.BinDir, NodeCertTTL: opts.NodeCertTTL}
 
 	if _, err := os.Stat(c.Dir); err == nil {
 		return nil, fmt.Errorf("localcluster: cluster %q exists in %s; destroy it first", opts.Name, c.Dir)

@@ -44,6 +44,10 @@ type Options struct {
 	// ClientConfig is the client config to merge the cluster's context
 	// into; empty means none is written.
 	ClientConfig string
+	// NodeCertTTL is every machined's --node-cert-ttl: the lifetime of the
+	// node certificates, 24 hours when zero. Short lifetimes are for tests
+	// of renewal.
+	NodeCertTTL time.Duration
 }
 
 // DefaultStateDir is ~/.aegis/clusters.

@@ -47,8 +47,12 @@ func (c *Cluster) start(n Node) (int, error) {
 	}
 	defer out.Close() //nolint:errcheck // the child holds its own copy
 
-	cmd := exec.Command(filepath.Join(c.BinDir, "machined"),
-		"--config", c.ConfigPath(n), "--state", c.StatePath(n), "--bin-dir", c.BinDir)
+	args := []string{"--config", c.ConfigPath(n), "--state", c.StatePath(n), "--bin-dir", c.BinDir}
+	if c.NodeCertTTL != 0 {
+		args = append(args, "--node-cert-ttl", c.NodeCertTTL.String())
+	}
+
+	cmd := exec.Command(filepath.Join(c.BinDir, "machined"), args...)
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.Dir = c.nodeDir(n)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}

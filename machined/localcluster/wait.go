@@ -78,11 +78,17 @@ func (c *Cluster) waitUp(ctx context.Context, timeout time.Duration, progress io
 }
 
 // bootStatus reads the node's log for its latest boot progress.
-func (c *Cluster) bootStatus(n Node) bootStatus {
+func (c *Cluster) bootStatus(n Node) bootStatus { return c.bootStatusFrom(n, 0) }
+
+// bootStatusFrom reads the node's log from offset on, so that the boot of a
+// restarted node is not taken for the one before.
+func (c *Cluster) bootStatusFrom(n Node, offset int64) bootStatus {
 	data, err := os.ReadFile(c.LogPath(n))
-	if err != nil {
+	if err != nil || int64(len(data)) < offset {
 		return bootStatus{text: "starting"}
 	}
+
+	data = data[offset:]
 
 	st := bootStatus{text: "starting"}
 

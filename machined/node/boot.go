@@ -173,7 +173,8 @@ func (n *Node) followTime(ctx context.Context, svc *timesync.Service) {
 func (n *Node) phaseCertificates(ctx context.Context, b *bootState, bg *sync.WaitGroup) error {
 	c := &certController{
 		cfg: b.cfg, store: n.store, hostname: b.hostname,
-		hosts: serverHosts(b.hostname, b.addresses, b.cfg.Machine.CertSANs), clock: n.clock, log: n.log,
+		hosts: serverHosts(b.hostname, b.addresses, b.cfg.Machine.CertSANs), ttl: n.cfg.NodeCertTTL,
+		clock: n.clock, log: n.log,
 	}
 
 	loops, err := c.obtain(ctx)
@@ -225,7 +226,10 @@ func (n *Node) serviceDefinitions(b *bootState) []system.Service {
 		trustdAddr := net.JoinHostPort(listen, strconv.Itoa(certs.TrustdPort))
 		svcs = append(svcs, &processService{
 			id: "trustd", path: n.binary("trustd"), log: n.logs["trustd"], clock: n.clock,
-			args: []string{"--node-socket", n.layout.TrustdResources(), "--state", n.cfg.State, "--listen", trustdAddr},
+			args: []string{
+				"--node-socket", n.layout.TrustdResources(), "--state", n.cfg.State, "--listen", trustdAddr,
+				"--cert-ttl", n.cfg.NodeCertTTL.String(),
+			},
 			check: grpcHealthCheck(net.JoinHostPort(probeHost, strconv.Itoa(certs.TrustdPort)), probeHost,
 				func() *x509.CertPool { return n.current().AcceptedCAs().Pool() }),
 		})

@@ -17,8 +17,9 @@ import (
 	"github.com/aegis-os/aegis/trustd/join"
 )
 
-// NodeCertTTL is the lifetime of the node's own certificates; they are
-// renewed at half-life.
+// NodeCertTTL is the default lifetime of the node's own certificates and,
+// on a control plane, of those its trustd signs; they are renewed at
+// half-life. Config.NodeCertTTL changes it.
 const NodeCertTTL = 24 * time.Hour
 
 // certController obtains the node's certificates and keeps them fresh: a
@@ -30,6 +31,7 @@ type certController struct {
 	store    *resources.Store
 	hostname string
 	hosts    []string // SANs of the server certificate
+	ttl      time.Duration
 	clock    clock.Clock
 	log      *slog.Logger
 }
@@ -62,7 +64,7 @@ func (c *certController) issueLocally() ([]func(context.Context) error, error) {
 		{ca.ProfileImpersonator, c.hostname, nil, func(r *node.Resources, kp *node.KeyPair) { r.Impersonator = kp }},
 	} {
 		issue := func(context.Context) (*x509.Certificate, error) {
-			issued, keyPEM, err := issueFor(iss, kind.profile, kind.cn, kind.hosts)
+			issued, keyPEM, err := issueFor(iss, kind.profile, kind.cn, kind.hosts, c.ttl)
 			if err != nil {
 				return nil, err
 			}
@@ -156,7 +158,7 @@ func (c *certController) renewer(cur *x509.Certificate, renew func(context.Conte
 }
 
 // issueFor issues a certificate of profile for a new key of the CA's type.
-func issueFor(iss *ca.Issuer, profile ca.Profile, cn string, hosts []string) (*ca.Issued, []byte, error) {
+func issueFor(iss *ca.Issuer, profile ca.Profile, cn string, hosts []string, ttl time.Duration) (*ca.Issued, []byte, error) {
 	kt, err := ca.KeyTypeOf(iss.CA().Cert.PublicKey)
 	if err != nil {
 		kt = ca.Ed25519
@@ -177,7 +179,7 @@ func issueFor(iss *ca.Issuer, profile ca.Profile, cn string, hosts []string) (*c
 		return nil, nil, err
 	}
 
-	issued, err := iss.Issue(ca.Request{CSR: csr, Profile: profile, TTL: NodeCertTTL})
+	issued, err := iss.Issue(ca.Request{CSR: csr, Profile: profile, TTL: ttl})
 	if err != nil {
 		return nil, nil, err
 	}

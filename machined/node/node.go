@@ -20,6 +20,7 @@ import (
 	"github.com/aegis-os/aegis/machined/system"
 	"github.com/aegis-os/aegis/machined/system/events"
 	"github.com/aegis-os/aegis/machined/system/logs"
+	"github.com/aegis-os/aegis/trustd"
 )
 
 // Limits of the node.
@@ -42,6 +43,11 @@ type Config struct {
 	BinDir string
 	// MachinedLog is machined's own log, served as the "machined" log. Optional.
 	MachinedLog *logs.Log
+	// NodeCertTTL is the lifetime of the node's own certificates and, on a
+	// control plane, of the certificates its trustd signs for workers.
+	// Zero means NodeCertTTL; it must lie within trustd's bounds
+	// (trustd.MinCertTTL to trustd.MaxCertTTL).
+	NodeCertTTL time.Duration
 	Logger      *slog.Logger
 	Clock       clock.Clock
 }
@@ -71,6 +77,14 @@ type lifecycleRequest struct {
 func New(cfg Config) (*Node, error) {
 	if cfg.Machine == nil || cfg.State == "" || cfg.BinDir == "" {
 		return nil, errors.New("node: config needs the machine config, the state directory and the binaries' directory")
+	}
+
+	if cfg.NodeCertTTL == 0 {
+		cfg.NodeCertTTL = NodeCertTTL
+	}
+
+	if cfg.NodeCertTTL < trustd.MinCertTTL || cfg.NodeCertTTL > trustd.MaxCertTTL {
+		return nil, fmt.Errorf("node: certificate lifetime %s outside [%s, %s]", cfg.NodeCertTTL, trustd.MinCertTTL, trustd.MaxCertTTL)
 	}
 
 	if cfg.Clock == nil {

@@ -79,12 +79,11 @@ func (s *Service) query(ctx context.Context, server string) (*ntp.Response, erro
 // decide opens or closes the gate by one valid reply. Half the round trip
 // is added to the offset: the true offset may lie anywhere within it.
 func (s *Service) decide(server string, resp *ntp.Response) bool {
-	bound := abs(resp.ClockOffset) + resp.RTT/2
-	within := bound <= s.cfg.MaxOffset
+	within := withinBound(resp.ClockOffset, resp.RTT, s.cfg.MaxOffset)
 
 	st := Status{Synced: within, Server: server, Offset: resp.ClockOffset, RTT: resp.RTT}
 	if !within {
-		st.LastError = fmt.Errorf("%w: %s (max %s)", errOutOfBounds, bound, s.cfg.MaxOffset)
+		st.LastError = fmt.Errorf("%w: offset %s, round trip %s (max %s)", errOutOfBounds, resp.ClockOffset, resp.RTT, s.cfg.MaxOffset)
 	}
 
 	s.record(st)
@@ -114,10 +113,18 @@ func (s *Service) record(st Status) {
 	s.status = st
 }
 
-func abs(d time.Duration) time.Duration {
-	if d < 0 {
-		return -d
+// withinBound reports whether |offset| + rtt/2 <= maxOffset. The reply is
+// a server's word, extreme values included: the sum is never formed, so
+// it cannot overflow into a small number, and the most negative offset,
+// which has no absolute value, is out of bounds.
+func withinBound(offset, rtt, maxOffset time.Duration) bool {
+	if rtt < 0 || offset < -maxOffset || offset > maxOffset {
+		return false
 	}
 
-	return d
+	if offset < 0 {
+		offset = -offset
+	}
+
+	return rtt/2 <= maxOffset-offset
 }

@@ -44,7 +44,9 @@ type Store struct {
 var _ tokenstore.Store = (*Store)(nil)
 
 // Open opens or creates the store at cfg.Path with mode 0600. An existing
-// file with looser permissions is tightened to 0600.
+// file with looser permissions is tightened to 0600. An existing file is
+// checked whole before anything is written to it (see ErrCorrupt): a
+// damaged store is refused and left as it is, never repaired or replaced.
 func Open(cfg Config) (*Store, error) {
 	if cfg.Path == "" {
 		return nil, errors.New("boltstore: no path")
@@ -58,28 +60,54 @@ func Open(cfg Config) (*Store, error) {
 		cfg.LockTimeout = DefaultLockTimeout
 	}
 
-	db, err := bolt.Open(cfg.Path, 0o600, &bolt.Options{Timeout: cfg.LockTimeout})
+	if err := checkExisting(cfg.Path); err != nil {
+		return nil, err
+	}
+
+	db, err := openGuarded(cfg.Path, &bolt.Options{Timeout: cfg.LockTimeout})
 	if err != nil {
-		return nil, fmt.Errorf("boltstore: opening %s: %w", cfg.Path, err)
+		return nil, err
+	}
+
+	if err = prepare(db, cfg.Path); err != nil {
+		db.Close()
+
+		return nil, err
+	}
+
+	return &Store{db: db, maxRecords: cfg.MaxRecords}, nil
+}
+
+// prepare checks the file, tightens its mode and creates the bucket if it
+// is missing. bbolt writes a transaction even when it changes nothing, so
+// the bucket is created only when it is not there.
+func prepare(db *bolt.DB, path string) error {
+	if err := verify(db, path); err != nil {
+		return err
 	}
 
 	// bbolt applies the mode only when it creates the file; a file made by
 	// hand or restored from a backup may be readable by others.
-	if err = os.Chmod(cfg.Path, 0o600); err == nil {
-		err = db.Update(func(tx *bolt.Tx) error {
-			_, err := tx.CreateBucketIfNotExists(bucketName)
-
-			return err
-		})
+	if err := os.Chmod(path, 0o600); err != nil {
+		return fmt.Errorf("boltstore: %w", err)
 	}
 
+	var exists bool
+
+	if err := db.View(func(tx *bolt.Tx) error { exists = tx.Bucket(bucketName) != nil; return nil }); err != nil || exists {
+		return err
+	}
+
+	err := db.Update(func(tx *bolt.Tx) error {
+		_, err := tx.CreateBucket(bucketName)
+
+		return err
+	})
 	if err != nil {
-		db.Close()
-
-		return nil, fmt.Errorf("boltstore: preparing %s: %w", cfg.Path, err)
+		return fmt.Errorf("boltstore: preparing %s: %w", path, err)
 	}
 
-	return &Store{db: db, maxRecords: cfg.MaxRecords}, nil
+	return nil
 }
 
 // Close releases the file.

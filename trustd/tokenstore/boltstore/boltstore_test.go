@@ -43,7 +43,11 @@ func TestFileMode(t *testing.T) {
 
 	t.Run("loose existing file", func(t *testing.T) {
 		path := filepath.Join(dir, "loose.db")
-		if err := os.WriteFile(path, nil, 0o644); err != nil {
+		if err := open(t, boltstore.Config{Path: path}).Close(); err != nil {
+			t.Fatal(err)
+		}
+
+		if err := os.Chmod(path, 0o644); err != nil {
 			t.Fatal(err)
 		}
 
@@ -70,7 +74,7 @@ func TestOpenRefusesMissingDirectory(t *testing.T) {
 	}
 }
 
-func open(t *testing.T, cfg boltstore.Config) *boltstore.Store {
+func open(t testing.TB, cfg boltstore.Config) *boltstore.Store {
 	t.Helper()
 
 	s, err := boltstore.Open(cfg)
