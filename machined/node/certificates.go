@@ -126,7 +126,10 @@ func (c *certController) join(ctx context.Context) ([]func(context.Context) erro
 
 			c.store.Update(func(r *node.Resources) {
 				r.Server = &node.KeyPair{Crt: res.CertPEM, Key: res.KeyPEM}
-				r.AcceptedCas = mergeCAs(r.AcceptedCas, res.CAs)
+				// The config's CAs and those trustd accepts now: a CA that
+				// trustd dropped at the end of a rotation leaves the worker
+				// at its next renewal, not only at its next reboot.
+				r.AcceptedCas = mergeCAs(c.cfg.AcceptedCAs().PEM(), res.CAs)
 			})
 
 			c.log.Info("joined through trustd", slog.String("endpoint", res.Endpoint), slog.Time("not_after", res.Certificate.NotAfter))
