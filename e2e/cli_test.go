@@ -29,6 +29,7 @@ func TestCLI(t *testing.T) {
 	t.Run("roles of configs made with config new", func(t *testing.T) { cliRoles(t, c) })
 	t.Run("single-use token joins one worker", func(t *testing.T) { cliSingleUseToken(t, c) })
 	t.Run("short-lived certificate renews itself", func(t *testing.T) { cliRenewal(t, c, short) })
+	t.Run("apid restarted through itself answers", func(t *testing.T) { cliApidRestart(t, c) })
 	t.Run("killed apid is restarted", func(t *testing.T) { cliApidKilled(t, c) })
 	t.Run("dead node is an error row", func(t *testing.T) { cliDeadNode(t, c) })
 }
@@ -251,6 +252,27 @@ func clientCert(t *testing.T, path string) *x509.Certificate {
 	}
 
 	return cert
+}
+
+// cliApidRestart restarts the endpoint's apid through that apid: the reply
+// must arrive (the restart runs after it), and a new apid must serve.
+func cliApidRestart(t *testing.T, c *cliCluster) {
+	cp := c.Nodes[0]
+
+	pids := pidsOf(binDir+"/apid", c.StatePath(cp)+"/")
+	if len(pids) != 1 {
+		t.Fatalf("apid processes of %s: %v", cp.Name, pids)
+	}
+
+	if out := c.ok(t, c.admin(), "service", "apid", "restart"); !strings.Contains(out, `Service "apid" restarting`) {
+		t.Fatalf("restarting apid through itself: %s", out)
+	}
+
+	waitUntil(t, "a new apid to serve", func() bool {
+		now := pidsOf(binDir+"/apid", c.StatePath(cp)+"/")
+
+		return len(now) == 1 && now[0] != pids[0] && c.ctl(t, c.admin(), "version").code == 0
+	})
 }
 
 func cliApidKilled(t *testing.T, c *cliCluster) {

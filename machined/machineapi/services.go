@@ -52,7 +52,7 @@ func serviceInfo(info system.Info) *machine.ServiceInfo {
 
 // ServiceStart starts a service that allows it.
 func (s *Server) ServiceStart(ctx context.Context, req *machine.ServiceStartRequest) (*machine.ServiceStartResponse, error) {
-	if err := s.serviceAction(ctx, req.GetId(), system.ActionStart); err != nil {
+	if _, err := s.serviceAction(ctx, req.GetId(), system.ActionStart); err != nil {
 		return nil, err
 	}
 
@@ -61,30 +61,39 @@ func (s *Server) ServiceStart(ctx context.Context, req *machine.ServiceStartRequ
 
 // ServiceStop stops a service that allows it.
 func (s *Server) ServiceStop(ctx context.Context, req *machine.ServiceStopRequest) (*machine.ServiceStopResponse, error) {
-	if err := s.serviceAction(ctx, req.GetId(), system.ActionStop); err != nil {
+	if _, err := s.serviceAction(ctx, req.GetId(), system.ActionStop); err != nil {
 		return nil, err
 	}
 
 	return &machine.ServiceStopResponse{Messages: []*machine.ServiceStop{{Resp: fmt.Sprintf("Service %q stopped", req.GetId())}}}, nil
 }
 
-// ServiceRestart restarts a service that allows it.
+// ServiceRestart restarts a service that allows it. apid, which carries this
+// very call, is restarted just after the answer: "restarting", not
+// "restarted".
 func (s *Server) ServiceRestart(ctx context.Context, req *machine.ServiceRestartRequest) (*machine.ServiceRestartResponse, error) {
-	if err := s.serviceAction(ctx, req.GetId(), system.ActionRestart); err != nil {
+	later, err := s.serviceAction(ctx, req.GetId(), system.ActionRestart)
+	if err != nil {
 		return nil, err
 	}
 
-	return &machine.ServiceRestartResponse{Messages: []*machine.ServiceRestart{{Resp: fmt.Sprintf("Service %q restarted", req.GetId())}}}, nil
+	msg := fmt.Sprintf("Service %q restarted", req.GetId())
+	if later {
+		msg = fmt.Sprintf("Service %q restarting", req.GetId())
+	}
+
+	return &machine.ServiceRestartResponse{Messages: []*machine.ServiceRestart{{Resp: msg}}}, nil
 }
 
-func (s *Server) serviceAction(ctx context.Context, id string, action system.Action) error {
+func (s *Server) serviceAction(ctx context.Context, id string, action system.Action) (later bool, err error) {
 	if id == "" {
-		return status.Error(codes.InvalidArgument, "service id is required")
+		return false, status.Error(codes.InvalidArgument, "service id is required")
 	}
 
-	if err := s.cfg.Services.API(ctx, id, action); err != nil {
-		return serviceError(err)
+	later, err = s.cfg.Services.API(ctx, id, action)
+	if err != nil {
+		return false, serviceError(err)
 	}
 
-	return nil
+	return later, nil
 }

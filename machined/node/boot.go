@@ -217,9 +217,10 @@ func (n *Node) serviceDefinitions(b *bootState) []system.Service {
 
 	svcs := []system.Service{&processService{
 		id: "apid", path: n.binary("apid"), log: n.logs["apid"], clock: n.clock,
-		args:   []string{"--node-socket", n.layout.APIDResources(), "--machined-socket", n.layout.MachinedSocket(), "--listen", apidAddr},
-		check:  dialCheck(net.JoinHostPort(probeHost, strconv.Itoa(certs.APIDPort))),
-		refuse: map[system.Action]string{system.ActionStop: "apid carries the API itself; restart it instead"},
+		args:       []string{"--node-socket", n.layout.APIDResources(), "--machined-socket", n.layout.MachinedSocket(), "--listen", apidAddr},
+		check:      dialCheck(net.JoinHostPort(probeHost, strconv.Itoa(certs.APIDPort))),
+		refuse:     map[system.Action]string{system.ActionStop: "apid carries the API itself; restart it instead"},
+		carriesAPI: true,
 	}}
 
 	if b.cfg.Machine.Type.IsControlPlane() {

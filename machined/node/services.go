@@ -31,6 +31,8 @@ type processService struct {
 	clock  clock.Clock
 	check  health.Check
 	refuse map[system.Action]string // actions the API may not take, with the reason
+	// carriesAPI marks apid: the API calls that control it pass through it.
+	carriesAPI bool
 }
 
 func (p *processService) ID() string          { return p.id }
@@ -46,6 +48,8 @@ func (p *processService) Runner() (runner.Runner, error) {
 func (p *processService) HealthCheck() (health.Check, health.Settings) {
 	return p.check, health.Settings{InitialDelay: 100 * time.Millisecond, Period: 2 * time.Second}
 }
+
+func (p *processService) CarriesAPI() bool { return p.carriesAPI }
 
 func (p *processService) AllowAPI(a system.Action) error {
 	if reason, refused := p.refuse[a]; refused {

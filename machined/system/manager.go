@@ -45,6 +45,8 @@ type Manager struct {
 	mu       sync.Mutex
 	services map[string]*instance
 	changed  chan struct{} // closed and replaced on every state or health change
+
+	later sync.WaitGroup // restarts answered before they run (APICarrier)
 }
 
 // New returns an empty Manager.
@@ -141,11 +143,17 @@ func (m *Manager) Start(ids ...string) error {
 }
 
 // Stop stops the services (all loaded ones when ids is empty), dependents
-// before their dependencies, and waits for them or for ctx.
+// before their dependencies, and waits for them or for ctx. Stopping all
+// first lets a restart the API answered before running finish, so that it
+// cannot start its service again behind Stop's back.
 func (m *Manager) Stop(ctx context.Context, ids ...string) error {
 	insts, err := m.lookup(ids)
 	if err != nil {
 		return err
+	}
+
+	if len(ids) == 0 {
+		m.later.Wait()
 	}
 
 	wanted := map[string]bool{}
@@ -177,33 +185,49 @@ func (m *Manager) Restart(ctx context.Context, id string) error {
 }
 
 // API runs an action requested through the API, if the service allows it.
-func (m *Manager) API(ctx context.Context, id string, action Action) error {
+// It returns once the action is done, except a restart of an APICarrier:
+// that is checked, begun in the background and reported with later set,
+// since the service could not carry the answer once it stops.
+func (m *Manager) API(ctx context.Context, id string, action Action) (later bool, err error) {
 	insts, err := m.lookup([]string{id})
 	if err != nil {
-		return err
+		return false, err
 	}
 
-	ctl, ok := insts[0].svc.(APIControlled)
+	svc := insts[0].svc
+
+	ctl, ok := svc.(APIControlled)
 	if !ok {
-		return fmt.Errorf("%w: %s cannot be controlled through the API", ErrNotAllowed, id)
+		return false, fmt.Errorf("%w: %s cannot be controlled through the API", ErrNotAllowed, id)
 	}
 
 	if err := ctl.AllowAPI(action); err != nil {
-		return fmt.Errorf("%w: %s %s: %w", ErrNotAllowed, action, id, err)
+		return false, fmt.Errorf("%w: %s %s: %w", ErrNotAllowed, action, id, err)
 	}
 
 	switch action {
 	case ActionStart:
-		return m.Start(id)
+		return false, m.Start(id)
 	case ActionStop:
-		return m.Stop(ctx, id)
-	default:
-		// A restart runs to its end even if its caller goes away: restarting
-		// apid through apid ends the very call that asked for it, and a
-		// restart cut short after its stop would leave the service stopped.
-		// The stop is bounded by the runner's own grace period.
-		return m.Restart(context.WithoutCancel(ctx), id)
+		return false, m.Stop(ctx, id)
 	}
+
+	// A restart runs to its end even if its caller goes away: a restart cut
+	// short after its stop would leave the service stopped. The stop is
+	// bounded by the runner's own grace period.
+	ctx = context.WithoutCancel(ctx)
+
+	if carrier, ok := svc.(APICarrier); ok && carrier.CarriesAPI() {
+		m.later.Go(func() {
+			if err := m.Restart(ctx, id); err != nil {
+				m.log.Error("restart requested through the API", slog.String("service", id), slog.String("error", err.Error()))
+			}
+		})
+
+		return true, nil
+	}
+
+	return false, m.Restart(ctx, id)
 }
 
 // WaitUp waits until every named service (all when ids is empty) is up:

@@ -26,6 +26,7 @@ type fakeService struct {
 	healthy *atomic.Bool // nil: no health check
 	allow   map[Action]bool
 	started func(id string)
+	carrier bool // carries the API calls that control it
 }
 
 func (f *fakeService) ID() string          { return f.id }
@@ -49,6 +50,8 @@ func (f *fakeService) Runner() (runner.Runner, error) {
 
 	return runner.Goroutine(f.id, io.Discard, fn), nil
 }
+
+func (f *fakeService) CarriesAPI() bool { return f.carrier }
 
 func (f *fakeService) AllowAPI(a Action) error {
 	if f.allow[a] {
@@ -338,17 +341,17 @@ func TestAPIActions(t *testing.T) {
 	_ = m.Start()
 	waitState(t, m, "svc", StateRunning)
 
-	if err := m.API(ctx, "svc", ActionStop); !errors.Is(err, ErrNotAllowed) || !strings.Contains(err.Error(), "not for stop") {
+	if _, err := m.API(ctx, "svc", ActionStop); !errors.Is(err, ErrNotAllowed) || !strings.Contains(err.Error(), "not for stop") {
 		t.Fatalf("stop: %v", err)
 	}
 
-	if err := m.API(ctx, "svc", ActionRestart); err != nil {
-		t.Fatal(err)
+	if later, err := m.API(ctx, "svc", ActionRestart); err != nil || later {
+		t.Fatalf("restart: later %v, %v", later, err)
 	}
 
 	waitState(t, m, "svc", StateRunning)
 
-	if err := m.API(ctx, "ghost", ActionStart); !errors.Is(err, ErrUnknownService) {
+	if _, err := m.API(ctx, "ghost", ActionStart); !errors.Is(err, ErrUnknownService) {
 		t.Fatalf("unknown service: %v", err)
 	}
 }
@@ -388,7 +391,10 @@ func TestRestartOutlivesItsCaller(t *testing.T) {
 	callCtx, hangUp := context.WithCancel(waitCtx(t))
 	done := make(chan error, 1)
 
-	go func() { done <- m.API(callCtx, "svc", ActionRestart) }()
+	go func() {
+		_, err := m.API(callCtx, "svc", ActionRestart)
+		done <- err
+	}()
 
 	<-stopping
 	hangUp()
@@ -481,5 +487,71 @@ func waitHealth(t *testing.T, m *Manager, id string, healthy bool) {
 		}
 
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestCarrierRestartIsAnsweredFirst: a service that carries the API (apid)
+// is restarted after the call that asked has its answer, and stopping
+// every service meanwhile waits for that restart instead of racing it.
+func TestCarrierRestartIsAnsweredFirst(t *testing.T) {
+	var starts atomic.Int32
+
+	stopping := make(chan struct{})
+	release := make(chan struct{})
+
+	svc := &fakeService{
+		id: "api", allow: map[Action]bool{ActionRestart: true}, carrier: true,
+		started: func(string) { starts.Add(1) },
+		run: func(ctx context.Context, _ io.Writer) error {
+			<-ctx.Done()
+
+			if starts.Load() == 1 {
+				close(stopping)
+				<-release // the stop outlasts the call that asked for it
+			}
+
+			return nil
+		},
+	}
+
+	m := newManager(clock.Real())
+	if err := m.Load(svc); err != nil {
+		t.Fatal(err)
+	}
+
+	ctx := waitCtx(t)
+
+	_ = m.Start()
+	waitState(t, m, "api", StateRunning)
+
+	later, err := m.API(ctx, "api", ActionRestart)
+	if err != nil || !later {
+		t.Fatalf("restart: later %v, %v; want it answered before it runs", later, err)
+	}
+
+	<-stopping // the answer came while the service was still up
+
+	stopped := make(chan error, 1)
+
+	go func() { stopped <- m.Stop(ctx) }()
+
+	select {
+	case err := <-stopped:
+		t.Fatalf("Stop returned (%v) before the pending restart finished", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+
+	close(release)
+
+	if err := <-stopped; err != nil {
+		t.Fatal(err)
+	}
+
+	if n := starts.Load(); n != 2 {
+		t.Fatalf("service started %d times, want 2 (once more by the restart)", n)
+	}
+
+	if info, _ := m.Info("api"); info.State != StateFinished {
+		t.Fatalf("after Stop the service is %s, want it stopped", info.State)
 	}
 }

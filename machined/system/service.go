@@ -63,6 +63,13 @@ type APIControlled interface {
 	AllowAPI(action Action) error
 }
 
+// APICarrier is a service that carries the very API calls that control it,
+// as apid does: stopping it ends the call that asked. Its restart through
+// the API is answered first and runs after the answer.
+type APICarrier interface {
+	CarriesAPI() bool
+}
+
 // Condition is something that must hold before a service starts.
 type Condition interface {
 	// Wait returns nil once the condition holds, or ctx's error.
