@@ -18,6 +18,7 @@ import (
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/internal/grpcopt"
 )
 
 // CertificateSource serves the certificate apid presents to its clients.
@@ -165,6 +166,7 @@ func (s *Server) newGRPCServer(rules authz.Rules) *grpc.Server {
 		grpc.Creds(creds),
 		grpc.ForceServerCodecV2(rawCodec{}),
 		grpc.UnknownServiceHandler(s.handle),
+		grpcopt.StreamWorkers(),
 		grpc.ChainUnaryInterceptor(unary...),
 		grpc.ChainStreamInterceptor(stream...),
 		grpc.MaxRecvMsgSize(MaxMessageSize),

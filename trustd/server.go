@@ -16,6 +16,8 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
+
+	"github.com/aegis-os/aegis/internal/grpcopt"
 )
 
 // certificateMethod is the full gRPC name of the one method trustd serves.
@@ -74,6 +76,7 @@ func (s *Server) serverOptions() []grpc.ServerOption {
 		grpc.InTapHandle(s.tap),
 		grpc.StatsHandler(auditStats{s: s}),
 		grpc.StreamInterceptor(refuseStreams),
+		grpcopt.StreamWorkers(),
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/aegis-os/aegis/api/node"
 	"github.com/aegis-os/aegis/api/tokens"
 	"github.com/aegis-os/aegis/authz"
+	"github.com/aegis-os/aegis/internal/grpcopt"
 	"github.com/aegis-os/aegis/internal/unixsock"
 	"github.com/aegis-os/aegis/machined/certapi"
 	"github.com/aegis-os/aegis/machined/machineapi"
@@ -41,6 +42,7 @@ func (n *Node) listen() (*sockets, error) {
 	authorizer := authz.NewAuthorizer(authz.AuthorizerConfig{Logger: n.log})
 
 	api := grpc.NewServer(
+		grpcopt.StreamWorkers(),
 		grpc.ChainUnaryInterceptor(injector.UnaryServerInterceptor(), authorizer.UnaryServerInterceptor()),
 		grpc.ChainStreamInterceptor(injector.StreamServerInterceptor(), authorizer.StreamServerInterceptor()),
 	)
