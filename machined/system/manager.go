@@ -46,7 +46,8 @@ type Manager struct {
 	services map[string]*instance
 	changed  chan struct{} // closed and replaced on every state or health change
 
-	later sync.WaitGroup // restarts answered before they run (APICarrier)
+	pending     int        // restarts answered before they run (APICarrier), under mu
+	pendingDone *sync.Cond // on mu: broadcast when pending drops to zero
 }
 
 // New returns an empty Manager.
@@ -67,10 +68,13 @@ func New(cfg Config) *Manager {
 		cfg.History = DefaultHistory
 	}
 
-	return &Manager{
+	m := &Manager{
 		bus: cfg.Bus, clock: cfg.Clock, log: cfg.Logger, history: cfg.History,
 		services: map[string]*instance{}, changed: make(chan struct{}),
 	}
+	m.pendingDone = sync.NewCond(&m.mu)
+
+	return m
 }
 
 // Bus returns the event bus the Manager publishes to.
@@ -153,7 +157,11 @@ func (m *Manager) Stop(ctx context.Context, ids ...string) error {
 	}
 
 	if len(ids) == 0 {
-		m.later.Wait()
+		m.mu.Lock()
+		for m.pending > 0 {
+			m.pendingDone.Wait()
+		}
+		m.mu.Unlock()
 	}
 
 	wanted := map[string]bool{}
@@ -218,11 +226,21 @@ func (m *Manager) API(ctx context.Context, id string, action Action) (later bool
 	ctx = context.WithoutCancel(ctx)
 
 	if carrier, ok := svc.(APICarrier); ok && carrier.CarriesAPI() {
-		m.later.Go(func() {
+		m.mu.Lock()
+		m.pending++
+		m.mu.Unlock()
+
+		go func() {
 			if err := m.Restart(ctx, id); err != nil {
 				m.log.Error("restart requested through the API", slog.String("service", id), slog.String("error", err.Error()))
 			}
-		})
+
+			m.mu.Lock()
+			if m.pending--; m.pending == 0 {
+				m.pendingDone.Broadcast()
+			}
+			m.mu.Unlock()
+		}()
 
 		return true, nil
 	}
