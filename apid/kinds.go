@@ -44,22 +44,37 @@ func fansOut(method string) bool {
 // likely answers Unimplemented, which merges into an error entry any reply
 // type decodes.
 func streamsReplies(method string) bool {
+	m := methodDescriptor(method)
+
+	return m != nil && m.IsStreamingServer()
+}
+
+// takesOneRequest reports whether method is known to take exactly one
+// request message (unary and server-streaming methods). A method apid does
+// not know may take a stream, so it is not.
+func takesOneRequest(method string) bool {
+	m := methodDescriptor(method)
+
+	return m != nil && !m.IsStreamingClient()
+}
+
+// methodDescriptor finds a "/package.Service/Method" name in protoregistry,
+// or returns nil.
+func methodDescriptor(method string) protoreflect.MethodDescriptor {
 	svc, name, ok := strings.Cut(strings.TrimPrefix(method, "/"), "/")
 	if !ok {
-		return false
+		return nil
 	}
 
 	d, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(svc))
 	if err != nil {
-		return false
+		return nil
 	}
 
 	sd, ok := d.(protoreflect.ServiceDescriptor)
 	if !ok {
-		return false
+		return nil
 	}
 
-	m := sd.Methods().ByName(protoreflect.Name(name))
-
-	return m != nil && m.IsStreamingServer()
+	return sd.Methods().ByName(protoreflect.Name(name))
 }

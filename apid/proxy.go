@@ -108,6 +108,16 @@ func (s *Server) pipe(ss grpc.ServerStream, conn *grpc.ClientConn, method string
 		return err
 	}
 
+	if takesOneRequest(method) {
+		// Most calls: the request is passed on here, then the replies,
+		// with no goroutine to start and wait for.
+		if err := forwardRequest(ss, cs); err != nil {
+			return err
+		}
+
+		return forwardReplies(cs, ss)
+	}
+
 	reqErr := make(chan error, 1)
 
 	go func() {
@@ -153,6 +163,27 @@ func forwardRequests(ss grpc.ServerStream, cs grpc.ClientStream) error {
 			return nil
 		}
 	}
+}
+
+// forwardRequest passes on the one request of a method that takes one and
+// half-closes the backend. A caller that ends its side without a request
+// has the backend refuse the call.
+func forwardRequest(ss grpc.ServerStream, cs grpc.ClientStream) error {
+	f := &frame{}
+	if err := ss.RecvMsg(f); err != nil {
+		if errors.Is(err, io.EOF) {
+			return cs.CloseSend()
+		}
+
+		return err
+	}
+
+	if err := cs.SendMsg(f); err != nil {
+		// The backend ended the call; its status arrives on the reply side.
+		return nil
+	}
+
+	return cs.CloseSend()
 }
 
 // forwardReplies copies the backend's replies, headers and trailers to the

@@ -243,3 +243,57 @@ func TestStreamsAreAuthorized(t *testing.T) {
 		t.Fatal("a refused stream reached machined")
 	}
 }
+
+// TestClientStreamThroughApid sends a client stream (EtcdRecover, the
+// backend's only one) to the local node and to another: every chunk must
+// arrive, in order, and the reply must come from the node addressed.
+func TestClientStreamThroughApid(t *testing.T) {
+	p, nodes := cluster(t, 2)
+	c := apidtest.TalosClient(t, nodes[0].Addr, p.ClientTLS(t, p.Client(t, role.Admin)))
+	chunks := []string{"first", "second", "", "fourth"}
+
+	for _, tt := range []struct {
+		name string
+		ctx  func(context.Context) context.Context
+		node int
+	}{
+		{"local", func(ctx context.Context) context.Context { return ctx }, 0},
+		{"node", func(ctx context.Context) context.Context { return client.WithNode(ctx, nodes[1].Addr) }, 1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			stream, err := c.MachineClient.EtcdRecover(tt.ctx(testCtx(t)))
+			if err != nil {
+				t.Fatal(err)
+			}
+
+			for _, chunk := range chunks {
+				if err := stream.Send(&common.Data{Bytes: []byte(chunk)}); err != nil {
+					t.Fatalf("send %q: %v", chunk, err)
+				}
+			}
+
+			resp, err := stream.CloseAndRecv()
+			if err != nil {
+				t.Fatal(err)
+			}
+
+			if got, want := resp.GetMessages()[0].GetMetadata().GetHostname(), nodes[tt.node].Backend.Name(); got != want {
+				t.Errorf("reply from %q, want %q", got, want)
+			}
+
+			calls := nodes[tt.node].Backend.Recovered()
+			if len(calls) != 1 {
+				t.Fatalf("%d EtcdRecover calls reached the node, want 1", len(calls))
+			}
+
+			var got []string
+			for _, c := range calls[0] {
+				got = append(got, string(c))
+			}
+
+			if strings.Join(got, "|") != strings.Join(chunks, "|") {
+				t.Errorf("chunks %q, want %q", got, chunks)
+			}
+		})
+	}
+}

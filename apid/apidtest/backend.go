@@ -42,8 +42,9 @@ type BackendConfig struct {
 }
 
 // Backend stands in for machined until it exists: it serves Version,
-// Hostname, Memory, ServiceList, ServiceRestart, Logs (tail and follow)
-// and Events (tail and follow) over a Unix socket, answers Unimplemented
+// Hostname, Memory, ServiceList, ServiceRestart, Logs (tail and follow),
+// Events (tail and follow) and EtcdRecover (a client stream) over a Unix
+// socket, answers Unimplemented
 // for every other method, and records the roles each call carried in
 // talos-role. Like machined, it trusts the socket and authorizes again
 // with those roles (authz.FromTrustedMetadata).
@@ -53,8 +54,9 @@ type Backend struct {
 	srv      *grpc.Server
 	feed     *feed
 
-	mu    sync.Mutex
-	calls []Call
+	mu        sync.Mutex
+	calls     []Call
+	recovered [][][]byte // the chunks of each EtcdRecover call
 }
 
 // StartBackend starts a backend; it stops when the test ends.
@@ -124,6 +126,14 @@ func (b *Backend) CallsTo(method string) []Call {
 	}
 
 	return out
+}
+
+// Recovered returns the chunks each EtcdRecover call sent, in order.
+func (b *Backend) Recovered() [][][]byte {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+
+	return slices.Clone(b.recovered)
 }
 
 // AppendLog adds a line to a service's log, seen by Logs followers.

@@ -2,7 +2,9 @@ package apidtest
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"runtime"
 
 	"github.com/siderolabs/talos/pkg/machinery/api/common"
@@ -71,6 +73,32 @@ func (b machineServer) ServiceRestart(_ context.Context, req *machine.ServiceRes
 	return &machine.ServiceRestartResponse{Messages: []*machine.ServiceRestart{{
 		Metadata: b.feed.meta(), Resp: fmt.Sprintf("Service %q restarted", req.GetId()),
 	}}}, nil
+}
+
+// EtcdRecover takes a stream of chunks from the caller, as the real method
+// takes a snapshot; Recovered returns them. It is the backend's one method
+// with a client stream.
+func (b machineServer) EtcdRecover(stream grpc.ClientStreamingServer[common.Data, machine.EtcdRecoverResponse]) error {
+	var chunks [][]byte
+
+	for {
+		msg, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+
+		if err != nil {
+			return err
+		}
+
+		chunks = append(chunks, msg.GetBytes())
+	}
+
+	b.mu.Lock()
+	b.recovered = append(b.recovered, chunks)
+	b.mu.Unlock()
+
+	return stream.SendAndClose(&machine.EtcdRecoverResponse{Messages: []*machine.EtcdRecover{{Metadata: b.feed.meta()}}})
 }
 
 // Logs streams a service's log: the last TailLines lines (all when
