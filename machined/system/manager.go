@@ -148,8 +148,9 @@ func (m *Manager) Start(ids ...string) error {
 
 // Stop stops the services (all loaded ones when ids is empty), dependents
 // before their dependencies, and waits for them or for ctx. Stopping all
-// first lets a restart the API answered before running finish, so that it
-// cannot start its service again behind Stop's back.
+// first waits for any restart the API answered before running it (each is
+// bounded by its runner's grace period), so that such a restart cannot
+// start its service again behind Stop's back.
 func (m *Manager) Stop(ctx context.Context, ids ...string) error {
 	insts, err := m.lookup(ids)
 	if err != nil {
