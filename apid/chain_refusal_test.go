@@ -19,6 +19,7 @@ import (
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/ca/catest"
 	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/internal/logtest"
 )
 
 // chainTestIP is where the nodes of these tests listen.
@@ -73,7 +74,7 @@ func adminLeafTemplate() *x509.Certificate {
 // certificate as a client, and a chain through an intermediate under a root
 // whose path length would allow it.
 func TestRefusedChains(t *testing.T) {
-	var sink apidtest.LogSink
+	var sink logtest.Sink
 
 	p := apidtest.NewPKI(t)
 

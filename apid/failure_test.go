@@ -18,6 +18,7 @@ import (
 
 	"github.com/aegis-os/aegis/apid/apidtest"
 	"github.com/aegis-os/aegis/authz/role"
+	"github.com/aegis-os/aegis/internal/logtest"
 )
 
 // deadAddr returns an address nothing listens on.
@@ -237,7 +238,7 @@ func TestBadRoutingIsInvalidArgument(t *testing.T) {
 }
 
 func TestMachinedDownIsUnavailableWithoutDetails(t *testing.T) {
-	var sink apidtest.LogSink
+	var sink logtest.Sink
 
 	p := apidtest.NewPKI(t)
 	node := apidtest.StartNode(t, p, apidtest.NodeConfig{IP: testIP, Logger: sink.Logger()})

@@ -16,12 +16,13 @@ import (
 	"github.com/aegis-os/aegis/apid/apidtest"
 	"github.com/aegis-os/aegis/authz"
 	"github.com/aegis-os/aegis/authz/role"
+	"github.com/aegis-os/aegis/internal/logtest"
 )
 
 // A caller without os:impersonator may send talos-role: apid ignores it
 // (and logs it), so it gains nothing, and never passes it on.
 func TestTalosRoleFromOrdinaryCallerGainsNothing(t *testing.T) {
-	var sink apidtest.LogSink
+	var sink logtest.Sink
 
 	p := apidtest.NewPKI(t)
 	node := apidtest.StartNode(t, p, apidtest.NodeConfig{IP: testIP, Logger: sink.Logger()})
@@ -114,7 +115,7 @@ func TestMetadataOnTheNextHop(t *testing.T) {
 }
 
 func TestRequestLogLine(t *testing.T) {
-	var sink apidtest.LogSink
+	var sink logtest.Sink
 
 	p := apidtest.NewPKI(t)
 	node := apidtest.StartNode(t, p, apidtest.NodeConfig{IP: testIP, Logger: sink.Logger()})

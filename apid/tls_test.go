@@ -19,10 +19,11 @@ import (
 	"github.com/aegis-os/aegis/apid/apidtest"
 	"github.com/aegis-os/aegis/authz/role"
 	"github.com/aegis-os/aegis/ca"
+	"github.com/aegis-os/aegis/internal/logtest"
 )
 
 func TestRefusedClientCertificates(t *testing.T) {
-	var sink apidtest.LogSink
+	var sink logtest.Sink
 
 	p := apidtest.NewPKI(t)
 	other := apidtest.NewPKI(t)
@@ -80,7 +81,7 @@ func TestRefusedClientCertificates(t *testing.T) {
 // logged waits until a record with message msg has an error field
 // containing reason: the server writes it once its side of the handshake
 // ends, which may be after the client has given up.
-func logged(t *testing.T, sink *apidtest.LogSink, msg, reason string) bool {
+func logged(t *testing.T, sink *logtest.Sink, msg, reason string) bool {
 	t.Helper()
 
 	for deadline := time.Now().Add(callTimeout); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
@@ -207,7 +208,7 @@ func TestCARotationWithoutRestart(t *testing.T) {
 // (a health check's TCP probe) is no refused client: nothing is logged at
 // warning level, while a real refusal still is.
 func TestPortProbeIsNotARefusal(t *testing.T) {
-	var sink apidtest.LogSink
+	var sink logtest.Sink
 
 	p := apidtest.NewPKI(t)
 	node := apidtest.StartNode(t, p, apidtest.NodeConfig{IP: testIP, Logger: sink.Logger()})

@@ -12,6 +12,7 @@ import (
 
 	"github.com/aegis-os/aegis/authz"
 	"github.com/aegis-os/aegis/authz/role"
+	"github.com/aegis-os/aegis/internal/logtest"
 )
 
 func TestCheckClientChain(t *testing.T) {
@@ -49,7 +50,7 @@ func TestCheckClientChain(t *testing.T) {
 }
 
 func TestRecheckRefusesCalls(t *testing.T) {
-	var sink logSink
+	var sink logtest.Sink
 
 	p := newPKI(t)
 	reader := p.client(t, role.Reader)
@@ -57,7 +58,7 @@ func TestRecheckRefusesCalls(t *testing.T) {
 
 	var seen []*x509.Certificate
 
-	a := authz.NewAuthenticator(authz.AuthenticatorConfig{Logger: sink.logger(), Recheck: func(chain []*x509.Certificate) error {
+	a := authz.NewAuthenticator(authz.AuthenticatorConfig{Logger: sink.Logger(), Recheck: func(chain []*x509.Certificate) error {
 		seen = chain
 		if chain[0] == reader {
 			return revoked
@@ -75,8 +76,8 @@ func TestRecheckRefusesCalls(t *testing.T) {
 		t.Fatalf("re-check saw chain %v, want the verified chain", seen)
 	}
 
-	if rec := sink.find(t, "call refused: no valid client certificate"); rec == nil || !strings.Contains(rec[authz.FieldError].(string), revoked.Error()) {
-		t.Fatalf("refusal not logged with its cause: %v", sink.records(t))
+	if rec := sink.First(t, "call refused: no valid client certificate"); rec == nil || !strings.Contains(rec[authz.FieldError].(string), revoked.Error()) {
+		t.Fatalf("refusal not logged with its cause: %v", sink.Records(t))
 	}
 
 	if _, err = runUnary(peerCtx(p.client(t, role.Reader), true, nil), methodVersion, nil,

@@ -1,15 +1,12 @@
 package authz_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/json"
 	"log/slog"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,6 +21,7 @@ import (
 	"github.com/aegis-os/aegis/authz/role"
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/ca/catest"
+	"github.com/aegis-os/aegis/internal/logtest"
 )
 
 const (
@@ -92,53 +90,6 @@ func chainCtx(leaf *x509.Certificate, chain []*x509.Certificate, md metadata.MD)
 	}
 
 	return ctx
-}
-
-// logSink collects JSON log records.
-type logSink struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (s *logSink) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-
-	return s.buf.Write(p)
-}
-
-func (s *logSink) logger() *slog.Logger { return slog.New(slog.NewJSONHandler(s, nil)) }
-
-func (s *logSink) records(t *testing.T) []map[string]any {
-	t.Helper()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-
-	var out []map[string]any
-
-	for line := range strings.Lines(s.buf.String()) {
-		rec := map[string]any{}
-		if err := json.Unmarshal([]byte(line), &rec); err != nil {
-			t.Fatalf("bad log line %q: %v", line, err)
-		}
-
-		out = append(out, rec)
-	}
-
-	return out
-}
-
-// find returns the first record with message msg, or nil.
-func (s *logSink) find(t *testing.T, msg string) map[string]any {
-	t.Helper()
-
-	for _, r := range s.records(t) {
-		if r["msg"] == msg {
-			return r
-		}
-	}
-
-	return nil
 }
 
 // chain is the apid interceptor chain without logging and recovery.
@@ -375,10 +326,10 @@ func TestServiceCannotOverrideChecks(t *testing.T) {
 }
 
 func TestDenialIsAudited(t *testing.T) {
-	var sink logSink
+	var sink logtest.Sink
 
 	p := newPKI(t)
-	unary, _ := chain(sink.logger(), authz.FromCertificate)
+	unary, _ := chain(sink.Logger(), authz.FromCertificate)
 
 	_, err := runUnary(peerCtx(p.client(t, role.Reader), true, nil), methodRestart, nil, unary)
 
@@ -388,9 +339,9 @@ func TestDenialIsAudited(t *testing.T) {
 		t.Fatalf("refusal %v does not name the method and the allowed roles", err)
 	}
 
-	rec := sink.find(t, "permission denied")
+	rec := sink.First(t, "permission denied")
 	if rec == nil {
-		t.Fatalf("no audit record; log: %v", sink.records(t))
+		t.Fatalf("no audit record; log: %v", sink.Records(t))
 	}
 
 	if rec[authz.FieldMethod] != methodRestart || rec[authz.FieldRoles] != "os:reader" || rec[authz.FieldAllowed] != "os:admin,os:operator" {
@@ -399,10 +350,10 @@ func TestDenialIsAudited(t *testing.T) {
 }
 
 func TestIgnoredMetadataAndUnknownRolesAreLogged(t *testing.T) {
-	var sink logSink
+	var sink logtest.Sink
 
 	p := newPKI(t)
-	unary, _ := chain(sink.logger(), authz.FromCertificate)
+	unary, _ := chain(sink.Logger(), authz.FromCertificate)
 	odd := catest.Issue(t, p.iss, catest.Key(t, ca.Ed25519), ca.ProfileClient, time.Hour, role.Reader).Cert
 	odd.Subject.Organization = append(odd.Subject.Organization, "os:superuser")
 
@@ -410,11 +361,11 @@ func TestIgnoredMetadataAndUnknownRolesAreLogged(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	if sink.find(t, "unknown roles in client certificate ignored") == nil {
+	if sink.First(t, "unknown roles in client certificate ignored") == nil {
 		t.Error("unknown Organization value not logged")
 	}
 
-	if sink.find(t, "talos-role metadata ignored: the peer is not an impersonator") == nil {
+	if sink.First(t, "talos-role metadata ignored: the peer is not an impersonator") == nil {
 		t.Error("ignored talos-role metadata not logged")
 	}
 }

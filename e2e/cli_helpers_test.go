@@ -17,6 +17,7 @@ import (
 
 	"github.com/aegis-os/aegis/apid/apidtest"
 	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/internal/logtest"
 	"github.com/aegis-os/aegis/machined/localcluster"
 )
 
@@ -103,7 +104,7 @@ func (c *cliCluster) ctl(t *testing.T, cfg string, args ...string) cliResult {
 func (c *cliCluster) stream(t *testing.T, cfg string, until func(string) bool, args ...string) string {
 	t.Helper()
 
-	var stdout, stderr syncBuffer
+	var stdout, stderr logtest.Sink
 
 	cmd := exec.Command(filepath.Join(binDir, "aegisctl"), append([]string{"--aegisconfig", cfg}, args...)...)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"net"
@@ -10,13 +9,13 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/aegis-os/aegis/apid/apidtest"
 	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/internal/logtest"
 )
 
 // The e2e tests' addresses: each apid process listens on its own loopback
@@ -29,26 +28,6 @@ const hangingIP = "127.0.2.4"
 // timeout bounds each wait of the tests: generous, for a busy machine.
 const timeout = 60 * time.Second
 
-// syncBuffer collects a process's output.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-
-	return b.buf.String()
-}
-
 // apidNode is one apid process with the machined stand-in behind it, served
 // from the test's process.
 type apidNode struct {
@@ -56,7 +35,7 @@ type apidNode struct {
 	dir      string
 	backend  *apidtest.Backend
 	cmd      *exec.Cmd
-	stderr   *syncBuffer
+	stderr   *logtest.Sink
 	exited   chan struct{}
 	exitErr  error
 	certPath string
@@ -86,7 +65,7 @@ func startCluster(t *testing.T) *cluster {
 func (c *cluster) start(t *testing.T, ip, hostname string, forwarding bool) *apidNode {
 	t.Helper()
 
-	n := &apidNode{ip: ip, dir: apidtest.ShortTempDir(t), stderr: &syncBuffer{}, exited: make(chan struct{})}
+	n := &apidNode{ip: ip, dir: apidtest.ShortTempDir(t), stderr: &logtest.Sink{}, exited: make(chan struct{})}
 	n.backend = apidtest.StartBackend(t, apidtest.BackendConfig{Hostname: hostname, Socket: filepath.Join(n.dir, "machined.sock")})
 	n.certPath, n.keyPath = c.pki.Server(t, ip).Write(t, n.dir, "apid")
 

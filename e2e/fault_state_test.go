@@ -20,6 +20,7 @@ import (
 	"github.com/aegis-os/aegis/api/tokens"
 	"github.com/aegis-os/aegis/apid/apidtest"
 	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/internal/logtest"
 	"github.com/aegis-os/aegis/machined/localcluster"
 )
 
@@ -286,7 +287,7 @@ func TestNodeWithDamagedTokenStore(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	var out syncBuffer
+	var out logtest.Sink
 
 	cmd := exec.Command(filepath.Join(binDir, "machined"), "--config", writeNodeConfig(t, "127.8.5.4"), "--state", state, "--bin-dir", binDir)
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -315,7 +316,7 @@ func TestNodeWithDamagedTokenStore(t *testing.T) {
 
 // stopMachined stops a machined started by a test, and kills it and its
 // services if it does not stop in time.
-func stopMachined(t *testing.T, cmd *exec.Cmd, out *syncBuffer) {
+func stopMachined(t *testing.T, cmd *exec.Cmd, out *logtest.Sink) {
 	t.Helper()
 
 	done := make(chan error, 1)

@@ -23,6 +23,7 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/internal/logtest"
 )
 
 // Addresses of the machined tests.
@@ -34,7 +35,7 @@ const (
 // machinedProc is a real machined process of a test.
 type machinedProc struct {
 	cmd    *exec.Cmd
-	out    *syncBuffer
+	out    *logtest.Sink
 	exited chan struct{}
 }
 
@@ -43,7 +44,7 @@ type machinedProc struct {
 func startMachined(t *testing.T, cfg, state string) *machinedProc {
 	t.Helper()
 
-	p := &machinedProc{out: &syncBuffer{}, exited: make(chan struct{})}
+	p := &machinedProc{out: &logtest.Sink{}, exited: make(chan struct{})}
 	p.cmd = exec.Command(filepath.Join(binDir, "machined"), "--config", cfg, "--state", state, "--bin-dir", binDir)
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 

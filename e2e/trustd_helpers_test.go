@@ -3,13 +3,12 @@ package e2e
 import (
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -23,6 +22,7 @@ import (
 
 	"github.com/aegis-os/aegis/api/tokens"
 	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/internal/logtest"
 )
 
 // waitTimeout bounds every wait of these tests; generous, for a busy machine.
@@ -85,7 +85,7 @@ func newNode(t *testing.T, ip string, ntpServers ...string) *trustdNode {
 // trustdProc is a running cmd/trustd.
 type trustdProc struct {
 	cmd  *exec.Cmd
-	logs *syncBuffer
+	logs *logtest.Sink
 	done chan error
 	once sync.Once
 	err  error
@@ -96,7 +96,7 @@ type trustdProc struct {
 func (n *trustdNode) start(t *testing.T) *trustdProc {
 	t.Helper()
 
-	p := &trustdProc{logs: &syncBuffer{}, done: make(chan error, 1)}
+	p := &trustdProc{logs: &logtest.Sink{}, done: make(chan error, 1)}
 	p.cmd = exec.Command(filepath.Join(binDir, "trustd"), "--config", n.config, "--state", n.state, "--listen", n.listen)
 	p.cmd.Stderr = p.logs
 
@@ -116,7 +116,7 @@ func (n *trustdNode) start(t *testing.T) *trustdProc {
 
 	deadline := time.After(waitTimeout)
 
-	for !p.logs.has("trustd serving") {
+	for !hasRecord(p.logs, "trustd serving") {
 		select {
 		case err := <-p.done:
 			t.Fatalf("trustd exited: %v\n%s", err, p.logs.String())
@@ -150,7 +150,7 @@ func (p *trustdProc) stop() error {
 func (p *trustdProc) audit() []map[string]any {
 	var out []map[string]any
 
-	for _, m := range p.logs.records() {
+	for _, m := range p.logs.JSONRecords() {
 		if m["log"] == "audit" && (m["msg"] == "certificate issued" || m["msg"] == "certificate refused") {
 			out = append(out, m)
 		}
@@ -159,27 +159,9 @@ func (p *trustdProc) audit() []map[string]any {
 	return out
 }
 
-func (b *syncBuffer) records() []map[string]any {
-	var out []map[string]any
-
-	for line := range strings.SplitSeq(b.String(), "\n") {
-		var m map[string]any
-		if json.Unmarshal([]byte(line), &m) == nil {
-			out = append(out, m)
-		}
-	}
-
-	return out
-}
-
-func (b *syncBuffer) has(msg string) bool {
-	for _, m := range b.records() {
-		if m["msg"] == msg {
-			return true
-		}
-	}
-
-	return false
+// hasRecord reports whether a process's log holds a record with message msg.
+func hasRecord(logs *logtest.Sink, msg string) bool {
+	return slices.ContainsFunc(logs.JSONRecords(), func(m map[string]any) bool { return m["msg"] == msg })
 }
 
 // conn dials trustd over TLS verifying its certificate against the node's

@@ -131,7 +131,7 @@ func TestTrustdNotSynced(t *testing.T) {
 
 	// The time service reports the unreachable server after its first
 	// round, which a slow machine may not have finished yet.
-	for !proc.logs.has("no NTP server gave a valid reply") {
+	for !hasRecord(proc.logs, "no NTP server gave a valid reply") {
 		select {
 		case <-ctx.Done():
 			t.Fatal("the time service never reported the unreachable server")

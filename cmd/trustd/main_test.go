@@ -1,19 +1,17 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/internal/logtest"
 )
 
 func TestParseFlags(t *testing.T) {
@@ -76,35 +74,6 @@ func TestRefusesWorkerConfig(t *testing.T) {
 	}
 }
 
-// syncBuffer is a log sink a test reads while the daemon writes.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) lines() []map[string]any {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-
-	var out []map[string]any
-
-	for line := range strings.SplitSeq(b.buf.String(), "\n") {
-		var m map[string]any
-		if json.Unmarshal([]byte(line), &m) == nil {
-			out = append(out, m)
-		}
-	}
-
-	return out
-}
-
 // TestStateLayout runs the daemon in-process with a trusted host clock and
 // checks where its state goes and with which modes, and that it stops on
 // cancel.
@@ -114,15 +83,15 @@ func TestStateLayout(t *testing.T) {
 	cp, _ := writeConfigs(t, dir, certs.ConfigOptions{ClusterName: "demo", Endpoint: "127.0.1.2", TrustHostClock: true, Hostname: "cp-1"})
 
 	ctx, cancel := context.WithCancel(context.Background())
-	logs := &syncBuffer{}
+	logs := &logtest.Sink{}
 	done := make(chan error, 1)
 
 	go func() { done <- run(ctx, []string{"--config", cp, "--state", state, "--listen", "127.0.1.2:0"}, logs) }()
 
 	deadline := time.Now().Add(time.Minute)
-	for !slices.ContainsFunc(logs.lines(), func(m map[string]any) bool { return m["msg"] == "trustd serving" }) {
+	for !slices.ContainsFunc(logs.JSONRecords(), func(m map[string]any) bool { return m["msg"] == "trustd serving" }) {
 		if time.Now().After(deadline) {
-			t.Fatalf("trustd did not start; logs:\n%v", logs.lines())
+			t.Fatalf("trustd did not start; logs:\n%v", logs.JSONRecords())
 		}
 
 		time.Sleep(10 * time.Millisecond)

@@ -18,6 +18,7 @@ import (
 	"github.com/aegis-os/aegis/api/node"
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/ca/catest"
+	"github.com/aegis-os/aegis/internal/logtest"
 	"github.com/aegis-os/aegis/machined/resources"
 	"github.com/aegis-os/aegis/trustd/trustdtest"
 )
@@ -44,7 +45,7 @@ func TestNodeMode(t *testing.T) {
 	sock := serveResources(t, filepath.Join(dir, "trustd.sock"), store)
 
 	ctx, cancel := context.WithCancel(context.Background())
-	logs := &syncBuffer{}
+	logs := &logtest.Sink{}
 	done := make(chan error, 1)
 
 	go func() {
@@ -116,13 +117,13 @@ func serveResources(t *testing.T, sock string, store *resources.Store) string {
 	return sock
 }
 
-func waitServing(t *testing.T, logs *syncBuffer) string {
+func waitServing(t *testing.T, logs *logtest.Sink) string {
 	t.Helper()
 
 	deadline := time.Now().Add(time.Minute)
 
 	for {
-		lines := logs.lines()
+		lines := logs.JSONRecords()
 		if i := slices.IndexFunc(lines, func(m map[string]any) bool { return m["msg"] == "trustd serving" }); i >= 0 {
 			return lines[i]["address"].(string)
 		}

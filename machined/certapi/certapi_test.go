@@ -16,11 +16,11 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/aegis-os/aegis/api/certificates"
-	"github.com/aegis-os/aegis/apid/apidtest"
 	"github.com/aegis-os/aegis/authz"
 	"github.com/aegis-os/aegis/authz/role"
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/ca/catest"
+	"github.com/aegis-os/aegis/internal/logtest"
 )
 
 // authority is a control plane's CA, a worker (no CA) or a broken node.
@@ -85,7 +85,7 @@ func TestRenew(t *testing.T) {
 				tt.authority.iss = iss
 			}
 
-			var sink apidtest.LogSink
+			var sink logtest.Sink
 
 			s := New(Config{Authority: tt.authority, MaxTTL: tt.maxTTL, Logger: sink.Logger()})
 
@@ -106,7 +106,7 @@ func TestRenew(t *testing.T) {
 	}
 }
 
-func checkRefusal(t *testing.T, sink *apidtest.LogSink, err error, code codes.Code, want string) {
+func checkRefusal(t *testing.T, sink *logtest.Sink, err error, code codes.Code, want string) {
 	t.Helper()
 
 	if status.Code(err) != code || !strings.Contains(status.Convert(err).Message(), want) {
@@ -122,7 +122,7 @@ func checkRefusal(t *testing.T, sink *apidtest.LogSink, err error, code codes.Co
 	}
 }
 
-func checkIssued(t *testing.T, sink *apidtest.LogSink, resp *certificates.RenewResponse, err error, pub any, life time.Duration) {
+func checkIssued(t *testing.T, sink *logtest.Sink, resp *certificates.RenewResponse, err error, pub any, life time.Duration) {
 	t.Helper()
 
 	if err != nil {

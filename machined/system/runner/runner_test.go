@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/internal/logtest"
 )
 
 // notes records what a runner notified.
@@ -44,27 +45,8 @@ func (n *notes) next(t *testing.T) string {
 	}
 }
 
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-
-	return b.buf.String()
-}
-
 func TestProcessCapturesOutputAndExitCode(t *testing.T) {
-	var out syncBuffer
+	var out logtest.Sink
 
 	r := Process(ProcessConfig{Path: "/bin/sh", Args: []string{"-c", "echo hello; echo oops >&2; exit 3"}, Log: &out})
 
@@ -237,7 +219,7 @@ func TestRestartPolicies(t *testing.T) {
 }
 
 func TestGoroutinePanicFailsTheRun(t *testing.T) {
-	var out syncBuffer
+	var out logtest.Sink
 
 	r := Goroutine("bad", &out, func(context.Context, io.Writer) error { panic("kaboom") })
 
