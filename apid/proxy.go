@@ -109,10 +109,19 @@ func (s *Server) pipe(ss grpc.ServerStream, conn *grpc.ClientConn, method string
 	}
 
 	if takesOneRequest(method) {
-		// Most calls: the request is passed on here, then the replies,
-		// with no goroutine to start and wait for.
-		if err := forwardRequest(ss, cs); err != nil {
+		// Most calls: the one request is passed on here and the backend
+		// half-closed, then the replies, with no goroutine to start and
+		// wait for. A caller that ends its side without a request has the
+		// backend refuse the call.
+		done, err := forwardRequest(ss, cs)
+		if err != nil {
 			return err
+		}
+
+		if !done {
+			if err := cs.CloseSend(); err != nil {
+				return err
+			}
 		}
 
 		return forwardReplies(cs, ss)
@@ -149,41 +158,31 @@ func (s *Server) pipe(ss grpc.ServerStream, conn *grpc.ClientConn, method string
 // half-closes the backend when the caller does.
 func forwardRequests(ss grpc.ServerStream, cs grpc.ClientStream) error {
 	for {
-		f := &frame{}
-		if err := ss.RecvMsg(f); err != nil {
-			if errors.Is(err, io.EOF) {
-				return cs.CloseSend()
-			}
-
+		if done, err := forwardRequest(ss, cs); done {
 			return err
-		}
-
-		if err := cs.SendMsg(f); err != nil {
-			// The backend ended the call; its status arrives on the reply side.
-			return nil
 		}
 	}
 }
 
-// forwardRequest passes on the one request of a method that takes one and
-// half-closes the backend. A caller that ends its side without a request
-// has the backend refuse the call.
-func forwardRequest(ss grpc.ServerStream, cs grpc.ClientStream) error {
+// forwardRequest passes on one message of the caller's. done reports that
+// the caller's side has ended (the backend is then half-closed), has failed
+// (err), or that the backend has ended the call, whose status arrives on
+// the reply side.
+func forwardRequest(ss grpc.ServerStream, cs grpc.ClientStream) (done bool, err error) {
 	f := &frame{}
 	if err := ss.RecvMsg(f); err != nil {
 		if errors.Is(err, io.EOF) {
-			return cs.CloseSend()
+			return true, cs.CloseSend()
 		}
 
-		return err
+		return true, err
 	}
 
 	if err := cs.SendMsg(f); err != nil {
-		// The backend ended the call; its status arrives on the reply side.
-		return nil
+		return true, nil
 	}
 
-	return cs.CloseSend()
+	return false, nil
 }
 
 // forwardReplies copies the backend's replies, headers and trailers to the
