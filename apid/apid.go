@@ -56,10 +56,16 @@ type Config struct {
 	MachinedSocket string
 	// Self lists the names and addresses by which clients may name this
 	// node in `node`/`nodes`; such a target is served locally without a hop
-	// through the network. A target given without a port matches with
-	// NodePort. Empty means every target is forwarded.
+	// through the network, however many spellings of it a call names. A
+	// port on an entry (a listen address) is ignored. Empty means every
+	// target is forwarded.
 	Self []string
-	// NodePort is the port of other nodes' apid when a target names none.
+	// Names lists the DNS names of other nodes that clients may use in
+	// `node`/`nodes`, such as the control-plane endpoints. A target is an
+	// address, a name of Self or one of these; any other name is refused
+	// without a lookup.
+	Names []string
+	// NodePort is the port of every node's apid: targets carry no port.
 	// Zero means certs.APIDPort (50000).
 	NodePort int
 	// Rules is the method table. Nil means authz.DefaultRules().
@@ -78,7 +84,7 @@ type Server struct {
 	cert     CertificateSource
 	accepted func() *ca.AcceptedSet
 	forward  ClientCertificateSource
-	self     map[string]bool
+	names    *nodeNames
 	nodePort int
 	log      *slog.Logger
 	clock    clock.Clock
@@ -108,17 +114,21 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.defaults()
 
-	if err := s.parseSelf(cfg.Self); err != nil {
-		return nil, err
-	}
-
-	local, err := dialLocal(cfg.MachinedSocket)
+	names, err := newNodeNames(s.nodePort, cfg.Self, cfg.Names)
 	if err != nil {
 		return nil, err
 	}
 
-	s.local = local
-	s.nodes = newPool(poolConfig{dial: s.dialNode, clock: s.clock, max: MaxPooledNodes, idle: PoolIdleTimeout, log: s.log})
+	s.names = names
+
+	if s.local, err = dialLocal(cfg.MachinedSocket); err != nil {
+		return nil, err
+	}
+
+	s.nodes = newPool(poolConfig{
+		dial: s.dialNode, clock: s.clock, idle: PoolIdleTimeout, log: s.log,
+		max: MaxPooledNodes, perCaller: MaxPooledNodesPerCaller, reserve: AdminPoolReserve,
+	})
 	s.grpc = s.newGRPCServer(cfg.Rules)
 
 	return s, nil
@@ -140,21 +150,6 @@ func (s *Server) defaults() {
 	if s.rand == nil {
 		s.rand = rand.Reader
 	}
-}
-
-func (s *Server) parseSelf(names []string) error {
-	s.self = map[string]bool{}
-
-	for _, n := range names {
-		t, err := parseTarget(n, s.nodePort)
-		if err != nil {
-			return fmt.Errorf("apid: Self: %w", err)
-		}
-
-		s.self[t.name], s.self[t.addr] = true, true
-	}
-
-	return nil
 }
 
 func (s *Server) newGRPCServer(rules authz.Rules) *grpc.Server {

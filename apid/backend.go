@@ -2,16 +2,22 @@ package apid
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"strings"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
 	"github.com/aegis-os/aegis/authz"
 	"github.com/aegis-os/aegis/authz/role"
@@ -68,9 +74,10 @@ func dialTCP(ctx context.Context, addr string) (net.Conn, error) {
 	return d.DialContext(ctx, "tcp", addr)
 }
 
-// backend returns the connection a call to t goes through, and its release.
-func (s *Server) backend(t target) (*grpc.ClientConn, func(), error) {
-	if s.isSelf(t) {
+// backend returns the connection a call of c to t goes through, and its
+// release.
+func (s *Server) backend(t target, c caller) (*grpc.ClientConn, func(), error) {
+	if t.local {
 		return s.local, func() {}, nil
 	}
 
@@ -78,10 +85,67 @@ func (s *Server) backend(t target) (*grpc.ClientConn, func(), error) {
 		return nil, nil, errNoForwarding
 	}
 
-	return s.nodes.get(t)
+	return s.nodes.get(t, c)
 }
 
-func (s *Server) isSelf(t target) bool { return s.self[t.name] || s.self[t.addr] }
+// callerOf identifies the caller for the pool: the key of its verified
+// client certificate (a renewed certificate with the same key is the same
+// caller, two certificates with one subject are not) and whether it is an
+// admin.
+func callerOf(ctx context.Context, roles role.Set) caller {
+	c := caller{admin: roles.Has(role.Admin)}
+
+	if cert, ok := authz.PeerCertificate(ctx); ok {
+		sum := sha256.Sum256(cert.RawSubjectPublicKeyInfo)
+		c.id = hex.EncodeToString(sum[:])
+	}
+
+	return c
+}
+
+// nodeUnreachableError is a failure to reach another node: what the
+// caller learns of it. The cause (refused connection, lookup, handshake)
+// names this node's network and the other node's certificate, so it is
+// logged, not sent.
+// With deadline set, the caller's deadline passed before the node
+// answered.
+type nodeUnreachableError struct {
+	node     string
+	deadline bool
+}
+
+func (e *nodeUnreachableError) Error() string {
+	if e.deadline {
+		return "apid: node " + e.node + " unreachable before the deadline"
+	}
+
+	return "apid: node " + e.node + " unreachable"
+}
+
+// code is the gRPC code of e.
+func (e *nodeUnreachableError) code() codes.Code {
+	if e.deadline {
+		return codes.DeadlineExceeded
+	}
+
+	return codes.Unavailable
+}
+
+// unreachable logs why a call could not be opened on node and returns what
+// the caller is told: the caller's own cancellation or deadline if that
+// is what stopped it, else that the node is unreachable.
+func (s *Server) unreachable(ctx context.Context, method, node string, err error) error {
+	if !errors.Is(ctx.Err(), context.Canceled) {
+		s.log.Info("node unreachable", slog.String(FieldMethod, method), slog.String(FieldNode, node),
+			slog.String(FieldError, err.Error()))
+	}
+
+	if errors.Is(ctx.Err(), context.Canceled) {
+		return status.Error(codes.Canceled, context.Canceled.Error())
+	}
+
+	return &nodeUnreachableError{node: node, deadline: errors.Is(ctx.Err(), context.DeadlineExceeded)}
+}
 
 // isHopHeader reports metadata keys that belong to one HTTP/2 hop, or that
 // gRPC sets itself, and are never copied to the next hop.

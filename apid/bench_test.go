@@ -122,7 +122,7 @@ func BenchmarkFanOut(b *testing.B) {
 
 	for i := range addrs {
 		n := apidtest.StartNode(b, p, apidtest.NodeConfig{IP: benchIP})
-		addrs[i] = n.Addr
+		addrs[i] = n.IP
 
 		if i == 0 {
 			entry = n

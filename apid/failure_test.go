@@ -21,29 +21,26 @@ import (
 	"github.com/aegis-os/aegis/internal/logtest"
 )
 
-// deadAddr returns an address nothing listens on.
-func deadAddr(t *testing.T) string {
+// Where the tests' dead and hanging nodes are looked for: apart from the
+// live nodes, which start at testIP.
+const (
+	deadIP      = "127.0.2.200"
+	blackholeIP = "127.0.2.220"
+)
+
+// deadAddr returns a node address nothing listens on, on p's port.
+func deadAddr(t *testing.T, p *apidtest.PKI) string {
 	t.Helper()
 
-	lis, err := net.Listen("tcp", testIP+":0")
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	addr := lis.Addr().String()
-	lis.Close()
-
-	return addr
+	return p.DeadNode(t, deadIP)
 }
 
-// blackhole accepts connections and never answers: a node that hangs.
-func blackhole(t *testing.T) string {
+// blackhole accepts connections on p's port and never answers: a node
+// that hangs. It returns the node's address.
+func blackhole(t *testing.T, p *apidtest.PKI) string {
 	t.Helper()
 
-	lis, err := net.Listen("tcp", testIP+":0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	lis, ip := p.Listen(t, blackholeIP)
 
 	var (
 		mu    sync.Mutex
@@ -73,7 +70,7 @@ func blackhole(t *testing.T) string {
 		}
 	})
 
-	return lis.Addr().String()
+	return ip
 }
 
 // nodeErrors returns the per-node errors of a Talos client call.
@@ -102,7 +99,7 @@ func nodeErrors(t *testing.T, err error) map[string]codes.Code {
 func TestNodesWithDeadAndSlowNodes(t *testing.T) {
 	p, nodes := cluster(t, 2)
 	c := apidtest.TalosClient(t, nodes[0].Addr, p.ClientTLS(t, p.Client(t, role.Reader)))
-	dead, slow := deadAddr(t), blackhole(t)
+	dead, slow := deadAddr(t, p), blackhole(t, p)
 
 	const deadline = 5 * time.Second
 
@@ -110,7 +107,7 @@ func TestNodesWithDeadAndSlowNodes(t *testing.T) {
 	defer cancel()
 
 	start := time.Now()
-	resp, err := c.Version(client.WithNodes(ctx, nodes[0].Addr, dead, nodes[1].Addr, slow))
+	resp, err := c.Version(client.WithNodes(ctx, nodes[0].IP, dead, nodes[1].IP, slow))
 
 	if elapsed := time.Since(start); elapsed >= deadline {
 		t.Fatalf("merged answer took %v, past the caller's deadline", elapsed)
@@ -121,7 +118,7 @@ func TestNodesWithDeadAndSlowNodes(t *testing.T) {
 	}
 
 	for i, m := range resp.Messages {
-		if m.GetMetadata().GetHostname() != nodes[i].Addr {
+		if m.GetMetadata().GetHostname() != nodes[i].IP {
 			t.Errorf("reply %d from %q", i, m.GetMetadata().GetHostname())
 		}
 	}
@@ -136,7 +133,7 @@ func TestNodeDeadIsUnavailable(t *testing.T) {
 	p, nodes := cluster(t, 1)
 	c := apidtest.TalosClient(t, nodes[0].Addr, p.ClientTLS(t, p.Client(t, role.Reader)))
 
-	if _, err := c.Version(client.WithNode(testCtx(t), deadAddr(t))); status.Code(err) != codes.Unavailable {
+	if _, err := c.Version(client.WithNode(testCtx(t), deadAddr(t, p))); status.Code(err) != codes.Unavailable {
 		t.Fatalf("Version on a dead node: %v", err)
 	}
 }
@@ -153,12 +150,12 @@ func TestWorkerServesOnlyItself(t *testing.T) {
 		code codes.Code
 	}{
 		{"no routing", func(ctx context.Context) context.Context { return ctx }, codes.OK},
-		{"node itself", func(ctx context.Context) context.Context { return client.WithNode(ctx, worker.Addr) }, codes.OK},
-		{"nodes itself", func(ctx context.Context) context.Context { return client.WithNodes(ctx, worker.Addr) }, codes.OK},
-		{"node other", func(ctx context.Context) context.Context { return client.WithNode(ctx, other.Addr) }, codes.PermissionDenied},
+		{"node itself", func(ctx context.Context) context.Context { return client.WithNode(ctx, worker.IP) }, codes.OK},
+		{"nodes itself", func(ctx context.Context) context.Context { return client.WithNodes(ctx, worker.IP) }, codes.OK},
+		{"node other", func(ctx context.Context) context.Context { return client.WithNode(ctx, other.IP) }, codes.PermissionDenied},
 		{
 			"nodes itself and other",
-			func(ctx context.Context) context.Context { return client.WithNodes(ctx, worker.Addr, other.Addr) },
+			func(ctx context.Context) context.Context { return client.WithNodes(ctx, worker.IP, other.IP) },
 			codes.PermissionDenied,
 		},
 	}
@@ -187,7 +184,7 @@ func TestUnimplementedNeverHangs(t *testing.T) {
 
 	routes := map[string]func(context.Context) context.Context{
 		"local": func(ctx context.Context) context.Context { return ctx },
-		"node":  func(ctx context.Context) context.Context { return client.WithNode(ctx, nodes[1].Addr) },
+		"node":  func(ctx context.Context) context.Context { return client.WithNode(ctx, nodes[1].IP) },
 	}
 
 	for name, route := range routes {
@@ -204,12 +201,12 @@ func TestUnimplementedNeverHangs(t *testing.T) {
 	}
 
 	t.Run("nodes", func(t *testing.T) {
-		_, err := c.MachineClient.Reboot(client.WithNodes(testCtx(t), nodes[0].Addr, nodes[1].Addr), &machine.RebootRequest{})
+		_, err := c.MachineClient.Reboot(client.WithNodes(testCtx(t), nodes[0].IP, nodes[1].IP), &machine.RebootRequest{})
 		if err != nil {
 			t.Fatalf("a fan-out whose nodes all fail still answers: %v", err)
 		}
 
-		_, err = c.RebootWithResponse(client.WithNodes(testCtx(t), nodes[0].Addr, nodes[1].Addr))
+		_, err = c.RebootWithResponse(client.WithNodes(testCtx(t), nodes[0].IP, nodes[1].IP))
 		for node, code := range nodeErrors(t, err) {
 			if code != codes.Unimplemented {
 				t.Errorf("%s: %v", node, code)
@@ -222,7 +219,7 @@ func TestNodesRefusedForServicesThatCannotMerge(t *testing.T) {
 	p, nodes := cluster(t, 1)
 	c := apidtest.TalosClient(t, nodes[0].Addr, p.ClientTLS(t, p.Client(t, role.Admin)))
 
-	err := c.Conn().Invoke(client.WithNodes(testCtx(t), nodes[0].Addr), "/cosi.resource.State/Get", &emptypb.Empty{}, &emptypb.Empty{})
+	err := c.Conn().Invoke(client.WithNodes(testCtx(t), nodes[0].IP), "/cosi.resource.State/Get", &emptypb.Empty{}, &emptypb.Empty{})
 	if status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("COSI with nodes: %v", err)
 	}

@@ -28,6 +28,7 @@ type fanOut struct {
 	cancel    context.CancelFunc
 	method    string
 	md        metadata.MD
+	caller    caller
 	streaming bool
 	nodes     []*nodeCall
 	wg        sync.WaitGroup
@@ -49,12 +50,12 @@ type nodeCall struct {
 	replies [][]byte
 }
 
-func (s *Server) fanOut(ss grpc.ServerStream, method string, md metadata.MD, targets []target) error {
+func (s *Server) fanOut(ss grpc.ServerStream, method string, md metadata.MD, targets []target, c caller) error {
 	ctx, cancel := withMergeReserve(ss.Context())
 	defer cancel()
 
 	f := &fanOut{
-		s: s, ctx: ctx, cancel: cancel, method: method, md: md,
+		s: s, ctx: ctx, cancel: cancel, method: method, md: md, caller: c,
 		streaming: streamsReplies(method),
 		out:       make(chan []byte, StreamBuffer),
 		quit:      make(chan struct{}),
@@ -173,12 +174,12 @@ func (f *fanOut) run(n *nodeCall) {
 }
 
 func (f *fanOut) open(ctx context.Context, n *nodeCall) (grpc.ClientStream, func(), error) {
-	conn, release, err := f.s.backend(n.target)
+	conn, release, err := f.s.backend(n.target, f.caller)
 	if err != nil {
 		return nil, nil, err
 	}
 
-	cs, err := f.s.newStream(ctx, conn, f.method, f.md)
+	cs, err := f.s.newStream(ctx, conn, n.target.name, f.method, f.md)
 	if err != nil {
 		release()
 
@@ -202,10 +203,11 @@ func (f *fanOut) send(n *nodeCall, cs grpc.ClientStream) {
 	_ = cs.CloseSend() // always nil: a half-close cannot fail
 }
 
-// fail turns a node's error into its entry in the reply.
+// fail turns a node's error into its entry in the reply. An unreachable
+// node was logged, with the cause, where it was found.
 func (f *fanOut) fail(n *nodeCall, err error) {
 	st := status.Convert(f.s.toStatus(f.method, err))
-	if st.Code() != codes.Canceled {
+	if st.Code() != codes.Canceled && !errors.As(err, new(*nodeUnreachableError)) {
 		f.s.log.Info("node call failed", slog.String(FieldMethod, f.method), slog.String(FieldNode, n.target.name),
 			slog.String(FieldCode, st.Code().String()), slog.String(FieldError, st.Message()))
 	}

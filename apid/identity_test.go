@@ -41,7 +41,7 @@ func TestTalosRoleFromOrdinaryCallerGainsNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	if _, err := c.Version(client.WithNode(forged(testCtx(t)), other.Addr)); err != nil {
+	if _, err := c.Version(client.WithNode(forged(testCtx(t)), other.IP)); err != nil {
 		t.Fatal(err)
 	}
 
@@ -66,7 +66,7 @@ func TestImpersonatorCallIsServedLocally(t *testing.T) {
 
 	ctx := metadata.AppendToOutgoingContext(testCtx(t), authz.MetadataKey, string(role.Operator))
 
-	resp, err := imp.ServiceRestart(client.WithNodes(ctx, nodes[1].Addr), "apid")
+	resp, err := imp.ServiceRestart(client.WithNodes(ctx, nodes[1].IP), "apid")
 	if err != nil {
 		t.Fatalf("impersonated operator: %v", err)
 	}
@@ -87,7 +87,7 @@ func TestMetadataOnTheNextHop(t *testing.T) {
 
 	ctx := metadata.AppendToOutgoingContext(testCtx(t), "x-request-id", "42")
 
-	if _, err := c.Version(client.WithNodes(ctx, nodes[0].Addr, nodes[1].Addr)); err != nil {
+	if _, err := c.Version(client.WithNodes(ctx, nodes[0].IP, nodes[1].IP)); err != nil {
 		t.Fatal(err)
 	}
 

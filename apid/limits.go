@@ -23,17 +23,28 @@ const (
 	// would let one call make apid parse and copy that much per hop.
 	MaxMetadataSize = 64 << 10
 
-	// MaxHostLength bounds the host of one node name: the longest DNS name.
-	MaxHostLength = 253
-
 	// MaxTargetLength bounds one node name in `node`/`nodes`: the longest
-	// host with a port.
-	MaxTargetLength = MaxHostLength + len(":65535")
+	// DNS name. Targets carry no port, and an address, bracketed or not,
+	// is shorter.
+	MaxTargetLength = 253
 
-	// MaxPooledNodes bounds the connections to other nodes kept at once.
-	// It is twice MaxFanOut so a full fan-out always fits while other
-	// calls hold connections of their own.
-	MaxPooledNodes = 2 * MaxFanOut
+	// MaxPooledNodesPerCaller bounds the pooled connections one caller
+	// (one client key) has calls on at once. It is MaxFanOut, so the
+	// largest fan-out fits, and no more: a caller naming many nodes, or
+	// many that never answer, cannot take the pool from the others.
+	MaxPooledNodesPerCaller = MaxFanOut
+
+	// AdminPoolReserve is how many pooled connections only os:admin
+	// callers may take: callers without it, however many, hold at most
+	// MaxPooledNodes-AdminPoolReserve at once, so an admin's full fan-out
+	// always finds room.
+	AdminPoolReserve = MaxFanOut
+
+	// MaxPooledNodes bounds the connections to other nodes kept at once:
+	// the admins' reserve plus three full fan-outs of other callers.
+	// Unused connections make room for new ones, so only connections with
+	// calls on them count against it.
+	MaxPooledNodes = AdminPoolReserve + 3*MaxPooledNodesPerCaller
 
 	// PoolIdleTimeout is how long a connection to another node stays in the
 	// pool unused before it is closed and forgotten, so nodes addressed

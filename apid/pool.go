@@ -2,6 +2,7 @@ package apid
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -15,8 +16,20 @@ import (
 // pool may not grow.
 var errPoolFull = errors.New("apid: too many nodes in use at once")
 
+// errCallerPoolFull is returned when a caller already has calls on
+// MaxPooledNodesPerCaller nodes.
+var errCallerPoolFull = fmt.Errorf("apid: a caller may have calls on at most %d other nodes at once", MaxPooledNodesPerCaller)
+
 // errPoolClosed is returned once the server is shutting down.
 var errPoolClosed = errors.New("apid: shutting down")
+
+// caller is who takes a pooled connection: the pool's share of a caller
+// is bounded by its identity, and only admins take the reserve.
+type caller struct {
+	// id identifies the client certificate's key.
+	id    string
+	admin bool
+}
 
 // poolConfig configures a pool.
 type poolConfig struct {
@@ -24,26 +37,41 @@ type poolConfig struct {
 	// connects on first use).
 	dial  func(target) (*grpc.ClientConn, error)
 	clock clock.Clock
-	max   int
-	idle  time.Duration
-	log   *slog.Logger
+	// max bounds the connections; perCaller the connections one caller
+	// has calls on; reserve the connections only admins may take.
+	max, perCaller, reserve int
+	idle                    time.Duration
+	log                     *slog.Logger
 }
 
 // pool keeps one connection per node address and shares it between calls.
 // A connection unused for longer than idle is closed; when the pool is at
 // its bound, the connection unused for longest makes room. A connection in
 // use is never closed by the pool, so no call is cut short.
+//
+// A caller holds a connection while it has calls on it. One caller holds
+// at most perCaller connections, and callers who are not admins together
+// at most max-reserve, so neither one caller nor many readers can take
+// every connection and leave an admin's call without one.
 type pool struct {
-	cfg    poolConfig
-	mu     sync.Mutex
-	conns  map[string]*pooled
-	closed bool
+	cfg   poolConfig
+	mu    sync.Mutex
+	conns map[string]*pooled
+	// held counts the connections each caller holds; nonAdmin those
+	// held by at least one caller who is not an admin.
+	held     map[string]int
+	nonAdmin int
+	closed   bool
 }
 
 type pooled struct {
 	conn     *grpc.ClientConn
 	active   int
 	lastUsed time.Time
+	// holders counts the calls of each caller; nonAdmin those of callers
+	// who are not admins.
+	holders  map[string]int
+	nonAdmin int
 }
 
 func newPool(cfg poolConfig) *pool {
@@ -51,12 +79,12 @@ func newPool(cfg poolConfig) *pool {
 		cfg.log = slog.New(slog.DiscardHandler)
 	}
 
-	return &pool{cfg: cfg, conns: map[string]*pooled{}}
+	return &pool{cfg: cfg, conns: map[string]*pooled{}, held: map[string]int{}}
 }
 
-// get returns the connection to t and a release func the caller must call
-// once its call is over.
-func (p *pool) get(t target) (*grpc.ClientConn, func(), error) {
+// get returns the connection to t for c and a release func the caller
+// must call once its call is over.
+func (p *pool) get(t target, c caller) (*grpc.ClientConn, func(), error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 
@@ -67,8 +95,12 @@ func (p *pool) get(t target) (*grpc.ClientConn, func(), error) {
 	now := p.cfg.clock.Now()
 	p.sweepLocked(now)
 
-	e, ok := p.conns[t.addr]
-	if !ok {
+	e := p.conns[t.addr]
+	if err := p.admitLocked(e, c); err != nil {
+		return nil, nil, err
+	}
+
+	if e == nil {
 		if len(p.conns) >= p.cfg.max && !p.evictLocked() {
 			return nil, nil, errPoolFull
 		}
@@ -78,21 +110,64 @@ func (p *pool) get(t target) (*grpc.ClientConn, func(), error) {
 			return nil, nil, err
 		}
 
-		e = &pooled{conn: conn}
+		e = &pooled{conn: conn, holders: map[string]int{}}
 		p.conns[t.addr] = e
 	}
 
-	e.active++
+	p.holdLocked(e, c, 1)
 	e.lastUsed = now
 
-	return e.conn, sync.OnceFunc(func() { p.release(e) }), nil
+	return e.conn, sync.OnceFunc(func() { p.release(e, c) }), nil
 }
 
-func (p *pool) release(e *pooled) {
+// admitLocked refuses c a connection it does not hold yet (e, nil for a
+// new one) when c is at its own bound, or when c is not an admin and
+// callers who are not admins hold all but the admins' reserve.
+func (p *pool) admitLocked(e *pooled, c caller) error {
+	if e == nil || e.holders[c.id] == 0 {
+		if p.held[c.id] >= p.cfg.perCaller {
+			return errCallerPoolFull
+		}
+	}
+
+	if !c.admin && (e == nil || e.nonAdmin == 0) && p.nonAdmin >= p.cfg.max-p.cfg.reserve {
+		return errPoolFull
+	}
+
+	return nil
+}
+
+// holdLocked counts one call of c on e more (n = 1) or less (n = -1).
+func (p *pool) holdLocked(e *pooled, c caller, n int) {
+	e.active += n
+
+	if e.holders[c.id] += n; e.holders[c.id] == 0 {
+		delete(e.holders, c.id)
+		p.held[c.id]--
+	} else if n > 0 && e.holders[c.id] == 1 {
+		p.held[c.id]++
+	}
+
+	if p.held[c.id] == 0 {
+		delete(p.held, c.id)
+	}
+
+	if c.admin {
+		return
+	}
+
+	if e.nonAdmin += n; e.nonAdmin == 0 {
+		p.nonAdmin--
+	} else if n > 0 && e.nonAdmin == 1 {
+		p.nonAdmin++
+	}
+}
+
+func (p *pool) release(e *pooled, c caller) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 
-	e.active--
+	p.holdLocked(e, c, -1)
 	e.lastUsed = p.cfg.clock.Now()
 }
 

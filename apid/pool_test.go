@@ -17,6 +17,13 @@ import (
 func testPool(t *testing.T, clk clock.Clock, maxConns int) (*pool, *int) {
 	t.Helper()
 
+	return testPoolLimits(t, clk, poolConfig{max: maxConns, perCaller: 1 << 10})
+}
+
+// testPoolLimits returns a test pool with the bounds of limits.
+func testPoolLimits(t *testing.T, clk clock.Clock, limits poolConfig) (*pool, *int) {
+	t.Helper()
+
 	dials := 0
 	p := newPool(poolConfig{
 		dial: func(tg target) (*grpc.ClientConn, error) {
@@ -24,9 +31,8 @@ func testPool(t *testing.T, clk clock.Clock, maxConns int) (*pool, *int) {
 
 			return grpc.NewClient("passthrough:///"+tg.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 		},
-		clock: clk,
-		max:   maxConns,
-		idle:  time.Minute,
+		clock: clk, max: limits.max, perCaller: limits.perCaller, reserve: limits.reserve,
+		idle: time.Minute,
 	})
 	t.Cleanup(p.close)
 
@@ -36,7 +42,12 @@ func testPool(t *testing.T, clk clock.Clock, maxConns int) (*pool, *int) {
 func tgt(t *testing.T, name string) target {
 	t.Helper()
 
-	tg, err := parseTarget(name, 50000)
+	nn, err := newNodeNames(50000, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	tg, err := nn.parseTarget(name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,11 +55,17 @@ func tgt(t *testing.T, name string) target {
 	return tg
 }
 
+// Callers of the pool tests.
+var (
+	admin  = caller{id: "admin", admin: true}
+	reader = caller{id: "reader"}
+)
+
 func TestPoolSharesConnections(t *testing.T) {
 	p, dials := testPool(t, clock.NewFake(time.Unix(0, 0)), 4)
 
-	c1, r1, _ := p.get(tgt(t, "10.0.0.1"))
-	c2, r2, _ := p.get(tgt(t, "10.0.0.1:50000"))
+	c1, r1, _ := p.get(tgt(t, "10.0.0.1"), admin)
+	c2, r2, _ := p.get(tgt(t, "::ffff:10.0.0.1"), reader)
 
 	if c1 != c2 || *dials != 1 {
 		t.Fatalf("same address dialed %d times", *dials)
@@ -63,11 +80,11 @@ func TestPoolClosesIdleConnections(t *testing.T) {
 	clk := clock.NewFake(time.Unix(0, 0))
 	p, dials := testPool(t, clk, 4)
 
-	c, release, _ := p.get(tgt(t, "10.0.0.1"))
+	c, release, _ := p.get(tgt(t, "10.0.0.1"), admin)
 
 	clk.Advance(2 * time.Minute)
 
-	if _, r, _ := p.get(tgt(t, "10.0.0.2")); r != nil {
+	if _, r, _ := p.get(tgt(t, "10.0.0.2"), admin); r != nil {
 		r()
 	}
 
@@ -78,7 +95,7 @@ func TestPoolClosesIdleConnections(t *testing.T) {
 	release()
 	clk.Advance(59 * time.Second)
 
-	if _, r, _ := p.get(tgt(t, "10.0.0.2")); r != nil {
+	if _, r, _ := p.get(tgt(t, "10.0.0.2"), admin); r != nil {
 		r()
 	}
 
@@ -88,7 +105,7 @@ func TestPoolClosesIdleConnections(t *testing.T) {
 
 	clk.Advance(time.Minute)
 
-	if _, r, _ := p.get(tgt(t, "10.0.0.3")); r != nil {
+	if _, r, _ := p.get(tgt(t, "10.0.0.3"), admin); r != nil {
 		r()
 	}
 
@@ -105,11 +122,11 @@ func TestPoolBound(t *testing.T) {
 	clk := clock.NewFake(time.Unix(0, 0))
 	p, _ := testPool(t, clk, 2)
 
-	_, r1, _ := p.get(tgt(t, "10.0.0.1"))
+	_, r1, _ := p.get(tgt(t, "10.0.0.1"), admin)
 	clk.Advance(time.Second)
-	_, r2, _ := p.get(tgt(t, "10.0.0.2"))
+	_, r2, _ := p.get(tgt(t, "10.0.0.2"), admin)
 
-	if _, _, err := p.get(tgt(t, "10.0.0.3")); !errors.Is(err, errPoolFull) {
+	if _, _, err := p.get(tgt(t, "10.0.0.3"), admin); !errors.Is(err, errPoolFull) {
 		t.Fatalf("third connection with two in use: %v", err)
 	}
 
@@ -118,7 +135,7 @@ func TestPoolBound(t *testing.T) {
 	r2()
 
 	// 10.0.0.1 has been unused for longest: it makes room.
-	if _, r, err := p.get(tgt(t, "10.0.0.3")); err != nil {
+	if _, r, err := p.get(tgt(t, "10.0.0.3"), admin); err != nil {
 		t.Fatal(err)
 	} else {
 		r()
@@ -134,7 +151,74 @@ func TestPoolBound(t *testing.T) {
 
 	p.close()
 
-	if _, _, err := p.get(tgt(t, "10.0.0.4")); !errors.Is(err, errPoolClosed) {
+	if _, _, err := p.get(tgt(t, "10.0.0.4"), admin); !errors.Is(err, errPoolClosed) {
 		t.Fatalf("get after close: %v", err)
+	}
+}
+
+// hold takes the connection to name for c and returns its release; it
+// fails the test if the pool refuses.
+func hold(t *testing.T, p *pool, name string, c caller) func() {
+	t.Helper()
+
+	_, release, err := p.get(tgt(t, name), c)
+	if err != nil {
+		t.Fatalf("%s for %s: %v", name, c.id, err)
+	}
+
+	return release
+}
+
+func TestPoolPerCaller(t *testing.T) {
+	p, _ := testPoolLimits(t, clock.NewFake(time.Unix(0, 0)), poolConfig{max: 8, perCaller: 2})
+
+	r1 := hold(t, p, "10.0.0.1", reader)
+	hold(t, p, "10.0.0.2", reader)
+
+	// Another spelling of a node the reader holds is the same connection.
+	hold(t, p, "::ffff:10.0.0.1", reader)()
+
+	if _, _, err := p.get(tgt(t, "10.0.0.3"), reader); !errors.Is(err, errCallerPoolFull) {
+		t.Fatalf("third node of one caller: %v", err)
+	}
+
+	// Other callers are not held back by the reader, on its nodes or others.
+	hold(t, p, "10.0.0.3", admin)
+	hold(t, p, "10.0.0.1", caller{id: "other reader"})
+
+	r1()
+	r1() // a release is idempotent: it frees one slot, once
+
+	hold(t, p, "10.0.0.4", reader)
+
+	if _, _, err := p.get(tgt(t, "10.0.0.5"), reader); !errors.Is(err, errCallerPoolFull) {
+		t.Fatalf("after one release, two more: %v", err)
+	}
+}
+
+func TestPoolAdminReserve(t *testing.T) {
+	p, _ := testPoolLimits(t, clock.NewFake(time.Unix(0, 0)), poolConfig{max: 4, perCaller: 4, reserve: 2})
+
+	hold(t, p, "10.0.0.1", reader)
+	r2 := hold(t, p, "10.0.0.2", caller{id: "reader 2"})
+
+	if _, _, err := p.get(tgt(t, "10.0.0.3"), caller{id: "reader 3"}); !errors.Is(err, errPoolFull) {
+		t.Fatalf("a reader took the admins' reserve: %v", err)
+	}
+
+	// A connection readers already hold costs nothing more.
+	hold(t, p, "10.0.0.1", caller{id: "reader 3"})
+
+	hold(t, p, "10.0.0.3", admin)
+	hold(t, p, "10.0.0.4", admin)
+
+	r2()
+
+	// The admins' connections are in use: a reader gets the freed one
+	// only by evicting it.
+	hold(t, p, "10.0.0.5", caller{id: "reader 3"})
+
+	if p.size() != 4 {
+		t.Fatalf("pool of %d connections, bound 4", p.size())
 	}
 }

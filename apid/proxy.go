@@ -43,14 +43,15 @@ func (s *Server) handle(_ any, ss grpc.ServerStream) error {
 	}
 
 	md := outgoingMetadata(ctx, roles)
+	c := callerOf(ctx, roles)
 
 	switch rt.kind {
 	case routeNodes:
-		err = s.fanOut(ss, method, md, rt.targets)
+		err = s.fanOut(ss, method, md, rt.targets, c)
 	case routeNode:
-		err = s.forwardOne(ss, method, md, rt.targets[0])
+		err = s.forwardOne(ss, method, md, rt.targets[0], c)
 	default:
-		err = s.pipe(ss, s.local, method, md)
+		err = s.pipe(ss, s.local, "", method, md)
 	}
 
 	return s.toStatus(method, err)
@@ -66,7 +67,7 @@ func (s *Server) routeOf(ctx context.Context, method string) (route, error) {
 
 	md, _ := metadata.FromIncomingContext(ctx)
 
-	rt, err := parseRoute(md, s.nodePort)
+	rt, err := s.names.parseRoute(md)
 	if err != nil {
 		return route{}, err
 	}
@@ -78,7 +79,7 @@ func (s *Server) routeOf(ctx context.Context, method string) (route, error) {
 	if s.forward == nil {
 		// A worker refuses the whole call rather than run part of it.
 		for _, t := range rt.targets {
-			if !s.isSelf(t) {
+			if !t.local {
 				return route{}, errNoForwarding
 			}
 		}
@@ -87,23 +88,23 @@ func (s *Server) routeOf(ctx context.Context, method string) (route, error) {
 	return rt, nil
 }
 
-func (s *Server) forwardOne(ss grpc.ServerStream, method string, md metadata.MD, t target) error {
-	conn, release, err := s.backend(t)
+func (s *Server) forwardOne(ss grpc.ServerStream, method string, md metadata.MD, t target, c caller) error {
+	conn, release, err := s.backend(t, c)
 	if err != nil {
 		return err
 	}
 	defer release()
 
-	return s.pipe(ss, conn, method, md)
+	return s.pipe(ss, conn, t.name, method, md)
 }
 
-// pipe passes a call through to one backend unchanged, in both directions,
-// headers and trailers included.
-func (s *Server) pipe(ss grpc.ServerStream, conn *grpc.ClientConn, method string, md metadata.MD) error {
+// pipe passes a call through to one backend, node ("" for the local
+// machined), unchanged, in both directions, headers and trailers included.
+func (s *Server) pipe(ss grpc.ServerStream, conn *grpc.ClientConn, node, method string, md metadata.MD) error {
 	ctx, cancel := context.WithCancel(ss.Context())
 	defer cancel()
 
-	cs, err := s.newStream(ctx, conn, method, md)
+	cs, err := s.newStream(ctx, conn, node, method, md)
 	if err != nil {
 		return err
 	}
@@ -214,22 +215,29 @@ func forwardReplies(cs grpc.ClientStream, ss grpc.ServerStream) error {
 	}
 }
 
-// newStream opens the call on a backend. Every method is opened as a
-// bidirectional stream: apid moves frames and does not care which kind of
-// call it is. An error here comes from apid's own side of the hop (no
-// backend has answered yet); for machined's socket it names a local path,
-// so it is logged and replaced.
-func (s *Server) newStream(ctx context.Context, conn *grpc.ClientConn, method string, md metadata.MD) (grpc.ClientStream, error) {
+// newStream opens the call on a backend: node ("" for the local
+// machined). Every method is opened as a bidirectional stream: apid moves
+// frames and does not care which kind of call it is. An error here comes
+// from apid's own side of the hop (no backend has answered yet): for
+// machined's socket it names a local path, for another node the dial or
+// handshake that failed, so it is logged and replaced.
+func (s *Server) newStream(ctx context.Context, conn *grpc.ClientConn, node, method string, md metadata.MD) (grpc.ClientStream, error) {
 	desc := &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}
 
 	cs, err := conn.NewStream(metadata.NewOutgoingContext(ctx, md), desc, method, s.callOpts...)
-	if err != nil && conn == s.local && status.Code(err) == codes.Unavailable {
+
+	switch {
+	case err == nil:
+		return cs, nil
+	case conn != s.local:
+		return nil, s.unreachable(ctx, method, node, err)
+	case status.Code(err) == codes.Unavailable:
 		s.log.Warn("machined unavailable", slog.String(FieldMethod, method), slog.String(FieldError, err.Error()))
 
 		return nil, status.Error(codes.Unavailable, "apid: machined is unavailable")
+	default:
+		return nil, err
 	}
-
-	return cs, err
 }
 
 // toStatus maps apid's errors to gRPC statuses, once, at the API boundary.
@@ -244,10 +252,14 @@ func (s *Server) toStatus(method string, err error) error {
 		return status.Error(codes.InvalidArgument, err.Error())
 	case errors.Is(err, errNoForwarding):
 		return status.Error(codes.PermissionDenied, err.Error())
-	case errors.Is(err, errPoolFull), errors.Is(err, errReplyTooLarge):
+	case errors.Is(err, errPoolFull), errors.Is(err, errCallerPoolFull), errors.Is(err, errReplyTooLarge):
 		return status.Error(codes.ResourceExhausted, err.Error())
 	case errors.Is(err, errPoolClosed):
 		return status.Error(codes.Unavailable, err.Error())
+	}
+
+	if ue := (*nodeUnreachableError)(nil); errors.As(err, &ue) {
+		return status.Error(ue.code(), ue.Error())
 	}
 
 	if st, ok := status.FromError(err); ok {

@@ -4,10 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"strconv"
 	"strings"
 
 	"google.golang.org/grpc/metadata"
+
+	"github.com/aegis-os/aegis/ca"
 )
 
 // The routing metadata keys of the Talos API. Clients of the 1.11–1.13
@@ -37,21 +40,48 @@ type route struct {
 
 // target is one node named in routing metadata.
 type target struct {
-	// name is the node as the client wrote it; fan-out replies carry it as
-	// their hostname, so the client can match them to what it asked for.
+	// name is the node's canonical name: an address as netip prints it
+	// (IPv4-mapped IPv6 as IPv4) or a lowercase DNS name. Fan-out replies
+	// carry it as their hostname and errors name the node by it.
 	name string
-	// addr is the host:port dialed.
+	// addr is the host:port dialed: name on the API port.
 	addr string
 	// host is the name the node's server certificate must carry.
 	host string
+	// local marks this node, served by the local machined.
+	local bool
 }
 
-// parseRoute reads the routing metadata of an incoming call. Targets
-// without a port get defaultPort. `node` must hold one name; `nodes` holds
-// one or more, as several values or comma-separated in one, and a node
-// named twice (even as "10.0.0.1" and "10.0.0.1:50000") is called once,
-// under the first name: a mutating call must not run twice on one node.
-func parseRoute(md metadata.MD, defaultPort int) (route, error) {
+// key identifies the node a target reaches: every name of this node is one
+// node, whatever spelling the caller used.
+func (t target) key() string {
+	if t.local {
+		return ""
+	}
+
+	return t.addr
+}
+
+// nodeNames are the names apid accepts in `node`/`nodes` besides
+// addresses. There is no membership list to ask, so a name is accepted
+// only if the node itself knows it: one of its own names, or a name its
+// configuration gives another node (the control-plane endpoints). Any
+// other name is refused without a lookup, so a caller cannot make apid
+// resolve or dial hosts of its choosing.
+type nodeNames struct {
+	// port is the API port of every node.
+	port int
+	// self holds this node's canonical names and addresses.
+	self map[string]bool
+	// others holds the canonical DNS names of other nodes.
+	others map[string]bool
+}
+
+// parseRoute reads the routing metadata of an incoming call. `node` must
+// hold one name; `nodes` holds one or more, as several values or
+// comma-separated in one. Nodes are deduplicated after canonicalization,
+// so a mutating call runs once per node however many spellings name it.
+func (nn *nodeNames) parseRoute(md metadata.MD) (route, error) {
 	node, hasNode := md[MetadataNode]
 	nodes, hasNodes := md[MetadataNodes]
 
@@ -63,14 +93,14 @@ func parseRoute(md metadata.MD, defaultPort int) (route, error) {
 			return route{}, fmt.Errorf("%w: %q must have one value, has %d", ErrBadRouting, MetadataNode, len(node))
 		}
 
-		t, err := parseTarget(strings.TrimSpace(node[0]), defaultPort)
+		t, err := nn.parseTarget(strings.TrimSpace(node[0]))
 		if err != nil {
 			return route{}, err
 		}
 
 		return route{kind: routeNode, targets: []target{t}}, nil
 	case hasNodes:
-		targets, err := parseTargets(nodes, defaultPort)
+		targets, err := nn.parseTargets(nodes)
 		if err != nil {
 			return route{}, err
 		}
@@ -81,7 +111,7 @@ func parseRoute(md metadata.MD, defaultPort int) (route, error) {
 	}
 }
 
-func parseTargets(values []string, defaultPort int) ([]target, error) {
+func (nn *nodeNames) parseTargets(values []string) ([]target, error) {
 	var targets []target
 
 	seen := map[string]bool{}
@@ -93,12 +123,12 @@ func parseTargets(values []string, defaultPort int) ([]target, error) {
 				continue
 			}
 
-			t, err := parseTarget(name, defaultPort)
+			t, err := nn.parseTarget(name)
 			if err != nil {
 				return nil, err
 			}
 
-			if seen[t.addr] {
+			if seen[t.key()] {
 				continue
 			}
 
@@ -106,7 +136,7 @@ func parseTargets(values []string, defaultPort int) ([]target, error) {
 				return nil, fmt.Errorf("%w: more than %d nodes", ErrBadRouting, MaxFanOut)
 			}
 
-			seen[t.addr] = true
+			seen[t.key()] = true
 			targets = append(targets, t)
 		}
 	}
@@ -118,54 +148,106 @@ func parseTargets(values []string, defaultPort int) ([]target, error) {
 	return targets, nil
 }
 
-// parseTarget reads one node: a host (DNS name, IPv4 or IPv6 address,
-// bracketed or not) with an optional port.
-func parseTarget(name string, defaultPort int) (target, error) {
-	if name == "" || len(name) > MaxTargetLength {
-		return target{}, fmt.Errorf("%w: node name of %d bytes", ErrBadRouting, len(name))
+// parseTarget reads one node: an address, or a name the node knows.
+func (nn *nodeNames) parseTarget(value string) (target, error) {
+	name, err := CanonicalNode(value)
+	if err != nil {
+		return target{}, err
 	}
 
-	host, port := name, defaultPort
+	t := target{name: name, addr: net.JoinHostPort(name, strconv.Itoa(nn.port)), host: name, local: nn.self[name]}
 
-	if h, p, err := net.SplitHostPort(name); err == nil {
-		n, perr := strconv.Atoi(p)
-		if perr != nil || n < 1 || n > 65535 || p[0] == '+' {
-			return target{}, fmt.Errorf("%w: node %q: bad port", ErrBadRouting, name)
-		}
-
-		host, port = h, n
-	} else if strings.HasPrefix(name, "[") && strings.HasSuffix(name, "]") {
-		host = name[1 : len(name)-1]
+	if _, err := netip.ParseAddr(name); err != nil && !t.local && !nn.others[name] {
+		return target{}, fmt.Errorf("%w: node %q is not a known node name (give its address)", ErrBadRouting, value)
 	}
 
-	// A host longer than a DNS name may be would make a target whose
-	// host:port no longer fits MaxTargetLength.
-	if len(host) > MaxHostLength || !validHost(host) {
-		return target{}, fmt.Errorf("%w: node %q: bad host", ErrBadRouting, name)
-	}
-
-	return target{name: name, addr: net.JoinHostPort(host, strconv.Itoa(port)), host: host}, nil
+	return t, nil
 }
 
-// validHost accepts IP addresses and names made of letters, digits, dots,
-// hyphens and underscores: nothing that could change what is dialed (a
-// scheme, a path, a user, a zone) gets through.
-func validHost(host string) bool {
-	if host == "" {
-		return false
+// CanonicalNode returns the canonical form of a node named in routing
+// metadata: an IP address as netip prints it, IPv4-mapped IPv6 unmapped
+// (::ffff:10.0.0.1 is 10.0.0.1), IPv6 brackets dropped; a DNS name in
+// lower case without a final dot. A port is refused, every node is
+// reached on the API port, as is anything that is not an address or a
+// DNS name (a scheme, a path, a user, a zone, a wildcard). Errors wrap
+// ErrBadRouting.
+func CanonicalNode(value string) (string, error) {
+	if value == "" || len(value) > MaxTargetLength {
+		return "", fmt.Errorf("%w: node name of %d bytes", ErrBadRouting, len(value))
 	}
 
-	if ip := net.ParseIP(host); ip != nil {
-		return true
+	if _, ok := splitPort(value); ok {
+		return "", fmt.Errorf("%w: node %q: ports are not allowed, nodes are reached on the API port", ErrBadRouting, value)
 	}
 
-	for _, c := range []byte(host) {
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '.', c == '-', c == '_':
-		default:
-			return false
+	host := value
+	if strings.HasPrefix(host, "[") && strings.HasSuffix(host, "]") {
+		host = host[1 : len(host)-1]
+	}
+
+	if addr, err := netip.ParseAddr(host); err == nil {
+		return canonicalAddr(value, addr)
+	}
+
+	name := strings.ToLower(strings.TrimSuffix(host, "."))
+	if host != value || ca.CheckDNSName(name) != nil {
+		return "", fmt.Errorf("%w: node %q is not an IP address or a DNS name", ErrBadRouting, value)
+	}
+
+	return name, nil
+}
+
+// splitPort returns the host of value if value is host:port with a port
+// of digits (or none, "host:").
+func splitPort(value string) (string, bool) {
+	host, port, err := net.SplitHostPort(value)
+	if err != nil || strings.Trim(port, "0123456789") != "" {
+		return "", false
+	}
+
+	return host, true
+}
+
+// canonicalAddr refuses what cannot be a node's address: a zone (it
+// names an interface of this host), the unspecified address (it dials
+// this host), multicast and broadcast.
+func canonicalAddr(value string, addr netip.Addr) (string, error) {
+	addr = addr.Unmap()
+
+	switch {
+	case addr.Zone() != "":
+		return "", fmt.Errorf("%w: node %q: zones are not allowed", ErrBadRouting, value)
+	case addr.IsUnspecified(), addr.IsMulticast(), addr == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
+		return "", fmt.Errorf("%w: node %q is not a node address", ErrBadRouting, value)
+	}
+
+	return addr.String(), nil
+}
+
+// newNodeNames builds the names apid accepts from Config.Self and
+// Config.Names. A name there may carry a port (a listen address): it is
+// dropped, the port of a target is always the API port.
+func newNodeNames(port int, self, others []string) (*nodeNames, error) {
+	nn := &nodeNames{port: port, self: map[string]bool{}, others: map[string]bool{}}
+
+	for _, list := range []struct {
+		names []string
+		into  map[string]bool
+		what  string
+	}{{self, nn.self, "Self"}, {others, nn.others, "Names"}} {
+		for _, v := range list.names {
+			if h, ok := splitPort(v); ok {
+				v = h
+			}
+
+			name, err := CanonicalNode(v)
+			if err != nil {
+				return nil, fmt.Errorf("apid: %s: %w", list.what, err)
+			}
+
+			list.into[name] = true
 		}
 	}
 
-	return true
+	return nn, nil
 }

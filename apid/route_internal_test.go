@@ -2,11 +2,26 @@ package apid
 
 import (
 	"errors"
+	"net"
+	"net/netip"
 	"strings"
 	"testing"
 
 	"google.golang.org/grpc/metadata"
 )
+
+// testNames are the names of the route tests: this node is 10.0.0.9,
+// cp-9 and cp-9.example; cp.example names another node.
+func testNames(t testing.TB) *nodeNames {
+	t.Helper()
+
+	nn, err := newNodeNames(50000, []string{"10.0.0.9:50000", "cp-9", "CP-9.example."}, []string{"cp.example"})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	return nn
+}
 
 func TestParseRoute(t *testing.T) {
 	tests := []struct {
@@ -14,51 +29,80 @@ func TestParseRoute(t *testing.T) {
 		md    metadata.MD
 		kind  routeKind
 		addrs []string
-		bad   bool
+		bad   string
 	}{
 		{name: "none", md: metadata.MD{}, kind: routeLocal},
 		{name: "nil", md: nil, kind: routeLocal},
 		{name: "node", md: metadata.Pairs("node", "10.0.0.1"), kind: routeNode, addrs: []string{"10.0.0.1:50000"}},
-		{name: "node with port", md: metadata.Pairs("node", "10.0.0.1:6000"), kind: routeNode, addrs: []string{"10.0.0.1:6000"}},
-		{name: "node by name", md: metadata.Pairs("node", "cp-1.example"), kind: routeNode, addrs: []string{"cp-1.example:50000"}},
+		{name: "node by a known name", md: metadata.Pairs("node", "cp.example"), kind: routeNode, addrs: []string{"cp.example:50000"}},
+		{name: "known name, other case, final dot", md: metadata.Pairs("node", "CP.Example."), kind: routeNode, addrs: []string{"cp.example:50000"}},
+		{name: "node itself by name", md: metadata.Pairs("node", "cp-9"), kind: routeNode, addrs: []string{"local"}},
 		{name: "node ipv6", md: metadata.Pairs("node", "fd00::1"), kind: routeNode, addrs: []string{"[fd00::1]:50000"}},
 		{name: "node ipv6 bracketed", md: metadata.Pairs("node", "[fd00::1]"), kind: routeNode, addrs: []string{"[fd00::1]:50000"}},
-		{name: "node ipv6 port", md: metadata.Pairs("node", "[fd00::1]:7"), kind: routeNode, addrs: []string{"[fd00::1]:7"}},
+		{name: "node ipv6 long form", md: metadata.Pairs("node", "FD00:0:0::0001"), kind: routeNode, addrs: []string{"[fd00::1]:50000"}},
+		{name: "node ipv4-mapped", md: metadata.Pairs("node", "::ffff:127.0.0.4"), kind: routeNode, addrs: []string{"127.0.0.4:50000"}},
+		{name: "node ipv4-mapped long form", md: metadata.Pairs("node", "0::ffff:127.0.0.4"), kind: routeNode, addrs: []string{"127.0.0.4:50000"}},
+		{name: "node ipv4-mapped bracketed", md: metadata.Pairs("node", "[::ffff:7f00:4]"), kind: routeNode, addrs: []string{"127.0.0.4:50000"}},
 		{name: "node trimmed", md: metadata.Pairs("node", " 10.0.0.1 "), kind: routeNode, addrs: []string{"10.0.0.1:50000"}},
 		{
 			name: "nodes values", md: metadata.Pairs("nodes", "10.0.0.1", "nodes", "10.0.0.2"),
 			kind: routeNodes, addrs: []string{"10.0.0.1:50000", "10.0.0.2:50000"},
 		},
 		{
-			name: "nodes comma separated and duplicated", md: metadata.Pairs("nodes", "10.0.0.1, 10.0.0.2,,10.0.0.1", "nodes", "10.0.0.2:50000"),
+			name: "nodes comma separated and duplicated", md: metadata.Pairs("nodes", "10.0.0.1, 10.0.0.2,,10.0.0.1", "nodes", "10.0.0.2"),
 			kind: routeNodes, addrs: []string{"10.0.0.1:50000", "10.0.0.2:50000"},
 		},
+		{
+			name: "aliases of one node", md: metadata.Pairs("nodes", "127.0.0.4,::ffff:127.0.0.4,0::ffff:127.0.0.4,[::ffff:127.0.0.4]"),
+			kind: routeNodes, addrs: []string{"127.0.0.4:50000"},
+		},
+		{
+			name: "this node by every name", md: metadata.Pairs("nodes", "10.0.0.9,cp-9,cp-9.example,::ffff:10.0.0.9,10.0.0.1"),
+			kind: routeNodes, addrs: []string{"local", "10.0.0.1:50000"},
+		},
+		{
+			name: "ipv6 spellings", md: metadata.Pairs("nodes", "fd00::1,FD00::1,fd00:0::1,[fd00::1]"),
+			kind: routeNodes, addrs: []string{"[fd00::1]:50000"},
+		},
 		{name: "nodes single", md: metadata.Pairs("nodes", "10.0.0.1"), kind: routeNodes, addrs: []string{"10.0.0.1:50000"}},
-		{name: "both keys", md: metadata.Pairs("node", "a", "nodes", "b"), bad: true},
-		{name: "node twice", md: metadata.Pairs("node", "a", "node", "b"), bad: true},
-		{name: "node empty", md: metadata.Pairs("node", ""), bad: true},
-		{name: "nodes empty", md: metadata.Pairs("nodes", " , "), bad: true},
-		{name: "scheme", md: metadata.Pairs("node", "unix:///run/machined.sock"), bad: true},
-		{name: "path", md: metadata.Pairs("node", "10.0.0.1/x"), bad: true},
-		{name: "host longer than a DNS name", md: metadata.Pairs("node", strings.Repeat("a", MaxHostLength+1)), bad: true},
-		{name: "longest host", md: metadata.Pairs("node", strings.Repeat("a", MaxHostLength)), kind: routeNode, addrs: []string{strings.Repeat("a", MaxHostLength) + ":50000"}},
-		{name: "user", md: metadata.Pairs("node", "root@10.0.0.1"), bad: true},
-		{name: "zone", md: metadata.Pairs("node", "fe80::1%eth0"), bad: true},
-		{name: "port zero", md: metadata.Pairs("node", "10.0.0.1:0"), bad: true},
-		{name: "port too big", md: metadata.Pairs("node", "10.0.0.1:65536"), bad: true},
-		{name: "port signed", md: metadata.Pairs("node", "10.0.0.1:+80"), bad: true},
-		{name: "empty host", md: metadata.Pairs("node", ":50000"), bad: true},
-		{name: "too long", md: metadata.Pairs("node", strings.Repeat("a", MaxTargetLength+1)), bad: true},
-		{name: "too many", md: metadata.Pairs("nodes", manyNodes(MaxFanOut+1)), bad: true},
+		{name: "both keys", md: metadata.Pairs("node", "10.0.0.1", "nodes", "10.0.0.2"), bad: "both"},
+		{name: "node twice", md: metadata.Pairs("node", "10.0.0.1", "node", "10.0.0.2"), bad: "one value"},
+		{name: "node empty", md: metadata.Pairs("node", ""), bad: "0 bytes"},
+		{name: "nodes empty", md: metadata.Pairs("nodes", " , "), bad: "names no node"},
+		{name: "port", md: metadata.Pairs("node", "127.0.0.4:22"), bad: "ports are not allowed"},
+		{name: "api port", md: metadata.Pairs("nodes", "10.0.0.1:50000"), bad: "ports are not allowed"},
+		{name: "ipv6 port", md: metadata.Pairs("node", "[fd00::1]:7"), bad: "ports are not allowed"},
+		{name: "name port", md: metadata.Pairs("node", "cp.example:50000"), bad: "ports are not allowed"},
+		{name: "empty port", md: metadata.Pairs("node", "10.0.0.1:"), bad: "ports are not allowed"},
+		{name: "unknown name", md: metadata.Pairs("node", "attacker.example"), bad: `"attacker.example" is not a known node name`},
+		{name: "unknown name in nodes", md: metadata.Pairs("nodes", "10.0.0.1,localhost"), bad: `"localhost" is not a known node name`},
+		{name: "scheme", md: metadata.Pairs("node", "unix:///run/machined.sock"), bad: "not an IP address or a DNS name"},
+		{name: "path", md: metadata.Pairs("node", "10.0.0.1/x"), bad: "not an IP address or a DNS name"},
+		{name: "bracketed name", md: metadata.Pairs("node", "[cp.example]"), bad: "not an IP address or a DNS name"},
+		{name: "underscore", md: metadata.Pairs("node", "cp_1"), bad: "not an IP address or a DNS name"},
+		{name: "wildcard", md: metadata.Pairs("node", "*.example"), bad: "not an IP address or a DNS name"},
+		{name: "longest name", md: metadata.Pairs("node", longName(MaxTargetLength)), bad: "not a known node name"},
+		{name: "user", md: metadata.Pairs("node", "root@10.0.0.1"), bad: "not an IP address or a DNS name"},
+		{name: "zone", md: metadata.Pairs("node", "fe80::1%eth0"), bad: "zones are not allowed"},
+		{name: "unspecified", md: metadata.Pairs("node", "0.0.0.0"), bad: "not a node address"},
+		{name: "unspecified ipv6", md: metadata.Pairs("node", "::"), bad: "not a node address"},
+		{name: "unspecified mapped", md: metadata.Pairs("node", "::ffff:0.0.0.0"), bad: "not a node address"},
+		{name: "multicast", md: metadata.Pairs("node", "224.0.0.1"), bad: "not a node address"},
+		{name: "broadcast", md: metadata.Pairs("node", "255.255.255.255"), bad: "not a node address"},
+		{name: "too long", md: metadata.Pairs("node", strings.Repeat("a", MaxTargetLength+1)), bad: "bytes"},
+		{name: "too many", md: metadata.Pairs("nodes", manyNodes(MaxFanOut+1)), bad: "more than"},
 		{name: "as many as allowed", md: metadata.Pairs("nodes", manyNodes(MaxFanOut)), kind: routeNodes},
+		{name: "aliases do not count against the bound", md: metadata.Pairs("nodes", manyNodes(MaxFanOut)+","+manyAliases(MaxFanOut)), kind: routeNodes},
 	}
+
+	nn := testNames(t)
 
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rt, err := parseRoute(tt.md, 50000)
-			if tt.bad {
-				if !errors.Is(err, ErrBadRouting) {
-					t.Fatalf("err = %v, want ErrBadRouting", err)
+			rt, err := nn.parseRoute(tt.md)
+			if tt.bad != "" {
+				if !errors.Is(err, ErrBadRouting) || !strings.Contains(err.Error(), tt.bad) {
+					t.Fatalf("err = %v, want ErrBadRouting saying %q", err, tt.bad)
 				}
 
 				return
@@ -78,7 +122,11 @@ func TestParseRoute(t *testing.T) {
 
 			var addrs []string
 			for _, tg := range rt.targets {
-				addrs = append(addrs, tg.addr)
+				if tg.local {
+					addrs = append(addrs, "local")
+				} else {
+					addrs = append(addrs, tg.addr)
+				}
 			}
 
 			if strings.Join(addrs, " ") != strings.Join(tt.addrs, " ") {
@@ -88,10 +136,40 @@ func TestParseRoute(t *testing.T) {
 	}
 }
 
+func TestNewNodeNamesRefusesBadNames(t *testing.T) {
+	for _, self := range [][]string{{"unix:///x"}, {"0.0.0.0"}, {"a_b"}} {
+		if _, err := newNodeNames(50000, self, nil); err == nil {
+			t.Errorf("Self %q accepted", self)
+		}
+
+		if _, err := newNodeNames(50000, nil, self); err == nil {
+			t.Errorf("Names %q accepted", self)
+		}
+	}
+}
+
+// longName is a valid DNS name of n bytes.
+func longName(n int) string {
+	label := strings.Repeat("a", 63) + "."
+	name := strings.Repeat(label, n/len(label))
+
+	return name + strings.Repeat("b", n-len(name))
+}
+
+// manyAliases names the first n addresses of manyNodes as IPv4-mapped IPv6.
+func manyAliases(n int) string {
+	names := strings.Split(manyNodes(n), ",")
+	for i, v := range names {
+		names[i] = "::ffff:" + v
+	}
+
+	return strings.Join(names, ",")
+}
+
 func manyNodes(n int) string {
 	names := make([]string, n)
 	for i := range names {
-		names[i] = "node-" + strings.Repeat("x", i%7) + string(rune('a'+i%26)) + "-" + itoa(i)
+		names[i] = "10.0." + itoa(i/256) + "." + itoa(i%256)
 	}
 
 	return strings.Join(names, ",")
@@ -109,8 +187,11 @@ func FuzzParseRoute(f *testing.F) {
 	f.Add("10.0.0.1", "")
 	f.Add("", "10.0.0.1,10.0.0.2:50001")
 	f.Add("[fd00::1]:7", "a,b,,c")
-	f.Add("unix:///x", "node-1.example")
+	f.Add("unix:///x", "cp.example,CP-9")
+	f.Add("", "127.0.0.4,::ffff:127.0.0.4,0::ffff:127.0.0.4,[::ffff:7f00:4]")
 	f.Add("", strings.Repeat("a,", 200))
+
+	nn := testNames(f)
 
 	f.Fuzz(func(t *testing.T, node, nodes string) {
 		md := metadata.MD{}
@@ -122,7 +203,7 @@ func FuzzParseRoute(f *testing.F) {
 			md.Append(MetadataNodes, nodes)
 		}
 
-		rt, err := parseRoute(md, 50000)
+		rt, err := nn.parseRoute(md)
 		if err != nil {
 			if !errors.Is(err, ErrBadRouting) {
 				t.Fatalf("error %v is not ErrBadRouting", err)
@@ -135,15 +216,40 @@ func FuzzParseRoute(f *testing.F) {
 			t.Fatalf("%d targets, limit %d", len(rt.targets), MaxFanOut)
 		}
 
+		seen := map[string]bool{}
+
 		for _, tg := range rt.targets {
-			if strings.ContainsAny(tg.addr, "/@%? \t\n") || tg.host == "" || len(tg.name) > MaxTargetLength {
-				t.Fatalf("unsafe target %+v", tg)
+			checkFuzzedTarget(t, nn, tg)
+
+			if seen[tg.key()] {
+				t.Fatalf("node %q twice in %v", tg.name, rt.targets)
 			}
 
-			// What apid dials must parse back to the host it verifies.
-			if again, err := parseTarget(tg.addr, 1); err != nil || again.host != tg.host {
-				t.Fatalf("target %+v does not round-trip: %+v, %v", tg, again, err)
-			}
+			seen[tg.key()] = true
 		}
 	})
+}
+
+// checkFuzzedTarget checks one target of a route that parsed: apid dials
+// only an address or a name it knows, on the API port, and the canonical
+// name is a fixed point.
+func checkFuzzedTarget(t *testing.T, nn *nodeNames, tg target) {
+	t.Helper()
+
+	host, port, err := net.SplitHostPort(tg.addr)
+	if err != nil || port != "50000" || host != tg.name || tg.host != tg.name || strings.ContainsAny(tg.addr, "/@%? \t\n") {
+		t.Fatalf("unsafe target %+v", tg)
+	}
+
+	if addr, err := netip.ParseAddr(host); err == nil {
+		if addr.Is4In6() || addr.String() != host {
+			t.Fatalf("address %q not canonical", host)
+		}
+	} else if !tg.local && !nn.others[host] {
+		t.Fatalf("unknown name %q accepted", host)
+	}
+
+	if again, err := CanonicalNode(tg.name); err != nil || again != tg.name {
+		t.Fatalf("canonical %q is not a fixed point: %q, %v", tg.name, again, err)
+	}
 }

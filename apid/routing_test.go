@@ -70,7 +70,7 @@ func TestNodeRoutesToOneNode(t *testing.T) {
 	p, nodes := cluster(t, 2)
 	c := apidtest.TalosClient(t, nodes[0].Addr, p.ClientTLS(t, p.Client(t, role.Operator)))
 
-	resp, err := c.MachineClient.Hostname(client.WithNode(testCtx(t), nodes[1].Addr), &emptypb.Empty{})
+	resp, err := c.MachineClient.Hostname(client.WithNode(testCtx(t), nodes[1].IP), &emptypb.Empty{})
 	if err != nil {
 		t.Fatalf("Hostname: %v", err)
 	}
@@ -99,7 +99,7 @@ func TestNodesMergesReplies(t *testing.T) {
 	p, nodes := cluster(t, 3)
 	c := apidtest.TalosClient(t, nodes[0].Addr, p.ClientTLS(t, p.Client(t, role.Reader)))
 
-	targets := []string{nodes[0].Addr, nodes[1].Addr, nodes[2].Addr}
+	targets := []string{nodes[0].IP, nodes[1].IP, nodes[2].IP}
 
 	resp, err := c.MachineClient.Hostname(client.WithNodes(testCtx(t), targets...), &emptypb.Empty{})
 	if err != nil {

@@ -20,7 +20,7 @@ func TestShutdownEndsFollows(t *testing.T) {
 	ctx, cancel := context.WithCancel(testCtx(t))
 	defer cancel()
 
-	stream, err := c.Events(client.WithNodes(ctx, nodes[0].Addr, nodes[1].Addr), client.WithTailEvents(0))
+	stream, err := c.Events(client.WithNodes(ctx, nodes[0].IP, nodes[1].IP), client.WithTailEvents(0))
 	if err != nil {
 		t.Fatal(err)
 	}

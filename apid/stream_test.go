@@ -48,7 +48,7 @@ func logLines(t *testing.T, stream machine.MachineService_LogsClient) map[string
 func TestLogsThroughEveryRoute(t *testing.T) {
 	p, nodes := cluster(t, 3)
 	c := apidtest.TalosClient(t, nodes[0].Addr, p.ClientTLS(t, p.Client(t, role.Reader)))
-	all := []string{nodes[0].Addr, nodes[1].Addr, nodes[2].Addr}
+	all := []string{nodes[0].IP, nodes[1].IP, nodes[2].IP}
 
 	tests := []struct {
 		name string
@@ -88,7 +88,7 @@ func TestLogsThroughEveryRoute(t *testing.T) {
 func TestLogsFollowThroughNodes(t *testing.T) {
 	p, nodes := cluster(t, 3)
 	c := apidtest.TalosClient(t, nodes[0].Addr, p.ClientTLS(t, p.Client(t, role.Reader)))
-	all := []string{nodes[0].Addr, nodes[1].Addr, nodes[2].Addr}
+	all := []string{nodes[0].IP, nodes[1].IP, nodes[2].IP}
 
 	ctx, cancel := context.WithCancel(testCtx(t))
 	defer cancel()
@@ -141,7 +141,7 @@ func TestEventsFollowThroughNodes(t *testing.T) {
 	p, nodes := cluster(t, 3)
 	reader := apidtest.TalosClient(t, nodes[0].Addr, p.ClientTLS(t, p.Client(t, role.Reader)))
 	operator := apidtest.TalosClient(t, nodes[0].Addr, p.ClientTLS(t, p.Client(t, role.Operator)))
-	all := []string{nodes[0].Addr, nodes[1].Addr, nodes[2].Addr}
+	all := []string{nodes[0].IP, nodes[1].IP, nodes[2].IP}
 
 	ctx, cancel := context.WithCancel(testCtx(t))
 	defer cancel()
@@ -201,15 +201,15 @@ func TestEventsFollowThroughNodes(t *testing.T) {
 func TestStreamWithDeadNodeCarriesItsError(t *testing.T) {
 	p, nodes := cluster(t, 1)
 	c := apidtest.TalosClient(t, nodes[0].Addr, p.ClientTLS(t, p.Client(t, role.Reader)))
-	dead := deadAddr(t)
+	dead := deadAddr(t, p)
 
-	stream, err := c.Logs(client.WithNodes(testCtx(t), nodes[0].Addr, dead), "system", common.ContainerDriver_CONTAINERD, "apid", false, 1)
+	stream, err := c.Logs(client.WithNodes(testCtx(t), nodes[0].IP, dead), "system", common.ContainerDriver_CONTAINERD, "apid", false, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
 
 	got := logLines(t, stream)
-	if len(got[nodes[0].Addr]) != 1 || len(got[dead]) != 1 || !strings.HasPrefix(got[dead][0], "error: ") {
+	if len(got[nodes[0].IP]) != 1 || len(got[dead]) != 1 || !strings.HasPrefix(got[dead][0], "error: ") {
 		t.Fatalf("lines %v", got)
 	}
 }
@@ -258,7 +258,7 @@ func TestClientStreamThroughApid(t *testing.T) {
 		node int
 	}{
 		{"local", func(ctx context.Context) context.Context { return ctx }, 0},
-		{"node", func(ctx context.Context) context.Context { return client.WithNode(ctx, nodes[1].Addr) }, 1},
+		{"node", func(ctx context.Context) context.Context { return client.WithNode(ctx, nodes[1].IP) }, 1},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			stream, err := c.MachineClient.EtcdRecover(tt.ctx(testCtx(t)))

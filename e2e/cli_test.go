@@ -319,7 +319,8 @@ func cliDeadNode(t *testing.T, c *cliCluster) {
 
 	rows := tableRows(res.stdout)
 	if res.code == 0 || len(rows) != 3 || rows[0][0] != c.Nodes[0].Address || rows[1][0] != c.Nodes[1].Address ||
-		rows[2][0] != dead.Address || rows[2][1] != "error:" || !strings.Contains(res.stdout, "connection refused") {
+		rows[2][0] != dead.Address || rows[2][1] != "error:" ||
+		!strings.Contains(res.stdout, "unreachable (apid could not connect to the node)") || strings.Contains(res.stdout, "connection refused") {
 		t.Fatalf("memory with a dead node: exit %d\n%s%s", res.code, res.stdout, res.stderr)
 	}
 

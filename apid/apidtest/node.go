@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"log/slog"
-	"net"
 	"testing"
 	"time"
 
@@ -19,8 +18,9 @@ import (
 
 // NodeConfig configures an in-process node.
 type NodeConfig struct {
-	// IP is the loopback address the node listens on, port 0; its server
-	// certificate names it. Required.
+	// IP is the loopback address the node listens on, on the port of
+	// every node of its PKI (PKI.Listen); if another node has it, the
+	// next free one. Its server certificate names it. Required.
 	IP string
 	// Hostname is the backend's node name. Empty means the address.
 	Hostname string
@@ -41,30 +41,29 @@ type NodeConfig struct {
 type Node struct {
 	Server  *apid.Server
 	Backend *Backend
-	// Addr is host:port, the name other nodes and clients use.
+	// Addr is host:port, the endpoint clients connect to.
 	Addr string
+	// IP is the node's address, the name `node`/`nodes` give it.
+	IP string
 	// Certificate is the node's server certificate, replaceable.
 	Certificate *certs.KeyPair
 }
 
-// StartNode starts a node on cfg.IP:0; it stops when the test ends.
+// StartNode starts a node at cfg.IP (or after it) on the cluster's port;
+// it stops when the test ends.
 func StartNode(tb testing.TB, p *PKI, cfg NodeConfig) *Node {
 	tb.Helper()
 
-	lis, err := net.Listen("tcp", net.JoinHostPort(cfg.IP, "0"))
-	if err != nil {
-		tb.Fatalf("listen: %v", err)
-	}
-
-	addr := lis.Addr().String()
+	lis, ip := p.Listen(tb, cfg.IP)
 	if cfg.Hostname == "" {
-		cfg.Hostname = addr
+		cfg.Hostname = ip
 	}
 
 	n := &Node{
 		Backend:     StartBackend(tb, BackendConfig{Hostname: cfg.Hostname, Register: cfg.Register}),
-		Addr:        addr,
-		Certificate: p.Server(tb, cfg.IP).KeyPair(tb),
+		Addr:        lis.Addr().String(),
+		IP:          ip,
+		Certificate: p.Server(tb, ip).KeyPair(tb),
 	}
 
 	accepted := cfg.AcceptedCAs
@@ -77,7 +76,8 @@ func StartNode(tb testing.TB, p *PKI, cfg NodeConfig) *Node {
 		Certificate:    n.Certificate,
 		AcceptedCAs:    accepted,
 		MachinedSocket: n.Backend.Socket(),
-		Self:           []string{addr},
+		Self:           []string{ip},
+		NodePort:       p.NodePort(),
 		Logger:         cfg.Logger,
 		Clock:          cfg.Clock,
 	}
@@ -85,6 +85,7 @@ func StartNode(tb testing.TB, p *PKI, cfg NodeConfig) *Node {
 		acfg.ForwardCertificate = p.Impersonator(tb).KeyPair(tb)
 	}
 
+	var err error
 	if n.Server, err = apid.New(acfg); err != nil {
 		tb.Fatalf("apid.New: %v", err)
 	}

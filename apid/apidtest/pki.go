@@ -23,6 +23,7 @@ import (
 type PKI struct {
 	CA     *ca.CA
 	issuer *ca.Issuer
+	net    nodeNet
 }
 
 // Pair is a certificate and its key, in PEM.

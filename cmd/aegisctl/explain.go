@@ -48,6 +48,11 @@ func describeStatus(st *status.Status) string {
 			return "unreachable: " + cause
 		}
 
+		// apid keeps why it could not reach another node to its log.
+		if strings.HasPrefix(msg, "apid: node ") && strings.HasSuffix(msg, " unreachable") {
+			return "unreachable (apid could not connect to the node)"
+		}
+
 		return "unavailable: " + msg
 	case codes.PermissionDenied:
 		return "permission denied: " + permissionText(msg)

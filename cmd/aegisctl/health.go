@@ -51,11 +51,20 @@ also run trustd. The nodes checked are those of --control-plane-nodes and
 type healthRound map[string]string
 
 func waitHealthy(ctx context.Context, s *session, flags healthFlags) error {
-	if nodes := splitList(append(slices.Clone(flags.controlPlanes), flags.workers...)); len(nodes) > 0 {
+	nodes, err := canonicalNodes(splitList(append(slices.Clone(flags.controlPlanes), flags.workers...)))
+	if err != nil {
+		return err
+	}
+
+	if len(nodes) > 0 {
 		s.nodes = nodes
 	}
 
-	controlPlanes := splitList(flags.controlPlanes)
+	controlPlanes, err := canonicalNodes(splitList(flags.controlPlanes))
+	if err != nil {
+		return err
+	}
+
 	start := time.Now()
 	deadline := start.Add(flags.timeout)
 	shown := map[string]string{}

@@ -107,8 +107,8 @@ func TestNodeCommandsThroughApid(t *testing.T) {
 	c.writeConfig(t, role.Operator)
 
 	now := time.Now()
-	a, b := c.nodes[0].Addr, c.nodes[1].Addr
-	dead := "127.0.0.1:1"
+	a, b := c.nodes[0].IP, c.nodes[1].IP
+	dead := c.pki.DeadNode(t, "127.0.0.50")
 	cli := func(args ...string) (string, string, error) {
 		return runCLI(t, now, append([]string{"--aegisconfig", c.config}, args...)...)
 	}
@@ -123,7 +123,7 @@ func TestNodeCommandsThroughApid(t *testing.T) {
 		if len(lines) != 4 || !strings.HasPrefix(lines[0], "NODE ") ||
 			!strings.HasPrefix(lines[1], a+" ") || !strings.HasPrefix(lines[2], b+" ") || !strings.Contains(lines[1], "8192") ||
 			!strings.HasPrefix(lines[3], dead+" ") ||
-			!strings.HasSuffix(lines[3], "   error: unreachable: dial tcp "+dead+": connect: connection refused") {
+			!strings.HasSuffix(lines[3], "   error: unreachable (apid could not connect to the node)") || strings.Contains(out, "dial") {
 			t.Fatalf("memory output:\n%s", out)
 		}
 	})
@@ -164,8 +164,8 @@ func TestNodeCommandsThroughApid(t *testing.T) {
 	})
 
 	t.Run("unreachable endpoint is named", func(t *testing.T) {
-		_, _, err := cli("-e", dead, "hostname")
-		if err == nil || err.Error() != "cannot reach endpoint "+dead+": dial tcp "+dead+": connect: connection refused" {
+		_, _, err := cli("-e", dead+":1", "hostname")
+		if err == nil || err.Error() != "cannot reach endpoint "+dead+":1: dial tcp "+dead+":1: connect: connection refused" {
 			t.Fatalf("err = %v", err)
 		}
 	})
@@ -182,7 +182,7 @@ func TestNodeCommandsThroughApid(t *testing.T) {
 
 		_, progress, err = cli("health", "--control-plane-nodes", a, "--worker-nodes", dead, "--wait-timeout", "1s")
 		if err == nil || !strings.Contains(err.Error(), "not healthy after 1s: "+dead) ||
-			!strings.Contains(err.Error(), dead+": not answering: unreachable: dial tcp") ||
+			!strings.Contains(err.Error(), dead+": not answering: unreachable (apid could not connect to the node)") ||
 			!strings.Contains(progress, dead+": waiting: not answering") {
 			t.Fatalf("health with a dead node: %v\n%s", err, progress)
 		}
@@ -355,7 +355,7 @@ func TestConfigNewRefusals(t *testing.T) {
 		t.Fatalf("existing file: %v", err)
 	}
 
-	_, _, err := runCLI(t, time.Now(), "--aegisconfig", c.config, "-n", c.nodes[0].Addr+","+c.nodes[1].Addr, "config", "new", filepath.Join(t.TempDir(), "x"))
+	_, _, err := runCLI(t, time.Now(), "--aegisconfig", c.config, "-n", c.nodes[0].IP+","+c.nodes[1].IP, "config", "new", filepath.Join(t.TempDir(), "x"))
 	if err == nil || !strings.Contains(err.Error(), "asks one node; 2 are named") {
 		t.Fatalf("two nodes: %v", err)
 	}

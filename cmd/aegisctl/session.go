@@ -14,6 +14,7 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/client"
 	"github.com/spf13/cobra"
 
+	"github.com/aegis-os/aegis/apid"
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/certs"
 )
@@ -119,15 +120,39 @@ func (f targetFlags) resolve(name string, ctx *certs.ClientContext) ([]string, [
 		return nil, nil, fmt.Errorf("context %q has no endpoints: give -e ADDR or set them with 'aegisctl config endpoint ADDR'", name)
 	}
 
-	for _, list := range [][]string{endpoints, nodes} {
-		for _, a := range list {
-			if err := certs.CheckHostPort(a); err != nil {
-				return nil, nil, err
-			}
+	for _, a := range endpoints {
+		if err := certs.CheckHostPort(a); err != nil {
+			return nil, nil, err
 		}
 	}
 
+	nodes, err := canonicalNodes(nodes)
+	if err != nil {
+		return nil, nil, err
+	}
+
 	return endpoints, nodes, nil
+}
+
+// canonicalNodes checks nodes as apid does, so a bad one (a port, a URL) is
+// refused before anything is sent, and returns them canonical (::ffff:
+// 10.0.0.1 is 10.0.0.1) and each once: the replies are then tagged with
+// the names given, and a command runs once per node.
+func canonicalNodes(nodes []string) ([]string, error) {
+	var out []string
+
+	for _, n := range nodes {
+		c, err := apid.CanonicalNode(n)
+		if err != nil {
+			return nil, fmt.Errorf("bad node %q: %w", n, err)
+		}
+
+		if !slices.Contains(out, c) {
+			out = append(out, c)
+		}
+	}
+
+	return out, nil
 }
 
 // loadCertificate parses the context's client certificate and checks that

@@ -30,6 +30,13 @@ func TestTargetFlags(t *testing.T) {
 		{name: "no endpoints", ctx: &certs.ClientContext{}, err: "has no endpoints: give -e ADDR"},
 		{name: "bad endpoint", ctx: ctx, args: []string{"-e", "bad host"}, err: "bad host"},
 		{name: "bad node", ctx: ctx, args: []string{"-n", "10.0.0.1:99999"}, err: "99999"},
+		{name: "node with a port", ctx: ctx, args: []string{"-n", "10.0.0.1:50000"}, err: `"10.0.0.1:50000": ports are not allowed`},
+		{name: "context node with a port", ctx: &certs.ClientContext{Endpoints: []string{"10.0.0.1"}, Nodes: []string{"10.0.0.5:22"}}, err: "ports are not allowed"},
+		{name: "node URL", ctx: ctx, args: []string{"-n", "https://10.0.0.1/"}, err: "not an IP address or a DNS name"},
+		{
+			name: "nodes canonical and once", ctx: ctx, args: []string{"-n", "10.0.0.9,::ffff:10.0.0.9,[FD00::1],fd00:0::1,CP.example."},
+			endpoints: []string{"10.0.0.1"}, nodes: []string{"10.0.0.9", "fd00::1", "cp.example"},
+		},
 	}
 
 	for _, tt := range tests {

@@ -4,7 +4,7 @@
 //
 //	apid --cert FILE --key FILE --ca BUNDLE --machined-socket PATH
 //	     [--impersonator-cert FILE --impersonator-key FILE]
-//	     [--listen ADDR] [--self NAME]... [--watch-interval D]
+//	     [--listen ADDR] [--self NAME]... [--node-name NAME]... [--watch-interval D]
 //	     [--shutdown-timeout D] [--log-level LEVEL]
 //
 // Certificate and CA files are watched and reloaded when they are replaced,

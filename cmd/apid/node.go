@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/aegis-os/aegis/api/node"
+	"github.com/aegis-os/aegis/apid"
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/machined/resources"
@@ -58,7 +59,16 @@ func (n *nodeFiles) apply(res *node.Resources) error {
 	n.accepted.Store(set)
 
 	if first {
-		n.self = append(append([]string{}, res.GetAddresses()...), res.GetHostname())
+		n.self = append([]string{}, res.GetAddresses()...)
+
+		// A host name that is no DNS name (an underscore) cannot name the
+		// node in routing metadata; its addresses still do.
+		if h := res.GetHostname(); h != "" {
+			if _, err := apid.CanonicalNode(h); err == nil {
+				n.self = append(n.self, h)
+			}
+		}
+
 		close(n.ready)
 	}
 

@@ -23,6 +23,7 @@ type options struct {
 	nodeSocket              string
 	listen                  string
 	self                    []string
+	names                   []string
 	watchInterval           time.Duration
 	shutdownTimeout         time.Duration
 	logLevel                slog.Level
@@ -61,6 +62,7 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.nodeSocket, "node-socket", "", "machined's apid socket to take certificates and CAs from, instead of the files")
 	fs.StringVar(&o.listen, "listen", ":"+strconv.Itoa(certs.APIDPort), "address to listen on")
 	fs.Var((*stringList)(&o.self), "self", "a name or address clients use for this node (repeatable)")
+	fs.Var((*stringList)(&o.names), "node-name", "a DNS name of another node clients may route to, such as the control-plane endpoint (repeatable); other names are refused")
 	fs.DurationVar(&o.watchInterval, "watch-interval", defaultWatchInterval, "how often files are checked for replacement")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", defaultShutdownTimeout, "grace period for open calls on SIGTERM")
 	fs.TextVar(&o.logLevel, "log-level", slog.LevelInfo, "debug, info, warn or error")

@@ -127,6 +127,7 @@ func serve(ctx context.Context, o *options, log *slog.Logger) error {
 		AcceptedCAs:    f.accepted.Load,
 		MachinedSocket: o.socket,
 		Self:           append(o.selfNames(lis.Addr(), net.InterfaceAddrs), self...),
+		Names:          o.names,
 		Logger:         log,
 	}
 	if f.forward != nil {

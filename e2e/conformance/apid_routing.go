@@ -64,9 +64,9 @@ func routingCases() []*Case {
 
 	return []*Case{
 		fanOutCase("nodes naming hosts where no node runs × ServiceRestart", "OK, 2 Unavailable entries",
-			[]string{nodes, "127.8.255.253,127.8.255.254:50000"}, callRestartReplies),
+			[]string{nodes, "127.8.255.253,127.8.255.254"}, callRestartReplies),
 		fanOutCase("nodes naming the target three times × Version", "OK, 1 reply",
-			[]string{nodes, "TARGET,TARGET:50000", nodes, "TARGET"}, callVersionReplies),
+			[]string{nodes, "TARGET, TARGET", nodes, "TARGET"}, callVersionReplies),
 		callCase(fmt.Sprintf("nodes naming %d hosts × ServiceRestart", apid.MaxFanOut+1), invalid, pickAdmin,
 			[]string{nodes, manyHosts(apid.MaxFanOut + 1)}, callRestart),
 		callCase("node and nodes together × ServiceRestart", invalid, pickAdmin, []string{node, "TARGET", nodes, "TARGET"}, callRestart),

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"strconv"
 	"sync"
 
@@ -205,6 +206,27 @@ func (n *Node) phaseServices(ctx context.Context, b *bootState, _ *sync.WaitGrou
 	return n.services.WaitUp(ctx)
 }
 
+// nodeNameArgs are apid's --node-name flags: the names of the
+// control-plane endpoints, the only names of other nodes this node knows
+// until membership is kept; apid refuses any other name in routing
+// metadata. Addresses need no flag.
+func nodeNameArgs(cfg *certs.MachineConfig) []string {
+	var args []string
+
+	for _, ep := range cfg.Cluster.ControlPlane.Endpoints {
+		host := ep
+		if h, _, err := net.SplitHostPort(ep); err == nil {
+			host = h
+		}
+
+		if _, err := netip.ParseAddr(host); err != nil {
+			args = append(args, "--node-name", host)
+		}
+	}
+
+	return args
+}
+
 // serviceDefinitions builds apid and, on control planes, trustd.
 func (n *Node) serviceDefinitions(b *bootState) []system.Service {
 	listen := b.cfg.Machine.ListenAddress
@@ -217,7 +239,7 @@ func (n *Node) serviceDefinitions(b *bootState) []system.Service {
 
 	svcs := []system.Service{&processService{
 		id: "apid", path: n.binary("apid"), log: n.logs["apid"], clock: n.clock,
-		args:       []string{"--node-socket", n.layout.APIDResources(), "--machined-socket", n.layout.MachinedSocket(), "--listen", apidAddr},
+		args:       append([]string{"--node-socket", n.layout.APIDResources(), "--machined-socket", n.layout.MachinedSocket(), "--listen", apidAddr}, nodeNameArgs(b.cfg)...),
 		check:      dialCheck(net.JoinHostPort(probeHost, strconv.Itoa(certs.APIDPort))),
 		refuse:     map[system.Action]string{system.ActionStop: "apid carries the API itself; restart it instead"},
 		carriesAPI: true,

@@ -67,3 +67,14 @@ func TestAddressesPreferListenAddress(t *testing.T) {
 		}
 	}
 }
+
+func TestNodeNameArgs(t *testing.T) {
+	cfg := &certs.MachineConfig{Cluster: certs.ClusterSpec{ControlPlane: certs.ControlPlaneSpec{
+		Endpoints: []string{"127.5.0.2", "cp.example", "cp-2.example:50001", "[fd00::1]:50001", "fd00::2"},
+	}}}
+
+	want := []string{"--node-name", "cp.example", "--node-name", "cp-2.example"}
+	if got := nodeNameArgs(cfg); !slices.Equal(got, want) {
+		t.Fatalf("nodeNameArgs = %q, want %q", got, want)
+	}
+}
