@@ -121,6 +121,13 @@ func (c *Client) check(key crypto.Signer, caPEM, crtPEM []byte) (*Result, error)
 		return nil, fmt.Errorf("certificate does not verify: %w", err)
 	}
 
+	// The CAs the reply names are no authority of their own: the
+	// certificate must also chain to a CA the node already trusts, or an
+	// endpoint signing with a CA of its choosing would be believed.
+	if err = c.cfg.CAs.Verify(cert, x509.ExtKeyUsageServerAuth, c.cfg.Clock.Now()); err != nil {
+		return nil, fmt.Errorf("certificate does not chain to a CA the node trusts: %w", err)
+	}
+
 	keyPEM, err := ca.EncodeKey(key)
 	if err != nil {
 		return nil, err
