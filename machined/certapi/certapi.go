@@ -8,7 +8,6 @@ package certapi
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"strings"
 	"time"
@@ -163,20 +162,10 @@ func (s *Server) renew(ctx context.Context, req *certificates.RenewRequest) (*ca
 
 // ttl is the lifetime to issue: what was asked, capped by the maximum.
 func (s *Server) ttl(req *certificates.RenewRequest) (time.Duration, error) {
-	if req.GetTtl() == nil {
-		return s.cfg.MaxTTL, nil
+	ttl, err := CheckTTL("ttl", req.GetTtl())
+	if err != nil || ttl == 0 {
+		return s.cfg.MaxTTL, err
 	}
 
-	if err := req.GetTtl().CheckValid(); err != nil {
-		return 0, fmt.Errorf("ttl: %w", err)
-	}
-
-	switch ttl := req.GetTtl().AsDuration(); {
-	case ttl == 0:
-		return s.cfg.MaxTTL, nil
-	case ttl < MinTTL:
-		return 0, fmt.Errorf("ttl %s is shorter than %s", ttl, MinTTL)
-	default:
-		return min(ttl, s.cfg.MaxTTL), nil
-	}
+	return min(ttl, s.cfg.MaxTTL), nil
 }
