@@ -128,12 +128,18 @@ func (d *daemon) newServer(cfg *certs.MachineConfig, iss *ca.Issuer, gate trustd
 	}
 
 	d.server, err = trustd.New(trustd.Config{
-		Signer: iss, CAs: cfg, Authenticator: auth, TimeGate: gate, Certificate: kp,
+		Signer: iss, CAs: cfg, Authenticator: auth, TimeGate: gate, Certificate: kp, ControlPlanes: controlPlanes(cfg.Cluster.ControlPlane.Endpoints),
 		Audit: audit, Logger: d.log, CertTTL: d.certTTL,
 	})
 
 	return err
 }
+
+// controlPlanes are the hosts of the config's control-plane endpoints;
+// trustd adds its own addresses and names from its server certificate.
+type controlPlanes []string
+
+func (c controlPlanes) ControlPlaneHosts() []string { return c }
 
 // run serves until ctx ends or a component fails, then stops them all.
 func (d *daemon) run(ctx context.Context) error {

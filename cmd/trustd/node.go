@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -34,6 +35,8 @@ type nodeSource struct {
 	keyPair  certs.KeyPair
 	gate     timesync.Gate
 
+	controlPlanes atomic.Pointer[[]string]
+
 	once  sync.Once
 	token token.Token
 	ready chan struct{} // closed after the first complete update
@@ -46,6 +49,17 @@ func (n *nodeSource) Issue(req ca.Request) (*ca.Issued, error) {
 
 // AcceptedCAs implements trustd.CAProvider.
 func (n *nodeSource) AcceptedCAs() *ca.AcceptedSet { return n.accepted.Load() }
+
+// ControlPlaneHosts implements trustd.ControlPlanes: the machine config's
+// control-plane endpoints, as machined hands them over. trustd adds this
+// node's own addresses and names from its server certificate.
+func (n *nodeSource) ControlPlaneHosts() []string {
+	if p := n.controlPlanes.Load(); p != nil {
+		return *p
+	}
+
+	return nil
+}
 
 // apply takes one update; an update it cannot use leaves the previous state.
 func (n *nodeSource) apply(res *node.Resources) error {
@@ -79,8 +93,11 @@ func (n *nodeSource) apply(res *node.Resources) error {
 		return err
 	}
 
+	hosts := slices.Clone(res.GetControlPlaneHosts())
+
 	n.issuer.Store(iss)
 	n.accepted.Store(accepted)
+	n.controlPlanes.Store(&hosts)
 	n.gate.Set(res.GetTime().GetSynced())
 	n.once.Do(func() {
 		n.token = tok
@@ -140,7 +157,7 @@ func (d *daemon) buildNode(src *nodeSource, opts options) error {
 	}
 
 	d.server, err = trustd.New(trustd.Config{
-		Signer: src, CAs: src, Authenticator: auth, TimeGate: &src.gate, Certificate: &src.keyPair,
+		Signer: src, CAs: src, Authenticator: auth, TimeGate: &src.gate, Certificate: &src.keyPair, ControlPlanes: src,
 		Audit: audit, Logger: d.log, CertTTL: d.certTTL,
 	})
 	if err != nil {

@@ -40,6 +40,7 @@ func TestNodeMode(t *testing.T) {
 		r.AcceptedCas = authority.CertPEM
 		r.TrustdToken = tok
 		r.Time = &node.TimeStatus{Synced: false}
+		r.ControlPlaneHosts = []string{"cp-9.example:50001"}
 	})
 
 	sock := serveResources(t, filepath.Join(dir, "trustd.sock"), store)
@@ -55,7 +56,8 @@ func TestNodeMode(t *testing.T) {
 	addr := waitServing(t, logs)
 	client := dialTrustd(t, addr, authority)
 
-	csr := trustdtest.CSR(t, ca.Ed25519, "worker-1", "127.0.1.9")
+	// The call comes from 127.0.0.1, the address a token may name.
+	csr := trustdtest.SourceCSR(t, ca.Ed25519, trustdtest.CallerIP)
 	callCtx, callCancel := context.WithTimeout(context.Background(), 30*time.Second)
 
 	defer callCancel()
@@ -90,6 +92,15 @@ func TestNodeMode(t *testing.T) {
 
 	if err := issued.CheckSignatureFrom(authority.Cert); err != nil {
 		t.Fatalf("not issued by the node's CA: %v", err)
+	}
+
+	// The control planes machined names, and the node's own address from
+	// its certificate, are never a token's.
+	for _, host := range []string{"cp-9.example", "127.0.1.4"} {
+		_, err := trustdtest.Call(callCtx, client, tok, trustdtest.CSR(t, ca.Ed25519, trustdtest.CallerIP, trustdtest.CallerIP, host))
+		if status.Code(err) != codes.PermissionDenied {
+			t.Fatalf("certificate naming %s: %v, want PermissionDenied", host, err)
+		}
 	}
 
 	cancel()

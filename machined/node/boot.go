@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"strconv"
 	"sync"
 
@@ -105,10 +106,11 @@ func (n *Node) phaseConfig(_ context.Context, b *bootState, _ *sync.WaitGroup) e
 	n.store.Update(func(r *node.Resources) {
 		r.Hostname, r.Addresses = b.hostname, addrs
 		r.AcceptedCas = cfg.AcceptedCAs().PEM()
-		r.TrustdToken, r.OsCa = "", nil
+		r.TrustdToken, r.OsCa, r.ControlPlaneHosts = "", nil, nil
 
 		if osCA := cfg.OSCA(); osCA != nil {
 			r.TrustdToken = cfg.Machine.Token
+			r.ControlPlaneHosts = slices.Clone(cfg.Cluster.ControlPlane.Endpoints)
 			r.OsCa = &node.KeyPair{Crt: osCA.CertPEM, Key: osCA.KeyPEM}
 		}
 	})
@@ -174,7 +176,7 @@ func (n *Node) phaseCertificates(ctx context.Context, b *bootState, bg *sync.Wai
 	c := &certController{
 		cfg: b.cfg, store: n.store, hostname: b.hostname,
 		hosts: serverHosts(b.hostname, b.addresses, b.cfg.Machine.CertSANs), ttl: n.cfg.NodeCertTTL,
-		clock: n.clock, log: n.log,
+		addresses: b.addresses, clock: n.clock, log: n.log,
 	}
 
 	loops, err := c.obtain(ctx)

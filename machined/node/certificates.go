@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"slices"
 	"time"
 
@@ -31,9 +32,12 @@ type certController struct {
 	store    *resources.Store
 	hostname string
 	hosts    []string // SANs of the server certificate
-	ttl      time.Duration
-	clock    clock.Clock
-	log      *slog.Logger
+	// addresses are the node's own: on a worker, what it can show trustd
+	// (the address its call comes from), so what its certificate names.
+	addresses []string
+	ttl       time.Duration
+	clock     clock.Clock
+	log       *slog.Logger
 }
 
 // obtain gets the node's first certificates, waiting (a worker retrying its
@@ -91,17 +95,12 @@ func (c *certController) issueLocally() ([]func(context.Context) error, error) {
 }
 
 func (c *certController) join(ctx context.Context) ([]func(context.Context) error, error) {
-	newClient := func(maxAttempts int) (*join.Client, error) {
-		var sans []string
-		for _, h := range c.hosts {
-			if h != c.hostname {
-				sans = append(sans, h)
-			}
-		}
+	source, cn, sans := c.joinNames()
 
+	newClient := func(maxAttempts int) (*join.Client, error) {
 		return join.New(join.Config{
 			Endpoints: c.cfg.Cluster.ControlPlane.Endpoints, Token: c.cfg.TrustdToken(),
-			CAs: c.cfg.AcceptedCAs(), CA: c.cfg.CACertificate(), Hostname: c.hostname, SANs: sans,
+			CAs: c.cfg.AcceptedCAs(), CA: c.cfg.CACertificate(), Hostname: cn, SANs: sans, Source: source,
 			MaxAttempts: maxAttempts, Clock: c.clock, Logger: c.log,
 		})
 	}
@@ -149,6 +148,31 @@ func (c *certController) join(ctx context.Context) ([]func(context.Context) erro
 	}
 
 	return []func(context.Context) error{loop}, nil
+}
+
+// joinNames are what a worker asks trustd for. A token obtains by default
+// only the address its call comes from (and what the token allows), so the
+// worker binds its listen address, when it has one, as the source of the
+// call and asks for its own addresses and the config's certSANs: not
+// 127.0.0.1, which every control plane names too, nor its hostname, which
+// it cannot show is its own. The common name is the first address.
+func (c *certController) joinNames() (source, cn string, sans []string) {
+	if a, err := netip.ParseAddr(c.cfg.Machine.ListenAddress); err == nil && !a.IsUnspecified() {
+		source = a.String()
+	}
+
+	for _, h := range append(slices.Clone(c.addresses), c.cfg.Machine.CertSANs...) {
+		if h != "" && !slices.Contains(sans, h) {
+			sans = append(sans, h)
+		}
+	}
+
+	cn = c.hostname
+	if len(sans) > 0 {
+		cn = sans[0]
+	}
+
+	return source, cn, sans
 }
 
 func (c *certController) renewer(cur *x509.Certificate, renew func(context.Context) (*x509.Certificate, error)) (func(context.Context) error, error) {

@@ -67,3 +67,35 @@ func TestAddressesPreferListenAddress(t *testing.T) {
 		}
 	}
 }
+
+// A worker asks trustd only for what it can show: its own addresses (the
+// listen address bound as the call's source) and its certSANs, never
+// 127.0.0.1 or its hostname.
+func TestJoinNames(t *testing.T) {
+	tests := []struct {
+		name      string
+		listen    string
+		addresses []string
+		certSANs  []string
+		source    string
+		cn        string
+		sans      []string
+	}{
+		{name: "listen address", listen: "127.0.0.5", addresses: []string{"127.0.0.5"}, source: "127.0.0.5", cn: "127.0.0.5", sans: []string{"127.0.0.5"}},
+		{name: "with certSANs", listen: "10.0.0.5", addresses: []string{"10.0.0.5"}, certSANs: []string{"w.example", "10.0.0.5"}, source: "10.0.0.5", cn: "10.0.0.5", sans: []string{"10.0.0.5", "w.example"}},
+		{name: "all addresses", listen: "0.0.0.0", addresses: []string{"10.0.0.5", "10.0.1.5"}, cn: "10.0.0.5", sans: []string{"10.0.0.5", "10.0.1.5"}},
+		{name: "nothing known", cn: "worker-1"},
+	}
+
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := &certs.MachineConfig{Machine: certs.MachineSpec{ListenAddress: tt.listen, CertSANs: tt.certSANs}}
+			c := &certController{cfg: cfg, hostname: "worker-1", addresses: tt.addresses}
+
+			source, cn, sans := c.joinNames()
+			if source != tt.source || cn != tt.cn || !slices.Equal(sans, tt.sans) {
+				t.Fatalf("joinNames = %q, %q, %v; want %q, %q, %v", source, cn, sans, tt.source, tt.cn, tt.sans)
+			}
+		})
+	}
+}
