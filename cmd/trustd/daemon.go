@@ -17,6 +17,7 @@ import (
 	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/machined/timesync"
 	"github.com/aegis-os/aegis/trustd"
+	"github.com/aegis-os/aegis/trustd/sanpolicy"
 	"github.com/aegis-os/aegis/trustd/tokenapi"
 	"github.com/aegis-os/aegis/trustd/tokenauth"
 	"github.com/aegis-os/aegis/trustd/tokenstore/boltstore"
@@ -122,7 +123,13 @@ func (d *daemon) openStore(state string) error {
 }
 
 func (d *daemon) newServer(cfg *certs.MachineConfig, iss *ca.Issuer, gate trustd.TimeGate, kp *certs.KeyPair, audit *slog.Logger) error {
-	auth, err := tokenauth.New(tokenauth.Config{Static: cfg.TrustdToken(), Store: d.store})
+	// Validated with the config.
+	workerSANs, err := sanpolicy.Parse(cfg.Cluster.WorkerSANs)
+	if err != nil {
+		return err
+	}
+
+	auth, err := tokenauth.New(tokenauth.Config{Static: cfg.TrustdToken(), StaticSANs: workerSANs, Store: d.store})
 	if err != nil {
 		return err
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/aegis-os/aegis/machined/resources"
 	"github.com/aegis-os/aegis/machined/timesync"
 	"github.com/aegis-os/aegis/trustd"
+	"github.com/aegis-os/aegis/trustd/sanpolicy"
 	"github.com/aegis-os/aegis/trustd/token"
 	"github.com/aegis-os/aegis/trustd/tokenauth"
 )
@@ -26,8 +27,9 @@ const firstResourcesTimeout = time.Minute
 
 // nodeSource is trustd's view of the node as machined hands it over its
 // socket: the OS CA (an issuer), the accepted CAs, the server certificate,
-// the machine config's token and the time-sync gate. Every field but the
-// token follows machined's updates.
+// the control planes' hosts, the machine config's token with the names it
+// obtains (cluster.workerSANs) and the time-sync gate. Every field but the
+// token and its names follows machined's updates.
 type nodeSource struct {
 	log      *slog.Logger
 	issuer   atomic.Pointer[ca.Issuer]
@@ -37,9 +39,10 @@ type nodeSource struct {
 
 	controlPlanes atomic.Pointer[[]string]
 
-	once  sync.Once
-	token token.Token
-	ready chan struct{} // closed after the first complete update
+	once       sync.Once
+	token      token.Token
+	workerSANs *sanpolicy.Policy
+	ready      chan struct{} // closed after the first complete update
 }
 
 // Issue implements trustd.Signer with the current OS CA.
@@ -89,6 +92,11 @@ func (n *nodeSource) apply(res *node.Resources) error {
 		return fmt.Errorf("trustd token: %w", err)
 	}
 
+	workerSANs, err := sanpolicy.Parse(res.GetWorkerSans())
+	if err != nil {
+		return fmt.Errorf("worker SANs: %w", err)
+	}
+
 	if err = n.keyPair.Set(res.GetServer().GetCrt(), res.GetServer().GetKey()); err != nil {
 		return err
 	}
@@ -100,7 +108,7 @@ func (n *nodeSource) apply(res *node.Resources) error {
 	n.controlPlanes.Store(&hosts)
 	n.gate.Set(res.GetTime().GetSynced())
 	n.once.Do(func() {
-		n.token = tok
+		n.token, n.workerSANs = tok, workerSANs
 		close(n.ready)
 	})
 
@@ -151,7 +159,7 @@ func (d *daemon) buildNode(src *nodeSource, opts options) error {
 		return err
 	}
 
-	auth, err := tokenauth.New(tokenauth.Config{Static: src.token, Store: d.store})
+	auth, err := tokenauth.New(tokenauth.Config{Static: src.token, StaticSANs: src.workerSANs, Store: d.store})
 	if err != nil {
 		return err
 	}

@@ -41,6 +41,7 @@ func TestNodeMode(t *testing.T) {
 		r.TrustdToken = tok
 		r.Time = &node.TimeStatus{Synced: false}
 		r.ControlPlaneHosts = []string{"cp-9.example:50001"}
+		r.WorkerSans = []string{"worker-*.example", "cp-*.example"}
 	})
 
 	sock := serveResources(t, filepath.Join(dir, "trustd.sock"), store)
@@ -94,8 +95,14 @@ func TestNodeMode(t *testing.T) {
 		t.Fatalf("not issued by the node's CA: %v", err)
 	}
 
-	// The control planes machined names, and the node's own address from
-	// its certificate, are never a token's.
+	// The config's worker names come with the static token...
+	named := trustdtest.CSR(t, ca.Ed25519, trustdtest.CallerIP, trustdtest.CallerIP, "worker-1.example")
+	if _, err := trustdtest.Call(callCtx, client, tok, named); err != nil {
+		t.Fatalf("certificate naming a worker name the config allows: %v", err)
+	}
+
+	// ...but the control planes machined names, and the node's own address
+	// from its certificate, are never a token's, whatever the patterns.
 	for _, host := range []string{"cp-9.example", "127.0.1.4"} {
 		_, err := trustdtest.Call(callCtx, client, tok, trustdtest.CSR(t, ca.Ed25519, trustdtest.CallerIP, trustdtest.CallerIP, host))
 		if status.Code(err) != codes.PermissionDenied {

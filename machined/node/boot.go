@@ -106,11 +106,12 @@ func (n *Node) phaseConfig(_ context.Context, b *bootState, _ *sync.WaitGroup) e
 	n.store.Update(func(r *node.Resources) {
 		r.Hostname, r.Addresses = b.hostname, addrs
 		r.AcceptedCas = cfg.AcceptedCAs().PEM()
-		r.TrustdToken, r.OsCa, r.ControlPlaneHosts = "", nil, nil
+		r.TrustdToken, r.OsCa, r.ControlPlaneHosts, r.WorkerSans = "", nil, nil, nil
 
 		if osCA := cfg.OSCA(); osCA != nil {
 			r.TrustdToken = cfg.Machine.Token
 			r.ControlPlaneHosts = slices.Clone(cfg.Cluster.ControlPlane.Endpoints)
+			r.WorkerSans = slices.Clone(cfg.Cluster.WorkerSANs)
 			r.OsCa = &node.KeyPair{Crt: osCA.CertPEM, Key: osCA.KeyPEM}
 		}
 	})
