@@ -123,12 +123,18 @@ func (c *certController) join(ctx context.Context) ([]func(context.Context) erro
 				return nil, err
 			}
 
+			merged, ignored := mergeCAs(c.cfg.AcceptedCAs(), res.CAs)
+			for _, subject := range ignored {
+				c.log.Warn("CA in trustd's reply ignored: no CA the node trusts signed it", slog.String("ca", subject))
+			}
+
 			c.store.Update(func(r *node.Resources) {
 				r.Server = &node.KeyPair{Crt: res.CertPEM, Key: res.KeyPEM}
-				// The config's CAs and those trustd accepts now: a CA that
-				// trustd dropped at the end of a rotation leaves the worker
-				// at its next renewal, not only at its next reboot.
-				r.AcceptedCas = mergeCAs(c.cfg.AcceptedCAs().PEM(), res.CAs)
+				// The config's CAs and those trustd accepts now that one of
+				// them signed: a CA that trustd dropped at the end of a
+				// rotation leaves the worker at its next renewal, not only
+				// at its next reboot, and no reply adds a CA of its own.
+				r.AcceptedCas = merged
 			})
 
 			c.log.Info("joined through trustd", slog.String("endpoint", res.Endpoint), slog.Time("not_after", res.Certificate.NotAfter))
@@ -216,17 +222,39 @@ func issueFor(iss *ca.Issuer, profile ca.Profile, cn string, hosts []string, ttl
 	return issued, keyPEM, err
 }
 
-// mergeCAs adds the CAs of set to the PEM bundle have, keeping its order.
-func mergeCAs(have []byte, set *ca.AcceptedSet) []byte {
-	out := append([]byte(nil), have...)
+// mergeCAs adds to the PEM bundle of trusted the CAs of reply that one of
+// trusted signed (a rotation's new CA, cross-signed by the one it
+// replaces), keeping the order. A renewal never makes the node trust a CA
+// on the reply's word alone: the others are left out, and their subjects
+// returned.
+func mergeCAs(trusted, reply *ca.AcceptedSet) ([]byte, []string) {
+	out := trusted.PEM()
 
-	for _, c := range set.Certificates() {
-		if p := ca.EncodeCertificate(c); !bytes.Contains(out, p) {
+	var ignored []string
+
+	for _, c := range reply.Certificates() {
+		p := ca.EncodeCertificate(c)
+
+		switch {
+		case bytes.Contains(out, p):
+		case signedByOneOf(c, trusted.Certificates()):
 			out = append(out, p...)
+		default:
+			ignored = append(ignored, c.Subject.String())
 		}
 	}
 
-	return out
+	return out, ignored
+}
+
+func signedByOneOf(c *x509.Certificate, parents []*x509.Certificate) bool {
+	for _, p := range parents {
+		if c.CheckSignatureFrom(p) == nil {
+			return true
+		}
+	}
+
+	return false
 }
 
 // serverHosts names the node's server certificate: its addresses,

@@ -1,6 +1,8 @@
 package node
 
 import (
+	"crypto/rand"
+	"crypto/x509"
 	"slices"
 	"testing"
 	"time"
@@ -29,21 +31,51 @@ func TestServerHosts(t *testing.T) {
 	}
 }
 
+// A reply's CA joins the node's only when a CA the node trusts signed it:
+// a renewal never makes the node trust a CA on the reply's word alone.
 func TestMergeCAs(t *testing.T) {
-	a := catest.NewCA(t, ca.Ed25519, time.Now())
-	b := catest.NewCA(t, ca.Ed25519, time.Now())
+	now := time.Now()
+	a := catest.NewCA(t, ca.Ed25519, now)
+	stranger := catest.NewCA(t, ca.Ed25519, now)
+	crossSigned := crossSign(t, catest.NewCA(t, ca.Ed25519, now), a)
 
-	set, err := ca.NewAcceptedSet(time.Now(), a.Cert, b.Cert)
+	trusted, err := ca.NewAcceptedSet(now, a.Cert)
 	if err != nil {
 		t.Fatal(err)
 	}
 
-	merged := mergeCAs(a.CertPEM, set)
-
-	got, err := ca.ParseAcceptedSet(merged, time.Now())
-	if err != nil || len(got.Certificates()) != 2 || !got.Certificates()[0].Equal(a.Cert) {
-		t.Fatalf("merged = %v, %v", got, err)
+	reply, err := ca.NewAcceptedSet(now, a.Cert, stranger.Cert, crossSigned)
+	if err != nil {
+		t.Fatal(err)
 	}
+
+	merged, ignored := mergeCAs(trusted, reply)
+
+	got, err := ca.ParseAcceptedSet(merged, now)
+	if err != nil || len(got.Certificates()) != 2 || !got.Certificates()[0].Equal(a.Cert) || !got.Certificates()[1].Equal(crossSigned) {
+		t.Fatalf("merged = %v, %v", got.Certificates(), err)
+	}
+
+	if len(ignored) != 1 || ignored[0] != stranger.Cert.Subject.String() {
+		t.Fatalf("ignored = %v, want the stranger", ignored)
+	}
+}
+
+// crossSign is ca's certificate re-signed by parent.
+func crossSign(t *testing.T, c, parent *ca.CA) *x509.Certificate {
+	t.Helper()
+
+	der, err := x509.CreateCertificate(rand.Reader, c.Cert, parent.Cert, c.Cert.PublicKey, parent.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	return cert
 }
 
 func TestAddressesPreferListenAddress(t *testing.T) {
