@@ -161,13 +161,15 @@ func isHopHeader(k string) bool {
 // outgoingMetadata is the metadata of the next hop: the caller's, without
 // hop headers, without the routing keys (the next hop serves the call
 // itself and never fans out again), and with talos-role replaced by the
-// roles apid decided. Whatever talos-role the caller sent is dropped.
-func outgoingMetadata(ctx context.Context, roles role.Set) metadata.MD {
+// roles apid decided. Whatever talos-role or certificate the caller sent is
+// dropped; for the methods that decide on the caller's certificate, the one
+// the handshake verified goes on instead.
+func outgoingMetadata(ctx context.Context, method string, roles role.Set) metadata.MD {
 	in, _ := metadata.FromIncomingContext(ctx)
-	out := make(metadata.MD, len(in)+1)
+	out := make(metadata.MD, len(in)+2)
 
 	for k, v := range in {
-		if isHopHeader(k) || k == MetadataNode || k == MetadataNodes || k == authz.MetadataKey {
+		if isHopHeader(k) || k == MetadataNode || k == MetadataNodes || k == authz.MetadataKey || k == authz.CertificateMetadataKey {
 			continue
 		}
 
@@ -175,6 +177,11 @@ func outgoingMetadata(ctx context.Context, roles role.Set) metadata.MD {
 	}
 
 	authz.SetMetadata(out, roles)
+
+	if authz.NeedsPeerCertificate(method) {
+		leaf, _ := authz.PeerCertificate(ctx)
+		authz.SetCertificateMetadata(out, leaf)
+	}
 
 	return out
 }

@@ -42,7 +42,7 @@ func (s *Server) handle(_ any, ss grpc.ServerStream) error {
 		return s.toStatus(method, err)
 	}
 
-	md := outgoingMetadata(ctx, roles)
+	md := outgoingMetadata(ctx, method, roles)
 	c := callerOf(ctx, roles)
 
 	switch rt.kind {

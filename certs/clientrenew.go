@@ -120,18 +120,20 @@ func NewClientRenewal(old *x509.Certificate, rand io.Reader) (*ClientRenewal, er
 func (r *ClientRenewal) KeyPEM() []byte { return r.keyPEM }
 
 // Check verifies a certificate returned for the renewal before anything is
-// replaced: it is for the new key, chains to one of the CAs of caPEM with
-// the ClientAuth usage at now, carries exactly the old roles and lives no
-// longer than asked.
-func (r *ClientRenewal) Check(crtPEM, caPEM []byte, now time.Time) (*x509.Certificate, error) {
+// replaced: it is for the new key, chains with the ClientAuth usage at now
+// to one of trustedPEM (the CAs the context already trusts, never the CAs
+// the reply names: an endpoint that could sign with a CA of its own choosing
+// would otherwise make the client trust it), carries exactly the old roles
+// and common name, and lives no longer than asked.
+func (r *ClientRenewal) Check(crtPEM, trustedPEM []byte, now time.Time) (*x509.Certificate, error) {
 	cert, err := ca.ParseCertificate(crtPEM)
 	if err != nil {
 		return nil, fmt.Errorf("certs: renewed certificate: %w", err)
 	}
 
-	cas, err := ca.ParseAcceptedSet(caPEM, now)
+	cas, err := ca.ParseAcceptedSet(trustedPEM, now)
 	if err != nil {
-		return nil, fmt.Errorf("certs: CAs sent with the renewed certificate: %w", err)
+		return nil, fmt.Errorf("certs: the context's CAs: %w", err)
 	}
 
 	pub, ok := r.key.Public().(interface{ Equal(crypto.PublicKey) bool })
@@ -141,21 +143,24 @@ func (r *ClientRenewal) Check(crtPEM, caPEM []byte, now time.Time) (*x509.Certif
 		return nil, errors.New("certs: renewed certificate is not for the new key")
 	case !sameStrings(cert.Subject.Organization, r.Old.Subject.Organization):
 		return nil, fmt.Errorf("certs: renewed certificate has roles %q, want %q", cert.Subject.Organization, r.Old.Subject.Organization)
+	case cert.Subject.CommonName != r.Old.Subject.CommonName:
+		return nil, fmt.Errorf("certs: renewed certificate is for %q, want %q", cert.Subject.CommonName, r.Old.Subject.CommonName)
 	case cert.NotAfter.Sub(cert.NotBefore) > r.TTL:
 		return nil, fmt.Errorf("certs: renewed certificate lives %s, more than the %s asked", cert.NotAfter.Sub(cert.NotBefore), r.TTL)
 	}
 
 	if err = cas.Verify(cert, x509.ExtKeyUsageClientAuth, now); err != nil {
-		return nil, fmt.Errorf("certs: renewed certificate does not verify: %w", err)
+		return nil, fmt.Errorf("certs: renewed certificate does not chain to a CA the context trusts: %w", err)
 	}
 
 	return cert, nil
 }
 
-// ReplaceCredentials puts a renewed certificate, its key and the CAs sent
-// with it into context name, if the context still holds oldCrt; otherwise
-// it changes nothing and returns ErrCredentialsChanged.
-func (c *ClientConfig) ReplaceCredentials(name string, oldCrt, crt, key, caPEM []byte) error {
+// ReplaceCredentials puts a renewed certificate and its key into context
+// name, if the context still holds oldCrt; otherwise it changes nothing and
+// returns ErrCredentialsChanged. The context's CAs stay as they are: a
+// renewal never changes what a client trusts, only a CA rotation does.
+func (c *ClientConfig) ReplaceCredentials(name string, oldCrt, crt, key []byte) error {
 	ctx, ok := c.Contexts[name]
 	if !ok || ctx == nil {
 		return fmt.Errorf("certs: no context %q", name)
@@ -166,9 +171,6 @@ func (c *ClientConfig) ReplaceCredentials(name string, oldCrt, crt, key, caPEM [
 	}
 
 	ctx.Crt, ctx.Key = crt, key
-	if len(caPEM) > 0 {
-		ctx.CA = caPEM
-	}
 
 	return nil
 }

@@ -112,8 +112,9 @@ func TestClientRenewalCheck(t *testing.T) {
 		{name: "longer than asked", crt: issue(iss, 2*time.Hour, role.Reader, role.Operator), cas: authority.CertPEM, want: "more than"},
 		{name: "other roles", crt: issue(iss, time.Hour, role.Admin), cas: authority.CertPEM, want: "roles"},
 		{name: "other key", crt: old.PEM, cas: authority.CertPEM, want: "new key"},
-		{name: "unknown CA", crt: issue(catest.NewIssuer(t, other, now), time.Hour, role.Reader, role.Operator), cas: authority.CertPEM, want: "does not verify"},
-		{name: "no CAs", crt: issue(iss, time.Hour, role.Reader, role.Operator), want: "CAs"},
+		{name: "unknown CA", crt: issue(catest.NewIssuer(t, other, now), time.Hour, role.Reader, role.Operator), cas: authority.CertPEM, want: "does not chain to a CA the context trusts"},
+		{name: "no CAs", crt: issue(iss, time.Hour, role.Reader, role.Operator), want: "the context's CAs"},
+		{name: "other common name", crt: issueAs(t, iss, r, "mallory", time.Hour, role.Reader, role.Operator), cas: authority.CertPEM, want: `is for "mallory"`},
 	}
 
 	for _, tt := range tests {
@@ -132,6 +133,33 @@ func TestClientRenewalCheck(t *testing.T) {
 			}
 		})
 	}
+}
+
+// issueAs signs the renewal's key under another common name.
+func issueAs(t *testing.T, iss *ca.Issuer, r *ClientRenewal, cn string, ttl time.Duration, roles ...role.Role) []byte {
+	t.Helper()
+
+	key, err := ca.ParseKey(r.KeyPEM())
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	csrPEM, err := ca.NewCSR(key, cn, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	csr, err := ca.ParseCSR(csrPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	issued, err := iss.Issue(ca.Request{CSR: csr, Profile: ca.ProfileClient, Roles: role.NewSet(roles...), TTL: ttl})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	return issued.PEM
 }
 
 func TestNewClientRenewalKeepsKeyTypeAndName(t *testing.T) {
@@ -167,12 +195,13 @@ func TestReplaceCredentials(t *testing.T) {
 	}
 
 	c := newConfig()
-	if err := c.ReplaceCredentials("a", []byte("old"), []byte("new"), []byte("newkey"), []byte("newca")); err != nil {
+	if err := c.ReplaceCredentials("a", []byte("old"), []byte("new"), []byte("newkey")); err != nil {
 		t.Fatal(err)
 	}
 
+	// A renewal never changes what the context trusts.
 	a, b := c.Contexts["a"], c.Contexts["b"]
-	if string(a.Crt) != "new" || string(a.Key) != "newkey" || string(a.CA) != "newca" || a.Endpoints[0] != "10.0.0.1" {
+	if string(a.Crt) != "new" || string(a.Key) != "newkey" || string(a.CA) != "ca" || a.Endpoints[0] != "10.0.0.1" {
 		t.Fatalf("context a after replace: %+v", a)
 	}
 
@@ -181,7 +210,7 @@ func TestReplaceCredentials(t *testing.T) {
 	}
 
 	c = newConfig()
-	if err := c.ReplaceCredentials("a", []byte("stale"), []byte("new"), []byte("newkey"), nil); !errors.Is(err, ErrCredentialsChanged) {
+	if err := c.ReplaceCredentials("a", []byte("stale"), []byte("new"), []byte("newkey")); !errors.Is(err, ErrCredentialsChanged) {
 		t.Fatalf("replace over changed credentials: %v", err)
 	}
 
@@ -189,12 +218,7 @@ func TestReplaceCredentials(t *testing.T) {
 		t.Fatal("refused replace changed the context")
 	}
 
-	c = newConfig()
-	if err := c.ReplaceCredentials("a", []byte("old"), []byte("new"), []byte("newkey"), nil); err != nil || string(c.Contexts["a"].CA) != "ca" {
-		t.Fatalf("empty CA bundle must keep the old CAs: %v", err)
-	}
-
-	if err := c.ReplaceCredentials("zz", nil, nil, nil, nil); err == nil {
+	if err := c.ReplaceCredentials("zz", nil, nil, nil); err == nil {
 		t.Fatal("missing context accepted")
 	}
 }

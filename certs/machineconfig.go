@@ -11,6 +11,7 @@ import (
 
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/internal/atomicfile"
+	"github.com/aegis-os/aegis/trustd/sanpolicy"
 	"github.com/aegis-os/aegis/trustd/token"
 )
 
@@ -87,6 +88,11 @@ type TimeSpec struct {
 type ClusterSpec struct {
 	Name         string           `yaml:"name"`
 	ControlPlane ControlPlaneSpec `yaml:"controlPlane"`
+	// WorkerSANs are the names and addresses (allowed-SAN patterns, as
+	// `aegisctl token create --allow-san` takes them) that the static token
+	// obtains besides the address a worker calls from; a control plane's
+	// address or name is never one of them, whatever the pattern.
+	WorkerSANs []string `yaml:"workerSANs,omitempty"`
 }
 
 // ControlPlaneSpec says where the control planes are.
@@ -246,6 +252,10 @@ func (c *MachineConfig) validateCluster(ps *problems) {
 		if err := CheckHostPort(ep); err != nil {
 			ps.add(index("cluster.controlPlane.endpoints", i), "%v", err)
 		}
+	}
+
+	if _, err := sanpolicy.Parse(c.Cluster.WorkerSANs); err != nil {
+		ps.add("cluster.workerSANs", "%v", err)
 	}
 }
 

@@ -41,6 +41,9 @@ func TestMachineConfigProblems(t *testing.T) {
 
 			return strings.Replace(s, "- demo.example", "- '*.example.com'", 1)
 		}, paths: []string{"machine.token", "machine.certSANs[0]"}},
+		{name: "bad worker SAN pattern", base: cp, edit: func(s string) string {
+			return strings.Replace(s, "cluster:\n", "cluster:\n    workerSANs:\n        - '*'\n", 1)
+		}, paths: []string{"cluster.workerSANs"}},
 		{name: "control plane without CA key", base: cp, edit: func(s string) string {
 			return removeLine(s, "        key: ")
 		}, paths: []string{"machine.ca.key"}},

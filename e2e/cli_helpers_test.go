@@ -38,10 +38,18 @@ type cliCluster struct {
 // it is destroyed when the test ends.
 func startCLICluster(t *testing.T) *cliCluster {
 	t.Helper()
+
+	return startClusterIn(t, "cli", cliCIDR, 2)
+}
+
+// startClusterIn creates a cluster of one control plane and workers in
+// cidr; it is destroyed when the test ends.
+func startClusterIn(t *testing.T, name, cidr string, workers int) *cliCluster {
+	t.Helper()
 	needBinaries(t)
 
 	c, err := localcluster.Create(context.Background(), localcluster.Options{
-		Name: "cli", ControlPlanes: 1, Workers: 2, CIDR: netip.MustParsePrefix(cliCIDR),
+		Name: name, ControlPlanes: 1, Workers: workers, CIDR: netip.MustParsePrefix(cidr),
 		StateDir: apidtest.ShortTempDir(t), BinDir: binDir, Timeout: waitTimeout,
 	})
 	if err != nil {

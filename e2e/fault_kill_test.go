@@ -146,7 +146,7 @@ func loadTrustd(t *testing.T, a admin, node, tok string, l *load, stop <-chan st
 	defer conn.Close()
 
 	sc := securityapi.NewSecurityServiceClient(conn)
-	csr := trustdtest.CSR(t, ca.Ed25519, "worker-load", "worker-load")
+	csr := trustdtest.SourceCSR(t, ca.Ed25519, "127.8.6.100")
 
 	for pause(stop) {
 		ctx, cancel := context.WithTimeout(context.Background(), loadCallTimeout)

@@ -32,7 +32,7 @@ func TestNTPServerComesBackSkewed(t *testing.T) {
 
 	ctx := testContext(t)
 	tok := n.cfg.TrustdToken().Reveal()
-	csr := trustdtest.CSR(t, ca.Ed25519, "worker-1", "worker-1")
+	csr := trustdtest.SourceCSR(t, ca.Ed25519, "127.8.3.10")
 
 	if _, err := trustdtest.Call(ctx, n.security(t, "127.8.3.10"), tok, csr); err != nil {
 		t.Fatalf("certificate while synced: %v", err)
@@ -43,7 +43,7 @@ func TestNTPServerComesBackSkewed(t *testing.T) {
 
 	// The gate closes at the time service's next poll; until then trustd
 	// still signs, as it should with a clock last seen in sync.
-	client := n.security(t, "127.8.3.11")
+	client := n.security(t, "127.8.3.10") // the address the CSR names
 	deadline := time.Now().Add(faultTimeout)
 
 	for {

@@ -20,7 +20,7 @@ func TestTrustdRestart(t *testing.T) {
 
 	ntpd := startChrony(t, "127.0.1.70")
 	n := newNode(t, "127.0.1.71", ntpd.addr)
-	csr := trustdtest.CSR(t, ca.Ed25519, "worker-1", "worker-1")
+	csr := trustdtest.SourceCSR(t, ca.Ed25519, "127.0.1.72")
 	ctx := testContext(t)
 
 	first := n.start(t)
@@ -57,7 +57,7 @@ func TestTrustdRestart(t *testing.T) {
 		t.Fatalf("uses after restart: %v", uses)
 	}
 
-	client := n.security(t, "127.0.1.73")
+	client := n.security(t, "127.0.1.72") // the address the CSR names
 
 	if _, err = trustdtest.Call(ctx, client, single, csr); status.Code(err) != codes.Unauthenticated {
 		t.Fatalf("single-use token after restart: %v", err)

@@ -9,6 +9,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"fmt"
+	"net"
 	"net/url"
 	"strings"
 	"testing"
@@ -81,9 +82,15 @@ func TestTrustdSynced(t *testing.T) {
 	ctx := testContext(t)
 	tc := n.tokens(t)
 	key := catest.Key(t, ca.Ed25519)
+	// A name the stored tokens below allow; the static token allows the
+	// caller's own address alone.
 	good := catest.CSR(t, key, &x509.CertificateRequest{
 		Subject:  pkix.Name{CommonName: "worker-1", Organization: []string{"os:admin"}},
 		DNSNames: []string{"worker-1"},
+	})
+	own := catest.CSR(t, key, &x509.CertificateRequest{
+		Subject:     pkix.Name{CommonName: "127.0.1.12", Organization: []string{"os:admin"}},
+		IPAddresses: []net.IP{net.ParseIP("127.0.1.12")},
 	})
 
 	// Made first, so it has expired by the time the refusals run.
@@ -99,13 +106,15 @@ func TestTrustdSynced(t *testing.T) {
 	}
 
 	t.Run("static token", func(t *testing.T) {
-		resp, err := call(t, "127.0.1.12", n.cfg.TrustdToken().Reveal(), good)
+		resp, err := call(t, "127.0.1.12", n.cfg.TrustdToken().Reveal(), own)
 		if err != nil {
 			t.Fatal(err)
 		}
 
 		checkIssued(t, n, resp)
 	})
+
+	tokenLimits(t, n, tc, call)
 
 	t.Run("stored tokens", func(t *testing.T) {
 		tok := createToken(ctx, t, tc, &tokens.CreateRequest{MaxUses: 2, AllowedSans: []string{"worker-*"}})
@@ -147,7 +156,7 @@ type callFunc func(t *testing.T, source, tok string, csr []byte) (*securityapi.C
 func refusalsSynced(ctx context.Context, t *testing.T, n *trustdNode, tc tokens.TokenServiceClient, call callFunc, good []byte, expired string, expiredAt time.Time) {
 	t.Helper()
 
-	single := createToken(ctx, t, tc, &tokens.CreateRequest{MaxUses: 1})
+	single := createToken(ctx, t, tc, &tokens.CreateRequest{MaxUses: 1, AllowedSans: []string{"worker-*"}})
 	if _, err := call(t, "127.0.1.13", single, good); err != nil {
 		t.Fatal(err)
 	}
@@ -229,10 +238,46 @@ func rateLimitSynced(t *testing.T, n *trustdNode, call callFunc, good []byte) {
 			t.Fatalf("limited source with a good token: %v", err)
 		}
 
-		if _, err := call(t, "127.0.1.61", n.cfg.TrustdToken().Reveal(), good); err != nil {
+		if _, err := call(t, "127.0.1.61", n.cfg.TrustdToken().Reveal(), trustdtest.SourceCSR(t, ca.Ed25519, "127.0.1.61")); err != nil {
 			t.Fatalf("another source: %v", err)
 		}
 	})
+}
+
+// tokenLimits: a token never obtains the control plane's address or name
+// (PermissionDenied, naming it), however wide its allowed SANs, and the
+// static token obtains no address but the caller's own.
+func tokenLimits(t *testing.T, n *trustdNode, tc tokens.TokenServiceClient, call callFunc) {
+	t.Helper()
+
+	static := n.cfg.TrustdToken().Reveal()
+	wide := createToken(testContext(t), t, tc, &tokens.CreateRequest{AllowedSans: []string{"127.0.1.0/24", "cp-*"}})
+
+	tests := []struct {
+		name   string
+		source string
+		tok    string
+		csr    []byte
+		code   codes.Code
+		names  string
+	}{
+		{"static token, the control plane's address", "127.0.1.14", static, trustdtest.CSR(t, ca.Ed25519, "127.0.1.14", "127.0.1.14", n.ip), codes.PermissionDenied, n.ip},
+		{"static token, the control plane's name", "127.0.1.15", static, trustdtest.CSR(t, ca.Ed25519, "cp-1", "127.0.1.15"), codes.PermissionDenied, "cp-1"},
+		{"static token from the control plane's own address", n.ip, static, trustdtest.SourceCSR(t, ca.Ed25519, n.ip), codes.PermissionDenied, n.ip},
+		{"static token, another address", "127.0.1.16", static, trustdtest.SourceCSR(t, ca.Ed25519, "127.0.1.17"), codes.InvalidArgument, "127.0.1.17"},
+		{"token allowing the control plane's network", "127.0.1.18", wide, trustdtest.CSR(t, ca.Ed25519, "127.0.1.18", n.ip), codes.PermissionDenied, n.ip},
+		{"token allowing cp-*", "127.0.1.19", wide, trustdtest.CSR(t, ca.Ed25519, "cp-1", "127.0.1.19"), codes.PermissionDenied, "cp-1"},
+		{"token allowing the network, another address in it", "127.0.1.20", wide, trustdtest.SourceCSR(t, ca.Ed25519, "127.0.1.21"), codes.OK, ""},
+	}
+
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := call(t, tt.source, tt.tok, tt.csr)
+			if status.Code(err) != tt.code || !strings.Contains(status.Convert(err).Message(), tt.names) {
+				t.Fatalf("err = %v, want %s naming %q", err, tt.code, tt.names)
+			}
+		})
+	}
 }
 
 func flipLastByte(csrPEM []byte) []byte {

@@ -23,7 +23,7 @@ import (
 func BenchmarkCertificate(b *testing.B) {
 	for _, kt := range ca.KeyTypes() {
 		env := trustdtest.Start(b, trustdtest.Options{KeyType: kt, GateOpen: true})
-		csr := trustdtest.CSR(b, kt, "node-1", "node-1", "127.0.1.9")
+		csr := trustdtest.SourceCSR(b, kt, trustdtest.CallerIP)
 		creds := credentials.NewTLS(&tls.Config{RootCAs: env.CAs.Pool(), ServerName: trustdtest.ListenIP, MinVersion: tls.VersionTLS13})
 
 		b.Run(string(kt)+"/one-connection", func(b *testing.B) {

@@ -119,7 +119,11 @@ func (r *request) checkCSR(unsafe []byte) error {
 	r.rec.commonName = csr.Request.Subject.CommonName
 	r.rec.sans = csr.Hosts()
 
-	if err = checkPolicy(r.grant.AllowedSANs, csr); err != nil {
+	if name, ok := r.s.reserved().Find(csr.Request.Subject.CommonName, csr.Request.DNSNames, csr.Request.IPAddresses); ok {
+		return fmt.Errorf("%w: %s", ErrReservedName, name)
+	}
+
+	if err = checkPolicy(sanpolicy.ForCaller(r.grant.AllowedSANs, r.source), csr); err != nil {
 		return fmt.Errorf("%w: %w", ErrBadRequest, err)
 	}
 
@@ -128,8 +132,9 @@ func (r *request) checkCSR(unsafe []byte) error {
 	return nil
 }
 
-// checkPolicy applies the token's allowed SANs to every name of the
-// request, the common name included: some verifiers still read it.
+// checkPolicy applies the caller's policy (its source address and the
+// token's allowed SANs) to every name of the request, the common name
+// included: some verifiers still read it.
 func checkPolicy(p *sanpolicy.Policy, csr *ca.CSR) error {
 	if p.Unrestricted() {
 		return nil

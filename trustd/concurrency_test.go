@@ -31,7 +31,7 @@ func TestConcurrentSingleUse(t *testing.T) {
 	env := trustdtest.Start(t, trustdtest.Options{GateOpen: true, Store: store})
 	ctx := testContext(t)
 	tok := env.CreateToken(t, time.Hour, 1)
-	csr := trustdtest.CSR(t, ca.Ed25519, "node-1", "node-1")
+	csr := trustdtest.SourceCSR(t, ca.Ed25519, trustdtest.CallerIP)
 
 	// A few connections, so the calls really run in parallel on the server
 	// rather than queueing behind one connection's stream limit.

@@ -44,11 +44,22 @@ type Authenticator interface {
 type Grant struct {
 	// TokenID names the token in audit records.
 	TokenID string
-	// Static marks the machine config's own token, which has no limits.
+	// Static marks the machine config's own token, which has no expiry or
+	// use limit.
 	Static bool
-	// AllowedSANs restricts the names of the certificate; nil allows any
-	// name ca.ParseCSR accepts.
+	// AllowedSANs are the names and addresses the token allows besides the
+	// caller's own source address, which every token may name; nil allows
+	// that address alone (sanpolicy.ForCaller). No token ever obtains a
+	// control plane's address or name, whatever it allows.
 	AllowedSANs *sanpolicy.Policy
+}
+
+// ControlPlanes names the cluster's control planes: their addresses and
+// names, which no token may obtain a certificate for. It is read on every
+// request, so a changed config shows up without a restart.
+type ControlPlanes interface {
+	// ControlPlaneHosts returns addresses or names, with or without a port.
+	ControlPlaneHosts() []string
 }
 
 // TimeGate tells whether the node's clock is synced.
@@ -89,6 +100,10 @@ type Config struct {
 	TimeGate      TimeGate
 	Certificate   CertificateSource
 
+	// ControlPlanes lists the control planes' addresses and names besides
+	// this node's own, which trustd always reads from its server
+	// certificate (Certificate). Nil means only those.
+	ControlPlanes ControlPlanes
 	// Audit receives exactly one record per certificate decision. Nil
 	// means Logger with the attribute log=audit.
 	Audit *slog.Logger

@@ -19,6 +19,9 @@ var (
 	ErrTimeNotSynced = errors.New("trustd: time not synced")
 	// ErrBadRequest: the CSR breaks a rule; the error names the rule.
 	ErrBadRequest = errors.New("trustd: bad certificate request")
+	// ErrReservedName: the CSR names a control plane's address or name,
+	// which no token may obtain; the error names it.
+	ErrReservedName = errors.New("trustd: a token never obtains a certificate for a control plane's address or name")
 	// ErrRateLimited: the source made too many failed requests.
 	ErrRateLimited = errors.New("trustd: too many failed requests from this address")
 )
@@ -37,6 +40,8 @@ func toStatus(err error, ref string) error {
 		return status.Error(codes.FailedPrecondition, ErrTimeNotSynced.Error())
 	case errors.Is(err, ErrBadRequest):
 		return status.Error(codes.InvalidArgument, err.Error())
+	case errors.Is(err, ErrReservedName):
+		return status.Error(codes.PermissionDenied, err.Error())
 	case errors.Is(err, ErrRateLimited):
 		return status.Error(codes.ResourceExhausted, ErrRateLimited.Error())
 	default:
@@ -48,5 +53,5 @@ func toStatus(err error, ref string) error {
 // counts against its rate limit. A closed time gate is the node's state,
 // not the caller's; internal errors are ours.
 func countsAsFailure(err error) bool {
-	return errors.Is(err, ErrInvalidToken) || errors.Is(err, ErrBadRequest)
+	return errors.Is(err, ErrInvalidToken) || errors.Is(err, ErrBadRequest) || errors.Is(err, ErrReservedName)
 }

@@ -21,7 +21,7 @@ func TestCheckOrder(t *testing.T) {
 	env := trustdtest.Start(t, trustdtest.Options{})
 	ctx := testContext(t)
 	client := env.Client(t, "")
-	good := trustdtest.CSR(t, ca.Ed25519, "node-1", "node-1")
+	good := trustdtest.SourceCSR(t, ca.Ed25519, trustdtest.CallerIP)
 	single := env.CreateToken(t, time.Hour, 1)
 
 	tests := []struct {

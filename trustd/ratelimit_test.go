@@ -17,7 +17,9 @@ func TestRateLimit(t *testing.T) {
 	clk := clock.NewFake(time.Now())
 	env := trustdtest.Start(t, trustdtest.Options{GateOpen: true, Clock: clk, RateLimit: trustd.RateLimit{Burst: 3, Refill: time.Minute}})
 	ctx := testContext(t)
+	// A store token that allows the name, so one CSR does for every source.
 	good := trustdtest.CSR(t, ca.Ed25519, "node-1", "node-1")
+	allowed := env.CreateToken(t, time.Hour, 0, "node-1")
 	bad := "zzzzzz.0123456789abcdef"
 
 	call := func(t *testing.T, source, tok string, csr []byte, want codes.Code) {
@@ -43,14 +45,14 @@ func TestRateLimit(t *testing.T) {
 	})
 
 	t.Run("other sources unaffected", func(t *testing.T) {
-		call(t, "127.0.1.22", trustdtest.StaticToken, good, codes.OK)
+		call(t, "127.0.1.22", allowed, good, codes.OK)
 	})
 
 	t.Run("refill forgives one failure", func(t *testing.T) {
 		clk.Advance(time.Minute)
-		call(t, "127.0.1.21", trustdtest.StaticToken, good, codes.OK)
+		call(t, "127.0.1.21", allowed, good, codes.OK)
 		call(t, "127.0.1.21", bad, good, codes.Unauthenticated)
-		call(t, "127.0.1.21", trustdtest.StaticToken, good, codes.ResourceExhausted)
+		call(t, "127.0.1.21", allowed, good, codes.ResourceExhausted)
 	})
 
 	t.Run("bad CSRs and oversized messages count", func(t *testing.T) {
@@ -66,17 +68,17 @@ func TestRateLimit(t *testing.T) {
 			t.Fatal(err)
 		}
 
-		call(t, "127.0.1.23", trustdtest.StaticToken, good, codes.ResourceExhausted)
+		call(t, "127.0.1.23", allowed, good, codes.ResourceExhausted)
 	})
 
 	t.Run("closed time gate does not count", func(t *testing.T) {
 		env.Gate.Set(false)
 
 		for range 5 {
-			call(t, "127.0.1.24", trustdtest.StaticToken, good, codes.FailedPrecondition)
+			call(t, "127.0.1.24", allowed, good, codes.FailedPrecondition)
 		}
 
 		env.Gate.Set(true)
-		call(t, "127.0.1.24", trustdtest.StaticToken, good, codes.OK)
+		call(t, "127.0.1.24", allowed, good, codes.OK)
 	})
 }

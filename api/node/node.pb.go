@@ -187,7 +187,14 @@ type Resources struct {
 	// Hostname of the node.
 	Hostname string `protobuf:"bytes,7,opt,name=hostname,proto3" json:"hostname,omitempty"`
 	// The machine config's trustd token, which always works (trustd).
-	TrustdToken   string `protobuf:"bytes,8,opt,name=trustd_token,json=trustdToken,proto3" json:"trustd_token,omitempty"`
+	TrustdToken string `protobuf:"bytes,8,opt,name=trustd_token,json=trustdToken,proto3" json:"trustd_token,omitempty"`
+	// Hosts (addresses or names, without ports) of the cluster's control
+	// planes, from the machine config's cluster.controlPlane.endpoints
+	// (trustd): no token may obtain a certificate naming one of them.
+	ControlPlaneHosts []string `protobuf:"bytes,9,rep,name=control_plane_hosts,json=controlPlaneHosts,proto3" json:"control_plane_hosts,omitempty"`
+	// The machine config's cluster.workerSANs: what the static token obtains
+	// besides the caller's own address (trustd).
+	WorkerSans    []string `protobuf:"bytes,10,rep,name=worker_sans,json=workerSans,proto3" json:"worker_sans,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -278,6 +285,20 @@ func (x *Resources) GetTrustdToken() string {
 	return ""
 }
 
+func (x *Resources) GetControlPlaneHosts() []string {
+	if x != nil {
+		return x.ControlPlaneHosts
+	}
+	return nil
+}
+
+func (x *Resources) GetWorkerSans() []string {
+	if x != nil {
+		return x.WorkerSans
+	}
+	return nil
+}
+
 var File_node_node_proto protoreflect.FileDescriptor
 
 const file_node_node_proto_rawDesc = "" +
@@ -291,7 +312,7 @@ const file_node_node_proto_rawDesc = "" +
 	"\n" +
 	"TimeStatus\x12\x16\n" +
 	"\x06synced\x18\x01 \x01(\bR\x06synced\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage\"\xc7\x02\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"\x98\x03\n" +
 	"\tResources\x12+\n" +
 	"\x06server\x18\x01 \x01(\v2\x13.aegis.node.KeyPairR\x06server\x127\n" +
 	"\fimpersonator\x18\x02 \x01(\v2\x13.aegis.node.KeyPairR\fimpersonator\x12!\n" +
@@ -300,7 +321,11 @@ const file_node_node_proto_rawDesc = "" +
 	"\taddresses\x18\x05 \x03(\tR\taddresses\x12*\n" +
 	"\x04time\x18\x06 \x01(\v2\x16.aegis.node.TimeStatusR\x04time\x12\x1a\n" +
 	"\bhostname\x18\a \x01(\tR\bhostname\x12!\n" +
-	"\ftrustd_token\x18\b \x01(\tR\vtrustdToken2I\n" +
+	"\ftrustd_token\x18\b \x01(\tR\vtrustdToken\x12.\n" +
+	"\x13control_plane_hosts\x18\t \x03(\tR\x11controlPlaneHosts\x12\x1f\n" +
+	"\vworker_sans\x18\n" +
+	" \x03(\tR\n" +
+	"workerSans2I\n" +
 	"\vNodeService\x12:\n" +
 	"\x05Watch\x12\x18.aegis.node.WatchRequest\x1a\x15.aegis.node.Resources0\x01B$Z\"github.com/aegis-os/aegis/api/nodeb\x06proto3"
 

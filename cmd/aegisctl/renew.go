@@ -21,8 +21,10 @@ func newConfigRenewCommand(e *env) *cobra.Command {
 		Long: `Renew the client certificate of the current context (or --context): make a
 new key, have a control-plane endpoint sign it with the same roles and the
 same lifetime as the current certificate (at most what the node allows), and
-rewrite the client config atomically. Other contexts are left alone; if
-anything fails, the old credentials stay.
+rewrite the client config atomically. The new certificate must chain to the
+CAs the context already trusts; those CAs never change on a renewal (only a
+CA rotation changes them). Other contexts are left alone; if anything fails,
+the old credentials stay.
 
 Node commands do this by themselves once less than a third of the
 certificate's lifetime is left.`,
@@ -88,12 +90,14 @@ func (s *session) renew(ctx context.Context) (*x509.Certificate, error) {
 		return nil, errors.New(f.text)
 	}
 
-	cert, err := r.Check(msg.GetCrt(), msg.GetCa(), s.e.now())
+	// The reply's CA bundle is not read: the new certificate must chain to
+	// the CAs the context already trusts, and those stay as they are.
+	cert, err := r.Check(msg.GetCrt(), s.ctx.CA, s.e.now())
 	if err != nil {
 		return nil, err
 	}
 
-	if err = s.saveCredentials(msg.GetCrt(), r.KeyPEM(), msg.GetCa()); err != nil {
+	if err = s.saveCredentials(msg.GetCrt(), r.KeyPEM()); err != nil {
 		return nil, err
 	}
 
@@ -104,13 +108,13 @@ func (s *session) renew(ctx context.Context) (*x509.Certificate, error) {
 
 // saveCredentials rewrites the client config as it is on disk now, with
 // only this context's credentials replaced.
-func (s *session) saveCredentials(crt, key, caPEM []byte) error {
+func (s *session) saveCredentials(crt, key []byte) error {
 	cfg, err := certs.LoadClientConfig(s.path)
 	if err != nil {
 		return err
 	}
 
-	if err = cfg.ReplaceCredentials(s.name, s.ctx.Crt, crt, key, caPEM); err != nil {
+	if err = cfg.ReplaceCredentials(s.name, s.ctx.Crt, crt, key); err != nil {
 		return fmt.Errorf("%s: %w", s.path, err)
 	}
 

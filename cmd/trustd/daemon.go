@@ -17,6 +17,7 @@ import (
 	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/machined/timesync"
 	"github.com/aegis-os/aegis/trustd"
+	"github.com/aegis-os/aegis/trustd/sanpolicy"
 	"github.com/aegis-os/aegis/trustd/tokenapi"
 	"github.com/aegis-os/aegis/trustd/tokenauth"
 	"github.com/aegis-os/aegis/trustd/tokenstore/boltstore"
@@ -122,18 +123,30 @@ func (d *daemon) openStore(state string) error {
 }
 
 func (d *daemon) newServer(cfg *certs.MachineConfig, iss *ca.Issuer, gate trustd.TimeGate, kp *certs.KeyPair, audit *slog.Logger) error {
-	auth, err := tokenauth.New(tokenauth.Config{Static: cfg.TrustdToken(), Store: d.store})
+	// Validated with the config.
+	workerSANs, err := sanpolicy.Parse(cfg.Cluster.WorkerSANs)
+	if err != nil {
+		return err
+	}
+
+	auth, err := tokenauth.New(tokenauth.Config{Static: cfg.TrustdToken(), StaticSANs: workerSANs, Store: d.store})
 	if err != nil {
 		return err
 	}
 
 	d.server, err = trustd.New(trustd.Config{
-		Signer: iss, CAs: cfg, Authenticator: auth, TimeGate: gate, Certificate: kp,
+		Signer: iss, CAs: cfg, Authenticator: auth, TimeGate: gate, Certificate: kp, ControlPlanes: controlPlanes(cfg.Cluster.ControlPlane.Endpoints),
 		Audit: audit, Logger: d.log, CertTTL: d.certTTL,
 	})
 
 	return err
 }
+
+// controlPlanes are the hosts of the config's control-plane endpoints;
+// trustd adds its own addresses and names from its server certificate.
+type controlPlanes []string
+
+func (c controlPlanes) ControlPlaneHosts() []string { return c }
 
 // run serves until ctx ends or a component fails, then stops them all.
 func (d *daemon) run(ctx context.Context) error {

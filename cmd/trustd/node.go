@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/aegis-os/aegis/machined/resources"
 	"github.com/aegis-os/aegis/machined/timesync"
 	"github.com/aegis-os/aegis/trustd"
+	"github.com/aegis-os/aegis/trustd/sanpolicy"
 	"github.com/aegis-os/aegis/trustd/token"
 	"github.com/aegis-os/aegis/trustd/tokenauth"
 )
@@ -25,8 +27,9 @@ const firstResourcesTimeout = time.Minute
 
 // nodeSource is trustd's view of the node as machined hands it over its
 // socket: the OS CA (an issuer), the accepted CAs, the server certificate,
-// the machine config's token and the time-sync gate. Every field but the
-// token follows machined's updates.
+// the control planes' hosts, the machine config's token with the names it
+// obtains (cluster.workerSANs) and the time-sync gate. Every field but the
+// token and its names follows machined's updates.
 type nodeSource struct {
 	log      *slog.Logger
 	issuer   atomic.Pointer[ca.Issuer]
@@ -34,9 +37,12 @@ type nodeSource struct {
 	keyPair  certs.KeyPair
 	gate     timesync.Gate
 
-	once  sync.Once
-	token token.Token
-	ready chan struct{} // closed after the first complete update
+	controlPlanes atomic.Pointer[[]string]
+
+	once       sync.Once
+	token      token.Token
+	workerSANs *sanpolicy.Policy
+	ready      chan struct{} // closed after the first complete update
 }
 
 // Issue implements trustd.Signer with the current OS CA.
@@ -46,6 +52,17 @@ func (n *nodeSource) Issue(req ca.Request) (*ca.Issued, error) {
 
 // AcceptedCAs implements trustd.CAProvider.
 func (n *nodeSource) AcceptedCAs() *ca.AcceptedSet { return n.accepted.Load() }
+
+// ControlPlaneHosts implements trustd.ControlPlanes: the machine config's
+// control-plane endpoints, as machined hands them over. trustd adds this
+// node's own addresses and names from its server certificate.
+func (n *nodeSource) ControlPlaneHosts() []string {
+	if p := n.controlPlanes.Load(); p != nil {
+		return *p
+	}
+
+	return nil
+}
 
 // apply takes one update; an update it cannot use leaves the previous state.
 func (n *nodeSource) apply(res *node.Resources) error {
@@ -75,15 +92,23 @@ func (n *nodeSource) apply(res *node.Resources) error {
 		return fmt.Errorf("trustd token: %w", err)
 	}
 
+	workerSANs, err := sanpolicy.Parse(res.GetWorkerSans())
+	if err != nil {
+		return fmt.Errorf("worker SANs: %w", err)
+	}
+
 	if err = n.keyPair.Set(res.GetServer().GetCrt(), res.GetServer().GetKey()); err != nil {
 		return err
 	}
 
+	hosts := slices.Clone(res.GetControlPlaneHosts())
+
 	n.issuer.Store(iss)
 	n.accepted.Store(accepted)
+	n.controlPlanes.Store(&hosts)
 	n.gate.Set(res.GetTime().GetSynced())
 	n.once.Do(func() {
-		n.token = tok
+		n.token, n.workerSANs = tok, workerSANs
 		close(n.ready)
 	})
 
@@ -134,13 +159,13 @@ func (d *daemon) buildNode(src *nodeSource, opts options) error {
 		return err
 	}
 
-	auth, err := tokenauth.New(tokenauth.Config{Static: src.token, Store: d.store})
+	auth, err := tokenauth.New(tokenauth.Config{Static: src.token, StaticSANs: src.workerSANs, Store: d.store})
 	if err != nil {
 		return err
 	}
 
 	d.server, err = trustd.New(trustd.Config{
-		Signer: src, CAs: src, Authenticator: auth, TimeGate: &src.gate, Certificate: &src.keyPair,
+		Signer: src, CAs: src, Authenticator: auth, TimeGate: &src.gate, Certificate: &src.keyPair, ControlPlanes: src,
 		Audit: audit, Logger: d.log, CertTTL: d.certTTL,
 	})
 	if err != nil {

@@ -40,6 +40,8 @@ func TestNodeMode(t *testing.T) {
 		r.AcceptedCas = authority.CertPEM
 		r.TrustdToken = tok
 		r.Time = &node.TimeStatus{Synced: false}
+		r.ControlPlaneHosts = []string{"cp-9.example:50001"}
+		r.WorkerSans = []string{"worker-*.example", "cp-*.example"}
 	})
 
 	sock := serveResources(t, filepath.Join(dir, "trustd.sock"), store)
@@ -55,7 +57,8 @@ func TestNodeMode(t *testing.T) {
 	addr := waitServing(t, logs)
 	client := dialTrustd(t, addr, authority)
 
-	csr := trustdtest.CSR(t, ca.Ed25519, "worker-1", "127.0.1.9")
+	// The call comes from 127.0.0.1, the address a token may name.
+	csr := trustdtest.SourceCSR(t, ca.Ed25519, trustdtest.CallerIP)
 	callCtx, callCancel := context.WithTimeout(context.Background(), 30*time.Second)
 
 	defer callCancel()
@@ -90,6 +93,21 @@ func TestNodeMode(t *testing.T) {
 
 	if err := issued.CheckSignatureFrom(authority.Cert); err != nil {
 		t.Fatalf("not issued by the node's CA: %v", err)
+	}
+
+	// The config's worker names come with the static token...
+	named := trustdtest.CSR(t, ca.Ed25519, trustdtest.CallerIP, trustdtest.CallerIP, "worker-1.example")
+	if _, err := trustdtest.Call(callCtx, client, tok, named); err != nil {
+		t.Fatalf("certificate naming a worker name the config allows: %v", err)
+	}
+
+	// ...but the control planes machined names, and the node's own address
+	// from its certificate, are never a token's, whatever the patterns.
+	for _, host := range []string{"cp-9.example", "127.0.1.4"} {
+		_, err := trustdtest.Call(callCtx, client, tok, trustdtest.CSR(t, ca.Ed25519, trustdtest.CallerIP, trustdtest.CallerIP, host))
+		if status.Code(err) != codes.PermissionDenied {
+			t.Fatalf("certificate naming %s: %v, want PermissionDenied", host, err)
+		}
 	}
 
 	cancel()

@@ -123,7 +123,7 @@ func newIssueSetup(dir string, kt ca.KeyType) (*issueSetup, error) {
 		return nil, err
 	}
 
-	csrPEM, err := ca.NewCSR(key, "bench-node", []string{"bench-node", "127.7.9.9"})
+	csrPEM, err := ca.NewCSR(key, IssueSource, []string{IssueSource})
 	if err != nil {
 		return nil, err
 	}

@@ -114,13 +114,21 @@ func storm(ctx context.Context, n int, base join.Config) (time.Duration, []time.
 	return slices.Max(lat), lat, int(retries.lines.Load()), nil
 }
 
-// stormClients makes n join clients with hostnames of their own.
+// stormClients makes n join clients, each calling from an address of its
+// own in JoinSources and asking for it, as workers do.
 func stormClients(n int, base join.Config, log *slog.Logger) ([]*join.Client, error) {
+	if n > 1<<(32-JoinSources.Bits())-2 {
+		return nil, fmt.Errorf("bench: %d join clients, more than the addresses of %s", n, JoinSources)
+	}
+
 	clients := make([]*join.Client, n)
+	addr := JoinSources.Masked().Addr()
 
 	for i := range clients {
+		addr = addr.Next()
+
 		cfg := base
-		cfg.Hostname, cfg.Logger = fmt.Sprintf("storm-%03d", i), log
+		cfg.Hostname, cfg.Source, cfg.Logger = addr.String(), addr.String(), log
 
 		c, err := join.New(cfg)
 		if err != nil {

@@ -79,6 +79,13 @@ var (
 	TrustdIPs = []string{"127.7.2.1", "127.7.2.2"}
 	// CfsslIPs are the cfssl servers, per CA key type.
 	CfsslIPs = []string{"127.7.3.1", "127.7.3.2"}
+	// JoinSources holds the join storm's clients, one address each (.1
+	// on): a token obtains a certificate for the address it calls from,
+	// as a worker joins from its own.
+	JoinSources = netip.MustParsePrefix("127.7.10.0/24")
+	// IssueSource is the address the issuance clients call from, and the
+	// one name their requests carry: what a token obtains from trustd.
+	IssueSource = "127.7.9.9"
 )
 
 // CfsslPort is where cfssl serve listens (its own default).

@@ -56,7 +56,7 @@ func (r *run) startTrustd(ctx context.Context, s *issueSetup, ip string) (*trust
 	}
 
 	addr := net.JoinHostPort(ip, strconv.Itoa(certs.TrustdPort))
-	td := &trustdServer{addr: addr, tok: tok, csr: s.csrPEM, fresh: join.GRPCTransport{CAs: cfg.AcceptedCAs()}}
+	td := &trustdServer{addr: addr, tok: tok, csr: s.csrPEM, fresh: join.GRPCTransport{CAs: cfg.AcceptedCAs(), Source: IssueSource}}
 
 	td.proc, err = r.start("trustd", filepath.Join(s.dir, "trustd.log"), filepath.Join(r.cfg.BinDir, "trustd"),
 		"--config", cfgPath, "--state", filepath.Join(s.dir, "trustd-state"), "--listen", addr)
@@ -83,7 +83,10 @@ func (r *run) startTrustd(ctx context.Context, s *issueSetup, ip string) (*trust
 func (t *trustdServer) dial(cas *ca.AcceptedSet, serverName string) error {
 	creds := credentials.NewTLS(&tls.Config{RootCAs: cas.Pool(), ServerName: serverName, MinVersion: tls.VersionTLS13})
 
-	conn, err := grpc.NewClient(t.addr, grpc.WithTransportCredentials(creds))
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(IssueSource)}}
+
+	conn, err := grpc.NewClient(t.addr, grpc.WithTransportCredentials(creds),
+		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) }))
 	if err != nil {
 		return err
 	}

@@ -21,9 +21,28 @@ import (
 // csrFunc builds the CSR a case sends.
 type csrFunc func() ([]byte, error)
 
-// goodCSR is a request trustd signs: Ed25519, a common name and that
-// name as its only SAN.
-func goodCSR(name string) ([]byte, error) {
+// atSource builds the CSR a case sends from the address it calls from.
+type atSource func(source string) ([]byte, error)
+
+// anySource is a CSR that does not depend on the caller's address.
+func anySource(c csrFunc) atSource { return func(string) ([]byte, error) { return c() } }
+
+// orgAdmin asks for Organization os:admin for the caller's own address.
+func orgAdmin(source string) ([]byte, error) {
+	return edCSR(&x509.CertificateRequest{
+		Subject: pkix.Name{CommonName: source, Organization: []string{"os:admin"}}, IPAddresses: []net.IP{net.ParseIP(source)},
+	})()
+}
+
+// goodCSR is a request trustd signs for a caller calling from source:
+// Ed25519, the source address as its common name and only SAN (what a
+// token obtains by default).
+func goodCSR(source string) ([]byte, error) {
+	return namedCSR(source)
+}
+
+// namedCSR is a request with name as its common name and only SAN.
+func namedCSR(name string) ([]byte, error) {
 	key, err := ca.GenerateKey(ca.Ed25519, nil)
 	if err != nil {
 		return nil, err
@@ -75,7 +94,7 @@ func p224() (crypto.Signer, error) { return ecdsa.GenerateKey(elliptic.P224(), r
 
 // badSignature is a good request with one bit of its signature flipped.
 func badSignature() ([]byte, error) {
-	good, err := goodCSR("conformance-badsig")
+	good, err := namedCSR("conformance-badsig")
 	if err != nil {
 		return nil, err
 	}
@@ -123,7 +142,6 @@ func oversized(n int) csrFunc {
 }
 
 var (
-	csrOrgAdmin  = edCSR(&x509.CertificateRequest{Subject: pkix.Name{CommonName: "conformance-org", Organization: []string{"os:admin"}}})
 	csrWildcard  = edCSR(&x509.CertificateRequest{Subject: named("conformance-wild"), DNSNames: []string{"*.conformance.example"}})
 	csrWildCN    = edCSR(&x509.CertificateRequest{Subject: named("*.conformance.example")})
 	csrEmail     = edCSR(&x509.CertificateRequest{Subject: named("conformance-mail"), EmailAddresses: []string{"root@conformance.example"}})

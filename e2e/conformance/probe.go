@@ -91,9 +91,7 @@ func probeCases() []*Case {
 			Group: "trustd", Name: "time gate closed (NTP server skewed by an hour)", Expected: codes.FailedPrecondition.String(),
 			Nodes: []string{"PROBE"}, Setup: func(ctx context.Context, e *Env) error { return e.closeGate(ctx) },
 			Run: func(ctx context.Context, e *Env, r *Report) string {
-				good := func() ([]byte, error) { return goodCSR("conformance-gate") }
-
-				return e.certifyAndCheck(ctx, e.Probe, []string{trustd.TokenMetadataKey, e.static}, good, codes.FailedPrecondition, r)
+				return e.certifyAndCheck(ctx, e.Probe, []string{trustd.TokenMetadataKey, e.static}, goodCSR, codes.FailedPrecondition, r)
 			},
 		},
 	}

@@ -97,7 +97,7 @@ func (e *Env) spend(ctx context.Context, tok string) error {
 		return err
 	}
 
-	csr, err := goodCSR("conformance-setup")
+	csr, err := goodCSR(source)
 	if err != nil {
 		return err
 	}

@@ -23,6 +23,11 @@ func validToken(e *Env) string  { return e.tokens.valid }
 // certCase is one Certificate call to the target's trustd, from a source
 // of its own, whose code, audit record and (for OK) certificate it checks.
 func certCase(name string, want codes.Code, tok tokenFunc, csr csrFunc) *Case {
+	return certCaseAt(name, want, tok, anySource(csr))
+}
+
+// certCaseAt is certCase with a CSR made for the case's source address.
+func certCaseAt(name string, want codes.Code, tok tokenFunc, csr atSource) *Case {
 	c := &Case{Group: "trustd", Name: name, Expected: want.String()}
 	if want == codes.OK {
 		c.Issues = 1
@@ -37,7 +42,7 @@ func certCase(name string, want codes.Code, tok tokenFunc, csr csrFunc) *Case {
 
 // certifyAndCheck makes the call and checks its audit record: exactly one,
 // from the case's source, with the code the call got.
-func (e *Env) certifyAndCheck(ctx context.Context, node string, md []string, csr csrFunc, want codes.Code, r *Report) string {
+func (e *Env) certifyAndCheck(ctx context.Context, node string, md []string, csr atSource, want codes.Code, r *Report) string {
 	source, err := e.sources.take()
 	if err != nil {
 		r.Problemf("%v", err)
@@ -45,7 +50,7 @@ func (e *Env) certifyAndCheck(ctx context.Context, node string, md []string, csr
 		return "not run"
 	}
 
-	body, err := csr()
+	body, err := csr(source)
 	if err != nil {
 		r.Problemf("building the CSR: %v", err)
 
@@ -74,11 +79,12 @@ func (e *Env) certifyAndCheck(ctx context.Context, node string, md []string, csr
 // trustdCases are the token and CSR cases of the target's trustd.
 func trustdCases() []*Case {
 	unauth, invalid := codes.Unauthenticated, codes.InvalidArgument
-	good := func() ([]byte, error) { return goodCSR("conformance-good") }
+	// good names the caller's own address: what every token obtains.
+	good := func() ([]byte, error) { return goodCSR("127.0.0.1") }
 	valid := withToken(validToken)
 
 	return []*Case{
-		certCase("control: static token, good CSR", codes.OK, withToken(staticToken), good),
+		certCaseAt("control: static token, CSR for the caller's own address", codes.OK, withToken(staticToken), goodCSR),
 		certCase("control: restricted token, CSR within its SANs", codes.OK, withToken(func(e *Env) string { return e.tokens.restricted }), csrInside),
 		certCase("no token", unauth, func(*Env) []string { return nil }, good),
 		certCase("malformed token", unauth, withToken(func(*Env) string { return "conformance" }), good),
@@ -94,7 +100,7 @@ func trustdCases() []*Case {
 		certCase("used-up single-use token", unauth, withToken(func(e *Env) string { return e.tokens.usedUp }), good),
 		certCase("CSR with a bad signature", invalid, valid, badSignature),
 		certCase("CSR asking for CA:TRUE", invalid, valid, caRequest),
-		certCase("CSR with Organization os:admin: issued without it", codes.OK, withToken(staticToken), csrOrgAdmin),
+		certCaseAt("CSR with Organization os:admin: issued without it", codes.OK, withToken(staticToken), orgAdmin),
 		certCase("CSR with a wildcard DNS SAN", invalid, valid, csrWildcard),
 		certCase("CSR with a wildcard common name", invalid, valid, csrWildCN),
 		certCase("CSR with an e-mail SAN", invalid, valid, csrEmail),

@@ -102,7 +102,7 @@ func (e *Env) newRacer(ctx context.Context) (*racer, error) {
 		return nil, err
 	}
 
-	csr, err := goodCSR("conformance-race")
+	csr, err := goodCSR(source)
 	if err != nil {
 		return nil, err
 	}
@@ -229,7 +229,7 @@ func rateLimitCase() *Case {
 			}
 
 			skip, _ := e.auditCount(ctx, e.Target)
-			good, _ := goodCSR("conformance-limited")
+			good, _ := goodCSR(source)
 
 			var seen []string
 

@@ -1,16 +1,17 @@
 // Package certapi implements Aegis's CertificateService (api/certificates)
 // for a node run by machined: a caller authenticated by a valid client
 // certificate trades a request for a new key against a client certificate
-// with the same roles. Only control planes hold the CA key; elsewhere the
-// service answers FailedPrecondition.
+// with the same roles and common name and at most the same lifetime as the
+// certificate it presented, which apid verified and passes on
+// (authz.CertificateFromMetadata). Only control planes hold the CA key;
+// elsewhere the service answers FailedPrecondition.
 package certapi
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
-	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 
 	"google.golang.org/grpc"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/aegis-os/aegis/api/certificates"
 	"github.com/aegis-os/aegis/authz"
+	"github.com/aegis-os/aegis/authz/role"
 	"github.com/aegis-os/aegis/ca"
 )
 
@@ -31,6 +33,11 @@ const (
 	LogTTL        = "ttl"
 	LogReason     = "reason"
 	LogCode       = "code"
+	// LogAskingSerial and LogAskingCommonName name the certificate that
+	// asked for a renewal, so each new certificate can be traced to the one
+	// it replaced.
+	LogAskingSerial     = "asking_serial"
+	LogAskingCommonName = "asking_common_name"
 )
 
 // Audit record messages.
@@ -82,15 +89,26 @@ func New(cfg Config) *Server {
 // Register adds the server to a gRPC server.
 func (s *Server) Register(g *grpc.Server) { certificates.RegisterCertificateServiceServer(g, s) }
 
-// Renew issues a client certificate for the request's key with the
-// caller's roles, which the authorization layer put in ctx. The lifetime is
-// the one asked for, capped by the configured maximum; no lifetime asked
-// means the maximum.
+// Renew issues a client certificate for the request's key that keeps what
+// the presented certificate (the one apid verified and passed on) says:
+// its roles, its common name and at most its lifetime. The roles apid put
+// in ctx (talos-role) are not read: a renewal grants nothing the
+// certificate did not already hold. An impersonator certificate, a node's
+// own, cannot renew.
 func (s *Server) Renew(ctx context.Context, req *certificates.RenewRequest) (*certificates.RenewResponse, error) {
-	roles, _ := authz.RolesFromContext(ctx)
-	rec := []any{slog.String(LogRoles, roles.String())}
+	presented, perr := authz.CertificateFromMetadata(ctx)
 
-	issued, caPEM, err := s.renew(ctx, req)
+	var rec []any
+	if perr == nil {
+		roles, _ := role.FromOrganization(presented.Subject.Organization)
+		rec = []any{
+			slog.String(LogAskingSerial, presented.SerialNumber.Text(16)),
+			slog.String(LogAskingCommonName, presented.Subject.CommonName),
+			slog.String(LogRoles, roles.String()),
+		}
+	}
+
+	issued, caPEM, err := s.renew(req, presented, perr)
 	if err != nil {
 		// A status is the caller's to read; anything else is a failure of
 		// the node, recorded with its cause and answered without it.
@@ -117,25 +135,24 @@ func (s *Server) Renew(ctx context.Context, req *certificates.RenewRequest) (*ce
 
 // renew makes the decision. A refusal is a status; any other error is the
 // node's own failure.
-func (s *Server) renew(ctx context.Context, req *certificates.RenewRequest) (*ca.Issued, []byte, error) {
-	roles, ok := authz.RolesFromContext(ctx)
-	if !ok || len(roles) == 0 {
-		return nil, nil, status.Error(codes.PermissionDenied, "renewal needs a caller with roles")
+func (s *Server) renew(req *certificates.RenewRequest, presented *x509.Certificate, perr error) (*ca.Issued, []byte, error) {
+	if perr != nil {
+		return nil, nil, status.Error(codes.PermissionDenied, "renewal needs the caller's client certificate, and none was passed on")
 	}
 
-	ttl, err := s.ttl(req)
+	roles, err := presentedRoles(presented)
+	if err != nil {
+		return nil, nil, status.Error(codes.PermissionDenied, err.Error())
+	}
+
+	ttl, err := s.ttl(req, presented)
 	if err != nil {
 		return nil, nil, status.Error(codes.InvalidArgument, err.Error())
 	}
 
-	csr, err := ca.ParseCSR(req.GetCsr())
+	csr, err := checkCSR(req.GetCsr(), presented)
 	if err != nil {
-		return nil, nil, status.Error(codes.InvalidArgument, err.Error())
-	}
-
-	if hosts := csr.Hosts(); len(hosts) > 0 {
-		return nil, nil, status.Errorf(codes.InvalidArgument,
-			"a client certificate names no hosts; the request names %s", strings.Join(hosts, ", "))
+		return nil, nil, err
 	}
 
 	iss, caPEM, err := s.cfg.Authority.ClientIssuer()
@@ -159,24 +176,4 @@ func (s *Server) renew(ctx context.Context, req *certificates.RenewRequest) (*ca
 	}
 
 	return issued, caPEM, nil
-}
-
-// ttl is the lifetime to issue: what was asked, capped by the maximum.
-func (s *Server) ttl(req *certificates.RenewRequest) (time.Duration, error) {
-	if req.GetTtl() == nil {
-		return s.cfg.MaxTTL, nil
-	}
-
-	if err := req.GetTtl().CheckValid(); err != nil {
-		return 0, fmt.Errorf("ttl: %w", err)
-	}
-
-	switch ttl := req.GetTtl().AsDuration(); {
-	case ttl == 0:
-		return s.cfg.MaxTTL, nil
-	case ttl < MinTTL:
-		return 0, fmt.Errorf("ttl %s is shorter than %s", ttl, MinTTL)
-	default:
-		return min(ttl, s.cfg.MaxTTL), nil
-	}
 }

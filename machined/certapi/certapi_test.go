@@ -3,15 +3,18 @@ package certapi
 import (
 	"context"
 	"crypto"
+	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"errors"
+	"math/big"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
@@ -43,40 +46,112 @@ func TestDefaultMaxTTLIsTheClientProfiles(t *testing.T) {
 	}
 }
 
+// presented is a client certificate of cn with roles that lives ttl, as
+// apid would pass it on.
+func presented(t *testing.T, iss *ca.Issuer, profile ca.Profile, cn string, ttl time.Duration, roles ...role.Role) *x509.Certificate {
+	t.Helper()
+
+	csr, err := ca.ParseCSR(catest.CSR(t, catest.Key(t, ca.Ed25519), &x509.CertificateRequest{Subject: pkix.Name{CommonName: cn}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	issued, err := iss.Issue(ca.Request{CSR: csr, Profile: profile, Roles: role.NewSet(roles...), TTL: ttl})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	return issued.Cert
+}
+
+// unknownRoles is a certificate whose Organization names no known role,
+// which no Aegis CA issues.
+func unknownRoles(t *testing.T) *x509.Certificate {
+	t.Helper()
+
+	key := catest.Key(t, ca.Ed25519)
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(7), Subject: pkix.Name{CommonName: "alice", Organization: []string{"os:root"}},
+		NotBefore: catest.Epoch, NotAfter: catest.Epoch.Add(time.Hour),
+	}
+
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	return cert
+}
+
+// callContext is a call as machined receives it from apid: the roles apid
+// decided (talos-role) and the certificate it verified.
+func callContext(roles role.Set, cert *x509.Certificate) context.Context {
+	md := metadata.MD{}
+	authz.SetCertificateMetadata(md, cert)
+
+	ctx := metadata.NewIncomingContext(context.Background(), md)
+	if roles != nil {
+		ctx = authz.ContextWithRoles(ctx, roles)
+	}
+
+	return ctx
+}
+
 func TestRenew(t *testing.T) {
 	now := catest.Epoch
 	iss := catest.NewIssuer(t, catest.NewCA(t, ca.Ed25519, now.Add(-time.Hour)), now)
 	key := catest.Key(t, ca.Ed25519)
 	good := catest.CSR(t, key, &x509.CertificateRequest{Subject: pkix.Name{CommonName: "alice", Organization: []string{"os:admin"}}})
 	readerOperator := role.NewSet(role.Reader, role.Operator)
+	yearly := presented(t, iss, ca.ProfileClient, "alice", DefaultMaxTTL, role.Reader, role.Operator)
+	tenMinutes := presented(t, iss, ca.ProfileClient, "alice", 10*time.Minute, role.Reader, role.Operator)
+	impersonator := catest.Issue(t, iss, catest.Key(t, ca.Ed25519), ca.ProfileImpersonator, time.Hour).Cert
 
 	tests := []struct {
 		name      string
 		authority authority
 		maxTTL    time.Duration
-		roles     role.Set
+		roles     role.Set // talos-role: never read
+		cert      *x509.Certificate
 		csr       []byte
 		ttl       *durationpb.Duration
 		code      codes.Code
 		want      string        // in the error message
 		life      time.Duration // of the certificate issued
 	}{
-		{name: "same roles, lifetime asked", roles: readerOperator, csr: good, ttl: durationpb.New(time.Hour), life: time.Hour},
-		{name: "no lifetime asked gives the maximum", roles: readerOperator, csr: good, maxTTL: 48 * time.Hour, life: 48 * time.Hour},
-		{name: "zero lifetime gives the maximum", roles: readerOperator, csr: good, ttl: durationpb.New(0), life: DefaultMaxTTL},
-		{name: "more than the maximum is cut", roles: readerOperator, csr: good, maxTTL: 2 * time.Hour, ttl: durationpb.New(10 * time.Hour), life: 2 * time.Hour},
-		{name: "maximum above the profile's is ignored", roles: readerOperator, csr: good, maxTTL: 10 * DefaultMaxTTL, ttl: durationpb.New(2 * DefaultMaxTTL), life: DefaultMaxTTL},
-		{name: "too short", roles: readerOperator, csr: good, ttl: durationpb.New(time.Millisecond), code: codes.InvalidArgument, want: "shorter than 1s"},
-		{name: "negative", roles: readerOperator, csr: good, ttl: durationpb.New(-time.Hour), code: codes.InvalidArgument, want: "shorter"},
-		{name: "invalid duration", roles: readerOperator, csr: good, ttl: &durationpb.Duration{Seconds: 1, Nanos: -1}, code: codes.InvalidArgument, want: "ttl"},
-		{name: "no roles", csr: good, code: codes.PermissionDenied, want: "roles"},
-		{name: "garbage CSR", roles: readerOperator, csr: []byte("nope"), code: codes.InvalidArgument, want: "PEM"},
+		{name: "same roles, lifetime asked", cert: yearly, csr: good, ttl: durationpb.New(time.Hour), life: time.Hour},
+		{name: "no lifetime asked gives the presented one", cert: tenMinutes, csr: good, life: 10 * time.Minute},
+		{name: "zero lifetime gives the presented one", cert: tenMinutes, csr: good, ttl: durationpb.New(0), life: 10 * time.Minute},
+		{name: "never longer than the presented certificate", cert: tenMinutes, csr: good, ttl: durationpb.New(365 * 24 * time.Hour), life: 10 * time.Minute},
+		{name: "more than the maximum is cut", cert: yearly, csr: good, maxTTL: 2 * time.Hour, ttl: durationpb.New(10 * time.Hour), life: 2 * time.Hour},
+		{name: "no lifetime asked, maximum below the presented", cert: yearly, csr: good, maxTTL: 48 * time.Hour, life: 48 * time.Hour},
+		{name: "maximum above the profile's is ignored", cert: yearly, csr: good, maxTTL: 10 * DefaultMaxTTL, ttl: durationpb.New(2 * DefaultMaxTTL), life: DefaultMaxTTL},
+		{name: "talos-role is ignored", roles: role.NewSet(role.Admin), cert: tenMinutes, csr: good, life: 10 * time.Minute},
+		{name: "too short", cert: yearly, csr: good, ttl: durationpb.New(time.Millisecond), code: codes.InvalidArgument, want: "ttl 1ms is shorter than 1s"},
+		{name: "negative", cert: yearly, csr: good, ttl: durationpb.New(-time.Hour), code: codes.InvalidArgument, want: "shorter"},
+		{name: "invalid duration", cert: yearly, csr: good, ttl: &durationpb.Duration{Seconds: 1, Nanos: -1}, code: codes.InvalidArgument, want: "ttl"},
+		{name: "no certificate passed on", roles: readerOperator, csr: good, code: codes.PermissionDenied, want: "client certificate"},
 		{
-			name: "CSR naming hosts", roles: readerOperator, code: codes.InvalidArgument, want: "names no hosts; the request names evil.example",
-			csr: catest.CSR(t, key, &x509.CertificateRequest{DNSNames: []string{"evil.example"}}),
+			name: "impersonator, whatever talos-role says", roles: role.NewSet(role.Admin), cert: impersonator, csr: good,
+			code: codes.PermissionDenied, want: "os:impersonator certificate cannot be renewed",
 		},
-		{name: "worker", authority: authority{err: ErrNoCA}, roles: readerOperator, csr: good, code: codes.FailedPrecondition, want: "use a control-plane endpoint"},
-		{name: "broken node", authority: authority{err: errors.New("disk on fire")}, roles: readerOperator, csr: good, code: codes.Internal, want: "internal error"},
+		{name: "certificate without known roles", cert: unknownRoles(t), csr: good, code: codes.PermissionDenied, want: "roles"},
+		{name: "garbage CSR", cert: yearly, csr: []byte("nope"), code: codes.InvalidArgument, want: "PEM"},
+		{
+			name: "CSR naming hosts", cert: yearly, code: codes.InvalidArgument, want: "names no hosts; the request names evil.example",
+			csr: catest.CSR(t, key, &x509.CertificateRequest{Subject: pkix.Name{CommonName: "alice"}, DNSNames: []string{"evil.example"}}),
+		},
+		{
+			name: "CSR of another name", cert: yearly, code: codes.InvalidArgument, want: `common name "root" is not the certificate's "alice"`,
+			csr: catest.CSR(t, key, &x509.CertificateRequest{Subject: pkix.Name{CommonName: "root"}}),
+		},
+		{name: "worker", authority: authority{err: ErrNoCA}, cert: yearly, csr: good, code: codes.FailedPrecondition, want: "use a control-plane endpoint"},
+		{name: "broken node", authority: authority{err: errors.New("disk on fire")}, cert: yearly, csr: good, code: codes.Internal, want: "internal error"},
 	}
 
 	for _, tt := range tests {
@@ -89,12 +164,7 @@ func TestRenew(t *testing.T) {
 
 			s := New(Config{Authority: tt.authority, MaxTTL: tt.maxTTL, Logger: sink.Logger()})
 
-			ctx := context.Background()
-			if tt.roles != nil {
-				ctx = authz.ContextWithRoles(ctx, tt.roles)
-			}
-
-			resp, err := s.Renew(ctx, &certificates.RenewRequest{Csr: tt.csr, Ttl: tt.ttl})
+			resp, err := s.Renew(callContext(tt.roles, tt.cert), &certificates.RenewRequest{Csr: tt.csr, Ttl: tt.ttl})
 			if tt.code != codes.OK {
 				checkRefusal(t, &sink, err, tt.code, tt.want)
 
@@ -102,6 +172,10 @@ func TestRenew(t *testing.T) {
 			}
 
 			checkIssued(t, &sink, resp, err, key.Public(), tt.life)
+
+			if recs := sink.Find(t, msgRenewed, LogAskingSerial, tt.cert.SerialNumber.Text(16), LogAskingCommonName, "alice"); len(recs) != 1 {
+				t.Fatalf("the record does not name the asking certificate: %v", sink.Records(t))
+			}
 		})
 	}
 }

@@ -3,7 +3,6 @@ package machineapi
 import (
 	"context"
 	"errors"
-	"time"
 
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"google.golang.org/grpc/codes"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/aegis-os/aegis/authz/role"
 	"github.com/aegis-os/aegis/ca"
+	"github.com/aegis-os/aegis/machined/certapi"
 )
 
 // Reboot restarts the node: in user mode machined stops every service and
@@ -51,11 +51,13 @@ func (s *Server) GenerateClientConfiguration(_ context.Context, req *machine.Gen
 		return nil, status.Error(codes.InvalidArgument, "at least one role is required")
 	}
 
-	var ttl time.Duration
-	if req.GetCrtTtl() != nil {
-		if ttl = req.GetCrtTtl().AsDuration(); ttl <= 0 {
-			return nil, status.Error(codes.InvalidArgument, "crt_ttl must be positive")
-		}
+	ttl, err := certapi.CheckTTL("crt_ttl", req.GetCrtTtl())
+	if err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+
+	if req.GetCrtTtl() != nil && ttl == 0 {
+		return nil, status.Error(codes.InvalidArgument, "crt_ttl must be positive")
 	}
 
 	caPEM, crt, key, cfg, err := s.cfg.ClientConfig.IssueClientConfig(roles, ttl)

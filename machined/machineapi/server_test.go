@@ -352,6 +352,18 @@ func TestGenerateClientConfiguration(t *testing.T) {
 		t.Fatalf("key does not match certificate: %v", err)
 	}
 
+	// A lifetime too short to be of use, or malformed, is the caller's
+	// mistake, named as such, never a failure of the node.
+	for _, bad := range []*durationpb.Duration{
+		durationpb.New(time.Nanosecond), durationpb.New(time.Millisecond), durationpb.New(-time.Hour),
+		{Seconds: 1, Nanos: -1}, {Seconds: 315576000001},
+	} {
+		_, err := cp.GenerateClientConfiguration(ctx, &machine.GenerateClientConfigurationRequest{Roles: []string{"os:reader"}, CrtTtl: bad})
+		if status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), "crt_ttl") {
+			t.Errorf("crt_ttl %v: %v, want InvalidArgument naming crt_ttl", bad, err)
+		}
+	}
+
 	for _, bad := range [][]string{{"os:root"}, {}, {"os:impersonator"}} {
 		_, err := cp.GenerateClientConfiguration(ctx, &machine.GenerateClientConfigurationRequest{Roles: bad})
 		if status.Code(err) != codes.InvalidArgument {

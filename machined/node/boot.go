@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"slices"
 	"strconv"
 	"sync"
 
@@ -106,10 +107,12 @@ func (n *Node) phaseConfig(_ context.Context, b *bootState, _ *sync.WaitGroup) e
 	n.store.Update(func(r *node.Resources) {
 		r.Hostname, r.Addresses = b.hostname, addrs
 		r.AcceptedCas = cfg.AcceptedCAs().PEM()
-		r.TrustdToken, r.OsCa = "", nil
+		r.TrustdToken, r.OsCa, r.ControlPlaneHosts, r.WorkerSans = "", nil, nil, nil
 
 		if osCA := cfg.OSCA(); osCA != nil {
 			r.TrustdToken = cfg.Machine.Token
+			r.ControlPlaneHosts = slices.Clone(cfg.Cluster.ControlPlane.Endpoints)
+			r.WorkerSans = slices.Clone(cfg.Cluster.WorkerSANs)
 			r.OsCa = &node.KeyPair{Crt: osCA.CertPEM, Key: osCA.KeyPEM}
 		}
 	})
@@ -175,7 +178,7 @@ func (n *Node) phaseCertificates(ctx context.Context, b *bootState, bg *sync.Wai
 	c := &certController{
 		cfg: b.cfg, store: n.store, hostname: b.hostname,
 		hosts: serverHosts(b.hostname, b.addresses, b.cfg.Machine.CertSANs), ttl: n.cfg.NodeCertTTL,
-		clock: n.clock, log: n.log,
+		addresses: b.addresses, clock: n.clock, log: n.log,
 	}
 
 	loops, err := c.obtain(ctx)

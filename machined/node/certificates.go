@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"slices"
 	"time"
 
@@ -31,9 +32,12 @@ type certController struct {
 	store    *resources.Store
 	hostname string
 	hosts    []string // SANs of the server certificate
-	ttl      time.Duration
-	clock    clock.Clock
-	log      *slog.Logger
+	// addresses are the node's own: on a worker, what it can show trustd
+	// (the address its call comes from), so what its certificate names.
+	addresses []string
+	ttl       time.Duration
+	clock     clock.Clock
+	log       *slog.Logger
 }
 
 // obtain gets the node's first certificates, waiting (a worker retrying its
@@ -91,17 +95,12 @@ func (c *certController) issueLocally() ([]func(context.Context) error, error) {
 }
 
 func (c *certController) join(ctx context.Context) ([]func(context.Context) error, error) {
-	newClient := func(maxAttempts int) (*join.Client, error) {
-		var sans []string
-		for _, h := range c.hosts {
-			if h != c.hostname {
-				sans = append(sans, h)
-			}
-		}
+	source, cn, sans := c.joinNames()
 
+	newClient := func(maxAttempts int) (*join.Client, error) {
 		return join.New(join.Config{
 			Endpoints: c.cfg.Cluster.ControlPlane.Endpoints, Token: c.cfg.TrustdToken(),
-			CAs: c.cfg.AcceptedCAs(), CA: c.cfg.CACertificate(), Hostname: c.hostname, SANs: sans,
+			CAs: c.cfg.AcceptedCAs(), CA: c.cfg.CACertificate(), Hostname: cn, SANs: sans, Source: source,
 			MaxAttempts: maxAttempts, Clock: c.clock, Logger: c.log,
 		})
 	}
@@ -124,12 +123,18 @@ func (c *certController) join(ctx context.Context) ([]func(context.Context) erro
 				return nil, err
 			}
 
+			merged, ignored := mergeCAs(c.cfg.AcceptedCAs(), res.CAs)
+			for _, subject := range ignored {
+				c.log.Warn("CA in trustd's reply ignored: no CA the node trusts signed it", slog.String("ca", subject))
+			}
+
 			c.store.Update(func(r *node.Resources) {
 				r.Server = &node.KeyPair{Crt: res.CertPEM, Key: res.KeyPEM}
-				// The config's CAs and those trustd accepts now: a CA that
-				// trustd dropped at the end of a rotation leaves the worker
-				// at its next renewal, not only at its next reboot.
-				r.AcceptedCas = mergeCAs(c.cfg.AcceptedCAs().PEM(), res.CAs)
+				// The config's CAs and those trustd accepts now that one of
+				// them signed: a CA that trustd dropped at the end of a
+				// rotation leaves the worker at its next renewal, not only
+				// at its next reboot, and no reply adds a CA of its own.
+				r.AcceptedCas = merged
 			})
 
 			c.log.Info("joined through trustd", slog.String("endpoint", res.Endpoint), slog.Time("not_after", res.Certificate.NotAfter))
@@ -149,6 +154,31 @@ func (c *certController) join(ctx context.Context) ([]func(context.Context) erro
 	}
 
 	return []func(context.Context) error{loop}, nil
+}
+
+// joinNames are what a worker asks trustd for. A token obtains by default
+// only the address its call comes from (and what the token allows), so the
+// worker binds its listen address, when it has one, as the source of the
+// call and asks for its own addresses and the config's certSANs: not
+// 127.0.0.1, which every control plane names too, nor its hostname, which
+// it cannot show is its own. The common name is the first address.
+func (c *certController) joinNames() (source, cn string, sans []string) {
+	if a, err := netip.ParseAddr(c.cfg.Machine.ListenAddress); err == nil && !a.IsUnspecified() {
+		source = a.String()
+	}
+
+	for _, h := range append(slices.Clone(c.addresses), c.cfg.Machine.CertSANs...) {
+		if h != "" && !slices.Contains(sans, h) {
+			sans = append(sans, h)
+		}
+	}
+
+	cn = c.hostname
+	if len(sans) > 0 {
+		cn = sans[0]
+	}
+
+	return source, cn, sans
 }
 
 func (c *certController) renewer(cur *x509.Certificate, renew func(context.Context) (*x509.Certificate, error)) (func(context.Context) error, error) {
@@ -192,17 +222,39 @@ func issueFor(iss *ca.Issuer, profile ca.Profile, cn string, hosts []string, ttl
 	return issued, keyPEM, err
 }
 
-// mergeCAs adds the CAs of set to the PEM bundle have, keeping its order.
-func mergeCAs(have []byte, set *ca.AcceptedSet) []byte {
-	out := append([]byte(nil), have...)
+// mergeCAs adds to the PEM bundle of trusted the CAs of reply that one of
+// trusted signed (a rotation's new CA, cross-signed by the one it
+// replaces), keeping the order. A renewal never makes the node trust a CA
+// on the reply's word alone: the others are left out, and their subjects
+// returned.
+func mergeCAs(trusted, reply *ca.AcceptedSet) ([]byte, []string) {
+	out := trusted.PEM()
 
-	for _, c := range set.Certificates() {
-		if p := ca.EncodeCertificate(c); !bytes.Contains(out, p) {
+	var ignored []string
+
+	for _, c := range reply.Certificates() {
+		p := ca.EncodeCertificate(c)
+
+		switch {
+		case bytes.Contains(out, p):
+		case signedByOneOf(c, trusted.Certificates()):
 			out = append(out, p...)
+		default:
+			ignored = append(ignored, c.Subject.String())
 		}
 	}
 
-	return out
+	return out, ignored
+}
+
+func signedByOneOf(c *x509.Certificate, parents []*x509.Certificate) bool {
+	for _, p := range parents {
+		if c.CheckSignatureFrom(p) == nil {
+			return true
+		}
+	}
+
+	return false
 }
 
 // serverHosts names the node's server certificate: its addresses,

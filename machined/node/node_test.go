@@ -1,6 +1,8 @@
 package node
 
 import (
+	"crypto/rand"
+	"crypto/x509"
 	"slices"
 	"testing"
 	"time"
@@ -29,21 +31,51 @@ func TestServerHosts(t *testing.T) {
 	}
 }
 
+// A reply's CA joins the node's only when a CA the node trusts signed it:
+// a renewal never makes the node trust a CA on the reply's word alone.
 func TestMergeCAs(t *testing.T) {
-	a := catest.NewCA(t, ca.Ed25519, time.Now())
-	b := catest.NewCA(t, ca.Ed25519, time.Now())
+	now := time.Now()
+	a := catest.NewCA(t, ca.Ed25519, now)
+	stranger := catest.NewCA(t, ca.Ed25519, now)
+	crossSigned := crossSign(t, catest.NewCA(t, ca.Ed25519, now), a)
 
-	set, err := ca.NewAcceptedSet(time.Now(), a.Cert, b.Cert)
+	trusted, err := ca.NewAcceptedSet(now, a.Cert)
 	if err != nil {
 		t.Fatal(err)
 	}
 
-	merged := mergeCAs(a.CertPEM, set)
-
-	got, err := ca.ParseAcceptedSet(merged, time.Now())
-	if err != nil || len(got.Certificates()) != 2 || !got.Certificates()[0].Equal(a.Cert) {
-		t.Fatalf("merged = %v, %v", got, err)
+	reply, err := ca.NewAcceptedSet(now, a.Cert, stranger.Cert, crossSigned)
+	if err != nil {
+		t.Fatal(err)
 	}
+
+	merged, ignored := mergeCAs(trusted, reply)
+
+	got, err := ca.ParseAcceptedSet(merged, now)
+	if err != nil || len(got.Certificates()) != 2 || !got.Certificates()[0].Equal(a.Cert) || !got.Certificates()[1].Equal(crossSigned) {
+		t.Fatalf("merged = %v, %v", got.Certificates(), err)
+	}
+
+	if len(ignored) != 1 || ignored[0] != stranger.Cert.Subject.String() {
+		t.Fatalf("ignored = %v, want the stranger", ignored)
+	}
+}
+
+// crossSign is ca's certificate re-signed by parent.
+func crossSign(t *testing.T, c, parent *ca.CA) *x509.Certificate {
+	t.Helper()
+
+	der, err := x509.CreateCertificate(rand.Reader, c.Cert, parent.Cert, c.Cert.PublicKey, parent.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	return cert
 }
 
 func TestAddressesPreferListenAddress(t *testing.T) {
@@ -76,5 +108,37 @@ func TestNodeNameArgs(t *testing.T) {
 	want := []string{"--node-name", "cp.example", "--node-name", "cp-2.example"}
 	if got := nodeNameArgs(cfg); !slices.Equal(got, want) {
 		t.Fatalf("nodeNameArgs = %q, want %q", got, want)
+	}
+}
+
+// A worker asks trustd only for what it can show: its own addresses (the
+// listen address bound as the call's source) and its certSANs, never
+// 127.0.0.1 or its hostname.
+func TestJoinNames(t *testing.T) {
+	tests := []struct {
+		name      string
+		listen    string
+		addresses []string
+		certSANs  []string
+		source    string
+		cn        string
+		sans      []string
+	}{
+		{name: "listen address", listen: "127.0.0.5", addresses: []string{"127.0.0.5"}, source: "127.0.0.5", cn: "127.0.0.5", sans: []string{"127.0.0.5"}},
+		{name: "with certSANs", listen: "10.0.0.5", addresses: []string{"10.0.0.5"}, certSANs: []string{"w.example", "10.0.0.5"}, source: "10.0.0.5", cn: "10.0.0.5", sans: []string{"10.0.0.5", "w.example"}},
+		{name: "all addresses", listen: "0.0.0.0", addresses: []string{"10.0.0.5", "10.0.1.5"}, cn: "10.0.0.5", sans: []string{"10.0.0.5", "10.0.1.5"}},
+		{name: "nothing known", cn: "worker-1"},
+	}
+
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := &certs.MachineConfig{Machine: certs.MachineSpec{ListenAddress: tt.listen, CertSANs: tt.certSANs}}
+			c := &certController{cfg: cfg, hostname: "worker-1", addresses: tt.addresses}
+
+			source, cn, sans := c.joinNames()
+			if source != tt.source || cn != tt.cn || !slices.Equal(sans, tt.sans) {
+				t.Fatalf("joinNames = %q, %q, %v; want %q, %q, %v", source, cn, sans, tt.source, tt.cn, tt.sans)
+			}
+		})
 	}
 }

@@ -68,11 +68,13 @@ func APIDView(all *node.Resources) *node.Resources {
 }
 
 // TrustdView is what trustd reads: the OS CA, its server certificate, the
-// accepted CAs, the machine config's token and the time status.
+// accepted CAs, the machine config's token and the names it obtains, the
+// control planes' hosts and the time status.
 func TrustdView(all *node.Resources) *node.Resources {
 	return &node.Resources{
 		Server: all.GetServer(), OsCa: all.GetOsCa(), AcceptedCas: all.GetAcceptedCas(),
 		TrustdToken: all.GetTrustdToken(), Time: all.GetTime(), Hostname: all.GetHostname(),
+		ControlPlaneHosts: all.GetControlPlaneHosts(), WorkerSans: all.GetWorkerSans(),
 	}
 }
 

@@ -19,7 +19,8 @@ import (
 )
 
 // ErrRefused wraps a refusal no other endpoint would answer differently: the
-// CSR itself broke trustd's rules (InvalidArgument). Join stops on it.
+// CSR itself broke trustd's rules (InvalidArgument) or named what no token
+// may have (PermissionDenied). Join stops on it.
 var ErrRefused = errors.New("join: request refused")
 
 // Join makes a new key and obtains a certificate for it. It tries the
@@ -82,7 +83,7 @@ func (c *Client) attempt(ctx context.Context, endpoint string, key crypto.Signer
 
 	caPEM, crtPEM, err := c.cfg.Transport.Certificate(ctx, endpoint, c.cfg.Token, csrPEM)
 	if err != nil {
-		if status.Code(err) == codes.InvalidArgument {
+		if c := status.Code(err); c == codes.InvalidArgument || c == codes.PermissionDenied {
 			return nil, fmt.Errorf("%w by %s: %w", ErrRefused, endpoint, err)
 		}
 
@@ -119,6 +120,13 @@ func (c *Client) check(key crypto.Signer, caPEM, crtPEM []byte) (*Result, error)
 
 	if err = cas.Verify(cert, x509.ExtKeyUsageServerAuth, c.cfg.Clock.Now()); err != nil {
 		return nil, fmt.Errorf("certificate does not verify: %w", err)
+	}
+
+	// The CAs the reply names are no authority of their own: the
+	// certificate must also chain to a CA the node already trusts, or an
+	// endpoint signing with a CA of its choosing would be believed.
+	if err = c.cfg.CAs.Verify(cert, x509.ExtKeyUsageServerAuth, c.cfg.Clock.Now()); err != nil {
+		return nil, fmt.Errorf("certificate does not chain to a CA the node trusts: %w", err)
 	}
 
 	keyPEM, err := ca.EncodeKey(key)

@@ -28,20 +28,26 @@ func TestJoinOverGRPC(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// trustd grants the static token the address the call comes from: a
+	// node binds the address it names.
 	tests := []struct {
 		name    string
 		cas     *ca.AcceptedSet
+		source  string
+		sans    []string
 		wantErr string
 	}{
-		{name: "trusted", cas: env.CAs},
-		{name: "untrusted server certificate", cas: strangerCAs, wantErr: "certificate signed by unknown authority"},
+		{name: "trusted", cas: env.CAs, source: "127.0.1.7", sans: []string{"127.0.1.7"}},
+		{name: "untrusted server certificate", cas: strangerCAs, source: "127.0.1.7", sans: []string{"127.0.1.7"}, wantErr: "certificate signed by unknown authority"},
+		{name: "an address not the source", cas: env.CAs, sans: []string{"127.0.1.7"}, wantErr: "InvalidArgument"},
+		{name: "the control plane's address", cas: env.CAs, source: "127.0.1.8", sans: []string{"127.0.1.8", trustdtest.ListenIP}, wantErr: "PermissionDenied"},
 	}
 
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c, err := join.New(join.Config{
 				Endpoints: []string{env.Addr}, Token: tok, CAs: tt.cas, CA: env.CA.Cert,
-				Hostname: "worker-1", SANs: []string{"127.0.1.7"}, MaxAttempts: 1,
+				Hostname: tt.sans[0], SANs: tt.sans, Source: tt.source, MaxAttempts: 1,
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -60,7 +66,7 @@ func TestJoinOverGRPC(t *testing.T) {
 				t.Fatal(err)
 			}
 
-			if res.Certificate.Subject.CommonName != "worker-1" || len(res.Certificate.IPAddresses) != 1 {
+			if res.Certificate.Subject.CommonName != "127.0.1.7" || len(res.Certificate.IPAddresses) != 1 {
 				t.Fatalf("certificate for %s %v", res.Certificate.Subject.CommonName, res.Certificate.IPAddresses)
 			}
 		})

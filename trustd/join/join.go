@@ -62,6 +62,11 @@ type Config struct {
 	// Hostname is the CSR's common name and first SAN; SANs are the rest.
 	Hostname string
 	SANs     []string
+	// Source is the local address calls are made from. trustd grants a
+	// token caller the address its call comes from, so a node on a host
+	// with several addresses binds the one its certificate names. Empty
+	// lets the system choose.
+	Source string
 	// MaxAttempts bounds the calls of one Join; zero means until the
 	// context ends. A renewal loop with its own retries sets it to the
 	// number of endpoints.
@@ -147,7 +152,7 @@ func setDefaults(cfg *Config) {
 	}
 
 	if cfg.Transport == nil {
-		cfg.Transport = GRPCTransport{CAs: cfg.CAs}
+		cfg.Transport = GRPCTransport{CAs: cfg.CAs, Source: cfg.Source}
 	}
 
 	if cfg.Clock == nil {

@@ -295,7 +295,8 @@ func TestJoinCancelDuringBackoff(t *testing.T) {
 }
 
 // TestJoinRejectsBadAnswers: an answer that is not a server certificate for
-// the node's key, chaining to the CAs sent with it, counts as a failure and
+// the node's key, chaining both to the CAs sent with it and to those the
+// node already trusts, counts as a failure and
 // the next endpoint is tried.
 func TestJoinRejectsBadAnswers(t *testing.T) {
 	h := newHarness(t, ca.Ed25519, 0, "cp-1", "cp-2")
@@ -322,6 +323,14 @@ func TestJoinRejectsBadAnswers(t *testing.T) {
 		{"junk CA bundle", func(c call) reply { return reply{caPEM: []byte("junk"), crtPEM: issue(c, ca.ProfileServer)} }},
 		{"client certificate", func(c call) reply { return reply{caPEM: h.ca.CertPEM, crtPEM: issue(c, ca.ProfileClient, role.Reader)} }},
 		{"CA bundle of another CA", func(c call) reply { return reply{caPEM: other.CertPEM, crtPEM: issue(c, ca.ProfileServer)} }},
+		{"signed by another CA the reply names", func(c call) reply {
+			issued, err := catest.NewIssuer(t, other, catest.Epoch).Issue(ca.Request{CSR: c.csr, Profile: ca.ProfileServer})
+			if err != nil {
+				t.Fatal(err)
+			}
+
+			return reply{caPEM: other.CertPEM, crtPEM: issued.PEM}
+		}},
 	}
 
 	for i, b := range bad {

@@ -3,6 +3,7 @@ package join
 import (
 	"context"
 	"crypto/tls"
+	"net"
 
 	securityapi "github.com/siderolabs/talos/pkg/machinery/api/security"
 	"google.golang.org/grpc"
@@ -19,6 +20,9 @@ import (
 // with the token in the "token" metadata key.
 type GRPCTransport struct {
 	CAs *ca.AcceptedSet
+	// Source is the local address to call from; empty lets the system
+	// choose.
+	Source string
 }
 
 // Certificate implements Transport. Each call has its own connection: a
@@ -26,7 +30,16 @@ type GRPCTransport struct {
 func (t GRPCTransport) Certificate(ctx context.Context, endpoint string, tok token.Token, csrPEM []byte) ([]byte, []byte, error) {
 	creds := credentials.NewTLS(&tls.Config{RootCAs: t.CAs.Pool(), MinVersion: tls.VersionTLS13})
 
-	conn, err := grpc.NewClient(endpoint, grpc.WithTransportCredentials(creds))
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(creds)}
+
+	if t.Source != "" {
+		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(t.Source)}}
+		opts = append(opts, grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+			return d.DialContext(ctx, "tcp", addr)
+		}))
+	}
+
+	conn, err := grpc.NewClient(endpoint, opts...)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -30,14 +30,36 @@ var (
 	// ErrBadPattern is wrapped by Parse's refusals.
 	ErrBadPattern = errors.New("sanpolicy: invalid allowed-SAN pattern")
 	// ErrNotPermitted is wrapped by Check's refusals.
-	ErrNotPermitted = errors.New("sanpolicy: SAN not allowed by the token")
+	ErrNotPermitted = errors.New("sanpolicy: SAN is neither the caller's address nor allowed by the token")
 )
 
-// Policy is a parsed list of allowed SANs. The nil or empty Policy is
-// unrestricted. A Policy is immutable and safe for concurrent use.
+// Policy is a parsed list of allowed SANs. The nil or empty Policy that
+// Parse returns is unrestricted; a policy made by ForCaller never is. A
+// Policy is immutable and safe for concurrent use.
 type Policy struct {
 	dns  []dnsPattern
 	nets []netip.Prefix
+	// closed makes an empty policy allow nothing rather than everything.
+	closed bool
+}
+
+// ForCaller is the policy a token caller's request is held to: the
+// address the call came from (what the caller can show is its own) plus
+// what the token explicitly allows (p, which may be nil). An invalid source
+// (a caller without an IP address) adds nothing. The result is never
+// unrestricted: with no source and no pattern it allows no name at all.
+func ForCaller(p *Policy, source netip.Addr) *Policy {
+	out := &Policy{closed: true}
+	if p != nil {
+		out.dns = append(out.dns, p.dns...)
+		out.nets = append(out.nets, p.nets...)
+	}
+
+	if source = source.Unmap().WithZone(""); source.IsValid() && !source.IsUnspecified() {
+		out.nets = append(out.nets, netip.PrefixFrom(source, source.BitLen()))
+	}
+
+	return out
 }
 
 // Parse reads an operator's pattern list. Every pattern must be valid; the
@@ -78,7 +100,7 @@ func Parse(unsafe []string) (*Policy, error) {
 }
 
 // Unrestricted reports whether the policy allows every name.
-func (p *Policy) Unrestricted() bool { return p == nil || len(p.dns)+len(p.nets) == 0 }
+func (p *Policy) Unrestricted() bool { return p == nil || (!p.closed && len(p.dns)+len(p.nets) == 0) }
 
 // Strings returns the patterns in canonical form: DNS patterns lower-cased,
 // networks as CIDRs, single addresses without a prefix length.

@@ -23,6 +23,9 @@ import (
 type Config struct {
 	// Static is the machine config's token. Zero means none.
 	Static token.Token
+	// StaticSANs is what the static token obtains besides the caller's own
+	// address (the config's cluster.workerSANs). Nil means nothing more.
+	StaticSANs *sanpolicy.Policy
 	// Store holds the other tokens. Nil means only the static token works.
 	Store tokenstore.Store
 	// Clock decides expiry. Nil means the system clock.
@@ -33,9 +36,10 @@ type Config struct {
 
 // Authenticator implements trustd.Authenticator.
 type Authenticator struct {
-	static token.Token
-	store  tokenstore.Store
-	clock  clock.Clock
+	static     token.Token
+	staticSANs *sanpolicy.Policy
+	store      tokenstore.Store
+	clock      clock.Clock
 	// decoy stands in for an unknown id, so that an unknown id costs the
 	// same hashing and comparison as a known one with a wrong secret.
 	decoy tokenstore.Record
@@ -57,7 +61,7 @@ func New(cfg Config) (*Authenticator, error) {
 		cfg.Rand = rand.Reader
 	}
 
-	a := &Authenticator{static: cfg.Static, store: cfg.Store, clock: cfg.Clock}
+	a := &Authenticator{static: cfg.Static, staticSANs: cfg.StaticSANs, store: cfg.Store, clock: cfg.Clock}
 
 	// The decoy's secret is random and thrown away: nothing matches it.
 	decoy, err := token.Generate(cfg.Rand)
@@ -87,7 +91,7 @@ func (a *Authenticator) Authenticate(ctx context.Context, tok token.Token) (trus
 
 	switch {
 	case isStatic:
-		return trustd.Grant{TokenID: tok.ID(), Static: true}, nil
+		return trustd.Grant{TokenID: tok.ID(), Static: true, AllowedSANs: a.staticSANs}, nil
 	case !known || !secretOK:
 		return trustd.Grant{}, fmt.Errorf("%w: unknown id or wrong secret", trustd.ErrInvalidToken)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/aegis-os/aegis/internal/clock"
 	"github.com/aegis-os/aegis/trustd"
+	"github.com/aegis-os/aegis/trustd/sanpolicy"
 	"github.com/aegis-os/aegis/trustd/token"
 	"github.com/aegis-os/aegis/trustd/tokenauth"
 	"github.com/aegis-os/aegis/trustd/tokenstore"
@@ -57,10 +58,16 @@ func fixture(t *testing.T) (*tokenauth.Authenticator, tokenstore.Store) {
 		t.Fatal(err)
 	}
 
+	workerSANs, err := sanpolicy.Parse([]string{"worker-*.example"})
+	if err != nil {
+		t.Fatal(err)
+	}
+
 	a, err := tokenauth.New(tokenauth.Config{
-		Static: mustToken(t, "static.aaaaaaaaaaaaaaaa"),
-		Store:  store,
-		Clock:  clock.NewFake(now),
+		Static:     mustToken(t, "static.aaaaaaaaaaaaaaaa"),
+		StaticSANs: workerSANs,
+		Store:      store,
+		Clock:      clock.NewFake(now),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -98,6 +105,11 @@ func TestAuthenticate(t *testing.T) {
 
 				if g.Static != tt.static || g.TokenID != tt.tok[:token.IDLength] {
 					t.Fatalf("grant = %+v", g)
+				}
+
+				// The static token obtains the config's worker names.
+				if tt.static && !g.AllowedSANs.PermitsDNS("worker-1.example") {
+					t.Fatalf("static grant allows %v, want the worker SANs", g.AllowedSANs.Strings())
 				}
 
 				return

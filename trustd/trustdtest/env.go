@@ -29,6 +29,11 @@ import (
 // ListenIP is the loopback address test servers bind (with port 0).
 const ListenIP = "127.0.1.1"
 
+// CallerIP is the address a client without an explicit source comes from
+// (the kernel's choice for a loopback destination), so the one a static
+// token caller may name by default.
+const CallerIP = "127.0.0.1"
+
 // StaticToken is the machine-config token of every test server.
 const StaticToken = "static.0123456789abcdef"
 
@@ -45,6 +50,9 @@ type Options struct {
 	RateLimit trustd.RateLimit
 	// Clock of the server and the authenticator. Nil means the system clock.
 	Clock clock.Clock
+	// ControlPlanes are the control planes' hosts besides the server's own
+	// (ListenIP and the name "trustd", from its certificate).
+	ControlPlanes []string
 }
 
 // Env is a running test server and what a test needs to talk to it.
@@ -114,6 +122,7 @@ func newServer(tb testing.TB, e *Env, opts Options) *trustd.Server {
 		Logger:        NewRecorder().Logger(),
 		RateLimit:     opts.RateLimit,
 		Clock:         opts.Clock,
+		ControlPlanes: hostList(opts.ControlPlanes),
 	})
 	must(tb, err)
 
@@ -139,6 +148,10 @@ func (e *Env) serve(tb testing.TB) {
 		}
 	})
 }
+
+type hostList []string
+
+func (h hostList) ControlPlaneHosts() []string { return h }
 
 type accepted struct{ s *ca.AcceptedSet }
 
@@ -249,6 +262,14 @@ func CSR(tb testing.TB, kt ca.KeyType, commonName string, hosts ...string) []byt
 	must(tb, err)
 
 	return csrPEM
+}
+
+// SourceCSR is a CSR a static token caller from source may have signed:
+// source as its common name and only SAN.
+func SourceCSR(tb testing.TB, kt ca.KeyType, source string) []byte {
+	tb.Helper()
+
+	return CSR(tb, kt, source, source)
 }
 
 func must(tb testing.TB, err error) {

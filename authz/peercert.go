@@ -1,0 +1,64 @@
+package authz
+
+import (
+	"context"
+	"crypto/x509"
+	"encoding/base64"
+	"errors"
+	"fmt"
+
+	"google.golang.org/grpc/metadata"
+
+	"github.com/aegis-os/aegis/api/certificates"
+)
+
+// CertificateMetadataKey carries, on apid's hop to machined, the client
+// certificate apid verified, for the methods that decide on the
+// certificate itself rather than on roles (see NeedsPeerCertificate). Like
+// talos-role it is trusted only on machined's socket; apid drops whatever a
+// caller sent under this key and sets its own.
+const CertificateMetadataKey = "aegis-client-certificate"
+
+// ErrNoPeerCertificate is returned when a call carries no certificate in
+// CertificateMetadataKey, or one that does not parse.
+var ErrNoPeerCertificate = errors.New("authz: no caller certificate passed on")
+
+// NeedsPeerCertificate reports whether apid passes the caller's verified
+// certificate on with calls of method: renewal keeps the presented
+// certificate's roles, name and lifetime, which roles alone do not carry.
+func NeedsPeerCertificate(method string) bool {
+	return method == certificates.CertificateService_Renew_FullMethodName
+}
+
+// SetCertificateMetadata replaces the certificate in md with leaf (none
+// for a nil leaf).
+func SetCertificateMetadata(md metadata.MD, leaf *x509.Certificate) {
+	md.Delete(CertificateMetadataKey)
+
+	if leaf != nil {
+		md.Set(CertificateMetadataKey, base64.StdEncoding.EncodeToString(leaf.Raw))
+	}
+}
+
+// CertificateFromMetadata returns the certificate apid passed on with the
+// incoming call. Only a listener nobody but apid can reach may believe it.
+func CertificateFromMetadata(ctx context.Context) (*x509.Certificate, error) {
+	md, _ := metadata.FromIncomingContext(ctx)
+
+	values := md.Get(CertificateMetadataKey)
+	if len(values) != 1 {
+		return nil, fmt.Errorf("%w: %d values", ErrNoPeerCertificate, len(values))
+	}
+
+	der, err := base64.StdEncoding.DecodeString(values[0])
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrNoPeerCertificate, err)
+	}
+
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrNoPeerCertificate, err)
+	}
+
+	return cert, nil
+}

@@ -1,0 +1,63 @@
+package authz_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/metadata"
+
+	"github.com/aegis-os/aegis/authz"
+	"github.com/aegis-os/aegis/authz/role"
+	"github.com/aegis-os/aegis/ca"
+	"github.com/aegis-os/aegis/ca/catest"
+)
+
+func TestCertificateMetadata(t *testing.T) {
+	iss := catest.NewIssuer(t, catest.NewCA(t, ca.Ed25519, catest.Epoch), catest.Epoch)
+	cert := catest.Issue(t, iss, catest.Key(t, ca.Ed25519), ca.ProfileClient, time.Hour, role.Reader).Cert
+
+	set := metadata.MD{}
+	authz.SetCertificateMetadata(set, cert)
+
+	tests := []struct {
+		name string
+		md   metadata.MD
+		ok   bool
+	}{
+		{name: "set by apid", md: set, ok: true},
+		{name: "none", md: metadata.MD{}},
+		{name: "two values", md: metadata.MD{authz.CertificateMetadataKey: append(set.Get(authz.CertificateMetadataKey), set.Get(authz.CertificateMetadataKey)...)}},
+		{name: "not base64", md: metadata.Pairs(authz.CertificateMetadataKey, "%%%")},
+		{name: "not a certificate", md: metadata.Pairs(authz.CertificateMetadataKey, "AAAA")},
+	}
+
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := authz.CertificateFromMetadata(metadata.NewIncomingContext(context.Background(), tt.md))
+			if tt.ok {
+				if err != nil || !got.Equal(cert) {
+					t.Fatalf("got %v, %v", got, err)
+				}
+
+				return
+			}
+
+			if !errors.Is(err, authz.ErrNoPeerCertificate) {
+				t.Fatalf("err = %v, want ErrNoPeerCertificate", err)
+			}
+		})
+	}
+
+	authz.SetCertificateMetadata(set, nil)
+	if len(set.Get(authz.CertificateMetadataKey)) != 0 {
+		t.Fatal("a nil certificate left a value")
+	}
+}
+
+func TestNeedsPeerCertificate(t *testing.T) {
+	if !authz.NeedsPeerCertificate("/aegis.certificates.CertificateService/Renew") || authz.NeedsPeerCertificate("/machine.MachineService/Version") {
+		t.Fatal("only Renew carries the caller's certificate")
+	}
+}
