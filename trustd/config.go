@@ -67,7 +67,9 @@ type CertificateSource interface {
 }
 
 // RateLimit configures how failed requests are limited per source address.
-// IPv4 sources are counted per address, IPv6 sources per /64.
+// IPv4 sources are counted per address, IPv6 sources per /64 (the block
+// one host picks its addresses from). Only sources that failed are
+// tracked; a source that never failed is never limited.
 type RateLimit struct {
 	// Burst is how many failures a source may make in a row. Zero means
 	// DefaultFailureBurst.

@@ -66,9 +66,13 @@ const (
 	// harmless.
 	DefaultFailureRefill = 6 * time.Second
 
-	// DefaultMaxSources bounds the sources the rate limiter tracks. Only
-	// sources that failed take a slot; when the table is full, new ones
-	// share one bucket, so a flood from many addresses is limited as one.
+	// DefaultMaxSources bounds the sources the rate limiter tracks, about
+	// a megabyte of buckets. Only sources that failed take a slot; when the
+	// table is full, the source whose last failure is the oldest is
+	// forgotten, never a source that has not failed penalized. A flood
+	// from more addresses than this can thus retry sooner than the refill
+	// allows; with a token's 82-bit secret that gains a guesser nothing,
+	// while a shared penalty would lock out every honest joiner.
 	DefaultMaxSources = 10000
 
 	// requestIDSize is the size of the random reference in audit records
