@@ -91,9 +91,15 @@ type Config struct {
 	TimeGate      TimeGate
 	Certificate   CertificateSource
 
-	// Audit receives exactly one record per certificate decision. Nil
-	// means Logger with the attribute log=audit.
+	// Audit receives one record per certificate issued. Nil means Logger
+	// with the attribute log=audit.
 	Audit *slog.Logger
+	// Refusals receives the records of refused requests, aggregated: the
+	// first refusal of a source per RefusalInterval in full, the others
+	// in one summary of the source at the interval's end. Keeping them
+	// apart from Audit lets a flood of refusals never push issuance
+	// records out of a bounded log. Nil means Audit.
+	Refusals *slog.Logger
 	// Logger receives operational messages. Nil means slog.Default().
 	Logger *slog.Logger
 	// RateLimit limits failed requests per source.
@@ -148,6 +154,10 @@ func (cfg *Config) setDefaults() {
 
 	if cfg.Audit == nil {
 		cfg.Audit = cfg.Logger.With(slog.String("log", "audit"))
+	}
+
+	if cfg.Refusals == nil {
+		cfg.Refusals = cfg.Audit
 	}
 
 	if cfg.CertTTL == 0 {

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/aegis-os/aegis/ca"
+	"github.com/aegis-os/aegis/internal/refusals"
 )
 
 // Limits and defaults of the trustd server, in one place.
@@ -74,6 +75,19 @@ const (
 	// allows; with a token's 82-bit secret that gains a guesser nothing,
 	// while a shared penalty would lock out every honest joiner.
 	DefaultMaxSources = 10000
+
+	// RefusalInterval is how long the refusals of a source are counted
+	// before their summary is written; the first of each interval is
+	// written in full. Under a sustained flood a source costs two lines a
+	// minute, whatever its rate.
+	RefusalInterval = refusals.DefaultInterval
+
+	// MaxRefusalSources bounds the sources whose refusals are counted apart
+	// in one interval; the refusals of further sources are counted in one
+	// summary of "other" sources. It bounds both the memory of the counts
+	// and the lines a flood from many addresses writes per interval
+	// (at most two per source plus one), about 700 KiB.
+	MaxRefusalSources = 1024
 
 	// requestIDSize is the size of the random reference in audit records
 	// and internal errors, in bytes.

@@ -8,6 +8,7 @@ import (
 	"crypto/rand"
 	"crypto/tls"
 	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -58,6 +59,8 @@ type Env struct {
 	KeyPair *certs.KeyPair
 	Server  *trustd.Server
 	Clock   clock.Clock
+
+	stop func() // stops the server and waits for Serve to return
 }
 
 // Start runs a server until the test ends.
@@ -131,14 +134,24 @@ func (e *Env) serve(tb testing.TB) {
 
 	go func() { done <- e.Server.Serve(ctx, lis) }()
 
-	tb.Cleanup(func() {
-		cancel()
+	var once sync.Once
 
-		if err := <-done; err != nil {
-			tb.Errorf("Serve: %v", err)
-		}
-	})
+	e.stop = func() {
+		once.Do(func() {
+			cancel()
+
+			if err := <-done; err != nil {
+				tb.Errorf("Serve: %v", err)
+			}
+		})
+	}
+
+	tb.Cleanup(e.stop)
 }
+
+// Stop stops the server and waits until Serve returned; the summaries of
+// refusals are written by then.
+func (e *Env) Stop() { e.stop() }
 
 type accepted struct{ s *ca.AcceptedSet }
 
