@@ -89,6 +89,21 @@ const (
 	// (at most two per source plus one), about 700 KiB.
 	MaxRefusalSources = 1024
 
+	// AuditFileSize and AuditFilesKept are the rotation of the file of
+	// issuance records (cmd/trustd): a record takes about 500 bytes, so the
+	// eleven files keep the last 350,000 issuances or so, months of
+	// renewals of a large cluster. Refusals have their own file, so only
+	// issuances (and token management) age these out.
+	AuditFileSize  = 16 << 20
+	AuditFilesKept = 10
+
+	// RefusalsFileSize and RefusalsFilesKept are the rotation of the file
+	// of refusals: aggregated, a flood writes at most about 700 KiB per
+	// RefusalInterval, so this keeps the last ten minutes of the worst
+	// flood and days of ordinary failures.
+	RefusalsFileSize  = 4 << 20
+	RefusalsFilesKept = 1
+
 	// requestIDSize is the size of the random reference in audit records
 	// and internal errors, in bytes.
 	requestIDSize = 8

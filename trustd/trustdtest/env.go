@@ -4,9 +4,11 @@
 package trustdtest
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/tls"
+	"log/slog"
 	"net"
 	"sync"
 	"testing"
@@ -46,6 +48,9 @@ type Options struct {
 	RateLimit trustd.RateLimit
 	// Clock of the server and the authenticator. Nil means the system clock.
 	Clock clock.Clock
+	// Audit and Refusals receive the server's audit records. Nil means
+	// Env.Audit's recorder.
+	Audit, Refusals *slog.Logger
 }
 
 // Env is a running test server and what a test needs to talk to it.
@@ -113,7 +118,8 @@ func newServer(tb testing.TB, e *Env, opts Options) *trustd.Server {
 		Authenticator: auth,
 		TimeGate:      e.Gate,
 		Certificate:   e.KeyPair,
-		Audit:         e.Audit.Logger(),
+		Audit:         cmp.Or(opts.Audit, e.Audit.Logger()),
+		Refusals:      cmp.Or(opts.Refusals, e.Audit.Logger()),
 		Logger:        NewRecorder().Logger(),
 		RateLimit:     opts.RateLimit,
 		Clock:         opts.Clock,
