@@ -45,6 +45,8 @@ type Node struct {
 	Addr string
 	// Certificate is the node's server certificate, replaceable.
 	Certificate *certs.KeyPair
+
+	served chan struct{} // closed when Serve has returned
 }
 
 // StartNode starts a node on cfg.IP:0; it stops when the test ends.
@@ -89,11 +91,24 @@ func StartNode(tb testing.TB, p *PKI, cfg NodeConfig) *Node {
 		tb.Fatalf("apid.New: %v", err)
 	}
 
-	go n.Server.Serve(lis) //nolint:errcheck // ends with Stop
+	n.served = make(chan struct{})
 
-	tb.Cleanup(n.Server.Stop)
+	go func() {
+		defer close(n.served)
+
+		n.Server.Serve(lis) //nolint:errcheck // ends with Stop
+	}()
+
+	tb.Cleanup(n.Stop)
 
 	return n
+}
+
+// Stop stops the node at once and waits until Serve has returned, its
+// last log lines (the summaries of refusals) written.
+func (n *Node) Stop() {
+	n.Server.Stop()
+	<-n.served
 }
 
 // Shutdown stops the node gracefully within timeout.
@@ -102,6 +117,26 @@ func (n *Node) Shutdown(timeout time.Duration) {
 	defer cancel()
 
 	n.Server.Shutdown(ctx)
+}
+
+// TalosClientFrom is TalosClient with its connections made from the
+// loopback address source, so that a test can act as distinct callers.
+func TalosClientFrom(tb testing.TB, endpoint, source string, tlsCfg *tls.Config) *client.Client {
+	tb.Helper()
+
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(source)}}
+	dial := grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+		return d.DialContext(ctx, "tcp", addr)
+	})
+
+	c, err := client.New(context.Background(), client.WithEndpoints(endpoint), client.WithTLSConfig(tlsCfg), client.WithGRPCDialOptions(dial))
+	if err != nil {
+		tb.Fatalf("client: %v", err)
+	}
+
+	tb.Cleanup(func() { c.Close() }) //nolint:errcheck // closing a client in cleanup
+
+	return c
 }
 
 // TalosClient returns a Talos machinery client of endpoint (host or
