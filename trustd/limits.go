@@ -90,8 +90,8 @@ const (
 	MaxRefusalSources = 1024
 
 	// AuditFileSize and AuditFilesKept are the rotation of the file of
-	// issuance records (cmd/trustd): a record takes about 500 bytes, so the
-	// eleven files keep the last 350,000 issuances or so, months of
+	// issuance records (cmd/trustd): a record takes about 400 bytes, so the
+	// eleven files keep the last 400,000 issuances or so, months of
 	// renewals of a large cluster. Refusals have their own file, so only
 	// issuances (and token management) age these out.
 	AuditFileSize  = 16 << 20
