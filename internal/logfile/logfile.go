@@ -73,7 +73,18 @@ func (l *File) Write(p []byte) (int, error) {
 
 	if l.size > 0 && l.size+int64(len(p)) > l.maxSize {
 		if err := l.rotateLocked(); err != nil {
-			return 0, err
+			// A log that cannot rotate keeps growing rather than losing
+			// records; the error is returned once, with this write.
+			if l.f == nil {
+				if rerr := l.open(os.O_APPEND); rerr != nil {
+					return 0, errors.Join(err, rerr)
+				}
+			}
+
+			n, _ := l.f.Write(p)
+			l.size += int64(n)
+
+			return n, err
 		}
 	}
 

@@ -91,3 +91,27 @@ func TestOpenRefusesBadBounds(t *testing.T) {
 		}
 	}
 }
+
+// TestFailedRotationKeepsWriting: when the older files cannot be renamed
+// (here: a directory in the way), records are kept in the current file.
+func TestFailedRotationKeepsWriting(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.log")
+
+	if err := os.MkdirAll(filepath.Join(path+".1", "x"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+
+	l, err := logfile.Open(path, 10, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+
+	for _, s := range []string{"first line\n", "second line\n", "third line\n"} {
+		_, _ = l.Write([]byte(s))
+	}
+
+	if b, _ := os.ReadFile(path); string(b) != "first line\nsecond line\nthird line\n" {
+		t.Fatalf("%q", b)
+	}
+}
