@@ -16,9 +16,9 @@ import (
 // cost nothing, so an honest node is never slowed.
 //
 // Only sources that failed are tracked, and a source that is not tracked is
-// never refused: when the table is full, the source whose last failure is
-// the oldest is forgotten to make room. Its bucket has refilled the longest,
-// so it is the one closest to being forgiven anyway. A flood of failing
+// never refused: when the table is full, the source whose last failure (or
+// refused attempt) is the oldest is forgotten to make room. Its bucket has
+// refilled the longest, so it is the one closest to being forgiven anyway. A flood of failing
 // sources can thus only push other failing sources out, never lock out a
 // node that has not failed.
 type failureLimiter struct {
@@ -29,7 +29,7 @@ type failureLimiter struct {
 
 	mu      sync.Mutex
 	sources map[netip.Addr]*list.Element // of *failures
-	recent  list.List                    // most recent failure at the front
+	recent  list.List                    // most recent failure or refusal at the front
 }
 
 // failures is one tracked source.
@@ -48,8 +48,11 @@ func newFailureLimiter(cfg RateLimit, clk clock.Clock) *failureLimiter {
 	}
 }
 
-// allowed reports whether src has failures left. It records nothing, so a
-// source that never fails never takes a slot.
+// allowed reports whether src has failures left. A source that is not
+// tracked is allowed and stays untracked, so a source that never fails
+// never takes a slot. A refused attempt counts as recent: a source that
+// keeps knocking while locked out stays tracked, and locked out, rather
+// than being forgotten for quieter ones.
 func (l *failureLimiter) allowed(src netip.Addr) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -59,7 +62,13 @@ func (l *failureLimiter) allowed(src netip.Addr) bool {
 		return true
 	}
 
-	return e.Value.(*failures).bucket.TokensAt(l.clock.Now()) >= 1
+	if e.Value.(*failures).bucket.TokensAt(l.clock.Now()) >= 1 {
+		return true
+	}
+
+	l.recent.MoveToFront(e)
+
+	return false
 }
 
 // fail counts one failure of src and makes it the most recent.

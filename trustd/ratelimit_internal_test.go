@@ -82,14 +82,38 @@ func TestLimiterEvictsLeastRecent(t *testing.T) {
 			t.Errorf("%s allowed %v, want %v", tc.src, !tc.allowed, tc.allowed)
 		}
 	}
+}
 
-	// Checking a source does not make it recent: c, untouched since, goes
-	// next.
-	l.allowed(c)
+// TestLimiterRefusedAttemptIsRecent: a locked-out source that keeps
+// knocking stays tracked; checking a source that is allowed does not make
+// it recent.
+func TestLimiterRefusedAttemptIsRecent(t *testing.T) {
+	l, clk := newTestLimiter(3)
+	a, b, c := addr("10.0.0.1"), addr("10.0.0.2"), addr("10.0.0.3")
+
+	lockOut(t, l, a)
+	clk.Advance(time.Second)
+	lockOut(t, l, b)
+	clk.Advance(time.Second)
+	l.fail(c) // one failure left; most recent first: c, b, a
+
+	if l.allowed(a) || !l.allowed(c) {
+		t.Fatal("a allowed or c refused")
+	}
+
+	// Now a, c, b: the next two new sources push out b, then c.
+	tracked := func(src netip.Addr) bool { _, ok := l.sources[src]; return ok }
+
+	l.fail(addr("10.0.0.4"))
+
+	if tracked(b) || !tracked(a) || !tracked(c) {
+		t.Fatalf("after one eviction: a %v, b %v, c %v tracked", tracked(a), tracked(b), tracked(c))
+	}
+
 	l.fail(addr("10.0.0.5"))
 
-	if !l.allowed(c) || l.allowed(a) {
-		t.Fatalf("after a second eviction: c allowed %v, a allowed %v", l.allowed(c), l.allowed(a))
+	if tracked(c) || !tracked(a) || l.allowed(a) {
+		t.Fatalf("after two evictions: a %v, c %v tracked", tracked(a), tracked(c))
 	}
 }
 
