@@ -69,7 +69,7 @@ func checkIssued(t *testing.T, n *trustdNode, resp *securityapi.CertificateRespo
 
 // TestTrustdSynced runs trustd against a real NTP server: once synced it
 // issues node certificates for good tokens and refuses everything else with
-// the right code, one audit record per decision.
+// the right code, every decision accounted for in the audit files.
 func TestTrustdSynced(t *testing.T) {
 	needBinaries(t)
 
