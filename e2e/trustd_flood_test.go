@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -82,6 +84,14 @@ func TestTrustdRefusalFlood(t *testing.T) {
 
 	issuedRecs, refusedRecs := n.auditTrail(t)
 	kept := map[string]bool{}
+
+	for _, f := range []string{"audit.log", "refusals.log"} {
+		if st, err := os.Stat(filepath.Join(n.state, "trustd", f)); err == nil {
+			t.Logf("%s: %d bytes", f, st.Size())
+		}
+	}
+
+	t.Logf("%d records in audit.log, %d lines in refusals.log", len(issuedRecs), len(refusedRecs))
 
 	for _, r := range issuedRecs {
 		if r["decision"] == "issued" {

@@ -86,21 +86,22 @@ const (
 	// in one interval; the refusals of further sources are counted in one
 	// summary of "other" sources. It bounds both the memory of the counts
 	// and the lines a flood from many addresses writes per interval
-	// (at most two per source plus one), about 700 KiB.
+	// (at most two per source plus one), about 500 KiB.
 	MaxRefusalSources = 1024
 
 	// AuditFileSize and AuditFilesKept are the rotation of the file of
-	// issuance records (cmd/trustd): a record takes about 400 bytes, so the
-	// eleven files keep the last 400,000 issuances or so, months of
+	// issuance records (cmd/trustd): a record takes about 320 bytes, so the
+	// eleven files keep the last 500,000 issuances or so, months of
 	// renewals of a large cluster. Refusals have their own file, so only
 	// issuances (and token management) age these out.
 	AuditFileSize  = 16 << 20
 	AuditFilesKept = 10
 
 	// RefusalsFileSize and RefusalsFilesKept are the rotation of the file
-	// of refusals: aggregated, a flood writes at most about 700 KiB per
-	// RefusalInterval, so this keeps the last ten minutes of the worst
-	// flood and days of ordinary failures.
+	// of refusals: aggregated, a flood writes at most about 500 KiB per
+	// RefusalInterval (2,049 lines of some 240 bytes), so this keeps the
+	// last quarter of an hour of the worst flood and days of ordinary
+	// failures.
 	RefusalsFileSize  = 4 << 20
 	RefusalsFilesKept = 1
 
