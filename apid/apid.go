@@ -124,10 +124,6 @@ func New(cfg Config) (*Server, error) {
 	}
 
 	s.local = local
-	s.refusals = refusals.New(refusals.Config{
-		Logger: s.log, Summary: msgHandshakesRefused, Clock: s.clock,
-		Interval: HandshakeRefusalInterval, MaxSources: MaxRefusalSources,
-	})
 	s.nodes = newPool(poolConfig{dial: s.dialNode, clock: s.clock, max: MaxPooledNodes, idle: PoolIdleTimeout, log: s.log})
 	s.grpc = s.newGRPCServer(cfg.Rules)
 
@@ -170,6 +166,10 @@ func (s *Server) parseSelf(names []string) error {
 func (s *Server) newGRPCServer(rules authz.Rules) *grpc.Server {
 	unary, stream := s.interceptors(rules)
 
+	s.refusals = refusals.New(refusals.Config{
+		Logger: s.log, Summary: msgHandshakesRefused, Clock: s.clock,
+		Interval: HandshakeRefusalInterval, MaxSources: MaxRefusalSources,
+	})
 	creds := auditedCreds{TransportCredentials: credentials.NewTLS(s.serverTLS()), log: s.log, refusals: s.refusals}
 
 	return grpc.NewServer(
