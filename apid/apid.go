@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"sync"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -19,6 +20,7 @@ import (
 	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/internal/clock"
 	"github.com/aegis-os/aegis/internal/grpcopt"
+	"github.com/aegis-os/aegis/internal/refusals"
 )
 
 // CertificateSource serves the certificate apid presents to its clients.
@@ -93,7 +95,10 @@ type Server struct {
 	grpc     *grpc.Server
 	local    *grpc.ClientConn
 	nodes    *pool
+	refusals *refusals.Aggregator
 	callOpts []grpc.CallOption
+	stopped  chan struct{} // closed once Stop or Shutdown has stopped gRPC
+	stopOnce sync.Once
 }
 
 // New builds a Server from cfg. It opens no socket: Serve does.
@@ -111,6 +116,7 @@ func New(cfg Config) (*Server, error) {
 		clock:    cfg.Clock,
 		rand:     cfg.Rand,
 		callOpts: []grpc.CallOption{grpc.ForceCodecV2(rawCodec{})},
+		stopped:  make(chan struct{}),
 	}
 	s.defaults()
 
@@ -155,7 +161,11 @@ func (s *Server) defaults() {
 func (s *Server) newGRPCServer(rules authz.Rules) *grpc.Server {
 	unary, stream := s.interceptors(rules)
 
-	creds := auditedCreds{TransportCredentials: credentials.NewTLS(s.serverTLS()), log: s.log}
+	s.refusals = refusals.New(refusals.Config{
+		Logger: s.log, Summary: msgHandshakesRefused, Clock: s.clock,
+		Interval: HandshakeRefusalInterval, MaxSources: MaxRefusalSources,
+	})
+	creds := auditedCreds{TransportCredentials: credentials.NewTLS(s.serverTLS()), log: s.log, refusals: s.refusals}
 
 	return grpc.NewServer(
 		grpc.Creds(creds),
@@ -176,11 +186,30 @@ func (s *Server) newGRPCServer(rules authz.Rules) *grpc.Server {
 func (s *Server) Forwards() bool { return s.forward != nil }
 
 // Serve accepts connections on lis until Shutdown or Stop. It returns nil
-// after a Shutdown or Stop.
+// after a Shutdown or Stop, once the summaries of refused handshakes are
+// written.
 func (s *Server) Serve(lis net.Listener) error {
+	ctx, stop := context.WithCancel(context.Background())
+	summarized := make(chan struct{})
+
+	go func() {
+		defer close(summarized)
+
+		s.refusals.Run(ctx)
+	}()
+
+	defer func() {
+		stop()
+		<-summarized
+	}()
+
 	if err := s.grpc.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 		return fmt.Errorf("apid: %w", err)
 	}
+
+	// Serve returns as soon as Stop or Shutdown begins; the handshakes
+	// still running are over once they have returned.
+	<-s.stopped
 
 	return nil
 }
@@ -204,12 +233,14 @@ func (s *Server) Shutdown(ctx context.Context) {
 		<-done
 	}
 
+	s.stopOnce.Do(func() { close(s.stopped) })
 	s.closeBackends()
 }
 
 // Stop closes every connection and call at once.
 func (s *Server) Stop() {
 	s.grpc.Stop()
+	s.stopOnce.Do(func() { close(s.stopped) })
 	s.closeBackends()
 }
 

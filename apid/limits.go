@@ -93,4 +93,16 @@ const (
 	// and its stream: enough to smooth bursts, small enough that a slow
 	// caller holds back its nodes instead of filling apid's memory.
 	StreamBuffer = 16
+
+	// HandshakeRefusalInterval is how long the refused TLS handshakes of a
+	// source are counted before their summary is logged; the first of each
+	// interval is logged in full. A source flooding bad handshakes costs
+	// two lines a minute.
+	HandshakeRefusalInterval = time.Minute
+
+	// MaxRefusalSources bounds the sources whose refused handshakes are
+	// counted apart in one interval; further sources are counted together
+	// as "other". It bounds the memory of the counts and the lines a flood
+	// from many addresses writes per interval.
+	MaxRefusalSources = 1024
 )

@@ -1,6 +1,7 @@
 package apid
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -8,12 +9,15 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
+	"strings"
 	"sync/atomic"
 
 	"google.golang.org/grpc/credentials"
 
 	"github.com/aegis-os/aegis/authz"
 	"github.com/aegis-os/aegis/ca"
+	"github.com/aegis-os/aegis/internal/refusals"
 )
 
 // errNoAcceptedCAs refuses a handshake when the trust source has no set.
@@ -168,10 +172,14 @@ func (s *Server) verifyNode(cs tls.ConnectionState, host string) error {
 
 // auditedCreds logs every refused handshake: a refused client certificate
 // (missing, from another CA, expired, without ClientAuth) never reaches
-// the interceptors, so this is where its audit record is written.
+// the interceptors, so this is where its audit record is written. The
+// records go through the refusals aggregator: the first refusal of a
+// source per HandshakeRefusalInterval in full, the others in a summary,
+// so that a flood of bad handshakes cannot flood the log.
 type auditedCreds struct {
 	credentials.TransportCredentials
-	log *slog.Logger
+	log      *slog.Logger
+	refusals *refusals.Aggregator
 }
 
 func (c auditedCreds) ServerHandshake(conn net.Conn) (net.Conn, credentials.AuthInfo, error) {
@@ -184,13 +192,44 @@ func (c auditedCreds) ServerHandshake(conn net.Conn) (net.Conn, credentials.Auth
 		// check, a scanner), not a refused client. Nothing to audit.
 		c.log.Debug("connection closed before the tls handshake", slog.String(FieldPeer, conn.RemoteAddr().String()))
 	default:
-		c.log.Warn("tls handshake refused", slog.String(FieldPeer, conn.RemoteAddr().String()),
-			slog.String(FieldError, err.Error()))
+		c.refusals.Refuse(context.Background(), sourceKey(conn.RemoteAddr()), handshakeKind(err), msgHandshakeRefused,
+			slog.String(FieldPeer, conn.RemoteAddr().String()), slog.String(FieldError, err.Error()))
 	}
 
 	return out, info, err
 }
 
 func (c auditedCreds) Clone() credentials.TransportCredentials {
-	return auditedCreds{TransportCredentials: c.TransportCredentials.Clone(), log: c.log}
+	return auditedCreds{TransportCredentials: c.TransportCredentials.Clone(), log: c.log, refusals: c.refusals}
+}
+
+// Messages of handshake refusals: one in full, and the summary of the
+// others of a source.
+const (
+	msgHandshakeRefused  = "tls handshake refused"
+	msgHandshakesRefused = "tls handshakes refused"
+)
+
+// handshakeKind sorts a handshake refusal into a small fixed set, which
+// the summary of a source counts.
+func handshakeKind(err error) string {
+	var verify *tls.CertificateVerificationError
+
+	switch {
+	case errors.As(err, &verify):
+		return "certificate"
+	case strings.Contains(err.Error(), "didn't provide a certificate"):
+		return "no certificate"
+	default:
+		return "handshake"
+	}
+}
+
+// sourceKey names the source of a connection as refusals are counted.
+func sourceKey(addr net.Addr) string {
+	if ap, err := netip.ParseAddrPort(addr.String()); err == nil {
+		return refusals.SourceKey(ap.Addr())
+	}
+
+	return addr.String()
 }

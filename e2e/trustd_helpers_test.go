@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"net"
 	"os"
 	"os/exec"
@@ -241,4 +242,65 @@ func (n *trustdNode) tokens(t *testing.T) tokens.TokenServiceClient {
 	t.Cleanup(func() { c.Close() })
 
 	return tokens.NewTokenServiceClient(c)
+}
+
+// auditTrail reads trustd's audit files under the node's state, oldest
+// records first: the issuance records of audit.log (and its rotated
+// files) and the refusals and their summaries of refusals.log.
+func (n *trustdNode) auditTrail(t *testing.T) (issued, refused []map[string]any) {
+	t.Helper()
+
+	return readLogFiles(t, filepath.Join(n.state, "trustd", "audit.log")),
+		readLogFiles(t, filepath.Join(n.state, "trustd", "refusals.log"))
+}
+
+// readLogFiles reads the JSON records of a log rotated to path.1, path.2 …,
+// oldest first; files that do not exist are skipped.
+func readLogFiles(t *testing.T, path string) []map[string]any {
+	t.Helper()
+
+	files, _ := filepath.Glob(path + ".*")
+	slices.SortFunc(files, func(a, b string) int {
+		ia, _ := strconv.Atoi(a[len(path)+1:])
+		ib, _ := strconv.Atoi(b[len(path)+1:])
+
+		return ib - ia
+	})
+
+	var out []map[string]any
+
+	for _, f := range append(files, path) {
+		b, err := os.ReadFile(f)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		sink := &logtest.Sink{}
+		_, _ = sink.Write(b)
+		out = append(out, sink.Records(t)...)
+	}
+
+	return out
+}
+
+// accounted counts the decisions audit records account for: issuance
+// records, refusals written in full, and the refusals summaries count.
+func accounted(recs []map[string]any) (issued, refused int) {
+	for _, r := range recs {
+		switch {
+		case r["msg"] == "certificate refusals":
+			n, _ := r["count"].(float64)
+			refused += int(n)
+		case r["decision"] == "issued":
+			issued++
+		case r["decision"] == "refused":
+			refused++
+		}
+	}
+
+	return issued, refused
 }

@@ -5,9 +5,12 @@ import (
 	"encoding/hex"
 	"io"
 	"log/slog"
+	"net/netip"
 	"time"
 
 	"google.golang.org/grpc/codes"
+
+	"github.com/aegis-os/aegis/internal/refusals"
 )
 
 // Field names of audit records. Tests and log pipelines match on them.
@@ -22,6 +25,15 @@ const (
 	AuditNotAfter   = "not_after"
 	AuditCode       = "code"
 	AuditReason     = "reason"
+
+	// AuditCount, AuditKinds and AuditSince are the fields of a summary
+	// of refusals: how many refusals of the source since when were not
+	// written in full, and their count by code. AuditSource names the
+	// source: an IPv4 address, an IPv6 /64, or "other" for the sources
+	// beyond MaxRefusalSources.
+	AuditCount = refusals.FieldCount
+	AuditKinds = refusals.FieldKinds
+	AuditSince = refusals.FieldSince
 )
 
 // Values of the AuditDecision field, and the messages of the records.
@@ -31,6 +43,8 @@ const (
 
 	msgIssued  = "certificate issued"
 	msgRefused = "certificate refused"
+	// MsgRefusals is the message of a summary of refusals.
+	MsgRefusals = "certificate refusals"
 )
 
 // auditRecord collects what one decision is recorded with. Fields stay
@@ -40,15 +54,24 @@ type auditRecord struct {
 	requestID  string
 	tokenID    string
 	source     string
+	key        string // the source as refusals are counted: refusals.SourceKey
 	commonName string
 	sans       []string
 	serial     string
 	notAfter   time.Time
 }
 
-// write emits the record of the decision: issued if err is nil, else
-// refused with err as the reason and code as the status the caller got.
-func (r *auditRecord) write(ctx context.Context, log *slog.Logger, err error, code codes.Code) {
+// newAuditRecord starts the record of a decision about a call from src.
+func (s *Server) newAuditRecord(src netip.Addr) auditRecord {
+	return auditRecord{requestID: newRequestID(s.cfg.Rand), source: sourceString(src), key: refusals.SourceKey(src)}
+}
+
+// audit writes the record of the decision: issued if err is nil, to the
+// audit log on its own; else refused, with err as the reason and code as
+// the status the caller got, to the refusals aggregator, which writes the
+// first refusal of a source per interval in full and counts the rest.
+// Internal errors are written in full always.
+func (s *Server) audit(ctx context.Context, r *auditRecord, err error, code codes.Code) {
 	attrs := []slog.Attr{
 		slog.String(AuditRequestID, r.requestID),
 		slog.String(AuditTokenID, r.tokenID),
@@ -64,7 +87,7 @@ func (r *auditRecord) write(ctx context.Context, log *slog.Logger, err error, co
 			slog.String(AuditDecision, DecisionIssued),
 			slog.String(AuditSerial, r.serial),
 			slog.Time(AuditNotAfter, r.notAfter))
-		log.LogAttrs(ctx, slog.LevelInfo, msgIssued, attrs...)
+		s.cfg.Audit.LogAttrs(ctx, slog.LevelInfo, msgIssued, attrs...)
 
 		return
 	}
@@ -73,7 +96,16 @@ func (r *auditRecord) write(ctx context.Context, log *slog.Logger, err error, co
 		slog.String(AuditDecision, DecisionRefused),
 		slog.String(AuditCode, code.String()),
 		slog.String(AuditReason, err.Error()))
-	log.LogAttrs(ctx, slog.LevelWarn, msgRefused, attrs...)
+
+	// An internal error is trustd's own failure, not the caller's, and
+	// its reference is all the caller got to find the cause by.
+	if code == codes.Internal {
+		s.cfg.Refusals.LogAttrs(ctx, slog.LevelWarn, msgRefused, attrs...)
+
+		return
+	}
+
+	s.refusals.Refuse(ctx, r.key, code.String(), msgRefused, attrs...)
 }
 
 // newRequestID draws a short random reference that ties an audit record to

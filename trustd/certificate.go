@@ -45,8 +45,7 @@ func (s *Server) certificate(ctx context.Context, in *securityapi.CertificateReq
 	defer cancel()
 
 	r := &request{s: s, ctx: ctx, source: sourceOf(ctx)}
-	r.rec.requestID = newRequestID(s.cfg.Rand)
-	r.rec.source = sourceString(r.source)
+	r.rec = s.newAuditRecord(r.source)
 
 	resp, err := r.run(in.GetCsr())
 	if countsAsFailure(err) {
@@ -54,7 +53,7 @@ func (s *Server) certificate(ctx context.Context, in *securityapi.CertificateReq
 	}
 
 	st := toStatus(err, r.rec.requestID)
-	r.rec.write(ctx, s.cfg.Audit, err, status.Code(st))
+	s.audit(ctx, &r.rec, err, status.Code(st))
 
 	return resp, st
 }

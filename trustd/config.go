@@ -78,7 +78,9 @@ type CertificateSource interface {
 }
 
 // RateLimit configures how failed requests are limited per source address.
-// IPv4 sources are counted per address, IPv6 sources per /64.
+// IPv4 sources are counted per address, IPv6 sources per /64 (the block
+// one host picks its addresses from). Only sources that failed are
+// tracked; a source that never failed is never limited.
 type RateLimit struct {
 	// Burst is how many failures a source may make in a row. Zero means
 	// DefaultFailureBurst.
@@ -104,9 +106,15 @@ type Config struct {
 	// this node's own, which trustd always reads from its server
 	// certificate (Certificate). Nil means only those.
 	ControlPlanes ControlPlanes
-	// Audit receives exactly one record per certificate decision. Nil
-	// means Logger with the attribute log=audit.
+	// Audit receives one record per certificate issued. Nil means Logger
+	// with the attribute log=audit.
 	Audit *slog.Logger
+	// Refusals receives the records of refused requests, aggregated: the
+	// first refusal of a source per RefusalInterval in full, the others
+	// in one summary of the source at the interval's end. Keeping them
+	// apart from Audit lets a flood of refusals never push issuance
+	// records out of a bounded log. Nil means Audit.
+	Refusals *slog.Logger
 	// Logger receives operational messages. Nil means slog.Default().
 	Logger *slog.Logger
 	// RateLimit limits failed requests per source.
@@ -161,6 +169,10 @@ func (cfg *Config) setDefaults() {
 
 	if cfg.Audit == nil {
 		cfg.Audit = cfg.Logger.With(slog.String("log", "audit"))
+	}
+
+	if cfg.Refusals == nil {
+		cfg.Refusals = cfg.Audit
 	}
 
 	if cfg.CertTTL == 0 {

@@ -10,7 +10,10 @@
 // gate must be open (FailedPrecondition); the CSR must pass ca.ParseCSR and
 // the token's allowed SANs (InvalidArgument). Only then is one use of the
 // token spent, atomically, and the certificate signed under the server
-// profile. Every decision leaves exactly one audit record.
+// profile. Every decision leaves an audit record: an issuance its own, in
+// Config.Audit; a refusal one in Config.Refusals, written in full when it
+// is the first of its source in RefusalInterval (or an internal error),
+// else counted in the source's summary at the interval's end.
 //
 // The server depends only on the small interfaces of Config, so that
 // machined can run it with its own signer, token store, time service and

@@ -8,14 +8,12 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
-	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
-	"github.com/aegis-os/aegis/internal/clock"
 	"github.com/aegis-os/aegis/trustd/token"
 )
 
@@ -135,53 +133,6 @@ func TestSourceOf(t *testing.T) {
 
 	if got := sourceString(sourceOf(context.Background())); got != "local" {
 		t.Fatalf("no peer: %s", got)
-	}
-}
-
-func TestLimiterTableBound(t *testing.T) {
-	clk := clock.NewFake(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-	l := newFailureLimiter(RateLimit{Burst: 1, Refill: time.Minute, MaxSources: 2}, clk)
-	a, b, c, d := addr("10.0.0.1"), addr("10.0.0.2"), addr("10.0.0.3"), addr("10.0.0.4")
-
-	l.fail(a)
-	l.fail(b)
-
-	if l.allowed(a) || l.allowed(b) {
-		t.Fatal("sources over their burst allowed")
-	}
-
-	// The table is full: a new source shares the overflow bucket.
-	if !l.allowed(c) {
-		t.Fatal("a new source was refused before failing")
-	}
-
-	l.fail(c)
-
-	if l.allowed(d) {
-		t.Fatal("overflow bucket not shared by new sources")
-	}
-
-	// Once a and b have refilled they are dropped, and new sources get
-	// slots of their own again.
-	clk.Advance(time.Minute)
-	l.fail(d)
-
-	if len(l.sources) != 1 || l.allowed(d) || !l.allowed(a) {
-		t.Fatalf("after refill: %d sources, d allowed %v, a allowed %v", len(l.sources), l.allowed(d), l.allowed(a))
-	}
-}
-
-func TestLimitKeyGroupsIPv6By64(t *testing.T) {
-	if limitKey(addr("fd00::1")) != limitKey(addr("fd00::ffff:2")) {
-		t.Fatal("addresses of one /64 counted apart")
-	}
-
-	if limitKey(addr("fd00:0:0:1::1")) == limitKey(addr("fd00::1")) {
-		t.Fatal("different /64s counted together")
-	}
-
-	if limitKey(addr("10.0.0.1")) == limitKey(addr("10.0.0.2")) {
-		t.Fatal("IPv4 addresses counted together")
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/aegis-os/aegis/ca"
+	"github.com/aegis-os/aegis/internal/refusals"
 )
 
 // Limits and defaults of the trustd server, in one place.
@@ -66,10 +67,43 @@ const (
 	// harmless.
 	DefaultFailureRefill = 6 * time.Second
 
-	// DefaultMaxSources bounds the sources the rate limiter tracks. Only
-	// sources that failed take a slot; when the table is full, new ones
-	// share one bucket, so a flood from many addresses is limited as one.
+	// DefaultMaxSources bounds the sources the rate limiter tracks, about
+	// a megabyte of buckets. Only sources that failed take a slot; when the
+	// table is full, the source whose last failure is the oldest is
+	// forgotten, never a source that has not failed penalized. A flood
+	// from more addresses than this can thus retry sooner than the refill
+	// allows; with a token's 82-bit secret that gains a guesser nothing,
+	// while a shared penalty would lock out every honest joiner.
 	DefaultMaxSources = 10000
+
+	// RefusalInterval is how long the refusals of a source are counted
+	// before their summary is written; the first of each interval is
+	// written in full. Under a sustained flood a source costs two lines a
+	// minute, whatever its rate.
+	RefusalInterval = refusals.DefaultInterval
+
+	// MaxRefusalSources bounds the sources whose refusals are counted apart
+	// in one interval; the refusals of further sources are counted in one
+	// summary of "other" sources. It bounds both the memory of the counts
+	// and the lines a flood from many addresses writes per interval
+	// (at most two per source plus one), about 500 KiB.
+	MaxRefusalSources = 1024
+
+	// AuditFileSize and AuditFilesKept are the rotation of the file of
+	// issuance records (cmd/trustd): a record takes about 320 bytes, so the
+	// eleven files keep the last 500,000 issuances or so, months of
+	// renewals of a large cluster. Refusals have their own file, so only
+	// issuances (and token management) age these out.
+	AuditFileSize  = 16 << 20
+	AuditFilesKept = 10
+
+	// RefusalsFileSize and RefusalsFilesKept are the rotation of the file
+	// of refusals: aggregated, a flood writes at most about 500 KiB per
+	// RefusalInterval (2,049 lines of some 240 bytes), so this keeps the
+	// last quarter of an hour of the worst flood and days of ordinary
+	// failures.
+	RefusalsFileSize  = 4 << 20
+	RefusalsFilesKept = 1
 
 	// requestIDSize is the size of the random reference in audit records
 	// and internal errors, in bytes.

@@ -1,9 +1,9 @@
 package trustd
 
 import (
+	"container/list"
 	"net/netip"
 	"sync"
-	"time"
 
 	"golang.org/x/time/rate"
 
@@ -14,52 +14,64 @@ import (
 // failure takes a token, tokens come back at the refill rate, and a source
 // with no token left is refused before any work is done for it. Successes
 // cost nothing, so an honest node is never slowed.
+//
+// Only sources that failed are tracked, and a source that is not tracked is
+// never refused: when the table is full, the source whose last failure (or
+// refused attempt) is the oldest is forgotten to make room. Its bucket has
+// refilled the longest, so it is the one closest to being forgiven anyway. A flood of failing
+// sources can thus only push other failing sources out, never lock out a
+// node that has not failed.
 type failureLimiter struct {
-	clock  clock.Clock
-	limit  rate.Limit
-	burst  int
-	max    int
-	refill time.Duration
+	clock clock.Clock
+	limit rate.Limit
+	burst int
+	max   int
 
-	mu        sync.Mutex
-	sources   map[netip.Addr]*rate.Limiter
-	overflow  *rate.Limiter
-	lastSweep time.Time
+	mu      sync.Mutex
+	sources map[netip.Addr]*list.Element // of *failures
+	recent  list.List                    // most recent failure or refusal at the front
+}
+
+// failures is one tracked source.
+type failures struct {
+	key    netip.Addr
+	bucket *rate.Limiter
 }
 
 func newFailureLimiter(cfg RateLimit, clk clock.Clock) *failureLimiter {
-	limit := rate.Every(cfg.Refill)
-
 	return &failureLimiter{
-		clock:    clk,
-		limit:    limit,
-		burst:    cfg.Burst,
-		max:      cfg.MaxSources,
-		refill:   cfg.Refill,
-		sources:  map[netip.Addr]*rate.Limiter{},
-		overflow: rate.NewLimiter(limit, cfg.Burst),
+		clock:   clk,
+		limit:   rate.Every(cfg.Refill),
+		burst:   cfg.Burst,
+		max:     cfg.MaxSources,
+		sources: map[netip.Addr]*list.Element{},
 	}
 }
 
-// allowed reports whether src has failures left. It records nothing, so a
-// source that never fails never takes a slot.
+// allowed reports whether src has failures left. A source that is not
+// tracked is allowed and stays untracked, so a source that never fails
+// never takes a slot. A refused attempt counts as recent: a source that
+// keeps knocking while locked out stays tracked, and locked out, rather
+// than being forgotten for quieter ones.
 func (l *failureLimiter) allowed(src netip.Addr) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 
-	lim, ok := l.sources[limitKey(src)]
+	e, ok := l.sources[limitKey(src)]
 	if !ok {
-		if len(l.sources) < l.max {
-			return true
-		}
-
-		lim = l.overflow
+		return true
 	}
 
-	return lim.TokensAt(l.clock.Now()) >= 1
+	if e.Value.(*failures).bucket.TokensAt(l.clock.Now()) >= 1 {
+		return true
+	}
+
+	l.recent.MoveToFront(e)
+
+	return false
 }
 
-// fail counts one failure of src.
+// fail counts one failure of src and makes it the most recent.
 func (l *failureLimiter) fail(src netip.Addr) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -67,43 +79,46 @@ func (l *failureLimiter) fail(src netip.Addr) {
 	now := l.clock.Now()
 	key := limitKey(src)
 
-	lim, ok := l.sources[key]
-	if !ok {
-		lim = l.slot(key, now)
+	e, ok := l.sources[key]
+	if ok {
+		l.recent.MoveToFront(e)
+	} else {
+		e = l.track(key)
 	}
 
-	lim.AllowN(now, 1)
+	e.Value.(*failures).bucket.AllowN(now, 1)
 }
 
-// slot returns a new bucket for key, or the shared overflow bucket when the
-// table is full even after dropping sources whose buckets have refilled
-// (those are indistinguishable from new ones). The sweep runs at most once
-// per refill interval, so a flood of new sources cannot make every failure
-// walk the table.
-func (l *failureLimiter) slot(key netip.Addr, now time.Time) *rate.Limiter {
-	if len(l.sources) >= l.max && now.Sub(l.lastSweep) >= l.refill {
-		l.lastSweep = now
-
-		for k, lim := range l.sources {
-			if lim.TokensAt(now) >= float64(l.burst) {
-				delete(l.sources, k)
-			}
-		}
+// track adds a source, first forgetting the least recent ones while the
+// table is full.
+func (l *failureLimiter) track(key netip.Addr) *list.Element {
+	for l.recent.Len() >= l.max {
+		oldest := l.recent.Back()
+		l.recent.Remove(oldest)
+		delete(l.sources, oldest.Value.(*failures).key)
 	}
 
-	if len(l.sources) >= l.max {
-		return l.overflow
-	}
+	e := l.recent.PushFront(&failures{key: key, bucket: rate.NewLimiter(l.limit, l.burst)})
+	l.sources[key] = e
 
-	lim := rate.NewLimiter(l.limit, l.burst)
-	l.sources[key] = lim
-
-	return lim
+	return e
 }
 
-// limitKey groups IPv6 sources by /64, the block a single host usually
-// controls; IPv4 sources count alone.
+// tracked returns how many sources the limiter holds.
+func (l *failureLimiter) tracked() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+
+	return l.recent.Len()
+}
+
+// limitKey groups IPv6 sources by /64 and counts IPv4 sources alone. A /64
+// is the smallest block a site is given, and a host picks addresses in it
+// freely (SLAAC, privacy addresses): counted one by one, a single host
+// could fail 2^64 times as many sources, and also push every other source
+// out of the table.
 func limitKey(addr netip.Addr) netip.Addr {
+	addr = addr.Unmap()
 	if addr.Is6() {
 		p, _ := addr.Prefix(64)
 

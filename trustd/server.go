@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/aegis-os/aegis/internal/grpcopt"
+	"github.com/aegis-os/aegis/internal/refusals"
 )
 
 // certificateMethod is the full gRPC name of the one method trustd serves.
@@ -27,10 +28,11 @@ var certificateMethod = "/" + securityapi.SecurityService_ServiceDesc.ServiceNam
 // SecurityService/Certificate and the gRPC health service, which reports
 // NOT_SERVING while the time gate is closed.
 type Server struct {
-	cfg     Config
-	limiter *failureLimiter
-	health  *health.Server
-	grpc    *grpc.Server
+	cfg      Config
+	limiter  *failureLimiter
+	refusals *refusals.Aggregator
+	health   *health.Server
+	grpc     *grpc.Server
 }
 
 // New checks cfg and builds a server; Serve starts it.
@@ -44,7 +46,11 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{
 		cfg:     cfg,
 		limiter: newFailureLimiter(cfg.RateLimit, cfg.Clock),
-		health:  health.NewServer(),
+		refusals: refusals.New(refusals.Config{
+			Logger: cfg.Refusals, Summary: MsgRefusals, Clock: cfg.Clock,
+			Interval: RefusalInterval, MaxSources: MaxRefusalSources,
+		}),
+		health: health.NewServer(),
 	}
 
 	s.setHealth(false)
@@ -95,6 +101,17 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 		s.watchTimeGate(ctx)
 	}()
 
+	// The refusals are summarized until the last call has ended, and
+	// once more then, so that none goes unrecorded at shutdown.
+	summaryCtx, stopSummaries := context.WithCancel(context.WithoutCancel(ctx))
+	summarized := make(chan struct{})
+
+	go func() {
+		defer close(summarized)
+
+		s.refusals.Run(summaryCtx)
+	}()
+
 	served := make(chan error, 1)
 
 	go func() { served <- s.grpc.Serve(netutil.LimitListener(lis, MaxConnections)) }()
@@ -113,6 +130,8 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 
 	cancel()
 	<-watched
+	stopSummaries()
+	<-summarized
 
 	return err
 }

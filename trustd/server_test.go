@@ -173,8 +173,11 @@ func TestRefusals(t *testing.T) {
 
 	client := env.Client(t, "")
 
-	for _, tt := range tests {
+	// Each case calls from a source of its own: the first refusal of a
+	// source in an interval is the one written in full.
+	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			client := env.Client(t, fmt.Sprintf("127.0.1.%d", 100+i))
 			before := len(env.Audit.Records())
 			callCtx := ctx
 

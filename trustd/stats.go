@@ -22,12 +22,12 @@ func (s *Server) tap(ctx context.Context, info *tap.Info) (context.Context, erro
 		return ctx, nil
 	}
 
-	rec := auditRecord{requestID: newRequestID(s.cfg.Rand), source: sourceString(src)}
+	rec := s.newAuditRecord(src)
 	if tok, err := tokenFromMetadata(info.Header); err == nil {
 		rec.tokenID = tok.ID()
 	}
 
-	rec.write(ctx, s.cfg.Audit, ErrRateLimited, codes.ResourceExhausted)
+	s.audit(ctx, &rec, ErrRateLimited, codes.ResourceExhausted)
 
 	return ctx, status.Error(codes.ResourceExhausted, ErrRateLimited.Error())
 }
@@ -75,8 +75,8 @@ func (a auditStats) HandleRPC(ctx context.Context, st stats.RPCStats) {
 		a.s.limiter.fail(src)
 	}
 
-	rec := auditRecord{requestID: newRequestID(a.s.cfg.Rand), source: sourceString(src)}
-	rec.write(ctx, a.s.cfg.Audit, end.Error, code)
+	rec := a.s.newAuditRecord(src)
+	a.s.audit(ctx, &rec, end.Error, code)
 }
 
 func (auditStats) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }

@@ -47,6 +47,8 @@ type Node struct {
 	IP string
 	// Certificate is the node's server certificate, replaceable.
 	Certificate *certs.KeyPair
+
+	served chan struct{} // closed when Serve has returned
 }
 
 // StartNode starts a node at cfg.IP (or after it) on the cluster's port;
@@ -90,11 +92,24 @@ func StartNode(tb testing.TB, p *PKI, cfg NodeConfig) *Node {
 		tb.Fatalf("apid.New: %v", err)
 	}
 
-	go n.Server.Serve(lis) //nolint:errcheck // ends with Stop
+	n.served = make(chan struct{})
 
-	tb.Cleanup(n.Server.Stop)
+	go func() {
+		defer close(n.served)
+
+		n.Server.Serve(lis) //nolint:errcheck // ends with Stop
+	}()
+
+	tb.Cleanup(n.Stop)
 
 	return n
+}
+
+// Stop stops the node at once and waits until Serve has returned, its
+// last log lines (the summaries of refusals) written.
+func (n *Node) Stop() {
+	n.Server.Stop()
+	<-n.served
 }
 
 // Shutdown stops the node gracefully within timeout.

@@ -29,6 +29,7 @@ type daemon struct {
 	listen  string
 	certTTL time.Duration // of the certificates trustd signs
 	store   *boltstore.Store
+	audit   *auditLogs
 	server  *trustd.Server
 	tokens  *tokenSocket
 	// background runs beside the server: the time service and the
@@ -64,8 +65,6 @@ func setup(opts options, log *slog.Logger) (*daemon, error) {
 }
 
 func (d *daemon) build(cfg *certs.MachineConfig, opts options) error {
-	audit := d.log.With(slog.String("log", "audit"))
-
 	if err := d.openStore(opts.state); err != nil {
 		return err
 	}
@@ -90,16 +89,16 @@ func (d *daemon) build(cfg *certs.MachineConfig, opts options) error {
 
 	d.background = append(d.background, clock.Run, cert.run)
 
-	if err = d.newServer(cfg, iss, clock, cert.keyPair, audit); err != nil {
+	if err = d.newServer(cfg, iss, clock, cert.keyPair); err != nil {
 		return err
 	}
 
-	return d.listenTokens(opts.state, audit)
+	return d.listenTokens(opts.state)
 }
 
 // listenTokens opens the TokenService socket under the state directory.
-func (d *daemon) listenTokens(state string, audit *slog.Logger) error {
-	api, err := tokenapi.New(tokenapi.Config{Store: d.store, Logger: audit})
+func (d *daemon) listenTokens(state string) error {
+	api, err := tokenapi.New(tokenapi.Config{Store: d.store, Logger: d.audit.audit})
 	if err != nil {
 		return err
 	}
@@ -109,7 +108,8 @@ func (d *daemon) listenTokens(state string, audit *slog.Logger) error {
 	return err
 }
 
-// openStore opens the token store in its own 0700 directory of the state.
+// openStore opens the token store and the audit files in their own 0700
+// directory of the state.
 func (d *daemon) openStore(state string) error {
 	dir := filepath.Join(state, "trustd")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -117,12 +117,16 @@ func (d *daemon) openStore(state string) error {
 	}
 
 	var err error
+	if d.audit, err = openAuditLogs(state, d.log); err != nil {
+		return err
+	}
+
 	d.store, err = boltstore.Open(boltstore.Config{Path: filepath.Join(dir, "tokens.db")})
 
 	return err
 }
 
-func (d *daemon) newServer(cfg *certs.MachineConfig, iss *ca.Issuer, gate trustd.TimeGate, kp *certs.KeyPair, audit *slog.Logger) error {
+func (d *daemon) newServer(cfg *certs.MachineConfig, iss *ca.Issuer, gate trustd.TimeGate, kp *certs.KeyPair) error {
 	// Validated with the config.
 	workerSANs, err := sanpolicy.Parse(cfg.Cluster.WorkerSANs)
 	if err != nil {
@@ -136,7 +140,7 @@ func (d *daemon) newServer(cfg *certs.MachineConfig, iss *ca.Issuer, gate trustd
 
 	d.server, err = trustd.New(trustd.Config{
 		Signer: iss, CAs: cfg, Authenticator: auth, TimeGate: gate, Certificate: kp, ControlPlanes: controlPlanes(cfg.Cluster.ControlPlane.Endpoints),
-		Audit: audit, Logger: d.log, CertTTL: d.certTTL,
+		Audit: d.audit.audit, Refusals: d.audit.refusals, Logger: d.log, CertTTL: d.certTTL,
 	})
 
 	return err
@@ -175,7 +179,7 @@ func (d *daemon) run(ctx context.Context) error {
 }
 
 // close releases what setup acquired; after run it finds the socket
-// already closed and only the store left.
+// already closed and only the store and the audit files left.
 func (d *daemon) close() {
 	if d.stop != nil {
 		d.stop()
@@ -188,6 +192,12 @@ func (d *daemon) close() {
 	if d.store != nil {
 		if err := d.store.Close(); err != nil {
 			d.log.Error("closing the token store", slog.String("error", err.Error()))
+		}
+	}
+
+	if d.audit != nil {
+		if err := d.audit.close(); err != nil {
+			d.log.Error("closing the audit files", slog.String("error", err.Error()))
 		}
 	}
 }

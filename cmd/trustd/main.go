@@ -9,9 +9,13 @@
 // certificate, the accepted CAs, the machine config's token and the
 // time-sync status come from machined over SOCKET and follow its updates.
 //
-// State lives under DIR: the token store at DIR/trustd/tokens.db and the
-// token API socket at DIR/run/trustd/tokens.sock. Logs are JSON on stderr;
-// audit records carry "log":"audit". SIGTERM or SIGINT stops it gracefully.
+// State lives under DIR: the token store at DIR/trustd/tokens.db, the
+// token API socket at DIR/run/trustd/tokens.sock, and the audit trail:
+// issuances and token management at DIR/trustd/audit.log, refusals
+// (aggregated per source and minute) at DIR/trustd/refusals.log, each
+// rotated on its own (audit.log.1 …). Logs are JSON on stderr, audit
+// records included with "log":"audit". SIGTERM or SIGINT stops it
+// gracefully.
 package main
 
 import (

@@ -153,8 +153,6 @@ func setupNode(ctx context.Context, opts options, log *slog.Logger) (*daemon, er
 }
 
 func (d *daemon) buildNode(src *nodeSource, opts options) error {
-	audit := d.log.With(slog.String("log", "audit"))
-
 	if err := d.openStore(opts.state); err != nil {
 		return err
 	}
@@ -166,11 +164,11 @@ func (d *daemon) buildNode(src *nodeSource, opts options) error {
 
 	d.server, err = trustd.New(trustd.Config{
 		Signer: src, CAs: src, Authenticator: auth, TimeGate: &src.gate, Certificate: &src.keyPair, ControlPlanes: src,
-		Audit: audit, Logger: d.log, CertTTL: d.certTTL,
+		Audit: d.audit.audit, Refusals: d.audit.refusals, Logger: d.log, CertTTL: d.certTTL,
 	})
 	if err != nil {
 		return err
 	}
 
-	return d.listenTokens(opts.state, audit)
+	return d.listenTokens(opts.state)
 }

@@ -27,10 +27,19 @@ const handshakeTimeout = 15 * time.Second
 // the server has checked the client's certificate, so the verdict is what
 // comes next, the server's first HTTP/2 frame or its alert.
 func handshake(ctx context.Context, addr string, cfg *tls.Config) (string, error) {
+	return handshakeFrom(ctx, addr, "", cfg)
+}
+
+// handshakeFrom is handshake from the loopback address source ("" lets
+// the system choose).
+func handshakeFrom(ctx context.Context, addr, source string, cfg *tls.Config) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, handshakeTimeout)
 	defer cancel()
 
-	d := tls.Dialer{Config: cfg}
+	d := tls.Dialer{Config: cfg, NetDialer: &net.Dialer{}}
+	if source != "" {
+		d.NetDialer.LocalAddr = &net.TCPAddr{IP: net.ParseIP(source)}
+	}
 
 	conn, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {

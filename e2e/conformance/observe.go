@@ -185,8 +185,29 @@ func (e *Env) lastEvent(ctx context.Context, node string) (string, error) {
 }
 
 // audit returns the certificate decisions in node's trustd log, read
-// through the Logs API.
+// through the Logs API. Summaries of refusals are not decisions of their
+// own and are left out.
 func (e *Env) audit(ctx context.Context, node string) ([]auditRecord, error) {
+	recs, err := e.serviceLog(ctx, node, "trustd")
+
+	var out []auditRecord
+
+	for _, rec := range recs {
+		if rec.str("log") != "audit" {
+			continue
+		}
+
+		if m := rec.str("msg"); m == auditMsgIssued || m == auditMsgRefused {
+			out = append(out, rec)
+		}
+	}
+
+	return out, err
+}
+
+// serviceLog returns the JSON records of service id's log on node, read
+// through the Logs API.
+func (e *Env) serviceLog(ctx context.Context, node, id string) ([]auditRecord, error) {
 	conn, err := e.admin(node)
 	if err != nil {
 		return nil, err
@@ -195,7 +216,7 @@ func (e *Env) audit(ctx context.Context, node string) ([]auditRecord, error) {
 	ctx, cancel := context.WithTimeout(ctx, observeTimeout)
 	defer cancel()
 
-	stream, err := machine.NewMachineServiceClient(conn).Logs(ctx, &machine.LogsRequest{Id: "trustd", TailLines: -1})
+	stream, err := machine.NewMachineServiceClient(conn).Logs(ctx, &machine.LogsRequest{Id: id, TailLines: -1})
 	if err != nil {
 		return nil, fmt.Errorf("Logs: %w", err)
 	}
@@ -222,11 +243,7 @@ func (e *Env) audit(ctx context.Context, node string) ([]auditRecord, error) {
 
 	for sc.Scan() {
 		var rec auditRecord
-		if json.Unmarshal(sc.Bytes(), &rec) != nil || rec.str("log") != "audit" {
-			continue
-		}
-
-		if m := rec.str("msg"); m == auditMsgIssued || m == auditMsgRefused {
+		if json.Unmarshal(sc.Bytes(), &rec) == nil {
 			out = append(out, rec)
 		}
 	}

@@ -18,6 +18,7 @@ func Cases() []*Case {
 		limitCases(),
 		trustdCases(),
 		authorityCases(),
+		refusalCases(),
 	)
 }
 

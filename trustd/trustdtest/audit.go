@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+
+	"github.com/aegis-os/aegis/trustd"
 )
 
 // Record is one captured log record with its attributes flattened into a
@@ -20,6 +22,58 @@ func (r Record) String(key string) string {
 	s, _ := r.Attrs[key].(string)
 
 	return s
+}
+
+// Int returns the attribute key as an int, or 0.
+func (r Record) Int(key string) int {
+	switch v := r.Attrs[key].(type) {
+	case int64:
+		return int(v)
+	case int:
+		return v
+	case float64:
+		return int(v)
+	}
+
+	return 0
+}
+
+// Decisions counts the certificate decisions records account for: issued
+// records, refusals written in full, and the refusals a summary counts.
+type Decisions struct {
+	Issued int
+	// Refused counts every refusal, in full or summarized.
+	Refused int
+	// Full counts the refusals written in full.
+	Full int
+	// Summaries counts the summary lines.
+	Summaries int
+}
+
+// Count adds up the decisions of recs, keeping those whose source passes
+// keep (all if keep is nil). A summary names a source as counted (an IPv6
+// /64, or "other").
+func Count(recs []Record, keep func(source string) bool) Decisions {
+	var d Decisions
+
+	for _, r := range recs {
+		if keep != nil && !keep(r.String(trustd.AuditSource)) {
+			continue
+		}
+
+		switch {
+		case r.Message == trustd.MsgRefusals:
+			d.Summaries++
+			d.Refused += r.Int(trustd.AuditCount)
+		case r.String(trustd.AuditDecision) == trustd.DecisionIssued:
+			d.Issued++
+		case r.String(trustd.AuditDecision) == trustd.DecisionRefused:
+			d.Full++
+			d.Refused++
+		}
+	}
+
+	return d
 }
 
 // Recorder is a slog handler that keeps every record for a test to assert

@@ -4,10 +4,13 @@
 package trustdtest
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/tls"
+	"log/slog"
 	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -53,6 +56,9 @@ type Options struct {
 	// ControlPlanes are the control planes' hosts besides the server's own
 	// (ListenIP and the name "trustd", from its certificate).
 	ControlPlanes []string
+	// Audit and Refusals receive the server's audit records. Nil means
+	// Env.Audit's recorder.
+	Audit, Refusals *slog.Logger
 }
 
 // Env is a running test server and what a test needs to talk to it.
@@ -66,6 +72,8 @@ type Env struct {
 	KeyPair *certs.KeyPair
 	Server  *trustd.Server
 	Clock   clock.Clock
+
+	stop func() // stops the server and waits for Serve to return
 }
 
 // Start runs a server until the test ends.
@@ -118,7 +126,8 @@ func newServer(tb testing.TB, e *Env, opts Options) *trustd.Server {
 		Authenticator: auth,
 		TimeGate:      e.Gate,
 		Certificate:   e.KeyPair,
-		Audit:         e.Audit.Logger(),
+		Audit:         cmp.Or(opts.Audit, e.Audit.Logger()),
+		Refusals:      cmp.Or(opts.Refusals, e.Audit.Logger()),
 		Logger:        NewRecorder().Logger(),
 		RateLimit:     opts.RateLimit,
 		Clock:         opts.Clock,
@@ -140,18 +149,28 @@ func (e *Env) serve(tb testing.TB) {
 
 	go func() { done <- e.Server.Serve(ctx, lis) }()
 
-	tb.Cleanup(func() {
-		cancel()
+	var once sync.Once
 
-		if err := <-done; err != nil {
-			tb.Errorf("Serve: %v", err)
-		}
-	})
+	e.stop = func() {
+		once.Do(func() {
+			cancel()
+
+			if err := <-done; err != nil {
+				tb.Errorf("Serve: %v", err)
+			}
+		})
+	}
+
+	tb.Cleanup(e.stop)
 }
 
 type hostList []string
 
 func (h hostList) ControlPlaneHosts() []string { return h }
+
+// Stop stops the server and waits until Serve returned; the summaries of
+// refusals are written by then.
+func (e *Env) Stop() { e.stop() }
 
 type accepted struct{ s *ca.AcceptedSet }
 
