@@ -18,6 +18,7 @@ import (
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/internal/connlimit"
 	"github.com/aegis-os/aegis/internal/grpcopt"
 )
 
@@ -84,6 +85,7 @@ type Server struct {
 	clock    clock.Clock
 	rand     io.Reader
 	pools    caPoolCache
+	conns    *connlimit.Limiter
 	grpc     *grpc.Server
 	local    *grpc.ClientConn
 	nodes    *pool
@@ -111,6 +113,16 @@ func New(cfg Config) (*Server, error) {
 	if err := s.parseSelf(cfg.Self); err != nil {
 		return nil, err
 	}
+
+	conns, err := connlimit.New(connlimit.Config{
+		PerSource: MaxConnectionsPerSource, Total: MaxConnections, FirstCall: FirstCallTimeout,
+		Logger: s.log, Clock: s.clock,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("apid: %w", err)
+	}
+
+	s.conns = conns
 
 	local, err := dialLocal(cfg.MachinedSocket)
 	if err != nil {
@@ -173,6 +185,9 @@ func (s *Server) newGRPCServer(rules authz.Rules) *grpc.Server {
 		grpc.MaxSendMsgSize(MaxMessageSize),
 		grpc.MaxHeaderListSize(MaxMetadataSize),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: KeepaliveMinTime, PermitWithoutStream: true}),
+		grpc.ConnectionTimeout(HandshakeTimeout),
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: MaxIdle}),
+		grpc.StatsHandler(s.conns.StatsHandler()),
 	)
 }
 
@@ -180,10 +195,10 @@ func (s *Server) newGRPCServer(rules authz.Rules) *grpc.Server {
 // an impersonator certificate).
 func (s *Server) Forwards() bool { return s.forward != nil }
 
-// Serve accepts connections on lis until Shutdown or Stop. It returns nil
-// after a Shutdown or Stop.
+// Serve accepts connections on lis, within the bounds of limits.go, until
+// Shutdown or Stop. It returns nil after a Shutdown or Stop.
 func (s *Server) Serve(lis net.Listener) error {
-	if err := s.grpc.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+	if err := s.grpc.Serve(s.conns.Wrap(lis)); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 		return fmt.Errorf("apid: %w", err)
 	}
 

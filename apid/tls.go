@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"sync/atomic"
 
 	"google.golang.org/grpc/credentials"
@@ -183,6 +184,11 @@ func (c auditedCreds) ServerHandshake(conn net.Conn) (net.Conn, credentials.Auth
 		// Closed before a ClientHello: a port probe (machined's health
 		// check, a scanner), not a refused client. Nothing to audit.
 		c.log.Debug("connection closed before the tls handshake", slog.String(FieldPeer, conn.RemoteAddr().String()))
+	case errors.Is(err, os.ErrDeadlineExceeded), errors.Is(err, net.ErrClosed):
+		// Too slow, or closed by the listener's bounds, which count and log
+		// these themselves: in a flood, one record each would fill the log.
+		c.log.Debug("tls handshake cut short", slog.String(FieldPeer, conn.RemoteAddr().String()),
+			slog.String(FieldError, err.Error()))
 	default:
 		c.log.Warn("tls handshake refused", slog.String(FieldPeer, conn.RemoteAddr().String()),
 			slog.String(FieldError, err.Error()))
