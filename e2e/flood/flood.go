@@ -39,7 +39,8 @@ const (
 type Config struct {
 	// Target is the server's host:port.
 	Target string
-	// Source is the local address every connection is made from.
+	// Source is the local address every connection is made from; empty
+	// lets the system choose.
 	Source string
 	// TLS is the client config of Idle connections; required when Idle > 0.
 	TLS *tls.Config
@@ -145,7 +146,10 @@ func (f *Flood) open(ctx context.Context, kind Kind) (net.Conn, error) {
 	ctx, cancel := context.WithTimeout(ctx, f.cfg.DialTimeout)
 	defer cancel()
 
-	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(f.cfg.Source)}}
+	d := &net.Dialer{}
+	if f.cfg.Source != "" {
+		d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(f.cfg.Source)}
+	}
 
 	conn, err := d.DialContext(ctx, "tcp", f.cfg.Target)
 	if err != nil {
