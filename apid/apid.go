@@ -186,6 +186,7 @@ func (s *Server) newGRPCServer(rules authz.Rules) *grpc.Server {
 		grpc.MaxHeaderListSize(MaxMetadataSize),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: KeepaliveMinTime, PermitWithoutStream: true}),
 		grpc.ConnectionTimeout(HandshakeTimeout),
+		grpc.ReadBufferSize(ReadBufferSize),
 		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: MaxIdle}),
 		grpc.StatsHandler(s.conns.StatsHandler()),
 	)

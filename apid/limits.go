@@ -55,6 +55,12 @@ const (
 	// connections go first.
 	MaxIdle = 2 * time.Minute
 
+	// ReadBufferSize is gRPC's read buffer per connection: none. crypto/tls
+	// already buffers a whole record for each connection, so gRPC's 32 KiB
+	// default only added to what every open connection costs; with it, a
+	// full table of connections held about a fifth more memory.
+	ReadBufferSize = 0
+
 	// MaxHostLength bounds the host of one node name: the longest DNS name.
 	MaxHostLength = 253
 

@@ -82,6 +82,7 @@ func (s *Server) serverOptions() []grpc.ServerOption {
 		grpc.MaxHeaderListSize(MaxHeaderListSize),
 		grpc.MaxConcurrentStreams(MaxConcurrentStreams),
 		grpc.ConnectionTimeout(HandshakeTimeout),
+		grpc.ReadBufferSize(ReadBufferSize),
 		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: MaxIdle}),
 		grpc.InTapHandle(s.tap),
 		grpc.StatsHandler(auditStats{s: s}),
