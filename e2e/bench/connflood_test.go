@@ -46,3 +46,14 @@ func TestFloodSource(t *testing.T) {
 		t.Fatalf("24th source %s, want 127.7.5.25", got)
 	}
 }
+
+func TestJoinSource(t *testing.T) {
+	for _, tc := range []struct {
+		i    int
+		want string
+	}{{0, "127.7.6.1"}, {199, "127.7.6.200"}, {254, "127.7.6.1"}} {
+		if got := joinSource(tc.i); got != tc.want {
+			t.Errorf("joinSource(%d) = %s, want %s", tc.i, got, tc.want)
+		}
+	}
+}

@@ -114,13 +114,15 @@ func storm(ctx context.Context, n int, base join.Config) (time.Duration, []time.
 	return slices.Max(lat), lat, int(retries.lines.Load()), nil
 }
 
-// stormClients makes n join clients with hostnames of their own.
+// stormClients makes n join clients with hostnames and source addresses
+// of their own.
 func stormClients(n int, base join.Config, log *slog.Logger) ([]*join.Client, error) {
 	clients := make([]*join.Client, n)
 
 	for i := range clients {
 		cfg := base
 		cfg.Hostname, cfg.Logger = fmt.Sprintf("storm-%03d", i), log
+		cfg.Transport = sourcedTransport{cas: base.CAs, source: joinSource(i)}
 
 		c, err := join.New(cfg)
 		if err != nil {
