@@ -137,9 +137,14 @@ func (l *Limiter) admit(raw net.Conn, lisAddr net.Addr) *conn {
 	victim, ok := l.makeRoom(src)
 
 	if !ok {
-		l.refusedLocked(src, lisAddr)
+		refused := l.refusedLocked()
 		l.mu.Unlock()
 		_ = raw.Close()
+
+		if refused > 0 {
+			l.cfg.Logger.Warn("connections refused: source or total connection cap reached",
+				slog.String(FieldListener, lisAddr.String()), slog.String(FieldSource, src), slog.Int(FieldRefused, refused))
+		}
 
 		return nil
 	}
@@ -259,21 +264,21 @@ func (l *Limiter) expired() {
 	l.mu.Unlock()
 }
 
-// refusedLocked counts a refusal and logs the count at most once per
-// RefusalLogInterval.
-func (l *Limiter) refusedLocked(src string, lisAddr net.Addr) {
+// refusedLocked counts a refusal; once per RefusalLogInterval it returns
+// the refusals since the last time, to be logged, and zero otherwise.
+func (l *Limiter) refusedLocked() int {
 	l.stats.Refused++
 	l.refusals++
 
 	now := l.cfg.Clock.Now()
 	if now.Sub(l.lastLog) < RefusalLogInterval {
-		return
+		return 0
 	}
 
-	l.cfg.Logger.Warn("connections refused: source or total connection cap reached",
-		slog.String(FieldListener, lisAddr.String()), slog.String(FieldSource, src), slog.Int(FieldRefused, l.refusals))
-
+	n := l.refusals
 	l.refusals, l.lastLog = 0, now
+
+	return n
 }
 
 // lookup finds the open connection between remote and local.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/internal/logtest"
 )
 
 // fakeConn is the accepted end of a connection from remote; it records
@@ -270,5 +271,39 @@ func TestSourceOf(t *testing.T) {
 				t.Fatalf("%s and %s: same source %v, want %v", sourceOf(tc.a), sourceOf(tc.b), got, tc.same)
 			}
 		})
+	}
+}
+
+// TestRefusalsAreLoggedInAggregate: a flood refuses thousands of
+// connections; the log gets one record per RefusalLogInterval with the
+// count, not one per connection.
+func TestRefusalsAreLoggedInAggregate(t *testing.T) {
+	var sink logtest.Sink
+
+	clk := clock.NewFake(time.Now())
+
+	l, err := New(Config{PerSource: 1, Total: 10, FirstCall: time.Minute, Clock: clk, Logger: sink.Logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	admitFrom(l, "127.0.0.2")
+
+	for range 5 {
+		admitFrom(l, "127.0.0.2")
+	}
+
+	clk.Advance(RefusalLogInterval)
+	admitFrom(l, "127.0.0.2")
+
+	recs := sink.Find(t, "connections refused: source or total connection cap reached")
+	if len(recs) != 2 {
+		t.Fatalf("%d records, want 2: %v", len(recs), recs)
+	}
+
+	for i, want := range []float64{1, 5} {
+		if got := recs[i][FieldRefused]; got != want || recs[i][FieldSource] != "127.0.0.2" {
+			t.Errorf("record %d: %v, want %v refused from 127.0.0.2", i, recs[i], want)
+		}
 	}
 }
