@@ -185,8 +185,9 @@ func (c auditedCreds) ServerHandshake(conn net.Conn) (net.Conn, credentials.Auth
 		// check, a scanner), not a refused client. Nothing to audit.
 		c.log.Debug("connection closed before the tls handshake", slog.String(FieldPeer, conn.RemoteAddr().String()))
 	case errors.Is(err, os.ErrDeadlineExceeded), errors.Is(err, net.ErrClosed):
-		// Too slow, or closed by the listener's bounds, which count and log
-		// these themselves: in a flood, one record each would fill the log.
+		// Too slow, or closed by the listener for making no call: nothing
+		// about a client's certificate, and a flood makes thousands of
+		// them, which the listener's bounds deal with.
 		c.log.Debug("tls handshake cut short", slog.String(FieldPeer, conn.RemoteAddr().String()),
 			slog.String(FieldError, err.Error()))
 	default:
