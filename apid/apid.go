@@ -19,6 +19,7 @@ import (
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/internal/connlimit"
 	"github.com/aegis-os/aegis/internal/grpcopt"
 	"github.com/aegis-os/aegis/internal/refusals"
 )
@@ -92,6 +93,7 @@ type Server struct {
 	clock    clock.Clock
 	rand     io.Reader
 	pools    caPoolCache
+	conns    *connlimit.Limiter
 	grpc     *grpc.Server
 	local    *grpc.ClientConn
 	nodes    *pool
@@ -119,6 +121,16 @@ func New(cfg Config) (*Server, error) {
 		stopped:  make(chan struct{}),
 	}
 	s.defaults()
+
+	conns, err := connlimit.New(connlimit.Config{
+		PerSource: MaxConnectionsPerSource, Total: MaxConnections, FirstCall: FirstCallTimeout,
+		Logger: s.log, Clock: s.clock,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("apid: %w", err)
+	}
+
+	s.conns = conns
 
 	names, err := newNodeNames(s.nodePort, cfg.Self, cfg.Names)
 	if err != nil {
@@ -178,6 +190,10 @@ func (s *Server) newGRPCServer(rules authz.Rules) *grpc.Server {
 		grpc.MaxSendMsgSize(MaxMessageSize),
 		grpc.MaxHeaderListSize(MaxMetadataSize),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: KeepaliveMinTime, PermitWithoutStream: true}),
+		grpc.ConnectionTimeout(HandshakeTimeout),
+		grpc.ReadBufferSize(ReadBufferSize),
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: MaxIdle}),
+		grpc.StatsHandler(s.conns.StatsHandler()),
 	)
 }
 
@@ -185,7 +201,7 @@ func (s *Server) newGRPCServer(rules authz.Rules) *grpc.Server {
 // an impersonator certificate).
 func (s *Server) Forwards() bool { return s.forward != nil }
 
-// Serve accepts connections on lis until Shutdown or Stop. It returns nil
+// Serve accepts connections on lis, within the bounds of limits.go, until Shutdown or Stop. It returns nil
 // after a Shutdown or Stop, once the summaries of refused handshakes are
 // written.
 func (s *Server) Serve(lis net.Listener) error {
@@ -203,7 +219,7 @@ func (s *Server) Serve(lis net.Listener) error {
 		<-summarized
 	}()
 
-	if err := s.grpc.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+	if err := s.grpc.Serve(s.conns.Wrap(lis)); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 		return fmt.Errorf("apid: %w", err)
 	}
 

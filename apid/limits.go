@@ -23,6 +23,44 @@ const (
 	// would let one call make apid parse and copy that much per hop.
 	MaxMetadataSize = 64 << 10
 
+	// MaxConnections bounds apid's open connections. Each holds a
+	// goroutine, TLS state and gRPC's buffers; a node's clients (operators
+	// and the apid of other nodes, one pooled connection each) need a
+	// fraction of it, and the bound keeps a flood from exhausting file
+	// descriptors and memory. When every slot is taken a new source takes
+	// one from the source holding the most (see internal/connlimit).
+	MaxConnections = 1024
+
+	// MaxConnectionsPerSource bounds the open connections of one source
+	// address (an IPv6 /64): an operator running many commands at once, or
+	// a node forwarding, stays far below it, and one source holds at most a
+	// sixteenth of MaxConnections.
+	MaxConnectionsPerSource = 64
+
+	// HandshakeTimeout bounds the TLS handshake and HTTP/2 preface of a
+	// connection; gRPC's default of two minutes let a connection that
+	// never sends a ClientHello hold its descriptor that long. The
+	// handshake takes one round trip and two signatures.
+	HandshakeTimeout = 5 * time.Second
+
+	// FirstCallTimeout closes a connection that has started no call this
+	// long after it was accepted (handshake included): clients call as soon
+	// as they are connected, and gRPC clients reconnect by themselves when
+	// they call later.
+	FirstCallTimeout = 10 * time.Second
+
+	// MaxIdle closes a connection with no call open for this long, with a
+	// GOAWAY so a call racing the close is retried on a new connection. It
+	// is above ConnIdleTimeout, so other nodes' apid let their pooled
+	// connections go first.
+	MaxIdle = 2 * time.Minute
+
+	// ReadBufferSize is gRPC's read buffer per connection: none. crypto/tls
+	// already buffers a whole record for each connection, so gRPC's 32 KiB
+	// default only added to what every open connection costs; with it, a
+	// full table of connections held about a fifth more memory.
+	ReadBufferSize = 0
+
 	// MaxTargetLength bounds one node name in `node`/`nodes`: the longest
 	// DNS name. Targets carry no port, and an address, bracketed or not,
 	// is shorter.

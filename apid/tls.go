@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"os"
 	"strings"
 	"sync/atomic"
 
@@ -191,6 +192,12 @@ func (c auditedCreds) ServerHandshake(conn net.Conn) (net.Conn, credentials.Auth
 		// Closed before a ClientHello: a port probe (machined's health
 		// check, a scanner), not a refused client. Nothing to audit.
 		c.log.Debug("connection closed before the tls handshake", slog.String(FieldPeer, conn.RemoteAddr().String()))
+	case errors.Is(err, os.ErrDeadlineExceeded), errors.Is(err, net.ErrClosed):
+		// Too slow, or closed by the listener for making no call: nothing
+		// about a client's certificate, and a flood makes thousands of
+		// them, which the listener's bounds deal with.
+		c.log.Debug("tls handshake cut short", slog.String(FieldPeer, conn.RemoteAddr().String()),
+			slog.String(FieldError, err.Error()))
 	default:
 		c.refusals.Refuse(context.Background(), sourceKey(conn.RemoteAddr()), handshakeKind(err), msgHandshakeRefused,
 			slog.String(FieldPeer, conn.RemoteAddr().String()), slog.String(FieldError, err.Error()))

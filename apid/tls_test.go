@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strings"
 	"sync/atomic"
@@ -235,5 +237,34 @@ func TestPortProbeIsNotARefusal(t *testing.T) {
 
 	if n := len(sink.Find(t, "tls handshake refused")); n != 1 {
 		t.Fatalf("%d handshake refusals logged, want only the client's: %v", n, sink.Records(t))
+	}
+}
+
+// TestSilentConnectionIsClosed: a connection that never sends a ClientHello
+// is closed once the handshake bound passes (gRPC's default kept it two
+// minutes), and that is no refused client either.
+func TestSilentConnectionIsClosed(t *testing.T) {
+	var sink logtest.Sink
+
+	p := apidtest.NewPKI(t)
+	node := apidtest.StartNode(t, p, apidtest.NodeConfig{IP: testIP, Logger: sink.Logger()})
+
+	conn, err := net.Dial("tcp", node.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+
+	// Well under the old two minutes, well over the bound.
+	if err = conn.SetReadDeadline(time.Now().Add(apid.HandshakeTimeout + time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+
+	if _, err = conn.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+		t.Fatalf("read from a silent connection: %v, want EOF (closed by apid)", err)
+	}
+
+	if recs := sink.Find(t, "tls handshake refused"); len(recs) != 0 {
+		t.Fatalf("a silent connection logged as a refused client: %v", recs)
 	}
 }

@@ -38,16 +38,40 @@ const (
 
 	// MaxConnections bounds the open connections. Each costs a TLS
 	// handshake and buffers; a cluster's nodes need far fewer, and the
-	// bound keeps a flood from exhausting memory.
+	// bound keeps a flood from exhausting memory. When every slot is taken
+	// a new source takes one from the source holding the most (see
+	// internal/connlimit), so sources that flood together still leave room.
 	MaxConnections = 512
 
-	// HandshakeTimeout bounds a connection's TLS handshake, so a client
-	// that connects and says nothing releases its slot.
-	HandshakeTimeout = 10 * time.Second
+	// MaxConnectionsPerSource bounds the open connections of one source
+	// address (an IPv6 /64). A node joins or renews over one connection;
+	// 32 lets a few dozen nodes behind one NAT join at once, and keeps one
+	// source to a sixteenth of MaxConnections.
+	MaxConnectionsPerSource = 32
 
-	// MaxIdle closes a connection with no calls for this long: joining
-	// nodes call once and leave.
-	MaxIdle = 5 * time.Minute
+	// HandshakeTimeout bounds a connection's TLS handshake and HTTP/2
+	// preface, so a client that connects and says nothing releases its
+	// slot. Both take one round trip and a signature; seconds are plenty
+	// over any network a node joins through.
+	HandshakeTimeout = 5 * time.Second
+
+	// FirstCallTimeout closes a connection that has started no call this
+	// long after it was accepted (handshake included): a joining node
+	// calls as soon as it is connected, and a connection that only holds a
+	// slot gives it back within seconds.
+	FirstCallTimeout = 10 * time.Second
+
+	// MaxIdle closes a connection with no call open for this long, with a
+	// GOAWAY so a call racing the close is not lost: joining nodes call
+	// once and leave, and a connection whose calls are done holds a slot
+	// for nothing.
+	MaxIdle = 30 * time.Second
+
+	// ReadBufferSize is gRPC's read buffer per connection: none. crypto/tls
+	// already buffers a whole record for each connection, so gRPC's 32 KiB
+	// default only added to what every open connection costs; with it, a
+	// full table of connections held about a fifth more memory.
+	ReadBufferSize = 0
 
 	// RequestTimeout bounds the work on one request (token store access
 	// and signing).

@@ -8,7 +8,6 @@ import (
 	"net"
 
 	securityapi "github.com/siderolabs/talos/pkg/machinery/api/security"
-	"golang.org/x/net/netutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -17,6 +16,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 
+	"github.com/aegis-os/aegis/internal/connlimit"
 	"github.com/aegis-os/aegis/internal/grpcopt"
 	"github.com/aegis-os/aegis/internal/refusals"
 )
@@ -31,6 +31,7 @@ type Server struct {
 	cfg      Config
 	limiter  *failureLimiter
 	refusals *refusals.Aggregator
+	conns    *connlimit.Limiter
 	health   *health.Server
 	grpc     *grpc.Server
 }
@@ -53,6 +54,15 @@ func New(cfg Config) (*Server, error) {
 		health: health.NewServer(),
 	}
 
+	conns, err := connlimit.New(connlimit.Config{
+		PerSource: MaxConnectionsPerSource, Total: MaxConnections, FirstCall: FirstCallTimeout,
+		Logger: cfg.Logger, Clock: cfg.Clock,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("trustd: %w", err)
+	}
+
+	s.conns = conns
 	s.setHealth(false)
 
 	s.grpc = grpc.NewServer(s.serverOptions()...)
@@ -78,15 +88,17 @@ func (s *Server) serverOptions() []grpc.ServerOption {
 		grpc.MaxHeaderListSize(MaxHeaderListSize),
 		grpc.MaxConcurrentStreams(MaxConcurrentStreams),
 		grpc.ConnectionTimeout(HandshakeTimeout),
+		grpc.ReadBufferSize(ReadBufferSize),
 		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: MaxIdle}),
 		grpc.InTapHandle(s.tap),
 		grpc.StatsHandler(auditStats{s: s}),
+		grpc.StatsHandler(s.conns.StatsHandler()),
 		grpc.StreamInterceptor(refuseStreams),
 		grpcopt.StreamWorkers(),
 	}
 }
 
-// Serve accepts connections on lis until ctx ends, then stops gracefully:
+// Serve accepts connections on lis, within the bounds of limits.go, until ctx ends, then stops gracefully:
 // calls in flight get StopTimeout to finish. It returns nil after a stop
 // through ctx and the listener's error otherwise. A Server serves once.
 func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
@@ -114,7 +126,7 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 
 	served := make(chan error, 1)
 
-	go func() { served <- s.grpc.Serve(netutil.LimitListener(lis, MaxConnections)) }()
+	go func() { served <- s.grpc.Serve(s.conns.Wrap(lis)) }()
 
 	s.cfg.Logger.Info("trustd serving", slog.String("address", lis.Addr().String()))
 

@@ -39,7 +39,7 @@ func (r Results) Goals() []Goal {
 				Ratio(is.TrustdNew.PerSecond(), is.CfsslNew.PerSecond()), GoalTrustdVsCfssl))
 	}
 
-	return append(out, r.joinGoal(), r.apidGoal(), r.fanOutGoal(), r.bootGoal(), r.memoryGoal())
+	return append(out, r.joinGoal(), r.apidGoal(), r.fanOutGoal(), r.bootGoal(), r.memoryGoal(), r.connFloodGoal())
 }
 
 func atLeast(name string, v, bound float64) Goal {

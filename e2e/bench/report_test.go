@@ -56,6 +56,7 @@ func fixture() Results {
 			{Process: "apid", Role: RoleControlPlane, IdleRSS: 23 << 20, IdleHWM: 24 << 20, LoadHWM: 30 << 20},
 			{Process: "trustd", Role: "stand-alone, issuance ed25519", IdleRSS: 19 << 20, IdleHWM: 19 << 20, LoadHWM: 22 << 20},
 		},
+		Flood: floodFixture(),
 	}
 }
 
@@ -119,7 +120,7 @@ func TestReportJSONRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	if back.Results.APID.Via != fixture().APID.Via || len(back.Sections) != 5 || len(back.Goals) != 8 {
+	if back.Results.APID.Via != fixture().APID.Via || len(back.Sections) != 6 || len(back.Goals) != 9 {
 		t.Fatalf("round trip lost figures: %+v", back)
 	}
 }

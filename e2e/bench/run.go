@@ -88,6 +88,7 @@ func (r *run) stages(ctx context.Context) []string {
 		{"issuance", r.issuance},
 		{"boot", r.boot},
 		{"cluster loads", r.clusterLoads},
+		{"connection flood", r.connFlood},
 	} {
 		if ctx.Err() != nil {
 			failures = append(failures, s.name+": not run: "+context.Cause(ctx).Error())

@@ -27,6 +27,10 @@ func (r Results) Sections() []Section {
 		out = append(out, r.bootSection())
 	}
 
+	if r.Flood != nil {
+		out = append(out, r.connFloodSection())
+	}
+
 	return out
 }
 

@@ -19,6 +19,7 @@ func Cases() []*Case {
 		trustdCases(),
 		authorityCases(),
 		refusalCases(),
+		listenerCases(),
 	)
 }
 

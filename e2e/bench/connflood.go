@@ -1,0 +1,307 @@
+package bench
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+	"time"
+
+	"github.com/aegis-os/aegis/apid"
+	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/e2e/flood"
+	"github.com/aegis-os/aegis/trustd"
+	"github.com/aegis-os/aegis/trustd/join"
+)
+
+// ConnFloodPlan is how much load the connection-flood stage makes.
+type ConnFloodPlan struct {
+	// Joins are made one after the other, first with no flood, then while
+	// one source holds its maximum of idle connections.
+	Joins int
+	// Sources flood trustd and apid together for Hold, each trying to hold
+	// twice its cap, so that the servers' totals are reached too; Joins
+	// more joins are made meanwhile.
+	Sources int
+	Hold    time.Duration
+	// After are the times after the flood when the servers' memory is read
+	// again. Go returns freed memory once a collection has run, which an
+	// idle server may not need before the runtime's forced one, every two
+	// minutes.
+	After []time.Duration
+}
+
+// ConnFloodPlans are the stage's loads, by Plan.Name.
+var ConnFloodPlans = map[string]ConnFloodPlan{
+	"full":  {Joins: 200, Sources: 24, Hold: 30 * time.Second, After: []time.Duration{10 * time.Second, 150 * time.Second}},
+	"quick": {Joins: 50, Sources: 24, Hold: 10 * time.Second, After: []time.Duration{10 * time.Second}},
+}
+
+// Where the stage's servers listen and its floods come from.
+var (
+	// ConnFloodCIDR holds the stage's one-node cluster.
+	ConnFloodCIDR = netip.MustParsePrefix("127.7.4.0/24")
+	// ConnFloodSources are the flooding source addresses, from the first.
+	ConnFloodSources = netip.MustParsePrefix("127.7.5.0/24")
+)
+
+// floodRedial is how soon a flood makes again a connection the server
+// closed: a second bounds the rate at the connections tried per second.
+const floodRedial = time.Second
+
+// ConnFlood is joins and memory under connection floods.
+type ConnFlood struct {
+	// PerSource is trustd's per-source cap: what the join flood holds.
+	PerSource int `json:"per_source"`
+	// Quiet are joins with no flood, Flooded the same joins while one
+	// source holds PerSource idle TLS connections and floods silent ones,
+	// Full those while Sources sources hold every slot they can.
+	Quiet   Summary `json:"joins_quiet"`
+	Flooded Summary `json:"joins_flooded"`
+	Full    Summary `json:"joins_sources_flooding"`
+	// Sources flooded trustd and apid together for the memory figures.
+	Sources int          `json:"sources"`
+	Memory  []FloodedRSS `json:"memory"`
+}
+
+// FloodedRSS is a server's VmRSS before, during and after a flood. Bytes.
+type FloodedRSS struct {
+	Process string `json:"process"`
+	Idle    uint64 `json:"idle_rss_bytes"`
+	// Peak is the highest VmRSS sampled during the flood.
+	Peak uint64 `json:"peak_rss_bytes"`
+	// After is VmRSS at times after the flood ended.
+	After []RSSAt `json:"after"`
+	// Open is the most connections the flood held at once.
+	Open int64 `json:"flood_open_max"`
+}
+
+// RSSAt is VmRSS read Wait after an event.
+type RSSAt struct {
+	Wait time.Duration `json:"wait_ns"`
+	RSS  uint64        `json:"rss_bytes"`
+}
+
+// connFlood boots a one-node cluster, times joins with and without one
+// source holding its maximum of connections to trustd, then floods trustd
+// and apid from many sources and reads their memory during and after.
+func (r *run) connFlood(ctx context.Context) (err error) {
+	p, ok := ConnFloodPlans[r.plan.Name]
+	if !ok {
+		return fmt.Errorf("bench: no connection-flood plan for %q", r.plan.Name)
+	}
+
+	c, err := r.createCluster(ctx, "flood", ConnFloodCIDR, 0)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, c.Destroy()) }()
+
+	e, err := newClusterEnv(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer e.cli.Close() //nolint:errcheck // a client; the cluster's stop is what counts
+
+	res := &ConnFlood{PerSource: trustd.MaxConnectionsPerSource, Sources: p.Sources}
+	r.res.Flood = res
+
+	if err = r.floodedJoins(ctx, e, p, res); err != nil {
+		return err
+	}
+
+	return r.floodedMemory(ctx, e, p, res)
+}
+
+// floodedJoins times p.Joins joins with no flood, then as many while the
+// first flooding source holds its maximum of idle TLS connections to trustd
+// and floods it with connections that never send a ClientHello.
+func (r *run) floodedJoins(ctx context.Context, e *clusterEnv, p ConnFloodPlan, res *ConnFlood) error {
+	base, err := joinConfig(e)
+	if err != nil {
+		return err
+	}
+
+	r.logf("connection flood: %d joins, quiet", p.Joins)
+
+	if res.Quiet, err = joins(ctx, base, p.Joins, "quiet"); err != nil {
+		return err
+	}
+
+	target := net.JoinHostPort(e.cp.Address, strconv.Itoa(certs.TrustdPort))
+	f := flood.Start(ctx, flood.Config{
+		Target: target, Source: floodSource(0), TLS: trustdTLS(e, base.CAs),
+		Idle: 2 * res.PerSource, Silent: 10 * res.PerSource, Redial: floodRedial,
+	})
+	defer f.Stop()
+
+	if err = waitHolding(ctx, []*flood.Flood{f}, res.PerSource); err != nil {
+		return err
+	}
+
+	r.logf("connection flood: %d joins while %s holds %d connections to trustd", p.Joins, floodSource(0), res.PerSource)
+
+	res.Flooded, err = joins(ctx, base, p.Joins, "flooded")
+
+	return err
+}
+
+// joins makes n joins one after the other, each a new worker with its own
+// key, and returns their latencies.
+func joins(ctx context.Context, base join.Config, n int, name string) (Summary, error) {
+	lat := make([]time.Duration, 0, n)
+
+	for i := range n {
+		cfg := base
+		cfg.Hostname = fmt.Sprintf("%s-%03d", name, i)
+
+		c, err := join.New(cfg)
+		if err != nil {
+			return Summary{}, err
+		}
+
+		cctx, cancel := context.WithTimeout(ctx, callTimeout)
+		t0 := time.Now()
+		_, err = c.Join(cctx)
+
+		cancel()
+
+		if err != nil {
+			return Summary{}, fmt.Errorf("join %d (%s): %w", i, name, err)
+		}
+
+		lat = append(lat, time.Since(t0))
+	}
+
+	return Summarize(lat), nil
+}
+
+// floodedMemory floods trustd and apid together from p.Sources sources,
+// each trying to hold twice its cap in idle TLS, silent and half-hello
+// connections, and reads both servers' memory before, during and after.
+func (r *run) floodedMemory(ctx context.Context, e *clusterEnv, p ConnFloodPlan, res *ConnFlood) error {
+	base, err := joinConfig(e)
+	if err != nil {
+		return err
+	}
+
+	admin, err := adminTLS(e)
+	if err != nil {
+		return err
+	}
+
+	servers := []struct {
+		name      string
+		port, cap int
+		tls       *tls.Config
+	}{
+		{"trustd", certs.TrustdPort, trustd.MaxConnectionsPerSource, trustdTLS(e, base.CAs)},
+		{"apid", certs.APIDPort, apid.MaxConnectionsPerSource, admin},
+	}
+
+	if err = sleep(ctx, r.plan.Settle); err != nil {
+		return err
+	}
+
+	samplers := make([]*rssSampler, len(servers))
+	floods := make([][]*flood.Flood, len(servers))
+
+	for i, s := range servers {
+		samplers[i] = &rssSampler{pid: e.cpProcs[s.name]}
+		samplers[i].idle = samplers[i].read()
+
+		for src := range p.Sources {
+			floods[i] = append(floods[i], flood.Start(ctx, flood.Config{
+				Target: net.JoinHostPort(e.cp.Address, strconv.Itoa(s.port)), Source: floodSource(src), TLS: s.tls,
+				Idle: s.cap, Silent: s.cap / 2, HalfHello: s.cap / 2, Redial: floodRedial,
+			}))
+		}
+	}
+
+	r.logf("connection flood: %d sources flood trustd and apid for %s, %d joins meanwhile", p.Sources, p.Hold, p.Joins)
+
+	open, err := r.holdWhileJoining(ctx, p, base, samplers, floods, res)
+
+	for _, fs := range floods {
+		stopAll(fs)
+	}
+
+	if err != nil {
+		return err
+	}
+
+	for i, s := range servers {
+		res.Memory = append(res.Memory, FloodedRSS{Process: s.name, Idle: samplers[i].idle, Peak: samplers[i].peak, Open: open[i]})
+	}
+
+	return r.readAfter(ctx, p.After, samplers, res)
+}
+
+// holdWhileJoining makes p.Joins joins while the floods run, and lets
+// them run until p.Hold has passed; it returns the most connections each
+// server's floods held.
+func (r *run) holdWhileJoining(ctx context.Context, p ConnFloodPlan, base join.Config, samplers []*rssSampler, floods [][]*flood.Flood, res *ConnFlood) ([]int64, error) {
+	sctx, stop := context.WithCancel(ctx)
+	sampled := make(chan []int64, 1)
+
+	go func() { sampled <- holdAndSample(sctx, p.Hold, samplers, floods) }()
+
+	var err error
+
+	res.Full, err = joins(ctx, base, p.Joins, "sources")
+	if err != nil {
+		stop()
+	}
+
+	open := <-sampled
+
+	stop()
+
+	return open, err
+}
+
+// readAfter reads the servers' memory at each of after, counted from now.
+func (r *run) readAfter(ctx context.Context, after []time.Duration, samplers []*rssSampler, res *ConnFlood) error {
+	r.logf("connection flood: over; reading memory after %v", after)
+
+	start := time.Now()
+
+	for _, wait := range after {
+		if err := sleep(ctx, time.Until(start.Add(wait))); err != nil {
+			return err
+		}
+
+		for i, s := range samplers {
+			res.Memory[i].After = append(res.Memory[i].After, RSSAt{Wait: wait, RSS: s.read()})
+		}
+	}
+
+	return nil
+}
+
+// holdAndSample lets the floods run for d, sampling the servers' memory
+// and the floods' open connections; it returns the most open per server.
+func holdAndSample(ctx context.Context, d time.Duration, samplers []*rssSampler, floods [][]*flood.Flood) []int64 {
+	open := make([]int64, len(floods))
+	end := time.After(d)
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+
+	for {
+		for i, s := range samplers {
+			s.sample()
+			open[i] = max(open[i], openOf(floods[i]))
+		}
+
+		select {
+		case <-ctx.Done():
+			return open
+		case <-end:
+			return open
+		case <-tick.C:
+		}
+	}
+}

@@ -1,0 +1,82 @@
+package connlimit
+
+import (
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aegis-os/aegis/internal/clock"
+)
+
+// States of a connection; each moves from stateWaiting once.
+const (
+	stateWaiting int32 = iota // no call yet
+	stateCalled               // a call started: the connection is kept
+	stateClosed               // closed for no call, or evicted
+)
+
+// conn is an admitted connection. Close frees its slot.
+type conn struct {
+	net.Conn
+
+	l      *Limiter
+	source string
+	key    string
+
+	state     atomic.Int32
+	called    chan struct{} // closed when state becomes stateCalled
+	done      chan struct{} // closed by Close
+	closeOnce sync.Once
+
+	released bool // guarded by l.mu
+}
+
+func newConn(raw net.Conn, l *Limiter, src string) *conn {
+	return &conn{
+		Conn: raw, l: l, source: src, key: connKey(raw.RemoteAddr(), raw.LocalAddr()),
+		called: make(chan struct{}), done: make(chan struct{}),
+	}
+}
+
+// connKey names a connection by its two ends: unique among the open
+// connections of every listener a Limiter wraps.
+func connKey(remote, local net.Addr) string {
+	return remote.String() + " " + local.String()
+}
+
+// Close closes the connection and frees its slot.
+func (c *conn) Close() error {
+	c.closeOnce.Do(func() {
+		c.l.release(c)
+		close(c.done)
+	})
+
+	return c.Conn.Close()
+}
+
+// markCalled records that a call started, which ends the FirstCall watch.
+func (c *conn) markCalled() {
+	if c.state.CompareAndSwap(stateWaiting, stateCalled) {
+		close(c.called)
+	}
+}
+
+// watchFirstCall closes the connection if no call starts within d.
+func (c *conn) watchFirstCall(clk clock.Clock, d time.Duration) {
+	t := clk.NewTimer(d)
+	defer t.Stop()
+
+	select {
+	case <-t.C():
+	case <-c.called:
+		return
+	case <-c.done:
+		return
+	}
+
+	if c.state.CompareAndSwap(stateWaiting, stateClosed) {
+		c.l.expired()
+		_ = c.Close()
+	}
+}

@@ -1,0 +1,39 @@
+package connlimit
+
+import (
+	"context"
+
+	"google.golang.org/grpc/stats"
+)
+
+// StatsHandler tells l when a connection starts a call, so that it is no
+// longer closed for making none. Give it to the gRPC server serving l's
+// listeners (grpc.StatsHandler); it observes nothing else.
+func (l *Limiter) StatsHandler() stats.Handler { return statsHandler{l: l} }
+
+type statsHandler struct{ l *Limiter }
+
+type connContextKey struct{}
+
+// TagConn finds the connection in l's table once, so that each call finds
+// it in its context.
+func (h statsHandler) TagConn(ctx context.Context, info *stats.ConnTagInfo) context.Context {
+	if c := h.l.lookup(info.RemoteAddr, info.LocalAddr); c != nil {
+		return context.WithValue(ctx, connContextKey{}, c)
+	}
+
+	return ctx
+}
+
+// TagRPC runs as a call arrives on the connection.
+func (statsHandler) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context {
+	if c, ok := ctx.Value(connContextKey{}).(*conn); ok {
+		c.markCalled()
+	}
+
+	return ctx
+}
+
+func (statsHandler) HandleRPC(context.Context, stats.RPCStats) {}
+
+func (statsHandler) HandleConn(context.Context, stats.ConnStats) {}

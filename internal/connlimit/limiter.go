@@ -1,0 +1,294 @@
+package connlimit
+
+import (
+	"errors"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/aegis-os/aegis/internal/clock"
+)
+
+// Field names of the package's log records.
+const (
+	// FieldSource is the source a record is about (see sourceOf).
+	FieldSource = "source"
+	// FieldRefused is how many connections were refused since the last record.
+	FieldRefused = "refused"
+	// FieldListener is the listening address.
+	FieldListener = "listener"
+)
+
+// Config configures a Limiter. New reads it once.
+type Config struct {
+	// PerSource bounds the open connections of one source: an IPv4
+	// address, or an IPv6 /IPv6SourceBits. Required; below Total, so that
+	// one source never holds every slot.
+	PerSource int
+	// Total bounds the open connections of all sources together. Required.
+	Total int
+	// FirstCall is how long a connection may stay open without starting a
+	// call; then it is closed. Required.
+	FirstCall time.Duration
+	// Logger receives the records of refused connections, at most one per
+	// RefusalLogInterval. Nil discards.
+	Logger *slog.Logger
+	// Clock times FirstCall and the refusal records. Nil means the system clock.
+	Clock clock.Clock
+}
+
+// Stats counts what a Limiter did.
+type Stats struct {
+	// Open is the number of connections open now.
+	Open int
+	// Refused counts connections closed at accept: over their source's cap,
+	// or with every slot taken.
+	Refused int
+	// Evicted counts connections without a call closed to make room for a
+	// source holding fewer.
+	Evicted int
+	// Expired counts connections closed for starting no call within FirstCall.
+	Expired int
+}
+
+// Limiter holds the connection table of one server. Wrap its listeners
+// and give its StatsHandler to the gRPC server that serves them. It is safe
+// for concurrent use.
+type Limiter struct {
+	cfg Config
+
+	mu       sync.Mutex
+	sources  map[string]*source
+	byAddr   map[string]*conn // by connKey, for the stats handler
+	stats    Stats
+	refusals int // since the last record
+	lastLog  time.Time
+}
+
+// source is the open connections of one source, oldest first.
+type source struct {
+	conns []*conn
+}
+
+// New checks cfg and returns a Limiter with no connection.
+func New(cfg Config) (*Limiter, error) {
+	switch {
+	case cfg.PerSource <= 0 || cfg.Total <= 0:
+		return nil, errors.New("connlimit: PerSource and Total must be positive")
+	case cfg.PerSource >= cfg.Total:
+		return nil, errors.New("connlimit: PerSource must be below Total, or one source can hold every slot")
+	case cfg.FirstCall <= 0:
+		return nil, errors.New("connlimit: FirstCall must be positive")
+	}
+
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real()
+	}
+
+	return &Limiter{cfg: cfg, sources: map[string]*source{}, byAddr: map[string]*conn{}}, nil
+}
+
+// Stats returns the counts so far.
+func (l *Limiter) Stats() Stats {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+
+	return l.stats
+}
+
+// Wrap returns lis bounded by l. Closing it closes lis; connections already
+// accepted stay open.
+func (l *Limiter) Wrap(lis net.Listener) net.Listener {
+	return &listener{Listener: lis, l: l}
+}
+
+type listener struct {
+	net.Listener
+	l *Limiter
+}
+
+// Accept returns the next connection that gets a slot, closing those that
+// do not; it waits only for connections to arrive, never for a slot.
+func (w *listener) Accept() (net.Conn, error) {
+	for {
+		raw, err := w.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+
+		if c := w.l.admit(raw, w.Addr()); c != nil {
+			return c, nil
+		}
+	}
+}
+
+// admit gives raw a slot, taking one from the largest source if needed, and
+// starts its FirstCall watch; it closes raw and returns nil when raw gets
+// no slot.
+func (l *Limiter) admit(raw net.Conn, lisAddr net.Addr) *conn {
+	src := sourceOf(raw.RemoteAddr())
+
+	l.mu.Lock()
+	victim, ok := l.makeRoom(src)
+
+	if !ok {
+		refused := l.refusedLocked()
+		l.mu.Unlock()
+		_ = raw.Close()
+
+		if refused > 0 {
+			l.cfg.Logger.Warn("connections refused: source or total connection cap reached",
+				slog.String(FieldListener, lisAddr.String()), slog.String(FieldSource, src), slog.Int(FieldRefused, refused))
+		}
+
+		return nil
+	}
+
+	c := newConn(raw, l, src)
+	l.addLocked(c)
+	l.mu.Unlock()
+
+	if victim != nil {
+		_ = victim.Close()
+	}
+
+	go c.watchFirstCall(l.cfg.Clock, l.cfg.FirstCall)
+
+	return c
+}
+
+// makeRoom reports whether a connection of src may be admitted; when every
+// slot is taken it frees one by evicting, and returns the connection to
+// close once the lock is released.
+func (l *Limiter) makeRoom(src string) (*conn, bool) {
+	have := 0
+	if s := l.sources[src]; s != nil {
+		have = len(s.conns)
+	}
+
+	if have >= l.cfg.PerSource {
+		return nil, false
+	}
+
+	if l.stats.Open < l.cfg.Total {
+		return nil, true
+	}
+
+	victim := l.evictableLocked(have)
+	if victim == nil {
+		return nil, false
+	}
+
+	l.removeLocked(victim)
+	l.stats.Evicted++
+
+	return victim, true
+}
+
+// evictableLocked picks the oldest connection without a call of the source
+// holding the most connections, provided that source would still hold more
+// than one of have connections does after admitting it; it marks the
+// connection evicted so that a call can no longer claim it.
+func (l *Limiter) evictableLocked(have int) *conn {
+	var largest *source
+
+	for _, s := range l.sources {
+		if largest == nil || len(s.conns) > len(largest.conns) {
+			largest = s
+		}
+	}
+
+	if largest == nil || len(largest.conns) <= have+1 {
+		return nil
+	}
+
+	for _, c := range largest.conns {
+		if c.state.CompareAndSwap(stateWaiting, stateClosed) {
+			return c
+		}
+	}
+
+	return nil
+}
+
+func (l *Limiter) addLocked(c *conn) {
+	s := l.sources[c.source]
+	if s == nil {
+		s = &source{}
+		l.sources[c.source] = s
+	}
+
+	s.conns = append(s.conns, c)
+	l.byAddr[c.key] = c
+	l.stats.Open++
+}
+
+// removeLocked frees c's slot; it is called once per connection.
+func (l *Limiter) removeLocked(c *conn) {
+	c.released = true
+	l.stats.Open--
+	delete(l.byAddr, c.key)
+
+	s := l.sources[c.source]
+	for i, o := range s.conns {
+		if o == c {
+			s.conns = append(s.conns[:i], s.conns[i+1:]...)
+
+			break
+		}
+	}
+
+	if len(s.conns) == 0 {
+		delete(l.sources, c.source)
+	}
+}
+
+// release frees c's slot unless an eviction did already.
+func (l *Limiter) release(c *conn) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+
+	if !c.released {
+		l.removeLocked(c)
+	}
+}
+
+func (l *Limiter) expired() {
+	l.mu.Lock()
+	l.stats.Expired++
+	l.mu.Unlock()
+}
+
+// refusedLocked counts a refusal; once per RefusalLogInterval it returns
+// the refusals since the last time, to be logged, and zero otherwise.
+func (l *Limiter) refusedLocked() int {
+	l.stats.Refused++
+	l.refusals++
+
+	now := l.cfg.Clock.Now()
+	if now.Sub(l.lastLog) < RefusalLogInterval {
+		return 0
+	}
+
+	n := l.refusals
+	l.refusals, l.lastLog = 0, now
+
+	return n
+}
+
+// lookup finds the open connection between remote and local.
+func (l *Limiter) lookup(remote, local net.Addr) *conn {
+	if remote == nil || local == nil {
+		return nil
+	}
+
+	l.mu.Lock()
+	defer l.mu.Unlock()
+
+	return l.byAddr[connKey(remote, local)]
+}
