@@ -87,6 +87,7 @@ type Server struct {
 	grpc     *grpc.Server
 	local    *grpc.ClientConn
 	nodes    *pool
+	streams  *streamGuard
 	callOpts []grpc.CallOption
 }
 
@@ -118,6 +119,7 @@ func New(cfg Config) (*Server, error) {
 	}
 
 	s.local = local
+	s.streams = newStreamGuard(s.clock, s.recheckClient, s.log)
 	s.nodes = newPool(poolConfig{dial: s.dialNode, clock: s.clock, max: MaxPooledNodes, idle: PoolIdleTimeout, log: s.log})
 	s.grpc = s.newGRPCServer(cfg.Rules)
 
@@ -172,6 +174,7 @@ func (s *Server) newGRPCServer(rules authz.Rules) *grpc.Server {
 		grpc.MaxRecvMsgSize(MaxMessageSize),
 		grpc.MaxSendMsgSize(MaxMessageSize),
 		grpc.MaxHeaderListSize(MaxMetadataSize),
+		grpc.MaxConcurrentStreams(MaxConcurrentStreams),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: KeepaliveMinTime, PermitWithoutStream: true}),
 	)
 }
@@ -219,6 +222,7 @@ func (s *Server) Stop() {
 }
 
 func (s *Server) closeBackends() {
+	s.streams.stop()
 	s.nodes.close()
 
 	if err := s.local.Close(); err != nil {

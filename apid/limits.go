@@ -82,4 +82,48 @@ const (
 	// and its stream: enough to smooth bursts, small enough that a slow
 	// caller holds back its nodes instead of filling apid's memory.
 	StreamBuffer = 16
+
+	// MaxStreamsPerConnection, MaxStreamsPerIdentity and MaxStreams bound
+	// the calls apid holds open at once: on one client connection, for one
+	// client key (however many connections it opens), and on the node.
+	// Every call is an HTTP/2 stream; Logs and Events follows are the ones
+	// that stay open, and each costs apid and machined a goroutine, stream
+	// state and up to two flow-control windows (64 KiB each) of data a slow
+	// reader has not taken yet. A `nodes` call counts once per node it
+	// reaches. MaxStreams keeps that whole cost under about 100 MiB (see
+	// docs/benchmarks.md); MaxStreamsPerConnection fits one fan-out to
+	// MaxFanOut nodes; MaxStreamsPerIdentity leaves room for other clients
+	// when one or two open all they may.
+	MaxStreamsPerConnection = MaxFanOut
+	MaxStreamsPerIdentity   = 2 * MaxStreamsPerConnection
+	MaxStreams              = 4 * MaxStreamsPerIdentity
+
+	// MaxStreamsPerPeerNode bounds the calls another node forwards at once,
+	// over its one pooled connection and under its one certificate: they
+	// are the calls of all its clients together, so it gets a larger share
+	// than one client. Its clients are capped on that node already.
+	MaxStreamsPerPeerNode = MaxStreams / 2
+
+	// MaxConcurrentStreams is what apid announces in HTTP/2 as the streams a
+	// connection may open at once. It is above every cap of its own, so
+	// that a call over a cap is answered ResourceExhausted rather than made
+	// to wait; a client that ignores it has its extra streams reset by the
+	// transport before any handler runs.
+	MaxConcurrentStreams = MaxStreams
+
+	// StreamRecheckInterval is how often the chains of open calls are
+	// checked again against the accepted CAs, so a follow opened by a
+	// client of a CA that a rotation removed ends within it. Expiry needs
+	// no polling: each open call's end is timed at its chain's NotAfter.
+	StreamRecheckInterval = 5 * time.Second
+
+	// WindowSize is the HTTP/2 flow-control window of apid's connections
+	// to machined and to other nodes, per stream and fixed (gRPC's minimum):
+	// it bounds what apid holds of a follow its caller does not read. gRPC
+	// would otherwise grow windows to megabytes on a fast link.
+	WindowSize = 64 << 10
+
+	// ConnWindowSize is the connection's window on the same connections:
+	// replenished as data arrives, it bounds only the data in flight.
+	ConnWindowSize = 1 << 20
 )
