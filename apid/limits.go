@@ -98,6 +98,11 @@ const (
 	MaxStreamsPerIdentity   = 2 * MaxStreamsPerConnection
 	MaxStreams              = 4 * MaxStreamsPerIdentity
 
+	// UnaryHeadroom is how many unary calls (Version, ServiceList, …) may
+	// still run when open streams fill MaxStreams: a node full of follows
+	// stays manageable, and the calls that take it are short.
+	UnaryHeadroom = MaxStreamsPerConnection
+
 	// MaxStreamsPerPeerNode bounds the calls another node forwards at once,
 	// over its one pooled connection and under its one certificate: they
 	// are the calls of all its clients together, so it gets a larger share
@@ -105,7 +110,7 @@ const (
 	MaxStreamsPerPeerNode = MaxStreams / 2
 
 	// MaxConcurrentStreams is what apid announces in HTTP/2 as the streams a
-	// connection may open at once. It is above every cap of its own, so
+	// connection may open at once. It is above every per-connection cap, so
 	// that a call over a cap is answered ResourceExhausted rather than made
 	// to wait; a client that ignores it has its extra streams reset by the
 	// transport before any handler runs.

@@ -81,6 +81,7 @@ func newStreamGuard(clk clock.Clock, check func([]*x509.Certificate) error, log 
 // connection, its client and the node. It returns the context the call
 // must run in (ended, with the reason as its cause, when the credential
 // stops being valid) and the release to call when the call ends.
+// A unary call may go UnaryHeadroom over the node's cap.
 func (g *streamGuard) admit(ctx context.Context, method string, weight int) (context.Context, func(), error) {
 	chain, ok := authz.PeerChain(ctx)
 	if !ok {
@@ -90,9 +91,13 @@ func (g *streamGuard) admit(ctx context.Context, method string, weight int) (con
 	st := &openStream{method: method, conn: connKey(ctx), id: sha256.Sum256(chain[0].RawSubjectPublicKeyInfo),
 		weight: weight, chain: chain, notAfter: chainNotAfter(chain)}
 
-	perConn, perID := MaxStreamsPerConnection, MaxStreamsPerIdentity
+	perConn, perID, total := MaxStreamsPerConnection, MaxStreamsPerIdentity, MaxStreams
 	if authz.Impersonated(ctx) {
 		perConn, perID = MaxStreamsPerPeerNode, MaxStreamsPerPeerNode
+	}
+
+	if isUnary(method) {
+		total += UnaryHeadroom
 	}
 
 	g.mu.Lock()
@@ -100,8 +105,8 @@ func (g *streamGuard) admit(ctx context.Context, method string, weight int) (con
 
 	// The widest cap reached is the one named.
 	switch {
-	case g.total+weight > MaxStreams:
-		return nil, nil, fmt.Errorf("%w on this node (limit %d)", errTooManyStreams, MaxStreams)
+	case g.total+weight > total:
+		return nil, nil, fmt.Errorf("%w on this node (limit %d)", errTooManyStreams, total)
 	case g.perID[st.id]+weight > perID:
 		return nil, nil, fmt.Errorf("%w for this client certificate's key (limit %d)", errTooManyStreams, perID)
 	case g.perConn[st.conn]+weight > perConn:

@@ -381,3 +381,37 @@ func TestWatcherStopsWithTheLastStream(t *testing.T) {
 		}
 	}
 }
+
+// TestUnaryCallsHaveHeadroom: a node full of follows still serves unary
+// calls, UnaryHeadroom of them at once.
+func TestUnaryCallsHaveHeadroom(t *testing.T) {
+	const version = "/machine.MachineService/Version"
+
+	gt := newGuardTest(t)
+
+	for i := range MaxStreams / MaxStreamsPerConnection {
+		chain := gt.chain(t, time.Hour)
+
+		for range MaxStreamsPerConnection {
+			if _, _, err := gt.g.admit(call(t, chain, i, false), "/machine.MachineService/Events", 1); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+
+	if _, _, err := gt.g.admit(call(t, gt.chain(t, time.Hour), 99, false), "/machine.MachineService/Logs", 1); !errors.Is(err, errTooManyStreams) {
+		t.Fatalf("a follow on a full node: %v", err)
+	}
+
+	chain := gt.chain(t, time.Hour)
+	for i := range UnaryHeadroom {
+		if _, _, err := gt.g.admit(call(t, chain, 100, false), version, 1); err != nil {
+			t.Fatalf("Version %d on a node full of follows: %v", i, err)
+		}
+	}
+
+	_, _, err := gt.g.admit(call(t, gt.chain(t, time.Hour), 101, false), version, 1)
+	if !errors.Is(err, errTooManyStreams) || !strings.Contains(err.Error(), "on this node (limit "+strconv.Itoa(MaxStreams+UnaryHeadroom)+")") {
+		t.Fatalf("Version past the headroom: %v", err)
+	}
+}
