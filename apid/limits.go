@@ -116,6 +116,11 @@ const (
 	// transport before any handler runs.
 	MaxConcurrentStreams = MaxStreams
 
+	// ReclaimAfter is the open streams from which, once they are mostly
+	// closed again, apid hands the memory they took back to the system
+	// (internal/reclaim): a few megabytes at least, worth a collection.
+	ReclaimAfter = MaxStreamsPerIdentity
+
 	// StreamRecheckInterval is how often the chains of open calls are
 	// checked again against the accepted CAs, so a follow opened by a
 	// client of a CA that a rotation removed ends within it. Expiry needs

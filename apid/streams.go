@@ -15,6 +15,7 @@ import (
 
 	"github.com/aegis-os/aegis/authz"
 	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/internal/reclaim"
 )
 
 // errTooManyStreams refuses a call over one of the stream caps; the
@@ -42,6 +43,7 @@ type streamGuard struct {
 	log   *slog.Logger
 	// interval is how often every open chain is checked again.
 	interval time.Duration
+	reclaim  *reclaim.Tracker
 
 	mu       sync.Mutex
 	total    int
@@ -71,7 +73,7 @@ type openStream struct {
 
 func newStreamGuard(clk clock.Clock, check func([]*x509.Certificate) error, log *slog.Logger) *streamGuard {
 	return &streamGuard{
-		clock: clk, check: check, log: log, interval: StreamRecheckInterval,
+		clock: clk, check: check, log: log, interval: StreamRecheckInterval, reclaim: reclaim.New(ReclaimAfter),
 		perConn: map[string]int{}, perID: map[identity]int{}, open: map[*openStream]struct{}{},
 		wake: make(chan struct{}, 1), done: make(chan struct{}),
 	}
@@ -119,6 +121,7 @@ func (g *streamGuard) admit(ctx context.Context, method string, weight int) (con
 	g.total += weight
 	g.open[st] = struct{}{}
 	g.watchLocked(st.notAfter)
+	g.reclaim.Observe(g.total)
 
 	return ctx, func() { g.release(st) }, nil
 }
@@ -141,6 +144,8 @@ func (g *streamGuard) release(st *openStream) {
 	if g.perID[st.id] -= st.weight; g.perID[st.id] <= 0 {
 		delete(g.perID, st.id)
 	}
+
+	g.reclaim.Observe(g.total)
 }
 
 // ended returns why ctx (from admit) was ended by the guard, or err: a

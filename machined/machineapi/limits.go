@@ -12,4 +12,9 @@ const (
 	// at most one flow-control window (64 KiB) of data not yet taken, so
 	// this keeps follows under about 100 MiB whatever apid lets through.
 	MaxCalls = 1280
+
+	// ReclaimAfter is the open calls from which, once they are mostly
+	// closed again, machined hands the memory they took back to the
+	// system (internal/reclaim).
+	ReclaimAfter = 256
 )
