@@ -87,21 +87,25 @@ const (
 	// the calls apid holds open at once: on one client connection, for one
 	// client key (however many connections it opens), and on the node.
 	// Every call is an HTTP/2 stream; Logs and Events follows are the ones
-	// that stay open, and each costs apid and machined a goroutine, stream
-	// state and up to two flow-control windows (64 KiB each) of data a slow
-	// reader has not taken yet. A `nodes` call counts once per node it
-	// reaches. MaxStreams keeps that whole cost under about 100 MiB (see
-	// docs/benchmarks.md); MaxStreamsPerConnection fits one fan-out to
-	// MaxFanOut nodes; MaxStreamsPerIdentity leaves room for other clients
-	// when one or two open all they may.
-	MaxStreamsPerConnection = MaxFanOut
-	MaxStreamsPerIdentity   = 2 * MaxStreamsPerConnection
+	// that stay open. Each costs apid about 36 KiB (a server stream, a
+	// client stream to machined, the goroutine between them), and a follow
+	// whose caller stops reading while its log grows holds up to a 64 KiB
+	// window from machined, 64 KiB queued towards the caller and a 32 KiB
+	// message in hand: about 200 KiB. MaxStreams keeps that worst case near
+	// 100 MiB over apid's 20 MiB at idle, under 150 MiB; a flood of follows
+	// that are read costs 18 MiB (see docs/benchmarks.md). A `nodes` call
+	// counts once per node it reaches against the key's and the node's
+	// caps, and once against its connection's: MaxStreamsPerIdentity fits
+	// one fan-out to MaxFanOut nodes. MaxStreamsPerIdentity leaves room
+	// for three more clients when one opens all it may.
+	MaxStreamsPerConnection = MaxFanOut / 2
+	MaxStreamsPerIdentity   = MaxFanOut
 	MaxStreams              = 4 * MaxStreamsPerIdentity
 
 	// UnaryHeadroom is how many unary calls (Version, ServiceList, …) may
 	// still run when open streams fill MaxStreams: a node full of follows
 	// stays manageable, and the calls that take it are short.
-	UnaryHeadroom = MaxStreamsPerConnection
+	UnaryHeadroom = MaxStreamsPerIdentity
 
 	// MaxStreamsPerPeerNode bounds the calls another node forwards at once,
 	// over its one pooled connection and under its one certificate: they

@@ -79,8 +79,9 @@ func newStreamGuard(clk clock.Clock, check func([]*x509.Certificate) error, log 
 	}
 }
 
-// admit counts a call of weight streams against the caps of its
-// connection, its client and the node. It returns the context the call
+// admit counts a call of weight streams (the nodes it reaches) against the
+// caps of its client and the node, and as one stream against its
+// connection's. It returns the context the call
 // must run in (ended, with the reason as its cause, when the credential
 // stops being valid) and the release to call when the call ends.
 // A unary call may go UnaryHeadroom over the node's cap.
@@ -111,12 +112,12 @@ func (g *streamGuard) admit(ctx context.Context, method string, weight int) (con
 		return nil, nil, fmt.Errorf("%w on this node (limit %d)", errTooManyStreams, total)
 	case g.perID[st.id]+weight > perID:
 		return nil, nil, fmt.Errorf("%w for this client certificate's key (limit %d)", errTooManyStreams, perID)
-	case g.perConn[st.conn]+weight > perConn:
+	case g.perConn[st.conn]+1 > perConn:
 		return nil, nil, fmt.Errorf("%w on this connection (limit %d)", errTooManyStreams, perConn)
 	}
 
 	ctx, st.end = context.WithCancelCause(ctx)
-	g.perConn[st.conn] += weight
+	g.perConn[st.conn]++ // one HTTP/2 stream, however many nodes it reaches
 	g.perID[st.id] += weight
 	g.total += weight
 	g.open[st] = struct{}{}
@@ -137,7 +138,7 @@ func (g *streamGuard) release(st *openStream) {
 	delete(g.open, st)
 	g.total -= st.weight
 
-	if g.perConn[st.conn] -= st.weight; g.perConn[st.conn] <= 0 {
+	if g.perConn[st.conn]--; g.perConn[st.conn] <= 0 {
 		delete(g.perConn, st.conn)
 	}
 

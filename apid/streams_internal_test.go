@@ -207,18 +207,25 @@ func TestStreamCaps(t *testing.T) {
 	}
 }
 
+// TestFanOutCountsEveryNode: a fan-out to MaxFanOut nodes fits one
+// client's cap and takes all of it; on its connection it is one stream.
 func TestFanOutCountsEveryNode(t *testing.T) {
 	gt := newGuardTest(t)
 	a := gt.chain(t, time.Hour)
 
-	_, release, err := gt.g.admit(call(t, a, 1, false), "/m", MaxStreamsPerConnection)
+	_, release, err := gt.g.admit(call(t, a, 1, false), "/m", MaxFanOut)
 	if err != nil {
-		t.Fatalf("a fan-out to MaxStreamsPerConnection nodes: %v", err)
+		t.Fatalf("a fan-out to MaxFanOut nodes: %v", err)
 	}
 	defer release()
 
-	if _, _, err := gt.g.admit(call(t, a, 1, false), "/m", 1); !errors.Is(err, errTooManyStreams) {
-		t.Fatalf("one more on the connection: %v", err)
+	if gt.g.perConn[connKey(call(t, a, 1, false))] != 1 {
+		t.Fatalf("the fan-out counts %d on its connection, want 1", gt.g.perConn[connKey(call(t, a, 1, false))])
+	}
+
+	_, _, err = gt.g.admit(call(t, a, 2, false), "/m", 1)
+	if !errors.Is(err, errTooManyStreams) || !strings.Contains(err.Error(), "key") {
+		t.Fatalf("one more by the same client: %v", err)
 	}
 }
 
@@ -405,7 +412,7 @@ func TestUnaryCallsHaveHeadroom(t *testing.T) {
 
 	chain := gt.chain(t, time.Hour)
 	for i := range UnaryHeadroom {
-		if _, _, err := gt.g.admit(call(t, chain, 100, false), version, 1); err != nil {
+		if _, _, err := gt.g.admit(call(t, chain, 100+i/MaxStreamsPerConnection, false), version, 1); err != nil {
 			t.Fatalf("Version %d on a node full of follows: %v", i, err)
 		}
 	}
