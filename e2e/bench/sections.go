@@ -27,6 +27,10 @@ func (r Results) Sections() []Section {
 		out = append(out, r.bootSection())
 	}
 
+	if r.Streams != nil {
+		out = append(out, r.streamFloodSection())
+	}
+
 	return out
 }
 
