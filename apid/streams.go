@@ -81,10 +81,10 @@ func newStreamGuard(clk clock.Clock, check func([]*x509.Certificate) error, log 
 
 // admit counts a call of weight streams (the nodes it reaches) against the
 // caps of its client and the node, and as one stream against its
-// connection's. It returns the context the call
-// must run in (ended, with the reason as its cause, when the credential
-// stops being valid) and the release to call when the call ends.
-// A unary call may go UnaryHeadroom over the node's cap.
+// connection's; a unary call may go UnaryHeadroom over the node's cap. It
+// returns the context the call must run in (ended, with the reason as its
+// cause, when the credential stops being valid) and the release to call
+// when the call ends.
 func (g *streamGuard) admit(ctx context.Context, method string, weight int) (context.Context, func(), error) {
 	chain, ok := authz.PeerChain(ctx)
 	if !ok {
