@@ -80,8 +80,10 @@ const (
 	// StreamBuffer is how many messages a streaming fan-out buffers between
 	// its nodes and the caller, and a node between the caller's requests
 	// and its stream: enough to smooth bursts, small enough that a slow
-	// caller holds back its nodes instead of filling apid's memory.
-	StreamBuffer = 16
+	// caller holds back its nodes instead of filling apid's memory. A
+	// stalled `nodes` Logs follow holds this many 32 KiB chunks: 256 such
+	// calls of two nodes each (MaxStreams) hold 32 MiB, where 16 held 128.
+	StreamBuffer = 4
 
 	// MaxStreamsPerConnection, MaxStreamsPerIdentity and MaxStreams bound
 	// the calls apid holds open at once: on one client connection, for one
