@@ -98,6 +98,7 @@ type Server struct {
 	local    *grpc.ClientConn
 	nodes    *pool
 	refusals *refusals.Aggregator
+	streams  *streamGuard
 	callOpts []grpc.CallOption
 	stopped  chan struct{} // closed once Stop or Shutdown has stopped gRPC
 	stopOnce sync.Once
@@ -143,6 +144,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 
+	s.streams = newStreamGuard(s.clock, s.recheckClient, s.log)
 	s.nodes = newPool(poolConfig{
 		dial: s.dialNode, clock: s.clock, idle: PoolIdleTimeout, log: s.log,
 		max: MaxPooledNodes, perCaller: MaxPooledNodesPerCaller, reserve: AdminPoolReserve,
@@ -189,6 +191,7 @@ func (s *Server) newGRPCServer(rules authz.Rules) *grpc.Server {
 		grpc.MaxRecvMsgSize(MaxMessageSize),
 		grpc.MaxSendMsgSize(MaxMessageSize),
 		grpc.MaxHeaderListSize(MaxMetadataSize),
+		grpc.MaxConcurrentStreams(MaxConcurrentStreams),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: KeepaliveMinTime, PermitWithoutStream: true}),
 		grpc.ConnectionTimeout(HandshakeTimeout),
 		grpc.ReadBufferSize(ReadBufferSize),
@@ -261,6 +264,7 @@ func (s *Server) Stop() {
 }
 
 func (s *Server) closeBackends() {
+	s.streams.stop()
 	s.nodes.close()
 
 	if err := s.local.Close(); err != nil {

@@ -31,6 +31,8 @@ func dialLocal(socket string) (*grpc.ClientConn, error) {
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageSize), grpc.MaxCallSendMsgSize(MaxMessageSize)),
 		grpc.WithMaxHeaderListSize(MaxMetadataSize),
+		grpc.WithStaticStreamWindowSize(WindowSize),
+		grpc.WithStaticConnWindowSize(ConnWindowSize),
 		grpc.WithDisableServiceConfig(),
 	)
 	if err != nil {
@@ -54,6 +56,8 @@ func (s *Server) dialNode(t target) (*grpc.ClientConn, error) {
 		grpc.WithConnectParams(grpc.ConnectParams{Backoff: bo, MinConnectTimeout: NodeConnectTimeout}),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageSize), grpc.MaxCallSendMsgSize(MaxMessageSize)),
 		grpc.WithMaxHeaderListSize(MaxMetadataSize),
+		grpc.WithStaticStreamWindowSize(WindowSize),
+		grpc.WithStaticConnWindowSize(ConnWindowSize),
 		grpc.WithDisableServiceConfig(),
 	)
 	if err != nil {

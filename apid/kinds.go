@@ -58,6 +58,14 @@ func takesOneRequest(method string) bool {
 	return m != nil && !m.IsStreamingClient()
 }
 
+// isUnary reports whether method is known to take one request and send
+// one reply: a call that ends by itself.
+func isUnary(method string) bool {
+	m := methodDescriptor(method)
+
+	return m != nil && !m.IsStreamingClient() && !m.IsStreamingServer()
+}
+
 // methodDescriptor finds a "/package.Service/Method" name in protoregistry,
 // or returns nil.
 func methodDescriptor(method string) protoreflect.MethodDescriptor {

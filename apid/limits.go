@@ -129,8 +129,68 @@ const (
 	// StreamBuffer is how many messages a streaming fan-out buffers between
 	// its nodes and the caller, and a node between the caller's requests
 	// and its stream: enough to smooth bursts, small enough that a slow
-	// caller holds back its nodes instead of filling apid's memory.
-	StreamBuffer = 16
+	// caller holds back its nodes instead of filling apid's memory. A
+	// stalled `nodes` Logs follow holds this many 32 KiB chunks: 256 such
+	// calls of two nodes each (MaxStreams) hold 32 MiB, where 16 held 128.
+	StreamBuffer = 4
+
+	// MaxStreamsPerConnection, MaxStreamsPerIdentity and MaxStreams bound
+	// the calls apid holds open at once: on one client connection, for one
+	// client key (however many connections it opens), and on the node.
+	// Every call is an HTTP/2 stream; Logs and Events follows are the ones
+	// that stay open. Each costs apid about 36 KiB (a server stream, a
+	// client stream to machined, the goroutine between them), and a follow
+	// whose caller stops reading while its log grows holds up to a 64 KiB
+	// window from machined, 64 KiB queued towards the caller and a 32 KiB
+	// message in hand: about 200 KiB. MaxStreams keeps that worst case near
+	// 100 MiB over apid's 20 MiB at idle, under 150 MiB; a flood of follows
+	// that are read costs 18 MiB (see docs/benchmarks.md). A `nodes` call
+	// counts once per node it reaches against the key's and the node's
+	// caps, and once against its connection's: MaxStreamsPerIdentity fits
+	// one fan-out to MaxFanOut nodes. MaxStreamsPerIdentity leaves room
+	// for three more clients when one opens all it may.
+	MaxStreamsPerConnection = MaxFanOut / 2
+	MaxStreamsPerIdentity   = MaxFanOut
+	MaxStreams              = 4 * MaxStreamsPerIdentity
+
+	// UnaryHeadroom is how many unary calls (Version, ServiceList, …) may
+	// still run when open streams fill MaxStreams: a node full of follows
+	// stays manageable, and the calls that take it are short.
+	UnaryHeadroom = MaxStreamsPerIdentity
+
+	// MaxStreamsPerPeerNode bounds the calls another node forwards at once,
+	// over its one pooled connection and under its one certificate: they
+	// are the calls of all its clients together, so it gets a larger share
+	// than one client. Its clients are capped on that node already.
+	MaxStreamsPerPeerNode = MaxStreams / 2
+
+	// MaxConcurrentStreams is what apid announces in HTTP/2 as the streams a
+	// connection may open at once. It is above every per-connection cap, so
+	// that a call over a cap is answered ResourceExhausted rather than made
+	// to wait; a client that ignores it has its extra streams reset by the
+	// transport before any handler runs.
+	MaxConcurrentStreams = MaxStreams
+
+	// ReclaimAfter is the open streams from which, once they are mostly
+	// closed again, apid hands the memory they took back to the system
+	// (internal/reclaim): a few megabytes at least, worth a collection.
+	ReclaimAfter = MaxStreamsPerIdentity
+
+	// StreamRecheckInterval is how often the chains of open calls are
+	// checked again against the accepted CAs, so a follow opened by a
+	// client of a CA that a rotation removed ends within it. Expiry needs
+	// no polling: each open call's end is timed at its chain's NotAfter.
+	StreamRecheckInterval = 5 * time.Second
+
+	// WindowSize is the HTTP/2 flow-control window of apid's connections
+	// to machined and to other nodes, per stream and fixed (gRPC's minimum):
+	// it bounds what apid holds of a follow its caller does not read. gRPC
+	// would otherwise grow windows to megabytes on a fast link.
+	WindowSize = 64 << 10
+
+	// ConnWindowSize is the connection's window on the same connections:
+	// replenished as data arrives, it bounds only the data in flight.
+	ConnWindowSize = 1 << 20
 
 	// HandshakeRefusalInterval is how long the refused TLS handshakes of a
 	// source are counted before their summary is logged; the first of each

@@ -28,6 +28,8 @@ const (
 	FieldNode = "node"
 	// FieldError is an error's text.
 	FieldError = "error"
+	// FieldSubject is the subject of a client certificate.
+	FieldSubject = authz.FieldSubject
 	// FieldStack is a goroutine's stack, logged with a recovered panic.
 	FieldStack = "stack"
 )

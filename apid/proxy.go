@@ -42,6 +42,18 @@ func (s *Server) handle(_ any, ss grpc.ServerStream) error {
 		return s.toStatus(method, err)
 	}
 
+	weight := 1
+	if rt.kind == routeNodes {
+		weight = len(rt.targets)
+	}
+
+	guarded, release, err := s.streams.admit(ctx, method, weight)
+	if err != nil {
+		return s.toStatus(method, err)
+	}
+	defer release()
+
+	ss = &guardedStream{ServerStream: ss, ctx: guarded}
 	md := outgoingMetadata(ctx, method, roles)
 	c := callerOf(ctx, roles)
 
@@ -54,7 +66,7 @@ func (s *Server) handle(_ any, ss grpc.ServerStream) error {
 		err = s.pipe(ss, s.local, "", method, md)
 	}
 
-	return s.toStatus(method, err)
+	return s.toStatus(method, ended(guarded, err))
 }
 
 // routeOf decides where a call goes. A call forwarded by another node (its
@@ -252,8 +264,10 @@ func (s *Server) toStatus(method string, err error) error {
 		return status.Error(codes.InvalidArgument, err.Error())
 	case errors.Is(err, errNoForwarding):
 		return status.Error(codes.PermissionDenied, err.Error())
-	case errors.Is(err, errPoolFull), errors.Is(err, errCallerPoolFull), errors.Is(err, errReplyTooLarge):
+	case errors.Is(err, errPoolFull), errors.Is(err, errCallerPoolFull), errors.Is(err, errReplyTooLarge), errors.Is(err, errTooManyStreams):
 		return status.Error(codes.ResourceExhausted, err.Error())
+	case isCredentialEnded(err), errors.Is(err, errNoChain):
+		return status.Error(codes.Unauthenticated, err.Error())
 	case errors.Is(err, errPoolClosed):
 		return status.Error(codes.Unavailable, err.Error())
 	}

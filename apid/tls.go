@@ -13,6 +13,7 @@ import (
 	"os"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"google.golang.org/grpc/credentials"
 
@@ -71,17 +72,19 @@ func verifyClientChain(cs tls.ConnectionState) error {
 	return authz.CheckClientChain(cs.VerifiedChains[0])
 }
 
-// Refusals of recheckClient.
+// Refusals of recheckClient; the error returned wraps one of them and says
+// which certificate and when.
 var (
 	errCANotAccepted = errors.New("apid: the client certificate's CA is no longer accepted")
 	errChainExpired  = errors.New("apid: a certificate of the client's chain is not valid now")
 )
 
-// recheckClient runs at every call: the handshake verified the chain when
-// the connection opened, and this keeps the verdict current while it stays
-// open. Signatures do not change; what can is whether the chain's CA is
-// still accepted (a finished rotation) and whether every certificate of it
-// is still valid at the clock's time.
+// recheckClient runs at every call, and over the life of every open call
+// (streamGuard): the handshake verified the chain when the connection
+// opened, and this keeps the verdict current while it stays open.
+// Signatures do not change; what can is whether the chain's CA is still
+// accepted (a finished rotation) and whether every certificate of it is
+// still valid at the clock's time.
 func (s *Server) recheckClient(chain []*x509.Certificate) error {
 	set := s.accepted()
 	if set == nil {
@@ -93,9 +96,17 @@ func (s *Server) recheckClient(chain []*x509.Certificate) error {
 	}
 
 	now := s.clock.Now()
-	for _, c := range chain {
-		if now.Before(c.NotBefore) || now.After(c.NotAfter) {
-			return errChainExpired
+	for i, c := range chain {
+		what := "the client certificate"
+		if i > 0 {
+			what = "the client certificate's CA"
+		}
+
+		switch {
+		case now.After(c.NotAfter):
+			return fmt.Errorf("%w: %s expired at %s", errChainExpired, what, c.NotAfter.UTC().Format(time.RFC3339))
+		case now.Before(c.NotBefore):
+			return fmt.Errorf("%w: %s is not valid before %s", errChainExpired, what, c.NotBefore.UTC().Format(time.RFC3339))
 		}
 	}
 

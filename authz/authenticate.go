@@ -75,7 +75,7 @@ func (a *Authenticator) authenticate(ctx context.Context, method string) (contex
 		return nil, grpcError(ErrUnauthenticated)
 	}
 
-	return contextWithPeer(ctx, chain[0]), nil
+	return contextWithPeer(ctx, chain), nil
 }
 
 func peerAddr(p *peer.Peer) string {

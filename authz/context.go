@@ -27,18 +27,37 @@ func RolesFromContext(ctx context.Context) (role.Set, bool) {
 	return s, ok
 }
 
-// contextWithPeer records the verified client certificate found by the
-// authenticator.
-func contextWithPeer(ctx context.Context, leaf *x509.Certificate) context.Context {
-	return context.WithValue(ctx, peerKey{}, leaf)
+// contextWithPeer records the verified chain found by the authenticator
+// (leaf first, accepted CA last).
+func contextWithPeer(ctx context.Context, chain []*x509.Certificate) context.Context {
+	return context.WithValue(ctx, peerKey{}, chain)
+}
+
+// ContextWithPeerChain returns ctx carrying a verified chain (leaf first,
+// accepted CA last), as the authenticator records it. It is for servers
+// that verify clients by other means, and for tests.
+func ContextWithPeerChain(ctx context.Context, chain []*x509.Certificate) context.Context {
+	return contextWithPeer(ctx, chain)
 }
 
 // PeerCertificate returns the verified client certificate of the call, set
 // by the authenticator.
 func PeerCertificate(ctx context.Context) (*x509.Certificate, bool) {
-	c, ok := ctx.Value(peerKey{}).(*x509.Certificate)
+	chain, ok := PeerChain(ctx)
+	if !ok {
+		return nil, false
+	}
 
-	return c, ok && c != nil
+	return chain[0], true
+}
+
+// PeerChain returns the verified chain of the call's client certificate
+// (leaf first, accepted CA last), set by the authenticator: a call that
+// stays open is checked against it again over its life.
+func PeerChain(ctx context.Context) ([]*x509.Certificate, bool) {
+	c, _ := ctx.Value(peerKey{}).([]*x509.Certificate)
+
+	return c, len(c) > 0 && c[0] != nil
 }
 
 // Impersonated reports whether the call's roles were taken from metadata on

@@ -27,7 +27,7 @@ type clusterEnv struct {
 
 // clusterLoads starts the run's cluster (one control plane and
 // ClusterWorkers workers, all at once), reads its processes' memory at
-// idle, runs the apid, fan-out and join loads on it, reads the memory
+// idle, runs the apid, fan-out, join and stream-flood loads on it, reads the memory
 // again, and destroys it.
 func (r *run) clusterLoads(ctx context.Context) (err error) {
 	r.logf("cluster: starting 1 control plane and %d workers on %s", r.plan.ClusterWorkers, ClusterCIDR)
@@ -71,7 +71,7 @@ func (r *run) loads(ctx context.Context, e *clusterEnv) error {
 	for _, s := range []struct {
 		name string
 		fn   func(context.Context, *clusterEnv) error
-	}{{"apid", r.apidLoads}, {"fan-out", r.fanOut}, {"join storm", r.joinStorms}} {
+	}{{"apid", r.apidLoads}, {"fan-out", r.fanOut}, {"join storm", r.joinStorms}, {"stream flood", r.streamFlood}} {
 		if ctx.Err() != nil {
 			errs = append(errs, fmt.Errorf("%s: not run: %w", s.name, context.Cause(ctx)))
 

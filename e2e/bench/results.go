@@ -6,13 +6,14 @@ import "time"
 // part was not measured (it failed, or the run was stopped before it).
 // Sections and Goals turn them into the report.
 type Results struct {
-	Issuance []Issuance `json:"issuance,omitempty"`
-	Join     *JoinStorm `json:"join,omitempty"`
-	APID     *APIDCalls `json:"apid,omitempty"`
-	FanOut   []FanOut   `json:"fan_out,omitempty"`
-	Boot     *Boot      `json:"boot,omitempty"`
-	Memory   []Memory   `json:"memory,omitempty"`
-	Flood    *ConnFlood `json:"connection_flood,omitempty"`
+	Issuance []Issuance   `json:"issuance,omitempty"`
+	Join     *JoinStorm   `json:"join,omitempty"`
+	APID     *APIDCalls   `json:"apid,omitempty"`
+	FanOut   []FanOut     `json:"fan_out,omitempty"`
+	Boot     *Boot        `json:"boot,omitempty"`
+	Memory   []Memory     `json:"memory,omitempty"`
+	Flood    *ConnFlood   `json:"connection_flood,omitempty"`
+	Streams  *StreamFlood `json:"stream_flood,omitempty"`
 }
 
 // Case is one measured case of a comparison: the latencies of its calls,

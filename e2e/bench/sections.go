@@ -31,6 +31,10 @@ func (r Results) Sections() []Section {
 		out = append(out, r.connFloodSection())
 	}
 
+	if r.Streams != nil {
+		out = append(out, r.streamFloodSection())
+	}
+
 	return out
 }
 

@@ -20,6 +20,7 @@ func Cases() []*Case {
 		authorityCases(),
 		refusalCases(),
 		listenerCases(),
+		streamCases(),
 	)
 }
 

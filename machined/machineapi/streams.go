@@ -16,9 +16,6 @@ import (
 	"github.com/aegis-os/aegis/machined/system/events"
 )
 
-// maxChunk bounds one Logs message, well under apid's message limit.
-const maxChunk = 64 << 10
-
 // eventTypePrefix is the type URL prefix Talos clients expect on event payloads.
 const eventTypePrefix = "talos/runtime/"
 
@@ -30,31 +27,25 @@ func (s *Server) Logs(req *machine.LogsRequest, stream grpc.ServerStreamingServe
 		return status.Errorf(codes.NotFound, "no log for %q", req.GetId())
 	}
 
-	tail, pos, err := l.Tail(int(req.GetTailLines()))
+	from, to, err := l.Tail(int(req.GetTailLines()))
 	if err != nil {
 		return s.internal("Logs", err)
 	}
 
-	send := func(b []byte) error {
-		for len(b) > 0 {
-			n := min(len(b), maxChunk)
-			if err := stream.Send(&common.Data{Bytes: b[:n]}); err != nil {
-				return err
-			}
+	send := func(b []byte) error { return stream.Send(&common.Data{Bytes: b}) }
 
-			b = b[n:]
-		}
+	ctx := stream.Context()
 
+	if err = l.Copy(ctx, from, to, send); err == nil && req.GetFollow() {
+		err = l.Follow(ctx, to, send)
+	}
+
+	if ctx.Err() != nil {
 		return nil
 	}
 
-	if err = send(tail); err != nil || !req.GetFollow() {
-		return err
-	}
-
-	err = l.Follow(stream.Context(), pos, send)
-	if stream.Context().Err() != nil {
-		return nil
+	if err != nil && status.Code(err) == codes.Unknown {
+		return s.internal("Logs", err)
 	}
 
 	return err

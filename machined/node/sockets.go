@@ -41,11 +41,11 @@ func (n *Node) listen() (*sockets, error) {
 	injector := authz.NewInjector(authz.InjectorConfig{Mode: authz.FromTrustedMetadata, Logger: n.log})
 	authorizer := authz.NewAuthorizer(authz.AuthorizerConfig{Logger: n.log})
 
-	api := grpc.NewServer(
+	api := grpc.NewServer(append(machineapi.NewAdmission(machineapi.MaxCalls).ServerOptions(),
 		grpcopt.StreamWorkers(),
 		grpc.ChainUnaryInterceptor(injector.UnaryServerInterceptor(), authorizer.UnaryServerInterceptor()),
 		grpc.ChainStreamInterceptor(injector.StreamServerInterceptor(), authorizer.StreamServerInterceptor()),
-	)
+	)...)
 
 	machineapi.New(machineapi.Config{
 		Hostname: func() string { res, _ := n.store.Current(); return res.GetHostname() },
@@ -77,7 +77,7 @@ func (n *Node) listen() (*sockets, error) {
 }
 
 func (n *Node) resourceServer(path string, view resources.View) *grpc.Server {
-	g := grpc.NewServer(resources.DenyOthers(path, n.log))
+	g := grpc.NewServer(resources.DenyOthers(path, n.log), grpc.MaxConcurrentStreams(resources.MaxWatches))
 	node.RegisterNodeServiceServer(g, resources.NewServer(n.store, view))
 
 	return g

@@ -10,7 +10,34 @@ import (
 	"time"
 )
 
-func TestLastLines(t *testing.T) {
+// tail reads the last n lines of l through Tail and Copy.
+func tail(t *testing.T, l *Log, n int) string {
+	t.Helper()
+
+	from, to, err := l.Tail(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	var out strings.Builder
+
+	err = l.Copy(context.Background(), from, to, func(b []byte) error {
+		if len(b) > ReadChunk {
+			t.Errorf("one send of %d bytes, over ReadChunk", len(b))
+		}
+
+		out.Write(b)
+
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	return out.String()
+}
+
+func TestTail(t *testing.T) {
 	tests := []struct {
 		in   string
 		n    int
@@ -21,12 +48,54 @@ func TestLastLines(t *testing.T) {
 		{"a\nb\nc\n", 5, "a\nb\nc\n"},
 		{"a\nb\nc\n", 0, ""},
 		{"a\nb\nc\n", -1, "a\nb\nc\n"},
+		{"\n\n", 1, "\n"},
 		{"", 3, ""},
 	}
 
 	for _, tt := range tests {
-		if got := string(lastLines([]byte(tt.in), tt.n)); got != tt.want {
-			t.Errorf("lastLines(%q, %d) = %q, want %q", tt.in, tt.n, got, tt.want)
+		t.Run(fmt.Sprintf("%q/%d", tt.in, tt.n), func(t *testing.T) {
+			l, err := Open(filepath.Join(t.TempDir(), "svc.log"), 1<<20)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+
+			fmt.Fprint(l, tt.in)
+
+			if got := tail(t, l, tt.n); got != tt.want {
+				t.Errorf("tail %d = %q, want %q", tt.n, got, tt.want)
+			}
+		})
+	}
+}
+
+// TestTailAcrossRotationInChunks: a tail that starts in the older file and
+// spans several chunks of both files comes out whole and in order.
+func TestTailAcrossRotationInChunks(t *testing.T) {
+	l, err := Open(filepath.Join(t.TempDir(), "svc.log"), 3*ReadChunk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+
+	var lines []string
+
+	for i := range 5 * ReadChunk / 10 {
+		line := fmt.Sprintf("line %04d\n", i%10000)
+		lines = append(lines, line)
+		fmt.Fprint(l, line)
+	}
+
+	// Both files together hold every line: the first rotation came at
+	// three chunks, the second is two chunks away.
+	for _, n := range []int{1, 100, 3500, 9000, len(lines) + 1, -1} {
+		want := strings.Join(lines, "")
+		if n > 0 && n < len(lines) {
+			want = strings.Join(lines[len(lines)-n:], "")
+		}
+
+		if got := tail(t, l, n); got != want {
+			t.Errorf("tail %d: %d bytes, want %d", n, len(got), len(want))
 		}
 	}
 }
@@ -55,13 +124,8 @@ func TestRotationKeepsBoundAndTail(t *testing.T) {
 		}
 	}
 
-	tail, _, err := l.Tail(3)
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	if string(tail) != "line 47\nline 48\nline 49\n" {
-		t.Fatalf("tail = %q", tail)
+	if got := tail(t, l, 3); got != "line 47\nline 48\nline 49\n" {
+		t.Fatalf("tail = %q", got)
 	}
 }
 

@@ -1,0 +1,21 @@
+package machineapi
+
+// Limits of machined's API socket, in one place.
+const (
+	// MaxCalls bounds the calls machined serves at once on its API socket,
+	// Logs and Events follows included, and is what it announces in HTTP/2
+	// as the streams one connection may open. Its caller is the node's
+	// apid, which holds at most 640 calls open (apid.MaxStreams and its
+	// headroom for unary calls) however many clients it serves; an eighth
+	// more leaves room for the calls of an apid that was restarted and
+	// whose old connection is still closing. A follow costs machined about
+	// 14 KiB, and one whose reader has stopped up to a 64 KiB window of data
+	// queued and a 32 KiB chunk of log in hand: this keeps follows under
+	// about 80 MiB whatever apid lets through.
+	MaxCalls = 720
+
+	// ReclaimAfter is the open calls from which, once they are mostly
+	// closed again, machined hands the memory they took back to the
+	// system (internal/reclaim).
+	ReclaimAfter = 128
+)
