@@ -9,7 +9,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/netip"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -20,6 +19,7 @@ import (
 	"github.com/aegis-os/aegis/authz"
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/internal/refusals"
+	"github.com/aegis-os/aegis/internal/source"
 )
 
 // errNoAcceptedCAs refuses a handshake when the trust source has no set.
@@ -210,7 +210,7 @@ func (c auditedCreds) ServerHandshake(conn net.Conn) (net.Conn, credentials.Auth
 		c.log.Debug("tls handshake cut short", slog.String(FieldPeer, conn.RemoteAddr().String()),
 			slog.String(FieldError, err.Error()))
 	default:
-		c.refusals.Refuse(context.Background(), sourceKey(conn.RemoteAddr()), handshakeKind(err), msgHandshakeRefused,
+		c.refusals.Refuse(context.Background(), source.Key(source.Addr(conn.RemoteAddr())), handshakeKind(err), msgHandshakeRefused,
 			slog.String(FieldPeer, conn.RemoteAddr().String()), slog.String(FieldError, err.Error()))
 	}
 
@@ -241,13 +241,4 @@ func handshakeKind(err error) string {
 	default:
 		return "handshake"
 	}
-}
-
-// sourceKey names the source of a connection as refusals are counted.
-func sourceKey(addr net.Addr) string {
-	if ap, err := netip.ParseAddrPort(addr.String()); err == nil {
-		return refusals.SourceKey(ap.Addr())
-	}
-
-	return addr.String()
 }

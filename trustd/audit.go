@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/aegis-os/aegis/internal/refusals"
+	"github.com/aegis-os/aegis/internal/source"
 )
 
 // Field names of audit records. Tests and log pipelines match on them.
@@ -54,7 +55,7 @@ type auditRecord struct {
 	requestID  string
 	tokenID    string
 	source     string
-	key        string // the source as refusals are counted: refusals.SourceKey
+	key        string // the source as refusals are counted: source.Key
 	commonName string
 	sans       []string
 	serial     string
@@ -63,7 +64,7 @@ type auditRecord struct {
 
 // newAuditRecord starts the record of a decision about a call from src.
 func (s *Server) newAuditRecord(src netip.Addr) auditRecord {
-	return auditRecord{requestID: newRequestID(s.cfg.Rand), source: sourceString(src), key: refusals.SourceKey(src)}
+	return auditRecord{requestID: newRequestID(s.cfg.Rand), source: sourceString(src), key: source.Key(src)}
 }
 
 // audit writes the record of the decision: issued if err is nil, to the

@@ -8,6 +8,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/internal/source"
 )
 
 // failureLimiter counts failed requests per source in token buckets: each
@@ -28,13 +29,13 @@ type failureLimiter struct {
 	max   int
 
 	mu      sync.Mutex
-	sources map[netip.Addr]*list.Element // of *failures
-	recent  list.List                    // most recent failure or refusal at the front
+	sources map[netip.Prefix]*list.Element // of *failures
+	recent  list.List                      // most recent failure or refusal at the front
 }
 
 // failures is one tracked source.
 type failures struct {
-	key    netip.Addr
+	key    netip.Prefix
 	bucket *rate.Limiter
 }
 
@@ -44,7 +45,7 @@ func newFailureLimiter(cfg RateLimit, clk clock.Clock) *failureLimiter {
 		limit:   rate.Every(cfg.Refill),
 		burst:   cfg.Burst,
 		max:     cfg.MaxSources,
-		sources: map[netip.Addr]*list.Element{},
+		sources: map[netip.Prefix]*list.Element{},
 	}
 }
 
@@ -57,7 +58,7 @@ func (l *failureLimiter) allowed(src netip.Addr) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 
-	e, ok := l.sources[limitKey(src)]
+	e, ok := l.sources[source.Block(src)]
 	if !ok {
 		return true
 	}
@@ -77,7 +78,7 @@ func (l *failureLimiter) fail(src netip.Addr) {
 	defer l.mu.Unlock()
 
 	now := l.clock.Now()
-	key := limitKey(src)
+	key := source.Block(src)
 
 	e, ok := l.sources[key]
 	if ok {
@@ -91,7 +92,7 @@ func (l *failureLimiter) fail(src netip.Addr) {
 
 // track adds a source, first forgetting the least recent ones while the
 // table is full.
-func (l *failureLimiter) track(key netip.Addr) *list.Element {
+func (l *failureLimiter) track(key netip.Prefix) *list.Element {
 	for l.recent.Len() >= l.max {
 		oldest := l.recent.Back()
 		l.recent.Remove(oldest)
@@ -110,20 +111,4 @@ func (l *failureLimiter) tracked() int {
 	defer l.mu.Unlock()
 
 	return l.recent.Len()
-}
-
-// limitKey groups IPv6 sources by /64 and counts IPv4 sources alone. A /64
-// is the smallest block a site is given, and a host picks addresses in it
-// freely (SLAAC, privacy addresses): counted one by one, a single host
-// could fail 2^64 times as many sources, and also push every other source
-// out of the table.
-func limitKey(addr netip.Addr) netip.Addr {
-	addr = addr.Unmap()
-	if addr.Is6() {
-		p, _ := addr.Prefix(64)
-
-		return p.Addr()
-	}
-
-	return addr
 }

@@ -23,7 +23,7 @@ const (
 // Config configures a Limiter. New reads it once.
 type Config struct {
 	// PerSource bounds the open connections of one source: an IPv4
-	// address, or an IPv6 /IPv6SourceBits. Required; below Total, so that
+	// address, or an IPv6 /64 (internal/source). Required; below Total, so that
 	// one source never holds every slot.
 	PerSource int
 	// Total bounds the open connections of all sources together. Required.
@@ -59,7 +59,7 @@ type Limiter struct {
 	cfg Config
 
 	mu       sync.Mutex
-	sources  map[string]*source
+	sources  map[string]*sourceConns
 	byAddr   map[string]*conn // by connKey, for the stats handler
 	stats    Stats
 	refusals int // since the last record
@@ -67,7 +67,7 @@ type Limiter struct {
 }
 
 // source is the open connections of one source, oldest first.
-type source struct {
+type sourceConns struct {
 	conns []*conn
 }
 
@@ -90,7 +90,7 @@ func New(cfg Config) (*Limiter, error) {
 		cfg.Clock = clock.Real()
 	}
 
-	return &Limiter{cfg: cfg, sources: map[string]*source{}, byAddr: map[string]*conn{}}, nil
+	return &Limiter{cfg: cfg, sources: map[string]*sourceConns{}, byAddr: map[string]*conn{}}, nil
 }
 
 // Stats returns the counts so far.
@@ -195,7 +195,7 @@ func (l *Limiter) makeRoom(src string) (*conn, bool) {
 // than one of have connections does after admitting it; it marks the
 // connection evicted so that a call can no longer claim it.
 func (l *Limiter) evictableLocked(have int) *conn {
-	var largest *source
+	var largest *sourceConns
 
 	for _, s := range l.sources {
 		if largest == nil || len(s.conns) > len(largest.conns) {
@@ -219,7 +219,7 @@ func (l *Limiter) evictableLocked(have int) *conn {
 func (l *Limiter) addLocked(c *conn) {
 	s := l.sources[c.source]
 	if s == nil {
-		s = &source{}
+		s = &sourceConns{}
 		l.sources[c.source] = s
 	}
 

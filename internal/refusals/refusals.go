@@ -15,7 +15,6 @@ package refusals
 import (
 	"context"
 	"log/slog"
-	"net/netip"
 	"sync"
 	"time"
 
@@ -202,25 +201,4 @@ func (a *Aggregator) summarize(ctx context.Context, source string, since time.Ti
 		slog.Int(FieldCount, t.count),
 		slog.Any(FieldKinds, t.kinds),
 		slog.Time(FieldSince, since))
-}
-
-// SourceKey names the source an address is counted as: an IPv4 address
-// alone, an IPv6 address by its /64. A /64 is the smallest block a site is
-// given and what one host can pick its addresses from freely (SLAAC,
-// privacy addresses), so counting IPv6 addresses one by one would let a
-// single host appear as 2^64 sources. The zero Addr (a caller without an
-// address, a Unix socket) is "local".
-func SourceKey(addr netip.Addr) string {
-	addr = addr.Unmap()
-
-	switch {
-	case !addr.IsValid():
-		return "local"
-	case addr.Is4():
-		return addr.String()
-	default:
-		p, _ := addr.Prefix(64)
-
-		return p.String()
-	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net/netip"
 	"testing"
 	"time"
 
@@ -204,26 +203,5 @@ func TestAggregateBoundsKinds(t *testing.T) {
 	kinds, _ := summaries(t, sink)["127.0.0.9"][refusals.FieldKinds].(map[string]any)
 	if len(kinds) > 33 {
 		t.Fatalf("%d kinds kept", len(kinds))
-	}
-}
-
-func TestSourceKey(t *testing.T) {
-	for _, tc := range []struct{ addr, want string }{
-		{"127.0.0.1", "127.0.0.1"},
-		{"::ffff:10.1.2.3", "10.1.2.3"},
-		{"2001:db8:1:2:3:4:5:6", "2001:db8:1:2::/64"},
-		{"2001:db8:1:2:ffff::1", "2001:db8:1:2::/64"},
-		{"2001:db8:1:3::1", "2001:db8:1:3::/64"},
-		{"::1", "::/64"},
-	} {
-		t.Run(tc.addr, func(t *testing.T) {
-			if got := refusals.SourceKey(netip.MustParseAddr(tc.addr)); got != tc.want {
-				t.Fatalf("%s, want %s", got, tc.want)
-			}
-		})
-	}
-
-	if got := refusals.SourceKey(netip.Addr{}); got != "local" {
-		t.Fatalf("zero address: %s", got)
 	}
 }
