@@ -34,6 +34,10 @@ const (
 // legitimate callers use the default source, another address.
 const floodSource = "127.8.14.2"
 
+// floodWorker is the address the worker joining during a flood calls from
+// and asks for, in the cluster's range.
+const floodWorker = "127.8.13.250"
+
 // TestConnectionFlood: one source holds its maximum of idle TLS connections
 // (handshake done, HTTP/2 preface sent, no call) and floods connections
 // that never send a ClientHello or stop halfway through one. Meanwhile a
@@ -152,6 +156,6 @@ func workerJoinConfig(t *testing.T, c *localcluster.Cluster, cp localcluster.Nod
 
 	return join.Config{
 		Endpoints: []string{cp.Address}, Token: tok, CAs: cas, CA: osCA.Cert,
-		Hostname: "flood-worker",
+		Hostname: floodWorker, Source: floodWorker,
 	}
 }

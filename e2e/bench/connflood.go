@@ -46,6 +46,10 @@ var (
 	ConnFloodCIDR = netip.MustParsePrefix("127.7.4.0/24")
 	// ConnFloodSources are the flooding source addresses, from the first.
 	ConnFloodSources = netip.MustParsePrefix("127.7.5.0/24")
+	// ConnFloodJoiner is the address the stage's joins come from and ask
+	// for, as a worker asks for its own address: in the cluster's range,
+	// above its one node.
+	ConnFloodJoiner = netip.MustParseAddr("127.7.4.250")
 )
 
 // floodRedial is how soon a flood makes again a connection the server
@@ -150,13 +154,13 @@ func (r *run) floodedJoins(ctx context.Context, e *clusterEnv, p ConnFloodPlan, 
 }
 
 // joins makes n joins one after the other, each a new worker with its own
-// key, and returns their latencies.
+// key calling from ConnFloodJoiner, and returns their latencies.
 func joins(ctx context.Context, base join.Config, n int, name string) (Summary, error) {
 	lat := make([]time.Duration, 0, n)
 
 	for i := range n {
 		cfg := base
-		cfg.Hostname = fmt.Sprintf("%s-%03d", name, i)
+		cfg.Hostname, cfg.Source = ConnFloodJoiner.String(), ConnFloodJoiner.String()
 
 		c, err := join.New(cfg)
 		if err != nil {
