@@ -2,8 +2,6 @@ package apid
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -100,8 +98,7 @@ func callerOf(ctx context.Context, roles role.Set) caller {
 	c := caller{admin: roles.Has(role.Admin)}
 
 	if cert, ok := authz.PeerCertificate(ctx); ok {
-		sum := sha256.Sum256(cert.RawSubjectPublicKeyInfo)
-		c.id = hex.EncodeToString(sum[:])
+		c.id = identityOf(cert)
 	}
 
 	return c

@@ -27,7 +27,7 @@ var errPoolClosed = errors.New("apid: shutting down")
 // is bounded by its identity, and only admins take the reserve.
 type caller struct {
 	// id identifies the client certificate's key.
-	id    string
+	id    identity
 	admin bool
 }
 
@@ -59,7 +59,7 @@ type pool struct {
 	conns map[string]*pooled
 	// held counts the connections each caller holds; nonAdmin those
 	// held by at least one caller who is not an admin.
-	held     map[string]int
+	held     map[identity]int
 	nonAdmin int
 	closed   bool
 }
@@ -70,7 +70,7 @@ type pooled struct {
 	lastUsed time.Time
 	// holders counts the calls of each caller; nonAdmin those of callers
 	// who are not admins.
-	holders  map[string]int
+	holders  map[identity]int
 	nonAdmin int
 }
 
@@ -79,7 +79,7 @@ func newPool(cfg poolConfig) *pool {
 		cfg.log = slog.New(slog.DiscardHandler)
 	}
 
-	return &pool{cfg: cfg, conns: map[string]*pooled{}, held: map[string]int{}}
+	return &pool{cfg: cfg, conns: map[string]*pooled{}, held: map[identity]int{}}
 }
 
 // get returns the connection to t for c and a release func the caller
@@ -110,7 +110,7 @@ func (p *pool) get(t target, c caller) (*grpc.ClientConn, func(), error) {
 			return nil, nil, err
 		}
 
-		e = &pooled{conn: conn, holders: map[string]int{}}
+		e = &pooled{conn: conn, holders: map[identity]int{}}
 		p.conns[t.addr] = e
 	}
 

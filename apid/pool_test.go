@@ -1,6 +1,7 @@
 package apid
 
 import (
+	"crypto/sha256"
 	"errors"
 	"testing"
 	"time"
@@ -57,8 +58,8 @@ func tgt(t *testing.T, name string) target {
 
 // Callers of the pool tests.
 var (
-	admin  = caller{id: "admin", admin: true}
-	reader = caller{id: "reader"}
+	admin  = caller{id: testIdentity("admin"), admin: true}
+	reader = caller{id: testIdentity("reader")}
 )
 
 func TestPoolSharesConnections(t *testing.T) {
@@ -184,7 +185,7 @@ func TestPoolPerCaller(t *testing.T) {
 
 	// Other callers are not held back by the reader, on its nodes or others.
 	hold(t, p, "10.0.0.3", admin)
-	hold(t, p, "10.0.0.1", caller{id: "other reader"})
+	hold(t, p, "10.0.0.1", caller{id: testIdentity("other reader")})
 
 	r1()
 	r1() // a release is idempotent: it frees one slot, once
@@ -200,14 +201,14 @@ func TestPoolAdminReserve(t *testing.T) {
 	p, _ := testPoolLimits(t, clock.NewFake(time.Unix(0, 0)), poolConfig{max: 4, perCaller: 4, reserve: 2})
 
 	hold(t, p, "10.0.0.1", reader)
-	r2 := hold(t, p, "10.0.0.2", caller{id: "reader 2"})
+	r2 := hold(t, p, "10.0.0.2", caller{id: testIdentity("reader 2")})
 
-	if _, _, err := p.get(tgt(t, "10.0.0.3"), caller{id: "reader 3"}); !errors.Is(err, errPoolFull) {
+	if _, _, err := p.get(tgt(t, "10.0.0.3"), caller{id: testIdentity("reader 3")}); !errors.Is(err, errPoolFull) {
 		t.Fatalf("a reader took the admins' reserve: %v", err)
 	}
 
 	// A connection readers already hold costs nothing more.
-	hold(t, p, "10.0.0.1", caller{id: "reader 3"})
+	hold(t, p, "10.0.0.1", caller{id: testIdentity("reader 3")})
 
 	hold(t, p, "10.0.0.3", admin)
 	hold(t, p, "10.0.0.4", admin)
@@ -216,9 +217,12 @@ func TestPoolAdminReserve(t *testing.T) {
 
 	// The admins' connections are in use: a reader gets the freed one
 	// only by evicting it.
-	hold(t, p, "10.0.0.5", caller{id: "reader 3"})
+	hold(t, p, "10.0.0.5", caller{id: testIdentity("reader 3")})
 
 	if p.size() != 4 {
 		t.Fatalf("pool of %d connections, bound 4", p.size())
 	}
 }
+
+// testIdentity is a made-up client identity for the pool's tests.
+func testIdentity(name string) identity { return sha256.Sum256([]byte(name)) }

@@ -31,6 +31,12 @@ var errNoChain = errors.New("apid: call without a verified client certificate")
 // (a renewal that keeps it) share one count.
 type identity [sha256.Size]byte
 
+// identityOf is the identity of a client certificate: the pool's share of a
+// caller and the stream caps count by it.
+func identityOf(cert *x509.Certificate) identity {
+	return sha256.Sum256(cert.RawSubjectPublicKeyInfo)
+}
+
 // streamGuard admits calls under the stream caps (MaxStreamsPerConnection,
 // MaxStreamsPerIdentity, MaxStreamsPerPeerNode, MaxStreams) and ends open
 // calls whose credential stops being valid: a chain is checked once at the
@@ -91,7 +97,7 @@ func (g *streamGuard) admit(ctx context.Context, method string, weight int) (con
 		return nil, nil, errNoChain
 	}
 
-	st := &openStream{method: method, conn: connKey(ctx), id: sha256.Sum256(chain[0].RawSubjectPublicKeyInfo),
+	st := &openStream{method: method, conn: connKey(ctx), id: identityOf(chain[0]),
 		weight: weight, chain: chain, notAfter: chainNotAfter(chain)}
 
 	perConn, perID, total := MaxStreamsPerConnection, MaxStreamsPerIdentity, MaxStreams
