@@ -34,7 +34,8 @@ func newEnv() *env {
 	return &env{now: time.Now, stdout: os.Stdout, stderr: os.Stderr}
 }
 
-// clientConfigPath is --aegisconfig, else $AEGISCONFIG, else ~/.aegis/config.
+// clientConfigPath is --aegisconfig, else $AEGISCONFIG, else $TALOSCONFIG,
+// else ~/.aegis/config.
 func (e *env) clientConfigPath() (string, error) {
 	if e.aegisconfig != "" {
 		return e.aegisconfig, nil
@@ -65,7 +66,7 @@ runs once less than a third of its lifetime is left.`,
 	root.SetOut(e.stdout)
 	root.SetErr(e.stderr)
 	root.PersistentFlags().StringVar(&e.aegisconfig, "aegisconfig", "",
-		"client config file (default $"+certs.EnvClientConfig+", else ~/.aegis/config)")
+		"client config file (default $"+certs.EnvClientConfig+", else $"+certs.EnvTalosConfig+", else ~/.aegis/config)")
 
 	root.PersistentFlags().StringVar(&e.target.context, "context", "", "context of the client config to use (default: its current context)")
 	root.PersistentFlags().StringSliceVarP(&e.target.endpoints, "endpoints", "e", nil,
