@@ -36,7 +36,7 @@ func newConfigCommand(e *env) *cobra.Command {
 			RunE: func(_ *cobra.Command, args []string) error {
 				return withClientConfig(e, true, func(c *certs.ClientConfig) error {
 					if _, ok := c.Contexts[args[0]]; !ok {
-						return fmt.Errorf("no context %q (have: %s)", args[0], strings.Join(contextNames(c), ", "))
+						return noContext(args[0], c)
 					}
 
 					c.Context = args[0]
@@ -145,7 +145,7 @@ func withClientConfig(e *env, write bool, fn func(*certs.ClientConfig) error) er
 	if write {
 		c, err = certs.LoadOrNewClientConfig(path)
 	} else {
-		c, err = certs.LoadClientConfig(path)
+		c, err = loadClientConfig(path)
 	}
 
 	if err != nil {
@@ -185,6 +185,10 @@ func printContext(e *env, name string, ctx *certs.ClientContext) error {
 	fmt.Fprintf(tw, "context:\t%s\n", name)
 	fmt.Fprintf(tw, "endpoints:\t%s\n", orNone(ctx.Endpoints))
 	fmt.Fprintf(tw, "nodes:\t%s\n", orNone(ctx.Nodes))
+
+	if len(ctx.Unknown) > 0 {
+		fmt.Fprintf(tw, "other fields:\t%s (kept, not read by Aegis)\n", strings.Join(slices.Sorted(maps.Keys(ctx.Unknown)), ", "))
+	}
 
 	var certRows []func(*certTable)
 
@@ -229,6 +233,15 @@ func printContext(e *env, name string, ctx *certs.ClientContext) error {
 	}
 
 	return nil
+}
+
+// noContext is the error for a context name the config does not have.
+func noContext(name string, c *certs.ClientConfig) error {
+	if len(c.Contexts) == 0 {
+		return fmt.Errorf("no context %q: the client config has no contexts yet (add one with 'aegisctl config merge FILE')", name)
+	}
+
+	return fmt.Errorf("no context %q (have: %s)", name, strings.Join(contextNames(c), ", "))
 }
 
 func contextNames(c *certs.ClientConfig) []string {
