@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/internal/version"
 )
 
 // env is what the commands read from the outside world, so tests can run
@@ -63,6 +64,10 @@ runs once less than a third of its lifetime is left.`,
 		SilenceErrors: true,
 	}
 
+	// --version prints the line the daemons' --version print; 'aegisctl
+	// version --client' shows the same build in talosctl's layout.
+	root.Version = version.Tag
+	root.SetVersionTemplate(version.Line("aegisctl") + "\n")
 	root.SetOut(e.stdout)
 	root.SetErr(e.stderr)
 	root.PersistentFlags().StringVar(&e.aegisconfig, "aegisconfig", "",
