@@ -187,23 +187,27 @@ func newClusterShowCommand(e *env) *cobra.Command {
 		Use:   "show",
 		Short: "Show the nodes of a local cluster and whether they run",
 		Args:  cobra.NoArgs,
-		RunE: func(*cobra.Command, []string) error {
-			c, err := flags.load()
-			if err != nil {
-				return err
-			}
+	}
 
-			if addresses {
-				fmt.Fprintln(e.stdout, strings.Join(c.Addresses(), ","))
+	format := addDocumentFlag(cmd)
 
-				return nil
-			}
+	cmd.RunE = func(*cobra.Command, []string) error {
+		c, err := flags.load()
+		if err != nil {
+			return err
+		}
 
+		switch {
+		case addresses:
+			fmt.Fprintln(e.stdout, strings.Join(c.Addresses(), ","))
+		case *format != formatTable:
+			return writeDocument(e.stdout, *format, clusterDocument(c))
+		default:
 			fmt.Fprintf(e.stdout, "cluster %q in %s\n\n", c.Name, c.Dir)
 			printNodes(e, c)
+		}
 
-			return nil
-		},
+		return nil
 	}
 
 	flags.register(cmd)

@@ -21,14 +21,7 @@ func newConfigCommand(e *env) *cobra.Command {
 	}
 
 	cmd.AddCommand(
-		&cobra.Command{
-			Use:   "contexts",
-			Short: "List the contexts",
-			Args:  cobra.NoArgs,
-			RunE: func(*cobra.Command, []string) error {
-				return withClientConfig(e, false, func(c *certs.ClientConfig) error { return listContexts(e, c) })
-			},
-		},
+		newConfigContextsCommand(e),
 		&cobra.Command{
 			Use:   "context NAME",
 			Short: "Make NAME the current context",
@@ -52,22 +45,62 @@ func newConfigCommand(e *env) *cobra.Command {
 		newConfigMergeCommand(e),
 		newConfigNewCommand(e),
 		newConfigRenewCommand(e),
-		&cobra.Command{
-			Use:   "info",
-			Short: "Show the current context: endpoints, nodes, roles, certificate expiry, CA fingerprint",
-			Args:  cobra.NoArgs,
-			RunE: func(*cobra.Command, []string) error {
-				return withClientConfig(e, false, func(c *certs.ClientConfig) error {
-					name, ctx, err := pickContext(c, e.target.context)
-					if err != nil {
-						return err
-					}
-
-					return printContext(e, name, ctx)
-				})
-			},
-		},
+		newConfigInfoCommand(e),
 	)
+
+	return cmd
+}
+
+func newConfigContextsCommand(e *env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "contexts",
+		Short: "List the contexts",
+		Args:  cobra.NoArgs,
+	}
+
+	format := addDocumentFlag(cmd)
+
+	cmd.RunE = func(*cobra.Command, []string) error {
+		return withClientConfig(e, false, func(c *certs.ClientConfig) error {
+			if *format != formatTable {
+				return writeDocument(e.stdout, *format, contextsDocument(c))
+			}
+
+			return listContexts(e, c)
+		})
+	}
+
+	return cmd
+}
+
+func newConfigInfoCommand(e *env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "info",
+		Short: "Show the current context: endpoints, nodes, roles, certificate expiry, CA fingerprint",
+		Args:  cobra.NoArgs,
+	}
+
+	format := addDocumentFlag(cmd)
+
+	cmd.RunE = func(*cobra.Command, []string) error {
+		return withClientConfig(e, false, func(c *certs.ClientConfig) error {
+			name, ctx, err := pickContext(c, e.target.context)
+			if err != nil {
+				return err
+			}
+
+			if *format == formatTable {
+				return printContext(e, name, ctx)
+			}
+
+			doc, err := contextInfoDocument(name, ctx, e.now())
+			if err != nil {
+				return err
+			}
+
+			return writeDocument(e.stdout, *format, doc)
+		})
+	}
 
 	return cmd
 }
