@@ -23,9 +23,10 @@ func newConfigCommand(e *env) *cobra.Command {
 	cmd.AddCommand(
 		newConfigContextsCommand(e),
 		&cobra.Command{
-			Use:   "context NAME",
-			Short: "Make NAME the current context",
-			Args:  cobra.ExactArgs(1),
+			Use:               "context NAME",
+			Short:             "Make NAME the current context",
+			Args:              cobra.ExactArgs(1),
+			ValidArgsFunction: e.completeContextArg,
 			RunE: func(_ *cobra.Command, args []string) error {
 				return withClientConfig(e, true, func(c *certs.ClientConfig) error {
 					if _, ok := c.Contexts[args[0]]; !ok {

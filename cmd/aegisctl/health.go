@@ -52,6 +52,10 @@ also run trustd. The nodes checked are those of --control-plane-nodes and
 	cmd.Flags().StringSliceVar(&flags.controlPlanes, "control-plane-nodes", nil, "control-plane nodes to check (they must run trustd)")
 	cmd.Flags().StringSliceVar(&flags.workers, "worker-nodes", nil, "worker nodes to check")
 	cmd.Flags().DurationVar(&flags.timeout, "wait-timeout", defaultHealthTimeout, "how long to wait for every node to be healthy")
+	//nolint:errcheck // the flags exist
+	cmd.RegisterFlagCompletionFunc("control-plane-nodes", e.completeTargets)
+	//nolint:errcheck // the flags exist
+	cmd.RegisterFlagCompletionFunc("worker-nodes", e.completeTargets)
 
 	return cmd
 }

@@ -79,6 +79,8 @@ runs once less than a third of its lifetime is left.`,
 	root.PersistentFlags().StringSliceVarP(&e.target.nodes, "nodes", "n", nil,
 		"nodes to run the command on, through the endpoint, repeatable or comma-separated (default: the context's; none: the endpoint's own node)")
 
+	registerCompletions(e, root)
+
 	root.AddCommand(newGenCommand(e), newConfigCommand(e), newClusterCommand(e))
 	root.AddCommand(nodeCommands(e)...)
 

@@ -21,8 +21,8 @@ func newServiceCommand(e *env) *cobra.Command {
 		Long: `Without arguments, list every service of each node: state, health and the
 last event. With a service ID, show that service (status, the default action)
 or start, stop or restart it. Stopping and restarting need os:operator.`,
-		Args:      cobra.MaximumNArgs(2),
-		ValidArgs: []string{"status", "start", "stop", "restart"},
+		Args:              cobra.MaximumNArgs(2),
+		ValidArgsFunction: e.completeService,
 	}
 
 	format := addOutputFlag(cmd)

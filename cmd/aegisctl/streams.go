@@ -29,7 +29,8 @@ func newLogsCommand(e *env) *cobra.Command {
 		Long: `Print the log of a service of each node: all of it, or its last --tail lines;
 with -f, keep printing new lines until interrupted. With nodes named, each
 line starts with its node.`,
-		Args: cobra.ExactArgs(1),
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: e.completeLogID,
 	}
 
 	format := addOutputFlag(cmd)
