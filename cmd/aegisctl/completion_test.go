@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/aegis-os/aegis/authz/role"
 	"github.com/aegis-os/aegis/certs"
 )
@@ -93,4 +95,27 @@ func TestCompletionAsksTheNodes(t *testing.T) {
 	if got = complete(t, "--aegisconfig", c.config, "logs", ""); !slices.Equal(got, []string{"apid", "timed", "trustd", "machined"}) {
 		t.Fatalf("log IDs = %q", got)
 	}
+}
+
+// TestExamples: every command that takes arguments shows how in its help.
+func TestExamples(t *testing.T) {
+	var walk func(c *cobra.Command)
+
+	walk = func(c *cobra.Command) {
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+
+		if c.Hidden || c.Name() == "help" || c.Parent() != nil && c.Parent().Name() == "completion" {
+			return
+		}
+
+		if strings.Contains(c.Use, " ") && c.Example == "" {
+			t.Errorf("%q takes arguments and has no Example", c.CommandPath())
+		}
+	}
+
+	root := newRootCommand(newEnv())
+	root.InitDefaultCompletionCmd()
+	walk(root)
 }

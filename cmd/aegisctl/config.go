@@ -23,8 +23,10 @@ func newConfigCommand(e *env) *cobra.Command {
 	cmd.AddCommand(
 		newConfigContextsCommand(e),
 		&cobra.Command{
-			Use:               "context NAME",
-			Short:             "Make NAME the current context",
+			Use:   "context NAME",
+			Short: "Make NAME the current context",
+			Example: `  aegisctl config context aegis-local
+  aegisctl config contexts            # the names to choose from`,
 			Args:              cobra.ExactArgs(1),
 			ValidArgsFunction: e.completeContextArg,
 			RunE: func(_ *cobra.Command, args []string) error {
@@ -110,7 +112,10 @@ func newSetListCommand(e *env, use, short string, set func(*certs.ClientContext,
 	return &cobra.Command{
 		Use:   use + " ADDR...",
 		Short: short,
-		Args:  cobra.MinimumNArgs(1),
+		Example: fmt.Sprintf(`  aegisctl config %[1]s 127.5.0.2 127.5.0.3
+  aegisctl config %[1]s 10.0.0.1,10.0.0.2
+  aegisctl --context prod config %[1]s cp-1.example`, use),
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
 			addrs := splitList(args)
 			for _, a := range addrs {
@@ -139,6 +144,8 @@ func newConfigMergeCommand(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "merge FILE",
 		Short: "Merge the contexts of FILE into the client config",
+		Example: `  aegisctl config merge ./aegisconfig
+  aegisctl --aegisconfig ~/.aegis/config config merge new-admin.yaml --force`,
 		Long: `Merge the contexts of FILE into the client config and make FILE's current
 context current. A context whose name is taken is added as NAME-1, NAME-2, …
 unless --force is given, which replaces it.`,
