@@ -10,16 +10,32 @@ QUICK    ?=
 BENCHOUT := $(OUT)/bench
 # Loopback range of the cluster `make conformance` creates.
 CONFORMANCE_CIDR ?= 127.8.0.0/24
+# Version stamped into every binary: the nearest tag (or the commit), from
+# git; v0.1.0-dev where there is no git.
+VERSION  ?= $(or $(shell git describe --always --dirty --tags 2>/dev/null),v0.1.0-dev)
+COMMIT   ?= $(shell git rev-parse HEAD 2>/dev/null)
+LDFLAGS  := -X github.com/aegis-os/aegis/internal/version.Tag=$(VERSION) \
+	-X github.com/aegis-os/aegis/internal/version.Commit=$(COMMIT)
+# Where `make install` puts the binaries: $(DESTDIR)$(PREFIX)/bin.
+PREFIX   ?= /usr/local
+DESTDIR  ?=
+INSTALL_BINS := aegisctl machined apid trustd
 
 export CGO_ENABLED ?= 0
 
-.PHONY: all build test e2e conformance run bench microbench bench-profile fuzz deps lint generate clean
+.PHONY: all build install test e2e conformance run bench microbench bench-profile fuzz deps lint generate clean
 
 all: build
 
-## build: compile every binary into bin/
+## build: compile every binary into bin/, stamped with VERSION
 build:
-	$(GO) build -o $(BIN)/ ./cmd/...
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/...
+
+## install: build, then install aegisctl, machined, apid and trustd into
+## $(DESTDIR)$(PREFIX)/bin (PREFIX=/usr/local by default)
+install: build
+	install -d '$(DESTDIR)$(PREFIX)/bin'
+	install -m 0755 $(addprefix $(BIN)/,$(INSTALL_BINS)) '$(DESTDIR)$(PREFIX)/bin/'
 
 ## deps: install on a Debian machine whatever the tests need and is missing
 deps:
@@ -45,17 +61,23 @@ e2e:
 	$(GO) test -count=1 ./e2e/...
 
 CLUSTER_NAME ?= aegis-local
+# Loopback range and state folder of `make run`'s cluster, as aegisctl
+# cluster create's --cidr and --state-dir; empty: aegisctl's defaults
+# (127.5.0.0/24, ~/.aegis/clusters).
+CIDR      ?=
+STATE_DIR ?=
+CLUSTER_FLAGS = --name $(CLUSTER_NAME)$(if $(STATE_DIR), --state-dir '$(STATE_DIR)')
 
-## run: build, (re)create the local cluster (1 control plane, 2 workers on 127.5.0.x),
-## show the memory of every node, and leave the cluster running
-## (stop it with: bin/aegisctl cluster destroy)
+## run: build, (re)create the local cluster (1 control plane, 2 workers on 127.5.0.x,
+## or CIDR=; state under STATE_DIR= if given), show the memory of every node, and
+## leave the cluster running (stop it with: bin/aegisctl cluster destroy)
 run: build
-	@if $(BIN)/aegisctl cluster show --name $(CLUSTER_NAME) >/dev/null 2>&1; then \
+	@if $(BIN)/aegisctl cluster show $(CLUSTER_FLAGS) >/dev/null 2>&1; then \
 		echo "replacing the running cluster $(CLUSTER_NAME)"; \
-		$(BIN)/aegisctl cluster destroy --name $(CLUSTER_NAME); \
+		$(BIN)/aegisctl cluster destroy $(CLUSTER_FLAGS); \
 	fi
-	$(BIN)/aegisctl cluster create --name $(CLUSTER_NAME)
-	$(BIN)/aegisctl --context $(CLUSTER_NAME) -n "$$($(BIN)/aegisctl cluster show --name $(CLUSTER_NAME) --addresses)" memory
+	$(BIN)/aegisctl cluster create $(CLUSTER_FLAGS)$(if $(CIDR), --cidr '$(CIDR)')
+	$(BIN)/aegisctl --context $(CLUSTER_NAME) -n "$$($(BIN)/aegisctl cluster show $(CLUSTER_FLAGS) --addresses)" memory
 
 ## bench: the benchmark harness on real processes (127.7.0.0/16): prints a table, writes
 ## $(BENCHOUT)/results.json and the results of docs/benchmarks.md; QUICK=1: a shorter run

@@ -21,6 +21,9 @@ const EnvClientConfig = "AEGISCONFIG"
 type ClientConfig struct {
 	Context  string                    `yaml:"context"`
 	Contexts map[string]*ClientContext `yaml:"contexts"`
+	// Unknown holds the fields Aegis does not read, kept so that a file
+	// that other tools write too survives a rewrite.
+	Unknown map[string]any `yaml:",inline"`
 }
 
 // ClientContext is one set of endpoints and credentials.
@@ -31,6 +34,10 @@ type ClientContext struct {
 	Crt       Base64PEM `yaml:"crt,omitempty"`
 	Key       Base64PEM `yaml:"key,omitempty"`
 	Cluster   string    `yaml:"cluster,omitempty"`
+	// Unknown holds the fields of other tools that share the talosconfig
+	// layout (Omni's auth, for one): ignored, and kept when the file is
+	// rewritten.
+	Unknown map[string]any `yaml:",inline"`
 }
 
 // Rename records a context renamed during a merge to avoid a clash.
@@ -38,10 +45,17 @@ type Rename struct {
 	From, To string
 }
 
-// DefaultClientConfigPath is $AEGISCONFIG, else ~/.aegis/config.
+// EnvTalosConfig names Talos's variable for the talosconfig path, read
+// when $AEGISCONFIG is not set: the two files share a layout.
+const EnvTalosConfig = "TALOSCONFIG"
+
+// DefaultClientConfigPath is $AEGISCONFIG, else $TALOSCONFIG, else
+// ~/.aegis/config.
 func DefaultClientConfigPath() (string, error) {
-	if p := os.Getenv(EnvClientConfig); p != "" {
-		return p, nil
+	for _, env := range []string{EnvClientConfig, EnvTalosConfig} {
+		if p := os.Getenv(env); p != "" {
+			return p, nil
+		}
 	}
 
 	home, err := os.UserHomeDir()
@@ -52,7 +66,9 @@ func DefaultClientConfigPath() (string, error) {
 	return filepath.Join(home, ".aegis", "config"), nil
 }
 
-// ParseClientConfig decodes a client config strictly and validates it.
+// ParseClientConfig decodes a client config and validates it. It is strict
+// about the fields Aegis reads (types, duplicates, base64) and keeps the
+// others, unread, in Unknown.
 func ParseClientConfig(what string, data []byte) (*ClientConfig, error) {
 	var c ClientConfig
 	if err := decodeStrict(what, data, &c); err != nil {

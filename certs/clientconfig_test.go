@@ -4,7 +4,9 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/aegis-os/aegis/certs"
@@ -119,6 +121,7 @@ func TestClientConfigSaveAndDefaultPath(t *testing.T) {
 	}
 
 	t.Setenv(certs.EnvClientConfig, "")
+	t.Setenv(certs.EnvTalosConfig, "")
 	t.Setenv("HOME", dir)
 
 	if got, _ := certs.DefaultClientConfigPath(); got != filepath.Join(dir, ".aegis", "config") {
@@ -147,16 +150,7 @@ contexts:
 		t.Fatalf("err = %v", err)
 	}
 
-	// The unknown field is found first; the document is not decoded further.
-	if len(verr.Problems) != 1 || verr.Problems[0].Path != "contexts.b.auth" {
-		t.Fatalf("problems = %v", verr.Problems)
-	}
-
-	_, err = certs.ParseClientConfig("aegisconfig", []byte(doc[:len(doc)-len("        auth: {}\n")]))
-	if !errors.As(err, &verr) {
-		t.Fatalf("err = %v", err)
-	}
-
+	// Another tool's field (Omni's auth) is no problem; the others are.
 	var paths []string
 	for _, p := range verr.Problems {
 		paths = append(paths, p.Path)
@@ -165,6 +159,99 @@ contexts:
 	want := []string{"context", "contexts.a.endpoints[0]", "contexts.a.nodes[0]", "contexts.a"}
 	if !slices.Equal(paths, want) {
 		t.Fatalf("paths = %q, want %q", paths, want)
+	}
+}
+
+// TestClientConfigKeepsUnknownFields: a talosconfig with fields Aegis does
+// not read (Omni's auth, a top-level field of a newer Talos) loads, and a
+// rewrite keeps those fields as they were.
+func TestClientConfigKeepsUnknownFields(t *testing.T) {
+	doc := `context: omni
+contexts:
+    omni:
+        endpoints:
+            - https://omni.example:443
+        auth:
+            siderov1:
+                identity: ops@example.com
+    local:
+        endpoints: [127.0.0.1]
+        nodes: [127.0.0.2]
+        cluster: demo
+        future: [1, 2]
+preferences:
+    color: false
+`
+	path := filepath.Join(t.TempDir(), "talosconfig")
+	if err := os.WriteFile(path, []byte(strings.Replace(doc, "https://omni.example:443", "omni.example:443", 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	c, err := certs.LoadClientConfig(path)
+	if err != nil {
+		t.Fatalf("unknown fields refused: %v", err)
+	}
+
+	if c.Contexts["local"].Cluster != "demo" || c.Contexts["omni"].Endpoints[0] != "omni.example:443" {
+		t.Fatalf("known fields not read: %+v", c.Contexts)
+	}
+
+	c.Context = "local"
+	if err = c.Save(path); err != nil {
+		t.Fatal(err)
+	}
+
+	again, err := certs.LoadClientConfig(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	want := map[string]any{"siderov1": map[string]any{"identity": "ops@example.com"}}
+	if got := again.Contexts["omni"].Unknown["auth"]; !reflect.DeepEqual(got, want) {
+		t.Fatalf("auth after rewrite = %#v, want %#v", got, want)
+	}
+
+	if got := again.Contexts["local"].Unknown["future"]; !reflect.DeepEqual(got, []any{1, 2}) {
+		t.Fatalf("future after rewrite = %#v", got)
+	}
+
+	if got := again.Unknown["preferences"]; !reflect.DeepEqual(got, map[string]any{"color": false}) {
+		t.Fatalf("top-level field after rewrite = %#v", got)
+	}
+
+	// Types of the known fields are still checked, and aliases refused
+	// inside unknown fields too.
+	for _, bad := range []string{
+		"context: a\ncontexts:\n    a:\n        endpoints: 5\n        auth: {}\n",
+		"context: a\nx: &x [1]\ncontexts:\n    a:\n        endpoints: [127.0.0.1]\n        auth: {y: *x}\n",
+	} {
+		if _, err := certs.ParseClientConfig("bad", []byte(bad)); err == nil {
+			t.Errorf("accepted:\n%s", bad)
+		}
+	}
+}
+
+func TestClientConfigPathOrder(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+
+	tests := []struct {
+		name, aegis, talos, want string
+	}{
+		{name: "AEGISCONFIG first", aegis: "/a/config", talos: "/t/config", want: "/a/config"},
+		{name: "TALOSCONFIG next", talos: "/t/config", want: "/t/config"},
+		{name: "default last", want: filepath.Join(home, ".aegis", "config")},
+	}
+
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv(certs.EnvClientConfig, tt.aegis)
+			t.Setenv(certs.EnvTalosConfig, tt.talos)
+
+			if got, err := certs.DefaultClientConfigPath(); err != nil || got != tt.want {
+				t.Fatalf("DefaultClientConfigPath = %q, %v; want %q", got, err, tt.want)
+			}
+		})
 	}
 }
 

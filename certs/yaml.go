@@ -93,6 +93,7 @@ func decodeStrict(what string, data []byte, out any) error {
 var (
 	unmarshalerType = reflect.TypeFor[yaml.Unmarshaler]()
 	base64PEMType   = reflect.TypeFor[Base64PEM]()
+	anyType         = reflect.TypeFor[any]()
 )
 
 // unknownFields walks a YAML node beside the Go type it will decode into and
@@ -130,19 +131,25 @@ func unknownFields(n *yaml.Node, t reflect.Type, path string, ps *problems) {
 
 	switch {
 	case t.Kind() == reflect.Struct && n.Kind == yaml.MappingNode:
-		fields := yamlFields(t)
+		fields, keepsUnknown := yamlFields(t)
 
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			key, val := n.Content[i], n.Content[i+1]
 
 			f, ok := fields[key.Value]
-			if !ok {
+			switch {
+			case ok:
+				unknownFields(val, f.Type, join(path, key.Value), ps)
+			case keepsUnknown:
+				// Kept as it is, but still no aliases.
+				unknownFields(val, anyType, join(path, key.Value), ps)
+			default:
 				ps.add(join(path, key.Value), "unknown field (line %d)", key.Line)
-
-				continue
 			}
-
-			unknownFields(val, f.Type, join(path, key.Value), ps)
+		}
+	case t.Kind() == reflect.Interface:
+		for _, c := range n.Content {
+			unknownFields(c, t, path, ps)
 		}
 	case t.Kind() == reflect.Map && n.Kind == yaml.MappingNode:
 		for i := 0; i+1 < len(n.Content); i += 2 {
@@ -155,8 +162,11 @@ func unknownFields(n *yaml.Node, t reflect.Type, path string, ps *problems) {
 	}
 }
 
-func yamlFields(t reflect.Type) map[string]reflect.StructField {
+// yamlFields returns the fields of struct type t by YAML name, and whether
+// t keeps unknown fields in an inline map.
+func yamlFields(t reflect.Type) (map[string]reflect.StructField, bool) {
 	fields := map[string]reflect.StructField{}
+	keepsUnknown := false
 
 	for i := range t.NumField() {
 		f := t.Field(i)
@@ -164,19 +174,23 @@ func yamlFields(t reflect.Type) map[string]reflect.StructField {
 			continue
 		}
 
-		name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		name, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
 
-		switch name {
-		case "-":
+		switch {
+		case opts == "inline" && f.Type.Kind() == reflect.Map:
+			keepsUnknown = true
+
 			continue
-		case "":
+		case name == "-":
+			continue
+		case name == "":
 			name = strings.ToLower(f.Name)
 		}
 
 		fields[name] = f
 	}
 
-	return fields
+	return fields, keepsUnknown
 }
 
 func join(path, key string) string {

@@ -96,7 +96,7 @@ them with 'aegisctl cluster destroy'.`,
 
 			opts.Name, opts.CIDR, opts.Timeout, opts.Progress = flags.name, prefix, timeout, e.stdout
 
-			return createCluster(cmd.Context(), e, opts)
+			return createCluster(cmd.Context(), e, opts, flags.stateDir)
 		},
 	}
 
@@ -110,7 +110,7 @@ them with 'aegisctl cluster destroy'.`,
 	return cmd
 }
 
-func createCluster(ctx context.Context, e *env, opts localcluster.Options) error {
+func createCluster(ctx context.Context, e *env, opts localcluster.Options, stateDirFlag string) error {
 	// A closed output (aegisctl cluster create | head) must not kill aegisctl
 	// halfway, with nodes started and nothing recorded: write errors are
 	// ignored instead until the cluster is up or undone. An interrupt
@@ -134,19 +134,47 @@ func createCluster(ctx context.Context, e *env, opts localcluster.Options) error
 	fmt.Fprintf(e.stdout, "\ncluster %q is up in %.1fs\n\n", c.Name, time.Since(start).Seconds())
 	printNodes(e, c)
 
-	all := strings.Join(c.Addresses(), ",")
-	fmt.Fprintf(e.stdout, `
-context %q merged into %s and made current. Try:
-
-  aegisctl -n %s version
-  aegisctl -n %s memory
-  aegisctl -n %s services
-  aegisctl -n %s logs apid
-  aegisctl health
-  aegisctl cluster destroy --name %s
-`, c.Name, opts.ClientConfig, c.Nodes[0].Address, all, all, c.Nodes[0].Address, c.Name)
+	fmt.Fprint(e.stdout, nextSteps(c.Name, c.Addresses(), opts.ClientConfig, e.aegisconfig, stateDirFlag))
 
 	return nil
+}
+
+// nextSteps is what cluster create suggests once the cluster is up. The
+// commands carry --aegisconfig and --state-dir when they were given, so
+// they work as printed.
+func nextSteps(name string, addresses []string, clientConfig, aegisconfig, stateDir string) string {
+	ctl := "aegisctl"
+	if aegisconfig != "" {
+		ctl += " --aegisconfig " + shellQuote(aegisconfig)
+	}
+
+	cluster := "--name " + name
+	if stateDir != "" {
+		cluster += " --state-dir " + shellQuote(stateDir)
+	}
+
+	all := strings.Join(addresses, ",")
+
+	return fmt.Sprintf(`
+context %q merged into %s and made current. Try:
+
+  %[3]s -n %[4]s version
+  %[3]s -n %[5]s memory
+  %[3]s -n %[5]s services
+  %[3]s -n %[4]s logs apid
+  %[3]s health
+  aegisctl cluster show %[6]s
+  aegisctl cluster destroy %[6]s
+`, name, clientConfig, ctl, addresses[0], all, cluster)
+}
+
+// shellQuote quotes s for a POSIX shell when it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./:=@,+") == "" {
+		return s
+	}
+
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 func newClusterShowCommand(e *env) *cobra.Command {
@@ -159,23 +187,27 @@ func newClusterShowCommand(e *env) *cobra.Command {
 		Use:   "show",
 		Short: "Show the nodes of a local cluster and whether they run",
 		Args:  cobra.NoArgs,
-		RunE: func(*cobra.Command, []string) error {
-			c, err := flags.load()
-			if err != nil {
-				return err
-			}
+	}
 
-			if addresses {
-				fmt.Fprintln(e.stdout, strings.Join(c.Addresses(), ","))
+	format := addDocumentFlag(cmd)
 
-				return nil
-			}
+	cmd.RunE = func(*cobra.Command, []string) error {
+		c, err := flags.load()
+		if err != nil {
+			return err
+		}
 
+		switch {
+		case addresses:
+			fmt.Fprintln(e.stdout, strings.Join(c.Addresses(), ","))
+		case *format != formatTable:
+			return writeDocument(e.stdout, *format, clusterDocument(c))
+		default:
 			fmt.Fprintf(e.stdout, "cluster %q in %s\n\n", c.Name, c.Dir)
 			printNodes(e, c)
+		}
 
-			return nil
-		},
+		return nil
 	}
 
 	flags.register(cmd)

@@ -21,22 +21,18 @@ func newConfigCommand(e *env) *cobra.Command {
 	}
 
 	cmd.AddCommand(
-		&cobra.Command{
-			Use:   "contexts",
-			Short: "List the contexts",
-			Args:  cobra.NoArgs,
-			RunE: func(*cobra.Command, []string) error {
-				return withClientConfig(e, false, func(c *certs.ClientConfig) error { return listContexts(e, c) })
-			},
-		},
+		newConfigContextsCommand(e),
 		&cobra.Command{
 			Use:   "context NAME",
 			Short: "Make NAME the current context",
-			Args:  cobra.ExactArgs(1),
+			Example: `  aegisctl config context aegis-local
+  aegisctl config contexts            # the names to choose from`,
+			Args:              cobra.ExactArgs(1),
+			ValidArgsFunction: e.completeContextArg,
 			RunE: func(_ *cobra.Command, args []string) error {
 				return withClientConfig(e, true, func(c *certs.ClientConfig) error {
 					if _, ok := c.Contexts[args[0]]; !ok {
-						return fmt.Errorf("no context %q (have: %s)", args[0], strings.Join(contextNames(c), ", "))
+						return noContext(args[0], c)
 					}
 
 					c.Context = args[0]
@@ -52,22 +48,62 @@ func newConfigCommand(e *env) *cobra.Command {
 		newConfigMergeCommand(e),
 		newConfigNewCommand(e),
 		newConfigRenewCommand(e),
-		&cobra.Command{
-			Use:   "info",
-			Short: "Show the current context: endpoints, nodes, roles, certificate expiry, CA fingerprint",
-			Args:  cobra.NoArgs,
-			RunE: func(*cobra.Command, []string) error {
-				return withClientConfig(e, false, func(c *certs.ClientConfig) error {
-					name, ctx, err := pickContext(c, e.target.context)
-					if err != nil {
-						return err
-					}
-
-					return printContext(e, name, ctx)
-				})
-			},
-		},
+		newConfigInfoCommand(e),
 	)
+
+	return cmd
+}
+
+func newConfigContextsCommand(e *env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "contexts",
+		Short: "List the contexts",
+		Args:  cobra.NoArgs,
+	}
+
+	format := addDocumentFlag(cmd)
+
+	cmd.RunE = func(*cobra.Command, []string) error {
+		return withClientConfig(e, false, func(c *certs.ClientConfig) error {
+			if *format != formatTable {
+				return writeDocument(e.stdout, *format, contextsDocument(c))
+			}
+
+			return listContexts(e, c)
+		})
+	}
+
+	return cmd
+}
+
+func newConfigInfoCommand(e *env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "info",
+		Short: "Show the current context: endpoints, nodes, roles, certificate expiry, CA fingerprint",
+		Args:  cobra.NoArgs,
+	}
+
+	format := addDocumentFlag(cmd)
+
+	cmd.RunE = func(*cobra.Command, []string) error {
+		return withClientConfig(e, false, func(c *certs.ClientConfig) error {
+			name, ctx, err := pickContext(c, e.target.context)
+			if err != nil {
+				return err
+			}
+
+			if *format == formatTable {
+				return printContext(e, name, ctx)
+			}
+
+			doc, err := contextInfoDocument(name, ctx, e.now())
+			if err != nil {
+				return err
+			}
+
+			return writeDocument(e.stdout, *format, doc)
+		})
+	}
 
 	return cmd
 }
@@ -76,7 +112,10 @@ func newSetListCommand(e *env, use, short string, set func(*certs.ClientContext,
 	return &cobra.Command{
 		Use:   use + " ADDR...",
 		Short: short,
-		Args:  cobra.MinimumNArgs(1),
+		Example: fmt.Sprintf(`  aegisctl config %[1]s 127.5.0.2 127.5.0.3
+  aegisctl config %[1]s 10.0.0.1,10.0.0.2
+  aegisctl --context prod config %[1]s cp-1.example`, use),
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
 			addrs := splitList(args)
 			for _, a := range addrs {
@@ -105,6 +144,8 @@ func newConfigMergeCommand(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "merge FILE",
 		Short: "Merge the contexts of FILE into the client config",
+		Example: `  aegisctl config merge ./aegisconfig
+  aegisctl --aegisconfig ~/.aegis/config config merge new-admin.yaml --force`,
 		Long: `Merge the contexts of FILE into the client config and make FILE's current
 context current. A context whose name is taken is added as NAME-1, NAME-2, …
 unless --force is given, which replaces it.`,
@@ -145,7 +186,7 @@ func withClientConfig(e *env, write bool, fn func(*certs.ClientConfig) error) er
 	if write {
 		c, err = certs.LoadOrNewClientConfig(path)
 	} else {
-		c, err = certs.LoadClientConfig(path)
+		c, err = loadClientConfig(path)
 	}
 
 	if err != nil {
@@ -185,6 +226,10 @@ func printContext(e *env, name string, ctx *certs.ClientContext) error {
 	fmt.Fprintf(tw, "context:\t%s\n", name)
 	fmt.Fprintf(tw, "endpoints:\t%s\n", orNone(ctx.Endpoints))
 	fmt.Fprintf(tw, "nodes:\t%s\n", orNone(ctx.Nodes))
+
+	if len(ctx.Unknown) > 0 {
+		fmt.Fprintf(tw, "other fields:\t%s (kept, not read by Aegis)\n", strings.Join(slices.Sorted(maps.Keys(ctx.Unknown)), ", "))
+	}
 
 	var certRows []func(*certTable)
 
@@ -229,6 +274,15 @@ func printContext(e *env, name string, ctx *certs.ClientContext) error {
 	}
 
 	return nil
+}
+
+// noContext is the error for a context name the config does not have.
+func noContext(name string, c *certs.ClientConfig) error {
+	if len(c.Contexts) == 0 {
+		return fmt.Errorf("no context %q: the client config has no contexts yet (add one with 'aegisctl config merge FILE')", name)
+	}
+
+	return fmt.Errorf("no context %q (have: %s)", name, strings.Join(contextNames(c), ", "))
 }
 
 func contextNames(c *certs.ClientConfig) []string {

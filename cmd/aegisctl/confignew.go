@@ -26,6 +26,8 @@ func newConfigNewCommand(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "new FILE",
 		Short: "Have a control plane issue a new client config, written to FILE",
+		Example: `  aegisctl config new reader.yaml --roles os:reader --crt-ttl 720h
+  aegisctl -n 127.5.0.2 config new ops.yaml --roles os:operator,os:reader`,
 		Long: `Have a control plane (the endpoint's own node, or the one node named with -n)
 issue a client certificate with --roles for a new key, and write a client
 config holding it to FILE (mode 0600), with the endpoints used here. Needs

@@ -3,6 +3,8 @@ package main
 import (
 	"errors"
 	"fmt"
+	"net"
+	"strconv"
 	"strings"
 
 	"google.golang.org/grpc/codes"
@@ -26,6 +28,14 @@ func (s *session) explain(err error) error {
 		if cause, dial := transportCause(st.Message()); dial {
 			return fmt.Errorf("cannot reach %s %s: %s", plural(len(s.endpoints), "endpoint", "endpoints"),
 				strings.Join(s.endpoints, ", "), cause)
+		}
+
+		if err := s.lookupError(st.Message()); err != nil {
+			return err
+		}
+	case codes.Unimplemented:
+		if err := s.notAPIDError(st.Message()); err != nil {
+			return err
 		}
 	case codes.Unauthenticated:
 		return fmt.Errorf("%s refused the client certificate of context %q: %s",
@@ -77,9 +87,14 @@ func transportCause(msg string) (string, bool) {
 		return "", false
 	}
 
+	// gRPC quotes the description with %q: the cause may itself hold
+	// escaped quotes (x509's "possibly because of \"…\"" hint), so it is
+	// unquoted as Go does, not cut at the next quote.
 	cause, rest := msg[i+len(connError):], ""
-	if unquoted, after, ok := strings.Cut(strings.TrimPrefix(cause, `"`), `"`); ok && strings.HasPrefix(cause, `"`) {
-		cause, rest = unquoted, after
+	if quoted, err := strconv.QuotedPrefix(cause); err == nil {
+		if unquoted, err := strconv.Unquote(quoted); err == nil {
+			cause, rest = unquoted, cause[len(quoted):]
+		}
 	}
 
 	cause = strings.TrimPrefix(cause, "transport: ")
@@ -90,6 +105,68 @@ func transportCause(msg string) (string, bool) {
 	}
 
 	return cause, true
+}
+
+// lookupError names the endpoint whose host name does not resolve, from
+// gRPC's resolver message ("dns: A record lookup error: lookup HOST on
+// SERVER: no such host"); nil if msg is not about a name lookup.
+func (s *session) lookupError(msg string) error {
+	const dnsPrefix = "dns: "
+
+	if !strings.HasPrefix(msg, dnsPrefix) {
+		return nil
+	}
+
+	cause := msg
+	if i := strings.Index(msg, ": lookup "); i >= 0 {
+		cause = msg[i+2:]
+	}
+
+	named := s.endpoints
+
+	if host, _, ok := strings.Cut(strings.TrimPrefix(cause, "lookup "), " "); ok {
+		for _, ep := range s.endpoints {
+			if endpointHost(ep) == strings.TrimSuffix(host, ":") {
+				named = []string{ep}
+
+				break
+			}
+		}
+	}
+
+	return fmt.Errorf("cannot reach %s %s: %s name does not resolve: %s", plural(len(named), "endpoint", "endpoints"),
+		strings.Join(named, ", "), plural(len(named), "its", "their"), cause)
+}
+
+// notAPIDError explains an endpoint that is not apid: trustd's port, which
+// answers "unknown service machine.MachineService", or another server; nil
+// if the endpoints look like apid's.
+func (s *session) notAPIDError(msg string) error {
+	trustdPort := strconv.Itoa(certs.TrustdPort)
+
+	for _, ep := range s.endpoints {
+		if _, port, err := net.SplitHostPort(ep); err == nil && port == trustdPort {
+			return fmt.Errorf("endpoint %s is trustd's port, which serves no node commands: use %s (apid, port %d)",
+				ep, endpointHost(ep), certs.APIDPort)
+		}
+	}
+
+	const machineService = "unknown service machine.MachineService"
+	if msg == machineService {
+		return fmt.Errorf("%s %s %s not serve machine.MachineService: is it apid (port %d)?", plural(len(s.endpoints), "endpoint", "endpoints"),
+			strings.Join(s.endpoints, ", "), plural(len(s.endpoints), "does", "do"), certs.APIDPort)
+	}
+
+	return nil
+}
+
+// endpointHost is an endpoint without its port.
+func endpointHost(ep string) string {
+	if host, _, err := net.SplitHostPort(ep); err == nil {
+		return host
+	}
+
+	return ep
 }
 
 // permissionText is authz's refusal without its package prefix: it names

@@ -37,6 +37,44 @@ func TestExplain(t *testing.T) {
 			want: "cannot reach endpoint 127.6.0.2: authentication handshake failed: tls: failed to verify certificate: x509: certificate signed by unknown authority",
 		},
 		{
+			name: "server certificate with a hint, quotes escaped",
+			s:    one,
+			err: status.Error(codes.Unavailable, `connection error: desc = "transport: authentication handshake failed: tls: failed to verify certificate: `+
+				`x509: certificate signed by unknown authority (possibly because of \"x509: Ed25519 verification failure\" while trying to verify candidate authority certificate \"os\")"`),
+			want: `cannot reach endpoint 127.6.0.2: authentication handshake failed: tls: failed to verify certificate: ` +
+				`x509: certificate signed by unknown authority (possibly because of "x509: Ed25519 verification failure" while trying to verify candidate authority certificate "os")`,
+		},
+		{
+			name: "unknown host name",
+			s:    &session{name: "prod", endpoints: []string{"nosuch.example", "127.6.0.2"}},
+			err:  status.Error(codes.Unavailable, "dns: A record lookup error: lookup nosuch.example on 127.0.0.53:53: no such host"),
+			want: "cannot reach endpoint nosuch.example: its name does not resolve: lookup nosuch.example on 127.0.0.53:53: no such host",
+		},
+		{
+			name: "unknown host name, port given",
+			s:    &session{name: "prod", endpoints: []string{"nosuch.example:50000"}},
+			err:  status.Error(codes.Unavailable, "dns: A record lookup error: lookup nosuch.example on 127.0.0.53:53: no such host"),
+			want: "cannot reach endpoint nosuch.example:50000: its name does not resolve: lookup nosuch.example on 127.0.0.53:53: no such host",
+		},
+		{
+			name: "trustd's port",
+			s:    &session{name: "prod", endpoints: []string{"127.6.0.2:50001"}},
+			err:  status.Error(codes.Unimplemented, "unknown service machine.MachineService"),
+			want: "endpoint 127.6.0.2:50001 is trustd's port, which serves no node commands: use 127.6.0.2 (apid, port 50000)",
+		},
+		{
+			name: "trustd's port, IPv6",
+			s:    &session{name: "prod", endpoints: []string{"[fd00::2]:50001"}},
+			err:  status.Error(codes.Unimplemented, "unknown service machine.MachineService"),
+			want: "endpoint [fd00::2]:50001 is trustd's port, which serves no node commands: use fd00::2 (apid, port 50000)",
+		},
+		{
+			name: "some other service",
+			s:    &session{name: "prod", endpoints: []string{"127.6.0.2:8080"}},
+			err:  status.Error(codes.Unimplemented, "unknown service machine.MachineService"),
+			want: "endpoint 127.6.0.2:8080 does not serve machine.MachineService: is it apid (port 50000)?",
+		},
+		{
 			name: "endpoint restarting",
 			s:    one,
 			err:  status.Error(codes.Unavailable, `connection error: desc = "error reading from server: EOF", received prior goaway: code: NO_ERROR, debug data: "graceful_stop"`),

@@ -40,10 +40,24 @@ func (f *outputFormat) Set(s string) error {
 	}
 }
 
-// addOutputFlag gives cmd the -o flag, table by default.
+// addOutputFlag gives a command printing API replies the -o flag, table
+// by default.
 func addOutputFlag(cmd *cobra.Command) *outputFormat {
+	return addFormatFlag(cmd, "output format: table, json or yaml (the API replies as they are)")
+}
+
+// addDocumentFlag gives a command printing its own findings the -o flag.
+func addDocumentFlag(cmd *cobra.Command) *outputFormat {
+	return addFormatFlag(cmd, "output format: table, json or yaml")
+}
+
+func addFormatFlag(cmd *cobra.Command, usage string) *outputFormat {
 	f := formatTable
-	cmd.Flags().VarP(&f, "output", "o", "output format: table, json or yaml (the API replies as they are)")
+	cmd.Flags().VarP(&f, "output", "o", usage)
+
+	//nolint:errcheck // the flag was just added
+	cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions(
+		[]string{string(formatTable), string(formatJSON), string(formatYAML)}, cobra.ShellCompDirectiveNoFileComp))
 
 	return &f
 }

@@ -94,6 +94,9 @@ clients reach apid on port 50000.
 
 Without --with-secrets a new secrets bundle is generated and written beside the
 configs as secrets.yaml; keep it to make more configs for the same cluster.`,
+		Example: `  aegisctl gen config demo 10.5.0.2 --time-server pool.ntp.org
+  aegisctl gen config demo cp.example --with-secrets secrets.yaml -o demo/
+  aegisctl gen config local 127.5.0.2 --trust-host-clock`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.ClusterName, opts.Endpoint = args[0], args[1]

@@ -32,16 +32,30 @@ node that is not healthy and why. Control planes (--control-plane-nodes) must
 also run trustd. The nodes checked are those of --control-plane-nodes and
 --worker-nodes, else -n (or the context's nodes), else the endpoint's own.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return e.withSession(cmd, func(ctx context.Context, s *session) error {
-				return waitHealthy(ctx, s, flags)
-			})
-		},
+	}
+
+	format := addDocumentFlag(cmd)
+
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		return e.withSession(cmd, func(ctx context.Context, s *session) error {
+			round, err := waitHealthy(ctx, s, flags, *format == formatTable)
+			if *format != formatTable && round != nil {
+				if werr := writeDocument(e.stdout, *format, healthDocument(round)); werr != nil {
+					return werr
+				}
+			}
+
+			return err
+		})
 	}
 
 	cmd.Flags().StringSliceVar(&flags.controlPlanes, "control-plane-nodes", nil, "control-plane nodes to check (they must run trustd)")
 	cmd.Flags().StringSliceVar(&flags.workers, "worker-nodes", nil, "worker nodes to check")
 	cmd.Flags().DurationVar(&flags.timeout, "wait-timeout", defaultHealthTimeout, "how long to wait for every node to be healthy")
+	//nolint:errcheck // the flags exist
+	cmd.RegisterFlagCompletionFunc("control-plane-nodes", e.completeTargets)
+	//nolint:errcheck // the flags exist
+	cmd.RegisterFlagCompletionFunc("worker-nodes", e.completeTargets)
 
 	return cmd
 }
@@ -50,10 +64,12 @@ also run trustd. The nodes checked are those of --control-plane-nodes and
 // healthy, else what is wrong.
 type healthRound map[string]string
 
-func waitHealthy(ctx context.Context, s *session, flags healthFlags) error {
+// waitHealthy checks until every node is healthy, the timeout or an
+// interrupt, and returns the last round; summary prints the verdict's line.
+func waitHealthy(ctx context.Context, s *session, flags healthFlags, summary bool) (healthRound, error) {
 	nodes, err := canonicalNodes(splitList(append(slices.Clone(flags.controlPlanes), flags.workers...)))
 	if err != nil {
-		return err
+		return nil, err
 	}
 
 	if len(nodes) > 0 {
@@ -62,7 +78,7 @@ func waitHealthy(ctx context.Context, s *session, flags healthFlags) error {
 
 	controlPlanes, err := canonicalNodes(splitList(flags.controlPlanes))
 	if err != nil {
-		return err
+		return nil, err
 	}
 
 	start := time.Now()
@@ -74,18 +90,20 @@ func waitHealthy(ctx context.Context, s *session, flags healthFlags) error {
 		reportProgress(s, round, shown, time.Since(start))
 
 		if round.healthy() {
-			fmt.Fprintf(s.e.stdout, "%d %s healthy in %.1fs\n", len(round), plural(len(round), "node", "nodes"), time.Since(start).Seconds())
+			if summary {
+				fmt.Fprintf(s.e.stdout, "%d %s healthy in %.1fs\n", len(round), plural(len(round), "node", "nodes"), time.Since(start).Seconds())
+			}
 
-			return nil
+			return round, nil
 		}
 
 		if time.Now().After(deadline) {
-			return fmt.Errorf("not healthy after %s: %s", flags.timeout, round.problems())
+			return round, fmt.Errorf("not healthy after %s: %s", flags.timeout, round.problems())
 		}
 
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("interrupted before every node was healthy: %s", round.problems())
+			return round, fmt.Errorf("interrupted before every node was healthy: %s", round.problems())
 		case <-time.After(healthPollInterval):
 		}
 	}

@@ -20,4 +20,9 @@ const (
 	// healthCallTimeout bounds one round's calls, so a node that hangs
 	// shows as not answering instead of stalling the wait.
 	healthCallTimeout = 10 * time.Second
+
+	// completionTimeout bounds the call a shell completion makes (the
+	// service IDs of the nodes): a person is waiting at the prompt, and a
+	// node that does not answer at once gets the static list instead.
+	completionTimeout = 2 * time.Second
 )

@@ -326,3 +326,35 @@ func linesWith(out, substr string) []string {
 
 	return lines
 }
+
+// TestTalosConfigFallback: without --aegisconfig and $AEGISCONFIG, the
+// talosconfig of $TALOSCONFIG is read, and a field of another tool in it
+// (Omni's auth) is shown as kept, not refused.
+func TestTalosConfigFallback(t *testing.T) {
+	dir := t.TempDir()
+	mustRun(t, dir, "gen", "config", "alpha", "10.0.0.1", "--trust-host-clock")
+
+	data, err := os.ReadFile(filepath.Join(dir, "aegisconfig"))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	data = []byte(strings.Replace(string(data), "    alpha:\n", "    alpha:\n        auth:\n            siderov1:\n                identity: ops@example.com\n", 1))
+	if err = os.WriteFile(filepath.Join(dir, "talosconfig"), data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Setenv(certs.EnvClientConfig, "")
+	t.Setenv(certs.EnvTalosConfig, filepath.Join(dir, "talosconfig"))
+
+	out := mustRun(t, dir, "config", "info")
+	if !strings.Contains(out, "context:      alpha") || !strings.Contains(out, "other fields: auth (kept, not read by Aegis)") {
+		t.Fatalf("config info through $TALOSCONFIG:\n%s", out)
+	}
+
+	mustRun(t, dir, "config", "node", "10.0.0.7")
+
+	if after, _ := os.ReadFile(filepath.Join(dir, "talosconfig")); !strings.Contains(string(after), "identity: ops@example.com") {
+		t.Fatalf("rewrite lost the auth field:\n%s", after)
+	}
+}

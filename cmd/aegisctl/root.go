@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/internal/version"
 )
 
 // env is what the commands read from the outside world, so tests can run
@@ -34,7 +35,8 @@ func newEnv() *env {
 	return &env{now: time.Now, stdout: os.Stdout, stderr: os.Stderr}
 }
 
-// clientConfigPath is --aegisconfig, else $AEGISCONFIG, else ~/.aegis/config.
+// clientConfigPath is --aegisconfig, else $AEGISCONFIG, else $TALOSCONFIG,
+// else ~/.aegis/config.
 func (e *env) clientConfigPath() (string, error) {
 	if e.aegisconfig != "" {
 		return e.aegisconfig, nil
@@ -62,16 +64,22 @@ runs once less than a third of its lifetime is left.`,
 		SilenceErrors: true,
 	}
 
+	// --version prints the line the daemons' --version print; 'aegisctl
+	// version --client' shows the same build in talosctl's layout.
+	root.Version = version.Tag
+	root.SetVersionTemplate(version.Line("aegisctl") + "\n")
 	root.SetOut(e.stdout)
 	root.SetErr(e.stderr)
 	root.PersistentFlags().StringVar(&e.aegisconfig, "aegisconfig", "",
-		"client config file (default $"+certs.EnvClientConfig+", else ~/.aegis/config)")
+		"client config file (default $"+certs.EnvClientConfig+", else $"+certs.EnvTalosConfig+", else ~/.aegis/config)")
 
 	root.PersistentFlags().StringVar(&e.target.context, "context", "", "context of the client config to use (default: its current context)")
 	root.PersistentFlags().StringSliceVarP(&e.target.endpoints, "endpoints", "e", nil,
 		"apid endpoints to connect to, repeatable or comma-separated (default: the context's)")
 	root.PersistentFlags().StringSliceVarP(&e.target.nodes, "nodes", "n", nil,
 		"nodes to run the command on, through the endpoint, repeatable or comma-separated (default: the context's; none: the endpoint's own node)")
+
+	registerCompletions(e, root)
 
 	root.AddCommand(newGenCommand(e), newConfigCommand(e), newClusterCommand(e))
 	root.AddCommand(nodeCommands(e)...)

@@ -17,12 +17,16 @@ func newServiceCommand(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "service [ID [status|start|stop|restart]]",
 		Aliases: []string{"services"},
-		Short:   "List the services of each node, show one, or start, stop or restart it",
+		Example: `  aegisctl services
+  aegisctl -n 127.5.0.2,127.5.0.3 service trustd
+  aegisctl -n 127.5.0.3 service apid restart
+  aegisctl service trustd -o json`,
+		Short: "List the services of each node, show one, or start, stop or restart it",
 		Long: `Without arguments, list every service of each node: state, health and the
 last event. With a service ID, show that service (status, the default action)
 or start, stop or restart it. Stopping and restarting need os:operator.`,
-		Args:      cobra.MaximumNArgs(2),
-		ValidArgs: []string{"status", "start", "stop", "restart"},
+		Args:              cobra.MaximumNArgs(2),
+		ValidArgsFunction: e.completeService,
 	}
 
 	format := addOutputFlag(cmd)

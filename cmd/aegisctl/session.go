@@ -6,7 +6,6 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -59,11 +58,7 @@ func (e *env) openSession(ctx context.Context) (*session, error) {
 		return nil, err
 	}
 
-	cfg, err := certs.LoadClientConfig(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("no client config at %s: make one with 'aegisctl gen config' or 'aegisctl cluster create', or name one with --aegisconfig", path)
-	}
-
+	cfg, err := loadClientConfig(path)
 	if err != nil {
 		return nil, err
 	}
@@ -89,6 +84,17 @@ func (e *env) openSession(ctx context.Context) (*session, error) {
 	return s, nil
 }
 
+// loadClientConfig reads the client config at path; a missing file is an
+// error that says how to make one.
+func loadClientConfig(path string) (*certs.ClientConfig, error) {
+	cfg, err := certs.LoadClientConfig(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("no client config at %s: make one with 'aegisctl gen config' or 'aegisctl cluster create', or name one with --aegisconfig", path)
+	}
+
+	return cfg, err
+}
+
 // pickContext returns the named context, or the current one.
 func pickContext(cfg *certs.ClientConfig, name string) (string, *certs.ClientContext, error) {
 	if name == "" {
@@ -97,7 +103,7 @@ func pickContext(cfg *certs.ClientConfig, name string) (string, *certs.ClientCon
 
 	ctx, ok := cfg.Contexts[name]
 	if !ok || ctx == nil {
-		return "", nil, fmt.Errorf("no context %q (have: %s)", name, strings.Join(slices.Sorted(maps.Keys(cfg.Contexts)), ", "))
+		return "", nil, noContext(name, cfg)
 	}
 
 	return name, ctx, nil

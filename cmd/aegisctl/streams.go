@@ -26,10 +26,14 @@ func newLogsCommand(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "logs ID",
 		Short: "Print the log of a service (apid, trustd, machined) of each node",
+		Example: `  aegisctl logs apid --tail 20
+  aegisctl -n 127.5.0.2,127.5.0.3 logs trustd -f
+  aegisctl logs machined -o json`,
 		Long: `Print the log of a service of each node: all of it, or its last --tail lines;
 with -f, keep printing new lines until interrupted. With nodes named, each
 line starts with its node.`,
-		Args: cobra.ExactArgs(1),
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: e.completeLogID,
 	}
 
 	format := addOutputFlag(cmd)

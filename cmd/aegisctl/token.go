@@ -139,7 +139,9 @@ func newTokenRevokeCommand(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "revoke ID",
 		Short: "Revoke a token at once; it stays listed",
-		Args:  cobra.ExactArgs(1),
+		Example: `  aegisctl token list                 # the IDs
+  aegisctl token revoke abc123`,
+		Args: cobra.ExactArgs(1),
 	}
 
 	format := addOutputFlag(cmd)

@@ -5,7 +5,8 @@
 //	apid --cert FILE --key FILE --ca BUNDLE --machined-socket PATH
 //	     [--impersonator-cert FILE --impersonator-key FILE]
 //	     [--listen ADDR] [--self NAME]... [--node-name NAME]... [--watch-interval D]
-//	     [--shutdown-timeout D] [--log-level LEVEL]
+//	     [--shutdown-timeout D] [--log-level debug|info|warn|error]
+//	apid --version
 //
 // Certificate and CA files are watched and reloaded when they are replaced,
 // without dropping connections. It logs JSON to stderr and stops gracefully
@@ -21,7 +22,7 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	code := run(ctx, os.Args[1:], os.Stderr)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 
 	stop()
 	os.Exit(code)

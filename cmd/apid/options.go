@@ -5,13 +5,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/internal/daemonflag"
 )
 
 // options are apid's command line.
@@ -26,7 +26,7 @@ type options struct {
 	names                   []string
 	watchInterval           time.Duration
 	shutdownTimeout         time.Duration
-	logLevel                slog.Level
+	daemonflag.Flags
 }
 
 // Defaults of the command line.
@@ -65,10 +65,14 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs.Var((*stringList)(&o.names), "node-name", "a DNS name of another node clients may route to, such as the control-plane endpoint (repeatable); other names are refused")
 	fs.DurationVar(&o.watchInterval, "watch-interval", defaultWatchInterval, "how often files are checked for replacement")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", defaultShutdownTimeout, "grace period for open calls on SIGTERM")
-	fs.TextVar(&o.logLevel, "log-level", slog.LevelInfo, "debug, info, warn or error")
+	o.Register(fs)
 
 	if err := fs.Parse(args); err != nil {
 		return nil, fmt.Errorf("%w: %w", errUsage, err)
+	}
+
+	if o.Version {
+		return o, nil
 	}
 
 	if err := o.check(fs.NArg()); err != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"net"
 	"slices"
 	"strings"
@@ -25,6 +26,9 @@ func TestParseOptions(t *testing.T) {
 		{name: "argument", args: append(slices.Clone(base), "extra"), bad: "no arguments"},
 		{name: "zero interval", args: append(slices.Clone(base), "--watch-interval", "0s"), bad: "--watch-interval"},
 		{name: "unknown flag", args: append(slices.Clone(base), "--nope"), bad: "nope"},
+		{name: "log level", args: append(slices.Clone(base), "--log-level", "debug")},
+		{name: "bad log level", args: append(slices.Clone(base), "--log-level", "loud"), bad: `unknown log level "loud": use debug, info, warn or error`},
+		{name: "version alone", args: []string{"--version"}},
 	}
 
 	for _, tt := range tests {
@@ -50,17 +54,25 @@ func TestParseOptions(t *testing.T) {
 func TestRunExitStatus(t *testing.T) {
 	var stderr bytes.Buffer
 
-	if code := run(context.Background(), []string{"--help"}, &stderr); code != 0 {
+	if code := run(context.Background(), []string{"--help"}, io.Discard, &stderr); code != 0 {
 		t.Fatalf("--help: %d", code)
 	}
 
-	if code := run(context.Background(), []string{"--cert"}, &stderr); code != 2 {
+	if code := run(context.Background(), []string{"--cert"}, io.Discard, &stderr); code != 2 {
 		t.Fatalf("bad usage: %d", code)
 	}
 
 	missing := []string{"--cert", "/nonexistent/c", "--key", "/nonexistent/k", "--ca", "/nonexistent/ca", "--machined-socket", "/nonexistent/s"}
-	if code := run(context.Background(), missing, &stderr); code != 1 {
+	if code := run(context.Background(), missing, io.Discard, &stderr); code != 1 {
 		t.Fatalf("missing files: %d", code)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	var stdout bytes.Buffer
+
+	if code := run(context.Background(), []string{"--version"}, &stdout, io.Discard); code != 0 || !strings.HasPrefix(stdout.String(), "apid v") {
+		t.Fatalf("--version: %d %q", code, stdout.String())
 	}
 }
 

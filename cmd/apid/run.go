@@ -16,6 +16,7 @@ import (
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/internal/daemonflag"
 )
 
 // Field names of the command's own log records.
@@ -26,7 +27,7 @@ const (
 )
 
 // run is apid's whole life; it returns the exit status.
-func run(ctx context.Context, args []string, stderr io.Writer) int {
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	o, err := parseOptions(args, stderr)
 
 	switch {
@@ -36,9 +37,13 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "apid:", err)
 
 		return 2
+	case o.Version:
+		daemonflag.PrintVersion(stdout, "apid")
+
+		return 0
 	}
 
-	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: o.logLevel}))
+	log := slog.New(o.Handler(stderr))
 
 	if err := serve(ctx, o, log); err != nil {
 		log.Error("apid stopped", slog.String(apid.FieldError, err.Error()))

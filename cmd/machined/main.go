@@ -3,14 +3,17 @@
 // certificates, apid everywhere and trustd on control planes) and serves the
 // MachineService to apid, until SIGTERM, SIGINT or a Shutdown call.
 //
-//	machined --config FILE --state DIR [--bin-dir DIR] [--node-cert-ttl D]
+//	machined --config FILE --state DIR [--bin-dir DIR] [--node-cert-ttl D] [--log-level LEVEL]
+//	machined --version
 //
 // The whole node lives under DIR. A config with errors is refused with every
 // error listed, before anything is started or written. apid and trustd are
 // run from --bin-dir, by default the directory of machined's own binary.
 // --node-cert-ttl (1m to 24h, default 24h) is the lifetime of the node's own
 // certificates and, on a control plane, of those its trustd signs; short
-// lifetimes are for tests of renewal.
+// lifetimes are for tests of renewal. --log-level (debug, info, warn or
+// error; default info) applies to machined and to the apid and trustd it
+// starts.
 package main
 
 import (
@@ -27,6 +30,7 @@ import (
 	"time"
 
 	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/internal/daemonflag"
 	"github.com/aegis-os/aegis/machined/node"
 	"github.com/aegis-os/aegis/machined/system/logs"
 	"github.com/aegis-os/aegis/trustd"
@@ -35,13 +39,14 @@ import (
 type options struct {
 	config, state, binDir string
 	nodeCertTTL           time.Duration
+	daemonflag.Flags
 }
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 
-	if err := run(ctx, os.Args[1:], os.Stderr); err != nil {
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
 		if !errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintln(os.Stderr, "machined:", err)
 		}
@@ -59,12 +64,15 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.state, "state", "", "state `DIR`ectory of the node")
 	fs.StringVar(&o.binDir, "bin-dir", "", "`DIR`ectory of the apid and trustd binaries (default: machined's own)")
 	fs.DurationVar(&o.nodeCertTTL, "node-cert-ttl", node.NodeCertTTL, "lifetime of the node certificates this node issues or has trustd sign (1m to 24h)")
+	o.Register(fs)
 
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
 
 	switch {
+	case o.Version:
+		return o, nil
 	case fs.NArg() > 0:
 		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
 	case o.config == "" || o.state == "":
@@ -100,10 +108,16 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	return o, nil
 }
 
-func run(ctx context.Context, args []string, stderr io.Writer) error {
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	opts, err := parseFlags(args, stderr)
 	if err != nil {
 		return err
+	}
+
+	if opts.Version {
+		daemonflag.PrintVersion(stdout, "machined")
+
+		return nil
 	}
 
 	// Everything is checked before anything is created.
@@ -128,11 +142,11 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	defer own.Close()
 
-	log := slog.New(slog.NewJSONHandler(io.MultiWriter(stderr, own), nil))
+	log := slog.New(opts.Handler(io.MultiWriter(stderr, own)))
 
 	n, err := node.New(node.Config{
 		ConfigPath: opts.config, Machine: cfg, State: opts.state, BinDir: opts.binDir,
-		MachinedLog: own, Logger: log, NodeCertTTL: opts.nodeCertTTL,
+		MachinedLog: own, Logger: log, LogLevel: opts.Level, NodeCertTTL: opts.nodeCertTTL,
 	})
 	if err != nil {
 		return err

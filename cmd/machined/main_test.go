@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -25,7 +26,7 @@ func TestBadConfigStartsNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	err := run(context.Background(), []string{"--config", cfg, "--state", state, "--bin-dir", dir}, &bytes.Buffer{})
+	err := run(context.Background(), []string{"--config", cfg, "--state", state, "--bin-dir", dir}, io.Discard, &bytes.Buffer{})
 
 	var verr *certs.ValidationError
 	if !errors.As(err, &verr) {
@@ -62,7 +63,7 @@ func TestMissingBinariesStartNothing(t *testing.T) {
 
 	state := filepath.Join(dir, "state")
 
-	err = run(context.Background(), []string{"--config", cfg, "--state", state, "--bin-dir", filepath.Join(dir, "nobin")}, &bytes.Buffer{})
+	err = run(context.Background(), []string{"--config", cfg, "--state", state, "--bin-dir", filepath.Join(dir, "nobin")}, io.Discard, &bytes.Buffer{})
 	if err == nil || !strings.Contains(err.Error(), "binary apid not found") {
 		t.Fatalf("err = %v", err)
 	}
@@ -82,5 +83,31 @@ func TestParseFlags(t *testing.T) {
 	o, err := parseFlags([]string{"--config", "c.yaml", "--state", "s", "--bin-dir", "b"}, &bytes.Buffer{})
 	if err != nil || !filepath.IsAbs(o.state) || !filepath.IsAbs(o.config) || !filepath.IsAbs(o.binDir) {
 		t.Fatalf("options = %+v, %v; want absolute paths", o, err)
+	}
+}
+
+func TestVersionAndLogLevel(t *testing.T) {
+	var stdout bytes.Buffer
+
+	// --version needs no other flag and starts nothing.
+	if err := run(context.Background(), []string{"--version"}, &stdout, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+
+	if !strings.HasPrefix(stdout.String(), "machined v") {
+		t.Fatalf("--version printed %q", stdout.String())
+	}
+
+	for _, lvl := range []string{"debug", "info", "warn", "error"} {
+		if _, err := parseFlags([]string{"--config", "c", "--state", "s", "--log-level", lvl}, io.Discard); err != nil {
+			t.Errorf("--log-level %s: %v", lvl, err)
+		}
+	}
+
+	var stderr bytes.Buffer
+
+	_, err := parseFlags([]string{"--config", "c", "--state", "s", "--log-level", "loud"}, &stderr)
+	if err == nil || !strings.Contains(err.Error(), `unknown log level "loud": use debug, info, warn or error`) {
+		t.Fatalf("bad level: %v", err)
 	}
 }

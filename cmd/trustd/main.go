@@ -4,6 +4,7 @@
 //
 //	trustd --config FILE --state DIR [--listen ADDR] [--cert FILE --key FILE] [--cert-ttl D]
 //	trustd --node-socket SOCKET --state DIR --listen ADDR [--cert-ttl D]
+//	trustd --version
 //
 // The second form is how machined runs it: the OS CA, the server
 // certificate, the accepted CAs, the machine config's token and the
@@ -14,8 +15,9 @@
 // issuances and token management at DIR/trustd/audit.log, refusals
 // (aggregated per source and minute) at DIR/trustd/refusals.log, each
 // rotated on its own (audit.log.1 …). Logs are JSON on stderr, audit
-// records included with "log":"audit". SIGTERM or SIGINT stops it
-// gracefully.
+// records included with "log":"audit"; --log-level (debug, info, warn
+// or error; default info) sets the least severe record logged. SIGTERM or
+// SIGINT stops it gracefully.
 package main
 
 import (
@@ -30,6 +32,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/aegis-os/aegis/internal/daemonflag"
 	"github.com/aegis-os/aegis/trustd"
 )
 
@@ -42,13 +45,14 @@ type options struct {
 	cert       string
 	key        string
 	certTTL    time.Duration
+	daemonflag.Flags
 }
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 
-	if err := run(ctx, os.Args[1:], os.Stderr); err != nil {
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
 		if !errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintln(os.Stderr, "trustd:", err)
 		}
@@ -69,12 +73,15 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.cert, "cert", "", "server certificate `FILE` (watched for changes; default: issued from the config's CA)")
 	fs.StringVar(&o.key, "key", "", "server key `FILE` for --cert")
 	fs.DurationVar(&o.certTTL, "cert-ttl", trustd.MaxCertTTL, "lifetime of the node certificates trustd signs (1m to 24h)")
+	o.Register(fs)
 
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
 
 	switch {
+	case o.Version:
+		return o, nil
 	case fs.NArg() > 0:
 		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
 	case (o.config == "") == (o.nodeSocket == ""):
@@ -93,13 +100,19 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 }
 
 // run starts trustd and blocks until ctx ends or a component fails.
-func run(ctx context.Context, args []string, stderr io.Writer) error {
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	opts, err := parseFlags(args, stderr)
 	if err != nil {
 		return err
 	}
 
-	log := slog.New(slog.NewJSONHandler(stderr, nil))
+	if opts.Version {
+		daemonflag.PrintVersion(stdout, "trustd")
+
+		return nil
+	}
+
+	log := slog.New(opts.Handler(stderr))
 
 	var d *daemon
 	if opts.nodeSocket != "" {

@@ -29,6 +29,9 @@ func TestParseFlags(t *testing.T) {
 		{name: "short lifetime", args: []string{"--config", "c.yaml", "--state", "s", "--cert-ttl", "2m"}, ok: true},
 		{name: "lifetime under a minute", args: []string{"--config", "c.yaml", "--state", "s", "--cert-ttl", "30s"}},
 		{name: "lifetime over a day", args: []string{"--config", "c.yaml", "--state", "s", "--cert-ttl", "25h"}},
+		{name: "log level", args: []string{"--config", "c.yaml", "--state", "s", "--log-level", "warn"}, ok: true},
+		{name: "bad log level", args: []string{"--config", "c.yaml", "--state", "s", "--log-level", "trace"}},
+		{name: "version alone", args: []string{"--version"}, ok: true},
 	}
 
 	for _, tt := range tests {
@@ -37,6 +40,19 @@ func TestParseFlags(t *testing.T) {
 				t.Fatalf("err = %v, want ok=%v", err, tt.ok)
 			}
 		})
+	}
+}
+
+func TestVersionAndBadLogLevel(t *testing.T) {
+	var stdout strings.Builder
+
+	if err := run(context.Background(), []string{"--version"}, &stdout, io.Discard); err != nil || !strings.HasPrefix(stdout.String(), "trustd v") {
+		t.Fatalf("--version: %v %q", err, stdout.String())
+	}
+
+	err := run(context.Background(), []string{"--config", "c.yaml", "--state", "s", "--log-level", "trace"}, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), `unknown log level "trace": use debug, info, warn or error`) {
+		t.Fatalf("bad level: %v", err)
 	}
 }
 
@@ -68,7 +84,7 @@ func TestRefusesWorkerConfig(t *testing.T) {
 	dir := t.TempDir()
 	_, worker := writeConfigs(t, dir, certs.ConfigOptions{ClusterName: "demo", Endpoint: "127.0.1.2", TrustHostClock: true})
 
-	err := run(context.Background(), []string{"--config", worker, "--state", dir}, io.Discard)
+	err := run(context.Background(), []string{"--config", worker, "--state", dir}, io.Discard, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "control planes only") {
 		t.Fatalf("err = %v", err)
 	}
@@ -86,7 +102,9 @@ func TestStateLayout(t *testing.T) {
 	logs := &logtest.Sink{}
 	done := make(chan error, 1)
 
-	go func() { done <- run(ctx, []string{"--config", cp, "--state", state, "--listen", "127.0.1.2:0"}, logs) }()
+	go func() {
+		done <- run(ctx, []string{"--config", cp, "--state", state, "--listen", "127.0.1.2:0"}, io.Discard, logs)
+	}()
 
 	deadline := time.Now().Add(time.Minute)
 	for !slices.ContainsFunc(logs.JSONRecords(), func(m map[string]any) bool { return m["msg"] == "trustd serving" }) {

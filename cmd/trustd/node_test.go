@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"io"
 	"net"
 	"path/filepath"
 	"slices"
@@ -51,7 +52,7 @@ func TestNodeMode(t *testing.T) {
 	done := make(chan error, 1)
 
 	go func() {
-		done <- run(ctx, []string{"--node-socket", sock, "--state", filepath.Join(dir, "state"), "--listen", "127.0.1.4:0"}, logs)
+		done <- run(ctx, []string{"--node-socket", sock, "--state", filepath.Join(dir, "state"), "--listen", "127.0.1.4:0"}, io.Discard, logs)
 	}()
 
 	addr := waitServing(t, logs)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/aegis-os/aegis/api/node"
 	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/internal/daemonflag"
 	"github.com/aegis-os/aegis/machined/system"
 	"github.com/aegis-os/aegis/machined/timesync"
 )
@@ -242,7 +243,10 @@ func (n *Node) serviceDefinitions(b *bootState) []system.Service {
 
 	svcs := []system.Service{&processService{
 		id: "apid", path: n.binary("apid"), log: n.logs["apid"], clock: n.clock,
-		args:       append([]string{"--node-socket", n.layout.APIDResources(), "--machined-socket", n.layout.MachinedSocket(), "--listen", apidAddr}, nodeNameArgs(b.cfg)...),
+		args: append([]string{
+			"--node-socket", n.layout.APIDResources(), "--machined-socket", n.layout.MachinedSocket(), "--listen", apidAddr,
+			"--log-level", daemonflag.LevelName(n.cfg.LogLevel),
+		}, nodeNameArgs(b.cfg)...),
 		check:      dialCheck(net.JoinHostPort(probeHost, strconv.Itoa(certs.APIDPort))),
 		refuse:     map[system.Action]string{system.ActionStop: "apid carries the API itself; restart it instead"},
 		carriesAPI: true,
@@ -254,7 +258,7 @@ func (n *Node) serviceDefinitions(b *bootState) []system.Service {
 			id: "trustd", path: n.binary("trustd"), log: n.logs["trustd"], clock: n.clock,
 			args: []string{
 				"--node-socket", n.layout.TrustdResources(), "--state", n.cfg.State, "--listen", trustdAddr,
-				"--cert-ttl", n.cfg.NodeCertTTL.String(),
+				"--cert-ttl", n.cfg.NodeCertTTL.String(), "--log-level", daemonflag.LevelName(n.cfg.LogLevel),
 			},
 			check: grpcHealthCheck(net.JoinHostPort(probeHost, strconv.Itoa(certs.TrustdPort)), probeHost,
 				func() *x509.CertPool { return n.current().AcceptedCAs().Pool() }),

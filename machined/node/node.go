@@ -49,7 +49,10 @@ type Config struct {
 	// (trustd.MinCertTTL to trustd.MaxCertTTL).
 	NodeCertTTL time.Duration
 	Logger      *slog.Logger
-	Clock       clock.Clock
+	// LogLevel is passed on to apid and trustd as --log-level, so they log
+	// as machined does; zero is info.
+	LogLevel slog.Level
+	Clock    clock.Clock
 }
 
 // Node runs one node until it is shut down.

@@ -3,6 +3,7 @@ package node
 import (
 	"crypto/rand"
 	"crypto/x509"
+	"log/slog"
 	"slices"
 	"testing"
 	"time"
@@ -140,5 +141,24 @@ func TestJoinNames(t *testing.T) {
 				t.Fatalf("joinNames = %q, %q, %v; want %q, %q, %v", source, cn, sans, tt.source, tt.cn, tt.sans)
 			}
 		})
+	}
+}
+
+// TestServicesInheritLogLevel: apid and trustd are started at machined's
+// --log-level.
+func TestServicesInheritLogLevel(t *testing.T) {
+	n := &Node{cfg: Config{LogLevel: slog.LevelDebug, NodeCertTTL: NodeCertTTL}}
+	b := &bootState{cfg: &certs.MachineConfig{Machine: certs.MachineSpec{Type: certs.NodeControlPlane, ListenAddress: "127.5.0.9"}}}
+
+	svcs := n.serviceDefinitions(b)
+	if len(svcs) != 2 {
+		t.Fatalf("%d services, want apid and trustd", len(svcs))
+	}
+
+	for _, svc := range svcs {
+		p := svc.(*processService)
+		if i := slices.Index(p.args, "--log-level"); i < 0 || i+1 >= len(p.args) || p.args[i+1] != "debug" {
+			t.Errorf("%s args %q lack --log-level debug", p.id, p.args)
+		}
 	}
 }

@@ -1,0 +1,69 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/aegis-os/aegis/certs"
+)
+
+// TestDocuments: -o json and -o yaml of the commands whose output is not an
+// API reply, against golden files.
+func TestDocuments(t *testing.T) {
+	dir := t.TempDir()
+
+	// config info reads a client config with fixed certificates.
+	info, err := filepath.Abs(filepath.Join("..", "..", "certs", "testdata", "aegisconfig"))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	contexts := filepath.Join(dir, "contexts")
+	c := &certs.ClientConfig{Context: "beta", Contexts: map[string]*certs.ClientContext{
+		"alpha": {Endpoints: []string{"10.0.0.1", "10.0.0.2"}, Nodes: []string{"10.0.0.5"}},
+		"beta":  {Endpoints: []string{"127.5.0.2"}},
+	}}
+	if err = c.Save(contexts); err != nil {
+		t.Fatal(err)
+	}
+
+	manifest := `{"name": "demo", "dir": "/var/lib/aegis/clusters/demo", "nodes": [
+		{"name": "demo-controlplane-1", "type": "controlplane", "address": "127.5.0.2", "pid": 0},
+		{"name": "demo-worker-1", "type": "worker", "address": "127.5.0.3", "pid": 0}]}`
+	if err = os.MkdirAll(filepath.Join(dir, "state", "demo"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+
+	if err = os.WriteFile(filepath.Join(dir, "state", "demo", "cluster.json"), []byte(manifest), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, format := range []string{"json", "yaml"} {
+		for name, args := range map[string][]string{
+			"contexts":     {"--aegisconfig", contexts, "config", "contexts"},
+			"config-info":  {"--aegisconfig", info, "config", "info"},
+			"cluster-show": {"cluster", "show", "--name", "demo", "--state-dir", filepath.Join(dir, "state")},
+		} {
+			t.Run(name+"."+format, func(t *testing.T) {
+				golden(t, name+"."+format+".golden", []byte(mustRun(t, dir, append(args, "-o", format)...)))
+			})
+		}
+
+		t.Run("health."+format, func(t *testing.T) {
+			round := healthRound{"127.5.0.2": "", "127.5.0.3": "trustd is Waiting; apid has not passed its health check yet"}
+
+			var out bytes.Buffer
+			if err := writeDocument(&out, outputFormat(format), healthDocument(round)); err != nil {
+				t.Fatal(err)
+			}
+
+			golden(t, "health."+format+".golden", out.Bytes())
+		})
+	}
+
+	if _, err := run(t, dir, "--aegisconfig", contexts, "config", "contexts", "-o", "xml"); err == nil {
+		t.Fatal("-o xml accepted")
+	}
+}

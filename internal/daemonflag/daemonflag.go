@@ -1,0 +1,67 @@
+// Package daemonflag holds the flags every Aegis daemon (machined, apid,
+// trustd) shares, so they are spelled, checked and reported alike:
+// --version and --log-level.
+package daemonflag
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+
+	"github.com/aegis-os/aegis/internal/version"
+)
+
+// Flags are the shared flags of one daemon's command line.
+type Flags struct {
+	// Version is set by --version: print the version and exit.
+	Version bool
+	// Level is the --log-level, info by default.
+	Level slog.Level
+}
+
+// Register adds --version and --log-level to fs.
+func (f *Flags) Register(fs *flag.FlagSet) {
+	fs.BoolVar(&f.Version, "version", false, "print the version and exit")
+	fs.Var((*level)(&f.Level), "log-level", "least severe `LEVEL` logged: debug, info, warn or error")
+}
+
+// PrintVersion writes the --version line of program to w.
+func PrintVersion(w io.Writer, program string) {
+	fmt.Fprintln(w, version.Line(program))
+}
+
+// Handler is the JSON log handler of a daemon at the flags' level.
+func (f *Flags) Handler(w io.Writer) slog.Handler {
+	return slog.NewJSONHandler(w, &slog.HandlerOptions{Level: f.Level})
+}
+
+// LevelName is the --log-level value of lvl, to pass a daemon's level on to
+// the daemons it starts.
+func LevelName(lvl slog.Level) string { return strings.ToLower(lvl.String()) }
+
+// levels are the accepted --log-level values. slog's own parser also takes
+// offsets such as "info+2"; a flag takes only the four names.
+var levels = map[string]slog.Level{
+	"debug": slog.LevelDebug,
+	"info":  slog.LevelInfo,
+	"warn":  slog.LevelWarn,
+	"error": slog.LevelError,
+}
+
+// level is a slog.Level as a flag.Value.
+type level slog.Level
+
+func (l *level) String() string { return LevelName(slog.Level(*l)) }
+
+func (l *level) Set(s string) error {
+	v, ok := levels[strings.ToLower(strings.TrimSpace(s))]
+	if !ok {
+		return fmt.Errorf("unknown log level %q: use debug, info, warn or error", s)
+	}
+
+	*l = level(v)
+
+	return nil
+}
