@@ -52,6 +52,7 @@ type MachineConfig struct {
 
 	// Parsed forms, filled by Validate.
 	osCA     *ca.CA
+	etcdCA   *ca.CA
 	caCert   *x509.Certificate
 	accepted *ca.AcceptedSet
 	token    token.Token
@@ -87,6 +88,7 @@ type TimeSpec struct {
 type ClusterSpec struct {
 	Name         string           `yaml:"name"`
 	ControlPlane ControlPlaneSpec `yaml:"controlPlane"`
+	Etcd         EtcdSpec         `yaml:"etcd,omitempty"`
 }
 
 // ControlPlaneSpec says where the control planes are.
@@ -169,6 +171,7 @@ func (c *MachineConfig) Validate(what string, now time.Time) error {
 	c.validateSANs(&ps)
 	c.validateTime(&ps)
 	c.validateCluster(&ps)
+	c.validateEtcd(&ps, now)
 
 	return ps.err(what)
 }
