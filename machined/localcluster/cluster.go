@@ -136,7 +136,7 @@ func prepare(opts Options) (*Cluster, error) {
 			n.Name = fmt.Sprintf("%s-worker-%d", opts.Name, i-opts.ControlPlanes+1)
 		}
 
-		if err := portsFree(n.Address); err != nil {
+		if err := portsFree(n.Address, n.Type.IsControlPlane()); err != nil {
 			return nil, err
 		}
 
@@ -156,9 +156,15 @@ func prepare(opts Options) (*Cluster, error) {
 	return c, nil
 }
 
-// portsFree checks that apid's and trustd's ports are free on addr.
-func portsFree(addr string) error {
-	for _, port := range []int{certs.APIDPort, certs.TrustdPort} {
+// portsFree checks that apid's and trustd's ports, and on control planes
+// etcd's, are free on addr.
+func portsFree(addr string, controlPlane bool) error {
+	ports := []int{certs.APIDPort, certs.TrustdPort}
+	if controlPlane {
+		ports = append(ports, certs.EtcdClientPort, certs.EtcdPeerPort)
+	}
+
+	for _, port := range ports {
 		hp := net.JoinHostPort(addr, strconv.Itoa(port))
 
 		lis, err := net.Listen("tcp", hp)

@@ -119,7 +119,7 @@ func (o *Options) check() error {
 		return err
 	}
 
-	for _, bin := range []string{"machined", "apid", "trustd"} {
+	for _, bin := range []string{"machined", "apid", "trustd", "etcd"} {
 		if st, err := os.Stat(filepath.Join(o.BinDir, bin)); err != nil || st.IsDir() {
 			return fmt.Errorf("localcluster: binary %s not found in %s (run make build, or give the binaries' directory)", bin, o.BinDir)
 		}

@@ -61,7 +61,7 @@ func (c *Cluster) waitUp(ctx context.Context, timeout time.Duration, progress io
 		}
 
 		if len(pending) == 0 {
-			return c.checkServices(ctx, deadline)
+			return c.formEtcd(ctx, deadline, progress, start)
 		}
 
 		if time.Now().After(deadline) {
@@ -184,7 +184,7 @@ func (c *Cluster) Tail(n Node, lines int) string {
 
 	b.WriteString(tailFile("machined", c.LogPath(n), lines))
 
-	for _, svc := range []string{"apid", "trustd"} {
+	for _, svc := range []string{"apid", "trustd", "etcd"} {
 		if s := tailFile(svc, filepath.Join(c.StatePath(n), "logs", svc+".log"), lines); s != "" {
 			b.WriteString(s)
 		}

@@ -1,0 +1,66 @@
+package etcd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+)
+
+// Bootstrap asks the local member to form a new cluster of its own, from
+// the snapshot EtcdRecover uploaded when fromSnapshot is set. It refuses
+// when this member has data, when a bootstrap was asked before, and when a
+// cluster answers at the other control planes. It returns once the request
+// is handed to the service; the member starts right after.
+func (e *Etcd) Bootstrap(ctx context.Context, fromSnapshot bool) error {
+	if err := e.checkBootstrap(); err != nil {
+		return err
+	}
+
+	if list, err := e.peerMembers(ctx); err == nil {
+		return fmt.Errorf("%w: a cluster of %d members answers at the control-plane endpoints", ErrBootstrapped, len(list))
+	}
+
+	req := &bootstrapRequest{}
+
+	if fromSnapshot {
+		if _, err := os.Stat(e.recoverFile()); err != nil {
+			return ErrNoSnapshot
+		}
+
+		req.snapshot = e.recoverFile()
+	}
+
+	e.mu.Lock()
+	defer e.mu.Unlock()
+
+	if e.bootstrap != nil {
+		return fmt.Errorf("%w: bootstrap was already requested on this node", ErrBootstrapped)
+	}
+
+	e.bootstrap = req
+	close(e.wake)
+
+	return nil
+}
+
+func (e *Etcd) checkBootstrap() error {
+	if e.hasData() {
+		return fmt.Errorf("%w: the etcd data directory %s is not empty", ErrBootstrapped, e.dataDir())
+	}
+
+	e.mu.Lock()
+	defer e.mu.Unlock()
+
+	if e.bootstrap != nil {
+		return fmt.Errorf("%w: bootstrap was already requested on this node", ErrBootstrapped)
+	}
+
+	return nil
+}
+
+// errNoRestore: recovery is built in step with the restore tool.
+var errNoRestore = errors.New("etcd: restoring a snapshot is not available")
+
+// restore builds the data folder from a snapshot.
+func (e *Etcd) restore(string) error { return errNoRestore }
