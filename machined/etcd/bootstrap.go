@@ -2,9 +2,9 @@ package etcd
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 )
 
 // Bootstrap asks the local member to form a new cluster of its own, from
@@ -59,8 +59,23 @@ func (e *Etcd) checkBootstrap() error {
 	return nil
 }
 
-// errNoRestore: recovery is built in step with the restore tool.
-var errNoRestore = errors.New("etcd: restoring a snapshot is not available")
+// restore builds the data folder from the snapshot with the restore of
+// the etcd binary (etcdutl's), as a cluster of this member alone, and drops
+// the snapshot once it is in.
+func (e *Etcd) restore(ctx context.Context, snapshot string) error {
+	cmd := exec.CommandContext(ctx, e.cfg.Binary, "restore-snapshot",
+		"--snapshot", snapshot, "--name", e.cfg.Name, "--data-dir", e.dataDir(),
+		"--initial-cluster", e.cfg.Name+"="+e.peerURL(), "--initial-advertise-peer-urls", e.peerURL(),
+		"--initial-cluster-token", e.cfg.ClusterToken)
+	cmd.Stdout, cmd.Stderr, cmd.Env = e.cfg.Log, e.cfg.Log, []string{}
 
-// restore builds the data folder from a snapshot.
-func (e *Etcd) restore(string) error { return errNoRestore }
+	if err := cmd.Run(); err != nil {
+		_ = e.dropData()
+
+		return fmt.Errorf("etcd: restoring the snapshot: %w", err)
+	}
+
+	e.log.Info("etcd data restored from a snapshot")
+
+	return os.Remove(snapshot)
+}

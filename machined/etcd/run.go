@@ -120,7 +120,7 @@ func (e *Etcd) prepare(ctx context.Context, notify runner.Notify) (startPlan, er
 		e.mu.Unlock()
 
 		if req != nil {
-			return e.planBootstrap(req)
+			return e.planBootstrap(ctx, req)
 		}
 
 		plan, err := e.join(ctx)
@@ -146,9 +146,9 @@ func (e *Etcd) prepare(ctx context.Context, notify runner.Notify) (startPlan, er
 }
 
 // planBootstrap starts a cluster of this member alone.
-func (e *Etcd) planBootstrap(req *bootstrapRequest) (startPlan, error) {
+func (e *Etcd) planBootstrap(ctx context.Context, req *bootstrapRequest) (startPlan, error) {
 	if req.snapshot != "" {
-		if err := e.restore(req.snapshot); err != nil {
+		if err := e.restore(ctx, req.snapshot); err != nil {
 			return startPlan{}, err
 		}
 

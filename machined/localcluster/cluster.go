@@ -30,6 +30,8 @@ type Cluster struct {
 	// NodeCertTTL is given to every machined as --node-cert-ttl; zero
 	// leaves machined's default.
 	NodeCertTTL time.Duration `json:"nodeCertTTL,omitempty"`
+
+	skipBootstrap bool // Create leaves etcd unbootstrapped
 }
 
 // Node is one node of a local cluster.

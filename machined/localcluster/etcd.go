@@ -16,6 +16,10 @@ import (
 // create does, then waits until every control plane is a voting member and
 // every service of every node is up.
 func (c *Cluster) formEtcd(ctx context.Context, deadline time.Time, progress io.Writer, start time.Time) error {
+	if c.skipBootstrap {
+		return c.checkServices(ctx, deadline)
+	}
+
 	cli, err := c.Client(ctx)
 	if err != nil {
 		return err

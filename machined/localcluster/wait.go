@@ -153,6 +153,10 @@ func (c *Cluster) servicesUp(ctx context.Context, cli *client.Client) error {
 
 	for _, m := range resp.GetMessages() {
 		for _, s := range m.GetServices() {
+			if c.skipBootstrap && s.GetId() == "etcd" {
+				continue
+			}
+
 			if s.GetState() != "Running" || !s.GetHealth().GetHealthy() {
 				return fmt.Errorf("localcluster: %s on %s is %s", s.GetId(), m.GetMetadata().GetHostname(), s.GetState())
 			}
