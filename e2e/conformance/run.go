@@ -9,7 +9,7 @@ import (
 // Cases returns the cases run on the target control plane and the worker,
 // in the order of the report.
 func Cases() []*Case {
-	return slices.Concat(apidTLSCases(), identityCases(), roleCases(), routingCases(), limitCases(), trustdCases())
+	return slices.Concat(apidTLSCases(), identityCases(), roleCases(), routingCases(), limitCases(), trustdCases(), etcdCases())
 }
 
 // Run runs every case opts selects against the cluster and returns their
