@@ -45,7 +45,7 @@ func (e *Etcd) Bootstrap(ctx context.Context, fromSnapshot bool) error {
 }
 
 func (e *Etcd) checkBootstrap() error {
-	if e.hasData() {
+	if !e.dataDirEmpty() {
 		return fmt.Errorf("%w: the etcd data directory %s is not empty", ErrBootstrapped, e.dataDir())
 	}
 

@@ -143,11 +143,20 @@ func url(host string, port int) string {
 	return "https://" + net.JoinHostPort(host, strconv.Itoa(port))
 }
 
-// hasData reports whether the data folder holds a member.
+// hasData reports whether the data folder holds a member: its WAL, which
+// etcd writes once the member has joined its cluster. A start that failed
+// before (a join that raced another) leaves a member folder without one.
 func (e *Etcd) hasData() bool {
-	_, err := os.Stat(filepath.Join(e.dataDir(), "member"))
+	_, err := os.Stat(filepath.Join(e.dataDir(), "member", "wal"))
 
 	return err == nil
+}
+
+// dataDirEmpty reports whether the data folder is missing or empty.
+func (e *Etcd) dataDirEmpty() bool {
+	entries, err := os.ReadDir(e.dataDir())
+
+	return err != nil || len(entries) == 0
 }
 
 // peerEndpoints are the client URLs of the other control planes.

@@ -128,6 +128,12 @@ func (e *Etcd) join(ctx context.Context) (startPlan, error) {
 			return err
 		}
 
+		// Another control plane may have joined since: the member starts
+		// with the membership of now, which etcd checks against its own.
+		if resp, err = cli.MemberList(ctx); err == nil {
+			list = members(resp.Members)
+		}
+
 		if err = e.saveMemberID(id); err != nil {
 			return err
 		}

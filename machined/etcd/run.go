@@ -2,7 +2,9 @@ package etcd
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -88,6 +90,7 @@ func (e *Etcd) args(p startPlan) []string {
 		"--initial-cluster-token", e.cfg.ClusterToken,
 		"--logger", "zap", "--log-outputs", "stderr",
 		"--auto-compaction-mode", "periodic", "--auto-compaction-retention", "5m",
+		"--max-learners", strconv.Itoa(maxLearners),
 	}
 
 	if p.state != fromData {
@@ -114,6 +117,13 @@ func (e *Etcd) prepare(ctx context.Context, notify runner.Notify) (startPlan, er
 		}
 	}
 
+	// What a failed start left (no WAL) goes: the member joins afresh.
+	if err := os.RemoveAll(e.dataDir()); err != nil {
+		return startPlan{}, fmt.Errorf("etcd: %w", err)
+	}
+
+	shown := ""
+
 	for {
 		e.mu.Lock()
 		req, wake := e.bootstrap, e.wake
@@ -128,7 +138,11 @@ func (e *Etcd) prepare(ctx context.Context, notify runner.Notify) (startPlan, er
 			return plan, nil
 		}
 
-		notify(false, "waiting for bootstrap or a cluster to join: "+err.Error())
+		// One event per change of reason, not one per look.
+		if msg := "waiting for bootstrap or a cluster to join: " + err.Error(); msg != shown {
+			notify(false, msg)
+			shown = msg
+		}
 
 		t := e.cfg.Clock.NewTimer(discoverPeriod)
 
@@ -159,14 +173,20 @@ func (e *Etcd) planBootstrap(ctx context.Context, req *bootstrapRequest) (startP
 }
 
 // initialCluster renders members as --initial-cluster, the member id under
-// this node's name (it has none in etcd before it starts).
+// this node's name. A member that has not started has no name in etcd yet
+// (another learner joining at the same time): it is named by its ID until
+// it publishes its own.
 func initialCluster(members []member, self uint64, name string) string {
 	var parts []string
 
 	for _, m := range members {
 		n := m.name
-		if m.id == self {
+
+		switch {
+		case m.id == self:
 			n = name
+		case n == "":
+			n = "member-" + formatID(m.id)
 		}
 
 		for _, u := range m.peerURLs {

@@ -28,7 +28,7 @@ func (s service) Runner() (runner.Runner, error) {
 }
 
 func (s service) HealthCheck() (health.Check, health.Settings) {
-	return s.e.healthy, health.Settings{InitialDelay: 200 * time.Millisecond, Period: 2 * time.Second, Timeout: healthTimeout}
+	return s.e.healthy, health.Settings{InitialDelay: 200 * time.Millisecond, Period: healthPeriod, Timeout: healthTimeout}
 }
 
 // AllowAPI lets the API restart etcd, and start or stop it (leaving the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
@@ -80,12 +81,13 @@ func (c *Cluster) WaitVoters(ctx context.Context, cli *client.Client, deadline t
 
 		cancel()
 
-		voters := 0
+		voters, voting := 0, map[string]bool{}
 
 		if err == nil && len(resp.GetMessages()) == 1 {
 			for _, m := range resp.GetMessages()[0].GetMembers() {
 				if !m.GetIsLearner() && m.GetHostname() != "" {
 					voters++
+					voting[m.GetHostname()] = true
 				}
 			}
 
@@ -95,7 +97,15 @@ func (c *Cluster) WaitVoters(ctx context.Context, cli *client.Client, deadline t
 		}
 
 		if time.Now().After(deadline) {
-			return fmt.Errorf("localcluster: etcd has %d of %d voting members (last error: %v)", voters, want, err)
+			var tails strings.Builder
+
+			for _, n := range c.ControlPlanes() {
+				if !voting[n.Name] {
+					fmt.Fprintf(&tails, "%s:\n%s", n.Name, c.Tail(n, tailLines))
+				}
+			}
+
+			return fmt.Errorf("localcluster: etcd has %d of %d voting members (last error: %v)\n%s", voters, want, err, tails.String())
 		}
 
 		if !sleepCtx(ctx, pollInterval) {
