@@ -104,7 +104,7 @@ func cliRoles(t *testing.T, c *cliCluster) {
 	reader := c.configNew(t, "reader", "--roles", "os:reader")
 	operator := c.configNew(t, "operator", "--roles", "os:operator")
 
-	if out := c.ok(t, reader, "-n", c.all(), "services"); len(tableRows(out)) != 4 {
+	if out := c.ok(t, reader, "-n", c.all(), "services"); len(tableRows(out)) != 5 {
 		t.Fatalf("a reader lists the services of every node:\n%s", out)
 	}
 

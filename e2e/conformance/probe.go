@@ -54,7 +54,7 @@ func (e *Env) startProbe(ctx context.Context) error {
 			c.Machine.AcceptedCAs = []certs.CertAndKey{{Crt: e.ids.oldCA.CertPEM}}
 			// No etcd: the node leaves after the run, and a member that
 			// left unannounced would cost the cluster its quorum.
-			c.Cluster.Etcd.CA = nil
+			c.Cluster.Etcd = certs.EtcdSpec{Disabled: true}
 		},
 	}, probeBootTimeout)
 	if err != nil {
