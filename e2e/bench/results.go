@@ -12,6 +12,7 @@ type Results struct {
 	FanOut   []FanOut   `json:"fan_out,omitempty"`
 	Boot     *Boot      `json:"boot,omitempty"`
 	Memory   []Memory   `json:"memory,omitempty"`
+	Etcd     *Etcd      `json:"etcd,omitempty"`
 }
 
 // Case is one measured case of a comparison: the latencies of its calls,
