@@ -80,6 +80,7 @@ func TestEtcdCluster(t *testing.T) {
 	snapshot := filepath.Join(t.TempDir(), "etcd.snapshot")
 	t.Run("snapshot by role", func(t *testing.T) { checkSnapshotRoles(t, c, admin, cps[0], snapshot) })
 	t.Run("leave and come back", func(t *testing.T) { checkLeave(t, c, admin, cps, names) })
+	t.Run("removed member starts afresh", func(t *testing.T) { checkRemoved(t, admin, cps, names) })
 	t.Run("recover into a new cluster", func(t *testing.T) { checkRecover(t, snapshot) })
 }
 
@@ -316,4 +317,42 @@ func checkRecover(t *testing.T, snapshot string) {
 	if status.Code(err) != codes.FailedPrecondition {
 		t.Errorf("the only member leaving: %v, want FailedPrecondition", err)
 	}
+}
+
+// checkRemoved removes a running member by its ID through another node:
+// the removed member's etcd stops, drops its data and joins again as a new
+// member, promoted once caught up.
+func checkRemoved(t *testing.T, admin *client.Client, cps []localcluster.Node, names []string) {
+	ctx := etcdCtx(t)
+	removed := cps[1]
+
+	before, err := members(ctx, admin, cps[0].Address)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	id := before[removed.Name].GetId()
+
+	// etcd refuses a removal until every voter has been connected for a
+	// while (the member that just rejoined, here): FailedPrecondition.
+	eventually(t, "the removal accepted", func() error {
+		err := admin.EtcdRemoveMemberByID(client.WithNode(ctx, cps[0].Address), &machine.EtcdRemoveMemberByIDRequest{MemberId: id})
+		if err != nil && status.Code(err) != codes.FailedPrecondition {
+			t.Fatal(err)
+		}
+
+		return err
+	})
+
+	eventually(t, "the removed node votes again under a new ID", func() error {
+		if err := votersAre(ctx, admin, cps[0].Address, names...); err != nil {
+			return err
+		}
+
+		if after, _ := members(ctx, admin, cps[0].Address); after[removed.Name].GetId() == id {
+			return errors.New("still the old member ID")
+		}
+
+		return nil
+	})
 }
