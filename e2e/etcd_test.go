@@ -72,6 +72,7 @@ func TestEtcdCluster(t *testing.T) {
 		}
 	})
 
+	t.Run("maintenance", func(t *testing.T) { checkMaintenance(t, admin, cps) })
 	t.Run("bootstrap refused", func(t *testing.T) { checkBootstrapRefused(t, admin, cps, worker) })
 	t.Run("bad input", func(t *testing.T) { checkEtcdBadInput(t, admin, cps[0]) })
 	t.Run("kill -9 keeps quorum", func(t *testing.T) { checkEtcdKilled(t, c, admin, cps, names) })
@@ -355,4 +356,51 @@ func checkRemoved(t *testing.T, admin *client.Client, cps []localcluster.Node, n
 
 		return nil
 	})
+}
+
+// checkMaintenance: every member reports the same leader; the leader hands
+// leadership on; defragment and the alarm calls answer.
+func checkMaintenance(t *testing.T, admin *client.Client, cps []localcluster.Node) {
+	ctx := etcdCtx(t)
+
+	resp, err := admin.EtcdStatus(client.WithNodes(ctx, cps[0].Address, cps[1].Address, cps[2].Address))
+	if err != nil || len(resp.GetMessages()) != 3 {
+		t.Fatalf("EtcdStatus: %v %v", resp, err)
+	}
+
+	leader, leaderNode := resp.GetMessages()[0].GetMemberStatus().GetLeader(), ""
+
+	for _, m := range resp.GetMessages() {
+		st := m.GetMemberStatus()
+		if st.GetLeader() != leader || st.GetIsLearner() || len(st.GetErrors()) > 0 {
+			t.Fatalf("status of %s: %v", m.GetMetadata().GetHostname(), st)
+		}
+
+		if st.GetMemberId() == leader {
+			leaderNode = m.GetMetadata().GetHostname() // apid tags each reply with its node's address
+		}
+	}
+
+	if leaderNode == "" {
+		t.Fatalf("no node is the leader %x", leader)
+	}
+
+	moved, err := admin.EtcdForfeitLeadership(client.WithNode(ctx, leaderNode), &machine.EtcdForfeitLeadershipRequest{})
+	if err != nil || moved.GetMessages()[0].GetMember() == "" {
+		t.Fatalf("EtcdForfeitLeadership on the leader: %v %v", moved, err)
+	}
+
+	node := client.WithNode(ctx, cps[0].Address)
+
+	if _, err = admin.EtcdDefragment(node); err != nil {
+		t.Errorf("EtcdDefragment: %v", err)
+	}
+
+	if alarms, err := admin.EtcdAlarmList(node); err != nil || len(alarms.GetMessages()[0].GetMemberAlarms()) != 0 {
+		t.Errorf("EtcdAlarmList: %v %v", alarms, err)
+	}
+
+	if _, err = admin.EtcdAlarmDisarm(node); err != nil {
+		t.Errorf("EtcdAlarmDisarm: %v", err)
+	}
 }
