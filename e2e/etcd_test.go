@@ -168,6 +168,12 @@ func checkControlPlaneRestart(t *testing.T, c *localcluster.Cluster, admin *clie
 		t.Fatal(err)
 	}
 
+	// With one of three members down, another leaving would break quorum.
+	err = admin.EtcdLeaveCluster(client.WithNode(ctx, cps[2].Address), &machine.EtcdLeaveClusterRequest{})
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "quorum") {
+		t.Errorf("leaving with a member down: %v, want FailedPrecondition about quorum", err)
+	}
+
 	if _, err = c.StartNode(ctx, cps[1].Name, etcdTimeout); err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -94,11 +95,11 @@ func (e *Etcd) Leave(ctx context.Context, svc ServiceControl) error {
 }
 
 // othersUp returns the client URLs of the other voters that answer, and
-// refuses when they are too few to keep quorum without self.
+// refuses when they are too few to keep quorum without self. Each voter is
+// asked on its own, all at once, so that one that is down costs one
+// dial timeout and no other voter's answer.
 func (e *Etcd) othersUp(ctx context.Context, self uint64) ([]string, error) {
-	var up []string
-
-	voters := 0
+	var voters []string
 
 	err := e.withLocal(ctx, func(ctx context.Context, cli *clientv3.Client) error {
 		resp, err := cli.MemberList(ctx)
@@ -107,16 +108,8 @@ func (e *Etcd) othersUp(ctx context.Context, self uint64) ([]string, error) {
 		}
 
 		for _, m := range resp.Members {
-			if m.IsLearner || m.ID == self {
-				continue
-			}
-
-			voters++
-
-			if len(m.ClientURLs) > 0 {
-				if _, err := cli.Status(ctx, m.ClientURLs[0]); err == nil {
-					up = append(up, m.ClientURLs[0])
-				}
+			if !m.IsLearner && m.ID != self && len(m.ClientURLs) > 0 {
+				voters = append(voters, m.ClientURLs[0])
 			}
 		}
 
@@ -126,11 +119,39 @@ func (e *Etcd) othersUp(ctx context.Context, self uint64) ([]string, error) {
 		return nil, err
 	}
 
-	switch {
-	case voters == 0:
+	if len(voters) == 0 {
 		return nil, fmt.Errorf("%w: this is the cluster's only voting member", ErrQuorum)
-	case len(up) < voters/2+1:
-		return nil, fmt.Errorf("%w: %d of the other %d voting members answer", ErrQuorum, len(up), voters)
+	}
+
+	answered := make([]bool, len(voters))
+
+	var wg sync.WaitGroup
+
+	for i, url := range voters {
+		wg.Go(func() {
+			answered[i] = e.withEndpoints(ctx, []string{url}, func(ctx context.Context, cli *clientv3.Client) error {
+				sctx, cancel := context.WithTimeout(ctx, dialTimeout)
+				defer cancel()
+
+				_, err := cli.Status(sctx, url)
+
+				return err
+			}) == nil
+		})
+	}
+
+	wg.Wait()
+
+	var up []string
+
+	for i, ok := range answered {
+		if ok {
+			up = append(up, voters[i])
+		}
+	}
+
+	if len(up) < len(voters)/2+1 {
+		return nil, fmt.Errorf("%w: %d of the other %d voting members answer", ErrQuorum, len(up), len(voters))
 	}
 
 	return up, nil
