@@ -113,7 +113,7 @@ func New(cfg Config) (*Etcd, error) {
 		cfg.ClusterToken = "aegis"
 	}
 
-	return &Etcd{cfg: cfg, log: cfg.Logger.With(slog.String("service", ServiceID)), wake: make(chan struct{})}, nil
+	return &Etcd{cfg: cfg, log: cfg.Logger.With(slog.String(logService, ServiceID)), wake: make(chan struct{})}, nil
 }
 
 // Close releases the client of the local member.

@@ -95,10 +95,27 @@ func (e *Etcd) Leave(ctx context.Context, svc ServiceControl) error {
 }
 
 // othersUp returns the client URLs of the other voters that answer, and
-// refuses when they are too few to keep quorum without self. Each voter is
-// asked on its own, all at once, so that one that is down costs one
-// dial timeout and no other voter's answer.
+// refuses when they are too few to keep quorum without self.
 func (e *Etcd) othersUp(ctx context.Context, self uint64) ([]string, error) {
+	voters, err := e.otherVoters(ctx, self)
+	if err != nil {
+		return nil, err
+	}
+
+	if len(voters) == 0 {
+		return nil, fmt.Errorf("%w: this is the cluster's only voting member", ErrQuorum)
+	}
+
+	up := e.answering(ctx, voters)
+	if len(up) < len(voters)/2+1 {
+		return nil, fmt.Errorf("%w: %d of the other %d voting members answer", ErrQuorum, len(up), len(voters))
+	}
+
+	return up, nil
+}
+
+// otherVoters lists the client URLs of the voters other than self.
+func (e *Etcd) otherVoters(ctx context.Context, self uint64) ([]string, error) {
 	var voters []string
 
 	err := e.withLocal(ctx, func(ctx context.Context, cli *clientv3.Client) error {
@@ -115,19 +132,19 @@ func (e *Etcd) othersUp(ctx context.Context, self uint64) ([]string, error) {
 
 		return nil
 	})
-	if err != nil {
-		return nil, err
-	}
 
-	if len(voters) == 0 {
-		return nil, fmt.Errorf("%w: this is the cluster's only voting member", ErrQuorum)
-	}
+	return voters, err
+}
 
-	answered := make([]bool, len(voters))
+// answering returns the URLs whose member answers a status call. Each is
+// asked on its own, all at once, so that one that is down costs one dial
+// timeout and no other member's answer.
+func (e *Etcd) answering(ctx context.Context, urls []string) []string {
+	answered := make([]bool, len(urls))
 
 	var wg sync.WaitGroup
 
-	for i, url := range voters {
+	for i, url := range urls {
 		wg.Go(func() {
 			answered[i] = e.withEndpoints(ctx, []string{url}, func(ctx context.Context, cli *clientv3.Client) error {
 				sctx, cancel := context.WithTimeout(ctx, dialTimeout)
@@ -146,15 +163,11 @@ func (e *Etcd) othersUp(ctx context.Context, self uint64) ([]string, error) {
 
 	for i, ok := range answered {
 		if ok {
-			up = append(up, voters[i])
+			up = append(up, urls[i])
 		}
 	}
 
-	if len(up) < len(voters)/2+1 {
-		return nil, fmt.Errorf("%w: %d of the other %d voting members answer", ErrQuorum, len(up), len(voters))
-	}
-
-	return up, nil
+	return up
 }
 
 // withEndpoints runs fn with a client of endpoints.

@@ -44,7 +44,7 @@ func (r memberRunner) Run(ctx context.Context, notify runner.Notify) error {
 		return err
 	}
 
-	r.e.log.Info("starting etcd", slog.String("state", plan.state.String()))
+	r.e.log.Info("starting etcd", slog.String(logState, plan.state.String()))
 
 	runCtx, cancel := context.WithCancel(ctx)
 
@@ -122,6 +122,12 @@ func (e *Etcd) prepare(ctx context.Context, notify runner.Notify) (startPlan, er
 		return startPlan{}, fmt.Errorf("etcd: %w", err)
 	}
 
+	return e.waitForPlan(ctx, notify)
+}
+
+// waitForPlan looks for a bootstrap request or a cluster to join until
+// one comes or ctx ends.
+func (e *Etcd) waitForPlan(ctx context.Context, notify runner.Notify) (startPlan, error) {
 	shown := ""
 
 	for {
