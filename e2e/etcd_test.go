@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"github.com/siderolabs/talos/pkg/machinery/client"
@@ -126,24 +128,36 @@ func checkEtcdBadInput(t *testing.T, admin *client.Client, cp localcluster.Node)
 	}
 }
 
+// checkEtcdKilled kills a follower's etcd (a leader's death adds an
+// election, not a loss of quorum): the other two keep taking writes, and
+// the service starts the member again from its data.
 func checkEtcdKilled(t *testing.T, c *localcluster.Cluster, admin *client.Client, cps []localcluster.Node, names []string) {
 	ctx := etcdCtx(t)
 
-	_, _, pid, err := etcdService(ctx, admin, cps[2].Address)
+	victim, writer := follower(t, admin, cps)
+
+	_, _, pid, err := etcdService(ctx, admin, victim.Address)
 	if err != nil || pid == 0 {
-		t.Fatalf("etcd PID on %s: %d %v", cps[2].Name, pid, err)
+		t.Fatalf("etcd PID on %s: %d %v", victim.Name, pid, err)
 	}
 
 	if err = syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 
-	if _, err = etcdClient(t, c, cps[0]).Put(ctx, "aegis/e2e/after-kill", "written"); err != nil {
-		t.Fatalf("a write with one member down: %v", err)
-	}
+	kv := etcdClient(t, c, writer)
+
+	eventually(t, "a write with one member down", func() error {
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+
+		_, err := kv.Put(wctx, "aegis/e2e/after-kill", "written")
+
+		return err
+	})
 
 	eventually(t, "etcd restarted and healthy", func() error {
-		st, healthy, newPID, err := etcdService(ctx, admin, cps[2].Address)
+		st, healthy, newPID, err := etcdService(ctx, admin, victim.Address)
 		if err == nil && (st != "Running" || !healthy || newPID == pid) {
 			err = errors.New(st)
 		}
@@ -154,6 +168,35 @@ func checkEtcdKilled(t *testing.T, c *localcluster.Cluster, admin *client.Client
 	if err = votersAre(ctx, admin, cps[0].Address, names...); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// follower returns a control plane whose member does not lead, and another.
+func follower(t *testing.T, admin *client.Client, cps []localcluster.Node) (victim, other localcluster.Node) {
+	t.Helper()
+
+	ctx := etcdCtx(t)
+
+	st, err := admin.EtcdStatus(client.WithNode(ctx, cps[0].Address))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	ms, err := members(ctx, admin, cps[0].Address)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	leader := st.GetMessages()[0].GetMemberStatus().GetLeader()
+
+	for i, n := range cps {
+		if ms[n.Name].GetId() != leader {
+			return n, cps[(i+1)%len(cps)]
+		}
+	}
+
+	t.Fatalf("every member leads? %v", ms)
+
+	return
 }
 
 func checkControlPlaneRestart(t *testing.T, c *localcluster.Cluster, admin *client.Client, cps []localcluster.Node, names []string) {
