@@ -57,7 +57,8 @@ type Config struct {
 	Clock        clock.Clock
 }
 
-// Etcd is the etcd of one control plane for one boot.
+// Etcd is the etcd of one control plane, made at its first boot; NewBoot
+// starts each boot afresh.
 type Etcd struct {
 	cfg Config
 	log *slog.Logger
