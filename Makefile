@@ -19,7 +19,7 @@ LDFLAGS  := -X github.com/aegis-os/aegis/internal/version.Tag=$(VERSION) \
 # Where `make install` puts the binaries: $(DESTDIR)$(PREFIX)/bin.
 PREFIX   ?= /usr/local
 DESTDIR  ?=
-INSTALL_BINS := aegisctl machined apid trustd
+INSTALL_BINS := aegisctl machined apid trustd etcd
 
 export CGO_ENABLED ?= 0
 

@@ -123,7 +123,7 @@ func (i *Issuer) Issue(req Request) (*Issued, error) {
 	}
 
 	if !req.Profile.known() {
-		return nil, refuse(ReasonProfile, "%q (known: server, client, impersonator)", req.Profile)
+		return nil, refuse(ReasonProfile, "%q (known: server, client, impersonator, peer)", req.Profile)
 	}
 
 	org, err := req.Profile.organization(req.Roles)
@@ -209,7 +209,7 @@ func (i *Issuer) recheck(cert *x509.Certificate, req Request, org []string, notB
 		return errors.New("CA flag set or basic constraints missing")
 	case cert.KeyUsage != x509.KeyUsageDigitalSignature:
 		return fmt.Errorf("key usage %v", cert.KeyUsage)
-	case !slices.Equal(cert.ExtKeyUsage, []x509.ExtKeyUsage{req.Profile.extKeyUsage()}) || len(cert.UnknownExtKeyUsage) > 0:
+	case !slices.Equal(cert.ExtKeyUsage, req.Profile.extKeyUsage()) || len(cert.UnknownExtKeyUsage) > 0:
 		return fmt.Errorf("extended key usage %v", cert.ExtKeyUsage)
 	case !sameSet(cert.Subject.Organization, org):
 		return fmt.Errorf("organization %q, want %q", cert.Subject.Organization, org)

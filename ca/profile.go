@@ -24,10 +24,17 @@ const (
 	// ProfileImpersonator is a node's own client certificate, used by apid to
 	// forward requests to other nodes: EKU ClientAuth, Organization os:impersonator.
 	ProfileImpersonator Profile = "impersonator"
+	// ProfilePeer is a certificate of etcd, whose members dial each other
+	// with the certificate they serve with: EKU ServerAuth and ClientAuth,
+	// no Organization. Only the etcd CA issues it; nothing that trusts the
+	// OS CA accepts it.
+	ProfilePeer Profile = "peer"
 )
 
 // Profiles lists every profile.
-func Profiles() []Profile { return []Profile{ProfileServer, ProfileClient, ProfileImpersonator} }
+func Profiles() []Profile {
+	return []Profile{ProfileServer, ProfileClient, ProfileImpersonator, ProfilePeer}
+}
 
 // ProfileDefaults gives each profile's lifetime when a request names none, and
 // the longest lifetime an Issuer grants unless its config lowers it.
@@ -50,28 +57,46 @@ func DefaultsFor(p Profile) ProfileDefaults {
 
 func (p Profile) known() bool {
 	switch p {
-	case ProfileServer, ProfileClient, ProfileImpersonator:
+	case ProfileServer, ProfileClient, ProfileImpersonator, ProfilePeer:
 		return true
 	default:
 		return false
 	}
 }
 
-func (p Profile) extKeyUsage() x509.ExtKeyUsage {
-	if p == ProfileServer {
-		return x509.ExtKeyUsageServerAuth
+func (p Profile) extKeyUsage() []x509.ExtKeyUsage {
+	switch p {
+	case ProfileServer:
+		return []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
+	case ProfilePeer:
+		return []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}
+	default:
+		return []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
+	}
+}
+
+// cfsslUsages names the profile's usages as cfssl does.
+func (p Profile) cfsslUsages() []string {
+	usages := []string{"digital signature"}
+
+	for _, eku := range p.extKeyUsage() {
+		if eku == x509.ExtKeyUsageServerAuth {
+			usages = append(usages, "server auth")
+		} else {
+			usages = append(usages, "client auth")
+		}
 	}
 
-	return x509.ExtKeyUsageClientAuth
+	return usages
 }
 
 // organization decides the certificate's Organization from the profile and
 // the roles the caller (never the CSR) asked for.
 func (p Profile) organization(roles role.Set) ([]string, error) {
 	switch p {
-	case ProfileServer:
+	case ProfileServer, ProfilePeer:
 		if len(roles) > 0 {
-			return nil, refuse(ReasonRoles, "server certificates carry no roles")
+			return nil, refuse(ReasonRoles, "server and peer certificates carry no roles")
 		}
 
 		return nil, nil
@@ -109,13 +134,8 @@ func cfsslPolicy() *cfconfig.Signing {
 	profiles := map[string]*cfconfig.SigningProfile{}
 
 	for _, p := range Profiles() {
-		eku := "server auth"
-		if p.extKeyUsage() == x509.ExtKeyUsageClientAuth {
-			eku = "client auth"
-		}
-
 		profiles[string(p)] = &cfconfig.SigningProfile{
-			Usage:                       []string{"digital signature", eku},
+			Usage:                       p.cfsslUsages(),
 			Expiry:                      DefaultsFor(p).TTL,
 			CSRWhitelist:                whitelist,
 			ClientProvidesSerialNumbers: true,

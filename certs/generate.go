@@ -59,6 +59,10 @@ func GenerateMachineConfig(b *Bundle, t NodeType, opts ConfigOptions, now time.T
 		}
 	}
 
+	if b.Certs != nil && b.Certs.Etcd != nil && t.IsControlPlane() {
+		c.Cluster.Etcd.CA = &CertAndKey{Crt: b.Certs.Etcd.Crt, Key: b.Certs.Etcd.Key}
+	}
+
 	if err := c.Validate(string(t)+" config", now); err != nil {
 		return nil, err
 	}

@@ -53,6 +53,7 @@ type MachineConfig struct {
 
 	// Parsed forms, filled by Validate.
 	osCA     *ca.CA
+	etcdCA   *ca.CA
 	caCert   *x509.Certificate
 	accepted *ca.AcceptedSet
 	token    token.Token
@@ -88,6 +89,7 @@ type TimeSpec struct {
 type ClusterSpec struct {
 	Name         string           `yaml:"name"`
 	ControlPlane ControlPlaneSpec `yaml:"controlPlane"`
+	Etcd         EtcdSpec         `yaml:"etcd,omitempty"`
 	// WorkerSANs are the names and addresses (allowed-SAN patterns, as
 	// `aegisctl token create --allow-san` takes them) that the static token
 	// obtains besides the address a worker calls from; a control plane's
@@ -175,6 +177,7 @@ func (c *MachineConfig) Validate(what string, now time.Time) error {
 	c.validateSANs(&ps)
 	c.validateTime(&ps)
 	c.validateCluster(&ps)
+	c.validateEtcd(&ps, now)
 
 	return ps.err(what)
 }

@@ -73,6 +73,17 @@ func TestMachineConfigProblems(t *testing.T) {
 
 			return strings.Replace(s, "name: demo", "name: Demo.Cluster", 1)
 		}, paths: []string{"cluster.name", "cluster.controlPlane.endpoints"}},
+		{name: "control plane without the etcd CA", base: cp, edit: func(s string) string {
+			s, _, _ = strings.Cut(s, "    etcd:\n")
+
+			return s
+		}, paths: []string{"cluster.etcd.ca"}},
+		{name: "etcd CA key of another CA", base: cp, edit: func(s string) string {
+			return replaceLine(s, "            key: ", "            key: "+b64(otherCA.KeyPEM))
+		}, paths: []string{"cluster.etcd.ca.key"}},
+		{name: "worker with the etcd CA", base: worker, edit: func(s string) string {
+			return s + "    etcd:\n        ca:\n            crt: " + b64(otherCA.CertPEM) + "\n            key: " + b64(otherCA.KeyPEM) + "\n"
+		}, paths: []string{"cluster.etcd.ca"}},
 		{name: "accepted CA with key, accepted leaf", base: cp, edit: func(s string) string {
 			leaf := catest.Issue(t, catest.NewIssuer(t, otherCA, catest.Epoch), catest.Key(t, ca.Ed25519), ca.ProfileServer, 0)
 
@@ -229,3 +240,19 @@ func removeLine(s, prefix string) string {
 }
 
 func b64(data []byte) string { return base64.StdEncoding.EncodeToString(data) }
+
+// TestEtcdDisabled: a control plane may run no etcd, and then carries no CA.
+func TestEtcdDisabled(t *testing.T) {
+	cp := readGolden(t, goldenControlPlane)
+	s, _, _ := strings.Cut(cp, "    etcd:\n")
+
+	c, err := certs.ParseMachineConfig("test.yaml", []byte(s+"    etcd:\n        disabled: true\n"), catest.Epoch)
+	if err != nil || c.EtcdCA() != nil {
+		t.Fatalf("disabled etcd: %v, CA %v", err, c.EtcdCA())
+	}
+
+	full, err := certs.ParseMachineConfig("test.yaml", []byte(cp), catest.Epoch)
+	if err != nil || full.EtcdCA() == nil {
+		t.Fatalf("control plane: %v, want its etcd CA", err)
+	}
+}

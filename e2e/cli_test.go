@@ -27,6 +27,7 @@ func TestCLI(t *testing.T) {
 	t.Run("every node answers", func(t *testing.T) { cliEveryNode(t, c) })
 	t.Run("reboot, health and events", func(t *testing.T) { cliReboot(t, c) })
 	t.Run("roles of configs made with config new", func(t *testing.T) { cliRoles(t, c) })
+	t.Run("etcd commands", func(t *testing.T) { cliEtcd(t, c) })
 	t.Run("single-use token joins one worker", func(t *testing.T) { cliSingleUseToken(t, c) })
 	t.Run("short-lived certificate renews itself", func(t *testing.T) { cliRenewal(t, c, short) })
 	t.Run("apid restarted through itself answers", func(t *testing.T) { cliApidRestart(t, c) })
@@ -104,7 +105,7 @@ func cliRoles(t *testing.T, c *cliCluster) {
 	reader := c.configNew(t, "reader", "--roles", "os:reader")
 	operator := c.configNew(t, "operator", "--roles", "os:operator")
 
-	if out := c.ok(t, reader, "-n", c.all(), "services"); len(tableRows(out)) != 4 {
+	if out := c.ok(t, reader, "-n", c.all(), "services"); len(tableRows(out)) != 5 {
 		t.Fatalf("a reader lists the services of every node:\n%s", out)
 	}
 

@@ -190,7 +190,7 @@ func failingBinaries(t *testing.T) string {
 
 	dir := t.TempDir()
 
-	for _, name := range []string{"machined", "trustd"} {
+	for _, name := range []string{"machined", "trustd", "etcd"} {
 		if err := os.Symlink(filepath.Join(binDir, name), filepath.Join(dir, name)); err != nil {
 			t.Fatal(err)
 		}

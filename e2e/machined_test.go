@@ -168,6 +168,10 @@ func TestMachinedNode(t *testing.T) {
 
 	c := talosClient(t, filepath.Join(dir, "aegisconfig"))
 
+	start = time.Now()
+	bootstrapEtcd(t, c)
+	t.Logf("control plane: bootstrap to etcd healthy in %s", time.Since(start).Round(time.Millisecond))
+
 	t.Run("info", func(t *testing.T) { checkInfo(t, c) })
 	t.Run("logs of apid", func(t *testing.T) { checkApidLogs(t, c) })
 	t.Run("events follow a restart", func(t *testing.T) { checkEventsOfRestart(t, c) })
@@ -204,9 +208,27 @@ func checkInfo(t *testing.T, c *client.Client) {
 		got = append(got, fmt.Sprintf("%s=%s/%v", s.GetId(), s.GetState(), s.GetHealth().GetHealthy()))
 	}
 
-	if strings.Join(got, ",") != "apid=Running/true,trustd=Running/true" {
+	if strings.Join(got, ",") != "apid=Running/true,etcd=Running/true,trustd=Running/true" {
 		t.Fatalf("services: %v", got)
 	}
+}
+
+// bootstrapEtcd forms the control plane's etcd and waits until it is healthy.
+func bootstrapEtcd(t *testing.T, c *client.Client) {
+	t.Helper()
+
+	if err := c.Bootstrap(ctx(t), &machine.BootstrapRequest{}); err != nil {
+		t.Fatal(err)
+	}
+
+	eventually(t, "etcd healthy after the bootstrap", func() error {
+		list, err := c.ServiceList(ctx(t))
+		if err == nil && !allRunning(list) {
+			err = fmt.Errorf("not all services up: %v", list)
+		}
+
+		return err
+	})
 }
 
 func checkApidLogs(t *testing.T, c *client.Client) {

@@ -58,7 +58,7 @@ func needBinaries(t *testing.T) {
 			return
 		}
 
-		for _, name := range []string{"trustd", "apid", "machined", "aegisctl"} {
+		for _, name := range []string{"trustd", "apid", "machined", "aegisctl", "etcd"} {
 			if buildErr = build(binDir, name); buildErr != nil {
 				return
 			}

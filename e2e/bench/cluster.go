@@ -148,7 +148,7 @@ type watchedProcess struct {
 type watchedProcesses []watchedProcess
 
 // nodeProcesses returns a node's machined and the services it runs (apid,
-// and trustd on a control plane), by name.
+// and trustd and etcd on a control plane), by name.
 func nodeProcesses(n localcluster.Node) (map[string]int, error) {
 	children, err := childrenOf(n.PID)
 	if err != nil {
@@ -157,7 +157,7 @@ func nodeProcesses(n localcluster.Node) (map[string]int, error) {
 
 	procs := map[string]int{"machined": n.PID}
 
-	for _, name := range []string{"apid", "trustd"} {
+	for _, name := range []string{"apid", "trustd", "etcd"} {
 		if pid, ok := children[name]; ok {
 			procs[name] = pid
 		}
@@ -166,7 +166,7 @@ func nodeProcesses(n localcluster.Node) (map[string]int, error) {
 	return procs, nil
 }
 
-// watchNodes finds machined, apid and trustd of the control plane and
+// watchNodes finds machined, apid, trustd and etcd of the control plane and
 // machined and apid of the first worker.
 func watchNodes(c *localcluster.Cluster) (watchedProcesses, error) {
 	var out watchedProcesses
@@ -182,7 +182,7 @@ func watchNodes(c *localcluster.Cluster) (watchedProcesses, error) {
 			return nil, err
 		}
 
-		for _, name := range []string{"machined", "apid", "trustd"} {
+		for _, name := range []string{"machined", "apid", "trustd", "etcd"} {
 			if pid, ok := procs[name]; ok {
 				out = append(out, watchedProcess{name, role, pid})
 			}

@@ -12,10 +12,12 @@ const (
 	GoalTrustdVsCfssl    = 3.0             // trustd rate ÷ cfssl serve's, same connection mode, at least
 	GoalJoinStorm        = 5 * time.Second // total of a 200-client storm, under
 	GoalJoinStormClients = 200
-	GoalAPIDVsDirect     = 2.0             // median through apid ÷ straight to machined, at most
-	GoalFanOut20         = 3.0             // median with nodes=20 ÷ nodes=1, at most
-	GoalControlPlaneUp   = 2 * time.Second // median boot of a control plane, under
-	GoalAPIDIdleRSS      = 40 << 20        // apid's resident memory at idle, under (bytes)
+	GoalAPIDVsDirect     = 2.0              // median through apid ÷ straight to machined, at most
+	GoalFanOut20         = 3.0              // median with nodes=20 ÷ nodes=1, at most
+	GoalControlPlaneUp   = 2 * time.Second  // median boot of a control plane, under
+	GoalAPIDIdleRSS      = 40 << 20         // apid's resident memory at idle, under (bytes)
+	GoalEtcdClusterUp    = 10 * time.Second // cluster create, 3 control planes + 2 workers, all voters healthy, under
+	GoalEtcdSingleUp     = 2 * time.Second  // one control plane's start to etcd healthy, under
 )
 
 // missing is how a goal shows a figure that was not measured.
@@ -39,7 +41,8 @@ func (r Results) Goals() []Goal {
 				Ratio(is.TrustdNew.PerSecond(), is.CfsslNew.PerSecond()), GoalTrustdVsCfssl))
 	}
 
-	return append(out, r.joinGoal(), r.apidGoal(), r.fanOutGoal(), r.bootGoal(), r.memoryGoal(), r.connFloodGoal())
+	return append(out, r.joinGoal(), r.apidGoal(), r.fanOutGoal(), r.bootGoal(), r.memoryGoal(), r.connFloodGoal(),
+		r.etcdClusterGoal(), r.etcdSingleGoal())
 }
 
 func atLeast(name string, v, bound float64) Goal {
@@ -123,4 +126,22 @@ func (r Results) memoryGoal() Goal {
 	}
 
 	return g
+}
+
+func (r Results) etcdClusterGoal() Goal {
+	name := "cluster create, 3 control planes + 2 workers, until all etcd voters are healthy"
+	if r.Etcd == nil {
+		return under(name, 0, GoalEtcdClusterUp)
+	}
+
+	return under(name, r.Etcd.ClusterUp, GoalEtcdClusterUp)
+}
+
+func (r Results) etcdSingleGoal() Goal {
+	name := "one control plane: machined start to etcd healthy"
+	if r.Etcd == nil {
+		return under(name, 0, GoalEtcdSingleUp)
+	}
+
+	return under(name, r.Etcd.SingleUp, GoalEtcdSingleUp)
 }

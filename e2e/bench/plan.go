@@ -37,6 +37,8 @@ type Plan struct {
 	// FanOutNodes are the node counts compared, FanOutCalls calls each.
 	FanOutNodes []int
 	FanOutCalls int
+	// EtcdKeys are written to etcd before the snapshot that is timed.
+	EtcdKeys int
 	// Budget bounds each case's loop in time.
 	Budget time.Duration
 	// Settle is the pause before idle memory is read.
@@ -50,7 +52,7 @@ var FullPlan = Plan{
 	BootReps: 10, ClusterWorkers: 19,
 	JoinClients: 200, JoinStorms: 5,
 	APIDCalls: 5000, APIDWorkers: 8, APIDParallelCalls: 50000, Handshakes: 2000,
-	FanOutNodes: []int{1, 5, 20}, FanOutCalls: 500,
+	FanOutNodes: []int{1, 5, 20}, FanOutCalls: 500, EtcdKeys: 10000,
 	Budget: time.Minute, Settle: 3 * time.Second,
 }
 
@@ -62,7 +64,7 @@ var QuickPlan = Plan{
 	BootReps: 3, ClusterWorkers: 19,
 	JoinClients: 200, JoinStorms: 2,
 	APIDCalls: 1000, APIDWorkers: 8, APIDParallelCalls: 5000, Handshakes: 400,
-	FanOutNodes: []int{1, 5, 20}, FanOutCalls: 150,
+	FanOutNodes: []int{1, 5, 20}, FanOutCalls: 150, EtcdKeys: 10000,
 	Budget: 10 * time.Second, Settle: time.Second,
 }
 

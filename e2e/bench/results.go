@@ -14,6 +14,7 @@ type Results struct {
 	Memory   []Memory     `json:"memory,omitempty"`
 	Flood    *ConnFlood   `json:"connection_flood,omitempty"`
 	Streams  *StreamFlood `json:"stream_flood,omitempty"`
+	Etcd     *Etcd        `json:"etcd,omitempty"`
 }
 
 // Case is one measured case of a comparison: the latencies of its calls,

@@ -89,6 +89,7 @@ func (r *run) stages(ctx context.Context) []string {
 		{"boot", r.boot},
 		{"cluster loads", r.clusterLoads},
 		{"connection flood", r.connFlood},
+		{"etcd", r.etcd},
 	} {
 		if ctx.Err() != nil {
 			failures = append(failures, s.name+": not run: "+context.Cause(ctx).Error())
@@ -122,7 +123,7 @@ func (r *run) logf(format string, args ...any) {
 }
 
 // Binaries lists what BinDir must hold.
-var Binaries = []string{"machined", "apid", "trustd", "cfssl"}
+var Binaries = []string{"machined", "apid", "trustd", "etcd", "cfssl"}
 
 func checkBinaries(dir string) error {
 	var missing []error

@@ -1,6 +1,9 @@
 package bench
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // Sections lays the results out as the report's tables, in the order they
 // are printed. Parts that were not measured are left out.
@@ -33,6 +36,10 @@ func (r Results) Sections() []Section {
 
 	if r.Streams != nil {
 		out = append(out, r.streamFloodSection())
+	}
+
+	if r.Etcd != nil {
+		out = append(out, r.etcdSection())
 	}
 
 	return out
@@ -152,5 +159,28 @@ func (r Results) bootSection() Section {
 		How: "a fresh one-node cluster, then a worker started once it is up; from the process's start " +
 			"(/proc) to machined's \"node ready\" (every service running and healthy)",
 		Rows: rows,
+	}
+}
+
+func (r Results) etcdSection() Section {
+	e := r.Etcd
+
+	rss := make([]string, len(e.IdleRSS))
+	for i, b := range e.IdleRSS {
+		rss[i] = formatMiB(b)
+	}
+
+	return Section{
+		Title: "etcd",
+		How: "cluster create from its call until every control plane votes and every service is up; one control plane " +
+			"from machined's start (/proc) to etcd healthy, bootstrapped once ready; snapshot through apid into a file; " +
+			"restore = EtcdRecover + Bootstrap with recover on a fresh control plane until its etcd serves the keys",
+		Rows: []Row{
+			{Name: fmt.Sprintf("cluster create, %d control planes + %d workers: all voters healthy", e.ControlPlanes, e.Workers), Total: e.ClusterUp},
+			{Name: "one control plane: start to etcd healthy", Total: e.SingleUp},
+			{Name: "etcd idle RSS per control plane", Note: strings.Join(rss, ", ")},
+			{Name: fmt.Sprintf("snapshot of %d keys", e.Keys), Total: e.Snapshot, Note: formatMiB(uint64(e.SnapshotBytes))},
+			{Name: fmt.Sprintf("restore of %d keys into a new control plane", e.Keys), Total: e.Restore},
+		},
 	}
 }

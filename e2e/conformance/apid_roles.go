@@ -100,7 +100,7 @@ func methodClasses() []methodClass {
 		{"read stream: Logs", callLogs, all, codes.OK},
 		{"read stream: Events", callEvents, all, codes.OK},
 		{"operate: ServiceRestart of an unknown service", callRestart, []role.Role{role.Admin, role.Operator}, codes.NotFound},
-		{"etcd backup stream: EtcdSnapshot", callEtcdSnapshot, []role.Role{role.Admin, role.Operator, role.EtcdBackup}, codes.Unimplemented},
+		{"etcd backup stream: EtcdSnapshot", callEtcdSnapshot, []role.Role{role.Admin, role.Operator, role.EtcdBackup}, codes.OK},
 		{"admin: GenerateClientConfiguration with an unknown role", callClientConfig, []role.Role{role.Admin}, codes.InvalidArgument},
 		{"admin stream: Read", callRead, []role.Role{role.Admin}, codes.Unimplemented},
 		{"admin: TokenService.List", callTokenList, []role.Role{role.Admin}, codes.OK},

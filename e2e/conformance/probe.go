@@ -52,6 +52,9 @@ func (e *Env) startProbe(ctx context.Context) error {
 		Configure: func(c *certs.MachineConfig) {
 			c.Machine.Time = certs.TimeSpec{Servers: []string{ntp.Addr()}}
 			c.Machine.AcceptedCAs = []certs.CertAndKey{{Crt: e.ids.oldCA.CertPEM}}
+			// No etcd: the node leaves after the run, and a member that
+			// left unannounced would cost the cluster its quorum.
+			c.Cluster.Etcd = certs.EtcdSpec{Disabled: true}
 		},
 	}, probeBootTimeout)
 	if err != nil {

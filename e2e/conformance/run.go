@@ -21,6 +21,7 @@ func Cases() []*Case {
 		refusalCases(),
 		listenerCases(),
 		streamCases(),
+		etcdCases(),
 	)
 }
 

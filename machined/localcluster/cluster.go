@@ -30,6 +30,8 @@ type Cluster struct {
 	// NodeCertTTL is given to every machined as --node-cert-ttl; zero
 	// leaves machined's default.
 	NodeCertTTL time.Duration `json:"nodeCertTTL,omitempty"`
+
+	skipBootstrap bool // Create leaves etcd unbootstrapped
 }
 
 // Node is one node of a local cluster.
@@ -136,7 +138,7 @@ func prepare(opts Options) (*Cluster, error) {
 			n.Name = fmt.Sprintf("%s-worker-%d", opts.Name, i-opts.ControlPlanes+1)
 		}
 
-		if err := portsFree(n.Address); err != nil {
+		if err := portsFree(n.Address, n.Type.IsControlPlane()); err != nil {
 			return nil, err
 		}
 
@@ -156,9 +158,15 @@ func prepare(opts Options) (*Cluster, error) {
 	return c, nil
 }
 
-// portsFree checks that apid's and trustd's ports are free on addr.
-func portsFree(addr string) error {
-	for _, port := range []int{certs.APIDPort, certs.TrustdPort} {
+// portsFree checks that apid's and trustd's ports, and on control planes
+// etcd's, are free on addr.
+func portsFree(addr string, controlPlane bool) error {
+	ports := []int{certs.APIDPort, certs.TrustdPort}
+	if controlPlane {
+		ports = append(ports, certs.EtcdClientPort, certs.EtcdPeerPort)
+	}
+
+	for _, port := range ports {
 		hp := net.JoinHostPort(addr, strconv.Itoa(port))
 
 		lis, err := net.Listen("tcp", hp)

@@ -48,6 +48,9 @@ type Options struct {
 	// node certificates, 24 hours when zero. Short lifetimes are for tests
 	// of renewal.
 	NodeCertTTL time.Duration
+	// SkipBootstrap leaves etcd unbootstrapped (for a recovery from a
+	// snapshot): Create then waits for every service but etcd.
+	SkipBootstrap bool
 }
 
 // DefaultStateDir is ~/.aegis/clusters.
@@ -119,7 +122,7 @@ func (o *Options) check() error {
 		return err
 	}
 
-	for _, bin := range []string{"machined", "apid", "trustd"} {
+	for _, bin := range []string{"machined", "apid", "trustd", "etcd"} {
 		if st, err := os.Stat(filepath.Join(o.BinDir, bin)); err != nil || st.IsDir() {
 			return fmt.Errorf("localcluster: binary %s not found in %s (run make build, or give the binaries' directory)", bin, o.BinDir)
 		}
@@ -160,6 +163,8 @@ func Create(ctx context.Context, opts Options) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
+
+	c.skipBootstrap = opts.SkipBootstrap
 
 	if err = c.startAll(); err == nil {
 		err = c.waitUp(ctx, opts.Timeout, opts.Progress)

@@ -61,7 +61,7 @@ func (c *Cluster) waitUp(ctx context.Context, timeout time.Duration, progress io
 		}
 
 		if len(pending) == 0 {
-			return c.checkServices(ctx, deadline)
+			return c.formEtcd(ctx, deadline, progress, start)
 		}
 
 		if time.Now().After(deadline) {
@@ -153,6 +153,10 @@ func (c *Cluster) servicesUp(ctx context.Context, cli *client.Client) error {
 
 	for _, m := range resp.GetMessages() {
 		for _, s := range m.GetServices() {
+			if c.skipBootstrap && s.GetId() == "etcd" {
+				continue
+			}
+
 			if s.GetState() != "Running" || !s.GetHealth().GetHealthy() {
 				return fmt.Errorf("localcluster: %s on %s is %s", s.GetId(), m.GetMetadata().GetHostname(), s.GetState())
 			}
@@ -184,7 +188,7 @@ func (c *Cluster) Tail(n Node, lines int) string {
 
 	b.WriteString(tailFile("machined", c.LogPath(n), lines))
 
-	for _, svc := range []string{"apid", "trustd"} {
+	for _, svc := range []string{"apid", "trustd", "etcd"} {
 		if s := tailFile(svc, filepath.Join(c.StatePath(n), "logs", svc+".log"), lines); s != "" {
 			b.WriteString(s)
 		}

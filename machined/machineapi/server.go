@@ -55,6 +55,8 @@ type Config struct {
 	// ClientConfig is nil on workers: GenerateClientConfiguration then
 	// answers FailedPrecondition.
 	ClientConfig ClientConfigIssuer
+	// Etcd returns the node's etcd; nil, or an error, on nodes without one.
+	Etcd func() (Etcd, error)
 	// MemInfoPath is read by Memory; empty means /proc/meminfo.
 	MemInfoPath string
 	// Rand makes actor IDs. Nil means crypto/rand.

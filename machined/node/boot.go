@@ -18,6 +18,7 @@ import (
 	"github.com/aegis-os/aegis/api/node"
 	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/internal/daemonflag"
+	"github.com/aegis-os/aegis/machined/etcd"
 	"github.com/aegis-os/aegis/machined/system"
 	"github.com/aegis-os/aegis/machined/timesync"
 )
@@ -191,7 +192,7 @@ func (n *Node) phaseCertificates(ctx context.Context, b *bootState, bg *sync.Wai
 		bg.Go(func() { _ = loop(ctx) })
 	}
 
-	return nil
+	return n.setUpEtcd(ctx, b, bg)
 }
 
 // phaseServices starts apid everywhere and trustd on control planes, and
@@ -207,7 +208,17 @@ func (n *Node) phaseServices(ctx context.Context, b *bootState, _ *sync.WaitGrou
 		return err
 	}
 
-	return n.services.WaitUp(ctx)
+	// etcd waits for a bootstrap or a cluster to join, which may come long
+	// after the boot: the node is ready without it, as in Talos.
+	var ids []string
+
+	for _, info := range n.services.List() {
+		if info.ID != etcd.ServiceID {
+			ids = append(ids, info.ID)
+		}
+	}
+
+	return n.services.WaitUp(ctx, ids...)
 }
 
 // nodeNameArgs are apid's --node-name flags: the names of the
@@ -263,6 +274,14 @@ func (n *Node) serviceDefinitions(b *bootState) []system.Service {
 			check: grpcHealthCheck(net.JoinHostPort(probeHost, strconv.Itoa(certs.TrustdPort)), probeHost,
 				func() *x509.CertPool { return n.current().AcceptedCAs().Pool() }),
 		})
+	}
+
+	n.mu.Lock()
+	e := n.etcd
+	n.mu.Unlock()
+
+	if e != nil {
+		svcs = append(svcs, e.Service())
 	}
 
 	return svcs

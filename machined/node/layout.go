@@ -34,3 +34,6 @@ func (l Layout) LogDir() string { return filepath.Join(l.State, "logs") }
 
 // ServiceLog is the log file of one service.
 func (l Layout) ServiceLog(id string) string { return filepath.Join(l.LogDir(), id+".log") }
+
+// EtcdDir holds etcd's data, certificates and member ID on a control plane.
+func (l Layout) EtcdDir() string { return filepath.Join(l.State, "etcd") }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/machined/etcd"
 	"github.com/aegis-os/aegis/machined/resources"
 	"github.com/aegis-os/aegis/machined/system"
 	"github.com/aegis-os/aegis/machined/system/events"
@@ -39,7 +40,7 @@ type Config struct {
 	Machine    *certs.MachineConfig
 	// State is the node's state directory.
 	State string
-	// BinDir holds the apid and trustd binaries.
+	// BinDir holds the apid, trustd and etcd binaries.
 	BinDir string
 	// MachinedLog is machined's own log, served as the "machined" log. Optional.
 	MachinedLog *logs.Log
@@ -68,6 +69,7 @@ type Node struct {
 
 	mu       sync.Mutex
 	machine  *certs.MachineConfig // the config of the current boot
+	etcd     *etcd.Etcd           // a control plane's etcd, made at its first boot
 	requests chan lifecycleRequest
 }
 
@@ -110,7 +112,12 @@ func New(cfg Config) (*Node, error) {
 		n.logs["machined"] = cfg.MachinedLog
 	}
 
-	for _, id := range []string{"apid", "trustd"} {
+	ids := []string{"apid", "trustd"}
+	if cfg.Machine.Machine.Type.IsControlPlane() {
+		ids = append(ids, etcd.ServiceID)
+	}
+
+	for _, id := range ids {
 		l, err := logs.Open(n.layout.ServiceLog(id), MaxServiceLog)
 		if err != nil {
 			return nil, err

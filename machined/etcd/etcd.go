@@ -1,0 +1,197 @@
+// Package etcd runs the real etcd server on a control plane and manages the
+// cluster it belongs to, as Talos does: its certificates from the etcd CA, a
+// one-member cluster formed by Bootstrap, other control planes joining as
+// learners and promoted once caught up, and the operations of the Talos
+// API's Etcd* methods.
+package etcd
+
+import (
+	"errors"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/aegis-os/aegis/ca"
+	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/machined/system/logs"
+)
+
+// ServiceID is the etcd service's ID.
+const ServiceID = "etcd"
+
+// Config configures an Etcd. Every field but Logger and Clock is required.
+type Config struct {
+	// Name is the member's name, the node's hostname.
+	Name string
+	// Address is the node's address: etcd serves clients on Address:2379 and
+	// peers on Address:2380, and advertises both.
+	Address string
+	// Endpoints are the control-plane endpoints of the node's config (host or
+	// host:port); a control plane without data looks for a cluster on
+	// their etcd client port.
+	Endpoints []string
+	// Dir is the node's etcd folder: data, certificates and member ID.
+	Dir string
+	// Binary is the etcd server's executable.
+	Binary string
+	// Log receives the server's output.
+	Log *logs.Log
+	// CA is the etcd CA with its key.
+	CA *ca.CA
+	// Hosts are the SANs of etcd's server and peer certificates.
+	Hosts []string
+	// CertTTL is the lifetime of etcd's certificates, renewed at half-life.
+	CertTTL time.Duration
+	// ClusterToken tells this cluster's members from another's.
+	ClusterToken string
+	Logger       *slog.Logger
+	Clock        clock.Clock
+}
+
+// Etcd is the etcd of one control plane, made at its first boot; NewBoot
+// starts each boot afresh.
+type Etcd struct {
+	cfg Config
+	log *slog.Logger
+
+	mu        sync.Mutex
+	bootstrap *bootstrapRequest // set by Bootstrap, taken by the runner
+	wake      chan struct{}     // closed when bootstrap is set
+	client    *clientv3.Client  // to the local member, made on first use
+}
+
+// bootstrapRequest is a Bootstrap waiting for the runner: a new cluster,
+// from a snapshot when snapshot is set.
+type bootstrapRequest struct {
+	snapshot string
+}
+
+// Errors the API maps to its codes.
+var (
+	// ErrBootstrapped: the cluster exists already, or this member has data.
+	ErrBootstrapped = errors.New("etcd: the cluster is already bootstrapped")
+	// ErrNotRunning: the local member does not serve (yet).
+	ErrNotRunning = errors.New("etcd: the local member is not running")
+	// ErrQuorum: the change would leave the cluster without quorum.
+	ErrQuorum = errors.New("etcd: the change would break quorum")
+	// ErrMemberNotFound: no member has the ID.
+	ErrMemberNotFound = errors.New("etcd: no member with this ID")
+	// ErrBadSnapshot: the snapshot is truncated or not an etcd snapshot.
+	ErrBadSnapshot = errors.New("etcd: not a valid snapshot")
+	// ErrNoSnapshot: Bootstrap with recover, but no snapshot was uploaded.
+	ErrNoSnapshot = errors.New("etcd: no snapshot uploaded: call EtcdRecover first")
+)
+
+// New returns an Etcd; nothing runs until its service starts.
+func New(cfg Config) (*Etcd, error) {
+	switch {
+	case cfg.Name == "", cfg.Address == "", cfg.Dir == "", cfg.Binary == "", cfg.CA == nil:
+		return nil, errors.New("etcd: config needs the name, address, folder, binary and CA")
+	}
+
+	if _, err := netip.ParseAddr(cfg.Address); err != nil {
+		return nil, errors.New("etcd: the address must be an IP address")
+	}
+
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real()
+	}
+
+	if cfg.ClusterToken == "" {
+		cfg.ClusterToken = "aegis"
+	}
+
+	return &Etcd{cfg: cfg, log: cfg.Logger.With(slog.String(logService, ServiceID)), wake: make(chan struct{})}, nil
+}
+
+// Close releases the client of the local member.
+func (e *Etcd) Close() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+
+	if e.client != nil {
+		e.client.Close() //nolint:errcheck // closing
+		e.client = nil
+	}
+}
+
+func (e *Etcd) dataDir() string    { return filepath.Join(e.cfg.Dir, "data") }
+func (e *Etcd) pkiDir() string     { return filepath.Join(e.cfg.Dir, "pki") }
+func (e *Etcd) memberFile() string { return filepath.Join(e.cfg.Dir, "member-id") }
+func (e *Etcd) recoverFile() string {
+	return filepath.Join(e.cfg.Dir, "recover.snapshot")
+}
+
+// ClientURL is the local member's client URL.
+func (e *Etcd) ClientURL() string { return url(e.cfg.Address, certs.EtcdClientPort) }
+
+func (e *Etcd) peerURL() string { return url(e.cfg.Address, certs.EtcdPeerPort) }
+
+func url(host string, port int) string {
+	return "https://" + net.JoinHostPort(host, strconv.Itoa(port))
+}
+
+// hasData reports whether the data folder holds a member: its WAL, which
+// etcd writes once the member has joined its cluster. A start that failed
+// before (a join that raced another) leaves a member folder without one.
+func (e *Etcd) hasData() bool {
+	_, err := os.Stat(filepath.Join(e.dataDir(), "member", "wal"))
+
+	return err == nil
+}
+
+// dataDirEmpty reports whether the data folder is missing or empty.
+func (e *Etcd) dataDirEmpty() bool {
+	entries, err := os.ReadDir(e.dataDir())
+
+	return err != nil || len(entries) == 0
+}
+
+// peerEndpoints are the client URLs of the other control planes.
+func (e *Etcd) peerEndpoints() []string {
+	var out []string
+
+	for _, ep := range e.cfg.Endpoints {
+		host := ep
+		if h, _, err := net.SplitHostPort(ep); err == nil {
+			host = h
+		}
+
+		if host == e.cfg.Address || host == "" {
+			continue
+		}
+
+		if u := url(host, certs.EtcdClientPort); !slices.Contains(out, u) {
+			out = append(out, u)
+		}
+	}
+
+	return out
+}
+
+// ErrNotControlPlane: etcd runs on control planes only.
+var ErrNotControlPlane = errors.New("etcd: etcd runs on control planes only; this node runs none")
+
+// NewBoot forgets what the previous boot asked (a bootstrap) and its client;
+// the node calls it at each boot, before the service starts.
+func (e *Etcd) NewBoot() {
+	e.Close()
+
+	e.mu.Lock()
+	defer e.mu.Unlock()
+
+	e.bootstrap, e.wake = nil, make(chan struct{})
+}

@@ -1,0 +1,189 @@
+package etcd
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/aegis-os/aegis/ca"
+	"github.com/aegis-os/aegis/ca/catest"
+)
+
+func newTest(t *testing.T, endpoints ...string) *Etcd {
+	t.Helper()
+
+	e, err := New(Config{
+		Name: "cp-1", Address: "127.0.0.1", Endpoints: endpoints, Dir: t.TempDir(), Binary: "/nonexistent/etcd",
+		CA: catest.NewCA(t, ca.ECDSAP256, catest.Epoch), ClusterToken: "test",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	return e
+}
+
+func TestNewRefusesIncompleteConfig(t *testing.T) {
+	good := Config{Name: "cp", Address: "127.0.0.1", Dir: "/d", Binary: "/b", CA: catest.NewCA(t, ca.ECDSAP256, catest.Epoch)}
+
+	for name, edit := range map[string]func(*Config){
+		"no name":           func(c *Config) { c.Name = "" },
+		"no CA":             func(c *Config) { c.CA = nil },
+		"address not an IP": func(c *Config) { c.Address = "cp.example" },
+	} {
+		t.Run(name, func(t *testing.T) {
+			cfg := good
+			edit(&cfg)
+
+			if _, err := New(cfg); err == nil {
+				t.Fatal("accepted")
+			}
+		})
+	}
+}
+
+func TestPeerEndpoints(t *testing.T) {
+	e := newTest(t, "127.0.0.1", "127.0.0.2:50001", "127.0.0.2", "[::1]:50001", "cp-3.example")
+
+	want := []string{"https://127.0.0.2:2379", "https://[::1]:2379", "https://cp-3.example:2379"}
+	if got := e.peerEndpoints(); !slices.Equal(got, want) {
+		t.Fatalf("peer endpoints = %q, want %q (self left out, ports replaced, no duplicates)", got, want)
+	}
+}
+
+func TestInitialCluster(t *testing.T) {
+	tests := []struct {
+		name    string
+		members []member
+		want    string
+	}{
+		{
+			name:    "self not started yet",
+			members: []member{{id: 1, name: "cp-1", peerURLs: []string{"https://a:2380"}}, {id: 2, peerURLs: []string{"https://b:2380"}}},
+			want:    "cp-1=https://a:2380,cp-2=https://b:2380",
+		},
+		{
+			name: "another learner not started yet",
+			members: []member{
+				{id: 1, name: "cp-1", peerURLs: []string{"https://a:2380"}},
+				{id: 0xab, peerURLs: []string{"https://c:2380"}},
+				{id: 2, peerURLs: []string{"https://b:2380"}},
+			},
+			want: "cp-1=https://a:2380,member-ab=https://c:2380,cp-2=https://b:2380",
+		},
+	}
+
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := initialCluster(tt.members, 2, "cp-2"); got != tt.want {
+				t.Fatalf("got %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestArgs(t *testing.T) {
+	e := newTest(t)
+
+	for _, tt := range []struct {
+		plan    startPlan
+		initial bool
+	}{
+		{startPlan{state: fromData}, false},
+		{startPlan{state: newCluster, initial: "cp-1=https://127.0.0.1:2380"}, true},
+		{startPlan{state: existingCluster, initial: "a=https://x:2380,cp-1=https://127.0.0.1:2380"}, true},
+	} {
+		args := e.args(tt.plan)
+
+		if got := slices.Contains(args, "--initial-cluster"); got != tt.initial {
+			t.Errorf("%s: --initial-cluster present = %v, want %v", tt.plan.state, got, tt.initial)
+		}
+
+		for _, flag := range []string{"--client-cert-auth", "--peer-client-cert-auth"} {
+			if !slices.Contains(args, flag) {
+				t.Errorf("%s: %s missing: mTLS only", tt.plan.state, flag)
+			}
+		}
+	}
+}
+
+func TestBootstrapRefusals(t *testing.T) {
+	ctx := context.Background()
+
+	t.Run("data directory not empty", func(t *testing.T) {
+		e := newTest(t)
+		if err := os.MkdirAll(filepath.Join(e.dataDir(), "member"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+
+		if err := e.Bootstrap(ctx, false); !errors.Is(err, ErrBootstrapped) {
+			t.Fatalf("err = %v, want ErrBootstrapped", err)
+		}
+	})
+
+	t.Run("twice", func(t *testing.T) {
+		e := newTest(t)
+		if err := e.Bootstrap(ctx, false); err != nil {
+			t.Fatal(err)
+		}
+
+		if err := e.Bootstrap(ctx, false); !errors.Is(err, ErrBootstrapped) {
+			t.Fatalf("second: err = %v, want ErrBootstrapped", err)
+		}
+	})
+
+	t.Run("recover with no snapshot", func(t *testing.T) {
+		if err := newTest(t).Bootstrap(ctx, true); !errors.Is(err, ErrNoSnapshot) {
+			t.Fatalf("err = %v, want ErrNoSnapshot", err)
+		}
+	})
+}
+
+func TestBootstrapPlansNewCluster(t *testing.T) {
+	e := newTest(t)
+	if err := e.Bootstrap(context.Background(), false); err != nil {
+		t.Fatal(err)
+	}
+
+	plan, err := e.prepare(context.Background(), func(bool, string) {})
+	if err != nil || plan.state != newCluster || plan.initial != "cp-1=https://127.0.0.1:2380" {
+		t.Fatalf("plan = %+v, %v", plan, err)
+	}
+
+	// A new boot forgets the request: a node that left joins again.
+	e.NewBoot()
+
+	if err = e.Bootstrap(context.Background(), false); err != nil {
+		t.Fatalf("bootstrap after a new boot: %v", err)
+	}
+}
+
+func TestRecoverRefusesBadSnapshot(t *testing.T) {
+	e := newTest(t)
+
+	chunks := [][]byte{bytes.Repeat([]byte("not etcd "), 100), []byte("more")}
+	recv := func() ([]byte, error) {
+		if len(chunks) == 0 {
+			return nil, io.EOF
+		}
+
+		c := chunks[0]
+		chunks = chunks[1:]
+
+		return c, nil
+	}
+
+	if err := e.Recover(recv); !errors.Is(err, ErrBadSnapshot) {
+		t.Fatalf("err = %v, want ErrBadSnapshot", err)
+	}
+
+	entries, _ := os.ReadDir(e.cfg.Dir)
+	if len(entries) != 0 {
+		t.Fatalf("a refused snapshot left %d files behind", len(entries))
+	}
+}

@@ -1,0 +1,44 @@
+package etcd
+
+import "time"
+
+// Limits and timings of the etcd controller.
+const (
+	// dialTimeout bounds the connection to one etcd endpoint: every endpoint
+	// is on the cluster's own network, a slower one is as good as down.
+	dialTimeout = 2 * time.Second
+	// callTimeout bounds one membership or status call, so that an API call
+	// or a boot never hangs on an etcd without quorum.
+	callTimeout = 5 * time.Second
+	// discoverPeriod is how often a control plane that has neither data nor
+	// a bootstrap looks for an existing cluster to join.
+	discoverPeriod = 500 * time.Millisecond
+	// promotePeriod is how often a learner asks to be promoted: etcd refuses
+	// until the learner has caught up with the leader.
+	promotePeriod = 500 * time.Millisecond
+	// healthPeriod is how often the local member's health is checked: a
+	// status and a read, cheap enough to notice a promotion or a lost
+	// quorum within a second.
+	healthPeriod = time.Second
+	// healthTimeout bounds one health check of the local member.
+	healthTimeout = 3 * time.Second
+	// maxLearners lets the control planes that boot together join at once:
+	// etcd refuses a new member until every voter has been connected for
+	// five seconds, which one at a time would cost each join after the
+	// first. Learners do not count toward quorum.
+	maxLearners = 8
+	// snapshotChunk is the size of one message of a streamed snapshot, well
+	// under gRPC's 4 MiB message limit.
+	snapshotChunk = 1 << 20
+	// MaxSnapshot bounds a snapshot uploaded for recovery: etcd's own
+	// default backend quota is 2 GiB, a larger snapshot is no etcd of ours.
+	MaxSnapshot = 2 << 30
+)
+
+// Log keys of the etcd controller.
+const (
+	logService  = "service"
+	logMemberID = "member_id"
+	logState    = "state"
+	logError    = "error"
+)

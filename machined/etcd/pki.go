@@ -1,0 +1,131 @@
+package etcd
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/aegis-os/aegis/ca"
+	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/internal/atomicfile"
+)
+
+// The certificates of the local member, each a PEM file pair in pkiDir:
+// "server" for clients, "peer" for the other members, "client" for
+// machined's own calls. All three come from the etcd CA, which is all that
+// the member trusts: peer and client traffic is mTLS only.
+var certNames = []string{"server", "peer", "client"}
+
+func (e *Etcd) certFile(name string) string { return filepath.Join(e.pkiDir(), name+".crt") }
+func (e *Etcd) keyFile(name string) string  { return filepath.Join(e.pkiDir(), name+".key") }
+func (e *Etcd) caFile() string              { return filepath.Join(e.pkiDir(), "ca.crt") }
+
+// IssueCertificates writes the etcd CA and new certificates for the member,
+// and returns the loops that renew each at half-life. The member reads its
+// files at every handshake, so a renewal needs no restart.
+func (e *Etcd) IssueCertificates() ([]func(context.Context) error, error) {
+	iss, err := ca.NewIssuer(ca.IssuerConfig{CA: e.cfg.CA, Clock: e.cfg.Clock})
+	if err != nil {
+		return nil, err
+	}
+
+	if err = atomicfile.Write(e.caFile(), e.cfg.CA.CertPEM, 0o600, atomicfile.Options{Overwrite: true}); err != nil {
+		return nil, fmt.Errorf("etcd: %w", err)
+	}
+
+	var loops []func(context.Context) error
+
+	for _, name := range certNames {
+		hosts := e.cfg.Hosts
+		if name == "client" {
+			hosts = nil
+		}
+
+		issue := func(context.Context) (*x509.Certificate, error) { return e.issue(iss, name, hosts) }
+
+		first, err := issue(context.Background())
+		if err != nil {
+			return nil, fmt.Errorf("etcd: issuing the %s certificate: %w", name, err)
+		}
+
+		r, err := certs.NewRenewer(certs.RenewerConfig{Current: first, Renew: issue, Clock: e.cfg.Clock, Logger: e.log})
+		if err != nil {
+			return nil, err
+		}
+
+		loops = append(loops, r.Run)
+	}
+
+	return loops, nil
+}
+
+// issue makes one certificate for a new key and writes the pair, key first.
+func (e *Etcd) issue(iss *ca.Issuer, name string, hosts []string) (*x509.Certificate, error) {
+	kt, err := ca.KeyTypeOf(iss.CA().Cert.PublicKey)
+	if err != nil {
+		kt = ca.ECDSAP256
+	}
+
+	key, err := ca.GenerateKey(kt, nil)
+	if err != nil {
+		return nil, err
+	}
+
+	csrPEM, err := ca.NewCSR(key, e.cfg.Name, hosts)
+	if err != nil {
+		return nil, err
+	}
+
+	csr, err := ca.ParseCSR(csrPEM)
+	if err != nil {
+		return nil, err
+	}
+
+	issued, err := iss.Issue(ca.Request{CSR: csr, Profile: ca.ProfilePeer, TTL: e.cfg.CertTTL})
+	if err != nil {
+		return nil, err
+	}
+
+	keyPEM, err := ca.EncodeKey(key)
+	if err != nil {
+		return nil, err
+	}
+
+	for _, f := range []struct {
+		path string
+		data []byte
+	}{{e.keyFile(name), keyPEM}, {e.certFile(name), issued.PEM}} {
+		if err := atomicfile.Write(f.path, f.data, 0o600, atomicfile.Options{Overwrite: true}); err != nil {
+			return nil, fmt.Errorf("etcd: %w", err)
+		}
+	}
+
+	return issued.Cert, nil
+}
+
+// clientTLS is machined's TLS config toward etcd, read from the files at
+// each handshake so that renewals apply to open clients.
+func (e *Etcd) clientTLS() (*tls.Config, error) {
+	caPEM, err := os.ReadFile(e.caFile())
+	if err != nil {
+		return nil, fmt.Errorf("etcd: %w", err)
+	}
+
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPEM) {
+		return nil, fmt.Errorf("etcd: no CA certificate in %s", e.caFile())
+	}
+
+	return &tls.Config{
+		RootCAs:    pool,
+		MinVersion: tls.VersionTLS12,
+		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			c, err := tls.LoadX509KeyPair(e.certFile("client"), e.keyFile("client"))
+
+			return &c, err
+		},
+	}, nil
+}

@@ -1,0 +1,214 @@
+package etcd
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/aegis-os/aegis/machined/system/runner"
+)
+
+// clusterState is how a start of the member finds its cluster.
+type clusterState int
+
+const (
+	fromData        clusterState = iota // the data folder knows the cluster
+	newCluster                          // bootstrap: a cluster of this member alone
+	existingCluster                     // join: the member was added to a running cluster
+)
+
+// startPlan is how one start of the member runs.
+type startPlan struct {
+	state   clusterState
+	initial string // --initial-cluster, for a new or joined cluster
+}
+
+// memberRunner prepares each start (rejoin, bootstrap or join) and runs the
+// server; the service's restart policy wraps it, so a crashed member is
+// prepared again and finds out whether it was removed meanwhile.
+type memberRunner struct{ e *Etcd }
+
+func (r memberRunner) String() string { return "etcd " + r.e.cfg.Binary }
+
+func (r memberRunner) Run(ctx context.Context, notify runner.Notify) error {
+	plan, err := r.e.prepare(ctx, notify)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+
+		return err
+	}
+
+	r.e.log.Info("starting etcd", slog.String(logState, plan.state.String()))
+
+	runCtx, cancel := context.WithCancel(ctx)
+
+	var wg sync.WaitGroup
+
+	wg.Go(func() { r.e.afterStart(runCtx) })
+
+	err = runner.Process(runner.ProcessConfig{
+		Path: r.e.cfg.Binary, Args: r.e.args(plan), Log: r.e.cfg.Log, Clock: r.e.cfg.Clock,
+	}).Run(ctx, notify)
+
+	cancel()
+	wg.Wait()
+
+	return err
+}
+
+func (s clusterState) String() string {
+	switch s {
+	case newCluster:
+		return "new"
+	case existingCluster:
+		return "existing"
+	default:
+		return "data"
+	}
+}
+
+// args are the server's flags: mTLS for clients and peers with the files
+// of pkiDir, the node's address for both, and the cluster to start with.
+func (e *Etcd) args(p startPlan) []string {
+	args := []string{
+		"--name", e.cfg.Name,
+		"--data-dir", e.dataDir(),
+		"--listen-client-urls", e.ClientURL(),
+		"--advertise-client-urls", e.ClientURL(),
+		"--listen-peer-urls", e.peerURL(),
+		"--initial-advertise-peer-urls", e.peerURL(),
+		"--cert-file", e.certFile("server"), "--key-file", e.keyFile("server"),
+		"--trusted-ca-file", e.caFile(), "--client-cert-auth",
+		"--peer-cert-file", e.certFile("peer"), "--peer-key-file", e.keyFile("peer"),
+		"--peer-trusted-ca-file", e.caFile(), "--peer-client-cert-auth",
+		"--initial-cluster-token", e.cfg.ClusterToken,
+		"--logger", "zap", "--log-outputs", "stderr",
+		"--auto-compaction-mode", "periodic", "--auto-compaction-retention", "5m",
+		"--max-learners", strconv.Itoa(maxLearners),
+	}
+
+	if p.state != fromData {
+		args = append(args, "--initial-cluster", p.initial, "--initial-cluster-state", p.state.String())
+	}
+
+	return args
+}
+
+// prepare decides how the member starts: from its data, unless the cluster
+// removed it meanwhile (the data is then dropped); else as a new cluster
+// once Bootstrap asks; else as a learner of a cluster found at the
+// control-plane endpoints. It waits until one of them applies.
+func (e *Etcd) prepare(ctx context.Context, notify runner.Notify) (startPlan, error) {
+	if e.hasData() {
+		if !e.removed(ctx) {
+			return startPlan{state: fromData}, nil
+		}
+
+		e.log.Warn("this member was removed from the cluster; dropping its data to join afresh")
+
+		if err := e.dropData(); err != nil {
+			return startPlan{}, err
+		}
+	}
+
+	// What a failed start left (no WAL) goes: the member joins afresh.
+	if err := os.RemoveAll(e.dataDir()); err != nil {
+		return startPlan{}, fmt.Errorf("etcd: %w", err)
+	}
+
+	return e.waitForPlan(ctx, notify)
+}
+
+// waitForPlan looks for a bootstrap request or a cluster to join until
+// one comes or ctx ends.
+func (e *Etcd) waitForPlan(ctx context.Context, notify runner.Notify) (startPlan, error) {
+	shown := ""
+
+	for {
+		e.mu.Lock()
+		req, wake := e.bootstrap, e.wake
+		e.mu.Unlock()
+
+		if req != nil {
+			return e.planBootstrap(ctx, req)
+		}
+
+		plan, err := e.join(ctx)
+		if err == nil {
+			return plan, nil
+		}
+
+		// One event per change of reason, not one per look.
+		if msg := "waiting for bootstrap or a cluster to join: " + err.Error(); msg != shown {
+			notify(false, msg)
+			shown = msg
+		}
+
+		t := e.cfg.Clock.NewTimer(discoverPeriod)
+
+		select {
+		case <-ctx.Done():
+			t.Stop()
+
+			return startPlan{}, ctx.Err()
+		case <-wake:
+		case <-t.C():
+		}
+
+		t.Stop()
+	}
+}
+
+// planBootstrap starts a cluster of this member alone.
+func (e *Etcd) planBootstrap(ctx context.Context, req *bootstrapRequest) (startPlan, error) {
+	if req.snapshot != "" {
+		if err := e.restore(ctx, req.snapshot); err != nil {
+			return startPlan{}, err
+		}
+
+		return startPlan{state: fromData}, nil
+	}
+
+	return startPlan{state: newCluster, initial: e.cfg.Name + "=" + e.peerURL()}, nil
+}
+
+// initialCluster renders members as --initial-cluster, the member id under
+// this node's name. A member that has not started has no name in etcd yet
+// (another learner joining at the same time): it is named by its ID until
+// it publishes its own.
+func initialCluster(members []member, self uint64, name string) string {
+	var parts []string
+
+	for _, m := range members {
+		n := m.name
+
+		switch {
+		case m.id == self:
+			n = name
+		case n == "":
+			n = "member-" + formatID(m.id)
+		}
+
+		for _, u := range m.peerURLs {
+			parts = append(parts, n+"="+u)
+		}
+	}
+
+	return strings.Join(parts, ",")
+}
+
+// member is what the package needs of an etcd member.
+type member struct {
+	id       uint64
+	name     string
+	peerURLs []string
+	learner  bool
+}
+
+func formatID(id uint64) string { return strconv.FormatUint(id, 16) }

@@ -1,0 +1,124 @@
+package localcluster
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/siderolabs/talos/pkg/machinery/api/machine"
+	"github.com/siderolabs/talos/pkg/machinery/client"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// formEtcd bootstraps etcd on the first control plane, as talosctl cluster
+// create does, then waits until every control plane is a voting member and
+// every service of every node is up.
+func (c *Cluster) formEtcd(ctx context.Context, deadline time.Time, progress io.Writer, start time.Time) error {
+	if c.skipBootstrap {
+		return c.checkServices(ctx, deadline)
+	}
+
+	cli, err := c.Client(ctx)
+	if err != nil {
+		return err
+	}
+	defer cli.Close() //nolint:errcheck // short-lived client
+
+	first := c.ControlPlanes()[0]
+
+	if err = c.Bootstrap(ctx, cli, deadline); err != nil {
+		return err
+	}
+
+	fmt.Fprintf(progress, "[%5.1fs] %-28s %-12s %s\n", time.Since(start).Seconds(), first.Name, first.Address, "etcd bootstrapped")
+
+	if err = c.WaitVoters(ctx, cli, deadline); err != nil {
+		return err
+	}
+
+	fmt.Fprintf(progress, "[%5.1fs] %-28s %-12s %d voting members\n", time.Since(start).Seconds(), "etcd", "", len(c.ControlPlanes()))
+
+	return c.checkServices(ctx, deadline)
+}
+
+// Bootstrap asks the first control plane to form the etcd cluster,
+// retrying while it cannot answer yet.
+func (c *Cluster) Bootstrap(ctx context.Context, cli *client.Client, deadline time.Time) error {
+	first := c.ControlPlanes()[0]
+
+	for {
+		callCtx, cancel := context.WithTimeout(client.WithNode(ctx, first.Address), 10*time.Second)
+		err := cli.Bootstrap(callCtx, &machine.BootstrapRequest{})
+
+		cancel()
+
+		if err == nil {
+			return nil
+		}
+
+		if code := status.Code(err); (code != codes.Unavailable && code != codes.DeadlineExceeded) || time.Now().After(deadline) {
+			return fmt.Errorf("localcluster: bootstrapping etcd on %s: %w", first.Name, err)
+		}
+
+		if !sleepCtx(ctx, pollInterval) {
+			return ctx.Err()
+		}
+	}
+}
+
+// WaitVoters waits until the etcd members, as the first control plane lists
+// them, are exactly the control planes, all voting.
+func (c *Cluster) WaitVoters(ctx context.Context, cli *client.Client, deadline time.Time) error {
+	first := c.ControlPlanes()[0]
+	want := len(c.ControlPlanes())
+
+	for {
+		callCtx, cancel := context.WithTimeout(client.WithNode(ctx, first.Address), 10*time.Second)
+		resp, err := cli.EtcdMemberList(callCtx, &machine.EtcdMemberListRequest{})
+
+		cancel()
+
+		voters, voting := 0, map[string]bool{}
+
+		if err == nil && len(resp.GetMessages()) == 1 {
+			for _, m := range resp.GetMessages()[0].GetMembers() {
+				if !m.GetIsLearner() && m.GetHostname() != "" {
+					voters++
+					voting[m.GetHostname()] = true
+				}
+			}
+
+			if voters == want && len(resp.GetMessages()[0].GetMembers()) == want {
+				return nil
+			}
+		}
+
+		if time.Now().After(deadline) {
+			var tails strings.Builder
+
+			for _, n := range c.ControlPlanes() {
+				if !voting[n.Name] {
+					fmt.Fprintf(&tails, "%s:\n%s", n.Name, c.Tail(n, tailLines))
+				}
+			}
+
+			return fmt.Errorf("localcluster: etcd has %d of %d voting members (last error: %v)\n%s", voters, want, err, tails.String())
+		}
+
+		if !sleepCtx(ctx, pollInterval) {
+			return ctx.Err()
+		}
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(d):
+		return true
+	}
+}
