@@ -231,7 +231,7 @@ func TestBootWithHeldCertificatesServesBeforeTimeSync(t *testing.T) {
 	first.ntp.on.Store(true)
 	first.boot()
 
-	if err := first.n.services.WaitUp(first.ctx); err != nil {
+	if err := first.n.services.WaitUp(first.ctx, "apid"); err != nil {
 		t.Fatal(err)
 	}
 
@@ -267,8 +267,8 @@ func TestBootWithHeldCertificatesServesBeforeTimeSync(t *testing.T) {
 
 	h.ntpBack()
 
-	if err := h.n.services.WaitUp(h.ctx); err != nil {
-		t.Fatal(err)
+	if st, msg := h.state(CertificatesService, system.StateRunning); st != system.StateRunning {
+		t.Fatalf("certificates service after sync: %s %q", st, msg)
 	}
 
 	if got := h.serverSerial(); got != held {
@@ -318,7 +318,7 @@ func TestBootWithoutCertificatesWaitsForTimeSync(t *testing.T) {
 
 	h.ntpBack()
 
-	if err := h.n.services.WaitUp(h.ctx); err != nil {
+	if err := h.n.services.WaitUp(h.ctx, "apid"); err != nil {
 		t.Fatal(err)
 	}
 

@@ -2,9 +2,12 @@ package node
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"time"
 
 	"github.com/aegis-os/aegis/machined/system"
+	"github.com/aegis-os/aegis/machined/system/health"
 	"github.com/aegis-os/aegis/machined/system/runner"
 )
 
@@ -49,4 +52,20 @@ func (s certService) Runner() (runner.Runner, error) {
 		runner.Goroutine(CertificatesService, log, func(ctx context.Context, _ io.Writer) error { return ctl.run(ctx) }),
 		runner.RestartConfig{Policy: runner.Forever, Clock: s.n.clock},
 	), nil
+}
+
+// HealthCheck is healthy while the node holds a usable certificate of
+// every kind it needs: unhealthy while a worker joins, and if a
+// certificate expires because renewals keep failing.
+func (s certService) HealthCheck() (health.Check, health.Settings) {
+	return func(context.Context) error {
+		ctl := s.n.currentBoot().certs
+		for _, kind := range ctl.kinds() {
+			if ctl.held(kind) == nil {
+				return fmt.Errorf("no usable %s certificate", kind.name)
+			}
+		}
+
+		return nil
+	}, health.Settings{InitialDelay: 100 * time.Millisecond, Period: 2 * time.Second}
 }

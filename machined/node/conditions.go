@@ -53,6 +53,10 @@ func (c *timeSynced) Wait(ctx context.Context) error {
 	c.unmet("waiting for " + c.String())
 	defer c.unmet("")
 
+	// The first line is Info: at every boot the first NTP reply may take
+	// a moment. The reminders are warnings: by then it is an outage.
+	level := slog.LevelInfo
+
 	for {
 		changed := c.svc.Changed()
 		if c.svc.Synced() {
@@ -61,12 +65,13 @@ func (c *timeSynced) Wait(ctx context.Context) error {
 			return nil
 		}
 
-		attrs := []any{slog.Any(logServers, c.servers), slog.String(logBefore, c.before)}
+		attrs := []slog.Attr{slog.Any(logServers, c.servers), slog.String(logBefore, c.before)}
 		if err := c.svc.Status().LastError; err != nil {
 			attrs = append(attrs, slog.String(logLastError, err.Error()))
 		}
 
-		c.log.Warn("waiting for time sync", attrs...)
+		c.log.LogAttrs(ctx, level, "waiting for time sync", attrs...)
+		level = slog.LevelWarn
 
 		remind := c.clock.NewTimer(timeWaitReminder)
 
