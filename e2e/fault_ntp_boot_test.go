@@ -82,6 +82,13 @@ func TestNTPDownAtBoot(t *testing.T) {
 		trustdRefusesUnsynced(t, cpCfg)
 	})
 
+	t.Run("no client certificate from an unsynced clock", func(t *testing.T) {
+		_, err := cpc.GenerateClientConfiguration(ctx(t), &machine.GenerateClientConfigurationRequest{Roles: []string{"os:reader"}})
+		if status.Code(err) != codes.FailedPrecondition {
+			t.Fatalf("GenerateClientConfiguration: %v", err)
+		}
+	})
+
 	fresh := startMachined(t, nodeConfigAt(t, dir, workerCfg, "fresh", ntpBootFresh), filepath.Join(dir, "fresh"))
 
 	waitUntil(t, "the fresh node says what it waits for", func() bool {

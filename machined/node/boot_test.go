@@ -14,6 +14,8 @@ import (
 
 	"github.com/beevik/ntp"
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/internal/clock"
@@ -316,10 +318,18 @@ func TestBootWithoutCertificatesWaitsForTimeSync(t *testing.T) {
 		t.Fatalf("etcd certificates issued before time sync: %v", found)
 	}
 
+	if _, _, err := (clientIssuer{h.n}).ClientIssuer(); status.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("client certificates before time sync: %v", err)
+	}
+
 	h.ntpBack()
 
 	if err := h.n.services.WaitUp(h.ctx, "apid"); err != nil {
 		t.Fatal(err)
+	}
+
+	if _, _, err := (clientIssuer{h.n}).ClientIssuer(); err != nil {
+		t.Fatalf("client certificates after time sync: %v", err)
 	}
 
 	for _, kind := range []string{"server", "impersonator"} {
