@@ -74,7 +74,7 @@ func TestNTPDownAtBoot(t *testing.T) {
 
 	for _, node := range []string{ntpBootWorker, ntpBootCP} {
 		t.Run("API while NTP is down on "+node, func(t *testing.T) {
-			apiWhileWaiting(t, directClient(t, dir, node), ntpd.addr)
+			apiWhileWaiting(t, directClient(t, dir, node), ntpd.addr, node == ntpBootCP)
 		})
 	}
 
@@ -167,8 +167,9 @@ func directClient(t *testing.T, dir, node string) *client.Client {
 	return c
 }
 
-// apiWhileWaiting checks what a node waiting for time sync answers.
-func apiWhileWaiting(t *testing.T, c *client.Client, ntp string) {
+// apiWhileWaiting checks what a node waiting for time sync answers; a
+// control plane's etcd waits too, for its certificates.
+func apiWhileWaiting(t *testing.T, c *client.Client, ntp string, controlPlane bool) {
 	waitFor(t, "Version", func() error {
 		_, err := c.Version(ctx(t))
 
@@ -194,7 +195,9 @@ func apiWhileWaiting(t *testing.T, c *client.Client, ntp string) {
 			got = append(got, fmt.Sprintf("%s=%s (%s)", s.GetId(), s.GetState(), msg))
 		}
 
-		if !strings.Contains(strings.Join(got, "; "), "certificates=Waiting ("+want+")") {
+		all := strings.Join(got, "; ")
+		if !strings.Contains(all, "certificates=Waiting ("+want+")") ||
+			controlPlane && !strings.Contains(all, "etcd=Waiting ("+want+" and etcd certificates)") {
 			return fmt.Errorf("services: %v", got)
 		}
 
@@ -301,7 +304,8 @@ func trustdRefusesUnsynced(t *testing.T, cpCfg string) {
 	})
 }
 
-// allUp requires every service of the client's node to run and be healthy.
+// allUp requires every service of the client's node to run and be
+// healthy, etcd aside: it waits for a bootstrap, as the boot does not.
 func allUp(c *client.Client) error {
 	callCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -311,8 +315,10 @@ func allUp(c *client.Client) error {
 		return err
 	}
 
-	if !allRunning(list) {
-		return fmt.Errorf("services: %v", list.GetMessages()[0].GetServices())
+	for _, s := range list.GetMessages()[0].GetServices() {
+		if s.GetId() != "etcd" && (s.GetState() != "Running" || !s.GetHealth().GetHealthy()) {
+			return fmt.Errorf("%s is %s (healthy %v)", s.GetId(), s.GetState(), s.GetHealth().GetHealthy())
+		}
 	}
 
 	return nil
