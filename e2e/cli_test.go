@@ -105,7 +105,9 @@ func cliRoles(t *testing.T, c *cliCluster) {
 	reader := c.configNew(t, "reader", "--roles", "os:reader")
 	operator := c.configNew(t, "operator", "--roles", "os:operator")
 
-	if out := c.ok(t, reader, "-n", c.all(), "services"); len(tableRows(out)) != 5 {
+	// apid, certificates, etcd and trustd on the control plane; apid and
+	// certificates on each worker.
+	if out := c.ok(t, reader, "-n", c.all(), "services"); len(tableRows(out)) != 8 {
 		t.Fatalf("a reader lists the services of every node:\n%s", out)
 	}
 

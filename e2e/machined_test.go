@@ -208,7 +208,7 @@ func checkInfo(t *testing.T, c *client.Client) {
 		got = append(got, fmt.Sprintf("%s=%s/%v", s.GetId(), s.GetState(), s.GetHealth().GetHealthy()))
 	}
 
-	if strings.Join(got, ",") != "apid=Running/true,etcd=Running/true,trustd=Running/true" {
+	if strings.Join(got, ",") != "apid=Running/true,certificates=Running/true,etcd=Running/true,trustd=Running/true" {
 		t.Fatalf("services: %v", got)
 	}
 }
@@ -374,8 +374,17 @@ func checkWorker(t *testing.T, c *client.Client, dir string) {
 	defer direct.Close()
 
 	list, err := direct.ServiceList(ctx(t))
-	if err != nil || len(list.Messages[0].GetServices()) != 1 || list.Messages[0].GetServices()[0].GetId() != "apid" {
-		t.Fatalf("worker services: %v %v", list, err)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	var ids []string
+	for _, s := range list.Messages[0].GetServices() {
+		ids = append(ids, s.GetId())
+	}
+
+	if strings.Join(ids, ",") != "apid,certificates" {
+		t.Fatalf("worker services: %v", ids)
 	}
 }
 
@@ -475,9 +484,10 @@ func servicePIDOn(t *testing.T, c *client.Client, node string) int {
 	return 0
 }
 
-// TestMachinedTimeSync: a control plane whose NTP server does not answer
-// waits in the time phase with nothing started; one with a real chronyd
-// boots to ready.
+// TestMachinedTimeSync: a new control plane whose NTP server does not
+// answer issues no certificate and starts no process: apid and trustd wait
+// for the node's certificates, the certificates service for time sync, and
+// the log says so. One with a real chronyd boots to ready.
 func TestMachinedTimeSync(t *testing.T) {
 	needBinaries(t)
 
@@ -502,15 +512,22 @@ func TestMachinedTimeSync(t *testing.T) {
 		}
 	}
 
-	// Nothing answers on this port: the node must not get past time sync.
-	setServers(net.JoinHostPort("127.0.3.11", strconv.Itoa(freePort(t, "udp", "127.0.3.11"))))
+	// Nothing answers on this port: the node must not issue a certificate.
+	silentNTP := net.JoinHostPort("127.0.3.11", strconv.Itoa(freePort(t, "udp", "127.0.3.11")))
+	setServers(silentNTP)
 
 	silent := startMachined(t, cpCfg, filepath.Join(dir, "silent"))
-	waitLog(t, silent, `"phase":"time"`)
-	time.Sleep(2 * time.Second) // a node that wrongly went on would be well past this phase by now
+	waitLog(t, silent, `"msg":"waiting for time sync","servers":["`+silentNTP+`"],"before":"issuing node certificates"`)
+	waitLog(t, silent, `"service":"apid","state":"Waiting","message":"waiting for node certificates"`)
+	waitLog(t, silent, `"service":"trustd","state":"Waiting","message":"waiting for node certificates"`)
+	time.Sleep(2 * time.Second) // a node that wrongly went on would have started its processes by now
 
-	if out := silent.out.String(); strings.Contains(out, `"phase":"certificates"`) || strings.Contains(out, `"service":"trustd"`) {
+	if out := silent.out.String(); strings.Contains(out, "process ") || strings.Contains(out, "using held node certificate") {
 		t.Fatalf("node went past an unsynced clock:\n%s", out)
+	}
+
+	if entries, err := os.ReadDir(filepath.Join(dir, "silent", "pki")); err == nil || len(entries) > 0 {
+		t.Fatalf("node kept certificates issued with an unsynced clock: %v", entries)
 	}
 
 	_ = silent.cmd.Process.Signal(syscall.SIGTERM)

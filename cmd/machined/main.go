@@ -1,7 +1,9 @@
 // Command machined runs an Aegis node as an ordinary process: it validates
-// the machine config, then runs the boot sequence (time sync, node
-// certificates, apid everywhere and trustd on control planes) and serves the
-// MachineService to apid, until SIGTERM, SIGINT or a Shutdown call.
+// the machine config, then runs the boot sequence (time service, the node
+// certificates it holds, apid everywhere and trustd on control planes, the
+// certificates service that waits for time sync to issue and renew) and
+// serves the MachineService to apid, until SIGTERM, SIGINT or a Shutdown
+// call.
 //
 //	machined --config FILE --state DIR [--bin-dir DIR] [--node-cert-ttl D] [--log-level LEVEL]
 //	machined --version

@@ -36,7 +36,7 @@ func Run(ctx context.Context, opts Options) ([]Result, error) {
 	}
 	defer e.close()
 
-	main, probe := Filter(Cases(), opts.Match), Filter(probeCases(), opts.Match)
+	main, probe := Filter(Cases(), opts.Match), Filter(slices.Concat(probeCases(), bootTimeCases()), opts.Match)
 
 	if len(probe) > 0 {
 		e.progress("adding the test-only control plane %s to cluster %s", e.Probe, e.cluster.Name)

@@ -29,6 +29,9 @@ type bootState struct {
 	hostname  string
 	addresses []string
 	time      *timesync.Service
+	certs     *certController
+	// etcdIssued is closed once this boot has issued etcd's certificates.
+	etcdIssued <-chan struct{}
 }
 
 type phase struct {
@@ -36,15 +39,26 @@ type phase struct {
 	run  func(ctx context.Context, b *bootState, bg *sync.WaitGroup) error
 }
 
-// boot runs the boot sequence: config, time sync, node certificates,
-// services, ready. Each phase is an event; a phase that fails ends the
-// sequence and leaves machined up, reporting why. Loops the boot starts
-// (time sync, renewals) run on bg until ctx ends.
+// boot runs the boot sequence: config, time service, held node
+// certificates, services, ready. Each phase is an event; a phase that fails
+// ends the sequence and leaves machined up, reporting why. Loops the boot
+// starts (time sync) run on bg until ctx ends.
+//
+// Nothing waits for the clock before the services start: a node that holds
+// usable certificates serves its API at once, also while its NTP servers
+// are down, and what needs a synced clock (issuing and renewing node
+// certificates; trustd's signing, gated inside trustd) waits visibly: the
+// certificates service in state Waiting, the machine status with an unmet
+// "time" condition, the services phase open until the node is ready.
 func (n *Node) boot(ctx context.Context, actor string, bg *sync.WaitGroup) {
 	n.bus.Publish(&machine.SequenceEvent{Sequence: "boot", Action: machine.SequenceEvent_START}, actor)
-	n.bus.Publish(&machine.MachineStatusEvent{Stage: machine.MachineStatusEvent_BOOTING, Status: &machine.MachineStatusEvent_MachineStatus{}}, actor)
+	n.machineStatus(machine.MachineStatusEvent_BOOTING, actor)
 
 	b := &bootState{}
+
+	n.mu.Lock()
+	n.booted = b
+	n.mu.Unlock()
 
 	for _, p := range []phase{
 		{"config", n.phaseConfig},
@@ -73,7 +87,7 @@ func (n *Node) boot(ctx context.Context, actor string, bg *sync.WaitGroup) {
 	}
 
 	n.bus.Publish(&machine.SequenceEvent{Sequence: "boot", Action: machine.SequenceEvent_STOP}, actor)
-	n.bus.Publish(&machine.MachineStatusEvent{Stage: machine.MachineStatusEvent_RUNNING, Status: &machine.MachineStatusEvent_MachineStatus{Ready: true}}, actor)
+	n.machineStatus(machine.MachineStatusEvent_RUNNING, actor)
 	n.log.Info("node ready")
 }
 
@@ -122,8 +136,9 @@ func (n *Node) phaseConfig(_ context.Context, b *bootState, _ *sync.WaitGroup) e
 	return nil
 }
 
-// phaseTime starts the time service and waits until the clock is synced
-// (at once for a trusted host clock); its status follows into trustd's gate.
+// phaseTime starts the time service; its status follows into trustd's
+// gate. It does not wait for the sync: the services that need it do (see
+// boot).
 func (n *Node) phaseTime(ctx context.Context, b *bootState, bg *sync.WaitGroup) error {
 	svc, err := timesync.New(timesync.Config{
 		Servers: b.cfg.Machine.Time.Servers, TrustHostClock: b.cfg.Machine.Time.TrustHostClock,
@@ -134,22 +149,12 @@ func (n *Node) phaseTime(ctx context.Context, b *bootState, bg *sync.WaitGroup) 
 	}
 
 	b.time = svc
+	// Before anything starts: a reboot must not leave the last boot's
+	// "synced" in trustd's view.
+	n.publishTime(svc)
 
 	bg.Go(func() { _ = svc.Run(ctx) })
 	bg.Go(func() { n.followTime(ctx, svc) })
-
-	for !svc.Synced() {
-		changed := svc.Changed()
-		if svc.Synced() {
-			break
-		}
-
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
 
 	return nil
 }
@@ -158,14 +163,7 @@ func (n *Node) phaseTime(ctx context.Context, b *bootState, bg *sync.WaitGroup) 
 func (n *Node) followTime(ctx context.Context, svc *timesync.Service) {
 	for {
 		changed := svc.Changed()
-		st := svc.Status()
-
-		msg := "synced"
-		if !st.Synced && st.LastError != nil {
-			msg = st.LastError.Error()
-		}
-
-		n.store.Update(func(r *node.Resources) { r.Time = &node.TimeStatus{Synced: svc.Synced(), Message: msg} })
+		n.publishTime(svc)
 
 		select {
 		case <-changed:
@@ -175,28 +173,42 @@ func (n *Node) followTime(ctx context.Context, svc *timesync.Service) {
 	}
 }
 
-// phaseCertificates obtains the node's certificates and starts their renewal.
+// publishTime puts the time service's status in the resources store, where
+// trustd's gate reads it.
+func (n *Node) publishTime(svc *timesync.Service) {
+	st := svc.Status()
+
+	msg := "synced"
+
+	switch {
+	case svc.Synced():
+	case st.LastError != nil:
+		msg = st.LastError.Error()
+	default:
+		msg = "waiting for the first reply of an NTP server"
+	}
+
+	n.store.Update(func(r *node.Resources) { r.Time = &node.TimeStatus{Synced: svc.Synced(), Message: msg} })
+}
+
+// phaseCertificates puts the certificates the node kept from an earlier
+// boot back in use, if they are still usable; the certificates service
+// obtains the others and renews them all.
 func (n *Node) phaseCertificates(ctx context.Context, b *bootState, bg *sync.WaitGroup) error {
-	c := &certController{
-		cfg: b.cfg, store: n.store, hostname: b.hostname,
+	b.certs = &certController{
+		cfg: b.cfg, store: n.store, layout: n.layout, hostname: b.hostname, addresses: b.addresses,
 		hosts: serverHosts(b.hostname, b.addresses, b.cfg.Machine.CertSANs), ttl: n.cfg.NodeCertTTL,
-		addresses: b.addresses, clock: n.clock, log: n.log,
+		clock: n.clock, log: n.log,
 	}
 
-	loops, err := c.obtain(ctx)
-	if err != nil {
-		return err
-	}
-
-	for _, loop := range loops {
-		bg.Go(func() { _ = loop(ctx) })
-	}
+	b.certs.loadHeld()
 
 	return n.setUpEtcd(ctx, b, bg)
 }
 
-// phaseServices starts apid everywhere and trustd on control planes, and
-// waits until they are up.
+// phaseServices starts apid everywhere, trustd on control planes and the
+// certificates service, and waits until they are up: with a synced clock
+// only, since trustd is healthy and the certificates service runs only then.
 func (n *Node) phaseServices(ctx context.Context, b *bootState, _ *sync.WaitGroup) error {
 	if !n.services.Loaded() {
 		if err := n.services.Load(n.serviceDefinitions(b)...); err != nil {
@@ -242,7 +254,10 @@ func nodeNameArgs(cfg *certs.MachineConfig) []string {
 	return args
 }
 
-// serviceDefinitions builds apid and, on control planes, trustd.
+// serviceDefinitions builds apid, the certificates service and, on control
+// planes, trustd. apid and trustd wait for the node's certificates, not for
+// the clock: trustd serves while the clock is not synced, refusing to sign
+// with FailedPrecondition, rather than refusing connections.
 func (n *Node) serviceDefinitions(b *bootState) []system.Service {
 	listen := b.cfg.Machine.ListenAddress
 	apidAddr := net.JoinHostPort(listen, strconv.Itoa(certs.APIDPort))
@@ -261,7 +276,8 @@ func (n *Node) serviceDefinitions(b *bootState) []system.Service {
 		check:      dialCheck(net.JoinHostPort(probeHost, strconv.Itoa(certs.APIDPort))),
 		refuse:     map[system.Action]string{system.ActionStop: "apid carries the API itself; restart it instead"},
 		carriesAPI: true,
-	}}
+		condition:  certsPresent{store: n.store, impersonator: b.cfg.OSCA() != nil},
+	}, certService{n}}
 
 	if b.cfg.Machine.Type.IsControlPlane() {
 		trustdAddr := net.JoinHostPort(listen, strconv.Itoa(certs.TrustdPort))
@@ -273,6 +289,7 @@ func (n *Node) serviceDefinitions(b *bootState) []system.Service {
 			},
 			check: grpcHealthCheck(net.JoinHostPort(probeHost, strconv.Itoa(certs.TrustdPort)), probeHost,
 				func() *x509.CertPool { return n.current().AcceptedCAs().Pool() }),
+			condition: certsPresent{store: n.store},
 		})
 	}
 
@@ -281,7 +298,7 @@ func (n *Node) serviceDefinitions(b *bootState) []system.Service {
 	n.mu.Unlock()
 
 	if e != nil {
-		svcs = append(svcs, e.Service())
+		svcs = append(svcs, etcdService{Service: e.Service(), n: n})
 	}
 
 	return svcs

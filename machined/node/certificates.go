@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/aegis-os/aegis/api/node"
@@ -26,31 +27,52 @@ const NodeCertTTL = 24 * time.Hour
 // certController obtains the node's certificates and keeps them fresh: a
 // control plane issues them from the OS CA it holds, a worker gets its
 // server certificate from trustd. Every new certificate is published to the
-// resources store, from which apid and trustd pick it up.
+// resources store, from which apid and trustd pick it up, and kept in the
+// state directory for the next boot.
 type certController struct {
 	cfg      *certs.MachineConfig
 	store    *resources.Store
+	layout   Layout
 	hostname string
-	hosts    []string // SANs of the server certificate
 	// addresses are the node's own: on a worker, what it can show trustd
 	// (the address its call comes from), so what its certificate names.
 	addresses []string
+	hosts     []string // SANs of a control plane's server certificate
 	ttl       time.Duration
 	clock     clock.Clock
 	log       *slog.Logger
 }
 
-// obtain gets the node's first certificates, waiting (a worker retrying its
-// join) until it has them or ctx ends, and returns the loops that renew them.
+// run obtains the certificates the node lacks (a held one still usable is
+// kept: see usableHeld), waiting (a worker retrying its join) until it has
+// them, then renews them all until ctx ends.
+func (c *certController) run(ctx context.Context) error {
+	loops, err := c.obtain(ctx)
+	if err != nil {
+		return err
+	}
+
+	var wg sync.WaitGroup
+	for _, loop := range loops {
+		wg.Go(func() { _ = loop(ctx) })
+	}
+
+	wg.Wait()
+
+	return nil
+}
+
+// obtain gets the node's missing certificates and returns the loops that
+// renew them.
 func (c *certController) obtain(ctx context.Context) ([]func(context.Context) error, error) {
 	if c.cfg.OSCA() != nil {
-		return c.issueLocally()
+		return c.issueLocally(ctx)
 	}
 
 	return c.join(ctx)
 }
 
-func (c *certController) issueLocally() ([]func(context.Context) error, error) {
+func (c *certController) issueLocally(ctx context.Context) ([]func(context.Context) error, error) {
 	iss, err := ca.NewIssuer(ca.IssuerConfig{CA: c.cfg.OSCA(), Clock: c.clock})
 	if err != nil {
 		return nil, err
@@ -58,29 +80,28 @@ func (c *certController) issueLocally() ([]func(context.Context) error, error) {
 
 	var loops []func(context.Context) error
 
-	for _, kind := range []struct {
-		profile ca.Profile
-		cn      string
-		hosts   []string
-		publish func(r *node.Resources, kp *node.KeyPair)
-	}{
-		{ca.ProfileServer, c.hostname, c.hosts, func(r *node.Resources, kp *node.KeyPair) { r.Server = kp }},
-		{ca.ProfileImpersonator, c.hostname, nil, func(r *node.Resources, kp *node.KeyPair) { r.Impersonator = kp }},
-	} {
+	for _, kind := range c.kinds() {
+		cn, hosts := c.hostname, c.hosts
+		if kind.name != serverKind.name {
+			hosts = nil
+		}
+
 		issue := func(context.Context) (*x509.Certificate, error) {
-			issued, keyPEM, err := issueFor(iss, kind.profile, kind.cn, kind.hosts, c.ttl)
+			issued, keyPEM, err := issueFor(iss, kind.profile, cn, hosts, c.ttl)
 			if err != nil {
 				return nil, err
 			}
 
-			c.store.Update(func(r *node.Resources) { kind.publish(r, &node.KeyPair{Crt: issued.PEM, Key: keyPEM}) })
+			c.publish(kind, &node.KeyPair{Crt: issued.PEM, Key: keyPEM}, nil)
 
 			return issued.Cert, nil
 		}
 
-		first, err := issue(context.Background())
-		if err != nil {
-			return nil, fmt.Errorf("issuing the %s certificate: %w", kind.profile, err)
+		first := c.held(kind)
+		if first == nil {
+			if first, err = issue(ctx); err != nil {
+				return nil, fmt.Errorf("issuing the %s certificate: %w", kind.profile, err)
+			}
 		}
 
 		loop, err := c.renewer(first, issue)
@@ -128,24 +149,25 @@ func (c *certController) join(ctx context.Context) ([]func(context.Context) erro
 				c.log.Warn("CA in trustd's reply ignored: no CA the node trusts signed it", slog.String("ca", subject))
 			}
 
-			c.store.Update(func(r *node.Resources) {
-				r.Server = &node.KeyPair{Crt: res.CertPEM, Key: res.KeyPEM}
-				// The config's CAs and those trustd accepts now that one of
-				// them signed: a CA that trustd dropped at the end of a
-				// rotation leaves the worker at its next renewal, not only
-				// at its next reboot, and no reply adds a CA of its own.
+			// The config's CAs and those trustd accepts now that one of
+			// them signed: a CA that trustd dropped at the end of a
+			// rotation leaves the worker at its next renewal, not only at
+			// its next reboot, and no reply adds a CA of its own.
+			c.publish(serverKind, &node.KeyPair{Crt: res.CertPEM, Key: res.KeyPEM}, func(r *node.Resources) {
 				r.AcceptedCas = merged
 			})
 
-			c.log.Info("joined through trustd", slog.String("endpoint", res.Endpoint), slog.Time("not_after", res.Certificate.NotAfter))
+			c.log.Info("joined through trustd", slog.String("endpoint", res.Endpoint), slog.Time(logNotAfter, res.Certificate.NotAfter))
 
 			return res.Certificate, nil
 		}
 	}
 
-	cert, err := joinOnce(first)(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("joining through trustd: %w", err)
+	cert := c.held(serverKind)
+	if cert == nil {
+		if cert, err = joinOnce(first)(ctx); err != nil {
+			return nil, fmt.Errorf("joining through trustd: %w", err)
+		}
 	}
 
 	loop, err := c.renewer(cert, joinOnce(again))

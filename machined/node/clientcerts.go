@@ -17,12 +17,22 @@ import (
 // boot's config; only control planes hold its key.
 type clientIssuer struct{ n *Node }
 
-// ClientIssuer returns an issuer of the OS CA and the accepted CAs, or
-// certapi.ErrNoCA on a worker.
+// errClockNotSynced refuses to issue while the node's clock is not synced:
+// the API serves before the sync (see boot), but a certificate dated by an
+// untrusted clock could be valid when it should not be.
+var errClockNotSynced = status.Error(codes.FailedPrecondition,
+	"time not synced: this node issues certificates only once its clock is synced with its NTP servers")
+
+// ClientIssuer returns an issuer of the OS CA and the accepted CAs,
+// certapi.ErrNoCA on a worker, or errClockNotSynced.
 func (c clientIssuer) ClientIssuer() (*ca.Issuer, []byte, error) {
 	machine := c.n.current()
 	if machine.OSCA() == nil {
 		return nil, nil, certapi.ErrNoCA
+	}
+
+	if b := c.n.currentBoot(); b == nil || b.time == nil || !b.time.Synced() {
+		return nil, nil, errClockNotSynced
 	}
 
 	iss, err := ca.NewIssuer(ca.IssuerConfig{CA: machine.OSCA(), Clock: c.n.clock})

@@ -3,15 +3,21 @@ package node
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sync"
 
 	"github.com/aegis-os/aegis/machined/etcd"
 	"github.com/aegis-os/aegis/machined/machineapi"
+	"github.com/aegis-os/aegis/machined/system"
+	"github.com/aegis-os/aegis/machined/system/health"
 )
 
 // setUpEtcd makes the node's etcd at its first boot (a control plane whose
-// config holds the etcd CA), issues its certificates at every boot and
-// starts their renewal. The service itself is loaded with the others.
+// config holds the etcd CA) and, at every boot, once the clock is synced,
+// issues its certificates and starts their renewal: the boot does not wait
+// for the clock (see boot), and a certificate dated by an unsynced clock
+// could be valid when it should not be. The service itself is loaded with
+// the others and waits for both (etcdService).
 func (n *Node) setUpEtcd(ctx context.Context, b *bootState, bg *sync.WaitGroup) error {
 	if !b.cfg.Machine.Type.IsControlPlane() || b.cfg.EtcdCA() == nil {
 		return nil
@@ -45,14 +51,27 @@ func (n *Node) setUpEtcd(ctx context.Context, b *bootState, bg *sync.WaitGroup) 
 
 	e.NewBoot()
 
-	loops, err := e.IssueCertificates()
-	if err != nil {
-		return err
-	}
+	issued := make(chan struct{})
+	b.etcdIssued = issued
 
-	for _, loop := range loops {
-		bg.Go(func() { _ = loop(ctx) })
-	}
+	bg.Go(func() {
+		if n.timeCondition(b, "issuing etcd certificates").Wait(ctx) != nil {
+			return
+		}
+
+		loops, err := e.IssueCertificates()
+		if err != nil {
+			n.log.Error("etcd certificates not issued; etcd waits for them", slog.String(logError, err.Error()))
+
+			return
+		}
+
+		close(issued)
+
+		for _, loop := range loops {
+			bg.Go(func() { _ = loop(ctx) })
+		}
+	})
 
 	bg.Go(func() { <-ctx.Done(); e.Close() })
 
@@ -84,3 +103,46 @@ type etcdAPI struct {
 func (a etcdAPI) Leave(ctx context.Context) error { return a.Etcd.Leave(ctx, a.n.services) }
 
 var _ machineapi.Etcd = etcdAPI{}
+
+// etcdService is etcd's service with the condition of the current boot:
+// time synced and its certificates issued.
+type etcdService struct {
+	system.Service
+	n *Node
+}
+
+func (s etcdService) Condition() system.Condition {
+	b := s.n.currentBoot()
+
+	return etcdReady{time: s.n.timeCondition(b, "starting etcd"), issued: b.etcdIssued}
+}
+
+func (s etcdService) HealthCheck() (health.Check, health.Settings) {
+	return s.Service.(system.HealthChecker).HealthCheck()
+}
+
+func (s etcdService) AllowAPI(a system.Action) error {
+	return s.Service.(system.APIControlled).AllowAPI(a)
+}
+
+// etcdReady holds once the clock is synced and the boot has issued etcd's
+// certificates.
+type etcdReady struct {
+	time   *timeSynced
+	issued <-chan struct{}
+}
+
+func (c etcdReady) String() string { return c.time.String() + " and etcd certificates" }
+
+func (c etcdReady) Wait(ctx context.Context) error {
+	if err := c.time.Wait(ctx); err != nil {
+		return err
+	}
+
+	select {
+	case <-c.issued:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -37,3 +37,13 @@ func (l Layout) ServiceLog(id string) string { return filepath.Join(l.LogDir(), 
 
 // EtcdDir holds etcd's data, certificates and member ID on a control plane.
 func (l Layout) EtcdDir() string { return filepath.Join(l.State, "etcd") }
+
+// PKIDir holds the node's own certificates and keys, mode 0600 in a 0700
+// directory, kept so that a reboot serves the API at once (see usableHeld).
+func (l Layout) PKIDir() string { return filepath.Join(l.State, "pki") }
+
+// NodeCertificate is where the node keeps its certificate of kind
+// ("server", "impersonator") and the key.
+func (l Layout) NodeCertificate(kind string) (crt, key string) {
+	return filepath.Join(l.PKIDir(), kind+".crt"), filepath.Join(l.PKIDir(), kind+".key")
+}

@@ -31,6 +31,10 @@ const (
 	// stopTimeout bounds the stop of all services at shutdown or reboot; a
 	// process gets SIGKILL after its own grace period well before that.
 	stopTimeout = time.Minute
+	// timeWaitReminder is how often a service waiting for time sync says
+	// so again in the log: often enough that the last lines of a stuck
+	// node's log name what it waits for, rare enough not to flood it.
+	timeWaitReminder = time.Minute
 )
 
 // Config configures a Node. ConfigPath, Machine, State and BinDir are required.
@@ -70,6 +74,8 @@ type Node struct {
 	mu       sync.Mutex
 	machine  *certs.MachineConfig // the config of the current boot
 	etcd     *etcd.Etcd           // a control plane's etcd, made at its first boot
+	booted   *bootState           // what the current boot built, for services loaded once
+	stage    machine.MachineStatusEvent_MachineStage
 	requests chan lifecycleRequest
 }
 
@@ -190,7 +196,7 @@ func (n *Node) stopServices(shutdown bool) {
 		stage = machine.MachineStatusEvent_SHUTTING_DOWN
 	}
 
-	n.bus.Publish(&machine.MachineStatusEvent{Stage: stage, Status: &machine.MachineStatusEvent_MachineStatus{}}, "")
+	n.machineStatus(stage, "")
 
 	ctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
 	defer cancel()
@@ -218,6 +224,39 @@ func (n *Node) ServiceLog(id string) (*logs.Log, bool) {
 	l, ok := n.logs[id]
 
 	return l, ok
+}
+
+// machineStatus publishes the machine's stage and, with reason set, that
+// it waits for time sync (the one condition a boot reports as unmet).
+func (n *Node) machineStatus(stage machine.MachineStatusEvent_MachineStage, actor string, unmet ...*machine.MachineStatusEvent_MachineStatus_UnmetCondition) {
+	n.mu.Lock()
+	n.stage = stage
+	n.mu.Unlock()
+
+	n.bus.Publish(&machine.MachineStatusEvent{Stage: stage, Status: &machine.MachineStatusEvent_MachineStatus{
+		Ready: stage == machine.MachineStatusEvent_RUNNING && len(unmet) == 0, UnmetConditions: unmet,
+	}}, actor)
+}
+
+// unmetTime reports the wait for time sync (reason set) or its end.
+func (n *Node) unmetTime(reason string) {
+	n.mu.Lock()
+	stage := n.stage
+	n.mu.Unlock()
+
+	var unmet []*machine.MachineStatusEvent_MachineStatus_UnmetCondition
+	if reason != "" {
+		unmet = append(unmet, &machine.MachineStatusEvent_MachineStatus_UnmetCondition{Name: "time", Reason: reason})
+	}
+
+	n.machineStatus(stage, "", unmet...)
+}
+
+func (n *Node) currentBoot() *bootState {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+
+	return n.booted
 }
 
 func (n *Node) current() *certs.MachineConfig {

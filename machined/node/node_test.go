@@ -150,13 +150,19 @@ func TestServicesInheritLogLevel(t *testing.T) {
 	n := &Node{cfg: Config{LogLevel: slog.LevelDebug, NodeCertTTL: NodeCertTTL}}
 	b := &bootState{cfg: &certs.MachineConfig{Machine: certs.MachineSpec{Type: certs.NodeControlPlane, ListenAddress: "127.5.0.9"}}}
 
-	svcs := n.serviceDefinitions(b)
-	if len(svcs) != 2 {
-		t.Fatalf("%d services, want apid and trustd", len(svcs))
+	var procs []*processService
+
+	for _, svc := range n.serviceDefinitions(b) {
+		if p, ok := svc.(*processService); ok {
+			procs = append(procs, p)
+		}
 	}
 
-	for _, svc := range svcs {
-		p := svc.(*processService)
+	if len(procs) != 2 {
+		t.Fatalf("%d processes, want apid and trustd", len(procs))
+	}
+
+	for _, p := range procs {
 		if i := slices.Index(p.args, "--log-level"); i < 0 || i+1 >= len(p.args) || p.args[i+1] != "debug" {
 			t.Errorf("%s args %q lack --log-level debug", p.id, p.args)
 		}

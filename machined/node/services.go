@@ -33,6 +33,8 @@ type processService struct {
 	refuse map[system.Action]string // actions the API may not take, with the reason
 	// carriesAPI marks apid: the API calls that control it pass through it.
 	carriesAPI bool
+	// condition must hold before each start.
+	condition system.Condition
 }
 
 func (p *processService) ID() string          { return p.id }
@@ -50,6 +52,8 @@ func (p *processService) HealthCheck() (health.Check, health.Settings) {
 }
 
 func (p *processService) CarriesAPI() bool { return p.carriesAPI }
+
+func (p *processService) Condition() system.Condition { return p.condition }
 
 func (p *processService) AllowAPI(a system.Action) error {
 	if reason, refused := p.refuse[a]; refused {
