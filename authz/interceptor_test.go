@@ -22,6 +22,7 @@ import (
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/ca/catest"
 	"github.com/aegis-os/aegis/internal/logtest"
+	"github.com/aegis-os/aegis/internal/testutil"
 )
 
 const (
@@ -37,9 +38,9 @@ type pki struct {
 func newPKI(t *testing.T) *pki {
 	t.Helper()
 
-	c := catest.NewCA(t, ca.Ed25519, catest.Epoch)
+	c := catest.NewCA(t, ca.Ed25519, testutil.Epoch)
 
-	return &pki{iss: catest.NewIssuer(t, c, catest.Epoch)}
+	return &pki{iss: catest.NewIssuer(t, c, testutil.Epoch)}
 }
 
 func (p *pki) client(t *testing.T, roles ...role.Role) *x509.Certificate {

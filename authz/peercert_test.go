@@ -12,10 +12,11 @@ import (
 	"github.com/aegis-os/aegis/authz/role"
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/ca/catest"
+	"github.com/aegis-os/aegis/internal/testutil"
 )
 
 func TestCertificateMetadata(t *testing.T) {
-	iss := catest.NewIssuer(t, catest.NewCA(t, ca.Ed25519, catest.Epoch), catest.Epoch)
+	iss := catest.NewIssuer(t, catest.NewCA(t, ca.Ed25519, testutil.Epoch), testutil.Epoch)
 	cert := catest.Issue(t, iss, catest.Key(t, ca.Ed25519), ca.ProfileClient, time.Hour, role.Reader).Cert
 
 	set := metadata.MD{}
