@@ -1,16 +1,18 @@
 package runner
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/aegis-os/aegis/internal/clock"
 	"github.com/aegis-os/aegis/internal/logtest"
@@ -66,10 +68,10 @@ func TestProcessCapturesOutputAndExitCode(t *testing.T) {
 // once the grace period passes on the clock, and not before.
 func TestProcessIgnoringSIGTERMIsKilled(t *testing.T) {
 	clk := clock.NewFake(time.Unix(0, 0))
-	marker := filepath.Join(t.TempDir(), "ready")
+	ready := fifo(t)
 	r := Process(ProcessConfig{
 		Path:        "/bin/sh",
-		Args:        []string{"-c", `trap "" TERM; touch ` + marker + `; while true; do sleep 1; done`},
+		Args:        []string{"-c", `trap "" TERM; : > ` + ready + `; while true; do sleep 1; done`},
 		GracePeriod: 30 * time.Second,
 		Clock:       clk,
 	})
@@ -81,7 +83,7 @@ func TestProcessIgnoringSIGTERMIsKilled(t *testing.T) {
 	go func() { done <- r.Run(ctx, n.notify) }()
 
 	n.next(t)
-	waitFile(t, marker)
+	waitOpened(t, ready) // the trap is set
 	cancel()
 
 	waitTimers(t, clk, 1) // SIGTERM sent, grace timer armed
@@ -199,8 +201,9 @@ func TestRestartPolicies(t *testing.T) {
 
 			r := Restart(inner, RestartConfig{Policy: tt.policy, Clock: clk})
 			done := make(chan error, 1)
+			n := newNotes()
 
-			go func() { done <- r.Run(context.Background(), func(bool, string) {}) }()
+			go func() { done <- r.Run(context.Background(), n.notify) }()
 
 			for {
 				select {
@@ -210,8 +213,11 @@ func TestRestartPolicies(t *testing.T) {
 					}
 
 					return
-				case <-time.After(10 * time.Millisecond):
-					clk.Advance(time.Minute)
+				case msg := <-n.ch:
+					if strings.Contains(msg, "; restarting in ") {
+						waitTimers(t, clk, 1)
+						clk.Advance(time.Minute)
+					}
 				}
 			}
 		})
@@ -244,28 +250,44 @@ func TestProcessLeavesNothingBehind(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	pid := strings.TrimSpace(string(data))
+	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
 
-	deadline := time.Now().Add(10 * time.Second)
-	for alive(pid) {
-		if time.Now().After(deadline) {
-			t.Fatalf("child %s still running", pid)
-		}
-
-		time.Sleep(20 * time.Millisecond)
+	if !exits(t, pid, 10*time.Second) {
+		t.Fatalf("child %d still running", pid)
 	}
 }
 
-// alive reports whether pid runs; a zombie waiting to be reaped does not.
-func alive(pid string) bool {
-	stat, err := os.ReadFile("/proc/" + pid + "/stat")
-	if err != nil {
-		return false
+// exits reports whether pid exits within timeout; a zombie waiting to be
+// reaped has exited. It waits on a pidfd, which becomes readable when the
+// process exits.
+func exits(t *testing.T, pid int, timeout time.Duration) bool {
+	t.Helper()
+
+	fd, err := unix.PidfdOpen(pid, 0)
+	if errors.Is(err, unix.ESRCH) {
+		return true // gone and reaped already
 	}
 
-	fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	if err != nil {
+		t.Fatalf("pidfd_open %d: %v", pid, err)
+	}
+	defer unix.Close(fd)
 
-	return len(fields) > 0 && fields[0] != "Z"
+	for {
+		n, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, int(timeout.Milliseconds()))
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+
+		if err != nil {
+			t.Fatalf("poll pidfd %d: %v", pid, err)
+		}
+
+		return n == 1
+	}
 }
 
 func waitTimers(t *testing.T, clk *clock.Fake, n int) {
@@ -279,19 +301,25 @@ func waitTimers(t *testing.T, clk *clock.Fake, n int) {
 	}
 }
 
-func waitFile(t *testing.T, path string) {
+// fifo makes a named pipe: a process that opens it for writing blocks
+// until the test opens it for reading, which tells the test it got there.
+func fifo(t *testing.T) string {
 	t.Helper()
 
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if _, err := os.Stat(path); err == nil {
-			return
-		}
+	path := filepath.Join(t.TempDir(), "ready")
+	if err := unix.Mkfifo(path, 0o600); err != nil {
+		t.Fatal(err)
+	}
 
-		if time.Now().After(deadline) {
-			t.Fatalf("%s never appeared", path)
-		}
+	return path
+}
 
-		time.Sleep(10 * time.Millisecond)
+// waitOpened returns once a writer has opened the named pipe at path and
+// closed it again.
+func waitOpened(t *testing.T, path string) {
+	t.Helper()
+
+	if _, err := os.ReadFile(path); err != nil {
+		t.Fatal(err)
 	}
 }
