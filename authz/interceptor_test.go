@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -26,8 +27,8 @@ import (
 )
 
 const (
-	methodVersion = "/machine.MachineService/Version"
-	methodRestart = "/machine.MachineService/ServiceRestart"
+	methodVersion = machine.MachineService_Version_FullMethodName
+	methodRestart = machine.MachineService_ServiceRestart_FullMethodName
 )
 
 // pki mints the certificates the tests present.

@@ -6,8 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/aegis-os/aegis/api/certificates"
 	"github.com/aegis-os/aegis/authz"
 	"github.com/aegis-os/aegis/authz/role"
 	"github.com/aegis-os/aegis/ca"
@@ -58,7 +60,7 @@ func TestCertificateMetadata(t *testing.T) {
 }
 
 func TestNeedsPeerCertificate(t *testing.T) {
-	if !authz.NeedsPeerCertificate("/aegis.certificates.CertificateService/Renew") || authz.NeedsPeerCertificate("/machine.MachineService/Version") {
+	if !authz.NeedsPeerCertificate(certificates.CertificateService_Renew_FullMethodName) || authz.NeedsPeerCertificate(machine.MachineService_Version_FullMethodName) {
 		t.Fatal("only Renew carries the caller's certificate")
 	}
 }
