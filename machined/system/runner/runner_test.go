@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/aegis-os/aegis/internal/clock"
 	"github.com/aegis-os/aegis/internal/logtest"
+	"github.com/aegis-os/aegis/internal/testutil"
 )
 
 // notes records what a runner notified.
@@ -135,11 +137,12 @@ func TestProcessStartFailure(t *testing.T) {
 }
 
 // TestRestartBackoffGrows: a process that keeps crashing is restarted with
-// delays 1s, 2s, 4s, 8s, capped at 8s.
+// steps of 1s, 2s, 4s, 8s, capped at 8s; without jitter each delay is the
+// lower half of its step.
 func TestRestartBackoffGrows(t *testing.T) {
 	clk := clock.NewFake(time.Unix(0, 0))
 	r := Restart(Process(ProcessConfig{Path: "/bin/sh", Args: []string{"-c", "exit 1"}}), RestartConfig{
-		Policy: Forever, MinBackoff: time.Second, MaxBackoff: 8 * time.Second, Clock: clk,
+		Policy: Forever, MinBackoff: time.Second, MaxBackoff: 8 * time.Second, Clock: clk, Rand: testutil.ZeroRand{},
 	})
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -164,7 +167,7 @@ func TestRestartBackoffGrows(t *testing.T) {
 		clk.Advance(time.Minute / 2)
 	}
 
-	if got := strings.Join(delays, ","); got != "1s,2s,4s,8s,8s" {
+	if got := strings.Join(delays, ","); got != "500ms,1s,2s,4s,4s" {
 		t.Fatalf("delays = %s", got)
 	}
 
@@ -172,6 +175,42 @@ func TestRestartBackoffGrows(t *testing.T) {
 
 	if err := <-done; err != nil {
 		t.Fatalf("stopped restart loop returned %v", err)
+	}
+}
+
+// TestRestartDelayIsJittered: the delay is drawn from the upper half of its
+// step, so services that crash together do not restart in lockstep.
+func TestRestartDelayIsJittered(t *testing.T) {
+	clk := clock.NewFake(time.Unix(0, 0))
+	inner := Goroutine("crash", io.Discard, func(context.Context, io.Writer) error { return errors.New("boom") })
+	r := Restart(inner, RestartConfig{
+		Policy: Forever, MinBackoff: time.Second, MaxBackoff: 8 * time.Second, Clock: clk,
+		Rand: bytes.NewReader(bytes.Repeat([]byte{0x80}, 64)),
+	})
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	n := newNotes()
+
+	go func() { _ = r.Run(ctx, n.notify) }()
+
+	for {
+		msg := n.next(t)
+		if !strings.Contains(msg, "; restarting in ") {
+			continue
+		}
+
+		delay, err := time.ParseDuration(msg[strings.LastIndex(msg, " ")+1:])
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		if delay <= 500*time.Millisecond || delay >= time.Second {
+			t.Fatalf("first delay %s, want jittered within (500ms, 1s)", delay)
+		}
+
+		return
 	}
 }
 
