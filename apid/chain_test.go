@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -26,7 +27,7 @@ func TestPanicIsRecovered(t *testing.T) {
 	s := &Server{log: slog.New(slog.NewJSONHandler(&buf, nil))}
 	_, stream := s.interceptors(nil)
 
-	err := stream[0](nil, panicStream{}, &grpc.StreamServerInfo{FullMethod: "/machine.MachineService/Version"},
+	err := stream[0](nil, panicStream{}, &grpc.StreamServerInfo{FullMethod: machine.MachineService_Version_FullMethodName},
 		func(any, grpc.ServerStream) error { panic("secret detail") })
 
 	st, _ := status.FromError(err)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -68,7 +69,7 @@ func TestStreamEndsWhenCertificateExpires(t *testing.T) {
 
 			chain := gt.chain(t, life)
 
-			ctx, release, err := gt.g.admit(call(t, chain, 2, false), "/machine.MachineService/Events", 1)
+			ctx, release, err := gt.g.admit(call(t, chain, 2, false), machine.MachineService_Events_FullMethodName, 1)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -101,7 +102,7 @@ func TestStreamEndsWhenCertificateExpires(t *testing.T) {
 func TestStreamEndsWhenItsCAIsNoLongerAccepted(t *testing.T) {
 	gt := newGuardTest(t)
 
-	ctx, release, err := gt.g.admit(call(t, gt.chain(t, time.Hour), 1, false), "/machine.MachineService/Logs", 1)
+	ctx, release, err := gt.g.admit(call(t, gt.chain(t, time.Hour), 1, false), machine.MachineService_Logs_FullMethodName, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

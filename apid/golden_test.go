@@ -2,9 +2,6 @@ package apid
 
 import (
 	"encoding/hex"
-	"flag"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -14,9 +11,9 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/prototext"
 	"google.golang.org/protobuf/proto"
-)
 
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+	"github.com/aegis-os/aegis/internal/testutil/golden"
+)
 
 // TestMergedReplyGolden pins the wire form of a merged fan-out reply: two
 // nodes' Version replies (one with machined's own metadata) and a failed
@@ -62,20 +59,5 @@ func TestMergedReplyGolden(t *testing.T) {
 	// prototext randomizes its spacing between builds; the golden file
 	// holds the text without any.
 	got := hex.EncodeToString(merged) + "\n\n" + strings.Join(strings.Fields(string(text)), "") + "\n"
-	path := filepath.Join("testdata", "merged_version.golden")
-
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-
-	if got != string(want) {
-		t.Fatalf("merged reply changed:\n got %s\nwant %s", got, want)
-	}
+	golden.Compare(t, "merged_version.golden", []byte(got))
 }

@@ -1,18 +1,25 @@
 package apid
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/siderolabs/talos/pkg/machinery/api/machine"
+
+	"github.com/aegis-os/aegis/api/certificates"
+	"github.com/aegis-os/aegis/api/tokens"
+)
 
 func TestMethodKinds(t *testing.T) {
 	tests := []struct {
 		method              string
 		oneRequest, streams bool
 	}{
-		{"/machine.MachineService/Version", true, false},
-		{"/machine.MachineService/Logs", true, true},
-		{"/machine.MachineService/Events", true, true},
-		{"/machine.MachineService/EtcdRecover", false, false},
-		{"/aegis.tokens.TokenService/Create", true, false},
-		{"/aegis.certificates.CertificateService/Renew", true, false},
+		{machine.MachineService_Version_FullMethodName, true, false},
+		{machine.MachineService_Logs_FullMethodName, true, true},
+		{machine.MachineService_Events_FullMethodName, true, true},
+		{machine.MachineService_EtcdRecover_FullMethodName, false, false},
+		{tokens.TokenService_Create_FullMethodName, true, false},
+		{certificates.CertificateService_Renew_FullMethodName, true, false},
 		// Unknown methods may take a stream: never the one-request path.
 		{"/machine.MachineService/NoSuchMethod", false, false},
 		{"/no.such.Service/Version", false, false},

@@ -224,7 +224,7 @@ func TestStreamsAreAuthorized(t *testing.T) {
 		_, err = stream.Recv()
 	}
 
-	if status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), "/machine.MachineService/Read") {
+	if status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), machine.MachineService_Read_FullMethodName) {
 		t.Fatalf("Read as reader: %v", err)
 	}
 

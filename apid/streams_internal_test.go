@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -163,7 +164,7 @@ func TestStreamCaps(t *testing.T) {
 			var releases []func()
 
 			for i, ctx := range tt.open(gt, a, b) {
-				_, release, err := gt.g.admit(ctx, "/machine.MachineService/Events", 1)
+				_, release, err := gt.g.admit(ctx, machine.MachineService_Events_FullMethodName, 1)
 				if err != nil {
 					t.Fatalf("stream %d refused: %v", i, err)
 				}
@@ -171,7 +172,7 @@ func TestStreamCaps(t *testing.T) {
 				releases = append(releases, release)
 			}
 
-			_, _, err := gt.g.admit(tt.refused(a, b), "/machine.MachineService/Events", 1)
+			_, _, err := gt.g.admit(tt.refused(a, b), machine.MachineService_Events_FullMethodName, 1)
 			st := (&Server{}).toStatus("", err)
 
 			if status.Code(st) != codes.ResourceExhausted || !strings.Contains(err.Error(), tt.want) ||
@@ -240,7 +241,7 @@ func repeat(ctx context.Context, n int) []context.Context {
 // TestUnaryCallsHaveHeadroom: a node full of follows still serves unary
 // calls, UnaryHeadroom of them at once.
 func TestUnaryCallsHaveHeadroom(t *testing.T) {
-	const version = "/machine.MachineService/Version"
+	const version = machine.MachineService_Version_FullMethodName
 
 	gt := newGuardTest(t)
 
@@ -248,13 +249,13 @@ func TestUnaryCallsHaveHeadroom(t *testing.T) {
 		chain := gt.chain(t, time.Hour)
 
 		for range MaxStreamsPerConnection {
-			if _, _, err := gt.g.admit(call(t, chain, i, false), "/machine.MachineService/Events", 1); err != nil {
+			if _, _, err := gt.g.admit(call(t, chain, i, false), machine.MachineService_Events_FullMethodName, 1); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
 
-	if _, _, err := gt.g.admit(call(t, gt.chain(t, time.Hour), 99, false), "/machine.MachineService/Logs", 1); !errors.Is(err, errTooManyStreams) {
+	if _, _, err := gt.g.admit(call(t, gt.chain(t, time.Hour), 99, false), machine.MachineService_Logs_FullMethodName, 1); !errors.Is(err, errTooManyStreams) {
 		t.Fatalf("a follow on a full node: %v", err)
 	}
 

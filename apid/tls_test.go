@@ -89,15 +89,18 @@ func TestRefusedClientCertificates(t *testing.T) {
 func logged(t *testing.T, sink *logtest.Sink, msg, reason string) bool {
 	t.Helper()
 
-	for deadline := time.Now().Add(callTimeout); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+
+	return sink.Wait(ctx, func() bool {
 		for _, r := range sink.Find(t, msg) {
 			if e, _ := r[apid.FieldError].(string); strings.Contains(e, reason) {
 				return true
 			}
 		}
-	}
 
-	return false
+		return false
+	}) == nil
 }
 
 // countingDialer counts the connections a client opens.

@@ -3,8 +3,8 @@
 // method to the roles that may call it, and a method without a rule is
 // admin-only.
 //
-// Three separate interceptors, unary and stream, apply it, each built on
-// go-grpc-middleware's auth interceptor:
+// Three separate interceptors, unary and stream, apply it; each runs its
+// check before the handler, and no service can replace the check:
 //
 //   - Authenticator finds the client certificate the TLS handshake verified;
 //   - Injector decides the caller's roles: from that certificate, from

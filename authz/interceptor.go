@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 
-	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/auth"
+	middleware "github.com/grpc-ecosystem/go-grpc-middleware/v2"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -14,20 +14,17 @@ import (
 // and returns the context the rest of the chain runs with, or a refusal.
 type checkFunc func(ctx context.Context, method string) (context.Context, error)
 
-// unaryInterceptor builds a step on go-grpc-middleware's auth interceptor.
-// The library lets a service replace the check with its own
-// AuthFuncOverride method; a service must never be able to do that to an
-// authorization step, so the library is not shown the service.
+// unaryInterceptor runs check before the handler and hands the handler the
+// context check returns. Unlike go-grpc-middleware's auth interceptor, it
+// offers the service no hook to replace the check.
 func unaryInterceptor(check checkFunc) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		inner := auth.UnaryServerInterceptor(func(ctx context.Context) (context.Context, error) {
-			return check(ctx, info.FullMethod)
-		})
+		ctx, err := check(ctx, info.FullMethod)
+		if err != nil {
+			return nil, err
+		}
 
-		hidden := *info
-		hidden.Server = nil
-
-		return inner(ctx, req, &hidden, handler)
+		return handler(ctx, req)
 	}
 }
 
@@ -35,13 +32,15 @@ func unaryInterceptor(check checkFunc) grpc.UnaryServerInterceptor {
 // once, when it opens, exactly like a unary call.
 func streamInterceptor(check checkFunc) grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		inner := auth.StreamServerInterceptor(func(ctx context.Context) (context.Context, error) {
-			return check(ctx, info.FullMethod)
-		})
+		ctx, err := check(ss.Context(), info.FullMethod)
+		if err != nil {
+			return err
+		}
 
-		return inner(nil, ss, info, func(_ any, wrapped grpc.ServerStream) error {
-			return handler(srv, wrapped)
-		})
+		wrapped := middleware.WrapServerStream(ss)
+		wrapped.WrappedContext = ctx
+
+		return handler(srv, wrapped)
 	}
 }
 

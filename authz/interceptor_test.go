@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -22,11 +23,12 @@ import (
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/ca/catest"
 	"github.com/aegis-os/aegis/internal/logtest"
+	"github.com/aegis-os/aegis/internal/testutil"
 )
 
 const (
-	methodVersion = "/machine.MachineService/Version"
-	methodRestart = "/machine.MachineService/ServiceRestart"
+	methodVersion = machine.MachineService_Version_FullMethodName
+	methodRestart = machine.MachineService_ServiceRestart_FullMethodName
 )
 
 // pki mints the certificates the tests present.
@@ -37,9 +39,9 @@ type pki struct {
 func newPKI(t *testing.T) *pki {
 	t.Helper()
 
-	c := catest.NewCA(t, ca.Ed25519, catest.Epoch)
+	c := catest.NewCA(t, ca.Ed25519, testutil.Epoch)
 
-	return &pki{iss: catest.NewIssuer(t, c, catest.Epoch)}
+	return &pki{iss: catest.NewIssuer(t, c, testutil.Epoch)}
 }
 
 func (p *pki) client(t *testing.T, roles ...role.Role) *x509.Certificate {

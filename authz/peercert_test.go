@@ -6,16 +6,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/aegis-os/aegis/api/certificates"
 	"github.com/aegis-os/aegis/authz"
 	"github.com/aegis-os/aegis/authz/role"
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/ca/catest"
+	"github.com/aegis-os/aegis/internal/testutil"
 )
 
 func TestCertificateMetadata(t *testing.T) {
-	iss := catest.NewIssuer(t, catest.NewCA(t, ca.Ed25519, catest.Epoch), catest.Epoch)
+	iss := catest.NewIssuer(t, catest.NewCA(t, ca.Ed25519, testutil.Epoch), testutil.Epoch)
 	cert := catest.Issue(t, iss, catest.Key(t, ca.Ed25519), ca.ProfileClient, time.Hour, role.Reader).Cert
 
 	set := metadata.MD{}
@@ -57,7 +60,7 @@ func TestCertificateMetadata(t *testing.T) {
 }
 
 func TestNeedsPeerCertificate(t *testing.T) {
-	if !authz.NeedsPeerCertificate("/aegis.certificates.CertificateService/Renew") || authz.NeedsPeerCertificate("/machine.MachineService/Version") {
+	if !authz.NeedsPeerCertificate(certificates.CertificateService_Renew_FullMethodName) || authz.NeedsPeerCertificate(machine.MachineService_Version_FullMethodName) {
 		t.Fatal("only Renew carries the caller's certificate")
 	}
 }

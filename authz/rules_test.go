@@ -9,8 +9,8 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 
-	_ "github.com/aegis-os/aegis/api/certificates" // registers aegis.certificates
-	_ "github.com/aegis-os/aegis/api/tokens"       // registers aegis.tokens
+	"github.com/aegis-os/aegis/api/certificates"
+	"github.com/aegis-os/aegis/api/tokens"
 	"github.com/aegis-os/aegis/authz"
 	"github.com/aegis-os/aegis/authz/role"
 )
@@ -91,9 +91,9 @@ func TestRoleMethodTable(t *testing.T) {
 		snapshot  = machine.MachineService_EtcdSnapshot_FullMethodName
 		genConfig = machine.MachineService_GenerateClientConfiguration_FullMethodName
 		read      = machine.MachineService_Read_FullMethodName
-		tokCreate = "/aegis.tokens.TokenService/Create"
-		tokList   = "/aegis.tokens.TokenService/List"
-		renew     = "/aegis.certificates.CertificateService/Renew"
+		tokCreate = tokens.TokenService_Create_FullMethodName
+		tokList   = tokens.TokenService_List_FullMethodName
+		renew     = certificates.CertificateService_Renew_FullMethodName
 		unknown   = "/machine.MachineService/NoSuchMethod"
 		other     = "/cosi.resource.State/Get"
 	)
@@ -147,7 +147,7 @@ func TestRoleCombinations(t *testing.T) {
 	}{
 		{"reader and operator may restart", machine.MachineService_ServiceRestart_FullMethodName, role.NewSet(role.Reader, role.Operator), true},
 		{"impersonator with reader reads", machine.MachineService_Version_FullMethodName, role.NewSet(role.Impersonator, role.Reader), true},
-		{"impersonator alone cannot renew", "/aegis.certificates.CertificateService/Renew", role.NewSet(role.Impersonator), false},
+		{"impersonator alone cannot renew", certificates.CertificateService_Renew_FullMethodName, role.NewSet(role.Impersonator), false},
 		{"etcd backup cannot reboot", machine.MachineService_Reboot_FullMethodName, role.NewSet(role.EtcdBackup), false},
 		{"nil set is no role", machine.MachineService_Version_FullMethodName, nil, false},
 	}
@@ -170,7 +170,7 @@ func TestDeniedErrorNamesMethodAndAllowedRoles(t *testing.T) {
 	}
 
 	msg := err.Error()
-	for _, want := range []string{"/machine.MachineService/ServiceRestart", "os:admin", "os:operator", "os:reader"} {
+	for _, want := range []string{machine.MachineService_ServiceRestart_FullMethodName, "os:admin", "os:operator", "os:reader"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("error %q does not mention %q", msg, want)
 		}

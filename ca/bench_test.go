@@ -10,6 +10,7 @@ import (
 
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/ca/catest"
+	"github.com/aegis-os/aegis/internal/testutil"
 )
 
 // BenchmarkIssue measures the whole issuing path: cfssl's local signer (which
@@ -17,8 +18,8 @@ import (
 func BenchmarkIssue(b *testing.B) {
 	for _, kt := range ca.KeyTypes() {
 		b.Run(string(kt), func(b *testing.B) {
-			authority := catest.NewCA(b, kt, catest.Epoch)
-			iss := catest.NewIssuer(b, authority, catest.Epoch)
+			authority := catest.NewCA(b, kt, testutil.Epoch)
+			iss := catest.NewIssuer(b, authority, testutil.Epoch)
 			csr := benchCSR(b, kt)
 
 			b.ReportAllocs()
@@ -37,12 +38,12 @@ func BenchmarkIssue(b *testing.B) {
 func BenchmarkIssueRaw(b *testing.B) {
 	for _, kt := range ca.KeyTypes() {
 		b.Run(string(kt), func(b *testing.B) {
-			authority := catest.NewCA(b, kt, catest.Epoch)
+			authority := catest.NewCA(b, kt, testutil.Epoch)
 			csr := benchCSR(b, kt)
 			tmpl := &x509.Certificate{
 				Subject:               pkix.Name{CommonName: csr.Request.Subject.CommonName},
-				NotBefore:             catest.Epoch,
-				NotAfter:              catest.Epoch.Add(24 * time.Hour),
+				NotBefore:             testutil.Epoch,
+				NotAfter:              testutil.Epoch.Add(24 * time.Hour),
 				KeyUsage:              x509.KeyUsageDigitalSignature,
 				ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 				BasicConstraintsValid: true,

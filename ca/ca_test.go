@@ -17,12 +17,13 @@ import (
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/ca/catest"
 	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/internal/testutil"
 )
 
 func TestGenerate(t *testing.T) {
 	for _, kt := range ca.KeyTypes() {
 		t.Run(string(kt), func(t *testing.T) {
-			c, err := ca.Generate(ca.Config{KeyType: kt, Organization: "aegis", Clock: clock.NewFake(catest.Epoch)})
+			c, err := ca.Generate(ca.Config{KeyType: kt, Organization: "aegis", Clock: clock.NewFake(testutil.Epoch)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -56,7 +57,7 @@ func TestGenerate(t *testing.T) {
 				t.Fatalf("key type = %s, want %s", got, kt)
 			}
 
-			if _, err := ca.Parse(c.CertPEM, c.KeyPEM, catest.Epoch); err != nil {
+			if _, err := ca.Parse(c.CertPEM, c.KeyPEM, testutil.Epoch); err != nil {
 				t.Fatalf("generated CA does not load: %v", err)
 			}
 		})
@@ -64,8 +65,8 @@ func TestGenerate(t *testing.T) {
 }
 
 func TestGenerateSerialsDiffer(t *testing.T) {
-	a := catest.NewCA(t, ca.Ed25519, catest.Epoch)
-	b := catest.NewCA(t, ca.Ed25519, catest.Epoch)
+	a := catest.NewCA(t, ca.Ed25519, testutil.Epoch)
+	b := catest.NewCA(t, ca.Ed25519, testutil.Epoch)
 
 	if a.Cert.SerialNumber.Cmp(b.Cert.SerialNumber) == 0 {
 		t.Fatal("two CAs share a serial")
@@ -73,9 +74,9 @@ func TestGenerateSerialsDiffer(t *testing.T) {
 }
 
 func TestParseRefusals(t *testing.T) {
-	good := catest.NewCA(t, ca.Ed25519, catest.Epoch)
-	other := catest.NewCA(t, ca.ECDSAP256, catest.Epoch)
-	leaf := catest.Issue(t, catest.NewIssuer(t, good, catest.Epoch), catest.Key(t, ca.Ed25519), ca.ProfileServer, 0)
+	good := catest.NewCA(t, ca.Ed25519, testutil.Epoch)
+	other := catest.NewCA(t, ca.ECDSAP256, testutil.Epoch)
+	leaf := catest.Issue(t, catest.NewIssuer(t, good, testutil.Epoch), catest.Key(t, ca.Ed25519), ca.ProfileServer, 0)
 
 	tests := []struct {
 		name    string
@@ -84,17 +85,17 @@ func TestParseRefusals(t *testing.T) {
 		now     time.Time
 		want    error
 	}{
-		{name: "garbage certificate", certPEM: []byte("not pem"), keyPEM: good.KeyPEM, now: catest.Epoch, want: ca.ErrBadPEM},
-		{name: "truncated certificate", certPEM: good.CertPEM[:len(good.CertPEM)/2], keyPEM: good.KeyPEM, now: catest.Epoch, want: ca.ErrBadPEM},
-		{name: "key block as certificate", certPEM: good.KeyPEM, keyPEM: good.KeyPEM, now: catest.Epoch, want: ca.ErrBadPEM},
-		{name: "corrupt DER", certPEM: corruptDER(good.CertPEM), keyPEM: good.KeyPEM, now: catest.Epoch, want: ca.ErrBadCertificate},
-		{name: "garbage key", certPEM: good.CertPEM, keyPEM: []byte("-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n"), now: catest.Epoch, want: ca.ErrBadKey},
-		{name: "certificate as key", certPEM: good.CertPEM, keyPEM: good.CertPEM, now: catest.Epoch, want: ca.ErrBadPEM},
-		{name: "key of another CA", certPEM: good.CertPEM, keyPEM: other.KeyPEM, now: catest.Epoch, want: ca.ErrKeyMismatch},
+		{name: "garbage certificate", certPEM: []byte("not pem"), keyPEM: good.KeyPEM, now: testutil.Epoch, want: ca.ErrBadPEM},
+		{name: "truncated certificate", certPEM: good.CertPEM[:len(good.CertPEM)/2], keyPEM: good.KeyPEM, now: testutil.Epoch, want: ca.ErrBadPEM},
+		{name: "key block as certificate", certPEM: good.KeyPEM, keyPEM: good.KeyPEM, now: testutil.Epoch, want: ca.ErrBadPEM},
+		{name: "corrupt DER", certPEM: corruptDER(good.CertPEM), keyPEM: good.KeyPEM, now: testutil.Epoch, want: ca.ErrBadCertificate},
+		{name: "garbage key", certPEM: good.CertPEM, keyPEM: []byte("-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n"), now: testutil.Epoch, want: ca.ErrBadKey},
+		{name: "certificate as key", certPEM: good.CertPEM, keyPEM: good.CertPEM, now: testutil.Epoch, want: ca.ErrBadPEM},
+		{name: "key of another CA", certPEM: good.CertPEM, keyPEM: other.KeyPEM, now: testutil.Epoch, want: ca.ErrKeyMismatch},
 		{name: "expired", certPEM: good.CertPEM, keyPEM: good.KeyPEM, now: good.Cert.NotAfter.Add(time.Second), want: ca.ErrExpired},
 		{name: "not yet valid", certPEM: good.CertPEM, keyPEM: good.KeyPEM, now: good.Cert.NotBefore.Add(-time.Second), want: ca.ErrNotYetValid},
-		{name: "leaf is not a CA", certPEM: leaf.PEM, keyPEM: good.KeyPEM, now: catest.Epoch, want: ca.ErrNotCA},
-		{name: "two certificates", certPEM: append(append([]byte{}, good.CertPEM...), other.CertPEM...), keyPEM: good.KeyPEM, now: catest.Epoch, want: ca.ErrBadPEM},
+		{name: "leaf is not a CA", certPEM: leaf.PEM, keyPEM: good.KeyPEM, now: testutil.Epoch, want: ca.ErrNotCA},
+		{name: "two certificates", certPEM: append(append([]byte{}, good.CertPEM...), other.CertPEM...), keyPEM: good.KeyPEM, now: testutil.Epoch, want: ca.ErrBadPEM},
 	}
 
 	for _, tt := range tests {
@@ -157,7 +158,7 @@ func TestParseKeyForms(t *testing.T) {
 }
 
 func TestWriteFilesModesAndNoOverwrite(t *testing.T) {
-	c := catest.NewCA(t, ca.Ed25519, catest.Epoch)
+	c := catest.NewCA(t, ca.Ed25519, testutil.Epoch)
 	dir := t.TempDir()
 	crt, key := filepath.Join(dir, "ca.crt"), filepath.Join(dir, "ca.key")
 
@@ -180,7 +181,7 @@ func TestWriteFilesModesAndNoOverwrite(t *testing.T) {
 		t.Fatal("second write without overwrite succeeded")
 	}
 
-	loaded, err := ca.LoadFiles(crt, key, catest.Epoch)
+	loaded, err := ca.LoadFiles(crt, key, testutil.Epoch)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/ca/catest"
+	"github.com/aegis-os/aegis/internal/testutil"
 )
 
 func TestParseCSRRefusals(t *testing.T) {
@@ -43,7 +44,7 @@ func TestParseCSRRefusals(t *testing.T) {
 		want error
 	}{
 		{name: "garbage bytes", pem: []byte("\x00\x01garbage"), want: ca.ErrBadPEM},
-		{name: "certificate block", pem: catest.NewCA(t, ca.Ed25519, catest.Epoch).CertPEM, want: ca.ErrBadPEM},
+		{name: "certificate block", pem: catest.NewCA(t, ca.Ed25519, testutil.Epoch).CertPEM, want: ca.ErrBadPEM},
 		{name: "garbage DER", pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: []byte{0x30, 0x03, 0x02, 0x01, 0x01}}), want: ca.ErrBadCSR},
 		{name: "oversized", pem: bytes.Repeat([]byte("A"), ca.MaxPEMSize+1), want: ca.ErrTooLarge},
 		{name: "bad signature", pem: badSignature(t, catest.CSR(t, ed, &x509.CertificateRequest{DNSNames: []string{"node"}})), want: ca.ErrCSRSignature},
@@ -138,7 +139,7 @@ func FuzzParseCSR(f *testing.F) {
 	f.Add([]byte("-----BEGIN CERTIFICATE REQUEST-----\nMAA=\n-----END CERTIFICATE REQUEST-----\n"))
 	f.Add([]byte{})
 
-	iss := catest.NewIssuer(f, catest.NewCA(f, ca.Ed25519, catest.Epoch), catest.Epoch)
+	iss := catest.NewIssuer(f, catest.NewCA(f, ca.Ed25519, testutil.Epoch), testutil.Epoch)
 
 	f.Fuzz(func(t *testing.T, data []byte) {
 		csr, err := ca.ParseCSR(data)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/ca/catest"
+	"github.com/aegis-os/aegis/internal/testutil"
 )
 
 // FuzzParseCertificates covers the CA bundles a joining node reads from
@@ -14,9 +15,9 @@ import (
 // input is refused as a *ca.Error or yields certificates that encode back
 // to what was read.
 func FuzzParseCertificates(f *testing.F) {
-	a := catest.NewCA(f, ca.Ed25519, catest.Epoch)
-	b := catest.NewCA(f, ca.ECDSAP256, catest.Epoch)
-	leaf := catest.Issue(f, catest.NewIssuer(f, a, catest.Epoch), catest.Key(f, ca.Ed25519), ca.ProfileServer, 0)
+	a := catest.NewCA(f, ca.Ed25519, testutil.Epoch)
+	b := catest.NewCA(f, ca.ECDSAP256, testutil.Epoch)
+	leaf := catest.Issue(f, catest.NewIssuer(f, a, testutil.Epoch), catest.Key(f, ca.Ed25519), ca.ProfileServer, 0)
 
 	f.Add(a.CertPEM)
 	f.Add(append(append([]byte{}, a.CertPEM...), b.CertPEM...))
@@ -43,7 +44,7 @@ func FuzzParseCertificates(f *testing.F) {
 			}
 		}
 
-		set, err := ca.ParseAcceptedSet(data, catest.Epoch)
+		set, err := ca.ParseAcceptedSet(data, testutil.Epoch)
 		if err != nil {
 			return
 		}
@@ -54,7 +55,7 @@ func FuzzParseCertificates(f *testing.F) {
 			}
 		}
 
-		if _, err = ca.ParseAcceptedSet(set.PEM(), catest.Epoch); err != nil {
+		if _, err = ca.ParseAcceptedSet(set.PEM(), testutil.Epoch); err != nil {
 			t.Fatalf("an accepted set's PEM does not parse back: %v", err)
 		}
 	})

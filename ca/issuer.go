@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"slices"
+	"sync"
 	"time"
 
 	cfcsr "github.com/cloudflare/cfssl/csr"
@@ -64,11 +65,13 @@ type Issued struct {
 	PEM  []byte
 }
 
-// cfssl logs every signature through the standard logger, unstructured; the
-// issuer's callers keep their own audit records, so only its errors are
-// wanted. Set once here, before any signer exists, so no signing goroutine
-// ever races with the write.
-func init() { cflog.Level = cflog.LevelError }
+// quietCfssl lowers cfssl's log level, a global of that library. cfssl logs
+// every signature through the standard logger, unstructured; the issuer's
+// callers keep their own audit records, so only its errors are wanted. It
+// runs when the first issuer is built rather than when the package is
+// imported, and before that issuer's signer exists, so no signing goroutine
+// races with the write.
+var quietCfssl sync.Once
 
 // NewIssuer builds an Issuer around cfg.CA.
 func NewIssuer(cfg IssuerConfig) (*Issuer, error) {
@@ -101,6 +104,8 @@ func NewIssuer(cfg IssuerConfig) (*Issuer, error) {
 
 		maxTTL[p] = d
 	}
+
+	quietCfssl.Do(func() { cflog.Level = cflog.LevelError })
 
 	s, err := local.NewSigner(cfg.CA.Key, cfg.CA.Cert, signer.DefaultSigAlgo(cfg.CA.Key), cfsslPolicy())
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/aegis-os/aegis/authz/role"
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/ca/catest"
+	"github.com/aegis-os/aegis/internal/testutil"
 )
 
 func TestIssueProfiles(t *testing.T) {
@@ -27,9 +28,9 @@ func TestIssueProfiles(t *testing.T) {
 	}
 
 	for _, kt := range ca.KeyTypes() {
-		authority := catest.NewCA(t, kt, catest.Epoch)
-		iss := catest.NewIssuer(t, authority, catest.Epoch)
-		accepted, err := ca.NewAcceptedSet(catest.Epoch, authority.Cert)
+		authority := catest.NewCA(t, kt, testutil.Epoch)
+		iss := catest.NewIssuer(t, authority, testutil.Epoch)
+		accepted, err := ca.NewAcceptedSet(testutil.Epoch, authority.Cert)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -59,7 +60,7 @@ func TestIssueProfiles(t *testing.T) {
 					t.Fatalf("serial has %d bits", bits)
 				}
 
-				if err := accepted.Verify(cert, tt.eku, catest.Epoch); err != nil {
+				if err := accepted.Verify(cert, tt.eku, testutil.Epoch); err != nil {
 					t.Fatalf("does not verify against its CA: %v", err)
 				}
 			})
@@ -68,8 +69,8 @@ func TestIssueProfiles(t *testing.T) {
 }
 
 func TestIssueTakesNoAuthorityFromCSR(t *testing.T) {
-	authority := catest.NewCA(t, ca.Ed25519, catest.Epoch)
-	iss := catest.NewIssuer(t, authority, catest.Epoch)
+	authority := catest.NewCA(t, ca.Ed25519, testutil.Epoch)
+	iss := catest.NewIssuer(t, authority, testutil.Epoch)
 	key := catest.Key(t, ca.Ed25519)
 
 	ekuExt, _ := asn1.Marshal([]asn1.ObjectIdentifier{{1, 3, 6, 1, 5, 5, 7, 3, 2}, {1, 3, 6, 1, 5, 5, 7, 3, 3}})
@@ -127,7 +128,7 @@ func TestIssueTakesNoAuthorityFromCSR(t *testing.T) {
 }
 
 func TestIssueRoleRefusals(t *testing.T) {
-	iss := catest.NewIssuer(t, catest.NewCA(t, ca.Ed25519, catest.Epoch), catest.Epoch)
+	iss := catest.NewIssuer(t, catest.NewCA(t, ca.Ed25519, testutil.Epoch), testutil.Epoch)
 	csr := parsedCSR(t)
 
 	tests := []struct {
@@ -154,10 +155,10 @@ func TestIssueRoleRefusals(t *testing.T) {
 }
 
 func TestIssueLifetime(t *testing.T) {
-	authority := catest.NewCA(t, ca.Ed25519, catest.Epoch)
+	authority := catest.NewCA(t, ca.Ed25519, testutil.Epoch)
 	csr := parsedCSR(t)
 
-	capped, err := ca.NewIssuer(ca.IssuerConfig{CA: authority, Clock: catest.FixedClock(catest.Epoch), MaxTTL: map[ca.Profile]time.Duration{ca.ProfileServer: time.Hour}})
+	capped, err := ca.NewIssuer(ca.IssuerConfig{CA: authority, Clock: catest.FixedClock(testutil.Epoch), MaxTTL: map[ca.Profile]time.Duration{ca.ProfileServer: time.Hour}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,10 +173,10 @@ func TestIssueLifetime(t *testing.T) {
 		wantAfter time.Time
 		wantErr   error
 	}{
-		{name: "asked", iss: catest.NewIssuer(t, authority, catest.Epoch), ttl: 2 * time.Hour, wantLife: 2 * time.Hour},
+		{name: "asked", iss: catest.NewIssuer(t, authority, testutil.Epoch), ttl: 2 * time.Hour, wantLife: 2 * time.Hour},
 		{name: "above max is cut", iss: capped, ttl: 48 * time.Hour, wantLife: time.Hour},
 		{name: "default limited by max", iss: capped, wantLife: time.Hour},
-		{name: "short lifetime keeps most of it", iss: catest.NewIssuer(t, authority, catest.Epoch), ttl: 30 * time.Second, wantLife: 30 * time.Second},
+		{name: "short lifetime keeps most of it", iss: catest.NewIssuer(t, authority, testutil.Epoch), ttl: 30 * time.Second, wantLife: 30 * time.Second},
 		{name: "never outlives the CA", iss: catest.NewIssuer(t, authority, nearCAEnd), ttl: 24 * time.Hour, wantAfter: authority.Cert.NotAfter},
 		{name: "negative", iss: capped, ttl: -time.Second, wantErr: ca.ErrTTL},
 		{name: "CA expired", iss: catest.NewIssuer(t, authority, authority.Cert.NotAfter.Add(time.Minute)), wantErr: ca.ErrExpired},
@@ -210,7 +211,7 @@ func TestIssueLifetime(t *testing.T) {
 
 func TestNewIssuerRefusesLooserMax(t *testing.T) {
 	_, err := ca.NewIssuer(ca.IssuerConfig{
-		CA:     catest.NewCA(t, ca.Ed25519, catest.Epoch),
+		CA:     catest.NewCA(t, ca.Ed25519, testutil.Epoch),
 		MaxTTL: map[ca.Profile]time.Duration{ca.ProfileServer: 20 * 365 * 24 * time.Hour},
 	})
 	if !errors.Is(err, ca.ErrTTL) {
@@ -219,27 +220,27 @@ func TestNewIssuerRefusesLooserMax(t *testing.T) {
 }
 
 func TestAcceptedSetRotation(t *testing.T) {
-	oldCA := catest.NewCA(t, ca.Ed25519, catest.Epoch)
-	newCA := catest.NewCA(t, ca.ECDSAP256, catest.Epoch)
-	fromOld := catest.Issue(t, catest.NewIssuer(t, oldCA, catest.Epoch), catest.Key(t, ca.Ed25519), ca.ProfileClient, 0, role.Admin).Cert
-	fromNew := catest.Issue(t, catest.NewIssuer(t, newCA, catest.Epoch), catest.Key(t, ca.Ed25519), ca.ProfileClient, 0, role.Admin).Cert
+	oldCA := catest.NewCA(t, ca.Ed25519, testutil.Epoch)
+	newCA := catest.NewCA(t, ca.ECDSAP256, testutil.Epoch)
+	fromOld := catest.Issue(t, catest.NewIssuer(t, oldCA, testutil.Epoch), catest.Key(t, ca.Ed25519), ca.ProfileClient, 0, role.Admin).Cert
+	fromNew := catest.Issue(t, catest.NewIssuer(t, newCA, testutil.Epoch), catest.Key(t, ca.Ed25519), ca.ProfileClient, 0, role.Admin).Cert
 
-	overlap, err := ca.ParseAcceptedSet(append(append([]byte{}, oldCA.CertPEM...), newCA.CertPEM...), catest.Epoch)
+	overlap, err := ca.ParseAcceptedSet(append(append([]byte{}, oldCA.CertPEM...), newCA.CertPEM...), testutil.Epoch)
 	if err != nil {
 		t.Fatal(err)
 	}
 
 	for _, c := range []*x509.Certificate{fromOld, fromNew} {
-		if err := overlap.Verify(c, x509.ExtKeyUsageClientAuth, catest.Epoch); err != nil {
+		if err := overlap.Verify(c, x509.ExtKeyUsageClientAuth, testutil.Epoch); err != nil {
 			t.Fatalf("during overlap: %v", err)
 		}
 	}
 
-	if err := overlap.Verify(fromOld, x509.ExtKeyUsageServerAuth, catest.Epoch); err == nil {
+	if err := overlap.Verify(fromOld, x509.ExtKeyUsageServerAuth, testutil.Epoch); err == nil {
 		t.Fatal("client certificate verified for server auth")
 	}
 
-	after, err := ca.NewAcceptedSet(catest.Epoch, newCA.Cert, newCA.Cert)
+	after, err := ca.NewAcceptedSet(testutil.Epoch, newCA.Cert, newCA.Cert)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -248,15 +249,15 @@ func TestAcceptedSetRotation(t *testing.T) {
 		t.Fatalf("duplicate CA kept: %d certificates", n)
 	}
 
-	if err := after.Verify(fromOld, x509.ExtKeyUsageClientAuth, catest.Epoch); err == nil {
+	if err := after.Verify(fromOld, x509.ExtKeyUsageClientAuth, testutil.Epoch); err == nil {
 		t.Fatal("certificate of the removed CA still verifies")
 	}
 
-	if _, err := ca.NewAcceptedSet(catest.Epoch, fromNew); !errors.Is(err, ca.ErrNotCA) {
+	if _, err := ca.NewAcceptedSet(testutil.Epoch, fromNew); !errors.Is(err, ca.ErrNotCA) {
 		t.Fatalf("leaf accepted as CA: %v", err)
 	}
 
-	roundTrip, err := ca.ParseAcceptedSet(overlap.PEM(), catest.Epoch)
+	roundTrip, err := ca.ParseAcceptedSet(overlap.PEM(), testutil.Epoch)
 	if err != nil || len(roundTrip.Certificates()) != 2 {
 		t.Fatalf("PEM round trip: %v", err)
 	}

@@ -9,12 +9,13 @@ import (
 	"github.com/aegis-os/aegis/authz/role"
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/ca/catest"
+	"github.com/aegis-os/aegis/internal/testutil"
 )
 
 // TestPeerProfile: etcd's certificates serve and dial with one key, so the
 // peer profile grants both EKUs, and never roles.
 func TestPeerProfile(t *testing.T) {
-	iss := catest.NewIssuer(t, catest.NewCA(t, ca.ECDSAP256, catest.Epoch), catest.Epoch)
+	iss := catest.NewIssuer(t, catest.NewCA(t, ca.ECDSAP256, testutil.Epoch), testutil.Epoch)
 	key := catest.Key(t, ca.ECDSAP256)
 
 	issued := catest.Issue(t, iss, key, ca.ProfilePeer, 0)

@@ -4,8 +4,8 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/aegis-os/aegis/ca/catest"
 	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/internal/testutil"
 )
 
 // FuzzParseBundle covers secrets bundles, which operators bring from
@@ -18,7 +18,7 @@ func FuzzParseBundle(f *testing.F) {
 	f.Add([]byte("trustdinfo: {token: abcdef.0123456789abcdef}\n"))
 
 	f.Fuzz(func(t *testing.T, data []byte) {
-		b, err := certs.ParseBundle("fuzz", data, catest.Epoch)
+		b, err := certs.ParseBundle("fuzz", data, testutil.Epoch)
 		if err != nil {
 			var verr *certs.ValidationError
 			if !errors.As(err, &verr) || len(verr.Problems) == 0 {
@@ -28,7 +28,7 @@ func FuzzParseBundle(f *testing.F) {
 			return
 		}
 
-		if _, err = b.OSCA(catest.Epoch); err != nil {
+		if _, err = b.OSCA(testutil.Epoch); err != nil {
 			t.Fatalf("accepted bundle has no usable OS CA: %v", err)
 		}
 
@@ -37,7 +37,7 @@ func FuzzParseBundle(f *testing.F) {
 			t.Fatal(err)
 		}
 
-		if _, err = certs.ParseBundle("again", out, catest.Epoch); err != nil {
+		if _, err = certs.ParseBundle("again", out, testutil.Epoch); err != nil {
 			t.Fatalf("re-encoded bundle refused: %v", err)
 		}
 	})

@@ -10,23 +10,24 @@ import (
 	"github.com/aegis-os/aegis/authz/role"
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/ca/catest"
+	"github.com/aegis-os/aegis/internal/testutil"
 )
 
 func TestClientRenewalDue(t *testing.T) {
-	cert := certValid(renewEpoch, 30*time.Hour)
+	cert := certValid(testutil.Epoch, 30*time.Hour)
 
 	tests := []struct {
 		name string
 		now  time.Time
 		want bool
 	}{
-		{name: "fresh", now: renewEpoch, want: false},
-		{name: "half-life", now: renewEpoch.Add(15 * time.Hour), want: false},
-		{name: "just before two thirds", now: renewEpoch.Add(20*time.Hour - time.Nanosecond), want: false},
-		{name: "a third left", now: renewEpoch.Add(20 * time.Hour), want: true},
-		{name: "last second", now: renewEpoch.Add(30 * time.Hour), want: true},
-		{name: "expired cannot renew", now: renewEpoch.Add(30*time.Hour + time.Second), want: false},
-		{name: "not yet valid", now: renewEpoch.Add(-time.Hour), want: false},
+		{name: "fresh", now: testutil.Epoch, want: false},
+		{name: "half-life", now: testutil.Epoch.Add(15 * time.Hour), want: false},
+		{name: "just before two thirds", now: testutil.Epoch.Add(20*time.Hour - time.Nanosecond), want: false},
+		{name: "a third left", now: testutil.Epoch.Add(20 * time.Hour), want: true},
+		{name: "last second", now: testutil.Epoch.Add(30 * time.Hour), want: true},
+		{name: "expired cannot renew", now: testutil.Epoch.Add(30*time.Hour + time.Second), want: false},
+		{name: "not yet valid", now: testutil.Epoch.Add(-time.Hour), want: false},
 	}
 
 	for _, tt := range tests {
@@ -39,16 +40,16 @@ func TestClientRenewalDue(t *testing.T) {
 }
 
 func TestCheckClientCertificateTime(t *testing.T) {
-	cert := certValid(renewEpoch, time.Hour)
+	cert := certValid(testutil.Epoch, time.Hour)
 
 	tests := []struct {
 		name string
 		now  time.Time
 		want string
 	}{
-		{name: "valid", now: renewEpoch.Add(time.Minute)},
-		{name: "expired", now: renewEpoch.Add(3 * time.Hour), want: "client certificate expired at 2030-01-01T01:00:00Z (2h0m0s ago)"},
-		{name: "not yet valid", now: renewEpoch.Add(-90 * time.Second), want: "not valid until 2030-01-01T00:00:00Z (in 1m30s; is this machine's clock behind?)"},
+		{name: "valid", now: testutil.Epoch.Add(time.Minute)},
+		{name: "expired", now: testutil.Epoch.Add(3 * time.Hour), want: "client certificate expired at 2030-01-01T13:00:00Z (2h0m0s ago)"},
+		{name: "not yet valid", now: testutil.Epoch.Add(-90 * time.Second), want: "not valid until 2030-01-01T12:00:00Z (in 1m30s; is this machine's clock behind?)"},
 	}
 
 	for _, tt := range tests {
@@ -71,7 +72,7 @@ func TestCheckClientCertificateTime(t *testing.T) {
 }
 
 func TestClientRenewalCheck(t *testing.T) {
-	now := catest.Epoch
+	now := testutil.Epoch
 	authority := catest.NewCA(t, ca.Ed25519, now.Add(-time.Hour))
 	other := catest.NewCA(t, ca.Ed25519, now.Add(-time.Hour))
 	iss := catest.NewIssuer(t, authority, now)
@@ -163,7 +164,7 @@ func issueAs(t *testing.T, iss *ca.Issuer, r *ClientRenewal, cn string, ttl time
 }
 
 func TestNewClientRenewalKeepsKeyTypeAndName(t *testing.T) {
-	now := catest.Epoch
+	now := testutil.Epoch
 	iss := catest.NewIssuer(t, catest.NewCA(t, ca.ECDSAP256, now.Add(-time.Hour)), now)
 	old := catest.Issue(t, iss, catest.Key(t, ca.ECDSAP256), ca.ProfileClient, time.Hour, role.Admin)
 

@@ -2,7 +2,6 @@ package certs_test
 
 import (
 	"bytes"
-	"flag"
 	"os"
 	"path/filepath"
 	"testing"
@@ -10,9 +9,9 @@ import (
 	"github.com/aegis-os/aegis/authz/role"
 	"github.com/aegis-os/aegis/ca/catest"
 	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/internal/testutil"
+	"github.com/aegis-os/aegis/internal/testutil/golden"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
 const (
 	goldenBundle       = "testdata/secrets.yaml"
@@ -22,42 +21,42 @@ const (
 )
 
 // TestUpdateGolden regenerates the golden files with -update; otherwise it
-// does nothing. The keys in them are test keys, valid from catest.Epoch.
+// does nothing. The keys in them are test keys, valid from testutil.Epoch.
 func TestUpdateGolden(t *testing.T) {
-	if !*update {
+	if !golden.Update() {
 		t.Skip("run with -update to regenerate the golden files")
 	}
 
-	b, err := certs.GenerateBundle(certs.BundleOptions{Clock: catest.FixedClock(catest.Epoch)})
+	b, err := certs.GenerateBundle(certs.BundleOptions{Clock: catest.FixedClock(testutil.Epoch)})
 	if err != nil {
 		t.Fatal(err)
 	}
 
-	writeGolden(t, goldenBundle, must(b.Marshal()))
+	golden.Write(t, goldenBundle, must(b.Marshal()))
 
 	opts := certs.ConfigOptions{ClusterName: "demo", Endpoint: "127.5.0.2", TimeServers: []string{"127.0.0.1:10123"}, CertSANs: []string{"demo.example"}}
 	for path, typ := range map[string]certs.NodeType{goldenControlPlane: certs.NodeControlPlane, goldenWorker: certs.NodeWorker} {
-		c, err := certs.GenerateMachineConfig(b, typ, opts, catest.Epoch)
+		c, err := certs.GenerateMachineConfig(b, typ, opts, testutil.Epoch)
 		if err != nil {
 			t.Fatal(err)
 		}
 
-		writeGolden(t, path, must(c.Marshal()))
+		golden.Write(t, path, must(c.Marshal()))
 	}
 
-	osCA, err := b.OSCA(catest.Epoch)
+	osCA, err := b.OSCA(testutil.Epoch)
 	if err != nil {
 		t.Fatal(err)
 	}
 
-	cc, err := certs.NewClientCertificate(catest.NewIssuer(t, osCA, catest.Epoch), certs.ClientCertOptions{Roles: role.NewSet(role.Admin), CommonName: "admin"})
+	cc, err := certs.NewClientCertificate(catest.NewIssuer(t, osCA, testutil.Epoch), certs.ClientCertOptions{Roles: role.NewSet(role.Admin), CommonName: "admin"})
 	if err != nil {
 		t.Fatal(err)
 	}
 
 	client := certs.NewClientConfig("demo", []string{"127.5.0.2"}, osCA.CertPEM, cc)
 	client.Contexts["demo"].Nodes = []string{"127.5.0.2", "127.5.0.3"}
-	writeGolden(t, goldenClient, must(client.Marshal()))
+	golden.Write(t, goldenClient, must(client.Marshal()))
 }
 
 // TestGoldenFormats pins the three file formats: each golden file must load,
@@ -68,7 +67,7 @@ func TestGoldenFormats(t *testing.T) {
 		load func(data []byte) ([]byte, error)
 	}{
 		{goldenBundle, func(data []byte) ([]byte, error) {
-			b, err := certs.ParseBundle(goldenBundle, data, catest.Epoch)
+			b, err := certs.ParseBundle(goldenBundle, data, testutil.Epoch)
 			if err != nil {
 				return nil, err
 			}
@@ -76,7 +75,7 @@ func TestGoldenFormats(t *testing.T) {
 			return b.Marshal()
 		}},
 		{goldenControlPlane, func(data []byte) ([]byte, error) {
-			c, err := certs.ParseMachineConfig(goldenControlPlane, data, catest.Epoch)
+			c, err := certs.ParseMachineConfig(goldenControlPlane, data, testutil.Epoch)
 			if err != nil {
 				return nil, err
 			}
@@ -88,7 +87,7 @@ func TestGoldenFormats(t *testing.T) {
 			return c.Marshal()
 		}},
 		{goldenWorker, func(data []byte) ([]byte, error) {
-			c, err := certs.ParseMachineConfig(goldenWorker, data, catest.Epoch)
+			c, err := certs.ParseMachineConfig(goldenWorker, data, testutil.Epoch)
 			if err != nil {
 				return nil, err
 			}
@@ -125,18 +124,6 @@ func TestGoldenFormats(t *testing.T) {
 				t.Fatalf("re-encoded %s differs from the golden file:\n%s", tt.path, got)
 			}
 		})
-	}
-}
-
-func writeGolden(t *testing.T, path string, data []byte) {
-	t.Helper()
-
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-
-	if err := os.WriteFile(path, data, 0o644); err != nil {
-		t.Fatal(err)
 	}
 }
 

@@ -13,11 +13,12 @@ import (
 	"github.com/aegis-os/aegis/ca/catest"
 	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/internal/testutil"
 )
 
 func TestKeyPairSetKeepsOldOnError(t *testing.T) {
-	authority := catest.NewCA(t, ca.Ed25519, catest.Epoch)
-	iss := catest.NewIssuer(t, authority, catest.Epoch)
+	authority := catest.NewCA(t, ca.Ed25519, testutil.Epoch)
+	iss := catest.NewIssuer(t, authority, testutil.Epoch)
 	key := catest.Key(t, ca.Ed25519)
 	keyPEM, _ := ca.EncodeKey(key)
 	issued := catest.Issue(t, iss, key, ca.ProfileServer, 0)
@@ -51,7 +52,7 @@ func TestWatchFilesReloadsOnRename(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	clk := clock.NewFake(catest.Epoch)
+	clk := clock.NewFake(testutil.Epoch)
 	reloads := make(chan struct{}, 10)
 
 	ctx, cancel := context.WithCancel(context.Background())

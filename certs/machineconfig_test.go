@@ -12,12 +12,13 @@ import (
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/ca/catest"
 	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/internal/testutil"
 )
 
 func TestMachineConfigProblems(t *testing.T) {
 	cp := readGolden(t, goldenControlPlane)
 	worker := readGolden(t, goldenWorker)
-	otherCA := catest.NewCA(t, ca.Ed25519, catest.Epoch)
+	otherCA := catest.NewCA(t, ca.Ed25519, testutil.Epoch)
 
 	tests := []struct {
 		name  string
@@ -85,7 +86,7 @@ func TestMachineConfigProblems(t *testing.T) {
 			return s + "    etcd:\n        ca:\n            crt: " + b64(otherCA.CertPEM) + "\n            key: " + b64(otherCA.KeyPEM) + "\n"
 		}, paths: []string{"cluster.etcd.ca"}},
 		{name: "accepted CA with key, accepted leaf", base: cp, edit: func(s string) string {
-			leaf := catest.Issue(t, catest.NewIssuer(t, otherCA, catest.Epoch), catest.Key(t, ca.Ed25519), ca.ProfileServer, 0)
+			leaf := catest.Issue(t, catest.NewIssuer(t, otherCA, testutil.Epoch), catest.Key(t, ca.Ed25519), ca.ProfileServer, 0)
 
 			return strings.Replace(s, "    certSANs:\n", "    acceptedCAs:\n        - crt: "+b64(otherCA.CertPEM)+"\n          key: "+b64(otherCA.KeyPEM)+"\n        - crt: "+b64(leaf.PEM)+"\n    certSANs:\n", 1)
 		}, paths: []string{"machine.acceptedCAs[0].key", "machine.acceptedCAs[1].crt"}},
@@ -93,7 +94,7 @@ func TestMachineConfigProblems(t *testing.T) {
 
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := certs.ParseMachineConfig("test.yaml", []byte(tt.edit(tt.base)), catest.Epoch)
+			_, err := certs.ParseMachineConfig("test.yaml", []byte(tt.edit(tt.base)), testutil.Epoch)
 
 			var verr *certs.ValidationError
 			if !errors.As(err, &verr) {
@@ -113,7 +114,7 @@ func TestMachineConfigProblems(t *testing.T) {
 }
 
 func TestMachineConfigExpiredCA(t *testing.T) {
-	_, err := certs.ParseMachineConfig("cp.yaml", []byte(readGolden(t, goldenControlPlane)), catest.Epoch.Add(11*365*24*time.Hour))
+	_, err := certs.ParseMachineConfig("cp.yaml", []byte(readGolden(t, goldenControlPlane)), testutil.Epoch.Add(11*365*24*time.Hour))
 	if err == nil || !strings.Contains(err.Error(), "machine.ca.crt: certificate expired") {
 		t.Fatalf("err = %v, want machine.ca.crt expired", err)
 	}
@@ -132,7 +133,7 @@ func TestMachineConfigRefusesOddDocuments(t *testing.T) {
 		"duplicate keys": cp + "version: v1alpha1\n",
 	} {
 		t.Run(name, func(t *testing.T) {
-			if _, err := certs.ParseMachineConfig(name, []byte(doc), catest.Epoch); err == nil {
+			if _, err := certs.ParseMachineConfig(name, []byte(doc), testutil.Epoch); err == nil {
 				t.Fatal("accepted")
 			}
 		})
@@ -147,7 +148,7 @@ func TestLoadMachineConfigWithErrorsWritesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	_, err := certs.LoadMachineConfig(path, catest.Epoch)
+	_, err := certs.LoadMachineConfig(path, testutil.Epoch)
 
 	var verr *certs.ValidationError
 	if !errors.As(err, &verr) || len(verr.Problems) < 4 {
@@ -182,7 +183,7 @@ func FuzzParseMachineConfig(f *testing.F) {
 	f.Add([]byte("version: v1alpha1\nmachine: {type: worker}\n"))
 
 	f.Fuzz(func(t *testing.T, data []byte) {
-		c, err := certs.ParseMachineConfig("fuzz", data, catest.Epoch)
+		c, err := certs.ParseMachineConfig("fuzz", data, testutil.Epoch)
 		if err != nil {
 			var verr *certs.ValidationError
 			if !errors.As(err, &verr) || len(verr.Problems) == 0 {
@@ -198,7 +199,7 @@ func FuzzParseMachineConfig(f *testing.F) {
 			t.Fatal(err)
 		}
 
-		if _, err := certs.ParseMachineConfig("again", out, catest.Epoch); err != nil {
+		if _, err := certs.ParseMachineConfig("again", out, testutil.Epoch); err != nil {
 			t.Fatalf("re-encoded config refused: %v", err)
 		}
 	})
@@ -246,12 +247,12 @@ func TestEtcdDisabled(t *testing.T) {
 	cp := readGolden(t, goldenControlPlane)
 	s, _, _ := strings.Cut(cp, "    etcd:\n")
 
-	c, err := certs.ParseMachineConfig("test.yaml", []byte(s+"    etcd:\n        disabled: true\n"), catest.Epoch)
+	c, err := certs.ParseMachineConfig("test.yaml", []byte(s+"    etcd:\n        disabled: true\n"), testutil.Epoch)
 	if err != nil || c.EtcdCA() != nil {
 		t.Fatalf("disabled etcd: %v, CA %v", err, c.EtcdCA())
 	}
 
-	full, err := certs.ParseMachineConfig("test.yaml", []byte(cp), catest.Epoch)
+	full, err := certs.ParseMachineConfig("test.yaml", []byte(cp), testutil.Epoch)
 	if err != nil || full.EtcdCA() == nil {
 		t.Fatalf("control plane: %v, want its etcd CA", err)
 	}

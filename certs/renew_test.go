@@ -10,16 +10,15 @@ import (
 	"time"
 
 	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/internal/testutil"
 )
-
-var renewEpoch = time.Date(2030, time.January, 1, 0, 0, 0, 0, time.UTC)
 
 func certValid(from time.Time, life time.Duration) *x509.Certificate {
 	return &x509.Certificate{NotBefore: from, NotAfter: from.Add(life)}
 }
 
 func TestShouldRenew(t *testing.T) {
-	cert := certValid(renewEpoch, 24*time.Hour)
+	cert := certValid(testutil.Epoch, 24*time.Hour)
 
 	tests := []struct {
 		name   string
@@ -27,13 +26,13 @@ func TestShouldRenew(t *testing.T) {
 		jitter time.Duration
 		want   bool
 	}{
-		{name: "fresh", now: renewEpoch, want: false},
-		{name: "just before half-life", now: renewEpoch.Add(12*time.Hour - time.Nanosecond), want: false},
-		{name: "at half-life", now: renewEpoch.Add(12 * time.Hour), want: true},
-		{name: "jitter delays", now: renewEpoch.Add(12 * time.Hour), jitter: time.Hour, want: false},
-		{name: "after jitter", now: renewEpoch.Add(13 * time.Hour), jitter: time.Hour, want: true},
-		{name: "expired", now: renewEpoch.Add(48 * time.Hour), want: true},
-		{name: "clock before NotBefore", now: renewEpoch.Add(-time.Hour), want: false},
+		{name: "fresh", now: testutil.Epoch, want: false},
+		{name: "just before half-life", now: testutil.Epoch.Add(12*time.Hour - time.Nanosecond), want: false},
+		{name: "at half-life", now: testutil.Epoch.Add(12 * time.Hour), want: true},
+		{name: "jitter delays", now: testutil.Epoch.Add(12 * time.Hour), jitter: time.Hour, want: false},
+		{name: "after jitter", now: testutil.Epoch.Add(13 * time.Hour), jitter: time.Hour, want: true},
+		{name: "expired", now: testutil.Epoch.Add(48 * time.Hour), want: true},
+		{name: "clock before NotBefore", now: testutil.Epoch.Add(-time.Hour), want: false},
 	}
 
 	for _, tt := range tests {
@@ -43,15 +42,6 @@ func TestShouldRenew(t *testing.T) {
 			}
 		})
 	}
-}
-
-// zeroRand gives no jitter, so renewal times are exact.
-type zeroRand struct{}
-
-func (zeroRand) Read(p []byte) (int, error) {
-	clear(p)
-
-	return len(p), nil
 }
 
 type renewResult struct {
@@ -72,7 +62,7 @@ type renewHarness struct {
 func startRenewer(t *testing.T, current *x509.Certificate) *renewHarness {
 	t.Helper()
 
-	h := &renewHarness{t: t, clk: clock.NewFake(renewEpoch), calls: make(chan struct{}), results: make(chan renewResult)}
+	h := &renewHarness{t: t, clk: clock.NewFake(testutil.Epoch), calls: make(chan struct{}), results: make(chan renewResult)}
 
 	r, err := NewRenewer(RenewerConfig{
 		Current: current,
@@ -90,7 +80,7 @@ func startRenewer(t *testing.T, current *x509.Certificate) *renewHarness {
 		RetryMin: 10 * time.Second,
 		RetryMax: 40 * time.Second,
 		Clock:    h.clk,
-		Rand:     zeroRand{},
+		Rand:     testutil.ZeroRand{},
 		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if err != nil {
@@ -148,7 +138,7 @@ func (h *renewHarness) noCall() {
 }
 
 func TestRenewerRenewsAtHalfLife(t *testing.T) {
-	first := certValid(renewEpoch, 24*time.Hour)
+	first := certValid(testutil.Epoch, 24*time.Hour)
 	h := startRenewer(t, first)
 
 	h.armed()
@@ -174,7 +164,7 @@ func TestRenewerRenewsAtHalfLife(t *testing.T) {
 }
 
 func TestRenewerRetriesAndKeepsOldCertificate(t *testing.T) {
-	first := certValid(renewEpoch, 24*time.Hour)
+	first := certValid(testutil.Epoch, 24*time.Hour)
 	h := startRenewer(t, first)
 
 	h.armed()
@@ -213,7 +203,7 @@ func TestRenewerRetriesAndKeepsOldCertificate(t *testing.T) {
 // exceeds a quarter of the time the certificate has left (RetryMin at
 // least), so a short-lived certificate is not slept past.
 func TestRenewerRetriesFasterNearExpiry(t *testing.T) {
-	first := certValid(renewEpoch, 80*time.Second)
+	first := certValid(testutil.Epoch, 80*time.Second)
 	h := startRenewer(t, first)
 
 	h.armed()

@@ -252,7 +252,7 @@ func TestRefusals(t *testing.T) {
 	reader := c.talos(t, nodeIPs[0], role.Reader)
 
 	_, err := reader.ServiceRestart(ctx(t), "apid")
-	if status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), "/machine.MachineService/ServiceRestart") {
+	if status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), machine.MachineService_ServiceRestart_FullMethodName) {
 		t.Fatalf("reader ServiceRestart: %v", err)
 	}
 

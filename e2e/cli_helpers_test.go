@@ -15,9 +15,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aegis-os/aegis/apid/apidtest"
 	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/internal/logtest"
+	"github.com/aegis-os/aegis/internal/testutil"
 	"github.com/aegis-os/aegis/machined/localcluster"
 )
 
@@ -50,7 +50,7 @@ func startClusterIn(t *testing.T, name, cidr string, workers int) *cliCluster {
 
 	c, err := localcluster.Create(context.Background(), localcluster.Options{
 		Name: name, ControlPlanes: 1, Workers: workers, CIDR: netip.MustParsePrefix(cidr),
-		StateDir: apidtest.ShortTempDir(t), BinDir: binDir, Timeout: waitTimeout,
+		StateDir: testutil.ShortTempDir(t), BinDir: binDir, Timeout: waitTimeout,
 	})
 	if err != nil {
 		t.Fatal(err)

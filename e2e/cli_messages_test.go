@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aegis-os/aegis/apid/apidtest"
+	"github.com/aegis-os/aegis/internal/testutil"
 	"github.com/aegis-os/aegis/machined/localcluster"
 )
 
@@ -26,7 +26,7 @@ func TestCLIMessages(t *testing.T) {
 
 	lc, err := localcluster.Create(context.Background(), localcluster.Options{
 		Name: "msgs", ControlPlanes: 1, CIDR: netip.MustParsePrefix(cliMessagesCIDR),
-		StateDir: apidtest.ShortTempDir(t), BinDir: binDir, Timeout: waitTimeout,
+		StateDir: testutil.ShortTempDir(t), BinDir: binDir, Timeout: waitTimeout,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 	"github.com/aegis-os/aegis/apid/apidtest"
 	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/internal/logtest"
+	"github.com/aegis-os/aegis/internal/testutil"
 )
 
 // The e2e tests' addresses: each apid process listens on its own loopback
@@ -65,7 +66,7 @@ func startCluster(t *testing.T) *cluster {
 func (c *cluster) start(t *testing.T, ip, hostname string, forwarding bool) *apidNode {
 	t.Helper()
 
-	n := &apidNode{ip: ip, dir: apidtest.ShortTempDir(t), stderr: &logtest.Sink{}, exited: make(chan struct{})}
+	n := &apidNode{ip: ip, dir: testutil.ShortTempDir(t), stderr: &logtest.Sink{}, exited: make(chan struct{})}
 	n.backend = apidtest.StartBackend(t, apidtest.BackendConfig{Hostname: hostname, Socket: filepath.Join(n.dir, "machined.sock")})
 	n.certPath, n.keyPath = c.pki.Server(t, ip).Write(t, n.dir, "apid")
 

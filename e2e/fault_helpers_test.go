@@ -17,9 +17,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
-	"github.com/aegis-os/aegis/apid/apidtest"
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/internal/testutil"
 	"github.com/aegis-os/aegis/machined/localcluster"
 )
 
@@ -35,7 +35,7 @@ func localCluster(t *testing.T, name, cidr string, ttl time.Duration) *localclus
 
 	c, err := localcluster.Create(context.Background(), localcluster.Options{
 		Name: name, ControlPlanes: 1, Workers: 1, CIDR: netip.MustParsePrefix(cidr),
-		StateDir: apidtest.ShortTempDir(t), BinDir: binDir, Timeout: faultTimeout, NodeCertTTL: ttl,
+		StateDir: testutil.ShortTempDir(t), BinDir: binDir, Timeout: faultTimeout, NodeCertTTL: ttl,
 	})
 	if err != nil {
 		t.Fatal(err)

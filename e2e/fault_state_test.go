@@ -18,9 +18,9 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/aegis-os/aegis/api/tokens"
-	"github.com/aegis-os/aegis/apid/apidtest"
 	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/internal/logtest"
+	"github.com/aegis-os/aegis/internal/testutil"
 	"github.com/aegis-os/aegis/machined/localcluster"
 )
 
@@ -275,7 +275,7 @@ func writeNodeConfig(t *testing.T, ip string) string {
 func TestNodeWithDamagedTokenStore(t *testing.T) {
 	needBinaries(t)
 
-	state := apidtest.ShortTempDir(t)
+	state := testutil.ShortTempDir(t)
 	db := filepath.Join(state, "trustd", "tokens.db")
 	junk := bytes.Repeat([]byte("not a token store "), 1000)
 

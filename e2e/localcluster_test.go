@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/internal/testutil"
 	"github.com/aegis-os/aegis/machined/localcluster"
 )
 
@@ -39,7 +40,7 @@ func TestClusterCreateAndDestroy(t *testing.T) {
 		{cidr: "127.9.1.0/24", controlPlanes: 3, workers: 5},
 	} {
 		t.Run(strconv.Itoa(tt.controlPlanes)+"+"+strconv.Itoa(tt.workers), func(t *testing.T) {
-			dir := shortTempDir(t)
+			dir := testutil.ShortTempDir(t)
 			state := filepath.Join(dir, "clusters")
 
 			t.Cleanup(func() {
@@ -159,7 +160,7 @@ func TestClusterCreateRefusals(t *testing.T) {
 
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			dir := shortTempDir(t)
+			dir := testutil.ShortTempDir(t)
 			state := filepath.Join(dir, "clusters")
 			args := append([]string{"cluster", "create", "--name", "e2e", "--state-dir", state}, tt.args...)
 
@@ -200,21 +201,6 @@ func failingBinaries(t *testing.T) string {
 	if err := os.WriteFile(filepath.Join(dir, "apid"), []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
-
-	return dir
-}
-
-// shortTempDir is a temporary directory with a short path: the nodes' Unix
-// socket paths live under it.
-func shortTempDir(t *testing.T) string {
-	t.Helper()
-
-	dir, err := os.MkdirTemp("", "ae")
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	t.Cleanup(func() { os.RemoveAll(dir) })
 
 	return dir
 }

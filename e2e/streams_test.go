@@ -18,9 +18,9 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/aegis-os/aegis/apid"
-	"github.com/aegis-os/aegis/apid/apidtest"
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/e2e/bench"
+	"github.com/aegis-os/aegis/internal/testutil"
 	"github.com/aegis-os/aegis/machined/localcluster"
 )
 
@@ -46,7 +46,7 @@ func TestStreams(t *testing.T) {
 
 	c, err := localcluster.Create(context.Background(), localcluster.Options{
 		Name: "streams", ControlPlanes: 1, CIDR: netip.MustParsePrefix(streamsCIDR),
-		StateDir: apidtest.ShortTempDir(t), BinDir: binDir, Timeout: faultTimeout,
+		StateDir: testutil.ShortTempDir(t), BinDir: binDir, Timeout: faultTimeout,
 	})
 	if err != nil {
 		t.Fatal(err)

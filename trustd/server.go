@@ -22,7 +22,7 @@ import (
 )
 
 // certificateMethod is the full gRPC name of the one method trustd serves.
-var certificateMethod = "/" + securityapi.SecurityService_ServiceDesc.ServiceName + "/Certificate"
+const certificateMethod = securityapi.SecurityService_Certificate_FullMethodName
 
 // Server is trustd: a gRPC server over server-authenticated TLS offering
 // SecurityService/Certificate and the gRPC health service, which reports

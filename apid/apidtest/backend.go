@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/aegis-os/aegis/authz"
+	"github.com/aegis-os/aegis/internal/testutil"
 )
 
 // Call is one call the backend received.
@@ -68,7 +69,7 @@ func StartBackend(tb testing.TB, cfg BackendConfig) *Backend {
 	}
 
 	if cfg.Socket == "" {
-		cfg.Socket = filepath.Join(ShortTempDir(tb), "machined.sock")
+		cfg.Socket = filepath.Join(testutil.ShortTempDir(tb), "machined.sock")
 	}
 
 	b := &Backend{hostname: cfg.Hostname, socket: cfg.Socket, feed: newFeed(cfg.Hostname)}

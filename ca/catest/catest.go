@@ -12,10 +12,11 @@ import (
 
 	"github.com/aegis-os/aegis/authz/role"
 	"github.com/aegis-os/aegis/ca"
+	"github.com/aegis-os/aegis/internal/testutil"
 )
 
-// Epoch is the fixed "now" of tests that use a fake clock.
-var Epoch = time.Date(2030, time.January, 1, 12, 0, 0, 0, time.UTC)
+// Epoch is testutil.Epoch, under the name the etcd tests use.
+var Epoch = testutil.Epoch
 
 // FixedClock always reads the same time.
 type FixedClock time.Time

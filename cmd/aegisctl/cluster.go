@@ -120,7 +120,7 @@ func createCluster(ctx context.Context, e *env, opts localcluster.Options, state
 
 	fmt.Fprintf(e.stdout, "creating cluster %q: %d control plane(s), %d worker(s) in %s\n", opts.Name, opts.ControlPlanes, opts.Workers, opts.CIDR)
 
-	start := time.Now()
+	start := e.clock.Now()
 
 	c, err := localcluster.Create(ctx, opts)
 	if err != nil {
@@ -131,7 +131,7 @@ func createCluster(ctx context.Context, e *env, opts localcluster.Options, state
 		return err
 	}
 
-	fmt.Fprintf(e.stdout, "\ncluster %q is up in %.1fs\n\n", c.Name, time.Since(start).Seconds())
+	fmt.Fprintf(e.stdout, "\ncluster %q is up in %.1fs\n\n", c.Name, e.clock.Now().Sub(start).Seconds())
 	printNodes(e, c)
 
 	fmt.Fprint(e.stdout, nextSteps(c.Name, c.Addresses(), opts.ClientConfig, e.aegisconfig, stateDirFlag))

@@ -96,7 +96,7 @@ func newConfigInfoCommand(e *env) *cobra.Command {
 				return printContext(e, name, ctx)
 			}
 
-			doc, err := contextInfoDocument(name, ctx, e.now())
+			doc, err := contextInfoDocument(name, ctx, e.clock.Now())
 			if err != nil {
 				return err
 			}
@@ -265,7 +265,7 @@ func printContext(e *env, name string, ctx *certs.ClientContext) error {
 	}
 
 	if len(certRows) > 0 {
-		t := newCertTable(e.stdout, e.now())
+		t := newCertTable(e.stdout, e.clock.Now())
 		for _, row := range certRows {
 			row(t)
 		}

@@ -90,7 +90,7 @@ func configNew(ctx context.Context, s *session, path string, roles role.Set, ttl
 	}
 
 	fmt.Fprintf(s.e.stdout, "wrote %s (mode 0600): context %q, roles %s, certificate valid until %s\n",
-		path, name, strings.Join(cert.Subject.Organization, ","), expiry(cert, s.e.now()))
+		path, name, strings.Join(cert.Subject.Organization, ","), expiry(cert, s.e.clock.Now()))
 
 	return nil
 }

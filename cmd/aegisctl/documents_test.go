@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/internal/testutil/golden"
 )
 
 // TestDocuments: -o json and -o yaml of the commands whose output is not an
@@ -47,7 +48,7 @@ func TestDocuments(t *testing.T) {
 			"cluster-show": {"cluster", "show", "--name", "demo", "--state-dir", filepath.Join(dir, "state")},
 		} {
 			t.Run(name+"."+format, func(t *testing.T) {
-				golden(t, name+"."+format+".golden", []byte(mustRun(t, dir, append(args, "-o", format)...)))
+				golden.Compare(t, name+"."+format+".golden", []byte(mustRun(t, dir, append(args, "-o", format)...)))
 			})
 		}
 
@@ -59,7 +60,7 @@ func TestDocuments(t *testing.T) {
 				t.Fatal(err)
 			}
 
-			golden(t, "health."+format+".golden", out.Bytes())
+			golden.Compare(t, "health."+format+".golden", out.Bytes())
 		})
 	}
 

@@ -3,10 +3,7 @@ package main
 import (
 	"bytes"
 	"errors"
-	"flag"
 	"io"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -20,37 +17,8 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/aegis-os/aegis/api/tokens"
+	"github.com/aegis-os/aegis/internal/testutil/golden"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
-
-// golden compares got with testdata/name, or rewrites the file with -update.
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-
-	path := filepath.Join("testdata", name)
-
-	if *update {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			t.Fatal(err)
-		}
-
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-
-		return
-	}
-
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run the test with -update to create it)", err)
-	}
-
-	if !bytes.Equal(got, want) {
-		t.Fatalf("%s differs:\n--- got\n%s\n--- want\n%s", name, got, want)
-	}
-}
 
 // unreachable is how apid tags a node it could not dial.
 func unreachable(node string) *common.Metadata {
@@ -102,7 +70,7 @@ func TestMemoryOutput(t *testing.T) {
 				t.Fatal(err)
 			}
 
-			golden(t, tt.name, out.Bytes())
+			golden.Compare(t, tt.name, out.Bytes())
 		})
 	}
 }
@@ -162,8 +130,8 @@ func TestServiceListOutput(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	golden(t, "services.golden", table.Bytes())
-	golden(t, "service-status.golden", status.Bytes())
+	golden.Compare(t, "services.golden", table.Bytes())
+	golden.Compare(t, "service-status.golden", status.Bytes())
 
 	if err := failedNodes(one); err == nil || !strings.Contains(err.Error(), "2 of 3 nodes failed: 127.6.0.3, 127.6.0.4") {
 		t.Fatalf("a node without the service must count as failed: %v", err)
@@ -186,7 +154,7 @@ func TestTokenListOutput(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	golden(t, "tokens.golden", out.Bytes())
+	golden.Compare(t, "tokens.golden", out.Bytes())
 }
 
 func TestEventOutput(t *testing.T) {
@@ -216,7 +184,7 @@ func TestEventOutput(t *testing.T) {
 		printEvent(&out, true, ev)
 	}
 
-	golden(t, "events.golden", out.Bytes())
+	golden.Compare(t, "events.golden", out.Bytes())
 }
 
 func TestOutputFlag(t *testing.T) {

@@ -53,7 +53,7 @@ func newGenSecretsCommand(e *env) *cobra.Command {
 				return err
 			}
 
-			b, err := certs.GenerateBundle(certs.BundleOptions{OSKeyType: kt, Clock: clockFunc(e.now)})
+			b, err := certs.GenerateBundle(certs.BundleOptions{OSKeyType: kt, Clock: e.clock})
 			if err != nil {
 				return err
 			}
@@ -130,7 +130,7 @@ func genConfig(e *env, opts certs.ConfigOptions, withSecrets, outDir string, crt
 		opts.TimeServers = nil
 	}
 
-	now := e.now()
+	now := e.clock.Now()
 
 	b, generated, err := loadOrGenerateBundle(e, withSecrets, now)
 	if err != nil {
@@ -245,13 +245,13 @@ func loadOrGenerateBundle(e *env, path string, now time.Time) (*certs.Bundle, bo
 		return b, false, err
 	}
 
-	b, err := certs.GenerateBundle(certs.BundleOptions{Clock: clockFunc(e.now)})
+	b, err := certs.GenerateBundle(certs.BundleOptions{Clock: e.clock})
 
 	return b, true, err
 }
 
 func printBundle(e *env, b *certs.Bundle) error {
-	t := newCertTable(e.stdout, e.now())
+	t := newCertTable(e.stdout, e.clock.Now())
 
 	for _, c := range []struct {
 		what string

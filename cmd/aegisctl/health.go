@@ -11,6 +11,8 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/types/known/emptypb"
+
+	"github.com/aegis-os/aegis/internal/clock"
 )
 
 // healthFlags say which nodes health checks and how long it waits.
@@ -81,30 +83,29 @@ func waitHealthy(ctx context.Context, s *session, flags healthFlags, summary boo
 		return nil, err
 	}
 
-	start := time.Now()
+	clk := s.e.clock
+	start := clk.Now()
 	deadline := start.Add(flags.timeout)
 	shown := map[string]string{}
 
 	for {
 		round := checkHealth(ctx, s, controlPlanes)
-		reportProgress(s, round, shown, time.Since(start))
+		reportProgress(s, round, shown, clk.Now().Sub(start))
 
 		if round.healthy() {
 			if summary {
-				fmt.Fprintf(s.e.stdout, "%d %s healthy in %.1fs\n", len(round), plural(len(round), "node", "nodes"), time.Since(start).Seconds())
+				fmt.Fprintf(s.e.stdout, "%d %s healthy in %.1fs\n", len(round), plural(len(round), "node", "nodes"), clk.Now().Sub(start).Seconds())
 			}
 
 			return round, nil
 		}
 
-		if time.Now().After(deadline) {
+		if clk.Now().After(deadline) {
 			return round, fmt.Errorf("not healthy after %s: %s", flags.timeout, round.problems())
 		}
 
-		select {
-		case <-ctx.Done():
+		if !clock.Sleep(ctx, clk, healthPollInterval) {
 			return round, fmt.Errorf("interrupted before every node was healthy: %s", round.problems())
-		case <-time.After(healthPollInterval):
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/internal/clock"
 )
 
 var testNow = time.Date(2030, time.January, 1, 12, 0, 0, 0, time.UTC)
@@ -22,7 +23,7 @@ func run(t *testing.T, dir string, args ...string) (string, error) {
 
 	var out bytes.Buffer
 
-	e := &env{now: func() time.Time { return testNow }, stdout: &out, stderr: &out}
+	e := &env{clock: clock.NewFake(testNow), stdout: &out, stderr: &out}
 	cmd := newRootCommand(e)
 	cmd.SetArgs(args)
 

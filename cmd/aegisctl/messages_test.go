@@ -7,6 +7,8 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/aegis-os/aegis/internal/testutil/golden"
 )
 
 // TestMessages keeps the messages a person reads most in one golden file:
@@ -66,5 +68,5 @@ func TestMessages(t *testing.T) {
 	show("cluster create --state-dir /tmp/clusters --aegisconfig ./my config",
 		nextSteps("demo", addrs, "my config", "my config", "/tmp/clusters"))
 
-	golden(t, "messages.golden", out.Bytes())
+	golden.Compare(t, "messages.golden", out.Bytes())
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/aegis-os/aegis/authz/role"
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/internal/clock"
 	"github.com/aegis-os/aegis/machined/certapi"
 )
 
@@ -28,9 +29,33 @@ import (
 func runCLI(t *testing.T, now time.Time, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
 
+	return runCLIClock(t, clock.NewFake(now), args...)
+}
+
+// advanceOnWait moves clk by step each time something waits on it, until
+// stop is called: a command's waits on clk then pass at once.
+func advanceOnWait(clk *clock.Fake, step time.Duration) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+
+	go func() {
+		defer close(done)
+
+		for clk.WaitForTimers(ctx, 1) == nil {
+			clk.Advance(step)
+		}
+	}()
+
+	return func() { cancel(); <-done }
+}
+
+// runCLIClock is runCLI reading clk.
+func runCLIClock(t *testing.T, clk clock.Clock, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+
 	var out, errOut bytes.Buffer
 
-	e := &env{now: func() time.Time { return now }, stdout: &out, stderr: &errOut}
+	e := &env{clock: clk, stdout: &out, stderr: &errOut}
 	cmd := newRootCommand(e)
 	cmd.SetArgs(args)
 
@@ -180,7 +205,11 @@ func TestNodeCommandsThroughApid(t *testing.T) {
 			t.Fatalf("health of the endpoint's node: %v\n%s", err, out)
 		}
 
-		_, progress, err = cli("health", "--control-plane-nodes", a, "--worker-nodes", dead, "--wait-timeout", "1s")
+		// The rounds wait on the command's clock; it moves on as soon as they do.
+		clk := clock.NewFake(now)
+		stop := advanceOnWait(clk, time.Second)
+		_, progress, err = runCLIClock(t, clk, "--aegisconfig", c.config, "health", "--control-plane-nodes", a, "--worker-nodes", dead, "--wait-timeout", "1s")
+		stop()
 		if err == nil || !strings.Contains(err.Error(), "not healthy after 1s: "+dead) ||
 			!strings.Contains(err.Error(), dead+": not answering: unreachable (apid could not connect to the node)") ||
 			!strings.Contains(progress, dead+": waiting: not answering") {

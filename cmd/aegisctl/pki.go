@@ -35,7 +35,7 @@ func newGenCACommand(e *env) *cobra.Command {
 				return err
 			}
 
-			c, err := ca.Generate(ca.Config{KeyType: kt, Organization: org, CommonName: cn, Validity: validity, Clock: clockFunc(e.now)})
+			c, err := ca.Generate(ca.Config{KeyType: kt, Organization: org, CommonName: cn, Validity: validity, Clock: e.clock})
 			if err != nil {
 				return err
 			}
@@ -46,7 +46,7 @@ func newGenCACommand(e *env) *cobra.Command {
 
 			fmt.Fprintf(e.stdout, "wrote %s and %s (key mode 0600)\n", crtPath, keyPath)
 
-			t := newCertTable(e.stdout, e.now())
+			t := newCertTable(e.stdout, e.clock.Now())
 			t.add("CA", c.Cert)
 			t.flush()
 
@@ -222,7 +222,7 @@ the CSR.`,
 }
 
 func genCrt(e *env, caPrefix, csrPath, out string, req ca.Request, force bool) error {
-	now := e.now()
+	now := e.clock.Now()
 
 	authority, err := ca.LoadFiles(caPrefix+".crt", caPrefix+".key", now)
 	if err != nil {
@@ -238,7 +238,7 @@ func genCrt(e *env, caPrefix, csrPath, out string, req ca.Request, force bool) e
 		return fmt.Errorf("%s: %w", csrPath, err)
 	}
 
-	iss, err := ca.NewIssuer(ca.IssuerConfig{CA: authority, Clock: clockFunc(e.now)})
+	iss, err := ca.NewIssuer(ca.IssuerConfig{CA: authority, Clock: e.clock})
 	if err != nil {
 		return err
 	}

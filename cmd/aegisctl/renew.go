@@ -44,7 +44,7 @@ certificate's lifetime is left.`,
 			}
 
 			fmt.Fprintf(e.stdout, "renewed the client certificate of context %q: roles %s, valid until %s (was %s)\n",
-				s.name, strings.Join(cert.Subject.Organization, ","), expiry(cert, e.now()), expiry(old, e.now()))
+				s.name, strings.Join(cert.Subject.Organization, ","), expiry(cert, e.clock.Now()), expiry(old, e.clock.Now()))
 
 			return nil
 		},
@@ -56,7 +56,7 @@ certificate's lifetime is left.`,
 func (s *session) renewOrWarn(ctx context.Context) {
 	if _, err := s.renew(ctx); err != nil {
 		fmt.Fprintf(s.e.stderr, "warning: could not renew the client certificate of context %q (valid until %s): %v\n",
-			s.name, expiry(s.cert, s.e.now()), err)
+			s.name, expiry(s.cert, s.e.clock.Now()), err)
 	}
 }
 
@@ -92,7 +92,7 @@ func (s *session) renew(ctx context.Context) (*x509.Certificate, error) {
 
 	// The reply's CA bundle is not read: the new certificate must chain to
 	// the CAs the context already trusts, and those stay as they are.
-	cert, err := r.Check(msg.GetCrt(), s.ctx.CA, s.e.now())
+	cert, err := r.Check(msg.GetCrt(), s.ctx.CA, s.e.clock.Now())
 	if err != nil {
 		return nil, err
 	}

@@ -3,18 +3,18 @@ package main
 import (
 	"io"
 	"os"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/internal/clock"
 	"github.com/aegis-os/aegis/internal/version"
 )
 
 // env is what the commands read from the outside world, so tests can run
 // them in-process with their own clock and output.
 type env struct {
-	now    func() time.Time
+	clock  clock.Clock
 	stdout io.Writer
 	stderr io.Writer
 	// aegisconfig is the --aegisconfig flag; empty means the default path.
@@ -32,7 +32,7 @@ type targetFlags struct {
 }
 
 func newEnv() *env {
-	return &env{now: time.Now, stdout: os.Stdout, stderr: os.Stderr}
+	return &env{clock: clock.Real(), stdout: os.Stdout, stderr: os.Stderr}
 }
 
 // clientConfigPath is --aegisconfig, else $AEGISCONFIG, else $TALOSCONFIG,

@@ -37,7 +37,7 @@ or start, stop or restart it. Stopping and restarting need os:operator.`,
 			action = args[1]
 		}
 
-		u, err := serviceAction(args, action, e.now)
+		u, err := serviceAction(args, action, e.clock.Now)
 		if err != nil {
 			return err
 		}

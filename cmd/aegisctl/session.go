@@ -42,7 +42,7 @@ func (e *env) withSession(cmd *cobra.Command, fn func(ctx context.Context, s *se
 	}
 	defer s.close()
 
-	if certs.ClientRenewalDue(e.now(), s.cert) {
+	if certs.ClientRenewalDue(e.clock.Now(), s.cert) {
 		s.renewOrWarn(cmd.Context())
 	}
 
@@ -175,7 +175,7 @@ func (s *session) loadCertificate() error {
 
 	s.cert = cert
 
-	if err = certs.CheckClientCertificateTime(s.e.now(), cert); err != nil {
+	if err = certs.CheckClientCertificateTime(s.e.clock.Now(), cert); err != nil {
 		return s.certificateTimeError(err)
 	}
 

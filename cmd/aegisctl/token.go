@@ -61,7 +61,7 @@ func newTokenCreateCommand(e *env) *cobra.Command {
 			call: func(ctx context.Context, c *client.Client) (*tokens.CreateResponse, error) {
 				return tokens.NewTokenServiceClient(c.Conn()).Create(ctx, &req)
 			},
-			table: func(w io.Writer, r *tokens.CreateResponse, named bool) { createdTable(w, r, named, e.now()) },
+			table: func(w io.Writer, r *tokens.CreateResponse, named bool) { createdTable(w, r, named, e.clock.Now()) },
 		}.run(e, cmd, *format)
 	}
 
@@ -110,7 +110,7 @@ func newTokenListCommand(e *env) *cobra.Command {
 			call: func(ctx context.Context, c *client.Client) (*tokens.ListResponse, error) {
 				return tokens.NewTokenServiceClient(c.Conn()).List(ctx, &tokens.ListRequest{})
 			},
-			table: func(w io.Writer, r *tokens.ListResponse, named bool) { tokenListTable(w, r, named, e.now()) },
+			table: func(w io.Writer, r *tokens.ListResponse, named bool) { tokenListTable(w, r, named, e.clock.Now()) },
 		}.run(e, cmd, *format)
 	}
 

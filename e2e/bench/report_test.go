@@ -3,15 +3,12 @@ package bench
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-)
 
-var update = flag.Bool("update", false, "rewrite the golden files of testdata/")
+	"github.com/aegis-os/aegis/internal/testutil/golden"
+)
 
 // us is a Summary whose figures are given in microseconds.
 func us(n, median, p99, mean int) Summary {
@@ -74,26 +71,6 @@ func fixtureReport() *Report {
 	return r
 }
 
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-
-	if !bytes.Equal(got, want) {
-		t.Fatalf("%s differs from the golden file (run with -update after checking):\n%s", name, got)
-	}
-}
-
 func TestReportOutputs(t *testing.T) {
 	for _, tt := range []struct {
 		file  string
@@ -109,7 +86,7 @@ func TestReportOutputs(t *testing.T) {
 				t.Fatal(err)
 			}
 
-			golden(t, tt.file, b.Bytes())
+			golden.Compare(t, tt.file, b.Bytes())
 		})
 	}
 }

@@ -104,7 +104,7 @@ func requestHeaders(authority string, n, size int) []byte {
 	for _, f := range []hpack.HeaderField{
 		{Name: ":method", Value: "POST"},
 		{Name: ":scheme", Value: "https"},
-		{Name: ":path", Value: "/machine.MachineService/Version"},
+		{Name: ":path", Value: machine.MachineService_Version_FullMethodName},
 		{Name: ":authority", Value: authority},
 		{Name: "content-type", Value: "application/grpc"},
 		{Name: "te", Value: "trailers"},

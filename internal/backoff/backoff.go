@@ -1,8 +1,8 @@
 // Package backoff computes retry delays: exponential growth between a floor
 // and a cap, with jitter drawn from an injected source so that many nodes
 // failing together do not retry together, and tests get fixed delays.
-// trustd's join client, the certificate renewal loop and the time service
-// share it.
+// trustd's join client, the certificate renewal loop, the time service and
+// machined's restart policy share it.
 package backoff
 
 import (

@@ -5,23 +5,16 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/aegis-os/aegis/internal/testutil"
 )
-
-// zeros is a Rand that always yields zero bytes: no jitter added.
-type zeros struct{}
-
-func (zeros) Read(p []byte) (int, error) {
-	clear(p)
-
-	return len(p), nil
-}
 
 type failing struct{}
 
 func (failing) Read([]byte) (int, error) { return 0, errors.New("no entropy") }
 
 func TestNextDoublesUpToMax(t *testing.T) {
-	b := &Backoff{Min: time.Second, Max: 8 * time.Second, Rand: zeros{}}
+	b := &Backoff{Min: time.Second, Max: 8 * time.Second, Rand: testutil.ZeroRand{}}
 
 	want := []time.Duration{500 * time.Millisecond, time.Second, 2 * time.Second, 4 * time.Second, 4 * time.Second}
 	for i, w := range want {
@@ -52,7 +45,7 @@ func TestNextStaysInBounds(t *testing.T) {
 }
 
 func TestMaxBelowMin(t *testing.T) {
-	b := &Backoff{Min: 4 * time.Second, Max: time.Second, Rand: zeros{}}
+	b := &Backoff{Min: 4 * time.Second, Max: time.Second, Rand: testutil.ZeroRand{}}
 
 	for range 3 {
 		if got := b.Next(); got != 2*time.Second {
@@ -76,7 +69,7 @@ func TestJitter(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var got time.Duration
 			if tt.r == nil {
-				got = Jitter(zeros{}, tt.span)
+				got = Jitter(testutil.ZeroRand{}, tt.span)
 			} else {
 				got = Jitter(tt.r(), tt.span)
 			}

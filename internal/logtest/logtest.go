@@ -4,6 +4,7 @@ package logtest
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"log/slog"
 	"strings"
@@ -14,8 +15,9 @@ import (
 // Sink collects output: JSON log records (Logger, Records, Find) or any
 // text (String).
 type Sink struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
+	mu    sync.Mutex
+	buf   bytes.Buffer
+	wrote chan struct{} // closed by the next Write; nil until a Wait asks
 }
 
 // Write stores log output.
@@ -23,7 +25,35 @@ func (s *Sink) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 
+	if s.wrote != nil {
+		close(s.wrote)
+		s.wrote = nil
+	}
+
 	return s.buf.Write(p)
+}
+
+// Wait blocks until done holds, looking again after each write, and
+// returns ctx's error if it ends first.
+func (s *Sink) Wait(ctx context.Context, done func() bool) error {
+	for {
+		s.mu.Lock()
+		if s.wrote == nil {
+			s.wrote = make(chan struct{})
+		}
+		wrote := s.wrote
+		s.mu.Unlock()
+
+		if done() {
+			return nil
+		}
+
+		select {
+		case <-wrote:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 // String returns everything written so far.

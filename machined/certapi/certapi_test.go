@@ -24,6 +24,7 @@ import (
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/ca/catest"
 	"github.com/aegis-os/aegis/internal/logtest"
+	"github.com/aegis-os/aegis/internal/testutil"
 )
 
 // authority is a control plane's CA, a worker (no CA) or a broken node.
@@ -72,7 +73,7 @@ func unknownRoles(t *testing.T) *x509.Certificate {
 	key := catest.Key(t, ca.Ed25519)
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(7), Subject: pkix.Name{CommonName: "alice", Organization: []string{"os:root"}},
-		NotBefore: catest.Epoch, NotAfter: catest.Epoch.Add(time.Hour),
+		NotBefore: testutil.Epoch, NotAfter: testutil.Epoch.Add(time.Hour),
 	}
 
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
@@ -103,7 +104,7 @@ func callContext(roles role.Set, cert *x509.Certificate) context.Context {
 }
 
 func TestRenew(t *testing.T) {
-	now := catest.Epoch
+	now := testutil.Epoch
 	iss := catest.NewIssuer(t, catest.NewCA(t, ca.Ed25519, now.Add(-time.Hour)), now)
 	key := catest.Key(t, ca.Ed25519)
 	good := catest.CSR(t, key, &x509.CertificateRequest{Subject: pkix.Name{CommonName: "alice", Organization: []string{"os:admin"}}})

@@ -122,7 +122,7 @@ func TestOtherMethodsAreDeniedAndLogged(t *testing.T) {
 		t.Fatalf("Version on a service socket: %v", err)
 	}
 
-	if !strings.Contains(buf.String(), "/machine.MachineService/Version") {
+	if !strings.Contains(buf.String(), machine.MachineService_Version_FullMethodName) {
 		t.Fatalf("denial not logged: %q", buf.String())
 	}
 }

@@ -136,9 +136,7 @@ func (i *instance) lifecycle(ctx context.Context) (State, string) {
 
 func (i *instance) waitDependencies(ctx context.Context) error {
 	for {
-		i.m.mu.Lock()
-		changed := i.m.changed
-		i.m.mu.Unlock()
+		changed := i.m.changes()
 
 		up, waiting := i.m.depsUp(i.svc)
 		if up {

@@ -258,9 +258,7 @@ func (m *Manager) WaitUp(ctx context.Context, ids ...string) error {
 	}
 
 	for {
-		m.mu.Lock()
-		changed := m.changed
-		m.mu.Unlock()
+		changed := m.changes()
 
 		var down []string
 
@@ -341,6 +339,15 @@ func (m *Manager) order() []string {
 	}
 
 	return startOrder(deps)
+}
+
+// changes returns a channel closed at the next state or health change. Take
+// it before looking at the state, so that a change in between is not missed.
+func (m *Manager) changes() <-chan struct{} {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+
+	return m.changed
 }
 
 // broadcast wakes everyone waiting for a change.

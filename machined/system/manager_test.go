@@ -3,6 +3,7 @@ package system
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"sync"
@@ -451,42 +452,51 @@ func (p *processService) Runner() (runner.Runner, error) {
 func waitState(t *testing.T, m *Manager, id string, want State) Info {
 	t.Helper()
 
-	deadline := time.Now().Add(20 * time.Second)
+	var info Info
 
-	for {
-		info, err := m.Info(id)
-		if err != nil {
+	waitChange(t, m, func() (bool, string) {
+		var err error
+		if info, err = m.Info(id); err != nil {
 			t.Fatal(err)
 		}
 
-		if info.State == want {
-			return info
-		}
+		return info.State == want, fmt.Sprintf("%s is %s (%s), want %s", id, info.State, info.Message, want)
+	})
 
-		if time.Now().After(deadline) {
-			t.Fatalf("%s is %s (%s), want %s", id, info.State, info.Message, want)
-		}
-
-		time.Sleep(5 * time.Millisecond)
-	}
+	return info
 }
 
 func waitHealth(t *testing.T, m *Manager, id string, healthy bool) {
 	t.Helper()
 
-	deadline := time.Now().Add(20 * time.Second)
+	waitChange(t, m, func() (bool, string) {
+		info, _ := m.Info(id)
+
+		return !info.Health.Unknown && info.Health.Healthy == healthy,
+			fmt.Sprintf("%s health = %+v, want healthy=%v", id, info.Health, healthy)
+	})
+}
+
+// waitChange waits until done holds, looking again at each change the
+// Manager broadcasts; it fails with done's description if waitCtx ends first.
+func waitChange(t *testing.T, m *Manager, done func() (bool, string)) {
+	t.Helper()
+
+	ctx := waitCtx(t)
 
 	for {
-		info, _ := m.Info(id)
-		if !info.Health.Unknown && info.Health.Healthy == healthy {
+		changed := m.changes()
+
+		ok, what := done()
+		if ok {
 			return
 		}
 
-		if time.Now().After(deadline) {
-			t.Fatalf("%s health = %+v, want healthy=%v", id, info.Health, healthy)
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			t.Fatal(what)
 		}
-
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 

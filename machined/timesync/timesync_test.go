@@ -13,10 +13,9 @@ import (
 	"github.com/beevik/ntp"
 
 	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/internal/testutil"
 	"github.com/aegis-os/aegis/machined/timesync"
 )
-
-var epoch = time.Date(2030, time.January, 1, 12, 0, 0, 0, time.UTC)
 
 // reply is one scripted answer of the fake query.
 type reply struct {
@@ -60,8 +59,8 @@ func valid(offset, rtt time.Duration) reply {
 		RTT:           rtt,
 		Stratum:       2,
 		Version:       4,
-		Time:          epoch,
-		ReferenceTime: epoch.Add(-time.Minute),
+		Time:          testutil.Epoch,
+		ReferenceTime: testutil.Epoch.Add(-time.Minute),
 	}}
 }
 
@@ -69,14 +68,6 @@ func modified(r reply, change func(*ntp.Response)) reply {
 	change(r.resp)
 
 	return r
-}
-
-type zeros struct{}
-
-func (zeros) Read(p []byte) (int, error) {
-	clear(p)
-
-	return len(p), nil
 }
 
 // harness runs a Service on a fake clock and steps it one round at a time.
@@ -91,14 +82,14 @@ type harness struct {
 func start(t *testing.T, servers []string, script ...reply) *harness {
 	t.Helper()
 
-	h := &harness{t: t, clk: clock.NewFake(epoch), ntp: &fakeNTP{script: script}}
+	h := &harness{t: t, clk: clock.NewFake(testutil.Epoch), ntp: &fakeNTP{script: script}}
 
 	svc, err := timesync.New(timesync.Config{
 		Servers:   servers,
 		MaxOffset: 100 * time.Millisecond,
 		Query:     h.ntp.query,
 		Clock:     h.clk,
-		Rand:      zeros{},
+		Rand:      testutil.ZeroRand{},
 		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if err != nil {
@@ -231,7 +222,7 @@ func TestInvalidRepliesAreIgnored(t *testing.T) {
 		{name: "kiss of death", reply: modified(valid(0, 0), func(r *ntp.Response) { r.Stratum = 0; r.KissCode = "RATE" })},
 		{name: "unsynchronized stratum", reply: modified(valid(0, 0), func(r *ntp.Response) { r.Stratum = 16 })},
 		{name: "leap not in sync", reply: modified(valid(0, 0), func(r *ntp.Response) { r.Leap = ntp.LeapNotInSync })},
-		{name: "stale reference", reply: modified(valid(0, 0), func(r *ntp.Response) { r.ReferenceTime = epoch.Add(-72 * time.Hour) })},
+		{name: "stale reference", reply: modified(valid(0, 0), func(r *ntp.Response) { r.ReferenceTime = testutil.Epoch.Add(-72 * time.Hour) })},
 		{name: "huge dispersion", reply: modified(valid(0, 0), func(r *ntp.Response) { r.RootDispersion = time.Minute })},
 		{name: "negative round trip", reply: valid(0, -time.Millisecond)},
 		{name: "nil reply", reply: reply{}},

@@ -9,6 +9,7 @@ import (
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/ca/catest"
 	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/internal/testutil"
 	"github.com/aegis-os/aegis/trustd/token"
 )
 
@@ -16,9 +17,9 @@ import (
 // CA bundle and certificate are refused, or the certificate is for the
 // node's key and verifies, as a server certificate, against CAs only.
 func FuzzCheckAnswer(f *testing.F) {
-	authority := catest.NewCA(f, ca.Ed25519, catest.Epoch)
-	other := catest.NewCA(f, ca.Ed25519, catest.Epoch)
-	iss := catest.NewIssuer(f, authority, catest.Epoch)
+	authority := catest.NewCA(f, ca.Ed25519, testutil.Epoch)
+	other := catest.NewCA(f, ca.Ed25519, testutil.Epoch)
+	iss := catest.NewIssuer(f, authority, testutil.Epoch)
 	key := catest.Key(f, ca.Ed25519)
 
 	server := catest.Issue(f, iss, key, ca.ProfileServer, 0)
@@ -35,7 +36,7 @@ func FuzzCheckAnswer(f *testing.F) {
 
 	c, err := New(Config{
 		Endpoints: []string{"127.8.9.9"}, Token: mustToken(f), CAs: mustSet(f, authority), CA: authority.Cert,
-		Clock: clock.NewFake(catest.Epoch),
+		Clock: clock.NewFake(testutil.Epoch),
 	})
 	if err != nil {
 		f.Fatal(err)
@@ -58,7 +59,7 @@ func FuzzCheckAnswer(f *testing.F) {
 			}
 		}
 
-		if err = res.CAs.Verify(res.Certificate, x509.ExtKeyUsageServerAuth, catest.Epoch); err != nil {
+		if err = res.CAs.Verify(res.Certificate, x509.ExtKeyUsageServerAuth, testutil.Epoch); err != nil {
 			t.Fatalf("accepted a certificate that does not verify: %v", err)
 		}
 	})
@@ -74,7 +75,7 @@ func mustToken(tb testing.TB) token.Token {
 }
 
 func mustSet(tb testing.TB, authority *ca.CA) *ca.AcceptedSet {
-	set, err := ca.NewAcceptedSet(catest.Epoch, authority.Cert)
+	set, err := ca.NewAcceptedSet(testutil.Epoch, authority.Cert)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/ca/catest"
 	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/internal/testutil"
 	"github.com/aegis-os/aegis/trustd/join"
 	"github.com/aegis-os/aegis/trustd/token"
 )
@@ -56,14 +57,6 @@ func (f fakeTransport) Certificate(ctx context.Context, endpoint string, _ token
 	return r.caPEM, r.crtPEM, r.err
 }
 
-type zeroRand struct{}
-
-func (zeroRand) Read(p []byte) (int, error) {
-	clear(p)
-
-	return len(p), nil
-}
-
 type harness struct {
 	t      *testing.T
 	ca     *ca.CA
@@ -76,14 +69,14 @@ type harness struct {
 func newHarness(t *testing.T, kt ca.KeyType, maxAttempts int, endpoints ...string) *harness {
 	t.Helper()
 
-	authority := catest.NewCA(t, kt, catest.Epoch)
-	cas, err := ca.NewAcceptedSet(catest.Epoch, authority.Cert)
+	authority := catest.NewCA(t, kt, testutil.Epoch)
+	cas, err := ca.NewAcceptedSet(testutil.Epoch, authority.Cert)
 	if err != nil {
 		t.Fatal(err)
 	}
 
 	tok, _ := token.Parse("abcdef.0123456789abcdef")
-	h := &harness{t: t, ca: authority, iss: catest.NewIssuer(t, authority, catest.Epoch), clk: clock.NewFake(catest.Epoch), calls: make(chan call)}
+	h := &harness{t: t, ca: authority, iss: catest.NewIssuer(t, authority, testutil.Epoch), clk: clock.NewFake(testutil.Epoch), calls: make(chan call)}
 
 	h.client, err = join.New(join.Config{
 		Endpoints:   endpoints,
@@ -97,7 +90,7 @@ func newHarness(t *testing.T, kt ca.KeyType, maxAttempts int, endpoints ...strin
 		RetryMax:    8 * time.Second,
 		Transport:   fakeTransport{calls: h.calls},
 		Clock:       h.clk,
-		Rand:        zeroRand{},
+		Rand:        testutil.ZeroRand{},
 		Logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if err != nil {
@@ -300,7 +293,7 @@ func TestJoinCancelDuringBackoff(t *testing.T) {
 // the next endpoint is tried.
 func TestJoinRejectsBadAnswers(t *testing.T) {
 	h := newHarness(t, ca.Ed25519, 0, "cp-1", "cp-2")
-	other := catest.NewCA(t, ca.Ed25519, catest.Epoch)
+	other := catest.NewCA(t, ca.Ed25519, testutil.Epoch)
 	done := h.join(context.Background())
 
 	issue := func(c call, p ca.Profile, roles ...role.Role) []byte {
@@ -324,7 +317,7 @@ func TestJoinRejectsBadAnswers(t *testing.T) {
 		{"client certificate", func(c call) reply { return reply{caPEM: h.ca.CertPEM, crtPEM: issue(c, ca.ProfileClient, role.Reader)} }},
 		{"CA bundle of another CA", func(c call) reply { return reply{caPEM: other.CertPEM, crtPEM: issue(c, ca.ProfileServer)} }},
 		{"signed by another CA the reply names", func(c call) reply {
-			issued, err := catest.NewIssuer(t, other, catest.Epoch).Issue(ca.Request{CSR: c.csr, Profile: ca.ProfileServer})
+			issued, err := catest.NewIssuer(t, other, testutil.Epoch).Issue(ca.Request{CSR: c.csr, Profile: ca.ProfileServer})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -353,8 +346,8 @@ func TestJoinRejectsBadAnswers(t *testing.T) {
 }
 
 func TestNewRefusals(t *testing.T) {
-	authority := catest.NewCA(t, ca.Ed25519, catest.Epoch)
-	cas, _ := ca.NewAcceptedSet(catest.Epoch, authority.Cert)
+	authority := catest.NewCA(t, ca.Ed25519, testutil.Epoch)
+	cas, _ := ca.NewAcceptedSet(testutil.Epoch, authority.Cert)
 	tok, _ := token.Parse("abcdef.0123456789abcdef")
 
 	tests := []struct {

@@ -15,14 +15,13 @@ import (
 
 	"github.com/aegis-os/aegis/api/tokens"
 	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/internal/testutil"
 	"github.com/aegis-os/aegis/trustd/token"
 	"github.com/aegis-os/aegis/trustd/tokenapi"
 	"github.com/aegis-os/aegis/trustd/tokenauth"
 	"github.com/aegis-os/aegis/trustd/tokenstore"
 	"github.com/aegis-os/aegis/trustd/trustdtest"
 )
-
-var epoch = time.Date(2030, time.January, 1, 12, 0, 0, 0, time.UTC)
 
 type fixture struct {
 	svc   *tokenapi.Service
@@ -34,7 +33,7 @@ type fixture struct {
 func newFixture(t *testing.T, maxRecords int) *fixture {
 	t.Helper()
 
-	f := &fixture{store: tokenstore.NewMemory(maxRecords), clk: clock.NewFake(epoch), log: trustdtest.NewRecorder()}
+	f := &fixture{store: tokenstore.NewMemory(maxRecords), clk: clock.NewFake(testutil.Epoch), log: trustdtest.NewRecorder()}
 
 	svc, err := tokenapi.New(tokenapi.Config{Store: f.store, Clock: f.clk, Logger: f.log.Logger()})
 	if err != nil {
@@ -198,7 +197,7 @@ func TestRevoke(t *testing.T) {
 	}
 
 	revokedAt := resp.GetMessages()[0].GetInfo().GetRevoked().AsTime()
-	if !revokedAt.Equal(epoch.Add(time.Minute)) {
+	if !revokedAt.Equal(testutil.Epoch.Add(time.Minute)) {
 		t.Fatalf("revoked at %v", revokedAt)
 	}
 

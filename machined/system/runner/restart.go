@@ -3,8 +3,10 @@ package runner
 import (
 	"context"
 	"fmt"
+	"io"
 	"time"
 
+	"github.com/aegis-os/aegis/internal/backoff"
 	"github.com/aegis-os/aegis/internal/clock"
 )
 
@@ -43,13 +45,18 @@ const (
 // RestartConfig configures Restart. Zero durations take the defaults.
 type RestartConfig struct {
 	Policy Policy
-	// MinBackoff is the first delay; it doubles after each quick exit up to MaxBackoff.
+	// MinBackoff is the first step of the delay; the step doubles after each
+	// quick exit up to MaxBackoff, and each delay is drawn from the upper
+	// half of its step (internal/backoff), so that services that crash
+	// together do not restart together.
 	MinBackoff time.Duration
 	MaxBackoff time.Duration
 	// StableAfter is how long a run must last to reset the delay to MinBackoff.
 	StableAfter time.Duration
 	// Clock times the delays. Nil means the system clock.
 	Clock clock.Clock
+	// Rand is the jitter source. Nil means crypto/rand.
+	Rand io.Reader
 }
 
 type restart struct {
@@ -81,7 +88,7 @@ func Restart(inner Runner, cfg RestartConfig) Runner {
 func (r *restart) String() string { return fmt.Sprintf("%s (restart %s)", r.inner, r.cfg.Policy) }
 
 func (r *restart) Run(ctx context.Context, notify Notify) error {
-	delay := r.cfg.MinBackoff
+	delays := backoff.Backoff{Min: r.cfg.MinBackoff, Max: r.cfg.MaxBackoff, Rand: r.cfg.Rand}
 
 	for {
 		started := r.cfg.Clock.Now()
@@ -96,8 +103,10 @@ func (r *restart) Run(ctx context.Context, notify Notify) error {
 		}
 
 		if r.cfg.Clock.Now().Sub(started) >= r.cfg.StableAfter {
-			delay = r.cfg.MinBackoff
+			delays.Reset()
 		}
+
+		delay := delays.Next()
 
 		reason := "exited"
 		if err != nil {
@@ -109,7 +118,5 @@ func (r *restart) Run(ctx context.Context, notify Notify) error {
 		if !clock.Sleep(ctx, r.cfg.Clock, delay) {
 			return nil
 		}
-
-		delay = min(2*delay, r.cfg.MaxBackoff)
 	}
 }

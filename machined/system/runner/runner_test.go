@@ -7,13 +7,17 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/aegis-os/aegis/internal/clock"
 	"github.com/aegis-os/aegis/internal/logtest"
+	"github.com/aegis-os/aegis/internal/testutil"
 )
 
 // notes records what a runner notified.
@@ -66,10 +70,10 @@ func TestProcessCapturesOutputAndExitCode(t *testing.T) {
 // once the grace period passes on the clock, and not before.
 func TestProcessIgnoringSIGTERMIsKilled(t *testing.T) {
 	clk := clock.NewFake(time.Unix(0, 0))
-	marker := filepath.Join(t.TempDir(), "ready")
+	ready := fifo(t)
 	r := Process(ProcessConfig{
 		Path:        "/bin/sh",
-		Args:        []string{"-c", `trap "" TERM; touch ` + marker + `; while true; do sleep 1; done`},
+		Args:        []string{"-c", `trap "" TERM; : > ` + ready + `; while true; do sleep 1; done`},
 		GracePeriod: 30 * time.Second,
 		Clock:       clk,
 	})
@@ -81,7 +85,7 @@ func TestProcessIgnoringSIGTERMIsKilled(t *testing.T) {
 	go func() { done <- r.Run(ctx, n.notify) }()
 
 	n.next(t)
-	waitFile(t, marker)
+	waitOpened(t, ready) // the trap is set
 	cancel()
 
 	waitTimers(t, clk, 1) // SIGTERM sent, grace timer armed
@@ -133,11 +137,12 @@ func TestProcessStartFailure(t *testing.T) {
 }
 
 // TestRestartBackoffGrows: a process that keeps crashing is restarted with
-// delays 1s, 2s, 4s, 8s, capped at 8s.
+// steps of 1s, 2s, 4s, 8s, capped at 8s; without jitter each delay is the
+// lower half of its step.
 func TestRestartBackoffGrows(t *testing.T) {
 	clk := clock.NewFake(time.Unix(0, 0))
 	r := Restart(Process(ProcessConfig{Path: "/bin/sh", Args: []string{"-c", "exit 1"}}), RestartConfig{
-		Policy: Forever, MinBackoff: time.Second, MaxBackoff: 8 * time.Second, Clock: clk,
+		Policy: Forever, MinBackoff: time.Second, MaxBackoff: 8 * time.Second, Clock: clk, Rand: testutil.ZeroRand{},
 	})
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -162,7 +167,7 @@ func TestRestartBackoffGrows(t *testing.T) {
 		clk.Advance(time.Minute / 2)
 	}
 
-	if got := strings.Join(delays, ","); got != "1s,2s,4s,8s,8s" {
+	if got := strings.Join(delays, ","); got != "500ms,1s,2s,4s,4s" {
 		t.Fatalf("delays = %s", got)
 	}
 
@@ -170,6 +175,42 @@ func TestRestartBackoffGrows(t *testing.T) {
 
 	if err := <-done; err != nil {
 		t.Fatalf("stopped restart loop returned %v", err)
+	}
+}
+
+// TestRestartDelayIsJittered: the delay is drawn from the upper half of its
+// step, so services that crash together do not restart in lockstep.
+func TestRestartDelayIsJittered(t *testing.T) {
+	clk := clock.NewFake(time.Unix(0, 0))
+	inner := Goroutine("crash", io.Discard, func(context.Context, io.Writer) error { return errors.New("boom") })
+	r := Restart(inner, RestartConfig{
+		Policy: Forever, MinBackoff: time.Second, MaxBackoff: 8 * time.Second, Clock: clk,
+		Rand: bytes.NewReader(bytes.Repeat([]byte{0x80}, 64)),
+	})
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	n := newNotes()
+
+	go func() { _ = r.Run(ctx, n.notify) }()
+
+	for {
+		msg := n.next(t)
+		if !strings.Contains(msg, "; restarting in ") {
+			continue
+		}
+
+		delay, err := time.ParseDuration(msg[strings.LastIndex(msg, " ")+1:])
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		if delay <= 500*time.Millisecond || delay >= time.Second {
+			t.Fatalf("first delay %s, want jittered within (500ms, 1s)", delay)
+		}
+
+		return
 	}
 }
 
@@ -199,8 +240,9 @@ func TestRestartPolicies(t *testing.T) {
 
 			r := Restart(inner, RestartConfig{Policy: tt.policy, Clock: clk})
 			done := make(chan error, 1)
+			n := newNotes()
 
-			go func() { done <- r.Run(context.Background(), func(bool, string) {}) }()
+			go func() { done <- r.Run(context.Background(), n.notify) }()
 
 			for {
 				select {
@@ -210,8 +252,11 @@ func TestRestartPolicies(t *testing.T) {
 					}
 
 					return
-				case <-time.After(10 * time.Millisecond):
-					clk.Advance(time.Minute)
+				case msg := <-n.ch:
+					if strings.Contains(msg, "; restarting in ") {
+						waitTimers(t, clk, 1)
+						clk.Advance(time.Minute)
+					}
 				}
 			}
 		})
@@ -244,28 +289,44 @@ func TestProcessLeavesNothingBehind(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	pid := strings.TrimSpace(string(data))
+	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
 
-	deadline := time.Now().Add(10 * time.Second)
-	for alive(pid) {
-		if time.Now().After(deadline) {
-			t.Fatalf("child %s still running", pid)
-		}
-
-		time.Sleep(20 * time.Millisecond)
+	if !exits(t, pid, 10*time.Second) {
+		t.Fatalf("child %d still running", pid)
 	}
 }
 
-// alive reports whether pid runs; a zombie waiting to be reaped does not.
-func alive(pid string) bool {
-	stat, err := os.ReadFile("/proc/" + pid + "/stat")
-	if err != nil {
-		return false
+// exits reports whether pid exits within timeout; a zombie waiting to be
+// reaped has exited. It waits on a pidfd, which becomes readable when the
+// process exits.
+func exits(t *testing.T, pid int, timeout time.Duration) bool {
+	t.Helper()
+
+	fd, err := unix.PidfdOpen(pid, 0)
+	if errors.Is(err, unix.ESRCH) {
+		return true // gone and reaped already
 	}
 
-	fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	if err != nil {
+		t.Fatalf("pidfd_open %d: %v", pid, err)
+	}
+	defer unix.Close(fd)
 
-	return len(fields) > 0 && fields[0] != "Z"
+	for {
+		n, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, int(timeout.Milliseconds()))
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+
+		if err != nil {
+			t.Fatalf("poll pidfd %d: %v", pid, err)
+		}
+
+		return n == 1
+	}
 }
 
 func waitTimers(t *testing.T, clk *clock.Fake, n int) {
@@ -279,19 +340,25 @@ func waitTimers(t *testing.T, clk *clock.Fake, n int) {
 	}
 }
 
-func waitFile(t *testing.T, path string) {
+// fifo makes a named pipe: a process that opens it for writing blocks
+// until the test opens it for reading, which tells the test it got there.
+func fifo(t *testing.T) string {
 	t.Helper()
 
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if _, err := os.Stat(path); err == nil {
-			return
-		}
+	path := filepath.Join(t.TempDir(), "ready")
+	if err := unix.Mkfifo(path, 0o600); err != nil {
+		t.Fatal(err)
+	}
 
-		if time.Now().After(deadline) {
-			t.Fatalf("%s never appeared", path)
-		}
+	return path
+}
 
-		time.Sleep(10 * time.Millisecond)
+// waitOpened returns once a writer has opened the named pipe at path and
+// closed it again.
+func waitOpened(t *testing.T, path string) {
+	t.Helper()
+
+	if _, err := os.ReadFile(path); err != nil {
+		t.Fatal(err)
 	}
 }
