@@ -24,9 +24,9 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 
-	"github.com/aegis-os/aegis/apid/apidtest"
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/internal/testutil"
 	"github.com/aegis-os/aegis/trustd/trustdtest"
 )
 
@@ -53,7 +53,7 @@ func TestNTPDownAtBoot(t *testing.T) {
 
 	port := freePort(t, "udp", ntpBootChrony)
 	ntpd := runChrony(t, ntpBootChrony, port, "")
-	dir := apidtest.ShortTempDir(t)
+	dir := testutil.ShortTempDir(t)
 	cpCfg, workerCfg := ntpConfigs(t, dir, ntpd.addr)
 
 	cp := startMachined(t, cpCfg, filepath.Join(dir, "cp"))
