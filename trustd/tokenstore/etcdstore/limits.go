@@ -19,3 +19,9 @@ const (
 	// from spinning until the timeout.
 	maxAttempts = 1000
 )
+
+// Log keys of the etcd token store.
+const (
+	logMoved = "moved"
+	logLocal = "local_records"
+)
