@@ -20,7 +20,7 @@ import (
 )
 
 // startEtcd runs a one-member etcd on loopback ports for the test.
-func startEtcd(t *testing.T) (e *embed.Etcd, stop func()) {
+func startEtcd(t testing.TB) (e *embed.Etcd, stop func()) {
 	t.Helper()
 
 	cfg := embed.NewConfig()
@@ -52,7 +52,7 @@ func startEtcd(t *testing.T) (e *embed.Etcd, stop func()) {
 	return e, stop
 }
 
-func freeURL(t *testing.T) url.URL {
+func freeURL(t testing.TB) url.URL {
 	t.Helper()
 
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -65,7 +65,7 @@ func freeURL(t *testing.T) url.URL {
 	return url.URL{Scheme: "http", Host: l.Addr().String()}
 }
 
-func newClient(t *testing.T, e *embed.Etcd) *clientv3.Client {
+func newClient(t testing.TB, e *embed.Etcd) *clientv3.Client {
 	t.Helper()
 
 	cli, err := clientv3.New(clientv3.Config{
