@@ -27,7 +27,9 @@ import (
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/machined/localcluster"
+	"github.com/aegis-os/aegis/trustd/tokenstore"
 	"github.com/aegis-os/aegis/trustd/tokenstore/boltstore"
+	"github.com/aegis-os/aegis/trustd/tokenstore/etcdstore"
 	"github.com/aegis-os/aegis/trustd/trustdtest"
 )
 
@@ -283,11 +285,29 @@ func checkIssuedAudited(t *testing.T, c *localcluster.Cluster, n localcluster.No
 	}
 }
 
-// checkTokensKept stops the node and opens its token store, which must be
-// sound and hold every token created, with the load token's uses between
-// the certificates obtained and those asked for.
+// checkTokensKept reads the node's tokens where trustd keeps them (etcd
+// once the cluster has it, else the bbolt file), then stops the node and
+// opens the bbolt file, which must be sound either way. Every token created
+// must be there, with the load token's uses between the certificates
+// obtained and those asked for.
 func checkTokensKept(t *testing.T, c *localcluster.Cluster, n localcluster.Node, tok string, l *load) {
 	t.Helper()
+
+	var recs []tokenstore.Record
+
+	onEtcd := false
+	if _, err := os.Stat(filepath.Join(c.StatePath(n), "trustd", "tokens-on-etcd")); err == nil {
+		onEtcd = true
+
+		es, err := etcdstore.New(etcdstore.Config{Client: etcdClient(t, c, n)})
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		if recs, err = es.List(context.Background()); err != nil {
+			t.Fatalf("tokens in etcd after the kills: %v", err)
+		}
+	}
 
 	if err := c.StopNode(n.Name); err != nil {
 		t.Fatal(err)
@@ -299,9 +319,10 @@ func checkTokensKept(t *testing.T, c *localcluster.Cluster, n localcluster.Node,
 	}
 	defer s.Close()
 
-	recs, err := s.List(context.Background())
-	if err != nil {
-		t.Fatal(err)
+	if !onEtcd {
+		if recs, err = s.List(context.Background()); err != nil {
+			t.Fatal(err)
+		}
 	}
 
 	have := map[string]uint32{}

@@ -22,6 +22,10 @@ var (
 	// ErrReservedName: the CSR names a control plane's address or name,
 	// which no token may obtain; the error names it.
 	ErrReservedName = errors.New("trustd: a token never obtains a certificate for a control plane's address or name")
+	// ErrStoreUnavailable: the cluster's token store (etcd) cannot answer,
+	// so stored tokens are refused; the machine config's token still works.
+	ErrStoreUnavailable = errors.New("trustd: the cluster's token store is unavailable (etcd unreachable or without quorum); " +
+		"stored tokens are refused until it recovers")
 	// ErrRateLimited: the source made too many failed requests.
 	ErrRateLimited = errors.New("trustd: too many failed requests from this address")
 )
@@ -42,6 +46,8 @@ func toStatus(err error, ref string) error {
 		return status.Error(codes.InvalidArgument, err.Error())
 	case errors.Is(err, ErrReservedName):
 		return status.Error(codes.PermissionDenied, err.Error())
+	case errors.Is(err, ErrStoreUnavailable):
+		return status.Error(codes.Unavailable, ErrStoreUnavailable.Error())
 	case errors.Is(err, ErrRateLimited):
 		return status.Error(codes.ResourceExhausted, ErrRateLimited.Error())
 	default:

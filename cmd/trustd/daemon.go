@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/aegis-os/aegis/ca"
@@ -20,6 +21,7 @@ import (
 	"github.com/aegis-os/aegis/trustd/sanpolicy"
 	"github.com/aegis-os/aegis/trustd/tokenapi"
 	"github.com/aegis-os/aegis/trustd/tokenauth"
+	"github.com/aegis-os/aegis/trustd/tokenstore"
 	"github.com/aegis-os/aegis/trustd/tokenstore/boltstore"
 )
 
@@ -28,7 +30,9 @@ type daemon struct {
 	log     *slog.Logger
 	listen  string
 	certTTL time.Duration // of the certificates trustd signs
-	store   *boltstore.Store
+	bolt    *boltstore.Store
+	etcd    *clientv3.Client // of the etcd token store, on a control plane running etcd
+	store   tokenstore.Store
 	audit   *auditLogs
 	server  *trustd.Server
 	tokens  *tokenSocket
@@ -121,9 +125,13 @@ func (d *daemon) openStore(state string) error {
 		return err
 	}
 
-	d.store, err = boltstore.Open(boltstore.Config{Path: filepath.Join(dir, "tokens.db")})
+	if d.bolt, err = boltstore.Open(boltstore.Config{Path: filepath.Join(dir, "tokens.db")}); err != nil {
+		return err
+	}
 
-	return err
+	d.store = d.bolt
+
+	return nil
 }
 
 func (d *daemon) newServer(cfg *certs.MachineConfig, iss *ca.Issuer, gate trustd.TimeGate, kp *certs.KeyPair) error {
@@ -189,8 +197,12 @@ func (d *daemon) close() {
 		_ = d.tokens.lis.Close()
 	}
 
-	if d.store != nil {
-		if err := d.store.Close(); err != nil {
+	if d.etcd != nil {
+		_ = d.etcd.Close()
+	}
+
+	if d.bolt != nil {
+		if err := d.bolt.Close(); err != nil {
 			d.log.Error("closing the token store", slog.String("error", err.Error()))
 		}
 	}

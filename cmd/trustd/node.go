@@ -157,6 +157,10 @@ func (d *daemon) buildNode(src *nodeSource, opts options) error {
 		return err
 	}
 
+	if err := d.openEtcdStore(opts.state, opts.listen, src.ControlPlaneHosts()); err != nil {
+		return err
+	}
+
 	auth, err := tokenauth.New(tokenauth.Config{Static: src.token, StaticSANs: src.workerSANs, Store: d.store})
 	if err != nil {
 		return err

@@ -245,6 +245,10 @@ func (s *Service) storeError(err error) error {
 		return status.Error(codes.NotFound, "tokenapi: no such token")
 	case errors.Is(err, tokenstore.ErrFull):
 		return status.Error(codes.ResourceExhausted, err.Error())
+	case errors.Is(err, tokenstore.ErrUnavailable):
+		s.cfg.Logger.Warn("token store unavailable", slog.String(LogError, err.Error()))
+
+		return status.Error(codes.Unavailable, tokenstore.ErrUnavailable.Error())
 	default:
 		s.cfg.Logger.Error("token store failed", slog.String(LogError, err.Error()))
 

@@ -83,7 +83,13 @@ func (a *Authenticator) Authenticate(ctx context.Context, tok token.Token) (trus
 	isStatic := !a.static.IsZero() && a.static.Equal(tok)
 
 	rec, known, err := a.lookup(ctx, tok.ID())
-	if err != nil {
+
+	switch {
+	case err != nil && isStatic:
+		// The machine config's token needs no store: it keeps working
+		// while a shared store is unavailable.
+		return trustd.Grant{TokenID: tok.ID(), Static: true, AllowedSANs: a.staticSANs}, nil
+	case err != nil:
 		return trustd.Grant{}, err
 	}
 
@@ -120,6 +126,8 @@ func (a *Authenticator) lookup(ctx context.Context, id string) (tokenstore.Recor
 	switch {
 	case errors.Is(err, tokenstore.ErrNotFound):
 		return a.decoy, false, nil
+	case errors.Is(err, tokenstore.ErrUnavailable):
+		return tokenstore.Record{}, false, fmt.Errorf("%w: %w", trustd.ErrStoreUnavailable, err)
 	case err != nil:
 		return tokenstore.Record{}, false, fmt.Errorf("tokenauth: looking up token %s: %w", id, err)
 	}
@@ -147,6 +155,8 @@ func (a *Authenticator) Consume(ctx context.Context, g trustd.Grant) error {
 	case errors.Is(err, tokenstore.ErrUsedUp), errors.Is(err, tokenstore.ErrExpired),
 		errors.Is(err, tokenstore.ErrRevoked), errors.Is(err, tokenstore.ErrNotFound):
 		return fmt.Errorf("%w: %w", trustd.ErrInvalidToken, err)
+	case errors.Is(err, tokenstore.ErrUnavailable):
+		return fmt.Errorf("%w: %w", trustd.ErrStoreUnavailable, err)
 	default:
 		return fmt.Errorf("tokenauth: counting a use of token %s: %w", g.TokenID, err)
 	}

@@ -29,6 +29,10 @@ var (
 	ErrExpired  = errors.New("tokenstore: token expired")
 	ErrRevoked  = errors.New("tokenstore: token revoked")
 	ErrUsedUp   = errors.New("tokenstore: token used up")
+	// ErrUnavailable: a shared store cannot answer (etcd unreachable or
+	// without quorum). Callers refuse rather than guess: stored tokens
+	// fail closed while it lasts.
+	ErrUnavailable = errors.New("tokenstore: the cluster's token store is unavailable (etcd unreachable or without quorum)")
 )
 
 // Store holds token records. Implementations are safe for concurrent use,

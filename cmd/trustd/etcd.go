@@ -1,0 +1,134 @@
+package main
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/trustd/tokenstore/etcdstore"
+)
+
+// etcdDialTimeout bounds the connection to one etcd endpoint; the
+// endpoints are the control planes, on the cluster's own network.
+const etcdDialTimeout = 2 * time.Second
+
+// etcdFiles are what machined keeps of the node's etcd member under the
+// state directory: the client certificate it issues at every boot (trustd
+// reads the files at each handshake, so renewals apply) and the member's
+// data, whose WAL exists once the member is part of a formed cluster.
+type etcdFiles struct{ dir string }
+
+func (f etcdFiles) pki(name string) string { return filepath.Join(f.dir, "pki", name) }
+
+// present reports whether machined runs etcd on this node (its CA is there).
+func (f etcdFiles) present() bool {
+	_, err := os.Stat(f.pki("ca.crt"))
+
+	return err == nil
+}
+
+// formed reports whether the local member has joined a formed cluster.
+func (f etcdFiles) formed() bool {
+	_, err := os.Stat(filepath.Join(f.dir, "data", "member", "wal"))
+
+	return err == nil
+}
+
+func (f etcdFiles) tlsConfig() (*tls.Config, error) {
+	caPEM, err := os.ReadFile(f.pki("ca.crt"))
+	if err != nil {
+		return nil, fmt.Errorf("etcd CA: %w", err)
+	}
+
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPEM) {
+		return nil, errors.New("etcd CA: no certificate in " + f.pki("ca.crt"))
+	}
+
+	return &tls.Config{
+		RootCAs:    pool,
+		MinVersion: tls.VersionTLS12,
+		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			c, err := tls.LoadX509KeyPair(f.pki("client.crt"), f.pki("client.key"))
+
+			return &c, err
+		},
+	}, nil
+}
+
+// etcdEndpoints are the client URLs of this node's member and of the other
+// control planes: any member with quorum can answer.
+func etcdEndpoints(listen string, controlPlanes []string) []string {
+	hosts := controlPlanes
+	if h, _, err := net.SplitHostPort(listen); err == nil {
+		hosts = append([]string{h}, hosts...)
+	}
+
+	var out []string
+
+	for _, h := range hosts {
+		if hh, _, err := net.SplitHostPort(h); err == nil {
+			h = hh
+		}
+
+		u := "https://" + net.JoinHostPort(h, strconv.Itoa(certs.EtcdClientPort))
+		if h != "" && !slices.Contains(out, u) {
+			out = append(out, u)
+		}
+	}
+
+	return out
+}
+
+// openEtcdStore puts the handover store in front of the bbolt one when
+// machined runs etcd on this node: bbolt until the cluster is formed, etcd
+// from then on.
+func (d *daemon) openEtcdStore(state, listen string, controlPlanes []string) error {
+	files := etcdFiles{dir: filepath.Join(state, "etcd")}
+	if !files.present() {
+		return nil
+	}
+
+	tlsCfg, err := files.tlsConfig()
+	if err != nil {
+		return err
+	}
+
+	d.etcd, err = clientv3.New(clientv3.Config{
+		Endpoints: etcdEndpoints(listen, controlPlanes), TLS: tlsCfg, DialTimeout: etcdDialTimeout, Logger: zap.NewNop(),
+	})
+	if err != nil {
+		return fmt.Errorf("etcd client: %w", err)
+	}
+
+	shared, err := etcdstore.New(etcdstore.Config{Client: d.etcd})
+	if err != nil {
+		return err
+	}
+
+	h, err := etcdstore.NewHandover(etcdstore.HandoverConfig{
+		Local: d.bolt, Shared: shared, Formed: files.formed,
+		Marker: filepath.Join(state, "trustd", "tokens-on-etcd"), Logger: d.log,
+	})
+	if err != nil {
+		return err
+	}
+
+	d.store = h
+	d.log.Info("token store: bbolt until the cluster's etcd is formed, etcd from then on",
+		slog.Bool("on_etcd", h.OnEtcd()))
+
+	return nil
+}

@@ -1,0 +1,280 @@
+// Package etcdstore is the token store shared by a cluster's control
+// planes: the records live in etcd under one prefix, one key per token id,
+// in the encoding of tokenstore.MarshalRecord (the bbolt store's). Every
+// read is linearizable and every change is a transaction that compares the
+// record's revision, so a use counted on one control plane is seen by all,
+// and of many concurrent uses of a single-use token exactly one succeeds.
+//
+// The store fails closed: when etcd cannot answer within the timeout (no
+// quorum, unreachable) every operation fails with tokenstore.ErrUnavailable.
+package etcdstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/aegis-os/aegis/trustd/tokenstore"
+)
+
+// Config says which etcd to use.
+type Config struct {
+	// Client talks to the cluster. Required; the caller closes it.
+	Client *clientv3.Client
+	// Prefix of the record keys; empty means DefaultPrefix.
+	Prefix string
+	// MaxRecords bounds the records; zero means tokenstore.DefaultMaxRecords.
+	MaxRecords int
+	// Timeout bounds one operation; zero means DefaultTimeout.
+	Timeout time.Duration
+}
+
+// Store is a tokenstore.Store in etcd. It is safe for concurrent use, also
+// by several processes on several nodes at once.
+type Store struct {
+	cli        *clientv3.Client
+	prefix     string
+	maxRecords int
+	timeout    time.Duration
+}
+
+var _ tokenstore.Store = (*Store)(nil)
+
+// New returns the store of cfg; it does not contact etcd.
+func New(cfg Config) (*Store, error) {
+	if cfg.Client == nil {
+		return nil, errors.New("etcdstore: no etcd client")
+	}
+
+	if cfg.Prefix == "" {
+		cfg.Prefix = DefaultPrefix
+	}
+
+	if cfg.MaxRecords <= 0 {
+		cfg.MaxRecords = tokenstore.DefaultMaxRecords
+	}
+
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+
+	return &Store{cli: cfg.Client, prefix: cfg.Prefix, maxRecords: cfg.MaxRecords, timeout: cfg.Timeout}, nil
+}
+
+func (s *Store) key(id string) string { return s.prefix + id }
+
+// Create implements tokenstore.Store. The count of records and the absence
+// of the id are checked in the transaction that writes: it succeeds only if
+// no key under the prefix changed since the count was taken.
+func (s *Store) Create(ctx context.Context, r tokenstore.Record) error {
+	if err := r.Validate(); err != nil {
+		return err
+	}
+
+	data, err := tokenstore.MarshalRecord(r)
+	if err != nil {
+		return err
+	}
+
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+
+	for range maxAttempts {
+		done, err := s.tryCreate(ctx, r.ID, string(data))
+		if done || err != nil {
+			return err
+		}
+	}
+
+	return fmt.Errorf("%w: too many concurrent changes", tokenstore.ErrUnavailable)
+}
+
+func (s *Store) tryCreate(ctx context.Context, id, data string) (bool, error) {
+	count, err := s.cli.Get(ctx, s.prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		return false, unavailable(err)
+	}
+
+	if count.Count >= int64(s.maxRecords) {
+		return false, fmt.Errorf("%w (%d)", tokenstore.ErrFull, s.maxRecords)
+	}
+
+	key := s.key(id)
+	resp, err := s.cli.Txn(ctx).If(
+		clientv3.Compare(clientv3.CreateRevision(key), "=", 0),
+		clientv3.Compare(clientv3.ModRevision(s.prefix).WithPrefix(), "<", count.Header.Revision+1),
+	).Then(clientv3.OpPut(key, data)).Else(clientv3.OpGet(key, clientv3.WithCountOnly())).Commit()
+	if err != nil {
+		return false, unavailable(err)
+	}
+
+	if resp.Succeeded {
+		return true, nil
+	}
+
+	if resp.Responses[0].GetResponseRange().GetCount() > 0 {
+		return false, tokenstore.ErrExists
+	}
+
+	return false, nil // another record changed in between; count again
+}
+
+// Get implements tokenstore.Store.
+func (s *Store) Get(ctx context.Context, id string) (tokenstore.Record, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+
+	r, _, err := s.get(ctx, id)
+
+	return r, err
+}
+
+// get reads the record and the revision it was last changed at.
+func (s *Store) get(ctx context.Context, id string) (tokenstore.Record, int64, error) {
+	resp, err := s.cli.Get(ctx, s.key(id))
+	if err != nil {
+		return tokenstore.Record{}, 0, unavailable(err)
+	}
+
+	if len(resp.Kvs) == 0 {
+		return tokenstore.Record{}, 0, tokenstore.ErrNotFound
+	}
+
+	r, err := tokenstore.UnmarshalRecord(resp.Kvs[0].Value)
+	if err != nil {
+		return tokenstore.Record{}, 0, fmt.Errorf("etcdstore: record %s: %w", id, err)
+	}
+
+	return r, resp.Kvs[0].ModRevision, nil
+}
+
+// List implements tokenstore.Store.
+func (s *Store) List(ctx context.Context) ([]tokenstore.Record, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+
+	resp, err := s.cli.Get(ctx, s.prefix, clientv3.WithPrefix())
+	if err != nil {
+		return nil, unavailable(err)
+	}
+
+	out := make([]tokenstore.Record, 0, len(resp.Kvs))
+
+	for _, kv := range resp.Kvs {
+		r, err := tokenstore.UnmarshalRecord(kv.Value)
+		if err != nil {
+			return nil, fmt.Errorf("etcdstore: record %s: %w", kv.Key, err)
+		}
+
+		out = append(out, r)
+	}
+
+	tokenstore.SortRecords(out)
+
+	return out, nil
+}
+
+// Revoke implements tokenstore.Store.
+func (s *Store) Revoke(ctx context.Context, id string, at time.Time) (tokenstore.Record, error) {
+	return s.change(ctx, id, func(r *tokenstore.Record) error {
+		if r.Revoked.IsZero() {
+			r.Revoked = at
+		}
+
+		return nil
+	})
+}
+
+// Use implements tokenstore.Store.
+func (s *Store) Use(ctx context.Context, id string, now time.Time) (tokenstore.Record, error) {
+	return s.change(ctx, id, func(r *tokenstore.Record) error {
+		if err := r.Usable(now); err != nil {
+			return err
+		}
+
+		r.Uses++
+
+		return nil
+	})
+}
+
+// change applies fn to the record and writes it back only if nobody changed
+// it since it was read (its revision is compared in the transaction); on a
+// conflict it reads again and reapplies fn, which re-checks the record.
+func (s *Store) change(ctx context.Context, id string, fn func(*tokenstore.Record) error) (tokenstore.Record, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+
+	for range maxAttempts {
+		r, rev, err := s.get(ctx, id)
+		if err != nil {
+			return tokenstore.Record{}, err
+		}
+
+		if err = fn(&r); err != nil {
+			return tokenstore.Record{}, err
+		}
+
+		data, err := tokenstore.MarshalRecord(r)
+		if err != nil {
+			return tokenstore.Record{}, err
+		}
+
+		key := s.key(id)
+
+		resp, err := s.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", rev)).
+			Then(clientv3.OpPut(key, string(data))).Commit()
+		if err != nil {
+			return tokenstore.Record{}, unavailable(err)
+		}
+
+		if resp.Succeeded {
+			return r, nil
+		}
+	}
+
+	return tokenstore.Record{}, fmt.Errorf("%w: too many concurrent changes of token %s", tokenstore.ErrUnavailable, id)
+}
+
+// Prune implements tokenstore.Store. Each deletion compares the revision it
+// read, so a record revoked or used in between is judged again next time.
+func (s *Store) Prune(ctx context.Context, endedBefore time.Time) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+
+	resp, err := s.cli.Get(ctx, s.prefix, clientv3.WithPrefix())
+	if err != nil {
+		return 0, unavailable(err)
+	}
+
+	n := 0
+
+	for _, kv := range resp.Kvs {
+		r, err := tokenstore.UnmarshalRecord(kv.Value)
+		if err != nil || !r.Ended().Before(endedBefore) {
+			continue // a corrupt record is left for the operator to see
+		}
+
+		del, err := s.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(string(kv.Key)), "=", kv.ModRevision)).
+			Then(clientv3.OpDelete(string(kv.Key))).Commit()
+		if err != nil {
+			return n, unavailable(err)
+		}
+
+		if del.Succeeded {
+			n++
+		}
+	}
+
+	return n, nil
+}
+
+// unavailable wraps an error of the etcd client: whatever the cause (no
+// leader, timeout, refused connection) the store cannot answer, and the
+// caller must refuse.
+func unavailable(err error) error {
+	return fmt.Errorf("%w: %w", tokenstore.ErrUnavailable, err)
+}
