@@ -49,10 +49,15 @@ const (
 // ErrNoCA is what an Authority returns on a node without the CA key.
 var ErrNoCA = errors.New("certapi: this node does not hold the CA key")
 
+// ErrTimeNotSynced is what an Authority returns while the node's clock is
+// not synced: a certificate dated by an untrusted clock could be valid
+// when it should not be. Its text is the message callers read.
+var ErrTimeNotSynced = errors.New("time not synced: this node issues certificates only once its clock is synced with its NTP servers")
+
 // Authority is where a node issues client certificates from.
 type Authority interface {
 	// ClientIssuer returns an issuer of client certificates and the PEM
-	// bundle of the CAs the node accepts, or ErrNoCA.
+	// bundle of the CAs the node accepts, or ErrNoCA, or ErrTimeNotSynced.
 	ClientIssuer() (*ca.Issuer, []byte, error)
 }
 
@@ -159,6 +164,10 @@ func (s *Server) renew(req *certificates.RenewRequest, presented *x509.Certifica
 	if errors.Is(err, ErrNoCA) {
 		return nil, nil, status.Error(codes.FailedPrecondition,
 			"client certificates are renewed by control-plane nodes, which hold the CA key; this node does not: use a control-plane endpoint")
+	}
+
+	if errors.Is(err, ErrTimeNotSynced) {
+		return nil, nil, status.Error(codes.FailedPrecondition, ErrTimeNotSynced.Error())
 	}
 
 	if err != nil {

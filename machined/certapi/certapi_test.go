@@ -152,6 +152,7 @@ func TestRenew(t *testing.T) {
 			csr: catest.CSR(t, key, &x509.CertificateRequest{Subject: pkix.Name{CommonName: "root"}}),
 		},
 		{name: "worker", authority: authority{err: ErrNoCA}, cert: yearly, csr: good, code: codes.FailedPrecondition, want: "use a control-plane endpoint"},
+		{name: "clock not synced", authority: authority{err: ErrTimeNotSynced}, cert: yearly, csr: good, code: codes.FailedPrecondition, want: "time not synced"},
 		{name: "broken node", authority: authority{err: errors.New("disk on fire")}, cert: yearly, csr: good, code: codes.Internal, want: "internal error"},
 	}
 

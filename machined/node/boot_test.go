@@ -14,12 +14,11 @@ import (
 
 	"github.com/beevik/ntp"
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/internal/clock"
 	"github.com/aegis-os/aegis/internal/logtest"
+	"github.com/aegis-os/aegis/machined/certapi"
 	"github.com/aegis-os/aegis/machined/system"
 	"github.com/aegis-os/aegis/machined/system/runner"
 	"github.com/aegis-os/aegis/machined/timesync"
@@ -318,7 +317,7 @@ func TestBootWithoutCertificatesWaitsForTimeSync(t *testing.T) {
 		t.Fatalf("etcd certificates issued before time sync: %v", found)
 	}
 
-	if _, _, err := (clientIssuer{h.n}).ClientIssuer(); status.Code(err) != codes.FailedPrecondition {
+	if _, _, err := (clientIssuer{h.n}).ClientIssuer(); !errors.Is(err, certapi.ErrTimeNotSynced) {
 		t.Fatalf("client certificates before time sync: %v", err)
 	}
 
