@@ -162,7 +162,7 @@ func (f *fanOut) run(n *nodeCall) {
 
 		tagged, err := n.tag.reply(fr.payload, f.streaming)
 		if err != nil {
-			f.fail(n, status.Error(codes.Internal, err.Error()))
+			f.fail(n, err)
 
 			return
 		}

@@ -251,36 +251,3 @@ func (s *Server) newStream(ctx context.Context, conn *grpc.ClientConn, node, met
 		return nil, err
 	}
 }
-
-// toStatus maps apid's errors to gRPC statuses, once, at the API boundary.
-// A status that came from a backend or from gRPC is passed on as it is.
-func (s *Server) toStatus(method string, err error) error {
-	if err == nil {
-		return nil
-	}
-
-	switch {
-	case errors.Is(err, ErrBadRouting), errors.Is(err, errNoFanOut):
-		return status.Error(codes.InvalidArgument, err.Error())
-	case errors.Is(err, errNoForwarding):
-		return status.Error(codes.PermissionDenied, err.Error())
-	case errors.Is(err, errPoolFull), errors.Is(err, errCallerPoolFull), errors.Is(err, errReplyTooLarge), errors.Is(err, errTooManyStreams):
-		return status.Error(codes.ResourceExhausted, err.Error())
-	case isCredentialEnded(err), errors.Is(err, errNoChain):
-		return status.Error(codes.Unauthenticated, err.Error())
-	case errors.Is(err, errPoolClosed):
-		return status.Error(codes.Unavailable, err.Error())
-	}
-
-	if ue := (*nodeUnreachableError)(nil); errors.As(err, &ue) {
-		return status.Error(ue.code(), ue.Error())
-	}
-
-	if st, ok := status.FromError(err); ok {
-		return st.Err()
-	}
-
-	s.log.Error("call failed", slog.String(FieldMethod, method), slog.String(FieldError, err.Error()))
-
-	return status.Error(codes.Internal, "apid: internal error")
-}
