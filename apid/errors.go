@@ -1,6 +1,7 @@
 package apid
 
 import (
+	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -55,15 +56,21 @@ func (s *Server) internal(log func(msg string, args ...any), msg string, attrs .
 		args = append(args, a)
 	}
 
-	log(msg, append(args, slog.String(logkey.Ref, ref))...)
+	log(msg, append(args, slog.String(logkey.RequestID, ref))...)
 
 	return status.Error(codes.Internal, fmt.Sprintf("apid: internal error (ref %s)", ref))
 }
 
-// newRef returns the random reference of an internal error.
+// newRef returns the random reference of an internal error. A Server not
+// built by New (a test's) has no Rand: crypto/rand then.
 func (s *Server) newRef() string {
+	r := s.rand
+	if r == nil {
+		r = rand.Reader
+	}
+
 	b := make([]byte, 10)
-	if _, err := io.ReadFull(s.rand, b); err != nil {
+	if _, err := io.ReadFull(r, b); err != nil {
 		return "unknown"
 	}
 

@@ -1,7 +1,6 @@
 package apid
 
 import (
-	"crypto/rand"
 	"errors"
 	"regexp"
 	"strings"
@@ -19,7 +18,7 @@ import (
 // A node's reply apid cannot tag used to reach the caller as its cause.
 func TestInternalCarriesReference(t *testing.T) {
 	sink := &logtest.Sink{}
-	s := &Server{log: sink.Logger(), rand: rand.Reader}
+	s := &Server{log: sink.Logger()}
 	ref := regexp.MustCompile(`^apid: internal error \(ref ([0-9a-f]{20})\)$`)
 
 	for name, err := range map[string]error{
@@ -40,7 +39,7 @@ func TestInternalCarriesReference(t *testing.T) {
 		var got []map[string]any
 
 		for _, r := range sink.Records(t) {
-			if r[logkey.Ref] == m[1] && r[logkey.Error] != nil {
+			if r[logkey.RequestID] == m[1] && r[logkey.Error] != nil {
 				got = append(got, r)
 			}
 		}

@@ -12,6 +12,8 @@ import (
 
 	"github.com/aegis-os/aegis/internal/backoff"
 	"github.com/aegis-os/aegis/internal/clock"
+
+	"github.com/aegis-os/aegis/internal/logkey"
 )
 
 // Defaults of the renewal loop.
@@ -35,10 +37,10 @@ const (
 
 // Log field names of the renewal loop.
 const (
-	logSubject  = "subject"
-	logNotAfter = "not_after"
-	logRetryIn  = "retry_in"
-	logErr      = "error"
+	logSubject  = logkey.Subject
+	logNotAfter = logkey.NotAfter
+	logRetryIn  = logkey.RetryIn
+	logErr      = logkey.Error
 )
 
 // RenewAt returns when cert is due for renewal: half its lifetime after
@@ -70,7 +72,7 @@ type RenewerConfig struct {
 	Clock clock.Clock
 	// Rand draws the jitter. Nil means crypto/rand.
 	Rand io.Reader
-	// Logger receives renewals and failures. Nil means slog.Default().
+	// Logger receives renewals and failures. Nil discards.
 	Logger *slog.Logger
 }
 
@@ -106,7 +108,7 @@ func NewRenewer(cfg RenewerConfig) (*Renewer, error) {
 	}
 
 	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 
 	return &Renewer{cfg: cfg, current: cfg.Current}, nil

@@ -12,21 +12,22 @@ import (
 
 	"github.com/aegis-os/aegis/internal/refusals"
 	"github.com/aegis-os/aegis/internal/source"
+
+	"github.com/aegis-os/aegis/internal/logkey"
 )
 
 // Field names of audit records. Tests and log pipelines match on them.
 const (
-	AuditDecision   = "decision"
-	AuditRequestID  = "request_id"
-	AuditTokenID    = "token_id"
-	AuditSource     = "source"
-	AuditCommonName = "common_name"
-	AuditSANs       = "sans"
-	AuditSerial     = "serial"
-	AuditNotAfter   = "not_after"
-	AuditCode       = "code"
-	AuditReason     = "reason"
-
+	AuditDecision   = logkey.Decision
+	AuditRequestID  = logkey.RequestID
+	AuditTokenID    = logkey.TokenID
+	AuditSource     = logkey.Source
+	AuditCommonName = logkey.CommonName
+	AuditSANs       = logkey.SANs
+	AuditSerial     = logkey.Serial
+	AuditNotAfter   = logkey.NotAfter
+	AuditCode       = logkey.RefusalCode
+	AuditReason     = logkey.Reason
 	// AuditCount, AuditKinds and AuditSince are the fields of a summary
 	// of refusals: how many refusals of the source since when were not
 	// written in full, and their count by code. AuditSource names the

@@ -17,13 +17,15 @@ import (
 	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/internal/clock"
 	"github.com/aegis-os/aegis/internal/daemonflag"
+
+	"github.com/aegis-os/aegis/internal/logkey"
 )
 
 // Field names of the command's own log records.
 const (
-	fieldListen     = "listen"
-	fieldForwarding = "forwarding"
-	fieldGrace      = "grace"
+	fieldListen     = logkey.Listen
+	fieldForwarding = logkey.Forwarding
+	fieldGrace      = logkey.Grace
 )
 
 // run is apid's whole life; it returns the exit status.

@@ -8,16 +8,18 @@ import (
 	"time"
 
 	"github.com/aegis-os/aegis/internal/clock"
+
+	"github.com/aegis-os/aegis/internal/logkey"
 )
 
 // Field names of the package's log records.
 const (
 	// FieldSource is the source a record is about (see sourceOf).
-	FieldSource = "source"
+	FieldSource = logkey.Source
 	// FieldRefused is how many connections were refused since the last record.
-	FieldRefused = "refused"
+	FieldRefused = logkey.Refused
 	// FieldListener is the listening address.
-	FieldListener = "listener"
+	FieldListener = logkey.Listener
 )
 
 // Config configures a Limiter. New reads it once.

@@ -19,9 +19,10 @@ const (
 	Duration = "grpc.time_ms"
 	// Peer is the caller's network address.
 	Peer = "peer.address"
-	// Ref is the reference an Internal answer carries instead of its
-	// cause: the one log line with the cause has it too.
-	Ref = "ref"
+	// RequestID is the random ID of a request: the reference an Internal
+	// answer carries instead of its cause, in the one log line that has
+	// the cause too.
+	RequestID = "request_id"
 )
 
 // Fields of a caller's identity and its authorization.
@@ -58,6 +59,84 @@ const (
 	CA = "ca"
 	// Log names the stream a record belongs to ("audit").
 	Log = "log"
+)
+
+// Fields of certificates, tokens and their audit records.
+const (
+	// Decision is an audit record's outcome: "issued" or "refused".
+	Decision = "decision"
+	// TokenID is a bootstrap token's public ID (never its secret).
+	TokenID = "token_id"
+	// Source is the address a request came from.
+	Source = "source"
+	// CommonName is a certificate's common name.
+	CommonName = "common_name"
+	// SANs is a certificate's subject alternative names.
+	SANs = "sans"
+	// Serial is a certificate's serial number, in hex.
+	Serial = "serial"
+	// NotAfter is the end of a certificate's validity.
+	NotAfter = "not_after"
+	// TTL is a certificate's lifetime.
+	TTL = "ttl"
+	// Reason is why a request was refused, as the caller read it.
+	Reason = "reason"
+	// RefusalCode is the gRPC code of a refusal, in audit records.
+	RefusalCode = "code"
+	// AskingSerial and AskingCommonName are the certificate a renewal
+	// was asked with.
+	AskingSerial     = "asking_serial"
+	AskingCommonName = "asking_common_name"
+	// Expires is a token's expiry.
+	Expires = "expires"
+	// MaxUses is how many times a token may be used.
+	MaxUses = "max_uses"
+	// AllowedSANs is the SANs a token may obtain.
+	AllowedSANs = "allowed_sans"
+	// Kind is the kind of a held certificate.
+	Kind = "kind"
+)
+
+// Fields of retries, limits and refusal summaries.
+const (
+	// Attempt is the number of an attempt.
+	Attempt = "attempt"
+	// RetryIn is the wait before the next attempt.
+	RetryIn = "retry_in"
+	// Refused is how many connections were refused.
+	Refused = "refused"
+	// Listener is the listener a limit applies to.
+	Listener = "listener"
+	// Count is how many refusals a summary covers.
+	Count = "count"
+	// Kinds is the kinds of refusal a summary covers.
+	Kinds = "kinds"
+	// Since is the start of a summary's period.
+	Since = "since"
+	// Listen is the address a daemon listens on.
+	Listen = "listen"
+	// Forwarding says whether apid forwards calls to other nodes.
+	Forwarding = "forwarding"
+	// Grace is a shutdown's grace period.
+	Grace = "grace"
+)
+
+// Fields of time synchronisation.
+const (
+	// Server is an NTP server.
+	Server = "server"
+	// Servers is the NTP servers.
+	Servers = "servers"
+	// Offset is the clock's offset from a server.
+	Offset = "offset"
+	// RTT is a round trip's duration.
+	RTT = "rtt"
+	// MaxOffset is the largest offset accepted.
+	MaxOffset = "max_offset"
+	// Before is a deadline.
+	Before = "before"
+	// LastError is the last error of a repeated attempt.
+	LastError = "last_error"
 )
 
 // Fields of machined's boot and services.

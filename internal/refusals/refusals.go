@@ -19,19 +19,21 @@ import (
 	"time"
 
 	"github.com/aegis-os/aegis/internal/clock"
+
+	"github.com/aegis-os/aegis/internal/logkey"
 )
 
 // Field names of summary lines.
 const (
 	// FieldSource is the source (or source prefix) a summary counts.
-	FieldSource = "source"
+	FieldSource = logkey.Source
 	// FieldCount is how many refusals of the interval the summary counts
 	// that were not written in full.
-	FieldCount = "count"
+	FieldCount = logkey.Count
 	// FieldKinds counts those refusals by kind (a gRPC code, a reason).
-	FieldKinds = "kinds"
+	FieldKinds = logkey.Kinds
 	// FieldSince is when the interval began.
-	FieldSince = "since"
+	FieldSince = logkey.Since
 )
 
 // OtherSources is the source of the summary of the refusals whose sources
@@ -59,7 +61,7 @@ const (
 
 // Config configures an Aggregator.
 type Config struct {
-	// Logger receives the lines. Required.
+	// Logger receives the lines. Nil discards.
 	Logger *slog.Logger
 	// Summary is the message of summary lines, such as "certificate
 	// refusals". Required.
@@ -104,6 +106,10 @@ func New(cfg Config) *Aggregator {
 
 	if cfg.MaxSources <= 0 {
 		cfg.MaxSources = DefaultMaxSources
+	}
+
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 
 	return &Aggregator{cfg: cfg, since: cfg.Clock.Now(), sources: map[string]*tally{}}

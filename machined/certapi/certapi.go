@@ -22,22 +22,24 @@ import (
 	"github.com/aegis-os/aegis/authz"
 	"github.com/aegis-os/aegis/authz/role"
 	"github.com/aegis-os/aegis/ca"
+
+	"github.com/aegis-os/aegis/internal/logkey"
 )
 
 // Log field names of the package.
 const (
-	LogRoles      = "roles"
-	LogCommonName = "common_name"
-	LogSerial     = "serial"
-	LogNotAfter   = "not_after"
-	LogTTL        = "ttl"
-	LogReason     = "reason"
-	LogCode       = "code"
+	LogRoles      = logkey.Roles
+	LogCommonName = logkey.CommonName
+	LogSerial     = logkey.Serial
+	LogNotAfter   = logkey.NotAfter
+	LogTTL        = logkey.TTL
+	LogReason     = logkey.Reason
+	LogCode       = logkey.RefusalCode
 	// LogAskingSerial and LogAskingCommonName name the certificate that
 	// asked for a renewal, so each new certificate can be traced to the one
 	// it replaced.
-	LogAskingSerial     = "asking_serial"
-	LogAskingCommonName = "asking_common_name"
+	LogAskingSerial     = logkey.AskingSerial
+	LogAskingCommonName = logkey.AskingCommonName
 )
 
 // Audit record messages.

@@ -79,7 +79,7 @@ func (s *Server) toStatus(method string, err error) error {
 	}
 
 	ref := s.newID()
-	s.cfg.Logger.Error("request failed", slog.String(logkey.Method, method), slog.String(logkey.Ref, ref),
+	s.cfg.Logger.Error("request failed", slog.String(logkey.Method, method), slog.String(logkey.RequestID, ref),
 		slog.String(logkey.Error, err.Error()))
 
 	return status.Error(codes.Internal, fmt.Sprintf("machined: internal error (ref %s)", ref))

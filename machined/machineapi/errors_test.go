@@ -34,7 +34,7 @@ func checkInternal(t *testing.T, sink *logtest.Sink, err error, method, cause st
 		t.Fatalf("%s: %v, want Internal with a reference and without the cause", method, err)
 	}
 
-	if got := sink.Find(t, "request failed", logkey.Ref, m[1], logkey.Error, cause, logkey.Method, method); len(got) != 1 {
+	if got := sink.Find(t, "request failed", logkey.RequestID, m[1], logkey.Error, cause, logkey.Method, method); len(got) != 1 {
 		t.Fatalf("%s: %d log lines with reference %s and the cause, want 1:\n%s", method, len(got), m[1], sink)
 	}
 }

@@ -17,6 +17,8 @@ import (
 	"github.com/aegis-os/aegis/internal/clock"
 	"github.com/aegis-os/aegis/machined/resources"
 	"github.com/aegis-os/aegis/trustd/join"
+
+	"github.com/aegis-os/aegis/internal/logkey"
 )
 
 // NodeCertTTL is the default lifetime of the node's own certificates and,
@@ -146,7 +148,7 @@ func (c *certController) join(ctx context.Context) ([]func(context.Context) erro
 
 			merged, ignored := mergeCAs(c.cfg.AcceptedCAs(), res.CAs)
 			for _, subject := range ignored {
-				c.log.Warn("CA in trustd's reply ignored: no CA the node trusts signed it", slog.String("ca", subject))
+				c.log.Warn("CA in trustd's reply ignored: no CA the node trusts signed it", slog.String(logkey.CA, subject))
 			}
 
 			// The config's CAs and those trustd accepts now that one of
@@ -157,7 +159,7 @@ func (c *certController) join(ctx context.Context) ([]func(context.Context) erro
 				r.AcceptedCas = merged
 			})
 
-			c.log.Info("joined through trustd", slog.String("endpoint", res.Endpoint), slog.Time(logNotAfter, res.Certificate.NotAfter))
+			c.log.Info("joined through trustd", slog.String(logkey.Endpoint, res.Endpoint), slog.Time(logNotAfter, res.Certificate.NotAfter))
 
 			return res.Certificate, nil
 		}

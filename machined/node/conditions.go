@@ -9,13 +9,15 @@ import (
 	"github.com/aegis-os/aegis/internal/clock"
 	"github.com/aegis-os/aegis/machined/resources"
 	"github.com/aegis-os/aegis/machined/timesync"
+
+	"github.com/aegis-os/aegis/internal/logkey"
 )
 
 // Log field names of the conditions.
 const (
-	logServers   = "servers"
-	logBefore    = "before"
-	logLastError = "last_error"
+	logServers   = logkey.Servers
+	logBefore    = logkey.Before
+	logLastError = logkey.LastError
 )
 
 // timeSynced is the condition "time synced": it holds once the boot's time

@@ -15,6 +15,8 @@ import (
 	"github.com/aegis-os/aegis/authz/role"
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/internal/atomicfile"
+
+	"github.com/aegis-os/aegis/internal/logkey"
 )
 
 // certKind is one of the node's own certificates: what it is for, where it
@@ -44,10 +46,10 @@ var (
 
 // Log field names of the node's certificates.
 const (
-	logKind     = "kind"
-	logNotAfter = "not_after"
-	logReason   = "reason"
-	logError    = "error"
+	logKind     = logkey.Kind
+	logNotAfter = logkey.NotAfter
+	logReason   = logkey.Reason
+	logError    = logkey.Error
 )
 
 // usableHeld decides whether a certificate the node already holds may be

@@ -22,6 +22,8 @@ import (
 	"github.com/aegis-os/aegis/machined/system/events"
 	"github.com/aegis-os/aegis/machined/system/logs"
 	"github.com/aegis-os/aegis/trustd"
+
+	"github.com/aegis-os/aegis/internal/logkey"
 )
 
 // Limits of the node.
@@ -53,7 +55,8 @@ type Config struct {
 	// Zero means NodeCertTTL; it must lie within trustd's bounds
 	// (trustd.MinCertTTL to trustd.MaxCertTTL).
 	NodeCertTTL time.Duration
-	Logger      *slog.Logger
+	// Logger receives machined's own records. Nil discards.
+	Logger *slog.Logger
 	// LogLevel is passed on to apid and trustd as --log-level, so they log
 	// as machined does; zero is info.
 	LogLevel slog.Level
@@ -103,7 +106,7 @@ func New(cfg Config) (*Node, error) {
 	}
 
 	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 
 	bus := events.NewBus(system.DefaultBusSize, cfg.Clock)
@@ -202,7 +205,7 @@ func (n *Node) stopServices(shutdown bool) {
 	defer cancel()
 
 	if err := n.services.Stop(ctx); err != nil {
-		n.log.Error("stopping services", slog.String("error", err.Error()))
+		n.log.Error("stopping services", slog.String(logkey.Error, err.Error()))
 	}
 }
 

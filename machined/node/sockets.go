@@ -14,6 +14,8 @@ import (
 	"github.com/aegis-os/aegis/machined/certapi"
 	"github.com/aegis-os/aegis/machined/machineapi"
 	"github.com/aegis-os/aegis/machined/resources"
+
+	"github.com/aegis-os/aegis/internal/logkey"
 )
 
 // sockets are machined's gRPC servers on the node's Unix sockets.
@@ -88,7 +90,7 @@ func (s *sockets) serve(g *grpc.Server, lis net.Listener, log *slog.Logger) {
 
 	go func() {
 		if err := g.Serve(lis); err != nil {
-			log.Error("socket server ended", slog.String("socket", lis.Addr().String()), slog.String("error", err.Error()))
+			log.Error("socket server ended", slog.String(logkey.Socket, lis.Addr().String()), slog.String(logkey.Error, err.Error()))
 		}
 	}()
 }

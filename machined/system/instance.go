@@ -13,6 +13,8 @@ import (
 
 	"github.com/aegis-os/aegis/machined/system/health"
 	"github.com/aegis-os/aegis/machined/system/runner"
+
+	"github.com/aegis-os/aegis/internal/logkey"
 )
 
 // postStopTimeout bounds a service's post-stop step.
@@ -121,7 +123,7 @@ func (i *instance) lifecycle(ctx context.Context) (State, string) {
 	if p, ok := i.svc.(PostStopper); ok {
 		pctx, cancel := context.WithTimeout(context.Background(), postStopTimeout)
 		if perr := p.PostStop(pctx); perr != nil {
-			i.m.log.Warn("post-stop step failed", slog.String("service", i.svc.ID()), slog.String("error", perr.Error()))
+			i.m.log.Warn("post-stop step failed", slog.String(logkey.ServiceID, i.svc.ID()), slog.String(logkey.Error, perr.Error()))
 		}
 
 		cancel()
@@ -213,7 +215,7 @@ func (i *instance) record(state State, msg string) {
 	ev := i.eventLocked()
 	i.mu.Unlock()
 
-	i.m.log.Info("service state", slog.String("service", i.svc.ID()), slog.String("state", state.String()), slog.String("message", msg))
+	i.m.log.Info("service state", slog.String(logkey.ServiceID, i.svc.ID()), slog.String(logkey.State, state.String()), slog.String(logkey.Message, msg))
 	i.m.bus.Publish(ev, "")
 	i.m.broadcast()
 }
@@ -226,7 +228,7 @@ func (i *instance) setHealth(s health.Status, publish bool) {
 	i.mu.Unlock()
 
 	if publish {
-		i.m.log.Info("service health", slog.String("service", i.svc.ID()), slog.Bool("healthy", s.Healthy), slog.String("message", s.LastMessage))
+		i.m.log.Info("service health", slog.String(logkey.ServiceID, i.svc.ID()), slog.Bool(logkey.Healthy, s.Healthy), slog.String(logkey.Message, s.LastMessage))
 		i.m.bus.Publish(ev, "")
 	}
 

@@ -8,15 +8,17 @@ import (
 	"time"
 
 	"github.com/beevik/ntp"
+
+	"github.com/aegis-os/aegis/internal/logkey"
 )
 
 // Log field names of the package.
 const (
-	logServer = "server"
-	logOffset = "offset"
-	logRTT    = "rtt"
-	logMax    = "max_offset"
-	logError  = "error"
+	logServer = logkey.Server
+	logOffset = logkey.Offset
+	logRTT    = logkey.RTT
+	logMax    = logkey.MaxOffset
+	logError  = logkey.Error
 )
 
 // errOutOfBounds marks a valid reply that shows the clock too far off.

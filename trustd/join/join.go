@@ -21,6 +21,8 @@ import (
 	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/internal/clock"
 	"github.com/aegis-os/aegis/trustd/token"
+
+	"github.com/aegis-os/aegis/internal/logkey"
 )
 
 // Defaults of the join client.
@@ -36,10 +38,10 @@ const (
 
 // Log field names of the package.
 const (
-	logEndpoint = "endpoint"
-	logAttempt  = "attempt"
-	logRetryIn  = "retry_in"
-	logError    = "error"
+	logEndpoint = logkey.Endpoint
+	logAttempt  = logkey.Attempt
+	logRetryIn  = logkey.RetryIn
+	logError    = logkey.Error
 )
 
 // Transport asks one trustd endpoint ("host:port") to sign csrPEM.
@@ -82,7 +84,7 @@ type Config struct {
 	// Rand draws the jitter. Nil means crypto/rand. Keys always come from
 	// crypto/rand.
 	Rand io.Reader
-	// Logger receives failed attempts. Nil means slog.Default().
+	// Logger receives failed attempts. Nil discards.
 	Logger *slog.Logger
 }
 
@@ -164,7 +166,7 @@ func setDefaults(cfg *Config) {
 	}
 
 	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 }
 

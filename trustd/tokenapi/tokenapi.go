@@ -25,15 +25,17 @@ import (
 	"github.com/aegis-os/aegis/trustd/sanpolicy"
 	"github.com/aegis-os/aegis/trustd/token"
 	"github.com/aegis-os/aegis/trustd/tokenstore"
+
+	"github.com/aegis-os/aegis/internal/logkey"
 )
 
 // Log field names of the package.
 const (
-	LogTokenID     = "token_id"
-	LogExpires     = "expires"
-	LogMaxUses     = "max_uses"
-	LogAllowedSANs = "allowed_sans"
-	LogError       = "error"
+	LogTokenID     = logkey.TokenID
+	LogExpires     = logkey.Expires
+	LogMaxUses     = logkey.MaxUses
+	LogAllowedSANs = logkey.AllowedSANs
+	LogError       = logkey.Error
 )
 
 // Config configures a Service. Store is required; the rest may be zero.
@@ -48,7 +50,7 @@ type Config struct {
 	// Rand draws tokens and salts. Nil means crypto/rand.
 	Rand io.Reader
 	// Logger receives a record of every token created or revoked (never a
-	// secret) and store failures. Nil means slog.Default().
+	// secret) and store failures. Nil discards.
 	Logger *slog.Logger
 }
 
@@ -90,7 +92,7 @@ func New(cfg Config) (*Service, error) {
 	}
 
 	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 
 	return &Service{cfg: cfg}, nil
