@@ -7,7 +7,6 @@ import (
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
 
 	"github.com/aegis-os/aegis/authz"
-
 	"github.com/aegis-os/aegis/internal/logkey"
 )
 

@@ -12,7 +12,6 @@ import (
 
 	"github.com/aegis-os/aegis/internal/backoff"
 	"github.com/aegis-os/aegis/internal/clock"
-
 	"github.com/aegis-os/aegis/internal/logkey"
 )
 

@@ -10,10 +10,9 @@ import (
 
 	"google.golang.org/grpc/codes"
 
+	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/internal/refusals"
 	"github.com/aegis-os/aegis/internal/source"
-
-	"github.com/aegis-os/aegis/internal/logkey"
 )
 
 // Field names of audit records. Tests and log pipelines match on them.

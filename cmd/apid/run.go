@@ -17,7 +17,6 @@ import (
 	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/internal/clock"
 	"github.com/aegis-os/aegis/internal/daemonflag"
-
 	"github.com/aegis-os/aegis/internal/logkey"
 )
 

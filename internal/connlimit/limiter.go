@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/aegis-os/aegis/internal/clock"
-
 	"github.com/aegis-os/aegis/internal/logkey"
 )
 

@@ -9,8 +9,11 @@ package certapi
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/x509"
+	"encoding/hex"
 	"errors"
+	"io"
 	"log/slog"
 	"time"
 
@@ -22,7 +25,6 @@ import (
 	"github.com/aegis-os/aegis/authz"
 	"github.com/aegis-os/aegis/authz/role"
 	"github.com/aegis-os/aegis/ca"
-
 	"github.com/aegis-os/aegis/internal/logkey"
 )
 
@@ -71,6 +73,8 @@ type Config struct {
 	MaxTTL time.Duration
 	// Logger receives one audit record per decision. Nil discards.
 	Logger *slog.Logger
+	// Rand makes the references of internal errors. Nil means crypto/rand.
+	Rand io.Reader
 }
 
 // Server implements certificates.CertificateServiceServer.
@@ -88,6 +92,10 @@ func New(cfg Config) *Server {
 
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+
+	if cfg.Rand == nil {
+		cfg.Rand = rand.Reader
 	}
 
 	return &Server{cfg: cfg}
@@ -118,12 +126,15 @@ func (s *Server) Renew(ctx context.Context, req *certificates.RenewRequest) (*ce
 	issued, caPEM, err := s.renew(req, presented, perr)
 	if err != nil {
 		// A status is the caller's to read; anything else is a failure of
-		// the node, recorded with its cause and answered without it.
+		// the node, recorded with its cause and a reference, and answered
+		// with the reference alone.
 		st, ok := status.FromError(err)
 		reason := st.Message()
 
 		if !ok {
-			st, reason = status.New(codes.Internal, "internal error"), err.Error()
+			ref := s.newRef()
+			st, reason = status.New(codes.Internal, "machined: internal error (ref "+ref+")"), err.Error()
+			rec = append(rec, slog.String(logkey.RequestID, ref))
 		}
 
 		s.cfg.Logger.Warn(msgRefused, append(rec, slog.String(LogCode, st.Code().String()), slog.String(LogReason, reason))...)
@@ -187,4 +198,14 @@ func (s *Server) renew(req *certificates.RenewRequest, presented *x509.Certifica
 	}
 
 	return issued, caPEM, nil
+}
+
+// newRef returns the random reference of an internal error.
+func (s *Server) newRef() string {
+	b := make([]byte, 10)
+	if _, err := io.ReadFull(s.cfg.Rand, b); err != nil {
+		return "unknown"
+	}
+
+	return hex.EncodeToString(b)
 }

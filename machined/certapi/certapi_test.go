@@ -8,6 +8,7 @@ import (
 	"crypto/x509/pkix"
 	"errors"
 	"math/big"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -23,6 +24,7 @@ import (
 	"github.com/aegis-os/aegis/authz/role"
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/ca/catest"
+	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/internal/logtest"
 	"github.com/aegis-os/aegis/internal/testutil"
 )
@@ -193,8 +195,13 @@ func checkRefusal(t *testing.T, sink *logtest.Sink, err error, code codes.Code, 
 		t.Fatalf("want one refusal record with code %s, have %v", code, sink.Records(t))
 	}
 
-	if code == codes.Internal && len(sink.Find(t, msgRefused, LogReason, "disk on fire")) != 1 {
-		t.Fatal("the cause of an internal failure is not in the record")
+	if code != codes.Internal {
+		return
+	}
+
+	ref := regexp.MustCompile(`^machined: internal error \(ref ([0-9a-f]{20})\)$`).FindStringSubmatch(status.Convert(err).Message())
+	if ref == nil || len(sink.Find(t, msgRefused, LogReason, "disk on fire", logkey.RequestID, ref[1])) != 1 {
+		t.Fatalf("want one record with the cause of an internal failure and the reference the caller read (%v):\n%s", err, sink)
 	}
 }
 

@@ -18,11 +18,10 @@ import (
 	"github.com/aegis-os/aegis/api/node"
 	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/internal/daemonflag"
+	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/machined/etcd"
 	"github.com/aegis-os/aegis/machined/system"
 	"github.com/aegis-os/aegis/machined/timesync"
-
-	"github.com/aegis-os/aegis/internal/logkey"
 )
 
 // bootState is what one boot builds, handed from phase to phase.

@@ -15,10 +15,9 @@ import (
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/machined/resources"
 	"github.com/aegis-os/aegis/trustd/join"
-
-	"github.com/aegis-os/aegis/internal/logkey"
 )
 
 // NodeCertTTL is the default lifetime of the node's own certificates and,

@@ -7,10 +7,9 @@ import (
 
 	"github.com/aegis-os/aegis/api/node"
 	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/machined/resources"
 	"github.com/aegis-os/aegis/machined/timesync"
-
-	"github.com/aegis-os/aegis/internal/logkey"
 )
 
 // Log field names of the conditions.

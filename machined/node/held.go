@@ -15,7 +15,6 @@ import (
 	"github.com/aegis-os/aegis/authz/role"
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/internal/atomicfile"
-
 	"github.com/aegis-os/aegis/internal/logkey"
 )
 

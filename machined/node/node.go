@@ -16,14 +16,13 @@ import (
 
 	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/machined/etcd"
 	"github.com/aegis-os/aegis/machined/resources"
 	"github.com/aegis-os/aegis/machined/system"
 	"github.com/aegis-os/aegis/machined/system/events"
 	"github.com/aegis-os/aegis/machined/system/logs"
 	"github.com/aegis-os/aegis/trustd"
-
-	"github.com/aegis-os/aegis/internal/logkey"
 )
 
 // Limits of the node.

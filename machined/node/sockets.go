@@ -10,12 +10,11 @@ import (
 	"github.com/aegis-os/aegis/api/tokens"
 	"github.com/aegis-os/aegis/authz"
 	"github.com/aegis-os/aegis/internal/grpcopt"
+	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/internal/unixsock"
 	"github.com/aegis-os/aegis/machined/certapi"
 	"github.com/aegis-os/aegis/machined/machineapi"
 	"github.com/aegis-os/aegis/machined/resources"
-
-	"github.com/aegis-os/aegis/internal/logkey"
 )
 
 // sockets are machined's gRPC servers on the node's Unix sockets.

@@ -10,7 +10,6 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/aegis-os/aegis/api/node"
-
 	"github.com/aegis-os/aegis/internal/logkey"
 )
 

@@ -14,7 +14,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/aegis-os/aegis/api/node"
-
 	"github.com/aegis-os/aegis/internal/logkey"
 )
 

@@ -11,10 +11,9 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/machined/system/health"
 	"github.com/aegis-os/aegis/machined/system/runner"
-
-	"github.com/aegis-os/aegis/internal/logkey"
 )
 
 // postStopTimeout bounds a service's post-stop step.

@@ -9,10 +9,9 @@ import (
 	"time"
 
 	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/machined/system/events"
 	"github.com/aegis-os/aegis/machined/system/health"
-
-	"github.com/aegis-os/aegis/internal/logkey"
 )
 
 // Limits of the framework.

@@ -20,9 +20,8 @@ import (
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/internal/clock"
-	"github.com/aegis-os/aegis/trustd/token"
-
 	"github.com/aegis-os/aegis/internal/logkey"
+	"github.com/aegis-os/aegis/trustd/token"
 )
 
 // Defaults of the join client.

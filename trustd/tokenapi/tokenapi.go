@@ -22,11 +22,10 @@ import (
 
 	"github.com/aegis-os/aegis/api/tokens"
 	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/trustd/sanpolicy"
 	"github.com/aegis-os/aegis/trustd/token"
 	"github.com/aegis-os/aegis/trustd/tokenstore"
-
-	"github.com/aegis-os/aegis/internal/logkey"
 )
 
 // Log field names of the package.
