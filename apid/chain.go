@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/aegis-os/aegis/authz"
+	"github.com/aegis-os/aegis/internal/logkey"
 )
 
 // interceptors is apid's chain, outermost first: panic recovery, the
@@ -51,6 +52,6 @@ func (s *Server) interceptors(rules authz.Rules) ([]grpc.UnaryServerInterceptor,
 func (s *Server) recovered(ctx context.Context, p any) error {
 	log := func(msg string, args ...any) { s.log.ErrorContext(ctx, msg, args...) }
 
-	return s.internal(log, "panic serving a call", slog.String(FieldError, fmt.Sprint(p)),
-		slog.String(FieldStack, string(debug.Stack())))
+	return s.internal(log, "panic serving a call", slog.String(logkey.Error, fmt.Sprint(p)),
+		slog.String(logkey.Stack, string(debug.Stack())))
 }

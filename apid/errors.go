@@ -42,7 +42,7 @@ func (s *Server) toStatus(method string, err error) error {
 		return st.Err()
 	}
 
-	return s.internal(s.log.Error, "call failed", slog.String(FieldMethod, method), slog.String(FieldError, err.Error()))
+	return s.internal(s.log.Error, "call failed", slog.String(logkey.Method, method), slog.String(logkey.Error, err.Error()))
 }
 
 // internal writes the one log line of an internal error, with its cause

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/aegis-os/aegis/authz"
+	"github.com/aegis-os/aegis/internal/logkey"
 )
 
 // errNoForwarding refuses a call for another node on a node that has no
@@ -32,7 +33,7 @@ func (s *Server) handle(_ any, ss grpc.ServerStream) error {
 	roles, ok := authz.RolesFromContext(ctx)
 	if !ok {
 		// The chain did not run: refuse rather than pass on a call nobody checked.
-		s.log.Error("call refused: no roles in context", slog.String(FieldMethod, method))
+		s.log.Error("call refused: no roles in context", slog.String(logkey.Method, method))
 
 		return status.Error(codes.PermissionDenied, "apid: call not authorized")
 	}
@@ -244,7 +245,7 @@ func (s *Server) newStream(ctx context.Context, conn *grpc.ClientConn, node, met
 	case conn != s.local:
 		return nil, s.unreachable(ctx, method, node, err)
 	case status.Code(err) == codes.Unavailable:
-		s.log.Warn("machined unavailable", slog.String(FieldMethod, method), slog.String(FieldError, err.Error()))
+		s.log.Warn("machined unavailable", slog.String(logkey.Method, method), slog.String(logkey.Error, err.Error()))
 
 		return nil, status.Error(codes.Unavailable, "apid: machined is unavailable")
 	default:

@@ -34,14 +34,6 @@ const (
 	RenewRetryLeftDivisor = 4
 )
 
-// Log field names of the renewal loop.
-const (
-	logSubject  = logkey.Subject
-	logNotAfter = logkey.NotAfter
-	logRetryIn  = logkey.RetryIn
-	logErr      = logkey.Error
-)
-
 // RenewAt returns when cert is due for renewal: half its lifetime after
 // NotBefore, plus jitter.
 func RenewAt(cert *x509.Certificate, jitter time.Duration) time.Time {
@@ -145,7 +137,7 @@ func (r *Renewer) Run(ctx context.Context) error {
 		r.mu.Unlock()
 
 		r.cfg.Logger.Info("certificate renewed",
-			slog.String(logSubject, next.Subject.String()), slog.Time(logNotAfter, next.NotAfter))
+			slog.String(logkey.Subject, next.Subject.String()), slog.Time(logkey.NotAfter, next.NotAfter))
 	}
 }
 
@@ -166,7 +158,7 @@ func (r *Renewer) renew(ctx context.Context, cur *x509.Certificate) (*x509.Certi
 
 		wait := r.retryWait(&retry, cur)
 		r.cfg.Logger.Warn("certificate renewal failed; keeping the current one",
-			slog.String(logErr, err.Error()), slog.Time(logNotAfter, cur.NotAfter), slog.Duration(logRetryIn, wait))
+			slog.String(logkey.Error, err.Error()), slog.Time(logkey.NotAfter, cur.NotAfter), slog.Duration(logkey.RetryIn, wait))
 
 		if !clock.Sleep(ctx, r.cfg.Clock, wait) {
 			return nil, false

@@ -11,7 +11,6 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/aegis-os/aegis/internal/logkey"
-	"github.com/aegis-os/aegis/internal/refusals"
 	"github.com/aegis-os/aegis/internal/source"
 )
 
@@ -32,9 +31,9 @@ const (
 	// written in full, and their count by code. AuditSource names the
 	// source: an IPv4 address, an IPv6 /64, or "other" for the sources
 	// beyond MaxRefusalSources.
-	AuditCount = refusals.FieldCount
-	AuditKinds = refusals.FieldKinds
-	AuditSince = refusals.FieldSince
+	AuditCount = logkey.Count
+	AuditKinds = logkey.Kinds
+	AuditSince = logkey.Since
 )
 
 // Values of the AuditDecision field, and the messages of the records.

@@ -11,16 +11,6 @@ import (
 	"github.com/aegis-os/aegis/internal/logkey"
 )
 
-// Field names of the package's log records.
-const (
-	// FieldSource is the source a record is about (see sourceOf).
-	FieldSource = logkey.Source
-	// FieldRefused is how many connections were refused since the last record.
-	FieldRefused = logkey.Refused
-	// FieldListener is the listening address.
-	FieldListener = logkey.Listener
-)
-
 // Config configures a Limiter. New reads it once.
 type Config struct {
 	// PerSource bounds the open connections of one source: an IPv4
@@ -144,7 +134,7 @@ func (l *Limiter) admit(raw net.Conn, lisAddr net.Addr) *conn {
 
 		if refused > 0 {
 			l.cfg.Logger.Warn("connections refused: source or total connection cap reached",
-				slog.String(FieldListener, lisAddr.String()), slog.String(FieldSource, src), slog.Int(FieldRefused, refused))
+				slog.String(logkey.Listener, lisAddr.String()), slog.String(logkey.Source, src), slog.Int(logkey.Refused, refused))
 		}
 
 		return nil

@@ -22,19 +22,6 @@ import (
 	"github.com/aegis-os/aegis/internal/logkey"
 )
 
-// Field names of summary lines.
-const (
-	// FieldSource is the source (or source prefix) a summary counts.
-	FieldSource = logkey.Source
-	// FieldCount is how many refusals of the interval the summary counts
-	// that were not written in full.
-	FieldCount = logkey.Count
-	// FieldKinds counts those refusals by kind (a gRPC code, a reason).
-	FieldKinds = logkey.Kinds
-	// FieldSince is when the interval began.
-	FieldSince = logkey.Since
-)
-
 // OtherSources is the source of the summary of the refusals whose sources
 // did not fit in the table.
 const OtherSources = "other"
@@ -202,8 +189,8 @@ func (a *Aggregator) summarize(ctx context.Context, source string, since time.Ti
 	}
 
 	a.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, a.cfg.Summary,
-		slog.String(FieldSource, source),
-		slog.Int(FieldCount, t.count),
-		slog.Any(FieldKinds, t.kinds),
-		slog.Time(FieldSince, since))
+		slog.String(logkey.Source, source),
+		slog.Int(logkey.Count, t.count),
+		slog.Any(logkey.Kinds, t.kinds),
+		slog.Time(logkey.Since, since))
 }

@@ -28,22 +28,6 @@ import (
 	"github.com/aegis-os/aegis/internal/logkey"
 )
 
-// Log field names of the package.
-const (
-	LogRoles      = logkey.Roles
-	LogCommonName = logkey.CommonName
-	LogSerial     = logkey.Serial
-	LogNotAfter   = logkey.NotAfter
-	LogTTL        = logkey.TTL
-	LogReason     = logkey.Reason
-	LogCode       = logkey.RefusalCode
-	// LogAskingSerial and LogAskingCommonName name the certificate that
-	// asked for a renewal, so each new certificate can be traced to the one
-	// it replaced.
-	LogAskingSerial     = logkey.AskingSerial
-	LogAskingCommonName = logkey.AskingCommonName
-)
-
 // Audit record messages.
 const (
 	msgRenewed = "client certificate renewed"
@@ -117,9 +101,9 @@ func (s *Server) Renew(ctx context.Context, req *certificates.RenewRequest) (*ce
 	if perr == nil {
 		roles, _ := role.FromOrganization(presented.Subject.Organization)
 		rec = []any{
-			slog.String(LogAskingSerial, presented.SerialNumber.Text(16)),
-			slog.String(LogAskingCommonName, presented.Subject.CommonName),
-			slog.String(LogRoles, roles.String()),
+			slog.String(logkey.AskingSerial, presented.SerialNumber.Text(16)),
+			slog.String(logkey.AskingCommonName, presented.Subject.CommonName),
+			slog.String(logkey.Roles, roles.String()),
 		}
 	}
 
@@ -137,16 +121,16 @@ func (s *Server) Renew(ctx context.Context, req *certificates.RenewRequest) (*ce
 			rec = append(rec, slog.String(logkey.RequestID, ref))
 		}
 
-		s.cfg.Logger.Warn(msgRefused, append(rec, slog.String(LogCode, st.Code().String()), slog.String(LogReason, reason))...)
+		s.cfg.Logger.Warn(msgRefused, append(rec, slog.String(logkey.RefusalCode, st.Code().String()), slog.String(logkey.Reason, reason))...)
 
 		return nil, st.Err()
 	}
 
 	s.cfg.Logger.Info(msgRenewed, append(rec,
-		slog.String(LogCommonName, issued.Cert.Subject.CommonName),
-		slog.String(LogSerial, issued.Cert.SerialNumber.Text(16)),
-		slog.Duration(LogTTL, issued.Cert.NotAfter.Sub(issued.Cert.NotBefore)),
-		slog.Time(LogNotAfter, issued.Cert.NotAfter))...)
+		slog.String(logkey.CommonName, issued.Cert.Subject.CommonName),
+		slog.String(logkey.Serial, issued.Cert.SerialNumber.Text(16)),
+		slog.Duration(logkey.TTL, issued.Cert.NotAfter.Sub(issued.Cert.NotBefore)),
+		slog.Time(logkey.NotAfter, issued.Cert.NotAfter))...)
 
 	return &certificates.RenewResponse{Messages: []*certificates.Renewed{{Crt: issued.PEM, Ca: caPEM}}}, nil
 }

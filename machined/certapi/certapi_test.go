@@ -177,7 +177,7 @@ func TestRenew(t *testing.T) {
 
 			checkIssued(t, &sink, resp, err, key.Public(), tt.life)
 
-			if recs := sink.Find(t, msgRenewed, LogAskingSerial, tt.cert.SerialNumber.Text(16), LogAskingCommonName, "alice"); len(recs) != 1 {
+			if recs := sink.Find(t, msgRenewed, logkey.AskingSerial, tt.cert.SerialNumber.Text(16), logkey.AskingCommonName, "alice"); len(recs) != 1 {
 				t.Fatalf("the record does not name the asking certificate: %v", sink.Records(t))
 			}
 		})
@@ -191,7 +191,7 @@ func checkRefusal(t *testing.T, sink *logtest.Sink, err error, code codes.Code, 
 		t.Fatalf("err = %v, want %s mentioning %q", err, code, want)
 	}
 
-	if recs := sink.Find(t, msgRefused, LogCode, code.String()); len(recs) != 1 {
+	if recs := sink.Find(t, msgRefused, logkey.RefusalCode, code.String()); len(recs) != 1 {
 		t.Fatalf("want one refusal record with code %s, have %v", code, sink.Records(t))
 	}
 
@@ -200,7 +200,7 @@ func checkRefusal(t *testing.T, sink *logtest.Sink, err error, code codes.Code, 
 	}
 
 	ref := regexp.MustCompile(`^machined: internal error \(ref ([0-9a-f]{20})\)$`).FindStringSubmatch(status.Convert(err).Message())
-	if ref == nil || len(sink.Find(t, msgRefused, LogReason, "disk on fire", logkey.RequestID, ref[1])) != 1 {
+	if ref == nil || len(sink.Find(t, msgRefused, logkey.Reason, "disk on fire", logkey.RequestID, ref[1])) != 1 {
 		t.Fatalf("want one record with the cause of an internal failure and the reference the caller read (%v):\n%s", err, sink)
 	}
 }
@@ -236,7 +236,7 @@ func checkIssued(t *testing.T, sink *logtest.Sink, resp *certificates.RenewRespo
 		t.Fatalf("common name %q", cert.Subject.CommonName)
 	}
 
-	if recs := sink.Find(t, msgRenewed, LogCommonName, "alice", LogRoles, "os:operator,os:reader"); len(recs) != 1 {
+	if recs := sink.Find(t, msgRenewed, logkey.CommonName, "alice", logkey.Roles, "os:operator,os:reader"); len(recs) != 1 {
 		t.Fatalf("want one issuance record, have %v", sink.Records(t))
 	}
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/internal/logtest"
 	"github.com/aegis-os/aegis/machined/certapi"
 	"github.com/aegis-os/aegis/machined/system"
@@ -260,7 +261,7 @@ func TestBootWithHeldCertificatesServesBeforeTimeSync(t *testing.T) {
 		t.Fatalf("server certificate %s in use, want the held %s", got, held)
 	}
 
-	if len(h.log.Find(t, "waiting for time sync", logBefore, "renewing node certificates")) != 1 {
+	if len(h.log.Find(t, "waiting for time sync", logkey.Before, "renewing node certificates")) != 1 {
 		t.Fatalf("no log of the wait:\n%s", h.log.String())
 	}
 
@@ -296,7 +297,9 @@ func TestBootWithoutCertificatesWaitsForTimeSync(t *testing.T) {
 		t.Fatalf("certificates service: %s %q", st, msg)
 	}
 
-	waits := func() int { return len(h.log.Find(t, "waiting for time sync", logBefore, "issuing node certificates")) }
+	waits := func() int {
+		return len(h.log.Find(t, "waiting for time sync", logkey.Before, "issuing node certificates"))
+	}
 	if waits() != 1 {
 		t.Fatalf("no log of the wait:\n%s", h.log.String())
 	}

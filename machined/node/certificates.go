@@ -158,7 +158,7 @@ func (c *certController) join(ctx context.Context) ([]func(context.Context) erro
 				r.AcceptedCas = merged
 			})
 
-			c.log.Info("joined through trustd", slog.String(logkey.Endpoint, res.Endpoint), slog.Time(logNotAfter, res.Certificate.NotAfter))
+			c.log.Info("joined through trustd", slog.String(logkey.Endpoint, res.Endpoint), slog.Time(logkey.NotAfter, res.Certificate.NotAfter))
 
 			return res.Certificate, nil
 		}

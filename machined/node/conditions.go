@@ -12,13 +12,6 @@ import (
 	"github.com/aegis-os/aegis/machined/timesync"
 )
 
-// Log field names of the conditions.
-const (
-	logServers   = logkey.Servers
-	logBefore    = logkey.Before
-	logLastError = logkey.LastError
-)
-
 // timeSynced is the condition "time synced": it holds once the boot's time
 // service opens its gate. While it waits it says so in the log, at once and
 // then every timeWaitReminder, and reports itself as the machine's unmet
@@ -61,14 +54,14 @@ func (c *timeSynced) Wait(ctx context.Context) error {
 	for {
 		changed := c.svc.Changed()
 		if c.svc.Synced() {
-			c.log.Info("time synced: going on", slog.String(logBefore, c.before))
+			c.log.Info("time synced: going on", slog.String(logkey.Before, c.before))
 
 			return nil
 		}
 
-		attrs := []slog.Attr{slog.Any(logServers, c.servers), slog.String(logBefore, c.before)}
+		attrs := []slog.Attr{slog.Any(logkey.Servers, c.servers), slog.String(logkey.Before, c.before)}
 		if err := c.svc.Status().LastError; err != nil {
-			attrs = append(attrs, slog.String(logLastError, err.Error()))
+			attrs = append(attrs, slog.String(logkey.LastError, err.Error()))
 		}
 
 		c.log.LogAttrs(ctx, level, "waiting for time sync", attrs...)

@@ -43,14 +43,6 @@ var (
 	}
 )
 
-// Log field names of the node's certificates.
-const (
-	logKind     = logkey.Kind
-	logNotAfter = logkey.NotAfter
-	logReason   = logkey.Reason
-	logError    = logkey.Error
-)
-
 // usableHeld decides whether a certificate the node already holds may be
 // put in use, and returns it parsed.
 //
@@ -114,11 +106,11 @@ func (c *certController) loadHeld() {
 
 		switch {
 		case err == nil:
-			c.log.Info("using held node certificate", slog.String(logKind, kind.name), slog.Time(logNotAfter, cert.NotAfter))
+			c.log.Info("using held node certificate", slog.String(logkey.Kind, kind.name), slog.Time(logkey.NotAfter, cert.NotAfter))
 		case errors.Is(err, fs.ErrNotExist):
 			kp = nil
 		default:
-			c.log.Warn("held node certificate not used", slog.String(logKind, kind.name), slog.String(logReason, err.Error()))
+			c.log.Warn("held node certificate not used", slog.String(logkey.Kind, kind.name), slog.String(logkey.Reason, err.Error()))
 
 			kp = nil
 		}
@@ -156,7 +148,7 @@ func (c *certController) keep(kind certKind, kp *node.KeyPair) {
 	}
 
 	if err != nil {
-		c.log.Error("keeping the node certificate", slog.String(logKind, kind.name), slog.String(logError, err.Error()))
+		c.log.Error("keeping the node certificate", slog.String(logkey.Kind, kind.name), slog.String(logkey.Error, err.Error()))
 	}
 }
 

@@ -20,7 +20,6 @@ import (
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/internal/clock"
-	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/trustd/token"
 )
 
@@ -33,14 +32,6 @@ const (
 	DefaultRetryMax = 30 * time.Second
 	// DefaultCallTimeout bounds one call, connection included.
 	DefaultCallTimeout = 30 * time.Second
-)
-
-// Log field names of the package.
-const (
-	logEndpoint = logkey.Endpoint
-	logAttempt  = logkey.Attempt
-	logRetryIn  = logkey.RetryIn
-	logError    = logkey.Error
 )
 
 // Transport asks one trustd endpoint ("host:port") to sign csrPEM.

@@ -28,15 +28,6 @@ import (
 	"github.com/aegis-os/aegis/trustd/tokenstore"
 )
 
-// Log field names of the package.
-const (
-	LogTokenID     = logkey.TokenID
-	LogExpires     = logkey.Expires
-	LogMaxUses     = logkey.MaxUses
-	LogAllowedSANs = logkey.AllowedSANs
-	LogError       = logkey.Error
-)
-
 // Config configures a Service. Store is required; the rest may be zero.
 type Config struct {
 	Store tokenstore.Store
@@ -110,7 +101,7 @@ func (s *Service) Create(ctx context.Context, req *tokens.CreateRequest) (*token
 	// Pruning keeps ended tokens from filling the store; it failing must
 	// not stop a new token, so it is only logged.
 	if _, err = s.cfg.Store.Prune(ctx, now.Add(-s.cfg.Retention)); err != nil {
-		s.cfg.Logger.Warn("pruning ended tokens failed", slog.String(LogError, err.Error()))
+		s.cfg.Logger.Warn("pruning ended tokens failed", slog.String(logkey.Error, err.Error()))
 	}
 
 	tok, rec, err := s.store(ctx, rec)
@@ -119,8 +110,8 @@ func (s *Service) Create(ctx context.Context, req *tokens.CreateRequest) (*token
 	}
 
 	s.cfg.Logger.Info("token created",
-		slog.String(LogTokenID, rec.ID), slog.Time(LogExpires, rec.Expires),
-		slog.Any(LogMaxUses, rec.MaxUses), slog.Any(LogAllowedSANs, rec.AllowedSANs))
+		slog.String(logkey.TokenID, rec.ID), slog.Time(logkey.Expires, rec.Expires),
+		slog.Any(logkey.MaxUses, rec.MaxUses), slog.Any(logkey.AllowedSANs, rec.AllowedSANs))
 
 	return &tokens.CreateResponse{Messages: []*tokens.Created{{Token: tok.Reveal(), Info: toProto(rec)}}}, nil
 }
@@ -233,7 +224,7 @@ func (s *Service) Revoke(ctx context.Context, req *tokens.RevokeRequest) (*token
 		return nil, s.storeError(err)
 	}
 
-	s.cfg.Logger.Info("token revoked", slog.String(LogTokenID, id))
+	s.cfg.Logger.Info("token revoked", slog.String(logkey.TokenID, id))
 
 	return &tokens.RevokeResponse{Messages: []*tokens.Revoked{{Info: toProto(rec)}}}, nil
 }
@@ -247,7 +238,7 @@ func (s *Service) storeError(err error) error {
 	case errors.Is(err, tokenstore.ErrFull):
 		return status.Error(codes.ResourceExhausted, err.Error())
 	default:
-		s.cfg.Logger.Error("token store failed", slog.String(LogError, err.Error()))
+		s.cfg.Logger.Error("token store failed", slog.String(logkey.Error, err.Error()))
 
 		return status.Error(codes.Internal, "tokenapi: token store failed")
 	}
