@@ -2,7 +2,6 @@ package apid
 
 import (
 	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/aegis-os/aegis/internal/logkey"
+	"github.com/aegis-os/aegis/internal/requestid"
 )
 
 // toStatus maps apid's errors to gRPC statuses, once, at the API boundary.
@@ -45,11 +45,21 @@ func (s *Server) toStatus(method string, err error) error {
 	return s.internal(s.log.Error, "call failed", slog.String(logkey.Method, method), slog.String(logkey.Error, err.Error()))
 }
 
+// random is the Server's source of randomness. A Server not built by New
+// (a test's) has no Rand: crypto/rand then.
+func (s *Server) random() io.Reader {
+	if s.rand == nil {
+		return rand.Reader
+	}
+
+	return s.rand
+}
+
 // internal writes the one log line of an internal error, with its cause
 // in attrs and a random reference, and returns the Internal status the
 // caller sees: the reference, never the cause.
 func (s *Server) internal(log func(msg string, args ...any), msg string, attrs ...slog.Attr) error {
-	ref := s.newRef()
+	ref := requestid.New(s.random())
 
 	args := make([]any, 0, len(attrs)+1)
 	for _, a := range attrs {
@@ -59,20 +69,4 @@ func (s *Server) internal(log func(msg string, args ...any), msg string, attrs .
 	log(msg, append(args, slog.String(logkey.RequestID, ref))...)
 
 	return status.Error(codes.Internal, fmt.Sprintf("apid: internal error (ref %s)", ref))
-}
-
-// newRef returns the random reference of an internal error. A Server not
-// built by New (a test's) has no Rand: crypto/rand then.
-func (s *Server) newRef() string {
-	r := s.rand
-	if r == nil {
-		r = rand.Reader
-	}
-
-	b := make([]byte, 10)
-	if _, err := io.ReadFull(r, b); err != nil {
-		return "unknown"
-	}
-
-	return hex.EncodeToString(b)
 }

@@ -11,7 +11,6 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/x509"
-	"encoding/hex"
 	"errors"
 	"io"
 	"log/slog"
@@ -26,6 +25,7 @@ import (
 	"github.com/aegis-os/aegis/authz/role"
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/internal/logkey"
+	"github.com/aegis-os/aegis/internal/requestid"
 )
 
 // Audit record messages.
@@ -116,7 +116,7 @@ func (s *Server) Renew(ctx context.Context, req *certificates.RenewRequest) (*ce
 		reason := st.Message()
 
 		if !ok {
-			ref := s.newRef()
+			ref := requestid.New(s.cfg.Rand)
 			st, reason = status.New(codes.Internal, "machined: internal error (ref "+ref+")"), err.Error()
 			rec = append(rec, slog.String(logkey.RequestID, ref))
 		}
@@ -182,14 +182,4 @@ func (s *Server) renew(req *certificates.RenewRequest, presented *x509.Certifica
 	}
 
 	return issued, caPEM, nil
-}
-
-// newRef returns the random reference of an internal error.
-func (s *Server) newRef() string {
-	b := make([]byte, 10)
-	if _, err := io.ReadFull(s.cfg.Rand, b); err != nil {
-		return "unknown"
-	}
-
-	return hex.EncodeToString(b)
 }

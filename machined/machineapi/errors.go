@@ -2,10 +2,8 @@ package machineapi
 
 import (
 	"context"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 
 	"google.golang.org/grpc/codes"
@@ -13,6 +11,7 @@ import (
 
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/internal/logkey"
+	"github.com/aegis-os/aegis/internal/requestid"
 	"github.com/aegis-os/aegis/machined/certapi"
 	"github.com/aegis-os/aegis/machined/etcd"
 	"github.com/aegis-os/aegis/machined/system"
@@ -113,11 +112,4 @@ func refusal(err error) (codes.Code, string, bool) {
 
 // newID returns a random ID: an actor ID tying events to the request that
 // caused them, or the reference of an internal error.
-func (s *Server) newID() string {
-	b := make([]byte, 10)
-	if _, err := io.ReadFull(s.cfg.Rand, b); err != nil {
-		return "unknown"
-	}
-
-	return hex.EncodeToString(b)
-}
+func (s *Server) newID() string { return requestid.New(s.cfg.Rand) }
