@@ -21,6 +21,7 @@ import (
 	"github.com/aegis-os/aegis/internal/clock"
 	"github.com/aegis-os/aegis/internal/connlimit"
 	"github.com/aegis-os/aegis/internal/grpcopt"
+	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/internal/refusals"
 )
 
@@ -268,6 +269,6 @@ func (s *Server) closeBackends() {
 	s.nodes.close()
 
 	if err := s.local.Close(); err != nil {
-		s.log.Debug("closing the machined connection", slog.String(FieldError, err.Error()))
+		s.log.Debug("closing the machined connection", slog.String(logkey.Error, err.Error()))
 	}
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/aegis-os/aegis/authz"
 	"github.com/aegis-os/aegis/authz/role"
+	"github.com/aegis-os/aegis/internal/logkey"
 )
 
 // dialLocal makes the connection to machined. The socket is trusted by its
@@ -137,8 +138,8 @@ func (e *nodeUnreachableError) code() codes.Code {
 // is what stopped it, else that the node is unreachable.
 func (s *Server) unreachable(ctx context.Context, method, node string, err error) error {
 	if !errors.Is(ctx.Err(), context.Canceled) {
-		s.log.Info("node unreachable", slog.String(FieldMethod, method), slog.String(FieldNode, node),
-			slog.String(FieldError, err.Error()))
+		s.log.Info("node unreachable", slog.String(logkey.Method, method), slog.String(logkey.Node, node),
+			slog.String(logkey.Error, err.Error()))
 	}
 
 	if errors.Is(ctx.Err(), context.Canceled) {

@@ -9,10 +9,9 @@ import (
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/aegis-os/aegis/authz"
+	"github.com/aegis-os/aegis/internal/logkey"
 )
 
 // interceptors is apid's chain, outermost first: panic recovery, the
@@ -51,8 +50,8 @@ func (s *Server) interceptors(rules authz.Rules) ([]grpc.UnaryServerInterceptor,
 // recovered logs a panic with its stack and answers Internal; the caller
 // learns nothing about apid's insides.
 func (s *Server) recovered(ctx context.Context, p any) error {
-	s.log.ErrorContext(ctx, "panic serving a call", slog.String(FieldError, fmt.Sprint(p)),
-		slog.String(FieldStack, string(debug.Stack())))
+	log := func(msg string, args ...any) { s.log.ErrorContext(ctx, msg, args...) }
 
-	return status.Error(codes.Internal, "apid: internal error")
+	return s.internal(log, "panic serving a call", slog.String(logkey.Error, fmt.Sprint(p)),
+		slog.String(logkey.Stack, string(debug.Stack())))
 }

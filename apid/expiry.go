@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"strings"
 	"time"
+
+	"github.com/aegis-os/aegis/internal/logkey"
 )
 
 // credentialEnded is the cause of a call the guard ended: its reason says
@@ -114,8 +116,8 @@ func (g *streamGuard) endLocked(st *openStream, reason error) {
 	st.ended = true
 	cause := &credentialEnded{reason: reason}
 
-	g.log.Warn("stream ended: credential no longer valid", slog.String(FieldMethod, st.method),
-		slog.String(FieldSubject, st.chain[0].Subject.String()), slog.String(FieldError, cause.Error()))
+	g.log.Warn("stream ended: credential no longer valid", slog.String(logkey.Method, st.method),
+		slog.String(logkey.Subject, st.chain[0].Subject.String()), slog.String(logkey.Error, cause.Error()))
 	st.end(cause)
 }
 

@@ -12,6 +12,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+
+	"github.com/aegis-os/aegis/internal/logkey"
 )
 
 // errReplyTooLarge is returned when the merged replies of a fan-out exceed
@@ -162,7 +164,7 @@ func (f *fanOut) run(n *nodeCall) {
 
 		tagged, err := n.tag.reply(fr.payload, f.streaming)
 		if err != nil {
-			f.fail(n, status.Error(codes.Internal, err.Error()))
+			f.fail(n, err)
 
 			return
 		}
@@ -208,8 +210,8 @@ func (f *fanOut) send(n *nodeCall, cs grpc.ClientStream) {
 func (f *fanOut) fail(n *nodeCall, err error) {
 	st := status.Convert(f.s.toStatus(f.method, err))
 	if st.Code() != codes.Canceled && !errors.As(err, new(*nodeUnreachableError)) {
-		f.s.log.Info("node call failed", slog.String(FieldMethod, f.method), slog.String(FieldNode, n.target.name),
-			slog.String(FieldCode, st.Code().String()), slog.String(FieldError, st.Message()))
+		f.s.log.Info("node call failed", slog.String(logkey.Method, f.method), slog.String(logkey.Node, n.target.name),
+			slog.String(logkey.Code, st.Code().String()), slog.String(logkey.Error, st.Message()))
 	}
 
 	f.emit(n, n.tag.failure(st, f.streaming))

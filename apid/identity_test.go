@@ -16,6 +16,7 @@ import (
 	"github.com/aegis-os/aegis/apid/apidtest"
 	"github.com/aegis-os/aegis/authz"
 	"github.com/aegis-os/aegis/authz/role"
+	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/internal/logtest"
 )
 
@@ -129,25 +130,25 @@ func TestRequestLogLine(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	ok := sink.Find(t, "finished call", apid.FieldMethod, "Version", apid.FieldCode, "OK", apid.FieldRoles, "os:admin")
-	denied := sink.Find(t, "finished call", apid.FieldMethod, "ServiceRestart", apid.FieldCode, "PermissionDenied")
+	ok := sink.Find(t, "finished call", logkey.Method, "Version", logkey.Code, "OK", logkey.Roles, "os:admin")
+	denied := sink.Find(t, "finished call", logkey.Method, "ServiceRestart", logkey.Code, "PermissionDenied")
 
 	if len(ok) != 1 || len(denied) != 1 {
 		t.Fatalf("request log: %v", sink.Records(t))
 	}
 
-	for _, field := range []string{apid.FieldService, apid.FieldPeer, apid.FieldDuration} {
+	for _, field := range []string{logkey.Service, logkey.Peer, logkey.Duration} {
 		if ok[0][field] == nil {
 			t.Errorf("request log line has no %s: %v", field, ok[0])
 		}
 	}
 
-	if !strings.HasPrefix(ok[0][apid.FieldPeer].(string), "127.") {
-		t.Errorf("peer %v", ok[0][apid.FieldPeer])
+	if !strings.HasPrefix(ok[0][logkey.Peer].(string), "127.") {
+		t.Errorf("peer %v", ok[0][logkey.Peer])
 	}
 
-	audit := sink.Find(t, "permission denied", authz.FieldMethod, machine.MachineService_ServiceRestart_FullMethodName)
-	if len(audit) != 1 || audit[0][authz.FieldRoles] != "os:reader" {
+	audit := sink.Find(t, "permission denied", logkey.Method, machine.MachineService_ServiceRestart_FullMethodName)
+	if len(audit) != 1 || audit[0][logkey.Roles] != "os:reader" {
 		t.Fatalf("no audit record of the denial: %v", sink.Records(t))
 	}
 }

@@ -5,33 +5,6 @@ import (
 	"log/slog"
 
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
-
-	"github.com/aegis-os/aegis/authz"
-)
-
-// Field names of apid's log records. The request log line is written by
-// go-grpc-middleware's logging interceptor, whose names these are; roles
-// are added to it by the role injector.
-const (
-	// FieldService and FieldMethod name the called method.
-	FieldService = "grpc.service"
-	FieldMethod  = "grpc.method"
-	// FieldPeer is the caller's address.
-	FieldPeer = "peer.address"
-	// FieldRoles is the caller's roles.
-	FieldRoles = authz.FieldRoles
-	// FieldCode is the gRPC status code of the call.
-	FieldCode = "grpc.code"
-	// FieldDuration is the call's duration in milliseconds.
-	FieldDuration = "grpc.time_ms"
-	// FieldNode is a target node of a routed call.
-	FieldNode = "node"
-	// FieldError is an error's text.
-	FieldError = "error"
-	// FieldSubject is the subject of a client certificate.
-	FieldSubject = authz.FieldSubject
-	// FieldStack is a goroutine's stack, logged with a recovered panic.
-	FieldStack = "stack"
 )
 
 // grpcLogger adapts an slog.Logger to go-grpc-middleware's logging

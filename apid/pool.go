@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/internal/logkey"
 )
 
 // errPoolFull is returned when every pooled connection is in use and the
@@ -206,7 +207,7 @@ func (p *pool) closeLocked(addr string, e *pooled) {
 	delete(p.conns, addr)
 
 	if err := e.conn.Close(); err != nil {
-		p.cfg.log.Debug("closing a node connection", slog.String(FieldNode, addr), slog.String(FieldError, err.Error()))
+		p.cfg.log.Debug("closing a node connection", slog.String(logkey.Node, addr), slog.String(logkey.Error, err.Error()))
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/aegis-os/aegis/authz"
+	"github.com/aegis-os/aegis/internal/logkey"
 )
 
 // errNoForwarding refuses a call for another node on a node that has no
@@ -32,7 +33,7 @@ func (s *Server) handle(_ any, ss grpc.ServerStream) error {
 	roles, ok := authz.RolesFromContext(ctx)
 	if !ok {
 		// The chain did not run: refuse rather than pass on a call nobody checked.
-		s.log.Error("call refused: no roles in context", slog.String(FieldMethod, method))
+		s.log.Error("call refused: no roles in context", slog.String(logkey.Method, method))
 
 		return status.Error(codes.PermissionDenied, "apid: call not authorized")
 	}
@@ -244,43 +245,10 @@ func (s *Server) newStream(ctx context.Context, conn *grpc.ClientConn, node, met
 	case conn != s.local:
 		return nil, s.unreachable(ctx, method, node, err)
 	case status.Code(err) == codes.Unavailable:
-		s.log.Warn("machined unavailable", slog.String(FieldMethod, method), slog.String(FieldError, err.Error()))
+		s.log.Warn("machined unavailable", slog.String(logkey.Method, method), slog.String(logkey.Error, err.Error()))
 
 		return nil, status.Error(codes.Unavailable, "apid: machined is unavailable")
 	default:
 		return nil, err
 	}
-}
-
-// toStatus maps apid's errors to gRPC statuses, once, at the API boundary.
-// A status that came from a backend or from gRPC is passed on as it is.
-func (s *Server) toStatus(method string, err error) error {
-	if err == nil {
-		return nil
-	}
-
-	switch {
-	case errors.Is(err, ErrBadRouting), errors.Is(err, errNoFanOut):
-		return status.Error(codes.InvalidArgument, err.Error())
-	case errors.Is(err, errNoForwarding):
-		return status.Error(codes.PermissionDenied, err.Error())
-	case errors.Is(err, errPoolFull), errors.Is(err, errCallerPoolFull), errors.Is(err, errReplyTooLarge), errors.Is(err, errTooManyStreams):
-		return status.Error(codes.ResourceExhausted, err.Error())
-	case isCredentialEnded(err), errors.Is(err, errNoChain):
-		return status.Error(codes.Unauthenticated, err.Error())
-	case errors.Is(err, errPoolClosed):
-		return status.Error(codes.Unavailable, err.Error())
-	}
-
-	if ue := (*nodeUnreachableError)(nil); errors.As(err, &ue) {
-		return status.Error(ue.code(), ue.Error())
-	}
-
-	if st, ok := status.FromError(err); ok {
-		return st.Err()
-	}
-
-	s.log.Error("call failed", slog.String(FieldMethod, method), slog.String(FieldError, err.Error()))
-
-	return status.Error(codes.Internal, "apid: internal error")
 }

@@ -12,8 +12,8 @@ import (
 	"github.com/aegis-os/aegis/apid"
 	"github.com/aegis-os/aegis/apid/apidtest"
 	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/internal/logtest"
-	"github.com/aegis-os/aegis/internal/refusals"
 )
 
 // refuseHandshakes makes n handshakes without a client certificate from
@@ -65,17 +65,17 @@ func TestHandshakeRefusalsAggregated(t *testing.T) {
 		full := 0
 
 		for _, r := range sink.Find(t, "tls handshake refused") {
-			if peer, _ := r[apid.FieldPeer].(string); strings.HasPrefix(peer, tc.source+":") {
+			if peer, _ := r[logkey.Peer].(string); strings.HasPrefix(peer, tc.source+":") {
 				full++
 			}
 		}
 
-		sums := sink.Find(t, "tls handshakes refused", refusals.FieldSource, tc.source)
-		if full != 1 || len(sums) != 1 || sums[0][refusals.FieldCount] != tc.count {
+		sums := sink.Find(t, "tls handshakes refused", logkey.Source, tc.source)
+		if full != 1 || len(sums) != 1 || sums[0][logkey.Count] != tc.count {
 			t.Fatalf("%s: %d lines in full, summaries %v; want 1 and a count of %v", tc.source, full, sums, tc.count)
 		}
 
-		if kinds, _ := sums[0][refusals.FieldKinds].(map[string]any); kinds["no certificate"] != tc.count {
+		if kinds, _ := sums[0][logkey.Kinds].(map[string]any); kinds["no certificate"] != tc.count {
 			t.Fatalf("%s: kinds %v", tc.source, kinds)
 		}
 	}
@@ -113,7 +113,7 @@ func TestHandshakeRefusalsBounded(t *testing.T) {
 	counted := full
 
 	for _, s := range sums {
-		n, _ := s[refusals.FieldCount].(float64)
+		n, _ := s[logkey.Count].(float64)
 		counted += int(n)
 	}
 

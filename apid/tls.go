@@ -18,6 +18,7 @@ import (
 
 	"github.com/aegis-os/aegis/authz"
 	"github.com/aegis-os/aegis/ca"
+	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/internal/refusals"
 	"github.com/aegis-os/aegis/internal/source"
 )
@@ -202,16 +203,16 @@ func (c auditedCreds) ServerHandshake(conn net.Conn) (net.Conn, credentials.Auth
 	case errors.Is(err, io.EOF):
 		// Closed before a ClientHello: a port probe (machined's health
 		// check, a scanner), not a refused client. Nothing to audit.
-		c.log.Debug("connection closed before the tls handshake", slog.String(FieldPeer, conn.RemoteAddr().String()))
+		c.log.Debug("connection closed before the tls handshake", slog.String(logkey.Peer, conn.RemoteAddr().String()))
 	case errors.Is(err, os.ErrDeadlineExceeded), errors.Is(err, net.ErrClosed):
 		// Too slow, or closed by the listener for making no call: nothing
 		// about a client's certificate, and a flood makes thousands of
 		// them, which the listener's bounds deal with.
-		c.log.Debug("tls handshake cut short", slog.String(FieldPeer, conn.RemoteAddr().String()),
-			slog.String(FieldError, err.Error()))
+		c.log.Debug("tls handshake cut short", slog.String(logkey.Peer, conn.RemoteAddr().String()),
+			slog.String(logkey.Error, err.Error()))
 	default:
 		c.refusals.Refuse(context.Background(), source.Key(source.Addr(conn.RemoteAddr())), handshakeKind(err), msgHandshakeRefused,
-			slog.String(FieldPeer, conn.RemoteAddr().String()), slog.String(FieldError, err.Error()))
+			slog.String(logkey.Peer, conn.RemoteAddr().String()), slog.String(logkey.Error, err.Error()))
 	}
 
 	return out, info, err

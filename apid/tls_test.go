@@ -22,6 +22,7 @@ import (
 	"github.com/aegis-os/aegis/apid/apidtest"
 	"github.com/aegis-os/aegis/authz/role"
 	"github.com/aegis-os/aegis/ca"
+	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/internal/logtest"
 )
 
@@ -94,7 +95,7 @@ func logged(t *testing.T, sink *logtest.Sink, msg, reason string) bool {
 
 	return sink.Wait(ctx, func() bool {
 		for _, r := range sink.Find(t, msg) {
-			if e, _ := r[apid.FieldError].(string); strings.Contains(e, reason) {
+			if e, _ := r[logkey.Error].(string); strings.Contains(e, reason) {
 				return true
 			}
 		}

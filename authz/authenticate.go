@@ -9,6 +9,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/peer"
+
+	"github.com/aegis-os/aegis/internal/logkey"
 )
 
 // AuthenticatorConfig configures an Authenticator.
@@ -69,8 +71,8 @@ func (a *Authenticator) authenticate(ctx context.Context, method string) (contex
 	}
 
 	if err != nil {
-		a.log.Warn("call refused: no valid client certificate", slog.String(FieldMethod, method),
-			slog.String(FieldPeer, peerAddr(p)), slog.String(FieldError, err.Error()))
+		a.log.Warn("call refused: no valid client certificate", slog.String(logkey.Method, method),
+			slog.String(logkey.Peer, peerAddr(p)), slog.String(logkey.Error, err.Error()))
 
 		return nil, grpcError(ErrUnauthenticated)
 	}

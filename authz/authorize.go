@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"google.golang.org/grpc"
+
+	"github.com/aegis-os/aegis/internal/logkey"
 )
 
 // AuthorizerConfig configures an Authorizer.
@@ -50,7 +52,7 @@ func (a *Authorizer) StreamServerInterceptor() grpc.StreamServerInterceptor {
 func (a *Authorizer) authorize(ctx context.Context, method string) (context.Context, error) {
 	roles, ok := RolesFromContext(ctx)
 	if !ok {
-		a.log.Error("call refused", slog.String(FieldMethod, method), slog.String(FieldError, ErrNoRoles.Error()))
+		a.log.Error("call refused", slog.String(logkey.Method, method), slog.String(logkey.Error, ErrNoRoles.Error()))
 
 		return nil, grpcError(ErrNoRoles)
 	}
@@ -58,9 +60,9 @@ func (a *Authorizer) authorize(ctx context.Context, method string) (context.Cont
 	if err := a.rules.Check(method, roles); err != nil {
 		var denied *DeniedError
 		if errors.As(err, &denied) {
-			a.log.Warn("permission denied", slog.String(FieldMethod, method), slog.String(FieldRoles, roles.String()),
-				slog.String(FieldAllowed, strings.Join(denied.Allowed.Strings(), ",")),
-				slog.String(FieldSubject, subject(ctx)), slog.Bool(FieldImpersonated, Impersonated(ctx)))
+			a.log.Warn("permission denied", slog.String(logkey.Method, method), slog.String(logkey.Roles, roles.String()),
+				slog.String(logkey.Allowed, strings.Join(denied.Allowed.Strings(), ",")),
+				slog.String(logkey.Subject, subject(ctx)), slog.Bool(logkey.Impersonated, Impersonated(ctx)))
 		}
 
 		return nil, grpcError(err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/aegis-os/aegis/authz"
 	"github.com/aegis-os/aegis/authz/role"
+	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/internal/logtest"
 )
 
@@ -76,7 +77,7 @@ func TestRecheckRefusesCalls(t *testing.T) {
 		t.Fatalf("re-check saw chain %v, want the verified chain", seen)
 	}
 
-	if rec := sink.First(t, "call refused: no valid client certificate"); rec == nil || !strings.Contains(rec[authz.FieldError].(string), revoked.Error()) {
+	if rec := sink.First(t, "call refused: no valid client certificate"); rec == nil || !strings.Contains(rec[logkey.Error].(string), revoked.Error()) {
 		t.Fatalf("refusal not logged with its cause: %v", sink.Records(t))
 	}
 

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/aegis-os/aegis/authz/role"
+	"github.com/aegis-os/aegis/internal/logkey"
 )
 
 // Mode says where an Injector takes roles from.
@@ -87,7 +88,7 @@ func (i *Injector) inject(ctx context.Context, method string) (context.Context, 
 		ctx = context.WithValue(ctx, impersonatedKey{}, true)
 	}
 
-	logging.AddFields(ctx, logging.Fields{FieldRoles, roles.String()})
+	logging.AddFields(ctx, logging.Fields{logkey.Roles, roles.String()})
 
 	return ctx, nil
 }
@@ -95,15 +96,15 @@ func (i *Injector) inject(ctx context.Context, method string) (context.Context, 
 func (i *Injector) fromCertificate(ctx context.Context, method string) (role.Set, bool, error) {
 	leaf, ok := PeerCertificate(ctx)
 	if !ok {
-		i.log.Error("call refused: role injection ran without an authenticated peer", slog.String(FieldMethod, method))
+		i.log.Error("call refused: role injection ran without an authenticated peer", slog.String(logkey.Method, method))
 
 		return nil, false, ErrUnauthenticated
 	}
 
 	roles, unknown := role.FromOrganization(leaf.Subject.Organization)
 	if len(unknown) > 0 {
-		i.log.Warn("unknown roles in client certificate ignored", slog.String(FieldMethod, method),
-			slog.String(FieldSubject, leaf.Subject.String()), slog.Any(FieldUnknown, unknown))
+		i.log.Warn("unknown roles in client certificate ignored", slog.String(logkey.Method, method),
+			slog.String(logkey.Subject, leaf.Subject.String()), slog.Any(logkey.UnknownRoles, unknown))
 	}
 
 	values := metadataValues(ctx)
@@ -112,8 +113,8 @@ func (i *Injector) fromCertificate(ctx context.Context, method string) (role.Set
 	case len(values) == 0:
 		return roles, false, nil
 	case !roles.Has(role.Impersonator):
-		i.log.Warn("talos-role metadata ignored: the peer is not an impersonator", slog.String(FieldMethod, method),
-			slog.String(FieldSubject, leaf.Subject.String()), slog.String(FieldRoles, roles.String()))
+		i.log.Warn("talos-role metadata ignored: the peer is not an impersonator", slog.String(logkey.Method, method),
+			slog.String(logkey.Subject, leaf.Subject.String()), slog.String(logkey.Roles, roles.String()))
 
 		return roles, false, nil
 	}
@@ -133,14 +134,14 @@ func (i *Injector) fromMetadata(ctx context.Context, method string) (role.Set, e
 func (i *Injector) parse(values []string, method string) (role.Set, error) {
 	roles, ignored, err := ParseMetadataRoles(values)
 	if err != nil {
-		i.log.Warn("call refused: malformed role metadata", slog.String(FieldMethod, method), slog.String(FieldError, err.Error()))
+		i.log.Warn("call refused: malformed role metadata", slog.String(logkey.Method, method), slog.String(logkey.Error, err.Error()))
 
 		return nil, err
 	}
 
 	if len(ignored) > 0 {
-		i.log.Warn("unknown roles in metadata ignored", slog.String(FieldMethod, method),
-			slog.String(FieldUnknown, strings.Join(ignored, ",")))
+		i.log.Warn("unknown roles in metadata ignored", slog.String(logkey.Method, method),
+			slog.String(logkey.UnknownRoles, strings.Join(ignored, ",")))
 	}
 
 	return roles, nil

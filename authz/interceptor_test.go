@@ -22,6 +22,7 @@ import (
 	"github.com/aegis-os/aegis/authz/role"
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/ca/catest"
+	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/internal/logtest"
 	"github.com/aegis-os/aegis/internal/testutil"
 )
@@ -346,7 +347,7 @@ func TestDenialIsAudited(t *testing.T) {
 		t.Fatalf("no audit record; log: %v", sink.Records(t))
 	}
 
-	if rec[authz.FieldMethod] != methodRestart || rec[authz.FieldRoles] != "os:reader" || rec[authz.FieldAllowed] != "os:admin,os:operator" {
+	if rec[logkey.Method] != methodRestart || rec[logkey.Roles] != "os:reader" || rec[logkey.Allowed] != "os:admin,os:operator" {
 		t.Fatalf("audit record %v", rec)
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/aegis-os/aegis/internal/backoff"
 	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/internal/logkey"
 )
 
 // Defaults of the renewal loop.
@@ -31,14 +32,6 @@ const (
 	// the backoff may grow to RetryMax, but a short-lived certificate
 	// must not sleep past its own expiry while its issuer is back.
 	RenewRetryLeftDivisor = 4
-)
-
-// Log field names of the renewal loop.
-const (
-	logSubject  = "subject"
-	logNotAfter = "not_after"
-	logRetryIn  = "retry_in"
-	logErr      = "error"
 )
 
 // RenewAt returns when cert is due for renewal: half its lifetime after
@@ -70,7 +63,7 @@ type RenewerConfig struct {
 	Clock clock.Clock
 	// Rand draws the jitter. Nil means crypto/rand.
 	Rand io.Reader
-	// Logger receives renewals and failures. Nil means slog.Default().
+	// Logger receives renewals and failures. Nil discards.
 	Logger *slog.Logger
 }
 
@@ -106,7 +99,7 @@ func NewRenewer(cfg RenewerConfig) (*Renewer, error) {
 	}
 
 	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 
 	return &Renewer{cfg: cfg, current: cfg.Current}, nil
@@ -144,7 +137,7 @@ func (r *Renewer) Run(ctx context.Context) error {
 		r.mu.Unlock()
 
 		r.cfg.Logger.Info("certificate renewed",
-			slog.String(logSubject, next.Subject.String()), slog.Time(logNotAfter, next.NotAfter))
+			slog.String(logkey.Subject, next.Subject.String()), slog.Time(logkey.NotAfter, next.NotAfter))
 	}
 }
 
@@ -165,7 +158,7 @@ func (r *Renewer) renew(ctx context.Context, cur *x509.Certificate) (*x509.Certi
 
 		wait := r.retryWait(&retry, cur)
 		r.cfg.Logger.Warn("certificate renewal failed; keeping the current one",
-			slog.String(logErr, err.Error()), slog.Time(logNotAfter, cur.NotAfter), slog.Duration(logRetryIn, wait))
+			slog.String(logkey.Error, err.Error()), slog.Time(logkey.NotAfter, cur.NotAfter), slog.Duration(logkey.RetryIn, wait))
 
 		if !clock.Sleep(ctx, r.cfg.Clock, wait) {
 			return nil, false

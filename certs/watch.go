@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/internal/logkey"
 )
 
 // WatchFiles calls reload whenever one of paths changes (inode, size or
@@ -32,9 +33,9 @@ func WatchFiles(ctx context.Context, clk clock.Clock, interval time.Duration, pa
 		last = cur
 
 		if err := reload(); err != nil {
-			log.Warn("reload failed, keeping the previous files", slog.Any("paths", paths), slog.String("error", err.Error()))
+			log.Warn("reload failed, keeping the previous files", slog.Any(logkey.Paths, paths), slog.String(logkey.Error, err.Error()))
 		} else {
-			log.Info("reloaded", slog.Any("paths", paths))
+			log.Info("reloaded", slog.Any(logkey.Paths, paths))
 		}
 	}
 }

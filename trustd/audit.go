@@ -10,31 +10,30 @@ import (
 
 	"google.golang.org/grpc/codes"
 
-	"github.com/aegis-os/aegis/internal/refusals"
+	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/internal/source"
 )
 
 // Field names of audit records. Tests and log pipelines match on them.
 const (
-	AuditDecision   = "decision"
-	AuditRequestID  = "request_id"
-	AuditTokenID    = "token_id"
-	AuditSource     = "source"
-	AuditCommonName = "common_name"
-	AuditSANs       = "sans"
-	AuditSerial     = "serial"
-	AuditNotAfter   = "not_after"
-	AuditCode       = "code"
-	AuditReason     = "reason"
-
+	AuditDecision   = logkey.Decision
+	AuditRequestID  = logkey.RequestID
+	AuditTokenID    = logkey.TokenID
+	AuditSource     = logkey.Source
+	AuditCommonName = logkey.CommonName
+	AuditSANs       = logkey.SANs
+	AuditSerial     = logkey.Serial
+	AuditNotAfter   = logkey.NotAfter
+	AuditCode       = logkey.RefusalCode
+	AuditReason     = logkey.Reason
 	// AuditCount, AuditKinds and AuditSince are the fields of a summary
 	// of refusals: how many refusals of the source since when were not
 	// written in full, and their count by code. AuditSource names the
 	// source: an IPv4 address, an IPv6 /64, or "other" for the sources
 	// beyond MaxRefusalSources.
-	AuditCount = refusals.FieldCount
-	AuditKinds = refusals.FieldKinds
-	AuditSince = refusals.FieldSince
+	AuditCount = logkey.Count
+	AuditKinds = logkey.Kinds
+	AuditSince = logkey.Since
 )
 
 // Values of the AuditDecision field, and the messages of the records.

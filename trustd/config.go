@@ -12,6 +12,7 @@ import (
 
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/trustd/sanpolicy"
 	"github.com/aegis-os/aegis/trustd/token"
 )
@@ -115,7 +116,7 @@ type Config struct {
 	// apart from Audit lets a flood of refusals never push issuance
 	// records out of a bounded log. Nil means Audit.
 	Refusals *slog.Logger
-	// Logger receives operational messages. Nil means slog.Default().
+	// Logger receives operational messages. Nil discards.
 	Logger *slog.Logger
 	// RateLimit limits failed requests per source.
 	RateLimit RateLimit
@@ -164,11 +165,11 @@ func (cfg *Config) check() error {
 
 func (cfg *Config) setDefaults() {
 	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 
 	if cfg.Audit == nil {
-		cfg.Audit = cfg.Logger.With(slog.String("log", "audit"))
+		cfg.Audit = cfg.Logger.With(slog.String(logkey.Log, "audit"))
 	}
 
 	if cfg.Refusals == nil {

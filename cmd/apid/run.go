@@ -17,13 +17,7 @@ import (
 	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/internal/clock"
 	"github.com/aegis-os/aegis/internal/daemonflag"
-)
-
-// Field names of the command's own log records.
-const (
-	fieldListen     = "listen"
-	fieldForwarding = "forwarding"
-	fieldGrace      = "grace"
+	"github.com/aegis-os/aegis/internal/logkey"
 )
 
 // run is apid's whole life; it returns the exit status.
@@ -46,7 +40,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	log := slog.New(o.Handler(stderr))
 
 	if err := serve(ctx, o, log); err != nil {
-		log.Error("apid stopped", slog.String(apid.FieldError, err.Error()))
+		log.Error("apid stopped", slog.String(logkey.Error, err.Error()))
 
 		return 1
 	}
@@ -177,7 +171,7 @@ func serveUntil(ctx context.Context, srv *apid.Server, lis net.Listener, o *opti
 
 	go func() { errc <- srv.Serve(lis) }()
 
-	log.Info("apid serving", slog.String(fieldListen, lis.Addr().String()), slog.Bool(fieldForwarding, srv.Forwards()))
+	log.Info("apid serving", slog.String(logkey.Listen, lis.Addr().String()), slog.Bool(logkey.Forwarding, srv.Forwards()))
 
 	select {
 	case err := <-errc:
@@ -187,7 +181,7 @@ func serveUntil(ctx context.Context, srv *apid.Server, lis net.Listener, o *opti
 	case <-ctx.Done():
 	}
 
-	log.Info("apid stopping", slog.Duration(fieldGrace, o.shutdownTimeout))
+	log.Info("apid stopping", slog.Duration(logkey.Grace, o.shutdownTimeout))
 
 	sctx, cancel := context.WithTimeout(context.Background(), o.shutdownTimeout)
 	defer cancel()

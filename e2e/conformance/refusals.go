@@ -9,7 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/aegis-os/aegis/apid"
-	"github.com/aegis-os/aegis/internal/refusals"
+	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/trustd"
 )
 
@@ -52,7 +52,7 @@ func handshakeFlood(ctx context.Context, e *Env, r *Report) string {
 	}
 
 	return e.summarized(ctx, "apid", source, msgHandshakeRefused, msgHandshakesRefused,
-		func(rec auditRecord) bool { return strings.HasPrefix(rec.str(apid.FieldPeer), source+":") },
+		func(rec auditRecord) bool { return strings.HasPrefix(rec.str(logkey.Peer), source+":") },
 		apid.HandshakeRefusalInterval, r)
 }
 
@@ -100,9 +100,9 @@ func (e *Env) summarized(ctx context.Context, service, source, full, summary str
 			switch {
 			case rec.str("msg") == full && fromSource(rec):
 				inFull++
-			case rec.str("msg") == summary && rec.str(refusals.FieldSource) == source:
+			case rec.str("msg") == summary && rec.str(logkey.Source) == source:
 				summaries++
-				n, _ := rec[refusals.FieldCount].(float64)
+				n, _ := rec[logkey.Count].(float64)
 				counted += int(n)
 			}
 		}

@@ -8,16 +8,7 @@ import (
 	"time"
 
 	"github.com/aegis-os/aegis/internal/clock"
-)
-
-// Field names of the package's log records.
-const (
-	// FieldSource is the source a record is about (see sourceOf).
-	FieldSource = "source"
-	// FieldRefused is how many connections were refused since the last record.
-	FieldRefused = "refused"
-	// FieldListener is the listening address.
-	FieldListener = "listener"
+	"github.com/aegis-os/aegis/internal/logkey"
 )
 
 // Config configures a Limiter. New reads it once.
@@ -143,7 +134,7 @@ func (l *Limiter) admit(raw net.Conn, lisAddr net.Addr) *conn {
 
 		if refused > 0 {
 			l.cfg.Logger.Warn("connections refused: source or total connection cap reached",
-				slog.String(FieldListener, lisAddr.String()), slog.String(FieldSource, src), slog.Int(FieldRefused, refused))
+				slog.String(logkey.Listener, lisAddr.String()), slog.String(logkey.Source, src), slog.Int(logkey.Refused, refused))
 		}
 
 		return nil

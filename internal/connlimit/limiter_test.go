@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/internal/logtest"
 )
 
@@ -302,7 +303,7 @@ func TestRefusalsAreLoggedInAggregate(t *testing.T) {
 	}
 
 	for i, want := range []float64{1, 5} {
-		if got := recs[i][FieldRefused]; got != want || recs[i][FieldSource] != "127.0.0.2" {
+		if got := recs[i][logkey.Refused]; got != want || recs[i][logkey.Source] != "127.0.0.2" {
 			t.Errorf("record %d: %v, want %v refused from 127.0.0.2", i, recs[i], want)
 		}
 	}

@@ -19,19 +19,7 @@ import (
 	"time"
 
 	"github.com/aegis-os/aegis/internal/clock"
-)
-
-// Field names of summary lines.
-const (
-	// FieldSource is the source (or source prefix) a summary counts.
-	FieldSource = "source"
-	// FieldCount is how many refusals of the interval the summary counts
-	// that were not written in full.
-	FieldCount = "count"
-	// FieldKinds counts those refusals by kind (a gRPC code, a reason).
-	FieldKinds = "kinds"
-	// FieldSince is when the interval began.
-	FieldSince = "since"
+	"github.com/aegis-os/aegis/internal/logkey"
 )
 
 // OtherSources is the source of the summary of the refusals whose sources
@@ -59,7 +47,7 @@ const (
 
 // Config configures an Aggregator.
 type Config struct {
-	// Logger receives the lines. Required.
+	// Logger receives the lines. Nil discards.
 	Logger *slog.Logger
 	// Summary is the message of summary lines, such as "certificate
 	// refusals". Required.
@@ -104,6 +92,10 @@ func New(cfg Config) *Aggregator {
 
 	if cfg.MaxSources <= 0 {
 		cfg.MaxSources = DefaultMaxSources
+	}
+
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 
 	return &Aggregator{cfg: cfg, since: cfg.Clock.Now(), sources: map[string]*tally{}}
@@ -197,8 +189,8 @@ func (a *Aggregator) summarize(ctx context.Context, source string, since time.Ti
 	}
 
 	a.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, a.cfg.Summary,
-		slog.String(FieldSource, source),
-		slog.Int(FieldCount, t.count),
-		slog.Any(FieldKinds, t.kinds),
-		slog.Time(FieldSince, since))
+		slog.String(logkey.Source, source),
+		slog.Int(logkey.Count, t.count),
+		slog.Any(logkey.Kinds, t.kinds),
+		slog.Time(logkey.Since, since))
 }

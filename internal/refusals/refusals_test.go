@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/internal/logtest"
 	"github.com/aegis-os/aegis/internal/refusals"
 )
@@ -69,7 +70,7 @@ func summaries(t *testing.T, sink *logtest.Sink) map[string]map[string]any {
 
 	for _, r := range sink.Records(t) {
 		if r["msg"] == summary {
-			src, _ := r[refusals.FieldSource].(string)
+			src, _ := r[logkey.Source].(string)
 			if out[src] != nil {
 				t.Fatalf("two summaries of %s", src)
 			}
@@ -107,11 +108,11 @@ func TestAggregateOneSource(t *testing.T) {
 	waitTimer(t, clk) // the next interval is armed once the summary is written
 
 	s := summaries(t, sink)["127.0.0.9"]
-	if s == nil || s[refusals.FieldCount] != float64(999) {
+	if s == nil || s[logkey.Count] != float64(999) {
 		t.Fatalf("summary %v, want a count of 999", s)
 	}
 
-	kinds, _ := s[refusals.FieldKinds].(map[string]any)
+	kinds, _ := s[logkey.Kinds].(map[string]any)
 	if kinds["Unauthenticated"] != float64(749) || kinds["ResourceExhausted"] != float64(250) {
 		t.Fatalf("kinds %v", kinds)
 	}
@@ -148,7 +149,7 @@ func TestAggregateFlushesAtShutdown(t *testing.T) {
 
 	stop()
 
-	if s := summaries(t, sink)["127.0.0.9"]; s == nil || s[refusals.FieldCount] != float64(4) {
+	if s := summaries(t, sink)["127.0.0.9"]; s == nil || s[logkey.Count] != float64(4) {
 		t.Fatalf("summary at shutdown %v, want a count of 4", s)
 	}
 }
@@ -178,7 +179,7 @@ func TestAggregateBounded(t *testing.T) {
 
 	counted := full
 	for _, s := range sums {
-		n, _ := s[refusals.FieldCount].(float64)
+		n, _ := s[logkey.Count].(float64)
 		counted += int(n)
 	}
 
@@ -186,7 +187,7 @@ func TestAggregateBounded(t *testing.T) {
 		t.Fatalf("%d refusals accounted for, want %d", counted, sources*each)
 	}
 
-	if other := sums[refusals.OtherSources]; other[refusals.FieldCount] != float64((sources-table)*each) {
+	if other := sums[refusals.OtherSources]; other[logkey.Count] != float64((sources-table)*each) {
 		t.Fatalf("other sources: %v", other)
 	}
 }
@@ -200,7 +201,7 @@ func TestAggregateBoundsKinds(t *testing.T) {
 
 	agg.Flush(context.Background())
 
-	kinds, _ := summaries(t, sink)["127.0.0.9"][refusals.FieldKinds].(map[string]any)
+	kinds, _ := summaries(t, sink)["127.0.0.9"][logkey.Kinds].(map[string]any)
 	if len(kinds) > 33 {
 		t.Fatalf("%d kinds kept", len(kinds))
 	}

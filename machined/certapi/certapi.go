@@ -9,8 +9,10 @@ package certapi
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/x509"
 	"errors"
+	"io"
 	"log/slog"
 	"time"
 
@@ -22,22 +24,8 @@ import (
 	"github.com/aegis-os/aegis/authz"
 	"github.com/aegis-os/aegis/authz/role"
 	"github.com/aegis-os/aegis/ca"
-)
-
-// Log field names of the package.
-const (
-	LogRoles      = "roles"
-	LogCommonName = "common_name"
-	LogSerial     = "serial"
-	LogNotAfter   = "not_after"
-	LogTTL        = "ttl"
-	LogReason     = "reason"
-	LogCode       = "code"
-	// LogAskingSerial and LogAskingCommonName name the certificate that
-	// asked for a renewal, so each new certificate can be traced to the one
-	// it replaced.
-	LogAskingSerial     = "asking_serial"
-	LogAskingCommonName = "asking_common_name"
+	"github.com/aegis-os/aegis/internal/logkey"
+	"github.com/aegis-os/aegis/internal/requestid"
 )
 
 // Audit record messages.
@@ -49,10 +37,15 @@ const (
 // ErrNoCA is what an Authority returns on a node without the CA key.
 var ErrNoCA = errors.New("certapi: this node does not hold the CA key")
 
+// ErrTimeNotSynced is what an Authority returns while the node's clock is
+// not synced: a certificate dated by an untrusted clock could be valid
+// when it should not be. Its text is the message callers read.
+var ErrTimeNotSynced = errors.New("time not synced: this node issues certificates only once its clock is synced with its NTP servers")
+
 // Authority is where a node issues client certificates from.
 type Authority interface {
 	// ClientIssuer returns an issuer of client certificates and the PEM
-	// bundle of the CAs the node accepts, or ErrNoCA.
+	// bundle of the CAs the node accepts, or ErrNoCA, or ErrTimeNotSynced.
 	ClientIssuer() (*ca.Issuer, []byte, error)
 }
 
@@ -64,6 +57,8 @@ type Config struct {
 	MaxTTL time.Duration
 	// Logger receives one audit record per decision. Nil discards.
 	Logger *slog.Logger
+	// Rand makes the references of internal errors. Nil means crypto/rand.
+	Rand io.Reader
 }
 
 // Server implements certificates.CertificateServiceServer.
@@ -81,6 +76,10 @@ func New(cfg Config) *Server {
 
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+
+	if cfg.Rand == nil {
+		cfg.Rand = rand.Reader
 	}
 
 	return &Server{cfg: cfg}
@@ -102,33 +101,36 @@ func (s *Server) Renew(ctx context.Context, req *certificates.RenewRequest) (*ce
 	if perr == nil {
 		roles, _ := role.FromOrganization(presented.Subject.Organization)
 		rec = []any{
-			slog.String(LogAskingSerial, presented.SerialNumber.Text(16)),
-			slog.String(LogAskingCommonName, presented.Subject.CommonName),
-			slog.String(LogRoles, roles.String()),
+			slog.String(logkey.AskingSerial, presented.SerialNumber.Text(16)),
+			slog.String(logkey.AskingCommonName, presented.Subject.CommonName),
+			slog.String(logkey.Roles, roles.String()),
 		}
 	}
 
 	issued, caPEM, err := s.renew(req, presented, perr)
 	if err != nil {
 		// A status is the caller's to read; anything else is a failure of
-		// the node, recorded with its cause and answered without it.
+		// the node, recorded with its cause and a reference, and answered
+		// with the reference alone.
 		st, ok := status.FromError(err)
 		reason := st.Message()
 
 		if !ok {
-			st, reason = status.New(codes.Internal, "internal error"), err.Error()
+			ref := requestid.New(s.cfg.Rand)
+			st, reason = status.New(codes.Internal, "machined: internal error (ref "+ref+")"), err.Error()
+			rec = append(rec, slog.String(logkey.RequestID, ref))
 		}
 
-		s.cfg.Logger.Warn(msgRefused, append(rec, slog.String(LogCode, st.Code().String()), slog.String(LogReason, reason))...)
+		s.cfg.Logger.Warn(msgRefused, append(rec, slog.String(logkey.RefusalCode, st.Code().String()), slog.String(logkey.Reason, reason))...)
 
 		return nil, st.Err()
 	}
 
 	s.cfg.Logger.Info(msgRenewed, append(rec,
-		slog.String(LogCommonName, issued.Cert.Subject.CommonName),
-		slog.String(LogSerial, issued.Cert.SerialNumber.Text(16)),
-		slog.Duration(LogTTL, issued.Cert.NotAfter.Sub(issued.Cert.NotBefore)),
-		slog.Time(LogNotAfter, issued.Cert.NotAfter))...)
+		slog.String(logkey.CommonName, issued.Cert.Subject.CommonName),
+		slog.String(logkey.Serial, issued.Cert.SerialNumber.Text(16)),
+		slog.Duration(logkey.TTL, issued.Cert.NotAfter.Sub(issued.Cert.NotBefore)),
+		slog.Time(logkey.NotAfter, issued.Cert.NotAfter))...)
 
 	return &certificates.RenewResponse{Messages: []*certificates.Renewed{{Crt: issued.PEM, Ca: caPEM}}}, nil
 }
@@ -159,6 +161,10 @@ func (s *Server) renew(req *certificates.RenewRequest, presented *x509.Certifica
 	if errors.Is(err, ErrNoCA) {
 		return nil, nil, status.Error(codes.FailedPrecondition,
 			"client certificates are renewed by control-plane nodes, which hold the CA key; this node does not: use a control-plane endpoint")
+	}
+
+	if errors.Is(err, ErrTimeNotSynced) {
+		return nil, nil, status.Error(codes.FailedPrecondition, ErrTimeNotSynced.Error())
 	}
 
 	if err != nil {

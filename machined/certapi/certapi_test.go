@@ -8,6 +8,7 @@ import (
 	"crypto/x509/pkix"
 	"errors"
 	"math/big"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -23,6 +24,7 @@ import (
 	"github.com/aegis-os/aegis/authz/role"
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/ca/catest"
+	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/internal/logtest"
 	"github.com/aegis-os/aegis/internal/testutil"
 )
@@ -152,6 +154,7 @@ func TestRenew(t *testing.T) {
 			csr: catest.CSR(t, key, &x509.CertificateRequest{Subject: pkix.Name{CommonName: "root"}}),
 		},
 		{name: "worker", authority: authority{err: ErrNoCA}, cert: yearly, csr: good, code: codes.FailedPrecondition, want: "use a control-plane endpoint"},
+		{name: "clock not synced", authority: authority{err: ErrTimeNotSynced}, cert: yearly, csr: good, code: codes.FailedPrecondition, want: "time not synced"},
 		{name: "broken node", authority: authority{err: errors.New("disk on fire")}, cert: yearly, csr: good, code: codes.Internal, want: "internal error"},
 	}
 
@@ -174,7 +177,7 @@ func TestRenew(t *testing.T) {
 
 			checkIssued(t, &sink, resp, err, key.Public(), tt.life)
 
-			if recs := sink.Find(t, msgRenewed, LogAskingSerial, tt.cert.SerialNumber.Text(16), LogAskingCommonName, "alice"); len(recs) != 1 {
+			if recs := sink.Find(t, msgRenewed, logkey.AskingSerial, tt.cert.SerialNumber.Text(16), logkey.AskingCommonName, "alice"); len(recs) != 1 {
 				t.Fatalf("the record does not name the asking certificate: %v", sink.Records(t))
 			}
 		})
@@ -188,12 +191,17 @@ func checkRefusal(t *testing.T, sink *logtest.Sink, err error, code codes.Code, 
 		t.Fatalf("err = %v, want %s mentioning %q", err, code, want)
 	}
 
-	if recs := sink.Find(t, msgRefused, LogCode, code.String()); len(recs) != 1 {
+	if recs := sink.Find(t, msgRefused, logkey.RefusalCode, code.String()); len(recs) != 1 {
 		t.Fatalf("want one refusal record with code %s, have %v", code, sink.Records(t))
 	}
 
-	if code == codes.Internal && len(sink.Find(t, msgRefused, LogReason, "disk on fire")) != 1 {
-		t.Fatal("the cause of an internal failure is not in the record")
+	if code != codes.Internal {
+		return
+	}
+
+	ref := regexp.MustCompile(`^machined: internal error \(ref ([0-9a-f]{20})\)$`).FindStringSubmatch(status.Convert(err).Message())
+	if ref == nil || len(sink.Find(t, msgRefused, logkey.Reason, "disk on fire", logkey.RequestID, ref[1])) != 1 {
+		t.Fatalf("want one record with the cause of an internal failure and the reference the caller read (%v):\n%s", err, sink)
 	}
 }
 
@@ -228,7 +236,7 @@ func checkIssued(t *testing.T, sink *logtest.Sink, resp *certificates.RenewRespo
 		t.Fatalf("common name %q", cert.Subject.CommonName)
 	}
 
-	if recs := sink.Find(t, msgRenewed, LogCommonName, "alice", LogRoles, "os:operator,os:reader"); len(recs) != 1 {
+	if recs := sink.Find(t, msgRenewed, logkey.CommonName, "alice", logkey.Roles, "os:operator,os:reader"); len(recs) != 1 {
 		t.Fatalf("want one issuance record, have %v", sink.Records(t))
 	}
 }

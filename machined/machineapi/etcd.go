@@ -2,13 +2,10 @@ package machineapi
 
 import (
 	"context"
-	"errors"
 
 	"github.com/siderolabs/talos/pkg/machinery/api/common"
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/aegis-os/aegis/machined/etcd"
@@ -28,41 +25,13 @@ type Etcd interface {
 	Recover(recv func() ([]byte, error)) error
 }
 
-// etcd returns the node's etcd, or the status saying why there is none.
+// etcd returns the node's etcd, or the error saying why there is none.
 func (s *Server) etcd() (Etcd, error) {
 	if s.cfg.Etcd == nil {
-		return nil, status.Error(codes.FailedPrecondition, etcd.ErrNotControlPlane.Error())
+		return nil, etcd.ErrNotControlPlane
 	}
 
-	e, err := s.cfg.Etcd()
-	if err != nil {
-		return nil, s.etcdError("etcd", err)
-	}
-
-	return e, nil
-}
-
-// etcdError maps the etcd controller's errors to statuses.
-func (s *Server) etcdError(method string, err error) error {
-	switch {
-	case errors.Is(err, etcd.ErrNotControlPlane), errors.Is(err, etcd.ErrBootstrapped),
-		errors.Is(err, etcd.ErrQuorum), errors.Is(err, etcd.ErrNoSnapshot):
-		return status.Error(codes.FailedPrecondition, err.Error())
-	case errors.Is(err, etcd.ErrMemberNotFound):
-		return status.Error(codes.NotFound, err.Error())
-	case errors.Is(err, etcd.ErrBadSnapshot):
-		return status.Error(codes.InvalidArgument, err.Error())
-	case errors.Is(err, etcd.ErrNotRunning):
-		return status.Error(codes.Unavailable, err.Error())
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return status.FromContextError(err).Err()
-	}
-
-	if _, ok := status.FromError(err); ok {
-		return err
-	}
-
-	return s.internal(method, err)
+	return s.cfg.Etcd()
 }
 
 // Bootstrap forms a one-member etcd cluster on this control plane, from the
@@ -70,11 +39,11 @@ func (s *Server) etcdError(method string, err error) error {
 func (s *Server) Bootstrap(ctx context.Context, req *machine.BootstrapRequest) (*machine.BootstrapResponse, error) {
 	e, err := s.etcd()
 	if err != nil {
-		return nil, err
+		return nil, s.toStatus("Bootstrap", err)
 	}
 
 	if err = e.Bootstrap(ctx, req.GetRecoverEtcd()); err != nil {
-		return nil, s.etcdError("Bootstrap", err)
+		return nil, s.toStatus("Bootstrap", err)
 	}
 
 	return &machine.BootstrapResponse{Messages: []*machine.Bootstrap{{}}}, nil
@@ -84,12 +53,12 @@ func (s *Server) Bootstrap(ctx context.Context, req *machine.BootstrapRequest) (
 func (s *Server) EtcdMemberList(ctx context.Context, _ *machine.EtcdMemberListRequest) (*machine.EtcdMemberListResponse, error) {
 	e, err := s.etcd()
 	if err != nil {
-		return nil, err
+		return nil, s.toStatus("EtcdMemberList", err)
 	}
 
 	members, err := e.MemberList(ctx)
 	if err != nil {
-		return nil, s.etcdError("EtcdMemberList", err)
+		return nil, s.toStatus("EtcdMemberList", err)
 	}
 
 	return &machine.EtcdMemberListResponse{Messages: []*machine.EtcdMembers{{Members: members}}}, nil
@@ -99,12 +68,12 @@ func (s *Server) EtcdMemberList(ctx context.Context, _ *machine.EtcdMemberListRe
 func (s *Server) EtcdStatus(ctx context.Context, _ *emptypb.Empty) (*machine.EtcdStatusResponse, error) {
 	e, err := s.etcd()
 	if err != nil {
-		return nil, err
+		return nil, s.toStatus("EtcdStatus", err)
 	}
 
 	st, err := e.Status(ctx)
 	if err != nil {
-		return nil, s.etcdError("EtcdStatus", err)
+		return nil, s.toStatus("EtcdStatus", err)
 	}
 
 	return &machine.EtcdStatusResponse{Messages: []*machine.EtcdStatus{{MemberStatus: st}}}, nil
@@ -114,11 +83,11 @@ func (s *Server) EtcdStatus(ctx context.Context, _ *emptypb.Empty) (*machine.Etc
 func (s *Server) EtcdLeaveCluster(ctx context.Context, _ *machine.EtcdLeaveClusterRequest) (*machine.EtcdLeaveClusterResponse, error) {
 	e, err := s.etcd()
 	if err != nil {
-		return nil, err
+		return nil, s.toStatus("EtcdLeaveCluster", err)
 	}
 
 	if err = e.Leave(ctx); err != nil {
-		return nil, s.etcdError("EtcdLeaveCluster", err)
+		return nil, s.toStatus("EtcdLeaveCluster", err)
 	}
 
 	return &machine.EtcdLeaveClusterResponse{Messages: []*machine.EtcdLeaveCluster{{}}}, nil
@@ -128,15 +97,15 @@ func (s *Server) EtcdLeaveCluster(ctx context.Context, _ *machine.EtcdLeaveClust
 func (s *Server) EtcdRemoveMemberByID(ctx context.Context, req *machine.EtcdRemoveMemberByIDRequest) (*machine.EtcdRemoveMemberByIDResponse, error) {
 	e, err := s.etcd()
 	if err != nil {
-		return nil, err
+		return nil, s.toStatus("EtcdRemoveMemberByID", err)
 	}
 
 	if req.GetMemberId() == 0 {
-		return nil, status.Error(codes.InvalidArgument, "member_id is required")
+		return nil, s.toStatus("EtcdRemoveMemberByID", refuse(ErrBadRequest, "member_id is required"))
 	}
 
 	if err = e.RemoveMember(ctx, req.GetMemberId()); err != nil {
-		return nil, s.etcdError("EtcdRemoveMemberByID", err)
+		return nil, s.toStatus("EtcdRemoveMemberByID", err)
 	}
 
 	return &machine.EtcdRemoveMemberByIDResponse{Messages: []*machine.EtcdRemoveMemberByID{{}}}, nil
@@ -146,12 +115,12 @@ func (s *Server) EtcdRemoveMemberByID(ctx context.Context, req *machine.EtcdRemo
 func (s *Server) EtcdForfeitLeadership(ctx context.Context, _ *machine.EtcdForfeitLeadershipRequest) (*machine.EtcdForfeitLeadershipResponse, error) {
 	e, err := s.etcd()
 	if err != nil {
-		return nil, err
+		return nil, s.toStatus("EtcdForfeitLeadership", err)
 	}
 
 	leader, err := e.ForfeitLeadership(ctx)
 	if err != nil {
-		return nil, s.etcdError("EtcdForfeitLeadership", err)
+		return nil, s.toStatus("EtcdForfeitLeadership", err)
 	}
 
 	return &machine.EtcdForfeitLeadershipResponse{Messages: []*machine.EtcdForfeitLeadership{{Member: leader}}}, nil
@@ -161,11 +130,11 @@ func (s *Server) EtcdForfeitLeadership(ctx context.Context, _ *machine.EtcdForfe
 func (s *Server) EtcdDefragment(ctx context.Context, _ *emptypb.Empty) (*machine.EtcdDefragmentResponse, error) {
 	e, err := s.etcd()
 	if err != nil {
-		return nil, err
+		return nil, s.toStatus("EtcdDefragment", err)
 	}
 
 	if err = e.Defragment(ctx); err != nil {
-		return nil, s.etcdError("EtcdDefragment", err)
+		return nil, s.toStatus("EtcdDefragment", err)
 	}
 
 	return &machine.EtcdDefragmentResponse{Messages: []*machine.EtcdDefragment{{}}}, nil
@@ -173,7 +142,7 @@ func (s *Server) EtcdDefragment(ctx context.Context, _ *emptypb.Empty) (*machine
 
 // EtcdAlarmList lists the cluster's alarms.
 func (s *Server) EtcdAlarmList(ctx context.Context, _ *emptypb.Empty) (*machine.EtcdAlarmListResponse, error) {
-	alarms, err := s.alarms(ctx, false)
+	alarms, err := s.alarms(ctx, "EtcdAlarmList", false)
 	if err != nil {
 		return nil, err
 	}
@@ -183,7 +152,7 @@ func (s *Server) EtcdAlarmList(ctx context.Context, _ *emptypb.Empty) (*machine.
 
 // EtcdAlarmDisarm disarms the cluster's alarms.
 func (s *Server) EtcdAlarmDisarm(ctx context.Context, _ *emptypb.Empty) (*machine.EtcdAlarmDisarmResponse, error) {
-	alarms, err := s.alarms(ctx, true)
+	alarms, err := s.alarms(ctx, "EtcdAlarmDisarm", true)
 	if err != nil {
 		return nil, err
 	}
@@ -191,15 +160,15 @@ func (s *Server) EtcdAlarmDisarm(ctx context.Context, _ *emptypb.Empty) (*machin
 	return &machine.EtcdAlarmDisarmResponse{Messages: []*machine.EtcdAlarmDisarm{{MemberAlarms: alarms}}}, nil
 }
 
-func (s *Server) alarms(ctx context.Context, disarm bool) ([]*machine.EtcdMemberAlarm, error) {
+func (s *Server) alarms(ctx context.Context, method string, disarm bool) ([]*machine.EtcdMemberAlarm, error) {
 	e, err := s.etcd()
 	if err != nil {
-		return nil, err
+		return nil, s.toStatus(method, err)
 	}
 
 	alarms, err := e.Alarms(ctx, disarm)
 	if err != nil {
-		return nil, s.etcdError("EtcdAlarm", err)
+		return nil, s.toStatus(method, err)
 	}
 
 	return alarms, nil
@@ -209,12 +178,12 @@ func (s *Server) alarms(ctx context.Context, disarm bool) ([]*machine.EtcdMember
 func (s *Server) EtcdSnapshot(_ *machine.EtcdSnapshotRequest, stream grpc.ServerStreamingServer[common.Data]) error {
 	e, err := s.etcd()
 	if err != nil {
-		return err
+		return s.toStatus("EtcdSnapshot", err)
 	}
 
 	err = e.Snapshot(stream.Context(), func(b []byte) error { return stream.Send(&common.Data{Bytes: b}) })
 	if err != nil {
-		return s.etcdError("EtcdSnapshot", err)
+		return s.toStatus("EtcdSnapshot", err)
 	}
 
 	return nil
@@ -224,7 +193,7 @@ func (s *Server) EtcdSnapshot(_ *machine.EtcdSnapshotRequest, stream grpc.Server
 func (s *Server) EtcdRecover(stream grpc.ClientStreamingServer[common.Data, machine.EtcdRecoverResponse]) error {
 	e, err := s.etcd()
 	if err != nil {
-		return err
+		return s.toStatus("EtcdRecover", err)
 	}
 
 	err = e.Recover(func() ([]byte, error) {
@@ -233,7 +202,7 @@ func (s *Server) EtcdRecover(stream grpc.ClientStreamingServer[common.Data, mach
 		return d.GetBytes(), err
 	})
 	if err != nil {
-		return s.etcdError("EtcdRecover", err)
+		return s.toStatus("EtcdRecover", err)
 	}
 
 	return stream.SendAndClose(&machine.EtcdRecoverResponse{Messages: []*machine.EtcdRecover{{}}})

@@ -37,12 +37,12 @@ func (s *Server) Hostname(context.Context, *emptypb.Empty) (*machine.HostnameRes
 func (s *Server) Memory(context.Context, *emptypb.Empty) (*machine.MemoryResponse, error) {
 	data, err := os.ReadFile(s.cfg.MemInfoPath)
 	if err != nil {
-		return nil, s.internal("Memory", err)
+		return nil, s.toStatus("Memory", err)
 	}
 
 	info, err := parseMemInfo(data)
 	if err != nil {
-		return nil, s.internal("Memory", err)
+		return nil, s.toStatus("Memory", err)
 	}
 
 	return &machine.MemoryResponse{Messages: []*machine.Memory{{Meminfo: info}}}, nil

@@ -5,18 +5,13 @@
 package machineapi
 
 import (
-	"context"
 	"crypto/rand"
-	"encoding/hex"
-	"errors"
 	"io"
 	"log/slog"
 	"time"
 
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/aegis-os/aegis/authz/role"
 	"github.com/aegis-os/aegis/internal/clock"
@@ -59,11 +54,13 @@ type Config struct {
 	Etcd func() (Etcd, error)
 	// MemInfoPath is read by Memory; empty means /proc/meminfo.
 	MemInfoPath string
-	// Rand makes actor IDs. Nil means crypto/rand.
+	// Rand makes actor IDs and the references of internal errors. Nil
+	// means crypto/rand.
 	Rand io.Reader
 	// Clock places tail_seconds. Nil means the system clock.
 	Clock interface{ Now() time.Time }
-	// Logger records failures whose cause is not sent to the caller.
+	// Logger records failures whose cause is not sent to the caller. Nil
+	// discards.
 	Logger *slog.Logger
 }
 
@@ -97,34 +94,3 @@ func New(cfg Config) *Server {
 
 // Register adds the server to a gRPC server.
 func (s *Server) Register(g *grpc.Server) { machine.RegisterMachineServiceServer(g, s) }
-
-// internal logs err and returns an Internal status that does not carry it.
-func (s *Server) internal(method string, err error) error {
-	s.cfg.Logger.Error("request failed", slog.String("method", method), slog.String("error", err.Error()))
-
-	return status.Error(codes.Internal, "internal error")
-}
-
-// serviceError maps a service-framework error to a status.
-func serviceError(err error) error {
-	switch {
-	case errors.Is(err, system.ErrUnknownService):
-		return status.Error(codes.NotFound, err.Error())
-	case errors.Is(err, system.ErrNotAllowed):
-		return status.Error(codes.FailedPrecondition, err.Error())
-	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
-		return status.FromContextError(err).Err()
-	default:
-		return status.Error(codes.Internal, err.Error())
-	}
-}
-
-// newActorID returns a random ID tying events to the request that caused them.
-func (s *Server) newActorID() string {
-	b := make([]byte, 10)
-	if _, err := io.ReadFull(s.cfg.Rand, b); err != nil {
-		return "unknown"
-	}
-
-	return hex.EncodeToString(b)
-}

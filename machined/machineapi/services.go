@@ -5,8 +5,6 @@ import (
 	"fmt"
 
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/emptypb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -53,7 +51,7 @@ func serviceInfo(info system.Info) *machine.ServiceInfo {
 // ServiceStart starts a service that allows it.
 func (s *Server) ServiceStart(ctx context.Context, req *machine.ServiceStartRequest) (*machine.ServiceStartResponse, error) {
 	if _, err := s.serviceAction(ctx, req.GetId(), system.ActionStart); err != nil {
-		return nil, err
+		return nil, s.toStatus("ServiceStart", err)
 	}
 
 	return &machine.ServiceStartResponse{Messages: []*machine.ServiceStart{{Resp: fmt.Sprintf("Service %q started", req.GetId())}}}, nil
@@ -62,7 +60,7 @@ func (s *Server) ServiceStart(ctx context.Context, req *machine.ServiceStartRequ
 // ServiceStop stops a service that allows it.
 func (s *Server) ServiceStop(ctx context.Context, req *machine.ServiceStopRequest) (*machine.ServiceStopResponse, error) {
 	if _, err := s.serviceAction(ctx, req.GetId(), system.ActionStop); err != nil {
-		return nil, err
+		return nil, s.toStatus("ServiceStop", err)
 	}
 
 	return &machine.ServiceStopResponse{Messages: []*machine.ServiceStop{{Resp: fmt.Sprintf("Service %q stopped", req.GetId())}}}, nil
@@ -74,7 +72,7 @@ func (s *Server) ServiceStop(ctx context.Context, req *machine.ServiceStopReques
 func (s *Server) ServiceRestart(ctx context.Context, req *machine.ServiceRestartRequest) (*machine.ServiceRestartResponse, error) {
 	later, err := s.serviceAction(ctx, req.GetId(), system.ActionRestart)
 	if err != nil {
-		return nil, err
+		return nil, s.toStatus("ServiceRestart", err)
 	}
 
 	msg := fmt.Sprintf("Service %q restarted", req.GetId())
@@ -87,13 +85,8 @@ func (s *Server) ServiceRestart(ctx context.Context, req *machine.ServiceRestart
 
 func (s *Server) serviceAction(ctx context.Context, id string, action system.Action) (later bool, err error) {
 	if id == "" {
-		return false, status.Error(codes.InvalidArgument, "service id is required")
+		return false, refuse(ErrBadRequest, "service id is required")
 	}
 
-	later, err = s.cfg.Services.API(ctx, id, action)
-	if err != nil {
-		return false, serviceError(err)
-	}
-
-	return later, nil
+	return s.cfg.Services.API(ctx, id, action)
 }

@@ -8,8 +8,6 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/api/common"
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
@@ -24,12 +22,12 @@ const eventTypePrefix = "talos/runtime/"
 func (s *Server) Logs(req *machine.LogsRequest, stream grpc.ServerStreamingServer[common.Data]) error {
 	l, ok := s.cfg.Logs.ServiceLog(req.GetId())
 	if !ok {
-		return status.Errorf(codes.NotFound, "no log for %q", req.GetId())
+		return s.toStatus("Logs", refusef(ErrNotFound, "no log for %q", req.GetId()))
 	}
 
 	from, to, err := l.Tail(int(req.GetTailLines()))
 	if err != nil {
-		return s.internal("Logs", err)
+		return s.toStatus("Logs", err)
 	}
 
 	send := func(b []byte) error { return stream.Send(&common.Data{Bytes: b}) }
@@ -44,11 +42,7 @@ func (s *Server) Logs(req *machine.LogsRequest, stream grpc.ServerStreamingServe
 		return nil
 	}
 
-	if err != nil && status.Code(err) == codes.Unknown {
-		return s.internal("Logs", err)
-	}
-
-	return err
+	return s.toStatus("Logs", err)
 }
 
 // Events streams node events: first an empty event (newer Talos clients
@@ -66,7 +60,7 @@ func (s *Server) Events(req *machine.EventsRequest, stream grpc.ServerStreamingS
 	case req.GetTailId() != "":
 		seq, err := strconv.ParseUint(req.GetTailId(), 10, 64)
 		if err != nil {
-			return status.Errorf(codes.InvalidArgument, "tail_id %q is not an event id", req.GetTailId())
+			return s.toStatus("Events", refusef(ErrBadRequest, "tail_id %q is not an event id", req.GetTailId()))
 		}
 
 		from = seq + 1
@@ -87,7 +81,7 @@ func (s *Server) follow(req *machine.EventsRequest, stream grpc.ServerStreamingS
 
 		switch {
 		case errors.Is(err, events.ErrLagged):
-			return status.Error(codes.DataLoss, err.Error())
+			return s.toStatus("Events", err)
 		case err != nil:
 			return nil // the caller went away
 		}
@@ -98,7 +92,7 @@ func (s *Server) follow(req *machine.EventsRequest, stream grpc.ServerStreamingS
 
 		msg, err := encodeEvent(ev)
 		if err != nil {
-			return s.internal("Events", err)
+			return s.toStatus("Events", err)
 		}
 
 		if err := stream.Send(msg); err != nil {

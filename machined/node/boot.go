@@ -18,6 +18,7 @@ import (
 	"github.com/aegis-os/aegis/api/node"
 	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/internal/daemonflag"
+	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/machined/etcd"
 	"github.com/aegis-os/aegis/machined/system"
 	"github.com/aegis-os/aegis/machined/timesync"
@@ -67,7 +68,7 @@ func (n *Node) boot(ctx context.Context, actor string, bg *sync.WaitGroup) {
 		{"services", n.phaseServices},
 	} {
 		n.bus.Publish(&machine.PhaseEvent{Phase: p.name, Action: machine.PhaseEvent_START}, actor)
-		n.log.Info("boot phase", slog.String("phase", p.name))
+		n.log.Info("boot phase", slog.String(logkey.Phase, p.name))
 
 		err := p.run(ctx, b, bg)
 
@@ -75,7 +76,7 @@ func (n *Node) boot(ctx context.Context, actor string, bg *sync.WaitGroup) {
 
 		if err != nil {
 			if ctx.Err() == nil {
-				n.log.Error("boot failed", slog.String("phase", p.name), slog.String("error", err.Error()))
+				n.log.Error("boot failed", slog.String(logkey.Phase, p.name), slog.String(logkey.Error, err.Error()))
 			}
 
 			n.bus.Publish(&machine.SequenceEvent{Sequence: "boot", Action: machine.SequenceEvent_STOP, Error: &common.Error{

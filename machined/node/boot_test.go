@@ -14,12 +14,12 @@ import (
 
 	"github.com/beevik/ntp"
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/internal/logtest"
+	"github.com/aegis-os/aegis/machined/certapi"
 	"github.com/aegis-os/aegis/machined/system"
 	"github.com/aegis-os/aegis/machined/system/runner"
 	"github.com/aegis-os/aegis/machined/timesync"
@@ -261,7 +261,7 @@ func TestBootWithHeldCertificatesServesBeforeTimeSync(t *testing.T) {
 		t.Fatalf("server certificate %s in use, want the held %s", got, held)
 	}
 
-	if len(h.log.Find(t, "waiting for time sync", logBefore, "renewing node certificates")) != 1 {
+	if len(h.log.Find(t, "waiting for time sync", logkey.Before, "renewing node certificates")) != 1 {
 		t.Fatalf("no log of the wait:\n%s", h.log.String())
 	}
 
@@ -297,7 +297,9 @@ func TestBootWithoutCertificatesWaitsForTimeSync(t *testing.T) {
 		t.Fatalf("certificates service: %s %q", st, msg)
 	}
 
-	waits := func() int { return len(h.log.Find(t, "waiting for time sync", logBefore, "issuing node certificates")) }
+	waits := func() int {
+		return len(h.log.Find(t, "waiting for time sync", logkey.Before, "issuing node certificates"))
+	}
 	if waits() != 1 {
 		t.Fatalf("no log of the wait:\n%s", h.log.String())
 	}
@@ -318,7 +320,7 @@ func TestBootWithoutCertificatesWaitsForTimeSync(t *testing.T) {
 		t.Fatalf("etcd certificates issued before time sync: %v", found)
 	}
 
-	if _, _, err := (clientIssuer{h.n}).ClientIssuer(); status.Code(err) != codes.FailedPrecondition {
+	if _, _, err := (clientIssuer{h.n}).ClientIssuer(); !errors.Is(err, certapi.ErrTimeNotSynced) {
 		t.Fatalf("client certificates before time sync: %v", err)
 	}
 

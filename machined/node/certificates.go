@@ -15,6 +15,7 @@ import (
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/machined/resources"
 	"github.com/aegis-os/aegis/trustd/join"
 )
@@ -146,7 +147,7 @@ func (c *certController) join(ctx context.Context) ([]func(context.Context) erro
 
 			merged, ignored := mergeCAs(c.cfg.AcceptedCAs(), res.CAs)
 			for _, subject := range ignored {
-				c.log.Warn("CA in trustd's reply ignored: no CA the node trusts signed it", slog.String("ca", subject))
+				c.log.Warn("CA in trustd's reply ignored: no CA the node trusts signed it", slog.String(logkey.CA, subject))
 			}
 
 			// The config's CAs and those trustd accepts now that one of
@@ -157,7 +158,7 @@ func (c *certController) join(ctx context.Context) ([]func(context.Context) erro
 				r.AcceptedCas = merged
 			})
 
-			c.log.Info("joined through trustd", slog.String("endpoint", res.Endpoint), slog.Time(logNotAfter, res.Certificate.NotAfter))
+			c.log.Info("joined through trustd", slog.String(logkey.Endpoint, res.Endpoint), slog.Time(logkey.NotAfter, res.Certificate.NotAfter))
 
 			return res.Certificate, nil
 		}

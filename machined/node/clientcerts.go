@@ -1,11 +1,7 @@
 package node
 
 import (
-	"errors"
 	"time"
-
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/aegis-os/aegis/authz/role"
 	"github.com/aegis-os/aegis/ca"
@@ -17,14 +13,10 @@ import (
 // boot's config; only control planes hold its key.
 type clientIssuer struct{ n *Node }
 
-// errClockNotSynced refuses to issue while the node's clock is not synced:
-// the API serves before the sync (see boot), but a certificate dated by an
-// untrusted clock could be valid when it should not be.
-var errClockNotSynced = status.Error(codes.FailedPrecondition,
-	"time not synced: this node issues certificates only once its clock is synced with its NTP servers")
-
 // ClientIssuer returns an issuer of the OS CA and the accepted CAs,
-// certapi.ErrNoCA on a worker, or errClockNotSynced.
+// certapi.ErrNoCA on a worker, or certapi.ErrTimeNotSynced: the API serves
+// before the clock is synced (see boot), but issues nothing until then.
+// The API servers map these errors to the codes callers see.
 func (c clientIssuer) ClientIssuer() (*ca.Issuer, []byte, error) {
 	machine := c.n.current()
 	if machine.OSCA() == nil {
@@ -32,7 +24,7 @@ func (c clientIssuer) ClientIssuer() (*ca.Issuer, []byte, error) {
 	}
 
 	if b := c.n.currentBoot(); b == nil || b.time == nil || !b.time.Synced() {
-		return nil, nil, errClockNotSynced
+		return nil, nil, certapi.ErrTimeNotSynced
 	}
 
 	iss, err := ca.NewIssuer(ca.IssuerConfig{CA: machine.OSCA(), Clock: c.n.clock})
@@ -47,10 +39,6 @@ func (c clientIssuer) ClientIssuer() (*ca.Issuer, []byte, error) {
 // and wraps it in a client config naming the node's addresses.
 func (c clientIssuer) IssueClientConfig(roles role.Set, ttl time.Duration) (caPEM, crt, key, cfg []byte, err error) {
 	iss, caPEM, err := c.ClientIssuer()
-	if errors.Is(err, certapi.ErrNoCA) {
-		return nil, nil, nil, nil, status.Error(codes.FailedPrecondition, "client configurations are issued by control-plane nodes only")
-	}
-
 	if err != nil {
 		return nil, nil, nil, nil, err
 	}

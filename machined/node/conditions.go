@@ -7,15 +7,9 @@ import (
 
 	"github.com/aegis-os/aegis/api/node"
 	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/machined/resources"
 	"github.com/aegis-os/aegis/machined/timesync"
-)
-
-// Log field names of the conditions.
-const (
-	logServers   = "servers"
-	logBefore    = "before"
-	logLastError = "last_error"
 )
 
 // timeSynced is the condition "time synced": it holds once the boot's time
@@ -60,14 +54,14 @@ func (c *timeSynced) Wait(ctx context.Context) error {
 	for {
 		changed := c.svc.Changed()
 		if c.svc.Synced() {
-			c.log.Info("time synced: going on", slog.String(logBefore, c.before))
+			c.log.Info("time synced: going on", slog.String(logkey.Before, c.before))
 
 			return nil
 		}
 
-		attrs := []slog.Attr{slog.Any(logServers, c.servers), slog.String(logBefore, c.before)}
+		attrs := []slog.Attr{slog.Any(logkey.Servers, c.servers), slog.String(logkey.Before, c.before)}
 		if err := c.svc.Status().LastError; err != nil {
-			attrs = append(attrs, slog.String(logLastError, err.Error()))
+			attrs = append(attrs, slog.String(logkey.LastError, err.Error()))
 		}
 
 		c.log.LogAttrs(ctx, level, "waiting for time sync", attrs...)

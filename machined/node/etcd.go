@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"sync"
 
+	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/machined/etcd"
 	"github.com/aegis-os/aegis/machined/machineapi"
 	"github.com/aegis-os/aegis/machined/system"
@@ -61,7 +62,7 @@ func (n *Node) setUpEtcd(ctx context.Context, b *bootState, bg *sync.WaitGroup) 
 
 		loops, err := e.IssueCertificates()
 		if err != nil {
-			n.log.Error("etcd certificates not issued; etcd waits for them", slog.String(logError, err.Error()))
+			n.log.Error("etcd certificates not issued; etcd waits for them", slog.String(logkey.Error, err.Error()))
 
 			return
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/aegis-os/aegis/authz/role"
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/internal/atomicfile"
+	"github.com/aegis-os/aegis/internal/logkey"
 )
 
 // certKind is one of the node's own certificates: what it is for, where it
@@ -40,14 +41,6 @@ var (
 		get: (*node.Resources).GetImpersonator,
 		set: func(r *node.Resources, kp *node.KeyPair) { r.Impersonator = kp },
 	}
-)
-
-// Log field names of the node's certificates.
-const (
-	logKind     = "kind"
-	logNotAfter = "not_after"
-	logReason   = "reason"
-	logError    = "error"
 )
 
 // usableHeld decides whether a certificate the node already holds may be
@@ -113,11 +106,11 @@ func (c *certController) loadHeld() {
 
 		switch {
 		case err == nil:
-			c.log.Info("using held node certificate", slog.String(logKind, kind.name), slog.Time(logNotAfter, cert.NotAfter))
+			c.log.Info("using held node certificate", slog.String(logkey.Kind, kind.name), slog.Time(logkey.NotAfter, cert.NotAfter))
 		case errors.Is(err, fs.ErrNotExist):
 			kp = nil
 		default:
-			c.log.Warn("held node certificate not used", slog.String(logKind, kind.name), slog.String(logReason, err.Error()))
+			c.log.Warn("held node certificate not used", slog.String(logkey.Kind, kind.name), slog.String(logkey.Reason, err.Error()))
 
 			kp = nil
 		}
@@ -155,7 +148,7 @@ func (c *certController) keep(kind certKind, kp *node.KeyPair) {
 	}
 
 	if err != nil {
-		c.log.Error("keeping the node certificate", slog.String(logKind, kind.name), slog.String(logError, err.Error()))
+		c.log.Error("keeping the node certificate", slog.String(logkey.Kind, kind.name), slog.String(logkey.Error, err.Error()))
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/machined/etcd"
 	"github.com/aegis-os/aegis/machined/resources"
 	"github.com/aegis-os/aegis/machined/system"
@@ -53,7 +54,8 @@ type Config struct {
 	// Zero means NodeCertTTL; it must lie within trustd's bounds
 	// (trustd.MinCertTTL to trustd.MaxCertTTL).
 	NodeCertTTL time.Duration
-	Logger      *slog.Logger
+	// Logger receives machined's own records. Nil discards.
+	Logger *slog.Logger
 	// LogLevel is passed on to apid and trustd as --log-level, so they log
 	// as machined does; zero is info.
 	LogLevel slog.Level
@@ -103,7 +105,7 @@ func New(cfg Config) (*Node, error) {
 	}
 
 	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 
 	bus := events.NewBus(system.DefaultBusSize, cfg.Clock)
@@ -202,7 +204,7 @@ func (n *Node) stopServices(shutdown bool) {
 	defer cancel()
 
 	if err := n.services.Stop(ctx); err != nil {
-		n.log.Error("stopping services", slog.String("error", err.Error()))
+		n.log.Error("stopping services", slog.String(logkey.Error, err.Error()))
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/aegis-os/aegis/api/tokens"
 	"github.com/aegis-os/aegis/authz"
 	"github.com/aegis-os/aegis/internal/grpcopt"
+	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/internal/unixsock"
 	"github.com/aegis-os/aegis/machined/certapi"
 	"github.com/aegis-os/aegis/machined/machineapi"
@@ -88,7 +89,7 @@ func (s *sockets) serve(g *grpc.Server, lis net.Listener, log *slog.Logger) {
 
 	go func() {
 		if err := g.Serve(lis); err != nil {
-			log.Error("socket server ended", slog.String("socket", lis.Addr().String()), slog.String("error", err.Error()))
+			log.Error("socket server ended", slog.String(logkey.Socket, lis.Addr().String()), slog.String(logkey.Error, err.Error()))
 		}
 	}()
 }

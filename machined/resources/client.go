@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/aegis-os/aegis/api/node"
+	"github.com/aegis-os/aegis/internal/logkey"
 )
 
 // reconnectDelay bounds how long a service waits before it asks machined
@@ -39,7 +40,7 @@ func Watch(ctx context.Context, conn *grpc.ClientConn, log *slog.Logger, apply f
 			return
 		}
 
-		log.Warn("node resources stream ended, reconnecting", slog.String("error", fmt.Sprint(err)))
+		log.Warn("node resources stream ended, reconnecting", slog.String(logkey.Error, fmt.Sprint(err)))
 
 		select {
 		case <-ctx.Done():
@@ -61,7 +62,7 @@ func watchOnce(ctx context.Context, client node.NodeServiceClient, log *slog.Log
 		}
 
 		if err := apply(res); err != nil {
-			log.Warn("node resources not applied", slog.String("error", err.Error()))
+			log.Warn("node resources not applied", slog.String(logkey.Error, err.Error()))
 		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/aegis-os/aegis/api/node"
+	"github.com/aegis-os/aegis/internal/logkey"
 )
 
 // Store holds the current resources of the node and tells watchers when they
@@ -120,7 +121,7 @@ func (s *Server) Watch(_ *node.WatchRequest, stream grpc.ServerStreamingServer[n
 func DenyOthers(socket string, log *slog.Logger) grpc.ServerOption {
 	return grpc.UnknownServiceHandler(func(_ any, stream grpc.ServerStream) error {
 		method, _ := grpc.MethodFromServerStream(stream)
-		log.Warn("denied request on service socket", slog.String("socket", socket), slog.String("method", method))
+		log.Warn("denied request on service socket", slog.String(logkey.Socket, socket), slog.String(logkey.Method, method))
 
 		return status.Errorf(codes.PermissionDenied, "%s is not available on this socket", method)
 	})

@@ -11,6 +11,7 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/machined/system/health"
 	"github.com/aegis-os/aegis/machined/system/runner"
 )
@@ -121,7 +122,7 @@ func (i *instance) lifecycle(ctx context.Context) (State, string) {
 	if p, ok := i.svc.(PostStopper); ok {
 		pctx, cancel := context.WithTimeout(context.Background(), postStopTimeout)
 		if perr := p.PostStop(pctx); perr != nil {
-			i.m.log.Warn("post-stop step failed", slog.String("service", i.svc.ID()), slog.String("error", perr.Error()))
+			i.m.log.Warn("post-stop step failed", slog.String(logkey.ServiceID, i.svc.ID()), slog.String(logkey.Error, perr.Error()))
 		}
 
 		cancel()
@@ -213,7 +214,7 @@ func (i *instance) record(state State, msg string) {
 	ev := i.eventLocked()
 	i.mu.Unlock()
 
-	i.m.log.Info("service state", slog.String("service", i.svc.ID()), slog.String("state", state.String()), slog.String("message", msg))
+	i.m.log.Info("service state", slog.String(logkey.ServiceID, i.svc.ID()), slog.String(logkey.State, state.String()), slog.String(logkey.Message, msg))
 	i.m.bus.Publish(ev, "")
 	i.m.broadcast()
 }
@@ -226,7 +227,7 @@ func (i *instance) setHealth(s health.Status, publish bool) {
 	i.mu.Unlock()
 
 	if publish {
-		i.m.log.Info("service health", slog.String("service", i.svc.ID()), slog.Bool("healthy", s.Healthy), slog.String("message", s.LastMessage))
+		i.m.log.Info("service health", slog.String(logkey.ServiceID, i.svc.ID()), slog.Bool(logkey.Healthy, s.Healthy), slog.String(logkey.Message, s.LastMessage))
 		i.m.bus.Publish(ev, "")
 	}
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/machined/system/events"
 	"github.com/aegis-os/aegis/machined/system/health"
 )
@@ -233,7 +234,7 @@ func (m *Manager) API(ctx context.Context, id string, action Action) (later bool
 
 		go func() {
 			if err := m.Restart(ctx, id); err != nil {
-				m.log.Error("restart requested through the API", slog.String("service", id), slog.String("error", err.Error()))
+				m.log.Error("restart requested through the API", slog.String(logkey.ServiceID, id), slog.String(logkey.Error, err.Error()))
 			}
 
 			m.mu.Lock()

@@ -8,15 +8,8 @@ import (
 	"time"
 
 	"github.com/beevik/ntp"
-)
 
-// Log field names of the package.
-const (
-	logServer = "server"
-	logOffset = "offset"
-	logRTT    = "rtt"
-	logMax    = "max_offset"
-	logError  = "error"
+	"github.com/aegis-os/aegis/internal/logkey"
 )
 
 // errOutOfBounds marks a valid reply that shows the clock too far off.
@@ -46,7 +39,7 @@ func (s *Service) round(ctx context.Context) bool {
 
 	err := errors.Join(errs...)
 	s.record(Status{Synced: s.gate.Synced(), LastError: err})
-	s.cfg.Logger.Warn("no NTP server gave a valid reply", slog.String(logError, err.Error()))
+	s.cfg.Logger.Warn("no NTP server gave a valid reply", slog.String(logkey.Error, err.Error()))
 
 	return false
 }
@@ -89,8 +82,8 @@ func (s *Service) decide(server string, resp *ntp.Response) bool {
 	s.record(st)
 
 	attrs := []any{
-		slog.String(logServer, server), slog.Duration(logOffset, resp.ClockOffset),
-		slog.Duration(logRTT, resp.RTT), slog.Duration(logMax, s.cfg.MaxOffset),
+		slog.String(logkey.Server, server), slog.Duration(logkey.Offset, resp.ClockOffset),
+		slog.Duration(logkey.RTT, resp.RTT), slog.Duration(logkey.MaxOffset, s.cfg.MaxOffset),
 	}
 
 	if s.gate.Set(within) {

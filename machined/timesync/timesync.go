@@ -48,7 +48,7 @@ type Config struct {
 	Clock clock.Clock
 	// Rand jitters the waits between rounds. Nil means crypto/rand.
 	Rand io.Reader
-	// Logger receives gate changes and failed rounds. Nil means slog.Default().
+	// Logger receives gate changes and failed rounds. Nil discards.
 	Logger *slog.Logger
 }
 
@@ -123,7 +123,7 @@ func setDefaults(cfg *Config) {
 	}
 
 	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 }
 

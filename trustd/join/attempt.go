@@ -16,6 +16,7 @@ import (
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/internal/backoff"
 	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/internal/logkey"
 )
 
 // ErrRefused wraps a refusal no other endpoint would answer differently: the
@@ -57,8 +58,8 @@ func (c *Client) Join(ctx context.Context) (*Result, error) {
 
 		wait := retry.Next()
 		c.cfg.Logger.Warn("join attempt failed",
-			slog.String(logEndpoint, endpoint), slog.Int(logAttempt, attempt),
-			slog.Duration(logRetryIn, wait), slog.String(logError, err.Error()))
+			slog.String(logkey.Endpoint, endpoint), slog.Int(logkey.Attempt, attempt),
+			slog.Duration(logkey.RetryIn, wait), slog.String(logkey.Error, err.Error()))
 
 		if serr := c.sleep(ctx, wait); serr != nil {
 			return nil, fmt.Errorf("join: giving up: %w (last attempt: %w)", serr, err)

@@ -34,14 +34,6 @@ const (
 	DefaultCallTimeout = 30 * time.Second
 )
 
-// Log field names of the package.
-const (
-	logEndpoint = "endpoint"
-	logAttempt  = "attempt"
-	logRetryIn  = "retry_in"
-	logError    = "error"
-)
-
 // Transport asks one trustd endpoint ("host:port") to sign csrPEM.
 type Transport interface {
 	Certificate(ctx context.Context, endpoint string, tok token.Token, csrPEM []byte) (caPEM, crtPEM []byte, err error)
@@ -82,7 +74,7 @@ type Config struct {
 	// Rand draws the jitter. Nil means crypto/rand. Keys always come from
 	// crypto/rand.
 	Rand io.Reader
-	// Logger receives failed attempts. Nil means slog.Default().
+	// Logger receives failed attempts. Nil discards.
 	Logger *slog.Logger
 }
 
@@ -164,7 +156,7 @@ func setDefaults(cfg *Config) {
 	}
 
 	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 }
 

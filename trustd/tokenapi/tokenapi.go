@@ -22,18 +22,10 @@ import (
 
 	"github.com/aegis-os/aegis/api/tokens"
 	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/trustd/sanpolicy"
 	"github.com/aegis-os/aegis/trustd/token"
 	"github.com/aegis-os/aegis/trustd/tokenstore"
-)
-
-// Log field names of the package.
-const (
-	LogTokenID     = "token_id"
-	LogExpires     = "expires"
-	LogMaxUses     = "max_uses"
-	LogAllowedSANs = "allowed_sans"
-	LogError       = "error"
 )
 
 // Config configures a Service. Store is required; the rest may be zero.
@@ -48,7 +40,7 @@ type Config struct {
 	// Rand draws tokens and salts. Nil means crypto/rand.
 	Rand io.Reader
 	// Logger receives a record of every token created or revoked (never a
-	// secret) and store failures. Nil means slog.Default().
+	// secret) and store failures. Nil discards.
 	Logger *slog.Logger
 }
 
@@ -90,7 +82,7 @@ func New(cfg Config) (*Service, error) {
 	}
 
 	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 
 	return &Service{cfg: cfg}, nil
@@ -109,7 +101,7 @@ func (s *Service) Create(ctx context.Context, req *tokens.CreateRequest) (*token
 	// Pruning keeps ended tokens from filling the store; it failing must
 	// not stop a new token, so it is only logged.
 	if _, err = s.cfg.Store.Prune(ctx, now.Add(-s.cfg.Retention)); err != nil {
-		s.cfg.Logger.Warn("pruning ended tokens failed", slog.String(LogError, err.Error()))
+		s.cfg.Logger.Warn("pruning ended tokens failed", slog.String(logkey.Error, err.Error()))
 	}
 
 	tok, rec, err := s.store(ctx, rec)
@@ -118,8 +110,8 @@ func (s *Service) Create(ctx context.Context, req *tokens.CreateRequest) (*token
 	}
 
 	s.cfg.Logger.Info("token created",
-		slog.String(LogTokenID, rec.ID), slog.Time(LogExpires, rec.Expires),
-		slog.Any(LogMaxUses, rec.MaxUses), slog.Any(LogAllowedSANs, rec.AllowedSANs))
+		slog.String(logkey.TokenID, rec.ID), slog.Time(logkey.Expires, rec.Expires),
+		slog.Any(logkey.MaxUses, rec.MaxUses), slog.Any(logkey.AllowedSANs, rec.AllowedSANs))
 
 	return &tokens.CreateResponse{Messages: []*tokens.Created{{Token: tok.Reveal(), Info: toProto(rec)}}}, nil
 }
@@ -232,7 +224,7 @@ func (s *Service) Revoke(ctx context.Context, req *tokens.RevokeRequest) (*token
 		return nil, s.storeError(err)
 	}
 
-	s.cfg.Logger.Info("token revoked", slog.String(LogTokenID, id))
+	s.cfg.Logger.Info("token revoked", slog.String(logkey.TokenID, id))
 
 	return &tokens.RevokeResponse{Messages: []*tokens.Revoked{{Info: toProto(rec)}}}, nil
 }
@@ -246,11 +238,11 @@ func (s *Service) storeError(err error) error {
 	case errors.Is(err, tokenstore.ErrFull):
 		return status.Error(codes.ResourceExhausted, err.Error())
 	case errors.Is(err, tokenstore.ErrUnavailable):
-		s.cfg.Logger.Warn("token store unavailable", slog.String(LogError, err.Error()))
+		s.cfg.Logger.Warn("token store unavailable", slog.String(logkey.Error, err.Error()))
 
 		return status.Error(codes.Unavailable, tokenstore.ErrUnavailable.Error())
 	default:
-		s.cfg.Logger.Error("token store failed", slog.String(LogError, err.Error()))
+		s.cfg.Logger.Error("token store failed", slog.String(logkey.Error, err.Error()))
 
 		return status.Error(codes.Internal, "tokenapi: token store failed")
 	}

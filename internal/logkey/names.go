@@ -1,0 +1,154 @@
+// Package logkey names the fields of every Aegis log record, in one place,
+// so that one process never writes the same thing under two names and a
+// log query written for one component works for the others.
+//
+// The gRPC names are go-grpc-middleware's, whose logging interceptor
+// writes the request line of apid: the records Aegis writes itself use the
+// same ones.
+package logkey
+
+// Fields of a gRPC call.
+const (
+	// Service is the called gRPC service.
+	Service = "grpc.service"
+	// Method is the called gRPC method.
+	Method = "grpc.method"
+	// Code is the gRPC status code of a call.
+	Code = "grpc.code"
+	// Duration is a call's duration in milliseconds.
+	Duration = "grpc.time_ms"
+	// Peer is the caller's network address.
+	Peer = "peer.address"
+	// RequestID is the random ID of a request: the reference an Internal
+	// answer carries instead of its cause, in the one log line that has
+	// the cause too.
+	RequestID = "request_id"
+)
+
+// Fields of a caller's identity and its authorization.
+const (
+	// Roles is the caller's roles, comma-separated.
+	Roles = "roles"
+	// Allowed is the roles that would have allowed a denied call.
+	Allowed = "allowed"
+	// UnknownRoles is role names ignored because nobody knows them.
+	UnknownRoles = "unknown_roles"
+	// Subject is a client certificate's subject.
+	Subject = "subject"
+	// Impersonated says whether the roles were passed on by another node.
+	Impersonated = "impersonated"
+)
+
+// General fields.
+const (
+	// Error is an error's text.
+	Error = "error"
+	// Stack is a goroutine's stack, logged with a recovered panic.
+	Stack = "stack"
+	// Node is a target node of a routed call.
+	Node = "node"
+	// Address is a listening address.
+	Address = "address"
+	// Socket is a Unix socket's path.
+	Socket = "socket"
+	// Endpoint is a remote endpoint dialed.
+	Endpoint = "endpoint"
+	// Paths is the files a watcher reads.
+	Paths = "paths"
+	// CA is a certificate authority's subject.
+	CA = "ca"
+	// Log names the stream a record belongs to ("audit").
+	Log = "log"
+)
+
+// Fields of certificates, tokens and their audit records.
+const (
+	// Decision is an audit record's outcome: "issued" or "refused".
+	Decision = "decision"
+	// TokenID is a bootstrap token's public ID (never its secret).
+	TokenID = "token_id"
+	// Source is the address a request came from.
+	Source = "source"
+	// CommonName is a certificate's common name.
+	CommonName = "common_name"
+	// SANs is a certificate's subject alternative names.
+	SANs = "sans"
+	// Serial is a certificate's serial number, in hex.
+	Serial = "serial"
+	// NotAfter is the end of a certificate's validity.
+	NotAfter = "not_after"
+	// TTL is a certificate's lifetime.
+	TTL = "ttl"
+	// Reason is why a request was refused, as the caller read it.
+	Reason = "reason"
+	// RefusalCode is the gRPC code of a refusal, in audit records.
+	RefusalCode = "code"
+	// AskingSerial and AskingCommonName are the certificate a renewal
+	// was asked with.
+	AskingSerial     = "asking_serial"
+	AskingCommonName = "asking_common_name"
+	// Expires is a token's expiry.
+	Expires = "expires"
+	// MaxUses is how many times a token may be used.
+	MaxUses = "max_uses"
+	// AllowedSANs is the SANs a token may obtain.
+	AllowedSANs = "allowed_sans"
+	// Kind is the kind of a held certificate.
+	Kind = "kind"
+)
+
+// Fields of retries, limits and refusal summaries.
+const (
+	// Attempt is the number of an attempt.
+	Attempt = "attempt"
+	// RetryIn is the wait before the next attempt.
+	RetryIn = "retry_in"
+	// Refused is how many connections were refused.
+	Refused = "refused"
+	// Listener is the listener a limit applies to.
+	Listener = "listener"
+	// Count is how many refusals a summary covers.
+	Count = "count"
+	// Kinds is the kinds of refusal a summary covers.
+	Kinds = "kinds"
+	// Since is the start of a summary's period.
+	Since = "since"
+	// Listen is the address a daemon listens on.
+	Listen = "listen"
+	// Forwarding says whether apid forwards calls to other nodes.
+	Forwarding = "forwarding"
+	// Grace is a shutdown's grace period.
+	Grace = "grace"
+)
+
+// Fields of time synchronisation.
+const (
+	// Server is an NTP server.
+	Server = "server"
+	// Servers is the NTP servers.
+	Servers = "servers"
+	// Offset is the clock's offset from a server.
+	Offset = "offset"
+	// RTT is a round trip's duration.
+	RTT = "rtt"
+	// MaxOffset is the largest offset accepted.
+	MaxOffset = "max_offset"
+	// Before is a deadline.
+	Before = "before"
+	// LastError is the last error of a repeated attempt.
+	LastError = "last_error"
+)
+
+// Fields of machined's boot and services.
+const (
+	// Phase is a boot phase.
+	Phase = "phase"
+	// ServiceID is a machined service's ID (not a gRPC service).
+	ServiceID = "service"
+	// State is a service's state.
+	State = "state"
+	// Message is a service's state or health message.
+	Message = "message"
+	// Healthy is a service's health.
+	Healthy = "healthy"
+)
