@@ -1,18 +1,11 @@
 package apid
 
 import (
-	"context"
-	"fmt"
-	"log/slog"
-	"runtime/debug"
-
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
-	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/aegis-os/aegis/authz"
+	"github.com/aegis-os/aegis/internal/grpcrecover"
 )
 
 // interceptors is apid's chain, outermost first: panic recovery, the
@@ -20,7 +13,9 @@ import (
 // role injection, authorization). Streams get the same chain as unary
 // calls; apid itself serves only streams (see handle).
 func (s *Server) interceptors(rules authz.Rules) ([]grpc.UnaryServerInterceptor, []grpc.StreamServerInterceptor) {
-	recoverOpt := recovery.WithRecoveryHandlerContext(s.recovered)
+	// A panic answers Internal with a reference that is also in the log
+	// line with the stack; the caller learns nothing of apid's insides.
+	recovered := grpcrecover.New(grpcrecover.Config{Component: "apid", Logger: s.log, Rand: s.rand})
 	logOpts := []logging.Option{
 		logging.WithLogOnEvents(logging.FinishCall),
 		logging.WithDisableLoggingFields(logging.SystemTag[0], logging.ComponentFieldKey, logging.MethodTypeFieldKey),
@@ -31,14 +26,14 @@ func (s *Server) interceptors(rules authz.Rules) ([]grpc.UnaryServerInterceptor,
 	logger := grpcLogger(s.log)
 
 	unary := []grpc.UnaryServerInterceptor{
-		recovery.UnaryServerInterceptor(recoverOpt),
+		recovered.Unary(),
 		logging.UnaryServerInterceptor(logger, logOpts...),
 		authn.UnaryServerInterceptor(),
 		inject.UnaryServerInterceptor(),
 		authorize.UnaryServerInterceptor(),
 	}
 	stream := []grpc.StreamServerInterceptor{
-		recovery.StreamServerInterceptor(recoverOpt),
+		recovered.Stream(),
 		logging.StreamServerInterceptor(logger, logOpts...),
 		authn.StreamServerInterceptor(),
 		inject.StreamServerInterceptor(),
@@ -46,13 +41,4 @@ func (s *Server) interceptors(rules authz.Rules) ([]grpc.UnaryServerInterceptor,
 	}
 
 	return unary, stream
-}
-
-// recovered logs a panic with its stack and answers Internal; the caller
-// learns nothing about apid's insides.
-func (s *Server) recovered(ctx context.Context, p any) error {
-	s.log.ErrorContext(ctx, "panic serving a call", slog.String(FieldError, fmt.Sprint(p)),
-		slog.String(FieldStack, string(debug.Stack())))
-
-	return status.Error(codes.Internal, "apid: internal error")
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/aegis-os/aegis/api/tokens"
 	"github.com/aegis-os/aegis/authz"
 	"github.com/aegis-os/aegis/internal/grpcopt"
+	"github.com/aegis-os/aegis/internal/grpcrecover"
 	"github.com/aegis-os/aegis/internal/unixsock"
 	"github.com/aegis-os/aegis/machined/certapi"
 	"github.com/aegis-os/aegis/machined/machineapi"
@@ -38,14 +39,7 @@ func (n *Node) listen() (*sockets, error) {
 
 	s.closers = append(s.closers, tokenProxy.close)
 
-	injector := authz.NewInjector(authz.InjectorConfig{Mode: authz.FromTrustedMetadata, Logger: n.log})
-	authorizer := authz.NewAuthorizer(authz.AuthorizerConfig{Logger: n.log})
-
-	api := grpc.NewServer(append(machineapi.NewAdmission(machineapi.MaxCalls).ServerOptions(),
-		grpcopt.StreamWorkers(),
-		grpc.ChainUnaryInterceptor(injector.UnaryServerInterceptor(), authorizer.UnaryServerInterceptor()),
-		grpc.ChainStreamInterceptor(injector.StreamServerInterceptor(), authorizer.StreamServerInterceptor()),
-	)...)
+	api := newAPIServer(n.log)
 
 	machineapi.New(machineapi.Config{
 		Hostname: func() string { res, _ := n.store.Current(); return res.GetHostname() },
@@ -76,9 +70,37 @@ func (n *Node) listen() (*sockets, error) {
 	return s, nil
 }
 
+// newAPIServer is machined.sock's server, without its services: panic
+// recovery first (so it covers the authorization too), then the roles apid
+// passed and their authorization.
+func newAPIServer(log *slog.Logger) *grpc.Server {
+	injector := authz.NewInjector(authz.InjectorConfig{Mode: authz.FromTrustedMetadata, Logger: log})
+	authorizer := authz.NewAuthorizer(authz.AuthorizerConfig{Logger: log})
+	opts := append(recoveryOptions(log), machineapi.NewAdmission(machineapi.MaxCalls).ServerOptions()...)
+
+	return grpc.NewServer(append(opts,
+		grpcopt.StreamWorkers(),
+		grpc.ChainUnaryInterceptor(injector.UnaryServerInterceptor(), authorizer.UnaryServerInterceptor()),
+		grpc.ChainStreamInterceptor(injector.StreamServerInterceptor(), authorizer.StreamServerInterceptor()),
+	)...)
+}
+
+// recoveryOptions answer a panic in a handler with Internal and a
+// reference that is also in the log line with the stack; machined, which
+// runs the node, goes on serving.
+func recoveryOptions(log *slog.Logger) []grpc.ServerOption {
+	return grpcrecover.New(grpcrecover.Config{Component: "machined", Logger: log}).ServerOptions()
+}
+
 func (n *Node) resourceServer(path string, view resources.View) *grpc.Server {
-	g := grpc.NewServer(resources.DenyOthers(path, n.log), grpc.MaxConcurrentStreams(resources.MaxWatches))
-	node.RegisterNodeServiceServer(g, resources.NewServer(n.store, view))
+	return newResourceServer(path, view, n.store, n.log)
+}
+
+// newResourceServer is the server of a service's resource socket.
+func newResourceServer(path string, view resources.View, store *resources.Store, log *slog.Logger) *grpc.Server {
+	g := grpc.NewServer(append(recoveryOptions(log),
+		resources.DenyOthers(path, log), grpc.MaxConcurrentStreams(resources.MaxWatches))...)
+	node.RegisterNodeServiceServer(g, resources.NewServer(store, view))
 
 	return g
 }
