@@ -13,6 +13,8 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/aegis-os/aegis/authz"
@@ -95,6 +97,7 @@ type Server struct {
 	pools    caPoolCache
 	conns    *connlimit.Limiter
 	grpc     *grpc.Server
+	health   *health.Server // grpc.health.v1, following machined's (health.go)
 	local    *grpc.ClientConn
 	nodes    *pool
 	refusals *refusals.Aggregator
@@ -150,6 +153,8 @@ func New(cfg Config) (*Server, error) {
 		max: MaxPooledNodes, perCaller: MaxPooledNodesPerCaller, reserve: AdminPoolReserve,
 	})
 	s.grpc = s.newGRPCServer(cfg.Rules)
+	s.health = newHealth()
+	healthpb.RegisterHealthServer(s.grpc, s.health)
 
 	return s, nil
 }
@@ -217,9 +222,18 @@ func (s *Server) Serve(lis net.Listener) error {
 		s.refusals.Run(ctx)
 	}()
 
+	followed := make(chan struct{})
+
+	go func() {
+		defer close(followed)
+
+		s.followMachined(ctx)
+	}()
+
 	defer func() {
 		stop()
 		<-summarized
+		<-followed
 	}()
 
 	if err := s.grpc.Serve(s.conns.Wrap(lis)); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
@@ -238,6 +252,9 @@ func (s *Server) Serve(lis net.Listener) error {
 // follows, which never end by themselves). It then closes the connections
 // to machined and to other nodes.
 func (s *Server) Shutdown(ctx context.Context) {
+	// Probes see the node go before its connections do.
+	s.health.Shutdown()
+
 	done := make(chan struct{})
 
 	go func() {
@@ -258,6 +275,7 @@ func (s *Server) Shutdown(ctx context.Context) {
 
 // Stop closes every connection and call at once.
 func (s *Server) Stop() {
+	s.health.Shutdown()
 	s.grpc.Stop()
 	s.stopOnce.Do(func() { close(s.stopped) })
 	s.closeBackends()

@@ -6,11 +6,13 @@ import (
 
 	"github.com/aegis-os/aegis/authz"
 	"github.com/aegis-os/aegis/internal/grpcrecover"
+	"github.com/aegis-os/aegis/internal/healthprobe"
 )
 
 // interceptors is apid's chain, outermost first: panic recovery, the
 // request log line, then authz's three separate steps (authentication,
-// role injection, authorization). Streams get the same chain as unary
+// role injection, authorization); the health service skips all but the
+// first. Streams get the same chain as unary
 // calls; apid itself serves only streams (see handle).
 func (s *Server) interceptors(rules authz.Rules) ([]grpc.UnaryServerInterceptor, []grpc.StreamServerInterceptor) {
 	// A panic answers Internal with a reference that is also in the log
@@ -25,20 +27,21 @@ func (s *Server) interceptors(rules authz.Rules) ([]grpc.UnaryServerInterceptor,
 	authorize := authz.NewAuthorizer(authz.AuthorizerConfig{Rules: rules, Logger: s.log})
 	logger := grpcLogger(s.log)
 
-	unary := []grpc.UnaryServerInterceptor{
-		recovered.Unary(),
+	// Health probes come without a certificate, often every few seconds:
+	// they skip the request log and authz, and reach nothing but the
+	// health service.
+	unary := append([]grpc.UnaryServerInterceptor{recovered.Unary()}, healthprobe.Unary(
 		logging.UnaryServerInterceptor(logger, logOpts...),
 		authn.UnaryServerInterceptor(),
 		inject.UnaryServerInterceptor(),
 		authorize.UnaryServerInterceptor(),
-	}
-	stream := []grpc.StreamServerInterceptor{
-		recovered.Stream(),
+	)...)
+	stream := append([]grpc.StreamServerInterceptor{recovered.Stream()}, healthprobe.Stream(
 		logging.StreamServerInterceptor(logger, logOpts...),
 		authn.StreamServerInterceptor(),
 		inject.StreamServerInterceptor(),
 		authorize.StreamServerInterceptor(),
-	}
+	)...)
 
 	return unary, stream
 }

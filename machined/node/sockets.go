@@ -5,12 +5,14 @@ import (
 	"net"
 
 	"google.golang.org/grpc"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/aegis-os/aegis/api/node"
 	"github.com/aegis-os/aegis/api/tokens"
 	"github.com/aegis-os/aegis/authz"
 	"github.com/aegis-os/aegis/internal/grpcopt"
 	"github.com/aegis-os/aegis/internal/grpcrecover"
+	"github.com/aegis-os/aegis/internal/healthprobe"
 	"github.com/aegis-os/aegis/internal/unixsock"
 	"github.com/aegis-os/aegis/machined/certapi"
 	"github.com/aegis-os/aegis/machined/machineapi"
@@ -40,6 +42,7 @@ func (n *Node) listen() (*sockets, error) {
 	s.closers = append(s.closers, tokenProxy.close)
 
 	api := newAPIServer(n.log)
+	healthpb.RegisterHealthServer(api, n.health)
 
 	machineapi.New(machineapi.Config{
 		Hostname: func() string { res, _ := n.store.Current(); return res.GetHostname() },
@@ -72,7 +75,8 @@ func (n *Node) listen() (*sockets, error) {
 
 // newAPIServer is machined.sock's server, without its services: panic
 // recovery first (so it covers the authorization too), then the roles apid
-// passed and their authorization.
+// passed and their authorization, for every method but the health
+// service's, which apid probes without roles.
 func newAPIServer(log *slog.Logger) *grpc.Server {
 	injector := authz.NewInjector(authz.InjectorConfig{Mode: authz.FromTrustedMetadata, Logger: log})
 	authorizer := authz.NewAuthorizer(authz.AuthorizerConfig{Logger: log})
@@ -80,8 +84,8 @@ func newAPIServer(log *slog.Logger) *grpc.Server {
 
 	return grpc.NewServer(append(opts,
 		grpcopt.StreamWorkers(),
-		grpc.ChainUnaryInterceptor(injector.UnaryServerInterceptor(), authorizer.UnaryServerInterceptor()),
-		grpc.ChainStreamInterceptor(injector.StreamServerInterceptor(), authorizer.StreamServerInterceptor()),
+		grpc.ChainUnaryInterceptor(healthprobe.Unary(injector.UnaryServerInterceptor(), authorizer.UnaryServerInterceptor())...),
+		grpc.ChainStreamInterceptor(healthprobe.Stream(injector.StreamServerInterceptor(), authorizer.StreamServerInterceptor())...),
 	)...)
 }
 

@@ -8,9 +8,14 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
 
 	"github.com/aegis-os/aegis/authz"
@@ -88,4 +93,39 @@ func serveBufconn(t *testing.T, srv *grpc.Server) *grpc.ClientConn {
 	t.Cleanup(func() { _ = conn.Close() })
 
 	return conn
+}
+
+// machined.sock answers the health service without roles, from the
+// machine status, and still refuses everything else without them.
+func TestAPISocketHealthWithoutRoles(t *testing.T) {
+	srv := newAPIServer(slog.New(slog.DiscardHandler))
+	h := newHealth()
+	healthpb.RegisterHealthServer(srv, h)
+	recovertest.Register(srv)
+
+	conn := serveBufconn(t, srv)
+	client := healthpb.NewHealthClient(conn)
+
+	for _, tt := range []struct {
+		ready bool
+		want  healthpb.HealthCheckResponse_ServingStatus
+	}{
+		{ready: false, want: healthpb.HealthCheckResponse_NOT_SERVING},
+		{ready: true, want: healthpb.HealthCheckResponse_SERVING},
+		{ready: false, want: healthpb.HealthCheckResponse_NOT_SERVING},
+	} {
+		setHealth(h, tt.ready)
+
+		for _, service := range []string{"", machine.MachineService_ServiceDesc.ServiceName} {
+			resp, err := client.Check(t.Context(), &healthpb.HealthCheckRequest{Service: service})
+			if err != nil || resp.GetStatus() != tt.want {
+				t.Fatalf("ready=%v: Check(%q) = %v, %v; want %v", tt.ready, service, resp.GetStatus(), err, tt.want)
+			}
+		}
+	}
+
+	_, err := testpb.NewTestServiceClient(conn).UnaryCall(t.Context(), &testpb.SimpleRequest{})
+	if status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("a call without roles got %v, want PermissionDenied", err)
+	}
 }
