@@ -76,7 +76,8 @@ func (n *Node) listen() (*sockets, error) {
 // newAPIServer is machined.sock's server, without its services: panic
 // recovery first (so it covers the authorization too), then the roles apid
 // passed and their authorization, for every method but the health
-// service's, which apid probes without roles.
+// service's, which apid probes without roles. The credential audit
+// (audit.go) comes before authorization, so refusals are recorded too.
 func newAPIServer(log *slog.Logger) *grpc.Server {
 	injector := authz.NewInjector(authz.InjectorConfig{Mode: authz.FromTrustedMetadata, Logger: log})
 	authorizer := authz.NewAuthorizer(authz.AuthorizerConfig{Logger: log})
@@ -84,7 +85,7 @@ func newAPIServer(log *slog.Logger) *grpc.Server {
 
 	return grpc.NewServer(append(opts,
 		grpcopt.StreamWorkers(),
-		grpc.ChainUnaryInterceptor(healthprobe.Unary(injector.UnaryServerInterceptor(), authorizer.UnaryServerInterceptor())...),
+		grpc.ChainUnaryInterceptor(healthprobe.Unary(credentialAudit(log), injector.UnaryServerInterceptor(), authorizer.UnaryServerInterceptor())...),
 		grpc.ChainStreamInterceptor(healthprobe.Stream(injector.StreamServerInterceptor(), authorizer.StreamServerInterceptor())...),
 	)...)
 }
