@@ -202,6 +202,7 @@ func (s *Server) newGRPCServer(rules authz.Rules) *grpc.Server {
 		grpc.ReadBufferSize(ReadBufferSize),
 		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: MaxIdle}),
 		grpc.StatsHandler(s.conns.StatsHandler()),
+		grpc.InTapHandle(s.tap),
 	)
 }
 

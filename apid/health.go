@@ -5,11 +5,18 @@ import (
 	"log/slog"
 
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
 
 	"github.com/aegis-os/aegis/internal/backoff"
 	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/internal/healthprobe"
+	"github.com/aegis-os/aegis/internal/source"
 )
 
 // apid's grpc.health.v1 service answers without a client certificate (see
@@ -78,4 +85,42 @@ func (s *Server) watchMachined(ctx context.Context, client healthpb.HealthClient
 		bo.Reset()
 		setHealth(s.health, true, resp.GetStatus())
 	}
+}
+
+// msgNoCertificate is the record of a call refused for want of a client
+// certificate; it goes through the handshake refusals' aggregator (kind
+// "no certificate"), so a client without one that floods calls writes a
+// bounded log, as a flood of refused handshakes does.
+const msgNoCertificate = "call without a client certificate refused"
+
+// errNoCertificate answers such a call.
+var errNoCertificate = status.Error(codes.Unauthenticated,
+	"apid: a client certificate is required (only grpc.health.v1 is served without one)")
+
+// tap refuses, before any handler or interceptor, every call but a health
+// probe on a connection whose client sent no certificate. The
+// authentication interceptor would refuse it as well; refusing here keeps
+// its record in the aggregator.
+func (s *Server) tap(ctx context.Context, info *tap.Info) (context.Context, error) {
+	if healthprobe.IsHealth(info.FullMethodName) {
+		if len(info.Header.Get(MetadataNode)) > 0 || len(info.Header.Get(MetadataNodes)) > 0 {
+			return ctx, status.Error(codes.InvalidArgument, "apid: the health service answers for this node only; node and nodes are not taken")
+		}
+
+		return ctx, nil
+	}
+
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return ctx, errNoCertificate
+	}
+
+	if tlsInfo, ok := p.AuthInfo.(credentials.TLSInfo); ok && len(tlsInfo.State.PeerCertificates) > 0 {
+		return ctx, nil
+	}
+
+	s.refusals.Refuse(ctx, source.Key(source.Addr(p.Addr)), "no certificate", msgNoCertificate,
+		slog.String(FieldPeer, p.Addr.String()), slog.String(FieldMethod, info.FullMethodName))
+
+	return ctx, errNoCertificate
 }

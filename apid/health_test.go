@@ -10,9 +10,11 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/emptypb"
 
+	"github.com/aegis-os/aegis/apid"
 	"github.com/aegis-os/aegis/apid/apidtest"
 	"github.com/aegis-os/aegis/authz"
 	"github.com/aegis-os/aegis/internal/logtest"
@@ -119,8 +121,24 @@ func TestNoCertificateRefusedButHealth(t *testing.T) {
 		}
 	}
 
-	if len(sink.Find(t, "call refused: no valid client certificate")) == 0 {
-		t.Fatal("refusals not logged")
+	node.Stop()
+
+	if len(sink.Find(t, "call without a client certificate refused")) != 1 || len(sink.Find(t, "tls handshakes refused")) != 1 {
+		t.Fatalf("refusals not logged once in full and once summarized: %v", sink.Records(t))
+	}
+}
+
+// The health service answers for its node only: node/nodes are refused.
+func TestHealthRefusesRouting(t *testing.T) {
+	p := apidtest.NewPKI(t)
+	node := apidtest.StartNode(t, p, apidtest.NodeConfig{IP: testIP})
+	c := healthpb.NewHealthClient(dialNoCertificate(t, p, node.Addr))
+
+	for _, key := range []string{apid.MetadataNode, apid.MetadataNodes} {
+		ctx := metadata.AppendToOutgoingContext(testCtx(t), key, testIP)
+		if _, err := c.Check(ctx, &healthpb.HealthCheckRequest{}); status.Code(err) != codes.InvalidArgument {
+			t.Errorf("Check with %s: %v, want InvalidArgument", key, err)
+		}
 	}
 }
 

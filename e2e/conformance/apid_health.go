@@ -97,3 +97,28 @@ func callAny(ctx context.Context, conn *grpc.ClientConn, method string) codes.Co
 
 	return status.Code(st.RecvMsg(&emptypb.Empty{}))
 }
+
+// withheldCase is a client whose certificate is not of a CA apid accepts:
+// apid's certificate request names the accepted CAs, so the client sends
+// no certificate, completes the handshake like any client without one,
+// and is refused the call Unauthenticated, never reaching machined.
+func withheldCase(name string, cfg func(e *Env) *tls.Config) *Case {
+	return &Case{
+		Group: "apid", Name: name, Expected: codes.Unauthenticated.String(),
+		Run: func(ctx context.Context, e *Env, r *Report) string {
+			return withheldCertificate(ctx, e.Target, cfg(e), r)
+		},
+	}
+}
+
+func withheldCertificate(ctx context.Context, node string, cfg *tls.Config, r *Report) string {
+	callCtx, cancel := context.WithTimeout(ctx, handshakeTimeout)
+	defer cancel()
+
+	code := callVersion(callCtx, node, cfg)
+	if code != codes.Unauthenticated {
+		r.Problemf("Version ended %s, want Unauthenticated", code)
+	}
+
+	return code.String()
+}
