@@ -13,6 +13,8 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/aegis-os/aegis/authz"
@@ -96,6 +98,7 @@ type Server struct {
 	pools    caPoolCache
 	conns    *connlimit.Limiter
 	grpc     *grpc.Server
+	health   *health.Server // grpc.health.v1, following machined's (health.go)
 	local    *grpc.ClientConn
 	nodes    *pool
 	refusals *refusals.Aggregator
@@ -151,6 +154,8 @@ func New(cfg Config) (*Server, error) {
 		max: MaxPooledNodes, perCaller: MaxPooledNodesPerCaller, reserve: AdminPoolReserve,
 	})
 	s.grpc = s.newGRPCServer(cfg.Rules)
+	s.health = newHealth()
+	healthpb.RegisterHealthServer(s.grpc, s.health)
 
 	return s, nil
 }
@@ -198,6 +203,7 @@ func (s *Server) newGRPCServer(rules authz.Rules) *grpc.Server {
 		grpc.ReadBufferSize(ReadBufferSize),
 		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: MaxIdle}),
 		grpc.StatsHandler(s.conns.StatsHandler()),
+		grpc.InTapHandle(s.tap),
 	)
 }
 
@@ -218,9 +224,18 @@ func (s *Server) Serve(lis net.Listener) error {
 		s.refusals.Run(ctx)
 	}()
 
+	followed := make(chan struct{})
+
+	go func() {
+		defer close(followed)
+
+		s.followMachined(ctx)
+	}()
+
 	defer func() {
 		stop()
 		<-summarized
+		<-followed
 	}()
 
 	if err := s.grpc.Serve(s.conns.Wrap(lis)); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
@@ -239,6 +254,9 @@ func (s *Server) Serve(lis net.Listener) error {
 // follows, which never end by themselves). It then closes the connections
 // to machined and to other nodes.
 func (s *Server) Shutdown(ctx context.Context) {
+	// Probes see the node go before its connections do.
+	s.health.Shutdown()
+
 	done := make(chan struct{})
 
 	go func() {
@@ -259,6 +277,7 @@ func (s *Server) Shutdown(ctx context.Context) {
 
 // Stop closes every connection and call at once.
 func (s *Server) Stop() {
+	s.health.Shutdown()
 	s.grpc.Stop()
 	s.stopOnce.Do(func() { close(s.stopped) })
 	s.closeBackends()

@@ -1,25 +1,23 @@
 package apid
 
 import (
-	"context"
-	"fmt"
-	"log/slog"
-	"runtime/debug"
-
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
-	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
 	"google.golang.org/grpc"
 
 	"github.com/aegis-os/aegis/authz"
-	"github.com/aegis-os/aegis/internal/logkey"
+	"github.com/aegis-os/aegis/internal/grpcrecover"
+	"github.com/aegis-os/aegis/internal/healthprobe"
 )
 
 // interceptors is apid's chain, outermost first: panic recovery, the
 // request log line, then authz's three separate steps (authentication,
-// role injection, authorization). Streams get the same chain as unary
+// role injection, authorization); the health service skips all but the
+// first. Streams get the same chain as unary
 // calls; apid itself serves only streams (see handle).
 func (s *Server) interceptors(rules authz.Rules) ([]grpc.UnaryServerInterceptor, []grpc.StreamServerInterceptor) {
-	recoverOpt := recovery.WithRecoveryHandlerContext(s.recovered)
+	// A panic answers Internal with a reference that is also in the log
+	// line with the stack; the caller learns nothing of apid's insides.
+	recovered := grpcrecover.New(grpcrecover.Config{Component: "apid", Logger: s.log, Rand: s.rand})
 	logOpts := []logging.Option{
 		logging.WithLogOnEvents(logging.FinishCall),
 		logging.WithDisableLoggingFields(logging.SystemTag[0], logging.ComponentFieldKey, logging.MethodTypeFieldKey),
@@ -29,29 +27,21 @@ func (s *Server) interceptors(rules authz.Rules) ([]grpc.UnaryServerInterceptor,
 	authorize := authz.NewAuthorizer(authz.AuthorizerConfig{Rules: rules, Logger: s.log})
 	logger := grpcLogger(s.log)
 
-	unary := []grpc.UnaryServerInterceptor{
-		recovery.UnaryServerInterceptor(recoverOpt),
+	// Health probes come without a certificate, often every few seconds:
+	// they skip the request log and authz, and reach nothing but the
+	// health service.
+	unary := append([]grpc.UnaryServerInterceptor{recovered.Unary()}, healthprobe.Unary(
 		logging.UnaryServerInterceptor(logger, logOpts...),
 		authn.UnaryServerInterceptor(),
 		inject.UnaryServerInterceptor(),
 		authorize.UnaryServerInterceptor(),
-	}
-	stream := []grpc.StreamServerInterceptor{
-		recovery.StreamServerInterceptor(recoverOpt),
+	)...)
+	stream := append([]grpc.StreamServerInterceptor{recovered.Stream()}, healthprobe.Stream(
 		logging.StreamServerInterceptor(logger, logOpts...),
 		authn.StreamServerInterceptor(),
 		inject.StreamServerInterceptor(),
 		authorize.StreamServerInterceptor(),
-	}
+	)...)
 
 	return unary, stream
-}
-
-// recovered logs a panic with its stack and answers Internal; the caller
-// learns nothing about apid's insides.
-func (s *Server) recovered(ctx context.Context, p any) error {
-	log := func(msg string, args ...any) { s.log.ErrorContext(ctx, msg, args...) }
-
-	return s.internal(log, "panic serving a call", slog.String(logkey.Error, fmt.Sprint(p)),
-		slog.String(logkey.Stack, string(debug.Stack())))
 }

@@ -31,7 +31,7 @@ func TestPanicIsRecovered(t *testing.T) {
 		func(any, grpc.ServerStream) error { panic("secret detail") })
 
 	st, _ := status.FromError(err)
-	if st.Code() != codes.Internal || strings.Contains(st.Message(), "secret") {
+	if st.Code() != codes.Internal || strings.Contains(st.Message(), "secret") || !strings.Contains(st.Message(), "(ref ") {
 		t.Fatalf("panic answered %v", err)
 	}
 

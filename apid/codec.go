@@ -1,8 +1,8 @@
 package apid
 
 import (
-	"fmt"
-
+	"google.golang.org/grpc/encoding"
+	"google.golang.org/grpc/encoding/proto"
 	"google.golang.org/grpc/mem"
 )
 
@@ -15,13 +15,18 @@ type frame struct {
 }
 
 // rawCodec moves frames as they are on the wire. It is named "proto" so
-// the content type on every hop stays application/grpc+proto.
+// the content type on every hop stays application/grpc+proto. The one
+// service apid serves itself (grpc.health.v1) has typed messages: those
+// go to gRPC's proto codec.
 type rawCodec struct{}
+
+// protoCodec is gRPC's own, for anything that is not a frame.
+var protoCodec = encoding.GetCodecV2(proto.Name)
 
 func (rawCodec) Marshal(v any) (mem.BufferSlice, error) {
 	f, ok := v.(*frame)
 	if !ok {
-		return nil, fmt.Errorf("apid: raw codec cannot marshal %T", v)
+		return protoCodec.Marshal(v)
 	}
 
 	return mem.BufferSlice{mem.SliceBuffer(f.payload)}, nil
@@ -30,7 +35,7 @@ func (rawCodec) Marshal(v any) (mem.BufferSlice, error) {
 func (rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	f, ok := v.(*frame)
 	if !ok {
-		return fmt.Errorf("apid: raw codec cannot unmarshal into %T", v)
+		return protoCodec.Unmarshal(data, v)
 	}
 
 	// Materialize copies: gRPC reuses the buffers once Unmarshal returns.

@@ -99,6 +99,13 @@ const (
 	// set no deadline.
 	NodeConnectTimeout = 5 * time.Second
 
+	// HealthRetryMin and HealthRetryMax bound the pause before apid watches
+	// machined's health again after the watch broke (machined restarting):
+	// short enough that a probe sees the node back within seconds, long
+	// enough not to spin on a socket that is gone.
+	HealthRetryMin = 200 * time.Millisecond
+	HealthRetryMax = 5 * time.Second
+
 	// NodeBackoffMaxDelay caps the wait between reconnects to a node, so a
 	// rebooted node is reachable again within seconds rather than gRPC's
 	// default two minutes.

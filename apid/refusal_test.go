@@ -11,18 +11,23 @@ import (
 
 	"github.com/aegis-os/aegis/apid"
 	"github.com/aegis-os/aegis/apid/apidtest"
+	"github.com/aegis-os/aegis/authz/role"
 	"github.com/aegis-os/aegis/internal/clock"
 	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/internal/logtest"
 )
 
-// refuseHandshakes makes n handshakes without a client certificate from
-// source, each refused.
-func refuseHandshakes(t *testing.T, addr, source string, n int) {
+// refuseHandshakes makes n handshakes with an expired client certificate
+// from source, each refused. (A client without a certificate completes
+// the handshake, for health probes, and is refused at the call.)
+func refuseHandshakes(t *testing.T, expired []tls.Certificate, addr, source string, n int) {
 	t.Helper()
 
 	host, _, _ := net.SplitHostPort(addr)
-	cfg := &tls.Config{ServerName: host, InsecureSkipVerify: true, MinVersion: tls.VersionTLS13} //nolint:gosec // only the server's refusal matters
+	cfg := &tls.Config{ //nolint:gosec // only the server's refusal matters
+		ServerName: host, InsecureSkipVerify: true, MinVersion: tls.VersionTLS13,
+		Certificates: expired, NextProtos: []string{"h2"},
+	}
 	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(source)}, Timeout: callTimeout}
 
 	for range n {
@@ -35,7 +40,7 @@ func refuseHandshakes(t *testing.T, addr, source string, n int) {
 		// client's side of the handshake, as an alert on the first read.
 		_ = conn.SetReadDeadline(time.Now().Add(callTimeout))
 		if _, err = conn.Read(make([]byte, 1)); err == nil {
-			t.Error("a handshake without a client certificate was accepted")
+			t.Error("a handshake with an expired client certificate was accepted")
 		}
 
 		conn.Close()
@@ -53,8 +58,9 @@ func TestHandshakeRefusalsAggregated(t *testing.T) {
 
 	const flood = 200
 
-	refuseHandshakes(t, node.Addr, "127.0.8.1", flood)
-	refuseHandshakes(t, node.Addr, "127.0.8.2", 3)
+	expired := p.ClientTLS(t, p.ExpiredClient(t, role.Admin)).Certificates
+	refuseHandshakes(t, expired, node.Addr, "127.0.8.1", flood)
+	refuseHandshakes(t, expired, node.Addr, "127.0.8.2", 3)
 
 	node.Stop()
 
@@ -75,7 +81,7 @@ func TestHandshakeRefusalsAggregated(t *testing.T) {
 			t.Fatalf("%s: %d lines in full, summaries %v; want 1 and a count of %v", tc.source, full, sums, tc.count)
 		}
 
-		if kinds, _ := sums[0][logkey.Kinds].(map[string]any); kinds["no certificate"] != tc.count {
+		if kinds, _ := sums[0][logkey.Kinds].(map[string]any); kinds["certificate"] != tc.count {
 			t.Fatalf("%s: kinds %v", tc.source, kinds)
 		}
 	}
@@ -95,12 +101,14 @@ func TestHandshakeRefusalsBounded(t *testing.T) {
 
 	const sources, each = apid.MaxRefusalSources + 76, 2
 
+	expired := p.ClientTLS(t, p.ExpiredClient(t, role.Admin)).Certificates
+
 	var wg sync.WaitGroup
 
 	for w := range 8 {
 		wg.Go(func() {
 			for i := w; i < sources; i += 8 {
-				refuseHandshakes(t, node.Addr, fmt.Sprintf("127.0.%d.%d", 10+i/250, 1+i%250), each)
+				refuseHandshakes(t, expired, node.Addr, fmt.Sprintf("127.0.%d.%d", 10+i/250, 1+i%250), each)
 			}
 		})
 	}

@@ -36,12 +36,15 @@ func (s *Server) serverTLS() *tls.Config {
 	}
 }
 
-// configForClient requires a client certificate that chains to an accepted
-// CA and is valid at the configured clock's time (crypto/tls checks both),
-// and that authz.CheckClientChain accepts: signed directly by that CA, not
-// a CA itself, naming ClientAuth explicitly. Session tickets are off so
-// that every connection is verified against the CAs accepted now, not
-// those of an earlier handshake.
+// configForClient verifies a client certificate, when one is sent, against
+// an accepted CA at the configured clock's time (crypto/tls checks both),
+// and with authz.CheckClientChain: signed directly by that CA, not a CA
+// itself, naming ClientAuth explicitly. A client without a certificate
+// completes the handshake so that it can probe the health service (see
+// health.go); the authentication interceptor refuses it every other call
+// (Unauthenticated), since it has no verified chain. Session tickets are
+// off so that every connection is verified against the CAs accepted now,
+// not those of an earlier handshake.
 func (s *Server) configForClient(*tls.ClientHelloInfo) (*tls.Config, error) {
 	pool, err := s.pools.get(s.accepted())
 	if err != nil {
@@ -51,7 +54,7 @@ func (s *Server) configForClient(*tls.ClientHelloInfo) (*tls.Config, error) {
 	return &tls.Config{
 		MinVersion:             tls.VersionTLS13,
 		GetCertificate:         s.cert.GetCertificate,
-		ClientAuth:             tls.RequireAndVerifyClientCert,
+		ClientAuth:             tls.VerifyClientCertIfGiven,
 		ClientCAs:              pool,
 		NextProtos:             []string{"h2"},
 		SessionTicketsDisabled: true,
@@ -64,8 +67,14 @@ func (s *Server) configForClient(*tls.ClientHelloInfo) (*tls.Config, error) {
 // verifyClientChain applies authz.CheckClientChain to the chain crypto/tls
 // verified: crypto/tls accepts intermediates the client sends along, CA
 // leaves and leaves without extended key usage, none of which Aegis issues
-// to a client.
+// to a client. A client that sent no certificate passes here and is
+// refused by the authentication interceptor at every call but a health
+// probe; one that sent a certificate crypto/tls did not verify is refused.
 func verifyClientChain(cs tls.ConnectionState) error {
+	if len(cs.PeerCertificates) == 0 {
+		return nil
+	}
+
 	if len(cs.VerifiedChains) == 0 {
 		return authz.ErrUnauthenticated
 	}

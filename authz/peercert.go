@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"google.golang.org/grpc/metadata"
 
 	"github.com/aegis-os/aegis/api/certificates"
+	"github.com/aegis-os/aegis/api/tokens"
 )
 
 // CertificateMetadataKey carries, on apid's hop to machined, the client
@@ -25,9 +27,20 @@ var ErrNoPeerCertificate = errors.New("authz: no caller certificate passed on")
 
 // NeedsPeerCertificate reports whether apid passes the caller's verified
 // certificate on with calls of method: renewal keeps the presented
-// certificate's roles, name and lifetime, which roles alone do not carry.
+// certificate's roles, name and lifetime, which roles alone do not carry;
+// the methods that hand out or withdraw other credentials (client
+// configurations, join tokens) name the caller's certificate in their
+// audit record.
 func NeedsPeerCertificate(method string) bool {
-	return method == certificates.CertificateService_Renew_FullMethodName
+	switch method {
+	case certificates.CertificateService_Renew_FullMethodName,
+		machine.MachineService_GenerateClientConfiguration_FullMethodName,
+		tokens.TokenService_Create_FullMethodName,
+		tokens.TokenService_Revoke_FullMethodName:
+		return true
+	default:
+		return false
+	}
 }
 
 // SetCertificateMetadata replaces the certificate in md with leaf (none

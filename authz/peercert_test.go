@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/aegis-os/aegis/api/certificates"
+	"github.com/aegis-os/aegis/api/tokens"
 	"github.com/aegis-os/aegis/authz"
 	"github.com/aegis-os/aegis/authz/role"
 	"github.com/aegis-os/aegis/ca"
@@ -60,7 +61,16 @@ func TestCertificateMetadata(t *testing.T) {
 }
 
 func TestNeedsPeerCertificate(t *testing.T) {
-	if !authz.NeedsPeerCertificate(certificates.CertificateService_Renew_FullMethodName) || authz.NeedsPeerCertificate(machine.MachineService_Version_FullMethodName) {
-		t.Fatal("only Renew carries the caller's certificate")
+	for method, want := range map[string]bool{
+		certificates.CertificateService_Renew_FullMethodName:              true,
+		machine.MachineService_GenerateClientConfiguration_FullMethodName: true,
+		tokens.TokenService_Create_FullMethodName:                         true,
+		tokens.TokenService_Revoke_FullMethodName:                         true,
+		machine.MachineService_Version_FullMethodName:                     false,
+		tokens.TokenService_List_FullMethodName:                           false,
+	} {
+		if authz.NeedsPeerCertificate(method) != want {
+			t.Errorf("NeedsPeerCertificate(%s) = %v", method, !want)
+		}
 	}
 }

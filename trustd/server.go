@@ -18,6 +18,7 @@ import (
 
 	"github.com/aegis-os/aegis/internal/connlimit"
 	"github.com/aegis-os/aegis/internal/grpcopt"
+	"github.com/aegis-os/aegis/internal/grpcrecover"
 	"github.com/aegis-os/aegis/internal/refusals"
 )
 
@@ -82,7 +83,11 @@ func (s *Server) serverOptions() []grpc.ServerOption {
 		MinVersion:     tls.VersionTLS13,
 	}
 
-	return []grpc.ServerOption{
+	// A panic in a handler answers Internal with a reference that is
+	// also in the log line with the stack, and trustd goes on serving.
+	recovered := grpcrecover.New(grpcrecover.Config{Component: "trustd", Logger: s.cfg.Logger, Rand: s.cfg.Rand})
+
+	return append(recovered.ServerOptions(),
 		grpc.Creds(credentials.NewTLS(tlsConfig)),
 		grpc.MaxRecvMsgSize(MaxRequestSize),
 		grpc.MaxHeaderListSize(MaxHeaderListSize),
@@ -95,7 +100,7 @@ func (s *Server) serverOptions() []grpc.ServerOption {
 		grpc.StatsHandler(s.conns.StatsHandler()),
 		grpc.StreamInterceptor(refuseStreams),
 		grpcopt.StreamWorkers(),
-	}
+	)
 }
 
 // Serve accepts connections on lis, within the bounds of limits.go, until ctx ends, then stops gracefully:

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/aegis-os/aegis/authz"
+	"github.com/aegis-os/aegis/internal/healthprobe"
 	"github.com/aegis-os/aegis/internal/testutil"
 )
 
@@ -82,9 +83,10 @@ func StartBackend(tb testing.TB, cfg BackendConfig) *Backend {
 	inject := authz.NewInjector(authz.InjectorConfig{Mode: authz.FromTrustedMetadata})
 	authorize := authz.NewAuthorizer(authz.AuthorizerConfig{})
 
+	// Like machined, the health service answers without roles.
 	b.srv = grpc.NewServer(
-		grpc.ChainUnaryInterceptor(b.recordUnary, inject.UnaryServerInterceptor(), authorize.UnaryServerInterceptor()),
-		grpc.ChainStreamInterceptor(b.recordStream, inject.StreamServerInterceptor(), authorize.StreamServerInterceptor()),
+		grpc.ChainUnaryInterceptor(healthprobe.Unary(b.recordUnary, inject.UnaryServerInterceptor(), authorize.UnaryServerInterceptor())...),
+		grpc.ChainStreamInterceptor(healthprobe.Stream(b.recordStream, inject.StreamServerInterceptor(), authorize.StreamServerInterceptor())...),
 	)
 	machine.RegisterMachineServiceServer(b.srv, machineServer{Backend: b})
 

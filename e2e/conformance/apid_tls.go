@@ -121,13 +121,15 @@ func versionTLS(minV, maxV uint16) func(e *Env) *tls.Config {
 	}
 }
 
-// apidTLSCases are the clients apid must refuse in the handshake.
+// apidTLSCases are the clients apid must refuse in the handshake, and
+// those whose certificate apid never sees (withheldCase). A client without
+// a certificate may probe the health service and is refused every other
+// call (healthCases).
 func apidTLSCases() []*Case {
 	return []*Case{
-		tlsCase("no client certificate", identityTLS(func(*identities) Identity { return Identity{} })),
-		tlsCase("self-signed os:admin certificate", identityTLS(func(i *identities) Identity { return i.selfSigned })),
-		tlsCase("reader certificate from another CA", identityTLS(func(i *identities) Identity { return i.otherCA })),
-		tlsCase("os:admin forged by another CA", identityTLS(func(i *identities) Identity { return i.forgedAdmin })),
+		withheldCase("self-signed os:admin certificate", identityTLS(func(i *identities) Identity { return i.selfSigned })),
+		withheldCase("reader certificate from another CA", identityTLS(func(i *identities) Identity { return i.otherCA })),
+		withheldCase("os:admin forged by another CA", identityTLS(func(i *identities) Identity { return i.forgedAdmin })),
 		tlsCase("expired os:admin certificate", identityTLS(func(i *identities) Identity { return i.expired })),
 		tlsCase("os:admin certificate not yet valid", identityTLS(func(i *identities) Identity { return i.notYetValid })),
 		tlsCase("os:admin certificate with ServerAuth only", identityTLS(func(i *identities) Identity { return i.serverOnly })),

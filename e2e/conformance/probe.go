@@ -84,10 +84,10 @@ func (e *Env) stopProbe() error {
 func probeCases() []*Case {
 	return []*Case{
 		{
-			Group: "apid", Name: "os:admin of a CA removed from the accepted list (rotation finished)", Expected: tlsRefused,
+			Group: "apid", Name: "os:admin of a CA removed from the accepted list (rotation finished)", Expected: codes.Unauthenticated.String(),
 			Nodes: []string{"PROBE"}, Setup: func(ctx context.Context, e *Env) error { return e.finishRotation(ctx) },
 			Run: func(ctx context.Context, e *Env, r *Report) string {
-				return refusedHandshake(ctx, e, e.Probe, e.clientTLS(e.Probe, e.ids.rotated), r)
+				return withheldCertificate(ctx, e.Probe, e.clientTLS(e.Probe, e.ids.rotated), r)
 			},
 		},
 		{

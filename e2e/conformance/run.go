@@ -22,6 +22,7 @@ func Cases() []*Case {
 		listenerCases(),
 		streamCases(),
 		etcdCases(),
+		healthCases(),
 	)
 }
 

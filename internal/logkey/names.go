@@ -45,6 +45,8 @@ const (
 	Error = "error"
 	// Stack is a goroutine's stack, logged with a recovered panic.
 	Stack = "stack"
+	// Panic is the value a recovered panic carried.
+	Panic = "panic"
 	// Node is a target node of a routed call.
 	Node = "node"
 	// Address is a listening address.

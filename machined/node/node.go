@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"google.golang.org/grpc/health"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -72,6 +73,7 @@ type Node struct {
 	services *system.Manager
 	store    *resources.Store
 	logs     map[string]*logs.Log
+	health   *health.Server // machined.sock's grpc.health.v1, from the machine status
 
 	mu       sync.Mutex
 	machine  *certs.MachineConfig // the config of the current boot
@@ -113,7 +115,7 @@ func New(cfg Config) (*Node, error) {
 		cfg: cfg, layout: Layout{State: cfg.State}, log: cfg.Logger, clock: cfg.Clock, bus: bus,
 		services: system.New(system.Config{Bus: bus, Clock: cfg.Clock, Logger: cfg.Logger}),
 		store:    resources.NewStore(), logs: map[string]*logs.Log{},
-		machine: cfg.Machine, requests: make(chan lifecycleRequest, 1),
+		machine: cfg.Machine, requests: make(chan lifecycleRequest, 1), health: newHealth(),
 	}
 
 	if cfg.MachinedLog != nil {
@@ -235,8 +237,11 @@ func (n *Node) machineStatus(stage machine.MachineStatusEvent_MachineStage, acto
 	n.stage = stage
 	n.mu.Unlock()
 
+	ready := stage == machine.MachineStatusEvent_RUNNING && len(unmet) == 0
+	setHealth(n.health, ready)
+
 	n.bus.Publish(&machine.MachineStatusEvent{Stage: stage, Status: &machine.MachineStatusEvent_MachineStatus{
-		Ready: stage == machine.MachineStatusEvent_RUNNING && len(unmet) == 0, UnmetConditions: unmet,
+		Ready: ready, UnmetConditions: unmet,
 	}}, actor)
 }
 

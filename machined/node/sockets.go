@@ -5,11 +5,14 @@ import (
 	"net"
 
 	"google.golang.org/grpc"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/aegis-os/aegis/api/node"
 	"github.com/aegis-os/aegis/api/tokens"
 	"github.com/aegis-os/aegis/authz"
 	"github.com/aegis-os/aegis/internal/grpcopt"
+	"github.com/aegis-os/aegis/internal/grpcrecover"
+	"github.com/aegis-os/aegis/internal/healthprobe"
 	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/internal/unixsock"
 	"github.com/aegis-os/aegis/machined/certapi"
@@ -39,14 +42,8 @@ func (n *Node) listen() (*sockets, error) {
 
 	s.closers = append(s.closers, tokenProxy.close)
 
-	injector := authz.NewInjector(authz.InjectorConfig{Mode: authz.FromTrustedMetadata, Logger: n.log})
-	authorizer := authz.NewAuthorizer(authz.AuthorizerConfig{Logger: n.log})
-
-	api := grpc.NewServer(append(machineapi.NewAdmission(machineapi.MaxCalls).ServerOptions(),
-		grpcopt.StreamWorkers(),
-		grpc.ChainUnaryInterceptor(injector.UnaryServerInterceptor(), authorizer.UnaryServerInterceptor()),
-		grpc.ChainStreamInterceptor(injector.StreamServerInterceptor(), authorizer.StreamServerInterceptor()),
-	)...)
+	api := newAPIServer(n.log)
+	healthpb.RegisterHealthServer(api, n.health)
 
 	machineapi.New(machineapi.Config{
 		Hostname: func() string { res, _ := n.store.Current(); return res.GetHostname() },
@@ -77,9 +74,39 @@ func (n *Node) listen() (*sockets, error) {
 	return s, nil
 }
 
+// newAPIServer is machined.sock's server, without its services: panic
+// recovery first (so it covers the authorization too), then the roles apid
+// passed and their authorization, for every method but the health
+// service's, which apid probes without roles. The credential audit
+// (audit.go) comes before authorization, so refusals are recorded too.
+func newAPIServer(log *slog.Logger) *grpc.Server {
+	injector := authz.NewInjector(authz.InjectorConfig{Mode: authz.FromTrustedMetadata, Logger: log})
+	authorizer := authz.NewAuthorizer(authz.AuthorizerConfig{Logger: log})
+	opts := append(recoveryOptions(log), machineapi.NewAdmission(machineapi.MaxCalls).ServerOptions()...)
+
+	return grpc.NewServer(append(opts,
+		grpcopt.StreamWorkers(),
+		grpc.ChainUnaryInterceptor(healthprobe.Unary(credentialAudit(log), injector.UnaryServerInterceptor(), authorizer.UnaryServerInterceptor())...),
+		grpc.ChainStreamInterceptor(healthprobe.Stream(injector.StreamServerInterceptor(), authorizer.StreamServerInterceptor())...),
+	)...)
+}
+
+// recoveryOptions answer a panic in a handler with Internal and a
+// reference that is also in the log line with the stack; machined, which
+// runs the node, goes on serving.
+func recoveryOptions(log *slog.Logger) []grpc.ServerOption {
+	return grpcrecover.New(grpcrecover.Config{Component: "machined", Logger: log}).ServerOptions()
+}
+
 func (n *Node) resourceServer(path string, view resources.View) *grpc.Server {
-	g := grpc.NewServer(resources.DenyOthers(path, n.log), grpc.MaxConcurrentStreams(resources.MaxWatches))
-	node.RegisterNodeServiceServer(g, resources.NewServer(n.store, view))
+	return newResourceServer(path, view, n.store, n.log)
+}
+
+// newResourceServer is the server of a service's resource socket.
+func newResourceServer(path string, view resources.View, store *resources.Store, log *slog.Logger) *grpc.Server {
+	g := grpc.NewServer(append(recoveryOptions(log),
+		resources.DenyOthers(path, log), grpc.MaxConcurrentStreams(resources.MaxWatches))...)
+	node.RegisterNodeServiceServer(g, resources.NewServer(store, view))
 
 	return g
 }

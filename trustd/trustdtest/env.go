@@ -59,6 +59,11 @@ type Options struct {
 	// Audit and Refusals receive the server's audit records. Nil means
 	// Env.Audit's recorder.
 	Audit, Refusals *slog.Logger
+	// Logger receives the server's operational log. Nil discards it.
+	Logger *slog.Logger
+	// BeforeServe, when set, runs on the built server before it serves
+	// (to register a test-only service, say).
+	BeforeServe func(*trustd.Server)
 }
 
 // Env is a running test server and what a test needs to talk to it.
@@ -102,6 +107,10 @@ func Start(tb testing.TB, opts Options) *Env {
 	e.KeyPair = ServerKeyPair(tb, authority, ListenIP)
 
 	e.Server = newServer(tb, e, opts)
+	if opts.BeforeServe != nil {
+		opts.BeforeServe(e.Server)
+	}
+
 	e.serve(tb)
 
 	return e
@@ -128,7 +137,7 @@ func newServer(tb testing.TB, e *Env, opts Options) *trustd.Server {
 		Certificate:   e.KeyPair,
 		Audit:         cmp.Or(opts.Audit, e.Audit.Logger()),
 		Refusals:      cmp.Or(opts.Refusals, e.Audit.Logger()),
-		Logger:        NewRecorder().Logger(),
+		Logger:        cmp.Or(opts.Logger, NewRecorder().Logger()),
 		RateLimit:     opts.RateLimit,
 		Clock:         opts.Clock,
 		ControlPlanes: hostList(opts.ControlPlanes),
