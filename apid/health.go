@@ -103,6 +103,13 @@ var errNoCertificate = status.Error(codes.Unauthenticated,
 // authentication interceptor would refuse it as well; refusing here keeps
 // its record in the aggregator.
 func (s *Server) tap(ctx context.Context, info *tap.Info) (context.Context, error) {
+	if info.FullMethodName == healthpb.Health_Watch_FullMethodName {
+		// A Watch holds a stream open as long as its caller likes, and the
+		// health service answers callers without a certificate outside the
+		// stream caps: probes poll Check, as trustd's callers do.
+		return ctx, status.Error(codes.Unimplemented, "apid: health Watch is not served; poll Check")
+	}
+
 	if healthprobe.IsHealth(info.FullMethodName) {
 		if len(info.Header.Get(MetadataNode)) > 0 || len(info.Header.Get(MetadataNodes)) > 0 {
 			return ctx, status.Error(codes.InvalidArgument, "apid: the health service answers for this node only; node and nodes are not taken")

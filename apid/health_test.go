@@ -3,6 +3,7 @@ package apid_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"google.golang.org/grpc"
@@ -42,19 +43,20 @@ func dialNoCertificate(t *testing.T, p *apidtest.PKI, addr string) *grpc.ClientC
 func waitHealth(ctx context.Context, t *testing.T, c healthpb.HealthClient, service string, want healthpb.HealthCheckResponse_ServingStatus) {
 	t.Helper()
 
-	w, err := c.Watch(ctx, &healthpb.HealthCheckRequest{Service: service})
-	if err != nil {
-		t.Fatalf("Watch(%q): %v", service, err)
-	}
+	// Polled as a probe does: apid serves Check, not Watch, to callers.
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
 
 	for {
-		resp, err := w.Recv()
-		if err != nil {
-			t.Fatalf("Watch(%q) waiting for %v: %v", service, want, err)
+		resp, err := c.Check(ctx, &healthpb.HealthCheckRequest{Service: service})
+		if err == nil && resp.GetStatus() == want {
+			return
 		}
 
-		if resp.GetStatus() == want {
-			return
+		select {
+		case <-ctx.Done():
+			t.Fatalf("Check(%q) waiting for %v: %v %v", service, want, resp, err)
+		case <-tick.C:
 		}
 	}
 }
@@ -84,6 +86,16 @@ func TestHealthWithoutClientCertificate(t *testing.T) {
 	resp, err := c.Check(ctx, &healthpb.HealthCheckRequest{})
 	if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
 		t.Fatalf("Check = %v, %v", resp, err)
+	}
+
+	// Watch would hold a stream open outside the stream caps.
+	stream, err := c.Watch(ctx, &healthpb.HealthCheckRequest{})
+	if err == nil {
+		_, err = stream.Recv()
+	}
+
+	if status.Code(err) != codes.Unimplemented {
+		t.Fatalf("health Watch without a certificate: %v, want Unimplemented", err)
 	}
 
 	// machined gone: apid says so.
