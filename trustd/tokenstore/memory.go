@@ -77,26 +77,12 @@ func (m *Memory) List(context.Context) ([]Record, error) {
 
 // Revoke implements Store.
 func (m *Memory) Revoke(_ context.Context, id string, at time.Time) (Record, error) {
-	return m.update(id, func(r *Record) error {
-		if r.Revoked.IsZero() {
-			r.Revoked = at
-		}
-
-		return nil
-	})
+	return m.update(id, func(r *Record) error { return r.RevokeAt(at) })
 }
 
 // Use implements Store.
 func (m *Memory) Use(_ context.Context, id string, now time.Time) (Record, error) {
-	return m.update(id, func(r *Record) error {
-		if err := r.Usable(now); err != nil {
-			return err
-		}
-
-		r.Uses++
-
-		return nil
-	})
+	return m.update(id, func(r *Record) error { return r.UseAt(now) })
 }
 
 // Prune implements Store.

@@ -114,6 +114,28 @@ func (r *Record) Usable(now time.Time) error {
 	return nil
 }
 
+// RevokeAt marks the record revoked at at, keeping an earlier revocation:
+// the change every store's Revoke makes, under its own atomicity.
+func (r *Record) RevokeAt(at time.Time) error {
+	if r.Revoked.IsZero() {
+		r.Revoked = at
+	}
+
+	return nil
+}
+
+// UseAt counts one use if the record is usable at now (Usable): the change
+// every store's Use makes, under its own atomicity.
+func (r *Record) UseAt(now time.Time) error {
+	if err := r.Usable(now); err != nil {
+		return err
+	}
+
+	r.Uses++
+
+	return nil
+}
+
 // Ended returns when the token stopped being usable by time alone: its
 // revocation, else its expiry.
 func (r *Record) Ended() time.Time {

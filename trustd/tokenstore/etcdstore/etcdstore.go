@@ -179,26 +179,12 @@ func (s *Store) List(ctx context.Context) ([]tokenstore.Record, error) {
 
 // Revoke implements tokenstore.Store.
 func (s *Store) Revoke(ctx context.Context, id string, at time.Time) (tokenstore.Record, error) {
-	return s.change(ctx, id, func(r *tokenstore.Record) error {
-		if r.Revoked.IsZero() {
-			r.Revoked = at
-		}
-
-		return nil
-	})
+	return s.change(ctx, id, func(r *tokenstore.Record) error { return r.RevokeAt(at) })
 }
 
 // Use implements tokenstore.Store.
 func (s *Store) Use(ctx context.Context, id string, now time.Time) (tokenstore.Record, error) {
-	return s.change(ctx, id, func(r *tokenstore.Record) error {
-		if err := r.Usable(now); err != nil {
-			return err
-		}
-
-		r.Uses++
-
-		return nil
-	})
+	return s.change(ctx, id, func(r *tokenstore.Record) error { return r.UseAt(now) })
 }
 
 // change applies fn to the record and writes it back only if nobody changed
