@@ -1,13 +1,10 @@
 package grpcrecover_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"log/slog"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 
 	"google.golang.org/grpc"
@@ -18,33 +15,14 @@ import (
 
 	"github.com/aegis-os/aegis/internal/grpcrecover"
 	"github.com/aegis-os/aegis/internal/grpcrecover/recovertest"
+	"github.com/aegis-os/aegis/internal/logtest"
 	"github.com/aegis-os/aegis/internal/requestid"
 )
 
-// syncBuffer is a log sink the server writes while the test reads.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-
-	return b.buf.String()
-}
-
 func TestPanicAnsweredWithReference(t *testing.T) {
-	var logs syncBuffer
+	var logs logtest.Sink
 
-	rec := grpcrecover.New(grpcrecover.Config{Component: "test", Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	rec := grpcrecover.New(grpcrecover.Config{Component: "test", Logger: logs.Logger()})
 	srv := grpc.NewServer(rec.ServerOptions()...)
 	recovertest.Register(srv)
 

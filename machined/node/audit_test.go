@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +19,7 @@ import (
 	"github.com/aegis-os/aegis/authz/role"
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/ca/catest"
+	"github.com/aegis-os/aegis/internal/logtest"
 )
 
 type auditMachine struct {
@@ -53,9 +53,9 @@ func TestCredentialAudit(t *testing.T) {
 	issued := catest.Issue(t, iss, catest.Key(t, ca.Ed25519), ca.ProfileClient, time.Hour, role.Reader)
 	caller := catest.Issue(t, iss, catest.Key(t, ca.Ed25519), ca.ProfileClient, time.Hour, role.Admin).Cert
 
-	var logs lockedBuffer
+	var logs logtest.Sink
 
-	srv := newAPIServer(slog.New(slog.NewJSONHandler(&logs, nil)))
+	srv := newAPIServer(logs.Logger())
 	machine.RegisterMachineServiceServer(srv, auditMachine{crt: issued.PEM})
 	tokens.RegisterTokenServiceServer(srv, auditTokens{})
 

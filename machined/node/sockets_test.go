@@ -1,11 +1,9 @@
 package node
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"net"
-	"sync"
 	"testing"
 
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
@@ -21,27 +19,9 @@ import (
 	"github.com/aegis-os/aegis/authz"
 	"github.com/aegis-os/aegis/authz/role"
 	"github.com/aegis-os/aegis/internal/grpcrecover/recovertest"
+	"github.com/aegis-os/aegis/internal/logtest"
 	"github.com/aegis-os/aegis/machined/resources"
 )
-
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-
-	return b.buf.String()
-}
 
 // A panicking handler on each of machined's socket servers, built by the
 // constructors listen uses, answers Internal with a reference that is in
@@ -59,9 +39,9 @@ func TestSocketServersRecoverPanics(t *testing.T) {
 
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var logs lockedBuffer
+			var logs logtest.Sink
 
-			srv := tt.build(slog.New(slog.NewJSONHandler(&logs, nil)))
+			srv := tt.build(logs.Logger())
 			recovertest.Register(srv)
 
 			conn := serveBufconn(t, srv)
