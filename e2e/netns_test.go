@@ -114,15 +114,15 @@ func ipOut(t *testing.T, args ...string) string {
 	return string(out)
 }
 
-// TestTokensPartitioned runs three control planes, each in its own
-// network namespace: a single-use token raced over real links; one control
+// TestTokensPartitioned runs three control planes and a worker, each in
+// its own network namespace: a single-use token raced over real links; one control
 // plane cut from the other two, where the majority keeps issuing with
 // stored tokens while the minority refuses them with Unavailable (the
 // static token still works there); the partition healed, every control
 // plane agrees on every token and use count; and after a restart of the
 // whole cluster every token and use count is still there.
 func TestTokensPartitioned(t *testing.T) {
-	c := netnsCluster(t, "part", "10.213.1.0/24", 3, 0)
+	c := netnsCluster(t, "part", "10.213.1.0/24", 3, 1)
 	a := clusterAdmin(t, c)
 	cps := c.ControlPlanes()
 	source := bridgeSources(t, c, 100, tokenJoiners+20)
@@ -214,9 +214,11 @@ func checkPartition(t *testing.T, c *localcluster.Cluster, a admin, cps []localc
 
 	t.Logf("healed control plane issuing %s after the heal", time.Since(healed).Round(time.Millisecond))
 
+	// A use whose reply was lost while the majority elected a leader
+	// counts without a certificate (fail closed): at least, never fewer.
 	id := func(tok string) string { i, _, _ := strings.Cut(tok, "."); return i }
-	if before[id(limited)] != 5 {
-		t.Errorf("limited token counted %d uses, want 5 (3 before the cut, 2 on the majority)", before[id(limited)])
+	if before[id(limited)] < 5 {
+		t.Errorf("limited token counted %d uses, want at least 5 (3 before the cut, 2 on the majority)", before[id(limited)])
 	}
 
 	before[id(made)]++
