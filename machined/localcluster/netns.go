@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"os"
 	"os/exec"
 	"regexp"
 	"strconv"
@@ -94,6 +95,10 @@ func checkNetns(prefix string, cidr netip.Prefix) error {
 		return err
 	}
 
+	if os.Geteuid() != 0 {
+		return errors.New("localcluster: --network netns makes network namespaces, veth pairs and a bridge: run as root")
+	}
+
 	if _, err := exec.LookPath("ip"); err != nil {
 		return errors.New("localcluster: --network netns needs iproute2's ip command (apt-get install iproute2)")
 	}
@@ -176,28 +181,47 @@ func Leftovers(prefix string) ([]string, error) {
 		return nil, err
 	}
 
+	return append(prefixed(namespaceNames(nss), prefix, "netns "), prefixed(linkNames(links), prefix, "link ")...), nil
+}
+
+// namespaceNames reads the names from ip netns list: "NAME" or "NAME (id: N)".
+func namespaceNames(out string) []string {
+	var names []string
+
+	for _, line := range strings.Split(out, "\n") {
+		if f := strings.Fields(line); len(f) > 0 {
+			names = append(names, f[0])
+		}
+	}
+
+	return names
+}
+
+// linkNames reads the names from ip -o link show: "7: NAME@PEER: <FLAGS> …".
+func linkNames(out string) []string {
+	var names []string
+
+	for _, line := range strings.Split(out, "\n") {
+		if f := strings.Fields(line); len(f) >= 2 {
+			name, _, _ := strings.Cut(strings.TrimSuffix(f[1], ":"), "@")
+			names = append(names, name)
+		}
+	}
+
+	return names
+}
+
+// prefixed returns, each after kind, the names that start with prefix and a dash.
+func prefixed(names []string, prefix, kind string) []string {
 	var out []string
 
-	for _, line := range strings.Split(nss, "\n") {
-		if f := strings.Fields(line); len(f) > 0 && strings.HasPrefix(f[0], prefix+"-") {
-			out = append(out, "netns "+f[0])
+	for _, n := range names {
+		if strings.HasPrefix(n, prefix+"-") {
+			out = append(out, kind+n)
 		}
 	}
 
-	// "7: NAME@PEER: <FLAGS> …": the name is the second field, less the peer.
-	for _, line := range strings.Split(links, "\n") {
-		f := strings.Fields(line)
-		if len(f) < 2 {
-			continue
-		}
-
-		name, _, _ := strings.Cut(strings.TrimSuffix(f[1], ":"), "@")
-		if strings.HasPrefix(name, prefix+"-") {
-			out = append(out, "link "+name)
-		}
-	}
-
-	return out, nil
+	return out
 }
 
 // RemoveLeftovers deletes every network namespace and link named with
