@@ -223,7 +223,13 @@ func newClusterShowCommand(e *env) *cobra.Command {
 		case *format != formatTable:
 			return writeDocument(e.stdout, *format, clusterDocument(c))
 		default:
-			fmt.Fprintf(e.stdout, "cluster %q in %s\n\n", c.Name, c.Dir)
+			fmt.Fprintf(e.stdout, "cluster %q in %s\n", c.Name, c.Dir)
+
+			if c.Net != nil {
+				fmt.Fprintf(e.stdout, "network namespaces %s-…, bridge %s holding %s\n", c.Net.Prefix, c.Net.Bridge, c.Net.Gateway)
+			}
+
+			fmt.Fprintln(e.stdout)
 			printNodes(e, c)
 		}
 
