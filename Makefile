@@ -66,6 +66,8 @@ CLUSTER_NAME ?= aegis-local
 # (127.5.0.0/24, ~/.aegis/clusters).
 CIDR      ?=
 STATE_DIR ?=
+# NETWORK=netns puts each node in a network namespace of its own (root).
+NETWORK   ?=
 CLUSTER_FLAGS = --name $(CLUSTER_NAME)$(if $(STATE_DIR), --state-dir '$(STATE_DIR)')
 
 ## run: build, (re)create the local cluster (1 control plane, 2 workers on 127.5.0.x,
@@ -76,7 +78,7 @@ run: build
 		echo "replacing the running cluster $(CLUSTER_NAME)"; \
 		$(BIN)/aegisctl cluster destroy $(CLUSTER_FLAGS); \
 	fi
-	$(BIN)/aegisctl cluster create $(CLUSTER_FLAGS)$(if $(CIDR), --cidr '$(CIDR)')
+	$(BIN)/aegisctl cluster create $(CLUSTER_FLAGS)$(if $(CIDR), --cidr '$(CIDR)')$(if $(NETWORK), --network '$(NETWORK)')
 	$(BIN)/aegisctl --context $(CLUSTER_NAME) -n "$$($(BIN)/aegisctl cluster show $(CLUSTER_FLAGS) --addresses)" memory
 
 ## bench: the benchmark harness on real processes (127.7.0.0/16): prints a table, writes

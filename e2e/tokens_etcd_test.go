@@ -49,7 +49,7 @@ func TestTokensOnEtcd(t *testing.T) {
 	})
 
 	t.Run("single-use token raced on every control plane", func(t *testing.T) {
-		checkSingleUseRace(t, a, cps)
+		checkSingleUseRace(t, a, cps, func(i int) string { return fmt.Sprintf("127.9.13.%d", 10+i) })
 	})
 
 	t.Run("revoked on one, refused on the others", func(t *testing.T) {
@@ -86,7 +86,9 @@ func joinAt(t *testing.T, a admin, cp localcluster.Node, source, tok string) (*s
 	return trustdtest.Call(ctx, securityapi.NewSecurityServiceClient(conn), tok, trustdtest.SourceCSR(t, ca.Ed25519, source))
 }
 
-func checkSingleUseRace(t *testing.T, a admin, cps []localcluster.Node) {
+// checkSingleUseRace lets tokenJoiners joiners, joiner i calling from
+// source(i), race for one single-use token over the control planes.
+func checkSingleUseRace(t *testing.T, a admin, cps []localcluster.Node, source func(int) string) {
 	tok := createClusterToken(t, a, cps[2], 1)
 
 	var (
@@ -98,10 +100,10 @@ func checkSingleUseRace(t *testing.T, a admin, cps []localcluster.Node) {
 
 	for i := range tokenJoiners {
 		cp := cps[i%len(cps)]
-		source := fmt.Sprintf("127.9.13.%d", 10+i)
+		from := source(i)
 
 		wg.Go(func() {
-			_, err := joinAt(t, a, cp, source, tok)
+			_, err := joinAt(t, a, cp, from, tok)
 
 			mu.Lock()
 			defer mu.Unlock()

@@ -7,6 +7,8 @@ set -euo pipefail
 declare -A wanted=(
   [chronyd]=chrony
   [faketime]=faketime
+  [ip]=iproute2      # network-namespace clusters (aegisctl cluster create --network netns, e2e)
+  [nsenter]=util-linux
 )
 
 missing=()

@@ -20,6 +20,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/pprof"
+	"strings"
 	"syscall"
 
 	"github.com/aegis-os/aegis/e2e/bench"
@@ -33,6 +34,7 @@ type options struct {
 	revision   string
 	keep       bool
 	cpuProfile string
+	only       []string
 }
 
 func main() {
@@ -60,6 +62,11 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.revision, "revision", "", "the source `REV`ision measured, for the report")
 	fs.BoolVar(&o.keep, "keep", false, "keep the run's state and logs in its temporary directory")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write the harness's own CPU profile (the clients' side) to `FILE`")
+	fs.Func("only", "run only these `STAGES`, comma-separated, of "+strings.Join(bench.Stages, ", "), func(v string) error {
+		o.only = append(o.only, strings.Split(v, ",")...)
+
+		return nil
+	})
 
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -103,7 +110,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		plan = bench.QuickPlan
 	}
 
-	rep, err := bench.Run(ctx, bench.Config{BinDir: opts.binDir, Plan: plan, Progress: stderr, Keep: opts.keep})
+	rep, err := bench.Run(ctx, bench.Config{BinDir: opts.binDir, Plan: plan, Progress: stderr, Keep: opts.keep, Only: opts.only})
 	if err != nil {
 		return err
 	}

@@ -74,12 +74,25 @@ per node (control planes first, node i at address .(i+2) of --cidr, standard
 ports 50000 and 50001), wait until every node's services are up and every
 worker has joined through trustd, and merge a context named after the cluster
 into the client config. The nodes keep running after aegisctl exits; stop
-them with 'aegisctl cluster destroy'.`,
+them with 'aegisctl cluster destroy'.
+
+With --network netns (root), each node runs in a network namespace of its
+own (PREFIX-controlplane-1, …) with its address on eth0, the end of a veth
+pair whose other end (PREFIX-0, …) is on a bridge (PREFIX-br) here, which
+holds the subnet's .1 address: the nodes talk over real interfaces, and
+aegisctl reaches them through the bridge. destroy removes every namespace
+and link of the prefix; so does a create that fails.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			prefix, err := netip.ParsePrefix(cidr)
-			if err != nil {
-				return fmt.Errorf("--cidr: %w", err)
+			var (
+				prefix netip.Prefix
+				err    error
+			)
+
+			if cidr != "" {
+				if prefix, err = netip.ParsePrefix(cidr); err != nil {
+					return fmt.Errorf("--cidr: %w", err)
+				}
 			}
 
 			if opts.StateDir, err = flags.dir(); err != nil {
@@ -103,7 +116,9 @@ them with 'aegisctl cluster destroy'.`,
 	flags.register(cmd)
 	cmd.Flags().IntVar(&opts.ControlPlanes, "controlplanes", 1, "number of control-plane nodes")
 	cmd.Flags().IntVar(&opts.Workers, "workers", 2, "number of worker nodes")
-	cmd.Flags().StringVar(&cidr, "cidr", localcluster.DefaultCIDR, "loopback range of the node addresses")
+	cmd.Flags().StringVar(&cidr, "cidr", "", "range of the node addresses (default "+localcluster.DefaultCIDR+", or "+localcluster.DefaultNetnsCIDR+" with --network netns)")
+	cmd.Flags().StringVar(&opts.Network, "network", localcluster.NetworkLoopback, "loopback: nodes on loopback addresses; netns: each node in its own network namespace, on a bridge (root)")
+	cmd.Flags().StringVar(&opts.NetnsPrefix, "netns-prefix", "", "with --network netns: prefix of every namespace and link made, at most 12 characters (default: the cluster's name)")
 	cmd.Flags().StringVar(&binDir, "bin-dir", "", "folder of machined, apid and trustd (default: aegisctl's own)")
 	cmd.Flags().DurationVar(&timeout, "wait-timeout", localcluster.DefaultTimeout, "how long to wait for the cluster to come up")
 
@@ -118,7 +133,12 @@ func createCluster(ctx context.Context, e *env, opts localcluster.Options, state
 	signal.Ignore(syscall.SIGPIPE)
 	defer signal.Reset(syscall.SIGPIPE)
 
-	fmt.Fprintf(e.stdout, "creating cluster %q: %d control plane(s), %d worker(s) in %s\n", opts.Name, opts.ControlPlanes, opts.Workers, opts.CIDR)
+	where := "on loopback"
+	if opts.Network == localcluster.NetworkNetns {
+		where = "in network namespaces"
+	}
+
+	fmt.Fprintf(e.stdout, "creating cluster %q: %d control plane(s), %d worker(s) %s\n", opts.Name, opts.ControlPlanes, opts.Workers, where)
 
 	start := e.clock.Now()
 
@@ -203,7 +223,13 @@ func newClusterShowCommand(e *env) *cobra.Command {
 		case *format != formatTable:
 			return writeDocument(e.stdout, *format, clusterDocument(c))
 		default:
-			fmt.Fprintf(e.stdout, "cluster %q in %s\n\n", c.Name, c.Dir)
+			fmt.Fprintf(e.stdout, "cluster %q in %s\n", c.Name, c.Dir)
+
+			if c.Net != nil {
+				fmt.Fprintf(e.stdout, "network namespaces %s-…, bridge %s holding %s\n", c.Net.Prefix, c.Net.Bridge, c.Net.Gateway)
+			}
+
+			fmt.Fprintln(e.stdout)
 			printNodes(e, c)
 		}
 

@@ -53,17 +53,23 @@ type certDoc struct {
 
 // clusterDoc is cluster show's cluster.
 type clusterDoc struct {
-	Name  string    `json:"name"`
-	Dir   string    `json:"dir"`
-	Nodes []nodeDoc `json:"nodes"`
+	Name string `json:"name"`
+	Dir  string `json:"dir"`
+	// Network is loopback or netns; a netns cluster also has Bridge and
+	// Gateway, and every node its Namespace.
+	Network string    `json:"network"`
+	Bridge  string    `json:"bridge,omitempty"`
+	Gateway string    `json:"gateway,omitempty"`
+	Nodes   []nodeDoc `json:"nodes"`
 }
 
 type nodeDoc struct {
-	Name    string `json:"name"`
-	Type    string `json:"type"`
-	Address string `json:"address"`
-	PID     int    `json:"pid"`
-	Running bool   `json:"running"`
+	Name      string `json:"name"`
+	Type      string `json:"type"`
+	Address   string `json:"address"`
+	Namespace string `json:"namespace,omitempty"`
+	PID       int    `json:"pid"`
+	Running   bool   `json:"running"`
 }
 
 // healthDoc is health's verdict: every node checked, healthy or not and why.
@@ -157,10 +163,16 @@ func newCertDoc(what string, cert *x509.Certificate, now time.Time) certDoc {
 
 func clusterDocument(c *localcluster.Cluster) clusterDoc {
 	running := c.Running()
-	doc := clusterDoc{Name: c.Name, Dir: c.Dir, Nodes: []nodeDoc{}}
+	doc := clusterDoc{Name: c.Name, Dir: c.Dir, Network: localcluster.NetworkLoopback, Nodes: []nodeDoc{}}
+
+	if c.Net != nil {
+		doc.Network, doc.Bridge, doc.Gateway = localcluster.NetworkNetns, c.Net.Bridge, c.Net.Gateway.String()
+	}
 
 	for _, n := range c.Nodes {
-		doc.Nodes = append(doc.Nodes, nodeDoc{Name: n.Name, Type: string(n.Type), Address: n.Address, PID: n.PID, Running: running[n.Name]})
+		doc.Nodes = append(doc.Nodes, nodeDoc{
+			Name: n.Name, Type: string(n.Type), Address: n.Address, Namespace: c.Namespace(n), PID: n.PID, Running: running[n.Name],
+		})
 	}
 
 	return doc

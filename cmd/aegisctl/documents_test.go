@@ -41,11 +41,23 @@ func TestDocuments(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	lab := `{"name": "lab", "dir": "/var/lib/aegis/clusters/lab", "nodes": [
+		{"name": "lab-controlplane-1", "type": "controlplane", "address": "10.213.0.2", "pid": 0}],
+		"net": {"prefix": "aegis-lab", "bridge": "aegis-lab-br", "gateway": "10.213.0.1/24"}}`
+	if err = os.MkdirAll(filepath.Join(dir, "state", "lab"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+
+	if err = os.WriteFile(filepath.Join(dir, "state", "lab", "cluster.json"), []byte(lab), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
 	for _, format := range []string{"json", "yaml"} {
 		for name, args := range map[string][]string{
-			"contexts":     {"--aegisconfig", contexts, "config", "contexts"},
-			"config-info":  {"--aegisconfig", info, "config", "info"},
-			"cluster-show": {"cluster", "show", "--name", "demo", "--state-dir", filepath.Join(dir, "state")},
+			"contexts":           {"--aegisconfig", contexts, "config", "contexts"},
+			"config-info":        {"--aegisconfig", info, "config", "info"},
+			"cluster-show":       {"cluster", "show", "--name", "demo", "--state-dir", filepath.Join(dir, "state")},
+			"cluster-show-netns": {"cluster", "show", "--name", "lab", "--state-dir", filepath.Join(dir, "state")},
 		} {
 			t.Run(name+"."+format, func(t *testing.T) {
 				golden.Compare(t, name+"."+format+".golden", []byte(mustRun(t, dir, append(args, "-o", format)...)))

@@ -24,6 +24,17 @@ import (
 // endpoints are the control planes, on the cluster's own network.
 const etcdDialTimeout = 2 * time.Second
 
+// etcdKeepAlive and etcdKeepAliveTimeout find a connection to a member cut
+// off by a partition: no reset ever comes from a dropped link, and without
+// pings the client would keep sending a share of its requests down the
+// dead connection until each one times out. etcd refuses pings more often
+// than every 5 s (its --grpc-keepalive-min-time), so a dead connection is
+// dropped within 8 s and its requests go to the members still reachable.
+const (
+	etcdKeepAlive        = 5 * time.Second
+	etcdKeepAliveTimeout = 3 * time.Second
+)
+
 // etcdFiles are what machined keeps of the node's etcd member under the
 // state directory: the client certificate it issues at every boot (trustd
 // reads the files at each handshake, so renewals apply) and the member's
@@ -108,6 +119,7 @@ func (d *daemon) openEtcdStore(state, listen string, controlPlanes []string) err
 
 	d.etcd, err = clientv3.New(clientv3.Config{
 		Endpoints: etcdEndpoints(listen, controlPlanes), TLS: tlsCfg, DialTimeout: etcdDialTimeout, Logger: zap.NewNop(),
+		DialKeepAliveTime: etcdKeepAlive, DialKeepAliveTimeout: etcdKeepAliveTimeout,
 	})
 	if err != nil {
 		return fmt.Errorf("etcd client: %w", err)

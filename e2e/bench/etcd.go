@@ -85,6 +85,10 @@ func (r *run) etcd(ctx context.Context) error {
 		e.IdleRSS = append(e.IdleRSS, rss)
 	}
 
+	if err = r.tokenStores(ctx, c); err != nil {
+		return fmt.Errorf("token stores: %w", err)
+	}
+
 	snapshot := filepath.Join(r.dir, "etcd.snapshot")
 	if err = r.etcdSnapshot(ctx, c, e, snapshot); err != nil {
 		return err

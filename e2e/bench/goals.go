@@ -18,6 +18,7 @@ const (
 	GoalAPIDIdleRSS      = 40 << 20         // apid's resident memory at idle, under (bytes)
 	GoalEtcdClusterUp    = 10 * time.Second // cluster create, 3 control planes + 2 workers, all voters healthy, under
 	GoalEtcdSingleUp     = 2 * time.Second  // one control plane's start to etcd healthy, under
+	GoalEtcdStoreVsBbolt = 0.8              // issuance rate with a limited-use token, etcd store ÷ bbolt store, at least
 )
 
 // missing is how a goal shows a figure that was not measured.
@@ -42,7 +43,16 @@ func (r Results) Goals() []Goal {
 	}
 
 	return append(out, r.joinGoal(), r.apidGoal(), r.fanOutGoal(), r.bootGoal(), r.memoryGoal(), r.connFloodGoal(),
-		r.etcdClusterGoal(), r.etcdSingleGoal())
+		r.etcdClusterGoal(), r.etcdSingleGoal(), r.tokenStoreGoal())
+}
+
+func (r Results) tokenStoreGoal() Goal {
+	var v float64
+	if ts := r.TokenStores; ts != nil {
+		v = Ratio(ts.Etcd.PerSecond(), ts.Bbolt.PerSecond())
+	}
+
+	return atLeast("limited-use token: etcd store ÷ bbolt store (rate)", v, GoalEtcdStoreVsBbolt)
 }
 
 func atLeast(name string, v, bound float64) Goal {

@@ -129,6 +129,9 @@ func stormClients(n int, base join.Config, log *slog.Logger) ([]*join.Client, er
 
 		cfg := base
 		cfg.Hostname, cfg.Source, cfg.Logger = addr.String(), addr.String(), log
+		// Client i starts on endpoint i: a storm over several control
+		// planes is spread over all of them.
+		cfg.Endpoints = append(slices.Clone(base.Endpoints[i%len(base.Endpoints):]), base.Endpoints[:i%len(base.Endpoints)]...)
 
 		c, err := join.New(cfg)
 		if err != nil {

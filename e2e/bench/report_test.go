@@ -59,6 +59,11 @@ func fixture() Results {
 			IdleRSS: []uint64{40 << 20, 38 << 20, 39 << 20}, Keys: 10000, SnapshotBytes: 3 << 20,
 			Snapshot: 150 * time.Millisecond, Restore: 1200 * time.Millisecond,
 		},
+		TokenStores: &TokenStores{
+			ControlPlanes: 3, Bbolt: cs(1000, 1000, 2000, 1000, 400, 0), Etcd: cs(1000, 1200, 3000, 1250, 500, 0),
+			Storm: &JoinStorm{Clients: 200, Totals: []time.Duration{4 * time.Second}, Retries: 5,
+				Latency: Summary{N: 200, Median: 2 * time.Second, P99: 4 * time.Second}},
+		},
 	}
 }
 
@@ -102,7 +107,7 @@ func TestReportJSONRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	if back.Results.APID.Via != fixture().APID.Via || len(back.Sections) != 7 || len(back.Goals) != 11 {
+	if back.Results.APID.Via != fixture().APID.Via || len(back.Sections) != 8 || len(back.Goals) != 12 {
 		t.Fatalf("round trip lost figures: %+v", back)
 	}
 }
@@ -124,6 +129,7 @@ func TestGoals(t *testing.T) {
 		"apid idle RSS (control plane)":                                                   true,
 		"cluster create, 3 control planes + 2 workers, until all etcd voters are healthy": true,  // 9s
 		"one control plane: machined start to etcd healthy":                               false, // 2.5s
+		"limited-use token: etcd store ÷ bbolt store (rate)":                              true,  // 800/s ÷ 1000/s
 	}
 
 	for name, w := range want {

@@ -15,6 +15,8 @@ type Results struct {
 	Flood    *ConnFlood   `json:"connection_flood,omitempty"`
 	Streams  *StreamFlood `json:"stream_flood,omitempty"`
 	Etcd     *Etcd        `json:"etcd,omitempty"`
+	// TokenStores compares the etcd and bbolt token stores.
+	TokenStores *TokenStores `json:"token_stores,omitempty"`
 }
 
 // Case is one measured case of a comparison: the latencies of its calls,

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 )
 
@@ -21,7 +22,12 @@ type Config struct {
 	// Keep leaves the run's directory (state and logs of every process)
 	// in place instead of removing it.
 	Keep bool
+	// Only names the stages to run (Stages); empty runs them all.
+	Only []string
 }
+
+// Stages are the parts of a run, in the order they run.
+var Stages = []string{"issuance", "boot", "cluster", "flood", "etcd"}
 
 // run is one run's state.
 type run struct {
@@ -47,6 +53,12 @@ type stage struct {
 func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := checkBinaries(cfg.BinDir); err != nil {
 		return nil, err
+	}
+
+	for _, s := range cfg.Only {
+		if !slices.Contains(Stages, s) {
+			return nil, fmt.Errorf("bench: no stage %q; the stages are %v", s, Stages)
+		}
 	}
 
 	if cfg.Progress == nil {
@@ -84,13 +96,17 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 func (r *run) stages(ctx context.Context) []string {
 	var failures []string
 
-	for _, s := range []stage{
+	for i, s := range []stage{
 		{"issuance", r.issuance},
 		{"boot", r.boot},
 		{"cluster loads", r.clusterLoads},
 		{"connection flood", r.connFlood},
 		{"etcd", r.etcd},
 	} {
+		if len(r.cfg.Only) > 0 && !slices.Contains(r.cfg.Only, Stages[i]) {
+			continue
+		}
+
 		if ctx.Err() != nil {
 			failures = append(failures, s.name+": not run: "+context.Cause(ctx).Error())
 

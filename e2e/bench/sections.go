@@ -42,7 +42,36 @@ func (r Results) Sections() []Section {
 		out = append(out, r.etcdSection())
 	}
 
+	if r.TokenStores != nil {
+		out = append(out, r.tokenStoresSection())
+	}
+
 	return out
+}
+
+func (r Results) tokenStoresSection() Section {
+	ts := r.TokenStores
+	rows := []Row{
+		latencyRow("bbolt store (control plane before etcd is formed)", ts.Bbolt),
+		latencyRow(fmt.Sprintf("etcd store (%d control planes)", ts.ControlPlanes), ts.Etcd, rateOf("bbolt", ts.Etcd, ts.Bbolt)),
+	}
+
+	if j := ts.Storm; j != nil {
+		rows = append(rows, Row{
+			Name:    fmt.Sprintf("join storm of %d over %d control planes, one stored token", j.Clients, ts.ControlPlanes),
+			Latency: &j.Latency, Total: j.Total(), Rate: Rate(j.Clients, j.Total()),
+			Note: fmt.Sprintf("%d storm(s), %d attempts retried", len(j.Totals), j.Retries),
+		})
+	}
+
+	return Section{
+		Title: "token stores",
+		How: "Certificate calls one after the other over one kept connection to a control plane's trustd, with a " +
+			"limited-use stored token (each call counts a use), interleaved: etcd store of the formed cluster, bbolt " +
+			"store of a control plane whose etcd is not formed; CPU/call is trustd's and the client's (etcd's not counted), " +
+			"server CPU/call trustd's; the storm's clients start on the control planes in turn",
+		Rows: rows,
+	}
 }
 
 func latencyRow(name string, c Case, ratios ...Relative) Row {

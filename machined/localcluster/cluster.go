@@ -31,6 +31,9 @@ type Cluster struct {
 	// leaves machined's default.
 	NodeCertTTL time.Duration `json:"nodeCertTTL,omitempty"`
 
+	// Net is the network of a netns cluster; nil on loopback.
+	Net *Net `json:"net,omitempty"`
+
 	skipBootstrap bool // Create leaves etcd unbootstrapped
 }
 
@@ -123,6 +126,9 @@ func (c *Cluster) save() error {
 // writes the secrets, the configs and the manifest.
 func prepare(opts Options) (*Cluster, error) {
 	c := &Cluster{Name: opts.Name, Dir: filepath.Join(opts.StateDir, opts.Name), BinDir: opts.BinDir, NodeCertTTL: opts.NodeCertTTL}
+	if opts.Network == NetworkNetns {
+		c.Net = newNet(opts.NetnsPrefix, opts.CIDR)
+	}
 
 	if _, err := os.Stat(c.Dir); err == nil {
 		return nil, fmt.Errorf("localcluster: cluster %q exists in %s; destroy it first", opts.Name, c.Dir)
@@ -138,8 +144,11 @@ func prepare(opts Options) (*Cluster, error) {
 			n.Name = fmt.Sprintf("%s-worker-%d", opts.Name, i-opts.ControlPlanes+1)
 		}
 
-		if err := portsFree(n.Address, n.Type.IsControlPlane()); err != nil {
-			return nil, err
+		// A netns node's addresses are its own namespace's, made later.
+		if c.Net == nil {
+			if err := portsFree(n.Address, n.Type.IsControlPlane()); err != nil {
+				return nil, err
+			}
 		}
 
 		c.Nodes = append(c.Nodes, n)

@@ -51,6 +51,11 @@ type Options struct {
 	// SkipBootstrap leaves etcd unbootstrapped (for a recovery from a
 	// snapshot): Create then waits for every service but etcd.
 	SkipBootstrap bool
+	// Network is NetworkLoopback (the default) or NetworkNetns.
+	Network string
+	// NetnsPrefix starts the name of every network namespace and link of a
+	// netns cluster; empty means the cluster's name.
+	NetnsPrefix string
 }
 
 // DefaultStateDir is ~/.aegis/clusters.
@@ -72,8 +77,19 @@ func (o *Options) setDefaults() error {
 		o.ControlPlanes = 1
 	}
 
+	if o.Network == "" {
+		o.Network = NetworkLoopback
+	}
+
 	if !o.CIDR.IsValid() {
 		o.CIDR = netip.MustParsePrefix(DefaultCIDR)
+		if o.Network == NetworkNetns {
+			o.CIDR = netip.MustParsePrefix(DefaultNetnsCIDR)
+		}
+	}
+
+	if o.Network == NetworkNetns && o.NetnsPrefix == "" {
+		o.NetnsPrefix = o.Name
 	}
 
 	if o.Timeout == 0 {
@@ -128,7 +144,14 @@ func (o *Options) check() error {
 		}
 	}
 
-	return nil
+	switch o.Network {
+	case NetworkLoopback:
+		return nil
+	case NetworkNetns:
+		return checkNetns(o.NetnsPrefix, o.CIDR)
+	default:
+		return fmt.Errorf("localcluster: network %q: want %s or %s", o.Network, NetworkLoopback, NetworkNetns)
+	}
 }
 
 // nodeAddress is the address of node i: .(i+2) of the CIDR.
@@ -166,7 +189,15 @@ func Create(ctx context.Context, opts Options) (*Cluster, error) {
 
 	c.skipBootstrap = opts.SkipBootstrap
 
-	if err = c.startAll(); err == nil {
+	if c.Net != nil {
+		err = c.Net.setUp(c)
+	}
+
+	if err == nil {
+		err = c.startAll()
+	}
+
+	if err == nil {
 		err = c.waitUp(ctx, opts.Timeout, opts.Progress)
 	}
 

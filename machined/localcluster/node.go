@@ -46,6 +46,10 @@ func (c *Cluster) AddNode(ctx context.Context, spec NodeSpec, timeout time.Durat
 		return Node{}, fmt.Errorf("localcluster: node name: %w", err)
 	}
 
+	if c.Net != nil {
+		return Node{}, errors.New("localcluster: adding a node to a netns cluster is not supported")
+	}
+
 	if _, taken := c.NodeByName(spec.Name); taken {
 		return Node{}, fmt.Errorf("localcluster: node %s exists", spec.Name)
 	}

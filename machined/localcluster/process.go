@@ -53,6 +53,11 @@ func (c *Cluster) start(n Node) (int, error) {
 	}
 
 	cmd := exec.Command(filepath.Join(c.BinDir, "machined"), args...)
+	if c.Net != nil {
+		// ip execs machined in the node's namespace: the PID is machined's.
+		cmd = exec.Command("ip", append([]string{"netns", "exec", c.Net.namespace(c, n), cmd.Path}, args...)...)
+	}
+
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.Dir = c.nodeDir(n)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
@@ -133,6 +138,12 @@ func (c *Cluster) Destroy() error {
 
 	if err := errors.Join(errs...); err != nil {
 		return err
+	}
+
+	if c.Net != nil {
+		if err := c.Net.tearDown(); err != nil {
+			return err
+		}
 	}
 
 	if c.ClientConfig != "" {
