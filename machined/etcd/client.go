@@ -21,6 +21,7 @@ func (e *Etcd) newClient(endpoints ...string) (*clientv3.Client, error) {
 
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints: endpoints, TLS: tlsCfg, DialTimeout: dialTimeout,
+		DialKeepAliveTime: keepAlive, DialKeepAliveTimeout: keepAliveTimeout,
 		Logger: zap.NewNop(), RejectOldCluster: false,
 	})
 	if err != nil {

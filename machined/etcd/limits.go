@@ -7,6 +7,12 @@ const (
 	// dialTimeout bounds the connection to one etcd endpoint: every endpoint
 	// is on the cluster's own network, a slower one is as good as down.
 	dialTimeout = 2 * time.Second
+	// keepAlive and keepAliveTimeout find a connection to a member that a
+	// partition cut off: a dropped link sends no reset, and without pings
+	// the client would keep calls on the dead connection until each timed
+	// out. etcd refuses pings more often than every 5 s.
+	keepAlive        = 5 * time.Second
+	keepAliveTimeout = 3 * time.Second
 	// callTimeout bounds one membership or status call, so that an API call
 	// or a boot never hangs on an etcd without quorum.
 	callTimeout = 5 * time.Second
