@@ -3,14 +3,16 @@ package apid
 import (
 	"context"
 	"crypto/x509"
-	"errors"
 	"fmt"
 	"sync"
+
+	"github.com/aegis-os/aegis/authz"
 )
 
 // errRevoked refuses a client certificate whose serial the cluster's
 // revocation list holds.
-var errRevoked = errors.New("apid: the client certificate is revoked")
+// It wraps authz.ErrRevoked, which the authenticator tells the caller.
+var errRevoked = fmt.Errorf("apid: %w", authz.ErrRevoked)
 
 // Revocations is the revocation list apid enforces: the serial numbers
 // (lowercase hexadecimal, as big.Int.Text(16) writes them) of revoked

@@ -24,7 +24,20 @@ import (
 // restarted node enforces it before it has reached anyone, and expired
 // entries are pruned.
 func (n *Node) followRevocations(ctx context.Context, b *bootState, bg *sync.WaitGroup) {
-	bg.Go(func() { n.publishRevocations(ctx) })
+	// Published before the services start: apid's first resources already
+	// hold the list the node kept.
+	changed := n.publishRevocations()
+
+	bg.Go(func() {
+		for {
+			select {
+			case <-changed:
+				changed = n.publishRevocations()
+			case <-ctx.Done():
+				return
+			}
+		}
+	})
 	bg.Go(func() { n.pruneRevocations(ctx) })
 
 	if b.cfg.Machine.Type.IsControlPlane() {
@@ -47,25 +60,19 @@ func (n *Node) followRevocations(ctx context.Context, b *bootState, bg *sync.Wai
 }
 
 // publishRevocations puts the list into the resources apid and trustd
-// read, at once and after every change, until ctx ends.
-func (n *Node) publishRevocations(ctx context.Context) {
-	for {
-		changed := n.revoked.Changed()
-		entries := n.revoked.Entries()
+// read, and returns a channel closed at the list's next change.
+func (n *Node) publishRevocations() <-chan struct{} {
+	changed := n.revoked.Changed()
+	entries := n.revoked.Entries()
 
-		n.store.Update(func(r *node.Resources) {
-			r.Revoked = make([]*node.RevokedSerial, 0, len(entries))
-			for _, e := range entries {
-				r.Revoked = append(r.Revoked, &node.RevokedSerial{Serial: e.Serial, NotAfter: timestamppb.New(e.NotAfter)})
-			}
-		})
-
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			return
+	n.store.Update(func(r *node.Resources) {
+		r.Revoked = make([]*node.RevokedSerial, 0, len(entries))
+		for _, e := range entries {
+			r.Revoked = append(r.Revoked, &node.RevokedSerial{Serial: e.Serial, NotAfter: timestamppb.New(e.NotAfter)})
 		}
-	}
+	})
+
+	return changed
 }
 
 // pruneRevocations drops expired entries from the node's list and, on a
@@ -84,14 +91,32 @@ func (n *Node) pruneRevocations(ctx context.Context) {
 	}
 }
 
-// followEtcdRevocations follows the list in etcd once the node's etcd
-// exists (after its first boot's set-up).
+// followEtcdRevocations follows the list in etcd. The node's etcd exists
+// once its boot has set it up, but its client certificate is issued only
+// once the clock is synced: until then the client is asked for again every
+// PollInterval.
 func (n *Node) followEtcdRevocations(ctx context.Context) {
-	store, err := n.revocationStore()
-	if err != nil {
-		n.log.Info("revocation list not followed: no etcd on this node", slog.String(logkey.Error, err.Error()))
+	var store *revocation.Store
 
-		return
+	for {
+		var err error
+
+		store, err = n.revocationStore()
+		if errors.Is(err, revocation.ErrNoEtcd) {
+			n.log.Info("revocation list not followed: no etcd on this node")
+
+			return
+		}
+
+		if err == nil {
+			break
+		}
+
+		n.log.Debug("revocation list: no etcd client yet", slog.String(logkey.Error, err.Error()))
+
+		if !clock.Sleep(ctx, n.clock, revocation.PollInterval) {
+			return
+		}
 	}
 
 	store.Follow(ctx, func(entries []revocation.Entry) {
