@@ -169,7 +169,9 @@ the copy the node enforces on a worker (-n WORKER).`,
 			call: func(ctx context.Context, c *client.Client) (*revocations.ListResponse, error) {
 				return revocations.NewRevocationServiceClient(c.Conn()).List(ctx, &revocations.ListRequest{})
 			},
-			table: func(w io.Writer, r *revocations.ListResponse, named bool) { revocationsTable(w, r, named, e.clock.Now()) },
+			table: func(w io.Writer, r *revocations.ListResponse, named bool) {
+				revocationsTable(w, r, named, e.clock.Now())
+			},
 		}.run(e, cmd, *format)
 	}
 
