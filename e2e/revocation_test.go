@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/emptypb"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -87,6 +88,9 @@ func TestClientCertificateRevocation(t *testing.T) {
 
 	t.Run("renewal refused", func(t *testing.T) { checkRenewalRefused(t, victim, cp) })
 	t.Run("listed", func(t *testing.T) { checkListed(t, a, cp, worker, serial) })
+	t.Run("aegisctl", func(t *testing.T) {
+		checkRevokeCLI(t, &cliCluster{Cluster: c, home: t.TempDir(), dir: t.TempDir()}, cp, worker)
+	})
 	t.Run("without etcd", func(t *testing.T) { checkRevokeWithoutEtcd(t, a, victim, cp) })
 	t.Run("worker restarted alone", func(t *testing.T) { checkWorkerKeepsList(t, c, victim, worker, serial) })
 }
@@ -332,4 +336,42 @@ func checkWorkerKeepsList(t *testing.T, c *localcluster.Cluster, victim revokedC
 
 		return nil
 	})
+}
+
+// checkRevokeCLI revokes, with aegisctl, the certificate of a new admin
+// client config with that config itself: warned, recorded, listed in JSON,
+// and the config refused from then on, its renewal too.
+func checkRevokeCLI(t *testing.T, c *cliCluster, cp, worker localcluster.Node) {
+	cfg := c.configNew(t, "self", "--roles", "os:admin")
+
+	res := c.ctl(t, cfg, "config", "revoke", "--reason", "cli")
+	if res.code != 0 || !strings.Contains(res.stderr, "warning: revoking the client certificate of context") {
+		t.Fatalf("self-revocation: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
+
+	serial := strings.TrimSpace(strings.TrimPrefix(strings.SplitN(res.stdout, "\n", 2)[0], "revoked:"))
+
+	var list revocations.ListResponse
+	if err := protojson.Unmarshal([]byte(c.ok(t, c.admin(), "config", "revocations", "-o", "json")), &list); err != nil {
+		t.Fatal(err)
+	}
+
+	found := false
+	for _, r := range list.GetMessages()[0].GetRevocations() {
+		found = found || (r.GetSerial() == serial && r.GetReason() == "cli")
+	}
+
+	if !found {
+		t.Fatalf("config revocations does not list %q: %v", serial, &list)
+	}
+
+	for _, n := range []localcluster.Node{cp, worker} {
+		waitUntil(t, "the revoked config refused by "+n.Name, func() bool {
+			return c.ctl(t, cfg, "-e", n.Address, "version").code != 0
+		})
+	}
+
+	if res := c.ctl(t, cfg, "config", "renew"); res.code == 0 {
+		t.Fatalf("the revoked certificate renewed:\n%s", res.stdout)
+	}
 }
