@@ -92,10 +92,15 @@ func (s *Server) followRevocations(ctx context.Context) {
 		return
 	}
 
+	// The channel is taken before each sweep, so a change made during the
+	// sweep, or before this goroutine ran at all, is not missed.
 	for {
+		changed := s.revoked.next()
+
+		s.streams.recheckNow()
+
 		select {
-		case <-s.revoked.next():
-			s.streams.recheckNow()
+		case <-changed:
 		case <-ctx.Done():
 			return
 		}
