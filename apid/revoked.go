@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/x509"
 	"fmt"
+	"maps"
 	"sync"
 
 	"github.com/aegis-os/aegis/authz"
@@ -26,7 +27,8 @@ type Revocations struct {
 	changed chan struct{}
 }
 
-// Set makes serials the list.
+// Set makes serials the list. The same list again is no change: open
+// calls are checked again only when the list changed.
 func (r *Revocations) Set(serials []string) {
 	set := make(map[string]struct{}, len(serials))
 	for _, s := range serials {
@@ -35,6 +37,10 @@ func (r *Revocations) Set(serials []string) {
 
 	r.mu.Lock()
 	defer r.mu.Unlock()
+
+	if maps.Equal(set, r.serials) && r.serials != nil {
+		return
+	}
 
 	r.serials = set
 
