@@ -384,3 +384,15 @@ func checkRevokeCLI(t *testing.T, c *cliCluster, cp, worker localcluster.Node) {
 		t.Fatalf("the revoked certificate renewed:\n%s", res.stdout)
 	}
 }
+
+// checkRevokeWithoutQuorum: a control plane whose etcd has lost quorum
+// records no revocation and says why (Unavailable, naming etcd).
+func checkRevokeWithoutQuorum(t *testing.T, a admin, cp localcluster.Node) {
+	t.Helper()
+
+	_, err := revocations.NewRevocationServiceClient(a.conn(t, cp.Address)).Revoke(etcdCtx(t),
+		&revocations.RevokeRequest{Serial: "c0ffee", Reason: "no quorum"})
+	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "etcd") {
+		t.Fatalf("revoke without quorum: %v, want Unavailable naming etcd", err)
+	}
+}
