@@ -74,6 +74,10 @@ type Config struct {
 	// NodePort is the port of every node's apid: targets carry no port.
 	// Zero means certs.APIDPort (50000).
 	NodePort int
+	// Revocations is the cluster's list of revoked client certificates,
+	// checked at every handshake and call and, when it changes, against
+	// every open call. Nil revokes nothing.
+	Revocations *Revocations
 	// Rules is the method table. Nil means authz.DefaultRules().
 	Rules authz.Rules
 	// Logger receives the request log and the audit records. Nil discards.
@@ -89,6 +93,7 @@ type Config struct {
 type Server struct {
 	cert     CertificateSource
 	accepted func() *ca.AcceptedSet
+	revoked  *Revocations
 	forward  ClientCertificateSource
 	names    *nodeNames
 	nodePort int
@@ -117,6 +122,7 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{
 		cert:     cfg.Certificate,
 		accepted: cfg.AcceptedCAs,
+		revoked:  cfg.Revocations,
 		forward:  cfg.ForwardCertificate,
 		nodePort: cfg.NodePort,
 		log:      cfg.Logger,
@@ -232,10 +238,19 @@ func (s *Server) Serve(lis net.Listener) error {
 		s.followMachined(ctx)
 	}()
 
+	revoked := make(chan struct{})
+
+	go func() {
+		defer close(revoked)
+
+		s.followRevocations(ctx)
+	}()
+
 	defer func() {
 		stop()
 		<-summarized
 		<-followed
+		<-revoked
 	}()
 
 	if err := s.grpc.Serve(s.conns.Wrap(lis)); err != nil && !errors.Is(err, grpc.ErrServerStopped) {

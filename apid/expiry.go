@@ -121,6 +121,22 @@ func (g *streamGuard) endLocked(st *openStream, reason error) {
 	st.end(cause)
 }
 
+// recheckNow makes the watcher check every open call at once (the
+// revocation list changed). With no call open there is nothing to check.
+func (g *streamGuard) recheckNow() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+
+	if !g.watching {
+		return
+	}
+
+	select {
+	case g.wake <- struct{}{}:
+	default: // a wake-up is pending already
+	}
+}
+
 // stop ends the watcher; the calls themselves end with the server.
 func (g *streamGuard) stop() {
 	g.stopOnce.Do(func() { close(g.done) })

@@ -58,25 +58,29 @@ func (s *Server) configForClient(*tls.ClientHelloInfo) (*tls.Config, error) {
 		ClientCAs:              pool,
 		NextProtos:             []string{"h2"},
 		SessionTicketsDisabled: true,
-		VerifyConnection:       verifyClientChain,
+		VerifyConnection:       s.verifyClientChain,
 		Time:                   s.clock.Now,
 		Rand:                   s.rand,
 	}, nil
 }
 
-// verifyClientChain applies authz.CheckClientChain to the chain crypto/tls
-// verified: crypto/tls accepts intermediates the client sends along, CA
+// verifyClientChain refuses a revoked client certificate and applies
+// authz.CheckClientChain to the chain crypto/tls verified: crypto/tls accepts intermediates the client sends along, CA
 // leaves and leaves without extended key usage, none of which Aegis issues
 // to a client. A client that sent no certificate passes here and is
 // refused by the authentication interceptor at every call but a health
 // probe; one that sent a certificate crypto/tls did not verify is refused.
-func verifyClientChain(cs tls.ConnectionState) error {
+func (s *Server) verifyClientChain(cs tls.ConnectionState) error {
 	if len(cs.PeerCertificates) == 0 {
 		return nil
 	}
 
 	if len(cs.VerifiedChains) == 0 {
 		return authz.ErrUnauthenticated
+	}
+
+	if err := s.revoked.check(cs.VerifiedChains[0][0]); err != nil {
+		return err
 	}
 
 	return authz.CheckClientChain(cs.VerifiedChains[0])
@@ -92,10 +96,15 @@ var (
 // recheckClient runs at every call, and over the life of every open call
 // (streamGuard): the handshake verified the chain when the connection
 // opened, and this keeps the verdict current while it stays open.
-// Signatures do not change; what can is whether the chain's CA is still
-// accepted (a finished rotation) and whether every certificate of it is
-// still valid at the clock's time.
+// Signatures do not change; what can is whether the client certificate
+// was revoked, whether the chain's CA is still accepted (a finished
+// rotation) and whether every certificate of it is still valid at the
+// clock's time.
 func (s *Server) recheckClient(chain []*x509.Certificate) error {
+	if err := s.revoked.check(chain[0]); err != nil {
+		return err
+	}
+
 	set := s.accepted()
 	if set == nil {
 		return errNoAcceptedCAs
@@ -244,6 +253,8 @@ func handshakeKind(err error) string {
 	var verify *tls.CertificateVerificationError
 
 	switch {
+	case errors.Is(err, errRevoked):
+		return "revoked"
 	case errors.As(err, &verify):
 		return "certificate"
 	case strings.Contains(err.Error(), "didn't provide a certificate"):

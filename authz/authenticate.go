@@ -3,12 +3,15 @@ package authz
 import (
 	"context"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"log/slog"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
 
 	"github.com/aegis-os/aegis/internal/logkey"
 )
@@ -73,6 +76,10 @@ func (a *Authenticator) authenticate(ctx context.Context, method string) (contex
 	if err != nil {
 		a.log.Warn("call refused: no valid client certificate", slog.String(logkey.Method, method),
 			slog.String(logkey.Peer, peerAddr(p)), slog.String(logkey.Error, err.Error()))
+
+		if errors.Is(err, ErrRevoked) {
+			return nil, status.Error(codes.Unauthenticated, ErrRevoked.Error())
+		}
 
 		return nil, grpcError(ErrUnauthenticated)
 	}

@@ -15,6 +15,12 @@ import (
 // configured right.
 var ErrUnauthenticated = errors.New("authz: no verified client certificate")
 
+// ErrRevoked is what a Recheck returns, wrapped, for a client certificate
+// on the cluster's revocation list. The caller is told so: it holds the
+// certificate and learns nothing it could not, and an operator reading the
+// refusal needs to know the certificate is revoked, not broken.
+var ErrRevoked = errors.New("authz: the client certificate is revoked")
+
 // ErrNoRoles is returned when a call reaches the authorizer without roles in
 // its context: the role injector is missing from the chain. It is a
 // configuration error, and the call is refused rather than allowed.

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/aegis-os/aegis/api/certificates"
+	"github.com/aegis-os/aegis/api/revocations"
 	"github.com/aegis-os/aegis/api/tokens"
 )
 
@@ -29,14 +30,15 @@ var ErrNoPeerCertificate = errors.New("authz: no caller certificate passed on")
 // certificate on with calls of method: renewal keeps the presented
 // certificate's roles, name and lifetime, which roles alone do not carry;
 // the methods that hand out or withdraw other credentials (client
-// configurations, join tokens) name the caller's certificate in their
-// audit record.
+// configurations, join tokens, client certificates) name the caller's
+// certificate in their audit record.
 func NeedsPeerCertificate(method string) bool {
 	switch method {
 	case certificates.CertificateService_Renew_FullMethodName,
 		machine.MachineService_GenerateClientConfiguration_FullMethodName,
 		tokens.TokenService_Create_FullMethodName,
-		tokens.TokenService_Revoke_FullMethodName:
+		tokens.TokenService_Revoke_FullMethodName,
+		revocations.RevocationService_Revoke_FullMethodName:
 		return true
 	default:
 		return false

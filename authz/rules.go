@@ -7,6 +7,7 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 
 	"github.com/aegis-os/aegis/api/certificates"
+	"github.com/aegis-os/aegis/api/revocations"
 	"github.com/aegis-os/aegis/api/tokens"
 	"github.com/aegis-os/aegis/authz/role"
 )
@@ -18,8 +19,9 @@ import (
 type Rules map[string]role.Set
 
 // DefaultRules returns a new copy of Aegis's method table: every method of
-// machine.MachineService, aegis.tokens.TokenService and
-// aegis.certificates.CertificateService, with Talos's split between readers,
+// machine.MachineService, aegis.tokens.TokenService,
+// aegis.certificates.CertificateService and
+// aegis.revocations.RevocationService, with Talos's split between readers,
 // operators, etcd backups and admins. os:impersonator alone is allowed
 // nothing: it only carries other callers' roles.
 func DefaultRules() Rules {
@@ -108,6 +110,8 @@ func DefaultRules() Rules {
 		tokens.TokenService_Create_FullMethodName,
 		tokens.TokenService_List_FullMethodName,
 		tokens.TokenService_Revoke_FullMethodName,
+		revocations.RevocationService_Revoke_FullMethodName,
+		revocations.RevocationService_List_FullMethodName,
 	)
 
 	return r

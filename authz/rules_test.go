@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoregistry"
 
 	"github.com/aegis-os/aegis/api/certificates"
+	_ "github.com/aegis-os/aegis/api/revocations" // registers the service walked below
 	"github.com/aegis-os/aegis/api/tokens"
 	"github.com/aegis-os/aegis/authz"
 	"github.com/aegis-os/aegis/authz/role"
@@ -21,6 +22,7 @@ var servedServices = []protoreflect.FullName{
 	"machine.MachineService",
 	"aegis.tokens.TokenService",
 	"aegis.certificates.CertificateService",
+	"aegis.revocations.RevocationService",
 }
 
 func TestEveryMethodHasARule(t *testing.T) {

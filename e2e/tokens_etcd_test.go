@@ -32,7 +32,8 @@ const tokenJoiners = 100
 // made through one control plane joins through another; a single-use token
 // raced by joiners on all three yields one certificate; a revocation on one
 // is refused on the others; and a control plane that lost quorum refuses
-// stored tokens with Unavailable while the machine config's token works.
+// stored tokens with Unavailable while the machine config's token works,
+// and records no client-certificate revocation (Unavailable).
 func TestTokensOnEtcd(t *testing.T) {
 	c := etcdCluster(t, "tokens", "127.9.12.0/24", 3, 0, false)
 	a := clusterAdmin(t, c)
@@ -192,4 +193,6 @@ func checkLostQuorum(t *testing.T, c *localcluster.Cluster, a admin, cps []local
 	if _, err = joinAt(t, a, cps[0], "127.9.12.221", static); err != nil {
 		t.Fatalf("the machine config's token without quorum: %v", err)
 	}
+
+	checkRevokeWithoutQuorum(t, a, cps[0])
 }

@@ -103,6 +103,10 @@ type Config struct {
 	TimeGate      TimeGate
 	Certificate   CertificateSource
 
+	// Revocations is the client-certificate revocation list served to the
+	// cluster's nodes (NodeRevocationService). Nil serves none: the
+	// service answers Unimplemented.
+	Revocations RevocationSource
 	// ControlPlanes lists the control planes' addresses and names besides
 	// this node's own, which trustd always reads from its server
 	// certificate (Certificate). Nil means only those.

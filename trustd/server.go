@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 
+	"github.com/aegis-os/aegis/api/revocations"
 	"github.com/aegis-os/aegis/internal/connlimit"
 	"github.com/aegis-os/aegis/internal/grpcopt"
 	"github.com/aegis-os/aegis/internal/grpcrecover"
@@ -70,16 +71,22 @@ func New(cfg Config) (*Server, error) {
 	securityapi.RegisterSecurityServiceServer(s.grpc, service{s: s})
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 
+	if cfg.Revocations != nil {
+		revocations.RegisterNodeRevocationServiceServer(s.grpc, revocationService{s: s})
+	}
+
 	return s, nil
 }
 
 func (s *Server) serverOptions() []grpc.ServerOption {
-	// Server authentication only: a joining node has no certificate yet;
-	// its token authenticates it. The certificate is fetched per
-	// handshake, so a renewed one needs no restart.
+	// A joining node has no certificate yet: its token authenticates it.
+	// A client certificate is requested, never required nor verified
+	// here: only the revocation list's Serials reads it, and verifies it
+	// itself (checkNode). The certificate is fetched per handshake, so a
+	// renewed one needs no restart.
 	tlsConfig := &tls.Config{
 		GetCertificate: s.cfg.Certificate.GetCertificate,
-		ClientAuth:     tls.NoClientCert,
+		ClientAuth:     tls.RequestClientCert,
 		MinVersion:     tls.VersionTLS13,
 	}
 

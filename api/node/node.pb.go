@@ -7,15 +7,17 @@
 // The node's resources, as machined hands them to the services it runs. Each
 // service reaches machined through a Unix socket of its own (mode 0600) and
 // sees only the fields its socket serves: apid its certificates, the accepted
-// CAs and the node's addresses; trustd the OS CA, its certificate, the
-// accepted CAs, the machine config's token and the time-sync status. Nothing here is reachable through
-// apid.
+// CAs, the node's addresses and the revocation list; trustd the OS CA, its
+// certificate, the accepted CAs, the machine config's token, the time-sync
+// status and the revocation list (which it serves to the cluster's nodes).
+// Nothing here is reachable through apid.
 
 package node
 
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -194,7 +196,10 @@ type Resources struct {
 	ControlPlaneHosts []string `protobuf:"bytes,9,rep,name=control_plane_hosts,json=controlPlaneHosts,proto3" json:"control_plane_hosts,omitempty"`
 	// The machine config's cluster.workerSANs: what the static token obtains
 	// besides the caller's own address (trustd).
-	WorkerSans    []string `protobuf:"bytes,10,rep,name=worker_sans,json=workerSans,proto3" json:"worker_sans,omitempty"`
+	WorkerSans []string `protobuf:"bytes,10,rep,name=worker_sans,json=workerSans,proto3" json:"worker_sans,omitempty"`
+	// Revoked client certificates (apid refuses them; trustd serves them to
+	// the cluster's nodes). Always the whole list, possibly empty.
+	Revoked       []*RevokedSerial `protobuf:"bytes,11,rep,name=revoked,proto3" json:"revoked,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -299,12 +304,73 @@ func (x *Resources) GetWorkerSans() []string {
 	return nil
 }
 
+func (x *Resources) GetRevoked() []*RevokedSerial {
+	if x != nil {
+		return x.Revoked
+	}
+	return nil
+}
+
+// RevokedSerial is one entry of the revocation list: the certificate's
+// serial (lowercase hexadecimal) and its expiry.
+type RevokedSerial struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Serial        string                 `protobuf:"bytes,1,opt,name=serial,proto3" json:"serial,omitempty"`
+	NotAfter      *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=not_after,json=notAfter,proto3" json:"not_after,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokedSerial) Reset() {
+	*x = RevokedSerial{}
+	mi := &file_node_node_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokedSerial) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokedSerial) ProtoMessage() {}
+
+func (x *RevokedSerial) ProtoReflect() protoreflect.Message {
+	mi := &file_node_node_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokedSerial.ProtoReflect.Descriptor instead.
+func (*RevokedSerial) Descriptor() ([]byte, []int) {
+	return file_node_node_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *RevokedSerial) GetSerial() string {
+	if x != nil {
+		return x.Serial
+	}
+	return ""
+}
+
+func (x *RevokedSerial) GetNotAfter() *timestamppb.Timestamp {
+	if x != nil {
+		return x.NotAfter
+	}
+	return nil
+}
+
 var File_node_node_proto protoreflect.FileDescriptor
 
 const file_node_node_proto_rawDesc = "" +
 	"\n" +
 	"\x0fnode/node.proto\x12\n" +
-	"aegis.node\"\x0e\n" +
+	"aegis.node\x1a\x1fgoogle/protobuf/timestamp.proto\"\x0e\n" +
 	"\fWatchRequest\"-\n" +
 	"\aKeyPair\x12\x10\n" +
 	"\x03crt\x18\x01 \x01(\fR\x03crt\x12\x10\n" +
@@ -312,7 +378,7 @@ const file_node_node_proto_rawDesc = "" +
 	"\n" +
 	"TimeStatus\x12\x16\n" +
 	"\x06synced\x18\x01 \x01(\bR\x06synced\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage\"\x98\x03\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"\xcd\x03\n" +
 	"\tResources\x12+\n" +
 	"\x06server\x18\x01 \x01(\v2\x13.aegis.node.KeyPairR\x06server\x127\n" +
 	"\fimpersonator\x18\x02 \x01(\v2\x13.aegis.node.KeyPairR\fimpersonator\x12!\n" +
@@ -325,7 +391,11 @@ const file_node_node_proto_rawDesc = "" +
 	"\x13control_plane_hosts\x18\t \x03(\tR\x11controlPlaneHosts\x12\x1f\n" +
 	"\vworker_sans\x18\n" +
 	" \x03(\tR\n" +
-	"workerSans2I\n" +
+	"workerSans\x123\n" +
+	"\arevoked\x18\v \x03(\v2\x19.aegis.node.RevokedSerialR\arevoked\"`\n" +
+	"\rRevokedSerial\x12\x16\n" +
+	"\x06serial\x18\x01 \x01(\tR\x06serial\x127\n" +
+	"\tnot_after\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\bnotAfter2I\n" +
 	"\vNodeService\x12:\n" +
 	"\x05Watch\x12\x18.aegis.node.WatchRequest\x1a\x15.aegis.node.Resources0\x01B$Z\"github.com/aegis-os/aegis/api/nodeb\x06proto3"
 
@@ -341,25 +411,29 @@ func file_node_node_proto_rawDescGZIP() []byte {
 	return file_node_node_proto_rawDescData
 }
 
-var file_node_node_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_node_node_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
 var file_node_node_proto_goTypes = []any{
-	(*WatchRequest)(nil), // 0: aegis.node.WatchRequest
-	(*KeyPair)(nil),      // 1: aegis.node.KeyPair
-	(*TimeStatus)(nil),   // 2: aegis.node.TimeStatus
-	(*Resources)(nil),    // 3: aegis.node.Resources
+	(*WatchRequest)(nil),          // 0: aegis.node.WatchRequest
+	(*KeyPair)(nil),               // 1: aegis.node.KeyPair
+	(*TimeStatus)(nil),            // 2: aegis.node.TimeStatus
+	(*Resources)(nil),             // 3: aegis.node.Resources
+	(*RevokedSerial)(nil),         // 4: aegis.node.RevokedSerial
+	(*timestamppb.Timestamp)(nil), // 5: google.protobuf.Timestamp
 }
 var file_node_node_proto_depIdxs = []int32{
 	1, // 0: aegis.node.Resources.server:type_name -> aegis.node.KeyPair
 	1, // 1: aegis.node.Resources.impersonator:type_name -> aegis.node.KeyPair
 	1, // 2: aegis.node.Resources.os_ca:type_name -> aegis.node.KeyPair
 	2, // 3: aegis.node.Resources.time:type_name -> aegis.node.TimeStatus
-	0, // 4: aegis.node.NodeService.Watch:input_type -> aegis.node.WatchRequest
-	3, // 5: aegis.node.NodeService.Watch:output_type -> aegis.node.Resources
-	5, // [5:6] is the sub-list for method output_type
-	4, // [4:5] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	4, // 4: aegis.node.Resources.revoked:type_name -> aegis.node.RevokedSerial
+	5, // 5: aegis.node.RevokedSerial.not_after:type_name -> google.protobuf.Timestamp
+	0, // 6: aegis.node.NodeService.Watch:input_type -> aegis.node.WatchRequest
+	3, // 7: aegis.node.NodeService.Watch:output_type -> aegis.node.Resources
+	7, // [7:8] is the sub-list for method output_type
+	6, // [6:7] is the sub-list for method input_type
+	6, // [6:6] is the sub-list for extension type_name
+	6, // [6:6] is the sub-list for extension extendee
+	0, // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_node_node_proto_init() }
@@ -373,7 +447,7 @@ func file_node_node_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_node_node_proto_rawDesc), len(file_node_node_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   4,
+			NumMessages:   5,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -7,9 +7,10 @@
 // The node's resources, as machined hands them to the services it runs. Each
 // service reaches machined through a Unix socket of its own (mode 0600) and
 // sees only the fields its socket serves: apid its certificates, the accepted
-// CAs and the node's addresses; trustd the OS CA, its certificate, the
-// accepted CAs, the machine config's token and the time-sync status. Nothing here is reachable through
-// apid.
+// CAs, the node's addresses and the revocation list; trustd the OS CA, its
+// certificate, the accepted CAs, the machine config's token, the time-sync
+// status and the revocation list (which it serves to the cluster's nodes).
+// Nothing here is reachable through apid.
 
 package node
 

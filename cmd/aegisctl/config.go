@@ -17,7 +17,7 @@ import (
 func newConfigCommand(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "config",
-		Short: "Manage the client config: contexts, endpoints, nodes, new configs, renewal",
+		Short: "Manage the client config: contexts, endpoints, nodes, new configs, renewal, revocation",
 	}
 
 	cmd.AddCommand(
@@ -48,6 +48,8 @@ func newConfigCommand(e *env) *cobra.Command {
 		newConfigMergeCommand(e),
 		newConfigNewCommand(e),
 		newConfigRenewCommand(e),
+		newConfigRevokeCommand(e),
+		newConfigRevocationsCommand(e),
 		newConfigInfoCommand(e),
 	)
 

@@ -25,6 +25,13 @@ func (s *session) explain(err error) error {
 
 	switch st.Code() {
 	case codes.Unavailable:
+		if strings.Contains(st.Message(), "remote error: tls: bad certificate") {
+			// TLS 1.3: the server's verdict on the client certificate
+			// arrives after the client's side of the handshake.
+			return fmt.Errorf("%s refused the client certificate of context %q in the TLS handshake: "+
+				"it is revoked, or its CA is no longer accepted (aegisctl config info shows it)", strings.Join(s.endpoints, ", "), s.name)
+		}
+
 		if cause, dial := transportCause(st.Message()); dial {
 			return fmt.Errorf("cannot reach %s %s: %s", plural(len(s.endpoints), "endpoint", "endpoints"),
 				strings.Join(s.endpoints, ", "), cause)

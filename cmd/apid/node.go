@@ -58,6 +58,13 @@ func (n *nodeFiles) apply(res *node.Resources) error {
 
 	n.accepted.Store(set)
 
+	serials := make([]string, 0, len(res.GetRevoked()))
+	for _, r := range res.GetRevoked() {
+		serials = append(serials, r.GetSerial())
+	}
+
+	n.revoked.Set(serials)
+
 	if first {
 		n.self = append([]string{}, res.GetAddresses()...)
 

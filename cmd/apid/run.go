@@ -53,6 +53,9 @@ type files struct {
 	server   *certs.KeyPair
 	forward  *certs.KeyPair // nil without --impersonator-cert
 	accepted atomic.Pointer[ca.AcceptedSet]
+	// revoked is the revocation list machined follows; the file mode has
+	// none.
+	revoked apid.Revocations
 }
 
 func loadFiles(o *options) (*files, error) {
@@ -124,6 +127,7 @@ func serve(ctx context.Context, o *options, log *slog.Logger) error {
 	cfg := apid.Config{
 		Certificate:    f.server,
 		AcceptedCAs:    f.accepted.Load,
+		Revocations:    &f.revoked,
 		MachinedSocket: o.socket,
 		Self:           append(o.selfNames(lis.Addr(), net.InterfaceAddrs), self...),
 		Names:          o.names,

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/aegis-os/aegis/api/node"
+	"github.com/aegis-os/aegis/api/revocations"
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/machined/resources"
@@ -38,6 +39,7 @@ type nodeSource struct {
 	gate     timesync.Gate
 
 	controlPlanes atomic.Pointer[[]string]
+	revoked       atomic.Pointer[[]*revocations.Revocation]
 
 	once       sync.Once
 	token      token.Token
@@ -58,6 +60,16 @@ func (n *nodeSource) AcceptedCAs() *ca.AcceptedSet { return n.accepted.Load() }
 // node's own addresses and names from its server certificate.
 func (n *nodeSource) ControlPlaneHosts() []string {
 	if p := n.controlPlanes.Load(); p != nil {
+		return *p
+	}
+
+	return nil
+}
+
+// Revocations implements trustd.RevocationSource: the list machined
+// follows in etcd.
+func (n *nodeSource) Revocations() []*revocations.Revocation {
+	if p := n.revoked.Load(); p != nil {
 		return *p
 	}
 
@@ -103,9 +115,15 @@ func (n *nodeSource) apply(res *node.Resources) error {
 
 	hosts := slices.Clone(res.GetControlPlaneHosts())
 
+	revoked := make([]*revocations.Revocation, 0, len(res.GetRevoked()))
+	for _, r := range res.GetRevoked() {
+		revoked = append(revoked, &revocations.Revocation{Serial: r.GetSerial(), NotAfter: r.GetNotAfter()})
+	}
+
 	n.issuer.Store(iss)
 	n.accepted.Store(accepted)
 	n.controlPlanes.Store(&hosts)
+	n.revoked.Store(&revoked)
 	n.gate.Set(res.GetTime().GetSynced())
 	n.once.Do(func() {
 		n.token, n.workerSANs = tok, workerSANs
@@ -168,7 +186,7 @@ func (d *daemon) buildNode(src *nodeSource, opts options) error {
 
 	d.server, err = trustd.New(trustd.Config{
 		Signer: src, CAs: src, Authenticator: auth, TimeGate: &src.gate, Certificate: &src.keyPair, ControlPlanes: src,
-		Audit: d.audit.audit, Refusals: d.audit.refusals, Logger: d.log, CertTTL: d.certTTL,
+		Revocations: src, Audit: d.audit.audit, Refusals: d.audit.refusals, Logger: d.log, CertTTL: d.certTTL,
 	})
 	if err != nil {
 		return err

@@ -153,4 +153,8 @@ const (
 	Message = "message"
 	// Healthy is a service's health.
 	Healthy = "healthy"
+	// EtcdKey is a key in etcd.
+	EtcdKey = "etcd_key"
+	// Revoked counts the entries of the client-certificate revocation list.
+	Revoked = "revoked"
 )

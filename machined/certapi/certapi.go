@@ -55,6 +55,10 @@ type Config struct {
 	// MaxTTL bounds the lifetime of a renewed certificate. Zero means
 	// DefaultMaxTTL; more than DefaultMaxTTL is cut down to it.
 	MaxTTL time.Duration
+	// Revoked reports whether the cluster's revocation list holds a serial
+	// (lowercase hexadecimal): a revoked certificate is never renewed. Nil
+	// revokes nothing.
+	Revoked func(serial string) bool
 	// Logger receives one audit record per decision. Nil discards.
 	Logger *slog.Logger
 	// Rand makes the references of internal errors. Nil means crypto/rand.
@@ -140,6 +144,11 @@ func (s *Server) Renew(ctx context.Context, req *certificates.RenewRequest) (*ce
 func (s *Server) renew(req *certificates.RenewRequest, presented *x509.Certificate, perr error) (*ca.Issued, []byte, error) {
 	if perr != nil {
 		return nil, nil, status.Error(codes.PermissionDenied, "renewal needs the caller's client certificate, and none was passed on")
+	}
+
+	if s.cfg.Revoked != nil && s.cfg.Revoked(presented.SerialNumber.Text(16)) {
+		return nil, nil, status.Errorf(codes.PermissionDenied,
+			"the client certificate (serial %s) is revoked: a revoked certificate is not renewed", presented.SerialNumber.Text(16))
 	}
 
 	roles, err := presentedRoles(presented)

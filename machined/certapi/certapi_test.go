@@ -123,6 +123,7 @@ func TestRenew(t *testing.T) {
 		cert      *x509.Certificate
 		csr       []byte
 		ttl       *durationpb.Duration
+		revoked   bool // the presented certificate is on the revocation list
 		code      codes.Code
 		want      string        // in the error message
 		life      time.Duration // of the certificate issued
@@ -143,6 +144,7 @@ func TestRenew(t *testing.T) {
 			name: "impersonator, whatever talos-role says", roles: role.NewSet(role.Admin), cert: impersonator, csr: good,
 			code: codes.PermissionDenied, want: "os:impersonator certificate cannot be renewed",
 		},
+		{name: "revoked certificate", cert: yearly, csr: good, revoked: true, code: codes.PermissionDenied, want: "is revoked"},
 		{name: "certificate without known roles", cert: unknownRoles(t), csr: good, code: codes.PermissionDenied, want: "roles"},
 		{name: "garbage CSR", cert: yearly, csr: []byte("nope"), code: codes.InvalidArgument, want: "PEM"},
 		{
@@ -166,7 +168,10 @@ func TestRenew(t *testing.T) {
 
 			var sink logtest.Sink
 
-			s := New(Config{Authority: tt.authority, MaxTTL: tt.maxTTL, Logger: sink.Logger()})
+			revoked := func(serial string) bool {
+				return tt.revoked && tt.cert != nil && serial == tt.cert.SerialNumber.Text(16)
+			}
+			s := New(Config{Authority: tt.authority, MaxTTL: tt.maxTTL, Revoked: revoked, Logger: sink.Logger()})
 
 			resp, err := s.Renew(callContext(tt.roles, tt.cert), &certificates.RenewRequest{Csr: tt.csr, Ttl: tt.ttl})
 			if tt.code != codes.OK {

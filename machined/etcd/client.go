@@ -81,3 +81,8 @@ func translate(err error) error {
 		return err
 	}
 }
+
+// Client returns the client of the local member, for the cluster state
+// machined keeps in etcd (the revocation list). It is kept for the boot;
+// the caller does not close it.
+func (e *Etcd) Client() (*clientv3.Client, error) { return e.local() }

@@ -204,7 +204,13 @@ func (n *Node) phaseCertificates(ctx context.Context, b *bootState, bg *sync.Wai
 
 	b.certs.loadHeld()
 
-	return n.setUpEtcd(ctx, b, bg)
+	if err := n.setUpEtcd(ctx, b, bg); err != nil {
+		return err
+	}
+
+	n.followRevocations(ctx, b, bg)
+
+	return nil
 }
 
 // phaseServices starts apid everywhere, trustd on control planes and the

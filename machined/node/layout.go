@@ -47,3 +47,8 @@ func (l Layout) PKIDir() string { return filepath.Join(l.State, "pki") }
 func (l Layout) NodeCertificate(kind string) (crt, key string) {
 	return filepath.Join(l.PKIDir(), kind+".crt"), filepath.Join(l.PKIDir(), kind+".key")
 }
+
+// RevocationList is where the node keeps the last revocation list it
+// learned, so that a restart, and a worker that cannot reach any control
+// plane, keeps enforcing it.
+func (l Layout) RevocationList() string { return filepath.Join(l.State, "revocations.json") }

@@ -20,6 +20,7 @@ import (
 	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/machined/etcd"
 	"github.com/aegis-os/aegis/machined/resources"
+	"github.com/aegis-os/aegis/machined/revocation"
 	"github.com/aegis-os/aegis/machined/system"
 	"github.com/aegis-os/aegis/machined/system/events"
 	"github.com/aegis-os/aegis/machined/system/logs"
@@ -74,6 +75,7 @@ type Node struct {
 	store    *resources.Store
 	logs     map[string]*logs.Log
 	health   *health.Server // machined.sock's grpc.health.v1, from the machine status
+	revoked  *revocation.List
 
 	mu       sync.Mutex
 	machine  *certs.MachineConfig // the config of the current boot
@@ -110,12 +112,18 @@ func New(cfg Config) (*Node, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 
+	var err error
+
 	bus := events.NewBus(system.DefaultBusSize, cfg.Clock)
 	n := &Node{
 		cfg: cfg, layout: Layout{State: cfg.State}, log: cfg.Logger, clock: cfg.Clock, bus: bus,
 		services: system.New(system.Config{Bus: bus, Clock: cfg.Clock, Logger: cfg.Logger}),
 		store:    resources.NewStore(), logs: map[string]*logs.Log{},
 		machine: cfg.Machine, requests: make(chan lifecycleRequest, 1), health: newHealth(),
+	}
+
+	if n.revoked, err = revocation.OpenList(revocation.ListConfig{Path: n.layout.RevocationList(), Clock: cfg.Clock}); err != nil {
+		return nil, err
 	}
 
 	if cfg.MachinedLog != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/aegis-os/aegis/machined/certapi"
 	"github.com/aegis-os/aegis/machined/machineapi"
 	"github.com/aegis-os/aegis/machined/resources"
+	"github.com/aegis-os/aegis/machined/revocation"
 )
 
 // sockets are machined's gRPC servers on the node's Unix sockets.
@@ -51,7 +52,10 @@ func (n *Node) listen() (*sockets, error) {
 		ClientConfig: clientIssuer{n}, Etcd: n.Etcd, Clock: n.clock, Logger: n.log,
 	}).Register(api)
 	tokens.RegisterTokenServiceServer(api, tokenProxy)
-	certapi.New(certapi.Config{Authority: clientIssuer{n}, Logger: n.log}).Register(api)
+	certapi.New(certapi.Config{Authority: clientIssuer{n}, Revoked: n.isRevoked, Logger: n.log}).Register(api)
+	revocation.NewServer(revocation.ServerConfig{
+		Store: n.revocationStore, Local: n.revoked, Clock: n.clock, Logger: n.log,
+	}).Register(api)
 
 	for _, sock := range []struct {
 		path   string

@@ -60,22 +60,23 @@ func (s *Store) Current() (*node.Resources, <-chan struct{}) {
 type View func(all *node.Resources) *node.Resources
 
 // APIDView is what apid reads: its certificates, the accepted CAs, the
-// node's addresses and hostname.
+// node's addresses and hostname, and the revocation list.
 func APIDView(all *node.Resources) *node.Resources {
 	return &node.Resources{
 		Server: all.GetServer(), Impersonator: all.GetImpersonator(), AcceptedCas: all.GetAcceptedCas(),
-		Addresses: all.GetAddresses(), Hostname: all.GetHostname(),
+		Addresses: all.GetAddresses(), Hostname: all.GetHostname(), Revoked: all.GetRevoked(),
 	}
 }
 
 // TrustdView is what trustd reads: the OS CA, its server certificate, the
 // accepted CAs, the machine config's token and the names it obtains, the
-// control planes' hosts and the time status.
+// control planes' hosts, the time status and the revocation list (which
+// it serves to the nodes).
 func TrustdView(all *node.Resources) *node.Resources {
 	return &node.Resources{
 		Server: all.GetServer(), OsCa: all.GetOsCa(), AcceptedCas: all.GetAcceptedCas(),
 		TrustdToken: all.GetTrustdToken(), Time: all.GetTime(), Hostname: all.GetHostname(),
-		ControlPlaneHosts: all.GetControlPlaneHosts(), WorkerSans: all.GetWorkerSans(),
+		ControlPlaneHosts: all.GetControlPlaneHosts(), WorkerSans: all.GetWorkerSans(), Revoked: all.GetRevoked(),
 	}
 }
 

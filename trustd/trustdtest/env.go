@@ -61,6 +61,9 @@ type Options struct {
 	Audit, Refusals *slog.Logger
 	// Logger receives the server's operational log. Nil discards it.
 	Logger *slog.Logger
+	// Revocations is the revocation list the server serves to nodes. Nil
+	// serves none.
+	Revocations trustd.RevocationSource
 	// BeforeServe, when set, runs on the built server before it serves
 	// (to register a test-only service, say).
 	BeforeServe func(*trustd.Server)
@@ -141,6 +144,7 @@ func newServer(tb testing.TB, e *Env, opts Options) *trustd.Server {
 		RateLimit:     opts.RateLimit,
 		Clock:         opts.Clock,
 		ControlPlanes: hostList(opts.ControlPlanes),
+		Revocations:   opts.Revocations,
 	})
 	must(tb, err)
 

@@ -1,0 +1,55 @@
+package revocation
+
+import "time"
+
+// Limits and timings of the revocation list.
+const (
+	// MaxEntries bounds the list. Every entry travels to every apid and
+	// trustd of the cluster in each update of their resources and is
+	// checked at every handshake; at about 60 bytes an entry, 4096 stay far
+	// below gRPC's 4 MiB message. Revocation is for a few leaked client
+	// certificates: a cluster that needs more should rotate its CA, which
+	// withdraws every certificate at once. Entries leave when their
+	// certificate expires, so the bound is on those still valid.
+	MaxEntries = 4096
+
+	// MaxReason bounds the reason recorded with a revocation, in bytes: a
+	// line for the operator, not a document.
+	MaxReason = 256
+
+	// MaxSerialLength bounds a serial in hexadecimal digits: RFC 5280
+	// allows serials of up to 20 octets.
+	MaxSerialLength = 40
+
+	// MaxFileSize bounds the persisted list read at start: MaxEntries
+	// entries with the longest reasons fit several times over.
+	MaxFileSize = 8 << 20
+
+	// DefaultTimeout bounds one etcd operation. An operator waits on a
+	// revoke, and a control plane without quorum must answer Unavailable
+	// quickly rather than hang.
+	DefaultTimeout = 3 * time.Second
+
+	// PruneInterval is how often expired entries are dropped from a node's
+	// list, and on a control plane from etcd. An expired certificate is
+	// refused by its expiry anyway, so the pruning only bounds the size.
+	PruneInterval = time.Minute
+
+	// PollInterval is how often a worker asks a control plane's trustd for
+	// the list. A unary call of a few hundred bytes per worker per second is
+	// cheap against what a revocation is worth: a leaked admin certificate
+	// refused on workers within about a second of the revoke.
+	PollInterval = time.Second
+
+	// PollTimeout bounds one poll of one control plane, so that a control
+	// plane that does not answer costs a worker at most this before it asks
+	// the next.
+	PollTimeout = 2 * time.Second
+
+	// followRetry is how long the follow of etcd waits before it reads the
+	// list again after its watch broke (etcd restarting, quorum lost).
+	followRetry = time.Second
+)
+
+// DefaultPrefix is where the entries live in etcd, one key per serial.
+const DefaultPrefix = "/aegis/revocations/"

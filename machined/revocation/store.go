@@ -1,0 +1,289 @@
+package revocation
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/internal/logkey"
+)
+
+// StoreConfig says which etcd to use.
+type StoreConfig struct {
+	// Client talks to the cluster. Required; the caller closes it.
+	Client *clientv3.Client
+	// Prefix of the keys; empty means DefaultPrefix.
+	Prefix string
+	// Max bounds the entries; zero means MaxEntries.
+	Max int
+	// Timeout bounds one operation; zero means DefaultTimeout.
+	Timeout time.Duration
+	// Clock decides which entries have expired. Nil means the system clock.
+	Clock clock.Clock
+	// Logger receives the follow's failures. Nil discards.
+	Logger *slog.Logger
+}
+
+// Store is the cluster's revocation list in etcd, one key per serial. Every
+// read is linearizable; without quorum every operation fails with
+// ErrUnavailable.
+type Store struct{ cfg StoreConfig }
+
+// NewStore returns the store of cfg; it does not contact etcd.
+func NewStore(cfg StoreConfig) (*Store, error) {
+	if cfg.Client == nil {
+		return nil, errors.New("revocation: no etcd client")
+	}
+
+	if cfg.Prefix == "" {
+		cfg.Prefix = DefaultPrefix
+	}
+
+	if cfg.Max <= 0 {
+		cfg.Max = MaxEntries
+	}
+
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real()
+	}
+
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+
+	return &Store{cfg: cfg}, nil
+}
+
+func (s *Store) key(serial string) string { return s.cfg.Prefix + serial }
+
+// Revoke records e. A serial already revoked keeps its first record, which
+// is returned with existed set. A full list is pruned of expired entries
+// before the revocation is refused with ErrFull.
+func (s *Store) Revoke(ctx context.Context, e Entry) (rec Entry, existed bool, err error) {
+	if err := e.check(); err != nil {
+		return Entry{}, false, err
+	}
+
+	if e.Expired(s.cfg.Clock.Now()) {
+		return Entry{}, false, fmt.Errorf("%w: serial %s: the certificate expired at %s and is refused anyway",
+			ErrBadEntry, e.Serial, e.NotAfter.UTC().Format(time.RFC3339))
+	}
+
+	data, err := marshalEntry(e)
+	if err != nil {
+		return Entry{}, false, err
+	}
+
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	defer cancel()
+
+	if err := s.room(ctx); err != nil {
+		return Entry{}, false, err
+	}
+
+	resp, err := s.cfg.Client.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(s.key(e.Serial)), "=", 0)).
+		Then(clientv3.OpPut(s.key(e.Serial), string(data))).
+		Else(clientv3.OpGet(s.key(e.Serial))).
+		Commit()
+	if err != nil {
+		return Entry{}, false, unavailable(err)
+	}
+
+	if resp.Succeeded {
+		return e, false, nil
+	}
+
+	kvs := resp.Responses[0].GetResponseRange().GetKvs()
+	if len(kvs) == 0 {
+		return Entry{}, false, fmt.Errorf("%w: serial %s changed during the revocation", ErrUnavailable, e.Serial)
+	}
+
+	old, err := unmarshalEntry(kvs[0].Value)
+
+	return old, true, err
+}
+
+// room makes sure one more entry fits: the count is checked, and when full
+// the expired entries are pruned and the count checked again. Two
+// revocations racing at the bound may both pass: the bound is on size, and
+// one entry over it costs nothing.
+func (s *Store) room(ctx context.Context) error {
+	for pruned := false; ; pruned = true {
+		resp, err := s.cfg.Client.Get(ctx, s.cfg.Prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+		if err != nil {
+			return unavailable(err)
+		}
+
+		if resp.Count < int64(s.cfg.Max) {
+			return nil
+		}
+
+		if pruned {
+			return fmt.Errorf("%w: %d certificates not yet expired are revoked (limit %d); rotate the CA instead",
+				ErrFull, resp.Count, s.cfg.Max)
+		}
+
+		if _, err := s.prune(ctx); err != nil {
+			return err
+		}
+	}
+}
+
+// List returns the entries of certificates not yet expired, sorted by serial.
+func (s *Store) List(ctx context.Context) ([]Entry, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	defer cancel()
+
+	entries, _, err := s.read(ctx)
+
+	return entries, err
+}
+
+// read returns the entries not yet expired and the revision they were read at.
+func (s *Store) read(ctx context.Context) ([]Entry, int64, error) {
+	resp, err := s.cfg.Client.Get(ctx, s.cfg.Prefix, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend))
+	if err != nil {
+		return nil, 0, unavailable(err)
+	}
+
+	now := s.cfg.Clock.Now()
+	out := make([]Entry, 0, len(resp.Kvs))
+
+	for _, kv := range resp.Kvs {
+		e, err := unmarshalEntry(kv.Value)
+		if err != nil {
+			s.cfg.Logger.Warn("revocation entry in etcd ignored", slog.String(logkey.EtcdKey, string(kv.Key)), slog.String(logkey.Error, err.Error()))
+
+			continue
+		}
+
+		if !e.Expired(now) {
+			out = append(out, e)
+		}
+	}
+
+	return out, resp.Header.Revision, nil
+}
+
+// Prune deletes the entries whose certificates have expired and returns
+// how many.
+func (s *Store) Prune(ctx context.Context) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	defer cancel()
+
+	return s.prune(ctx)
+}
+
+func (s *Store) prune(ctx context.Context) (int, error) {
+	resp, err := s.cfg.Client.Get(ctx, s.cfg.Prefix, clientv3.WithPrefix())
+	if err != nil {
+		return 0, unavailable(err)
+	}
+
+	now := s.cfg.Clock.Now()
+	n := 0
+
+	for _, kv := range resp.Kvs {
+		e, err := unmarshalEntry(kv.Value)
+		if err == nil && !e.Expired(now) {
+			continue
+		}
+
+		// Deleted only if unchanged since it was read.
+		del, err := s.cfg.Client.Txn(ctx).
+			If(clientv3.Compare(clientv3.ModRevision(string(kv.Key)), "=", kv.ModRevision)).
+			Then(clientv3.OpDelete(string(kv.Key))).Commit()
+		if err != nil {
+			return n, unavailable(err)
+		}
+
+		if del.Succeeded {
+			n++
+		}
+	}
+
+	return n, nil
+}
+
+// Follow calls apply with the whole list at once and again after every
+// change in etcd, until ctx ends. When etcd cannot be read it waits and
+// tries again, and apply is not called: the node keeps the list it has.
+//
+// A failure is logged as a warning once, and at debug level while it
+// lasts: a control plane waiting for its bootstrap fails every second.
+func (s *Store) Follow(ctx context.Context, apply func([]Entry)) {
+	failing := false
+	applied := func(entries []Entry) {
+		failing = false
+
+		apply(entries)
+	}
+
+	for ctx.Err() == nil {
+		err := s.followOnce(ctx, applied)
+		if ctx.Err() != nil {
+			return
+		}
+
+		level := slog.LevelWarn
+		if failing {
+			level = slog.LevelDebug
+		}
+
+		failing = true
+		s.cfg.Logger.Log(ctx, level, "following the revocation list in etcd", slog.String(logkey.Error, fmt.Sprint(err)))
+
+		if !clock.Sleep(ctx, s.cfg.Clock, followRetry) {
+			return
+		}
+	}
+}
+
+func (s *Store) followOnce(ctx context.Context, apply func([]Entry)) error {
+	readCtx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	entries, rev, err := s.read(readCtx)
+
+	cancel()
+
+	if err != nil {
+		return err
+	}
+
+	apply(entries)
+
+	wctx, stop := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer stop()
+
+	for resp := range s.cfg.Client.Watch(wctx, s.cfg.Prefix, clientv3.WithPrefix(), clientv3.WithRev(rev+1)) {
+		if err := resp.Err(); err != nil {
+			return err
+		}
+
+		// A change: read the whole list again, so apply always sees a
+		// consistent one; changes are rare (an operator's revoke).
+		readCtx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+		entries, _, err := s.read(readCtx)
+
+		cancel()
+
+		if err != nil {
+			return err
+		}
+
+		apply(entries)
+	}
+
+	return errors.New("revocation: etcd watch ended")
+}
+
+func unavailable(err error) error { return fmt.Errorf("%w: %w", ErrUnavailable, err) }

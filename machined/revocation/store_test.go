@@ -1,0 +1,160 @@
+package revocation_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"sync"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
+
+	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/machined/revocation"
+)
+
+// startEtcd runs a one-member etcd on loopback ports; stop ends it early.
+func startEtcd(t *testing.T) (cli *clientv3.Client, stop func()) {
+	t.Helper()
+
+	cfg := embed.NewConfig()
+	cfg.Dir = t.TempDir()
+	cfg.Logger, cfg.LogLevel = "zap", "error"
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
+
+	client, peer := freeURL(t), freeURL(t)
+	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{client}, []url.URL{client}
+	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}
+	cfg.InitialCluster = cfg.Name + "=" + peer.String()
+
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	var once sync.Once
+
+	stop = func() { once.Do(e.Close) }
+	t.Cleanup(stop)
+
+	select {
+	case <-e.Server.ReadyNotify():
+	case <-time.After(time.Minute):
+		t.Fatal("etcd did not become ready")
+	}
+
+	cli, err = clientv3.New(clientv3.Config{Endpoints: []string{client.Host}, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	t.Cleanup(func() { cli.Close() })
+
+	return cli, stop
+}
+
+func freeURL(t *testing.T) url.URL {
+	t.Helper()
+
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+
+	return url.URL{Scheme: "http", Host: l.Addr().String()}
+}
+
+func TestStore(t *testing.T) {
+	cli, stop := startEtcd(t)
+	clk := clock.NewFake(t0)
+	ctx := context.Background()
+
+	s, err := revocation.NewStore(revocation.StoreConfig{Client: cli, Max: 2, Clock: clk, Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("revoke once, the first record kept", func(t *testing.T) {
+		first := entry("a1", time.Hour)
+		first.Reason = "lost"
+
+		if _, existed, err := s.Revoke(ctx, first); err != nil || existed {
+			t.Fatalf("Revoke: existed %v, %v", existed, err)
+		}
+
+		rec, existed, err := s.Revoke(ctx, entry("a1", 2*time.Hour))
+		if err != nil || !existed || rec.Reason != "lost" {
+			t.Fatalf("second Revoke: %+v, existed %v, %v; want the first record", rec, existed, err)
+		}
+	})
+
+	t.Run("an expired certificate is refused", func(t *testing.T) {
+		if _, _, err := s.Revoke(ctx, entry("e1", -time.Minute)); !errors.Is(err, revocation.ErrBadEntry) {
+			t.Fatalf("Revoke of an expired certificate: %v, want ErrBadEntry", err)
+		}
+	})
+
+	t.Run("bounded, room made by pruning", func(t *testing.T) {
+		if _, _, err := s.Revoke(ctx, entry("a2", 2*time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+
+		if _, _, err := s.Revoke(ctx, entry("a3", 3*time.Hour)); !errors.Is(err, revocation.ErrFull) {
+			t.Fatalf("a third revocation in a list of two: %v, want ErrFull", err)
+		}
+
+		clk.Advance(time.Hour + time.Second) // a1 expires
+
+		if _, _, err := s.Revoke(ctx, entry("a3", 3*time.Hour)); err != nil {
+			t.Fatalf("with a1 expired: %v", err)
+		}
+
+		got, err := s.List(ctx)
+		if err != nil || fmt.Sprint(serials(got)) != "[a2 a3]" {
+			t.Fatalf("List: %v, %v; want [a2 a3]", serials(got), err)
+		}
+	})
+
+	t.Run("follow sees a revocation", func(t *testing.T) {
+		fctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+
+		lists := make(chan []revocation.Entry, 10)
+		go s.Follow(fctx, func(e []revocation.Entry) { lists <- e })
+
+		if got := <-lists; fmt.Sprint(serials(got)) != "[a2 a3]" {
+			t.Fatalf("first list %v", serials(got))
+		}
+
+		// Prune to make room, then revoke: the follower sees the new list.
+		clk.Advance(time.Hour)
+
+		if _, _, err := s.Revoke(ctx, entry("b1", 4*time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+
+		for got := range lists {
+			if fmt.Sprint(serials(got)) == "[a3 b1]" {
+				break
+			}
+		}
+	})
+
+	t.Run("fails closed without etcd", func(t *testing.T) {
+		stop()
+
+		if _, _, err := s.Revoke(ctx, entry("c1", 5*time.Hour)); !errors.Is(err, revocation.ErrUnavailable) {
+			t.Fatalf("Revoke without etcd: %v, want ErrUnavailable", err)
+		}
+
+		if _, err := s.List(ctx); !errors.Is(err, revocation.ErrUnavailable) {
+			t.Fatalf("List without etcd: %v, want ErrUnavailable", err)
+		}
+	})
+}

@@ -1,0 +1,75 @@
+package trustd
+
+import (
+	"context"
+	"crypto/x509"
+	"errors"
+	"log/slog"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+
+	"github.com/aegis-os/aegis/api/revocations"
+	"github.com/aegis-os/aegis/internal/logkey"
+	"github.com/aegis-os/aegis/internal/source"
+)
+
+// RevocationSource gives the cluster's client-certificate revocation list
+// as trustd serves it to the nodes: serial and expiry of each entry. It is
+// read on every call.
+type RevocationSource interface {
+	Revocations() []*revocations.Revocation
+}
+
+// errNotANode refuses a Serials call without a node certificate.
+var errNotANode = errors.New("trustd: the revocation list is served to the cluster's nodes: present a node certificate of an accepted CA")
+
+// msgRevocationsRefused is the refusal record of a Serials call.
+const msgRevocationsRefused = "revocation list refused"
+
+// revocationService serves NodeRevocationService: the list workers, which
+// run no etcd, enforce in their apid. The caller authenticates with its node
+// certificate (a server certificate of an accepted CA, which every node
+// holds and no client configuration does); the list itself is no secret
+// (serials and expiries), but only the cluster's nodes need it.
+type revocationService struct {
+	revocations.UnimplementedNodeRevocationServiceServer
+
+	s *Server
+}
+
+// Serials answers the list to a caller with a node certificate.
+func (r revocationService) Serials(ctx context.Context, _ *revocations.SerialsRequest) (*revocations.SerialsResponse, error) {
+	if err := r.s.checkNode(ctx); err != nil {
+		r.s.refusals.Refuse(ctx, source.Key(sourceOf(ctx)), "revocations", msgRevocationsRefused,
+			slog.String(logkey.Source, sourceOf(ctx).String()), slog.String(logkey.Error, err.Error()))
+
+		return nil, status.Error(codes.Unauthenticated, errNotANode.Error())
+	}
+
+	return &revocations.SerialsResponse{Revocations: r.s.cfg.Revocations.Revocations()}, nil
+}
+
+// checkNode verifies the certificate the caller presented in the
+// handshake (requested, not required: joiners have none): an accepted CA
+// signed it for ServerAuth, and it is valid now.
+func (s *Server) checkNode(ctx context.Context) error {
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return errNotANode
+	}
+
+	info, ok := p.AuthInfo.(credentials.TLSInfo)
+	if !ok || len(info.State.PeerCertificates) == 0 {
+		return errNotANode
+	}
+
+	set := s.cfg.CAs.AcceptedCAs()
+	if set == nil {
+		return errNotANode
+	}
+
+	return set.Verify(info.State.PeerCertificates[0], x509.ExtKeyUsageServerAuth, s.cfg.Clock.Now())
+}
