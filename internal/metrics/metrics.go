@@ -36,6 +36,24 @@ func NewRegistry() *prometheus.Registry {
 	return reg
 }
 
+// Open makes a daemon's registry and opens its endpoint on addr; an empty
+// addr (metrics off) returns a nil Registerer and a nil Server, both of
+// which the rest of this package and every component take as "no metrics".
+func Open(addr string, log *slog.Logger) (prometheus.Registerer, *Server, error) {
+	if addr == "" {
+		return nil, nil, nil
+	}
+
+	reg := NewRegistry()
+
+	srv, err := Listen(addr, reg, log)
+	if err != nil {
+		return nil, nil, err
+	}
+
+	return reg, srv, nil
+}
+
 // Server serves a registry over plain HTTP: GET /metrics, 404 for anything
 // else (no pprof, no index).
 type Server struct {
@@ -78,6 +96,12 @@ func (s *Server) Addr() net.Addr { return s.lis.Addr() }
 // Serve serves until ctx ends, then closes the listener and every
 // connection: a scrape is cheap to repeat.
 func (s *Server) Serve(ctx context.Context) error {
+	if s == nil {
+		<-ctx.Done()
+
+		return nil
+	}
+
 	served := make(chan error, 1)
 
 	go func() { served <- s.http.Serve(s.lis) }()
@@ -98,8 +122,14 @@ func (s *Server) Serve(ctx context.Context) error {
 	}
 }
 
-// Close closes a Server that never served.
-func (s *Server) Close() error { return s.lis.Close() }
+// Close closes a Server that never served; nil is a no-op.
+func (s *Server) Close() error {
+	if s == nil {
+		return nil
+	}
+
+	return s.lis.Close()
+}
 
 // errorLog writes promhttp's errors to the daemon's log.
 type errorLog struct{ log *slog.Logger }

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"fmt"
 	"log/slog"
 	"net"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/aegis-os/aegis/internal/grpcrecover"
 	"github.com/aegis-os/aegis/internal/healthprobe"
 	"github.com/aegis-os/aegis/internal/logkey"
+	"github.com/aegis-os/aegis/internal/metrics"
 	"github.com/aegis-os/aegis/internal/unixsock"
 	"github.com/aegis-os/aegis/machined/certapi"
 	"github.com/aegis-os/aegis/machined/machineapi"
@@ -42,7 +44,12 @@ func (n *Node) listen() (*sockets, error) {
 
 	s.closers = append(s.closers, tokenProxy.close)
 
-	api := newAPIServer(n.log)
+	calls, err := metrics.NewGRPC(n.cfg.Metrics, nil)
+	if err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
+
+	api := newAPIServer(n.log, calls.ServerOptions()...)
 	healthpb.RegisterHealthServer(api, n.health)
 
 	machineapi.New(machineapi.Config{
@@ -79,10 +86,13 @@ func (n *Node) listen() (*sockets, error) {
 // passed and their authorization, for every method but the health
 // service's, which apid probes without roles. The credential audit
 // (audit.go) comes before authorization, so refusals are recorded too.
-func newAPIServer(log *slog.Logger) *grpc.Server {
+//
+// first are server options given before all of these: the metrics, so that
+// every call is counted as its caller saw it.
+func newAPIServer(log *slog.Logger, first ...grpc.ServerOption) *grpc.Server {
 	injector := authz.NewInjector(authz.InjectorConfig{Mode: authz.FromTrustedMetadata, Logger: log})
 	authorizer := authz.NewAuthorizer(authz.AuthorizerConfig{Logger: log})
-	opts := append(recoveryOptions(log), machineapi.NewAdmission(machineapi.MaxCalls).ServerOptions()...)
+	opts := append(append(first, recoveryOptions(log)...), machineapi.NewAdmission(machineapi.MaxCalls).ServerOptions()...)
 
 	return grpc.NewServer(append(opts,
 		grpcopt.StreamWorkers(),

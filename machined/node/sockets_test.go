@@ -31,7 +31,7 @@ func TestSocketServersRecoverPanics(t *testing.T) {
 		name  string
 		build func(*slog.Logger) *grpc.Server
 	}{
-		{name: "machined.sock", build: newAPIServer},
+		{name: "machined.sock", build: func(log *slog.Logger) *grpc.Server { return newAPIServer(log) }},
 		{name: "resource socket", build: func(log *slog.Logger) *grpc.Server {
 			return newResourceServer("apid.sock", resources.APIDView, resources.NewStore(), log)
 		}},
