@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	securityapi "github.com/siderolabs/talos/pkg/machinery/api/security"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -61,6 +62,8 @@ type Options struct {
 	Audit, Refusals *slog.Logger
 	// Logger receives the server's operational log. Nil discards it.
 	Logger *slog.Logger
+	// Metrics receives the server's collectors. Nil means no metrics.
+	Metrics prometheus.Registerer
 	// BeforeServe, when set, runs on the built server before it serves
 	// (to register a test-only service, say).
 	BeforeServe func(*trustd.Server)
@@ -141,6 +144,7 @@ func newServer(tb testing.TB, e *Env, opts Options) *trustd.Server {
 		RateLimit:     opts.RateLimit,
 		Clock:         opts.Clock,
 		ControlPlanes: hostList(opts.ControlPlanes),
+		Metrics:       opts.Metrics,
 	})
 	must(tb, err)
 
