@@ -30,6 +30,8 @@ type Cluster struct {
 	// NodeCertTTL is given to every machined as --node-cert-ttl; zero
 	// leaves machined's default.
 	NodeCertTTL time.Duration `json:"nodeCertTTL,omitempty"`
+	// Metrics turns on every node's metrics endpoints (machine.metrics).
+	Metrics bool `json:"metrics,omitempty"`
 
 	skipBootstrap bool // Create leaves etcd unbootstrapped
 }
@@ -122,7 +124,7 @@ func (c *Cluster) save() error {
 // prepare refuses a cluster that exists or addresses that are taken, then
 // writes the secrets, the configs and the manifest.
 func prepare(opts Options) (*Cluster, error) {
-	c := &Cluster{Name: opts.Name, Dir: filepath.Join(opts.StateDir, opts.Name), BinDir: opts.BinDir, NodeCertTTL: opts.NodeCertTTL}
+	c := &Cluster{Name: opts.Name, Dir: filepath.Join(opts.StateDir, opts.Name), BinDir: opts.BinDir, NodeCertTTL: opts.NodeCertTTL, Metrics: opts.Metrics}
 
 	if _, err := os.Stat(c.Dir); err == nil {
 		return nil, fmt.Errorf("localcluster: cluster %q exists in %s; destroy it first", opts.Name, c.Dir)
@@ -210,6 +212,7 @@ func (c *Cluster) writeFiles() error {
 		}
 
 		cfg.Cluster.ControlPlane.Endpoints = endpoints
+		cfg.Machine.Metrics.Enabled = c.Metrics
 
 		if err = cfg.Save(c.ConfigPath(n), false); err != nil {
 			return err

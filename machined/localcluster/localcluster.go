@@ -51,6 +51,9 @@ type Options struct {
 	// SkipBootstrap leaves etcd unbootstrapped (for a recovery from a
 	// snapshot): Create then waits for every service but etcd.
 	SkipBootstrap bool
+	// Metrics turns on every node's metrics endpoints (machine.metrics):
+	// machined on NODE:9101, apid on NODE:9102, trustd on NODE:9103.
+	Metrics bool
 }
 
 // DefaultStateDir is ~/.aegis/clusters.

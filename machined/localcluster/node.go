@@ -93,6 +93,7 @@ func (c *Cluster) writeNodeConfig(n Node, configure func(*certs.MachineConfig)) 
 	}
 
 	cfg.Cluster.ControlPlane.Endpoints = endpoints
+	cfg.Machine.Metrics.Enabled = c.Metrics
 
 	if configure != nil {
 		configure(cfg)
