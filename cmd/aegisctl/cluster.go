@@ -106,6 +106,7 @@ them with 'aegisctl cluster destroy'.`,
 	cmd.Flags().StringVar(&cidr, "cidr", localcluster.DefaultCIDR, "loopback range of the node addresses")
 	cmd.Flags().StringVar(&binDir, "bin-dir", "", "folder of machined, apid and trustd (default: aegisctl's own)")
 	cmd.Flags().DurationVar(&timeout, "wait-timeout", localcluster.DefaultTimeout, "how long to wait for the cluster to come up")
+	cmd.Flags().BoolVar(&opts.Metrics, "metrics", false, "serve every node's Prometheus metrics (machine.metrics: machined :9101, apid :9102, trustd :9103)")
 
 	return cmd
 }

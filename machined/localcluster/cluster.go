@@ -140,7 +140,7 @@ func prepare(opts Options) (*Cluster, error) {
 			n.Name = fmt.Sprintf("%s-worker-%d", opts.Name, i-opts.ControlPlanes+1)
 		}
 
-		if err := portsFree(n.Address, n.Type.IsControlPlane()); err != nil {
+		if err := portsFree(n.Address, n.Type.IsControlPlane(), c.Metrics); err != nil {
 			return nil, err
 		}
 
@@ -160,12 +160,16 @@ func prepare(opts Options) (*Cluster, error) {
 	return c, nil
 }
 
-// portsFree checks that apid's and trustd's ports, and on control planes
-// etcd's, are free on addr.
-func portsFree(addr string, controlPlane bool) error {
+// portsFree checks that apid's and trustd's ports, on control planes
+// etcd's, and with metrics the metrics ports, are free on addr.
+func portsFree(addr string, controlPlane, metrics bool) error {
 	ports := []int{certs.APIDPort, certs.TrustdPort}
 	if controlPlane {
 		ports = append(ports, certs.EtcdClientPort, certs.EtcdPeerPort)
+	}
+
+	if metrics {
+		ports = append(ports, certs.DefaultMachinedMetricsPort, certs.DefaultAPIDMetricsPort, certs.DefaultTrustdMetricsPort)
 	}
 
 	for _, port := range ports {

@@ -50,7 +50,7 @@ func (c *Cluster) AddNode(ctx context.Context, spec NodeSpec, timeout time.Durat
 		return Node{}, fmt.Errorf("localcluster: node %s exists", spec.Name)
 	}
 
-	if err := portsFree(spec.Address, spec.Type.IsControlPlane()); err != nil {
+	if err := portsFree(spec.Address, spec.Type.IsControlPlane(), c.Metrics); err != nil {
 		return Node{}, err
 	}
 

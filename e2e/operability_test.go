@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -26,11 +27,14 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/internal/metrics"
 	"github.com/aegis-os/aegis/internal/metrics/metricstest"
 	"github.com/aegis-os/aegis/internal/testutil"
 	"github.com/aegis-os/aegis/machined/localcluster"
+	"github.com/aegis-os/aegis/machined/node"
 )
 
 const metricsCIDR = "127.6.6.0/28"
@@ -55,13 +59,16 @@ func (e endpoint) scrape(t *testing.T) metricstest.Families {
 	return fams
 }
 
-// TestMetrics: every daemon of a real cluster with machine.metrics on
-// serves /metrics on the node address, and the series move with the calls
-// a client makes: gRPC counts by method and code on apid and machined
-// (also on the node a call is forwarded to), trustd's refusals by reason,
-// apid's open streams; the certificates, services, time gate and
-// connection caps are there.
-func TestMetrics(t *testing.T) {
+// TestOperability runs one real cluster (a control plane and a worker)
+// with machine.metrics on, for the metrics and for the audit of forwarded
+// calls.
+//
+// Metrics: every daemon serves /metrics on the node address, and the
+// series move with the calls a client makes: gRPC counts by method and
+// code on apid and machined (also on the node a call is forwarded to),
+// trustd's refusals by reason, apid's open streams; the certificates,
+// services, time gate and connection caps are there.
+func TestOperability(t *testing.T) {
 	needBinaries(t)
 
 	c, err := localcluster.Create(context.Background(), localcluster.Options{
@@ -143,6 +150,88 @@ func TestMetrics(t *testing.T) {
 	followStream(t, admin, apidCP)
 	checkNodeSeries(t, machinedCP, apidCP, trustdCP)
 	reportScrapes(t, c, machinedCP, apidCP, trustdCP)
+
+	forwardedAudit(t, c, admin)
+}
+
+// forwardedAudit: a credential call the control plane forwards to the
+// worker is audited by the worker's machined, and logged by its apid,
+// under the admin's certificate, with the control plane in forwarded_by.
+func forwardedAudit(t *testing.T, c *localcluster.Cluster, admin *client.Client) {
+	t.Helper()
+
+	cfg, err := clientconfig.Open(c.ClientConfigPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	crtPEM, err := base64.StdEncoding.DecodeString(cfg.Contexts[cfg.Context].Crt)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	adminCert, err := ca.ParseCertificate(crtPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	worker := c.Nodes[1]
+
+	// Workers hand out no client configuration: refused, and audited so.
+	_, err = admin.GenerateClientConfiguration(client.WithNode(ctx(t), worker.Address), &machine.GenerateClientConfigurationRequest{Roles: []string{"os:reader"}})
+	if status.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("GenerateClientConfiguration on the worker: %v", err)
+	}
+
+	serial, subject := adminCert.SerialNumber.Text(16), adminCert.Subject.String()
+
+	for _, f := range []struct {
+		what, path, msg, serialKey, subjectKey string
+	}{
+		{"worker's machined", c.LogPath(worker), node.MsgCredentialRefused, node.AuditCallerSerial, node.AuditCallerSubject},
+		{"worker's apid", filepath.Join(c.StatePath(worker), "logs", "apid.log"), "finished call", logkey.CallerSerial, logkey.CallerSubject},
+	} {
+		var rec map[string]any
+
+		waitFor(t, "the "+f.what+" record", func() error {
+			rec = findRecord(f.path, f.msg, logkey.Method, "GenerateClientConfiguration", node.AuditMethod, machine.MachineService_GenerateClientConfiguration_FullMethodName)
+			if rec == nil {
+				return fmt.Errorf("no %q record in %s", f.msg, f.path)
+			}
+
+			return nil
+		})
+
+		if rec[f.serialKey] != serial || rec[f.subjectKey] != subject {
+			t.Errorf("%s names %v / %v, want the admin's %s / %s", f.what, rec[f.serialKey], rec[f.subjectKey], serial, subject)
+		}
+
+		if via, _ := rec[logkey.ForwardedBy].(string); !strings.Contains(via, "os:impersonator") {
+			t.Errorf("%s: forwarded_by = %q, want the control plane's impersonator certificate", f.what, via)
+		}
+	}
+}
+
+// findRecord returns the first JSON record of the log at path with message
+// msg that has either of the two field/value pairs given.
+func findRecord(path, msg string, k1, v1, k2, v2 string) map[string]any {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+
+	for line := range strings.SplitSeq(string(data), "\n") {
+		var rec map[string]any
+		if json.Unmarshal([]byte(line), &rec) != nil || rec["msg"] != msg {
+			continue
+		}
+
+		if rec[k1] == v1 || rec[k2] == v2 {
+			return rec
+		}
+	}
+
+	return nil
 }
 
 // refuseToken calls trustd with a token that does not exist.
