@@ -164,7 +164,7 @@ func New(cfg Config) (*Server, error) {
 		rules = authz.DefaultRules()
 	}
 
-	calls, err := metrics.NewGRPC(cfg.Metrics, knownMethod(rules))
+	calls, err := metrics.NewGRPC(cfg.Metrics, metrics.GRPCConfig{Known: knownMethod(rules), Kind: methodKind})
 	if err != nil {
 		return nil, fmt.Errorf("apid: %w", err)
 	}

@@ -47,6 +47,15 @@ func knownMethod(rules authz.Rules) func(string) bool {
 	}
 }
 
+// methodKind is a method's streaming as its descriptor says: apid serves
+// every call as a stream, and the metrics label each with its own kind.
+// A method apid does not know counts as unary.
+func methodKind(method string) (clientStream, serverStream bool) {
+	m := methodDescriptor(method)
+
+	return m != nil && m.IsStreamingClient(), m != nil && m.IsStreamingServer()
+}
+
 // certificates are the server certificate, the impersonator certificate
 // (on a node that forwards) and the accepted CAs, as the next handshake
 // would use them.

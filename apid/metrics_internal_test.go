@@ -79,3 +79,18 @@ func TestKnownMethod(t *testing.T) {
 		}
 	}
 }
+
+// apid serves every call as a stream; the metrics label each method with
+// its own kind.
+func TestMethodKind(t *testing.T) {
+	for method, want := range map[string][2]bool{
+		"/machine.MachineService/Version":     {false, false},
+		"/machine.MachineService/Logs":        {false, true},
+		"/machine.MachineService/EtcdRecover": {true, false},
+		"/nobody.Knows/This":                  {false, false},
+	} {
+		if c, s := methodKind(method); [2]bool{c, s} != want {
+			t.Errorf("methodKind(%s) = %v, %v; want %v", method, c, s, want)
+		}
+	}
+}

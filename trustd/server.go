@@ -70,7 +70,7 @@ func New(cfg Config) (*Server, error) {
 	s.conns = conns
 	s.setHealth(false)
 
-	calls, err := metrics.NewGRPC(cfg.Metrics, nil)
+	calls, err := metrics.NewGRPC(cfg.Metrics, metrics.GRPCConfig{})
 	if err != nil {
 		return nil, fmt.Errorf("trustd: %w", err)
 	}

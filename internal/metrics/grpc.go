@@ -15,8 +15,22 @@ const UnknownMethod = "/unknown/unknown"
 // GRPC counts a gRPC server's calls by method and code and times them
 // (go-grpc-middleware's grpc_server_* series). A nil *GRPC does nothing.
 type GRPC struct {
-	m     *grpcprom.ServerMetrics
-	known func(fullMethod string) bool
+	m   *grpcprom.ServerMetrics
+	cfg GRPCConfig
+}
+
+// GRPCConfig says what a server knows of its methods. Both fields may be nil.
+type GRPCConfig struct {
+	// Known tells the methods that keep their own label; nil means every
+	// method reaching the interceptor, which is right for a server without
+	// an unknown-service handler (gRPC answers unknown methods before any
+	// interceptor runs).
+	Known func(fullMethod string) bool
+	// Kind tells whether a method streams requests and replies, for a
+	// server that serves every method as a stream (apid's proxy): its
+	// grpc_type label is then the method's, not bidi_stream. Nil takes
+	// what gRPC says.
+	Kind func(fullMethod string) (clientStream, serverStream bool)
 }
 
 // latencyBuckets reach from a cached answer (a millisecond) to a signing
@@ -24,11 +38,7 @@ type GRPC struct {
 var latencyBuckets = []float64{0.001, 0.005, 0.025, 0.1, 0.25, 1, 2.5, 10, 30}
 
 // NewGRPC registers a server's gRPC metrics with reg; nil reg returns nil.
-// known tells the methods that keep their own label; nil means every
-// method reaching the interceptor, which is right for a server without an
-// unknown-service handler (gRPC answers unknown methods before any
-// interceptor runs).
-func NewGRPC(reg prometheus.Registerer, known func(fullMethod string) bool) (*GRPC, error) {
+func NewGRPC(reg prometheus.Registerer, cfg GRPCConfig) (*GRPC, error) {
 	if reg == nil {
 		return nil, nil
 	}
@@ -38,7 +48,7 @@ func NewGRPC(reg prometheus.Registerer, known func(fullMethod string) bool) (*GR
 		return nil, err
 	}
 
-	return &GRPC{m: m, known: known}, nil
+	return &GRPC{m: m, cfg: cfg}, nil
 }
 
 // ServerOptions chains the interceptors; give them first, before the
@@ -67,19 +77,39 @@ func (g *GRPC) Unary() grpc.UnaryServerInterceptor {
 
 // Stream is the stream interceptor.
 func (g *GRPC) Stream() grpc.StreamServerInterceptor {
-	inner := g.m.StreamServerInterceptor()
+	inner, unary := g.m.StreamServerInterceptor(), g.m.UnaryServerInterceptor()
 
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
-		if m := g.label(info.FullMethod); m != info.FullMethod {
-			info = &grpc.StreamServerInfo{FullMethod: m, IsClientStream: info.IsClientStream, IsServerStream: info.IsServerStream}
+		labelled := &grpc.StreamServerInfo{FullMethod: g.label(info.FullMethod), IsClientStream: info.IsClientStream, IsServerStream: info.IsServerStream}
+		if g.cfg.Kind != nil {
+			labelled.IsClientStream, labelled.IsServerStream = g.cfg.Kind(info.FullMethod)
 		}
 
-		return inner(srv, ss, info, h)
+		if labelled.IsClientStream || labelled.IsServerStream {
+			return inner(srv, ss, labelled, h)
+		}
+
+		// A unary method served as a stream is counted as the unary call
+		// it is.
+		_, err := unary(ss.Context(), nil, &grpc.UnaryServerInfo{FullMethod: labelled.FullMethod}, func(ctx context.Context, _ any) (any, error) {
+			return nil, h(srv, contextStream{ServerStream: ss, ctx: ctx})
+		})
+
+		return err
 	}
 }
 
+// contextStream is a stream with the context an interceptor made.
+type contextStream struct {
+	grpc.ServerStream
+
+	ctx context.Context
+}
+
+func (c contextStream) Context() context.Context { return c.ctx }
+
 func (g *GRPC) label(fullMethod string) string {
-	if g.known == nil || g.known(fullMethod) {
+	if g.cfg.Known == nil || g.cfg.Known(fullMethod) {
 		return fullMethod
 	}
 

@@ -18,6 +18,7 @@ import (
 
 	"github.com/aegis-os/aegis/internal/connlimit"
 	"github.com/aegis-os/aegis/internal/metrics"
+	"github.com/aegis-os/aegis/internal/metrics/metricstest"
 )
 
 func TestCertificates(t *testing.T) {
@@ -81,7 +82,7 @@ aegis_connections_closed_total{reason="refused"} 2
 func TestGRPCBoundsMethods(t *testing.T) {
 	reg := prometheus.NewRegistry()
 
-	g, err := metrics.NewGRPC(reg, func(m string) bool { return m == "/svc/Known" })
+	g, err := metrics.NewGRPC(reg, metrics.GRPCConfig{Known: func(m string) bool { return m == "/svc/Known" }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +115,18 @@ grpc_server_handled_total{grpc_code="PermissionDenied",grpc_method="unknown",grp
 		t.Fatalf("latency histograms: %d, %v; want one per method label", n, err)
 	}
 
-	if g, err := metrics.NewGRPC(nil, nil); g != nil || err != nil || g.ServerOptions() != nil {
+	// A server that serves every method as a stream labels each with its
+	// own kind.
+	kindReg := prometheus.NewRegistry()
+	kinds, _ := metrics.NewGRPC(kindReg, metrics.GRPCConfig{Kind: func(string) (bool, bool) { return false, false }})
+	_ = kinds.Stream()(nil, fakeStream{ctx: t.Context()}, &grpc.StreamServerInfo{FullMethod: "/svc/Unary", IsClientStream: true, IsServerStream: true},
+		func(any, grpc.ServerStream) error { return nil })
+
+	if v, ok := metricstest.Gather(t, kindReg).Value("grpc_server_handled_total", "grpc_type", "unary", "grpc_method", "Unary"); !ok || v != 1 {
+		t.Fatalf("a unary method served as a stream: %v, %v; want counted as unary", v, ok)
+	}
+
+	if g, err := metrics.NewGRPC(nil, metrics.GRPCConfig{}); g != nil || err != nil || g.ServerOptions() != nil {
 		t.Fatalf("nil registerer: %v, %v", g, err)
 	}
 }
@@ -173,3 +185,11 @@ func TestEndpointServesMetricsOnly(t *testing.T) {
 		t.Fatalf("Open(\"\") = %v, %v, %v; want metrics off", r, s, err)
 	}
 }
+
+type fakeStream struct {
+	grpc.ServerStream
+
+	ctx context.Context
+}
+
+func (f fakeStream) Context() context.Context { return f.ctx }

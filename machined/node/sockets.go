@@ -44,7 +44,7 @@ func (n *Node) listen() (*sockets, error) {
 
 	s.closers = append(s.closers, tokenProxy.close)
 
-	calls, err := metrics.NewGRPC(n.cfg.Metrics, nil)
+	calls, err := metrics.NewGRPC(n.cfg.Metrics, metrics.GRPCConfig{})
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
