@@ -22,4 +22,11 @@ const (
 	// MaxHeaderBytes bounds a request's headers; a scrape sends a few
 	// hundred bytes.
 	MaxHeaderBytes = 8 << 10
+	// MaxConnections and MaxConnectionsPerSource bound the endpoint's
+	// connections (internal/connlimit): one Prometheus server, or two in
+	// a pair, keeps one connection each; the rest is room for an operator.
+	MaxConnections          = 16
+	MaxConnectionsPerSource = 4
+	// FirstRequestTimeout closes a connection that sends no request.
+	FirstRequestTimeout = ReadHeaderTimeout
 )

@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/aegis-os/aegis/internal/connlimit"
 	"github.com/aegis-os/aegis/internal/logkey"
 )
 
@@ -55,7 +56,7 @@ func Open(addr string, log *slog.Logger) (prometheus.Registerer, *Server, error)
 }
 
 // Server serves a registry over plain HTTP: GET /metrics, 404 for anything
-// else (no pprof, no index).
+// else (no pprof, no index), its connections bounded (limits.go).
 type Server struct {
 	lis  net.Listener
 	http *http.Server
@@ -66,6 +67,13 @@ type Server struct {
 func Listen(addr string, reg *prometheus.Registry, log *slog.Logger) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
+	}
+
+	conns, err := connlimit.New(connlimit.Config{
+		PerSource: MaxConnectionsPerSource, Total: MaxConnections, FirstCall: FirstRequestTimeout, Logger: log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
 	}
 
 	lis, err := net.Listen("tcp", addr)
@@ -80,8 +88,13 @@ func Listen(addr string, reg *prometheus.Registry, log *slog.Logger) (*Server, e
 		ErrorLog:            errorLog{log},
 	}))
 
-	return &Server{lis: lis, log: log, http: &http.Server{
-		Handler:           mux,
+	return &Server{lis: conns.Wrap(lis), log: log, http: &http.Server{
+		Handler: mux,
+		ConnState: func(c net.Conn, st http.ConnState) {
+			if st == http.StateActive {
+				conns.MarkCalled(c)
+			}
+		},
 		ReadHeaderTimeout: ReadHeaderTimeout,
 		ReadTimeout:       ReadHeaderTimeout,
 		WriteTimeout:      ScrapeTimeout + ReadHeaderTimeout,

@@ -3,10 +3,13 @@ package metrics_test
 import (
 	"context"
 	"crypto/x509"
+	"errors"
 	"io"
 	"math/big"
+	"net"
 	"net/http"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -179,6 +182,49 @@ func TestEndpointServesMetricsOnly(t *testing.T) {
 		if resp.StatusCode != tt.code || !strings.Contains(string(body), tt.has) {
 			t.Errorf("%s %s: %d, want %d with %q", tt.method, tt.path, resp.StatusCode, tt.code, tt.has)
 		}
+	}
+
+	// Connections are bounded per source: one over the cap is closed at
+	// once, and the endpoint serves again once the others have gone.
+	var idle []net.Conn
+
+	for range metrics.MaxConnectionsPerSource {
+		c, err := net.Dial("tcp", srv.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		idle = append(idle, c)
+	}
+
+	over, err := net.Dial("tcp", srv.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	_ = over.SetReadDeadline(time.Now().Add(10 * time.Second))
+
+	if _, err := over.Read(make([]byte, 1)); !errors.Is(err, io.EOF) && !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("a connection over the per-source cap: %v, want closed", err)
+	}
+
+	for _, c := range idle {
+		c.Close()
+	}
+
+	waitScrape := func() error {
+		for range 100 {
+			if _, _, err := metricstest.Scrape(t.Context(), srv.Addr().String()); err == nil {
+				return nil
+			}
+
+			time.Sleep(10 * time.Millisecond)
+		}
+
+		return errors.New("no scrape after the idle connections closed")
+	}
+	if err := waitScrape(); err != nil {
+		t.Fatal(err)
 	}
 
 	if r, s, err := metrics.Open("", nil); r != nil || s != nil || err != nil {
