@@ -34,6 +34,7 @@ import (
 	"github.com/aegis-os/aegis/internal/metrics/metricstest"
 	"github.com/aegis-os/aegis/internal/testutil"
 	"github.com/aegis-os/aegis/machined/localcluster"
+	"github.com/aegis-os/aegis/machined/machineapi"
 	"github.com/aegis-os/aegis/machined/node"
 )
 
@@ -327,6 +328,10 @@ func checkNodeSeries(t *testing.T, machined, apid, trustd endpoint) {
 	}
 
 	m := machined.scrape(t)
+	if v := m.Must(t, metrics.MachinedCallsLimit); v != machineapi.MaxCalls || m.Must(t, metrics.MachinedCallsOpen) > v {
+		t.Errorf("machined: calls limit %v, open %v", v, m.Must(t, metrics.MachinedCallsOpen))
+	}
+
 	for _, svc := range []string{"apid", "trustd"} {
 		if v := m.Must(t, metrics.ServiceUp, metrics.LabelService, svc); v != 1 {
 			t.Errorf("machined: %s up = %v", svc, v)

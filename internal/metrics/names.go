@@ -37,6 +37,11 @@ const (
 	// TrustdTokensLimit is the most records the token store holds.
 	TrustdTokensLimit = "aegis_trustd_tokens_limit"
 
+	// MachinedCallsOpen is the number of calls open on machined.sock, and
+	// MachinedCallsLimit its bound.
+	MachinedCallsOpen  = "aegis_machined_calls_open"
+	MachinedCallsLimit = "aegis_machined_calls_limit"
+
 	// ServiceState is 1 for the state a machined service is in and 0 for
 	// the others, by LabelService and LabelState.
 	ServiceState = "aegis_service_state"

@@ -55,7 +55,7 @@ func TestCredentialAudit(t *testing.T) {
 
 	var logs logtest.Sink
 
-	srv := newAPIServer(logs.Logger())
+	srv := newAPIServer(logs.Logger(), nil)
 	machine.RegisterMachineServiceServer(srv, auditMachine{crt: issued.PEM})
 	tokens.RegisterTokenServiceServer(srv, auditTokens{})
 
@@ -145,7 +145,7 @@ func TestCredentialAuditNamesForwardedCaller(t *testing.T) {
 
 	var logs logtest.Sink
 
-	srv := newAPIServer(logs.Logger())
+	srv := newAPIServer(logs.Logger(), nil)
 	machine.RegisterMachineServiceServer(srv, auditMachine{crt: issued.PEM})
 
 	conn := serveBufconn(t, srv)

@@ -5,6 +5,7 @@ import (
 
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/internal/metrics"
+	"github.com/aegis-os/aegis/machined/machineapi"
 	"github.com/aegis-os/aegis/machined/system"
 )
 
@@ -27,6 +28,27 @@ func (n *Node) registerMetrics(reg prometheus.Registerer) error {
 	}
 
 	return metrics.RegisterCertificates(reg, n.certificates)
+}
+
+// registerAdmission reports machined.sock's open calls against their
+// bound (machineapi.MaxCalls). Nothing happens for a nil reg.
+func registerAdmission(reg prometheus.Registerer, a *machineapi.Admission) error {
+	if reg == nil {
+		return nil
+	}
+
+	open := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: metrics.MachinedCallsOpen, Help: "Calls open on machined.sock."},
+		func() float64 { return float64(a.Open()) })
+	limit := prometheus.NewGauge(prometheus.GaugeOpts{Name: metrics.MachinedCallsLimit, Help: "Most calls open at once on machined.sock."})
+	limit.Set(machineapi.MaxCalls)
+
+	for _, c := range []prometheus.Collector{open, limit} {
+		if err := reg.Register(c); err != nil {
+			return err
+		}
+	}
+
+	return nil
 }
 
 // certificates are the node's server and impersonator certificates as

@@ -49,7 +49,12 @@ func (n *Node) listen() (*sockets, error) {
 		return nil, fmt.Errorf("node: %w", err)
 	}
 
-	api := newAPIServer(n.log, calls.ServerOptions()...)
+	admission := machineapi.NewAdmission(machineapi.MaxCalls)
+	if err = registerAdmission(n.cfg.Metrics, admission); err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
+
+	api := newAPIServer(n.log, admission, calls.ServerOptions()...)
 	healthpb.RegisterHealthServer(api, n.health)
 
 	machineapi.New(machineapi.Config{
@@ -87,12 +92,17 @@ func (n *Node) listen() (*sockets, error) {
 // service's, which apid probes without roles. The credential audit
 // (audit.go) comes before authorization, so refusals are recorded too.
 //
+// admission bounds the open calls (nil: a new one of machineapi.MaxCalls);
 // first are server options given before all of these: the metrics, so that
 // every call is counted as its caller saw it.
-func newAPIServer(log *slog.Logger, first ...grpc.ServerOption) *grpc.Server {
+func newAPIServer(log *slog.Logger, admission *machineapi.Admission, first ...grpc.ServerOption) *grpc.Server {
+	if admission == nil {
+		admission = machineapi.NewAdmission(machineapi.MaxCalls)
+	}
+
 	injector := authz.NewInjector(authz.InjectorConfig{Mode: authz.FromTrustedMetadata, Logger: log})
 	authorizer := authz.NewAuthorizer(authz.AuthorizerConfig{Logger: log})
-	opts := append(append(first, recoveryOptions(log)...), machineapi.NewAdmission(machineapi.MaxCalls).ServerOptions()...)
+	opts := append(append(first, recoveryOptions(log)...), admission.ServerOptions()...)
 
 	return grpc.NewServer(append(opts,
 		grpcopt.StreamWorkers(),
