@@ -29,7 +29,7 @@ func (s *Server) registerMetrics(reg prometheus.Registerer) error {
 		return err
 	}
 
-	if err := reg.Register(streamCollector{g: s.streams}); err != nil {
+	if err := reg.Register(newStreamCollector(s.streams)); err != nil {
 		return err
 	}
 
@@ -82,18 +82,24 @@ func (s *Server) certificates() []metrics.Certificate {
 }
 
 // streamCollector reports the open streams against their caps.
-type streamCollector struct{ g *streamGuard }
+type streamCollector struct {
+	g                    *streamGuard
+	open, limit, refused *prometheus.Desc
+}
 
-var (
-	streamsOpenDesc    = prometheus.NewDesc(metrics.StreamsOpen, "Calls apid holds open, counted by the nodes they reach.", nil, nil)
-	streamsLimitDesc   = prometheus.NewDesc(metrics.StreamsLimit, "apid's stream caps.", []string{metrics.LabelScope}, nil)
-	streamsRefusedDesc = prometheus.NewDesc(metrics.StreamsRefused, "Calls refused over a stream cap.", []string{metrics.LabelScope}, nil)
-)
+func newStreamCollector(g *streamGuard) streamCollector {
+	return streamCollector{
+		g:       g,
+		open:    prometheus.NewDesc(metrics.StreamsOpen, "Calls apid holds open, counted by the nodes they reach.", nil, nil),
+		limit:   prometheus.NewDesc(metrics.StreamsLimit, "apid's stream caps.", []string{metrics.LabelScope}, nil),
+		refused: prometheus.NewDesc(metrics.StreamsRefused, "Calls refused over a stream cap.", []string{metrics.LabelScope}, nil),
+	}
+}
 
 func (c streamCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- streamsOpenDesc
-	ch <- streamsLimitDesc
-	ch <- streamsRefusedDesc
+	ch <- c.open
+	ch <- c.limit
+	ch <- c.refused
 }
 
 func (c streamCollector) Collect(ch chan<- prometheus.Metric) {
@@ -106,15 +112,15 @@ func (c streamCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	c.g.mu.Unlock()
 
-	ch <- prometheus.MustNewConstMetric(streamsOpenDesc, prometheus.GaugeValue, float64(total))
+	ch <- prometheus.MustNewConstMetric(c.open, prometheus.GaugeValue, float64(total))
 
 	for scope, limit := range map[string]int{
 		scopeNode: MaxStreams, scopeIdentity: MaxStreamsPerIdentity, scopeConnection: MaxStreamsPerConnection, "peer_node": MaxStreamsPerPeerNode,
 	} {
-		ch <- prometheus.MustNewConstMetric(streamsLimitDesc, prometheus.GaugeValue, float64(limit), scope)
+		ch <- prometheus.MustNewConstMetric(c.limit, prometheus.GaugeValue, float64(limit), scope)
 	}
 
 	for scope, n := range refused {
-		ch <- prometheus.MustNewConstMetric(streamsRefusedDesc, prometheus.CounterValue, float64(n), scope)
+		ch <- prometheus.MustNewConstMetric(c.refused, prometheus.CounterValue, float64(n), scope)
 	}
 }

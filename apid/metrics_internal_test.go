@@ -17,7 +17,7 @@ import (
 func TestStreamMetrics(t *testing.T) {
 	gt := newGuardTest(t)
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(streamCollector{g: gt.g})
+	reg.MustRegister(newStreamCollector(gt.g))
 
 	a := gt.chain(t, time.Hour)
 

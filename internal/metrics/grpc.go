@@ -35,7 +35,7 @@ type GRPCConfig struct {
 
 // latencyBuckets reach from a cached answer (a millisecond) to a signing
 // under load or a fan-out to slow nodes (tens of seconds).
-var latencyBuckets = []float64{0.001, 0.005, 0.025, 0.1, 0.25, 1, 2.5, 10, 30}
+func latencyBuckets() []float64 { return []float64{0.001, 0.005, 0.025, 0.1, 0.25, 1, 2.5, 10, 30} }
 
 // NewGRPC registers a server's gRPC metrics with reg; nil reg returns nil.
 func NewGRPC(reg prometheus.Registerer, cfg GRPCConfig) (*GRPC, error) {
@@ -43,7 +43,7 @@ func NewGRPC(reg prometheus.Registerer, cfg GRPCConfig) (*GRPC, error) {
 		return nil, nil
 	}
 
-	m := grpcprom.NewServerMetrics(grpcprom.WithServerHandlingTimeHistogram(grpcprom.WithHistogramBuckets(latencyBuckets)))
+	m := grpcprom.NewServerMetrics(grpcprom.WithServerHandlingTimeHistogram(grpcprom.WithHistogramBuckets(latencyBuckets())))
 	if err := reg.Register(m); err != nil {
 		return nil, err
 	}

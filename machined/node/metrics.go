@@ -10,9 +10,11 @@ import (
 )
 
 // serviceStates are the states a service's state series is reported for.
-var serviceStates = []system.State{
-	system.StateInitialized, system.StatePreparing, system.StateWaiting, system.StateRunning, system.StateStopping,
-	system.StateFinished, system.StateFailed, system.StateSkipped, system.StateStarting,
+func serviceStates() []system.State {
+	return []system.State{
+		system.StateInitialized, system.StatePreparing, system.StateWaiting, system.StateRunning, system.StateStopping,
+		system.StateFinished, system.StateFailed, system.StateSkipped, system.StateStarting,
+	}
 }
 
 // registerMetrics puts machined's collectors in reg (nothing for a nil
@@ -23,7 +25,7 @@ func (n *Node) registerMetrics(reg prometheus.Registerer) error {
 		return nil
 	}
 
-	if err := reg.Register(serviceCollector{list: n.services.List}); err != nil {
+	if err := reg.Register(newServiceCollector(n.services.List)); err != nil {
 		return err
 	}
 
@@ -85,31 +87,39 @@ func (n *Node) certificates() []metrics.Certificate {
 
 // serviceCollector reports each service's state, whether it is up, and
 // its restarts: a handful of services times nine states.
-type serviceCollector struct{ list func() []system.Info }
+type serviceCollector struct {
+	list                func() []system.Info
+	state, up, restarts *prometheus.Desc
+}
 
-var (
-	serviceStateDesc = prometheus.NewDesc(metrics.ServiceState, "1 for the state a service is in, 0 for the others.",
-		[]string{metrics.LabelService, metrics.LabelState}, nil)
-	serviceUpDesc = prometheus.NewDesc(metrics.ServiceUp, "1 while a service is running and, if it has a health check, healthy.",
-		[]string{metrics.LabelService}, nil)
-	serviceRestartsDesc = prometheus.NewDesc(metrics.ServiceRestarts, "Times a service's run ended and its restart policy started it again.",
-		[]string{metrics.LabelService}, nil)
-)
+func newServiceCollector(list func() []system.Info) serviceCollector {
+	return serviceCollector{
+		list: list,
+		state: prometheus.NewDesc(metrics.ServiceState, "1 for the state a service is in, 0 for the others.",
+			[]string{metrics.LabelService, metrics.LabelState}, nil),
+		up: prometheus.NewDesc(metrics.ServiceUp, "1 while a service is running and, if it has a health check, healthy.",
+			[]string{metrics.LabelService}, nil),
+		restarts: prometheus.NewDesc(metrics.ServiceRestarts, "Times a service's run ended and its restart policy started it again.",
+			[]string{metrics.LabelService}, nil),
+	}
+}
 
 func (c serviceCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- serviceStateDesc
-	ch <- serviceUpDesc
-	ch <- serviceRestartsDesc
+	ch <- c.state
+	ch <- c.up
+	ch <- c.restarts
 }
 
 func (c serviceCollector) Collect(ch chan<- prometheus.Metric) {
+	states := serviceStates()
+
 	for _, info := range c.list() {
-		for _, st := range serviceStates {
-			ch <- prometheus.MustNewConstMetric(serviceStateDesc, prometheus.GaugeValue, boolValue(info.State == st), info.ID, st.String())
+		for _, st := range states {
+			ch <- prometheus.MustNewConstMetric(c.state, prometheus.GaugeValue, boolValue(info.State == st), info.ID, st.String())
 		}
 
-		ch <- prometheus.MustNewConstMetric(serviceUpDesc, prometheus.GaugeValue, boolValue(info.Up()), info.ID)
-		ch <- prometheus.MustNewConstMetric(serviceRestartsDesc, prometheus.CounterValue, float64(info.Restarts), info.ID)
+		ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, boolValue(info.Up()), info.ID)
+		ch <- prometheus.MustNewConstMetric(c.restarts, prometheus.CounterValue, float64(info.Restarts), info.ID)
 	}
 }
 

@@ -18,7 +18,7 @@ func TestServiceMetrics(t *testing.T) {
 		{ID: "trustd", State: system.StateWaiting, HasHealth: true},
 	}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(serviceCollector{list: func() []system.Info { return infos }})
+	reg.MustRegister(newServiceCollector(func() []system.Info { return infos }))
 
 	fams := metricstest.Gather(t, reg)
 
@@ -39,7 +39,7 @@ func TestServiceMetrics(t *testing.T) {
 		}
 	}
 
-	if n := len(fams[metrics.ServiceState].GetMetric()); n != 2*len(serviceStates) {
-		t.Fatalf("%d state series, want %d", n, 2*len(serviceStates))
+	if n := len(fams[metrics.ServiceState].GetMetric()); n != 2*len(serviceStates()) {
+		t.Fatalf("%d state series, want %d", n, 2*len(serviceStates()))
 	}
 }
