@@ -328,6 +328,12 @@ func checkNodeSeries(t *testing.T, machined, apid, trustd endpoint) {
 	}
 
 	m := machined.scrape(t)
+	for _, cert := range []string{"impersonator", "etcd_server", "etcd_peer", "etcd_client", "etcd_ca"} {
+		if v := m.Must(t, metrics.CertificateNotAfter, metrics.LabelCertificate, cert); v < now {
+			t.Errorf("machined: %s certificate NotAfter %v is past", cert, v)
+		}
+	}
+
 	if v := m.Must(t, metrics.MachinedCallsLimit); v != machineapi.MaxCalls || m.Must(t, metrics.MachinedCallsOpen) > v {
 		t.Errorf("machined: calls limit %v, open %v", v, m.Must(t, metrics.MachinedCallsOpen))
 	}

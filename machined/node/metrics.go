@@ -54,7 +54,9 @@ func registerAdmission(reg prometheus.Registerer, a *machineapi.Admission) error
 }
 
 // certificates are the node's server and impersonator certificates as
-// apid and trustd get them, and the CAs of the current config.
+// apid and trustd get them, the CAs of the current config, and on a
+// control plane etcd's certificates and CA (etcd_server, etcd_peer,
+// etcd_client, etcd_ca).
 func (n *Node) certificates() []metrics.Certificate {
 	var out []metrics.Certificate
 
@@ -79,6 +81,16 @@ func (n *Node) certificates() []metrics.Certificate {
 	if set := n.current().AcceptedCAs(); set != nil {
 		for _, c := range set.Certificates() {
 			out = append(out, metrics.Certificate{Name: "accepted_ca", Cert: c})
+		}
+	}
+
+	n.mu.Lock()
+	e := n.etcd
+	n.mu.Unlock()
+
+	if e != nil {
+		for name, c := range e.Certificates() {
+			out = append(out, metrics.Certificate{Name: "etcd_" + name, Cert: c})
 		}
 	}
 
