@@ -68,17 +68,19 @@ CIDR      ?=
 STATE_DIR ?=
 # NETWORK=netns puts each node in a network namespace of its own (root).
 NETWORK   ?=
+# METRICS=1 serves every node's Prometheus metrics (cluster create --metrics).
+METRICS   ?=
 CLUSTER_FLAGS = --name $(CLUSTER_NAME)$(if $(STATE_DIR), --state-dir '$(STATE_DIR)')
 
 ## run: build, (re)create the local cluster (1 control plane, 2 workers on 127.5.0.x,
-## or CIDR=; state under STATE_DIR= if given), show the memory of every node, and
+## or CIDR=; state under STATE_DIR= if given; METRICS=1 for metrics), show the memory of every node, and
 ## leave the cluster running (stop it with: bin/aegisctl cluster destroy)
 run: build
 	@if $(BIN)/aegisctl cluster show $(CLUSTER_FLAGS) >/dev/null 2>&1; then \
 		echo "replacing the running cluster $(CLUSTER_NAME)"; \
 		$(BIN)/aegisctl cluster destroy $(CLUSTER_FLAGS); \
 	fi
-	$(BIN)/aegisctl cluster create $(CLUSTER_FLAGS)$(if $(CIDR), --cidr '$(CIDR)')$(if $(NETWORK), --network '$(NETWORK)')
+	$(BIN)/aegisctl cluster create $(CLUSTER_FLAGS)$(if $(CIDR), --cidr '$(CIDR)')$(if $(NETWORK), --network '$(NETWORK)')$(if $(filter 1 yes true,$(METRICS)), --metrics)
 	$(BIN)/aegisctl --context $(CLUSTER_NAME) -n "$$($(BIN)/aegisctl cluster show $(CLUSTER_FLAGS) --addresses)" memory
 
 ## bench: the benchmark harness on real processes (127.7.0.0/16): prints a table, writes

@@ -11,6 +11,7 @@ import (
 	"net"
 	"sync"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
@@ -24,6 +25,7 @@ import (
 	"github.com/aegis-os/aegis/internal/connlimit"
 	"github.com/aegis-os/aegis/internal/grpcopt"
 	"github.com/aegis-os/aegis/internal/logkey"
+	"github.com/aegis-os/aegis/internal/metrics"
 	"github.com/aegis-os/aegis/internal/refusals"
 )
 
@@ -82,6 +84,10 @@ type Config struct {
 	Rules authz.Rules
 	// Logger receives the request log and the audit records. Nil discards.
 	Logger *slog.Logger
+	// Metrics receives apid's collectors: gRPC calls by method and code,
+	// connections and streams against their caps, certificate expiry. Nil
+	// means no metrics.
+	Metrics prometheus.Registerer
 	// Clock is the time certificates are checked at. Nil means the system clock.
 	Clock clock.Clock
 	// Rand is the TLS handshakes' source of randomness. Nil means crypto/rand.
@@ -159,9 +165,23 @@ func New(cfg Config) (*Server, error) {
 		dial: s.dialNode, clock: s.clock, idle: PoolIdleTimeout, log: s.log,
 		max: MaxPooledNodes, perCaller: MaxPooledNodesPerCaller, reserve: AdminPoolReserve,
 	})
-	s.grpc = s.newGRPCServer(cfg.Rules)
+	rules := cfg.Rules
+	if rules == nil {
+		rules = authz.DefaultRules()
+	}
+
+	calls, err := metrics.NewGRPC(cfg.Metrics, metrics.GRPCConfig{Known: knownMethod(rules), Kind: methodKind})
+	if err != nil {
+		return nil, fmt.Errorf("apid: %w", err)
+	}
+
+	s.grpc = s.newGRPCServer(rules, calls)
 	s.health = newHealth()
 	healthpb.RegisterHealthServer(s.grpc, s.health)
+
+	if err = s.registerMetrics(cfg.Metrics); err != nil {
+		return nil, fmt.Errorf("apid: %w", err)
+	}
 
 	return s, nil
 }
@@ -184,7 +204,7 @@ func (s *Server) defaults() {
 	}
 }
 
-func (s *Server) newGRPCServer(rules authz.Rules) *grpc.Server {
+func (s *Server) newGRPCServer(rules authz.Rules, calls *metrics.GRPC) *grpc.Server {
 	unary, stream := s.interceptors(rules)
 
 	s.refusals = refusals.New(refusals.Config{
@@ -193,7 +213,9 @@ func (s *Server) newGRPCServer(rules authz.Rules) *grpc.Server {
 	})
 	creds := auditedCreds{TransportCredentials: credentials.NewTLS(s.serverTLS()), log: s.log, refusals: s.refusals}
 
-	return grpc.NewServer(
+	// The metrics come first, so that every call is counted as its caller
+	// saw it: refused by authz, or Internal after a recovered panic.
+	return grpc.NewServer(append(calls.ServerOptions(),
 		grpc.Creds(creds),
 		grpc.ForceServerCodecV2(rawCodec{}),
 		grpc.UnknownServiceHandler(s.handle),
@@ -210,7 +232,7 @@ func (s *Server) newGRPCServer(rules authz.Rules) *grpc.Server {
 		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: MaxIdle}),
 		grpc.StatsHandler(s.conns.StatsHandler()),
 		grpc.InTapHandle(s.tap),
-	)
+	)...)
 }
 
 // Forwards reports whether the node forwards calls to other nodes (it has

@@ -163,15 +163,18 @@ func isHopHeader(k string) bool {
 // outgoingMetadata is the metadata of the next hop: the caller's, without
 // hop headers, without the routing keys (the next hop serves the call
 // itself and never fans out again), and with talos-role replaced by the
-// roles apid decided. Whatever talos-role or certificate the caller sent is
-// dropped; for the methods that decide on the caller's certificate, the one
-// the handshake verified goes on instead.
+// roles apid decided. Whatever talos-role, certificate or caller the caller
+// sent is dropped; the caller the injector decided (the client, or the
+// original client of a call another node forwarded) goes on instead, and
+// for the methods that decide on the caller's certificate, the one the
+// handshake verified.
 func outgoingMetadata(ctx context.Context, method string, roles role.Set) metadata.MD {
 	in, _ := metadata.FromIncomingContext(ctx)
 	out := make(metadata.MD, len(in)+2)
 
 	for k, v := range in {
-		if isHopHeader(k) || k == MetadataNode || k == MetadataNodes || k == authz.MetadataKey || k == authz.CertificateMetadataKey {
+		if isHopHeader(k) || k == MetadataNode || k == MetadataNodes || k == authz.MetadataKey || k == authz.CertificateMetadataKey ||
+			k == authz.CallerSerialMetadataKey || k == authz.CallerSubjectMetadataKey {
 			continue
 		}
 
@@ -179,6 +182,10 @@ func outgoingMetadata(ctx context.Context, method string, roles role.Set) metada
 	}
 
 	authz.SetMetadata(out, roles)
+
+	if c, ok := authz.CallerFromContext(ctx); ok {
+		authz.SetCallerMetadata(out, authz.Caller{Serial: c.Serial, Subject: c.Subject})
+	}
 
 	if authz.NeedsPeerCertificate(method) {
 		leaf, _ := authz.PeerCertificate(ctx)

@@ -60,7 +60,9 @@ type streamGuard struct {
 	// wake tells the watcher that a call with an earlier expiry opened.
 	wake chan struct{}
 	// armed is when the watcher's timer fires; zero while it is not armed.
-	armed    time.Time
+	armed time.Time
+	// refused counts the calls refused over each cap, by metric scope.
+	refused  map[string]uint64
 	done     chan struct{}
 	stopOnce sync.Once
 }
@@ -80,7 +82,7 @@ type openStream struct {
 func newStreamGuard(clk clock.Clock, check func([]*x509.Certificate) error, log *slog.Logger) *streamGuard {
 	return &streamGuard{
 		clock: clk, check: check, log: log, interval: StreamRecheckInterval, reclaim: reclaim.New(ReclaimAfter),
-		perConn: map[string]int{}, perID: map[identity]int{}, open: map[*openStream]struct{}{},
+		perConn: map[string]int{}, perID: map[identity]int{}, open: map[*openStream]struct{}{}, refused: map[string]uint64{},
 		wake: make(chan struct{}, 1), done: make(chan struct{}),
 	}
 }
@@ -115,10 +117,16 @@ func (g *streamGuard) admit(ctx context.Context, method string, weight int) (con
 	// The widest cap reached is the one named.
 	switch {
 	case g.total+weight > total:
+		g.refused[scopeNode]++
+
 		return nil, nil, fmt.Errorf("%w on this node (limit %d)", errTooManyStreams, total)
 	case g.perID[st.id]+weight > perID:
+		g.refused[scopeIdentity]++
+
 		return nil, nil, fmt.Errorf("%w for this client certificate's key (limit %d)", errTooManyStreams, perID)
 	case g.perConn[st.conn]+1 > perConn:
+		g.refused[scopeConnection]++
+
 		return nil, nil, fmt.Errorf("%w on this connection (limit %d)", errTooManyStreams, perConn)
 	}
 

@@ -77,6 +77,9 @@ func (i *Injector) inject(ctx context.Context, method string) (context.Context, 
 		roles, err = i.fromMetadata(ctx, method)
 	default:
 		roles, impersonated, err = i.fromCertificate(ctx, method)
+		if err == nil {
+			ctx, err = i.withCaller(ctx, method)
+		}
 	}
 
 	if err != nil {
@@ -125,6 +128,46 @@ func (i *Injector) fromCertificate(ctx context.Context, method string) (role.Set
 	}
 
 	return passed, true, nil
+}
+
+// withCaller records who made the call: the client another node's apid
+// names in the caller metadata of a forwarded call, else the peer
+// certificate's. Anyone else naming a caller is refused: it would make the
+// request log and the credential audit name someone else. The request log
+// line gets the caller's serial and subject, and the forwarding node's.
+func (i *Injector) withCaller(ctx context.Context, method string) (context.Context, error) {
+	leaf, _ := PeerCertificate(ctx)
+	caller := CallerOfCertificate(leaf)
+	md, _ := metadata.FromIncomingContext(ctx)
+
+	if HasCallerMetadata(md) {
+		peerRoles, _ := role.FromOrganization(leaf.Subject.Organization)
+		if !peerRoles.Has(role.Impersonator) {
+			i.log.Warn("call refused: caller metadata from a peer that is not an impersonator", slog.String(logkey.Method, method),
+				slog.String(logkey.Subject, leaf.Subject.String()))
+
+			return nil, ErrCallerNotAllowed
+		}
+
+		named, _, err := CallerFromMetadata(md)
+		if err != nil {
+			i.log.Warn("call refused: malformed caller metadata", slog.String(logkey.Method, method), slog.String(logkey.Error, err.Error()))
+
+			return nil, err
+		}
+
+		named.Via = caller.Subject
+		caller = named
+	}
+
+	fields := logging.Fields{logkey.CallerSerial, caller.Serial, logkey.CallerSubject, caller.Subject}
+	if caller.Via != "" {
+		fields = append(fields, logkey.ForwardedBy, caller.Via)
+	}
+
+	logging.AddFields(ctx, fields)
+
+	return contextWithCaller(ctx, caller), nil
 }
 
 func (i *Injector) fromMetadata(ctx context.Context, method string) (role.Set, error) {

@@ -50,7 +50,7 @@ func grpcError(err error) error {
 	var denied *DeniedError
 
 	switch {
-	case errors.As(err, &denied):
+	case errors.As(err, &denied), errors.Is(err, ErrCallerNotAllowed):
 		return status.Error(codes.PermissionDenied, err.Error())
 	case errors.Is(err, ErrUnauthenticated):
 		return status.Error(codes.Unauthenticated, err.Error())

@@ -11,3 +11,13 @@ const (
 	// known name is 15 bytes. Longer values are logged truncated to this.
 	MaxRoleNameLength = 64
 )
+
+// Limits of the caller a forwarded call names.
+const (
+	// MaxCallerSerialLength bounds the serial in hex: RFC 5280 serials are
+	// at most 20 octets.
+	MaxCallerSerialLength = 40
+	// MaxCallerSubjectLength bounds the subject: the certificates Aegis
+	// issues have a common name and a few roles, well under 1 KiB.
+	MaxCallerSubjectLength = 1024
+)

@@ -75,6 +75,47 @@ type MachineSpec struct {
 	// CertSANs are extra names and addresses for the node's certificates.
 	CertSANs []string `yaml:"certSANs,omitempty"`
 	Time     TimeSpec `yaml:"time"`
+	// Metrics turns on the Prometheus endpoints of machined, apid and
+	// trustd, on ListenAddress. Off unless enabled.
+	Metrics MetricsSpec `yaml:"metrics,omitempty"`
+}
+
+// Default ports of the metrics endpoints: beside node_exporter's 9100,
+// one per daemon, the same on every node.
+const (
+	DefaultMachinedMetricsPort = 9101
+	DefaultAPIDMetricsPort     = 9102
+	DefaultTrustdMetricsPort   = 9103
+)
+
+// MetricsSpec configures the Prometheus endpoints: plain HTTP, GET
+// /metrics only, on the node's listen address.
+type MetricsSpec struct {
+	// Enabled serves the endpoints; false (the default) serves none.
+	Enabled bool `yaml:"enabled,omitempty"`
+	// MachinedPort, APIDPort and TrustdPort override the default ports
+	// (DefaultMachinedMetricsPort, …); zero means the default.
+	MachinedPort int `yaml:"machinedPort,omitempty"`
+	APIDPort     int `yaml:"apidPort,omitempty"`
+	TrustdPort   int `yaml:"trustdPort,omitempty"`
+}
+
+// MetricsListen returns the address of a daemon's metrics endpoint
+// ("machined", "apid" or "trustd"), or "" when metrics are off.
+func (c *MachineConfig) MetricsListen(daemon string) string {
+	m := c.Machine.Metrics
+	if !m.Enabled {
+		return ""
+	}
+
+	port := map[string]int{"machined": m.MachinedPort, "apid": m.APIDPort, "trustd": m.TrustdPort}[daemon]
+	if port == 0 {
+		port = map[string]int{
+			"machined": DefaultMachinedMetricsPort, "apid": DefaultAPIDMetricsPort, "trustd": DefaultTrustdMetricsPort,
+		}[daemon]
+	}
+
+	return net.JoinHostPort(c.Machine.ListenAddress, strconv.Itoa(port))
 }
 
 // TimeSpec says how the node knows its clock is right: NTP servers, or a
@@ -176,6 +217,7 @@ func (c *MachineConfig) Validate(what string, now time.Time) error {
 	c.validateTrust(&ps, now)
 	c.validateSANs(&ps)
 	c.validateTime(&ps)
+	c.validateMetrics(&ps)
 	c.validateCluster(&ps)
 	c.validateEtcd(&ps, now)
 
@@ -236,6 +278,47 @@ func (c *MachineConfig) validateTime(ps *problems) {
 
 	if t.MaxOffset < 0 || t.MaxOffset > MaxTimeOffsetLimit {
 		ps.add("machine.time.maxOffset", "%s outside [0, %s] (0 means %s)", t.MaxOffset, MaxTimeOffsetLimit, DefaultMaxTimeOffset)
+	}
+}
+
+// validateMetrics checks the metrics ports: each a TCP port, none taken by
+// another metrics endpoint or by the node's own services.
+func (c *MachineConfig) validateMetrics(ps *problems) {
+	m := &c.Machine.Metrics
+	taken := map[int]string{APIDPort: "apid", TrustdPort: "trustd", 2379: "etcd", 2380: "etcd"}
+
+	for _, p := range []struct {
+		field string
+		port  int
+		def   int
+	}{
+		{"machinedPort", m.MachinedPort, DefaultMachinedMetricsPort},
+		{"apidPort", m.APIDPort, DefaultAPIDMetricsPort},
+		{"trustdPort", m.TrustdPort, DefaultTrustdMetricsPort},
+	} {
+		path := "machine.metrics." + p.field
+
+		switch {
+		case p.port < 0 || p.port > 65535:
+			ps.add(path, "%d is not a TCP port (1 to 65535; 0 means %d)", p.port, p.def)
+
+			continue
+		case p.port != 0 && !m.Enabled:
+			ps.add(path, "set while metrics are off: add enabled: true")
+		}
+
+		port := p.port
+		if port == 0 {
+			port = p.def
+		}
+
+		if other, ok := taken[port]; ok {
+			ps.add(path, "port %d is already %s's", port, other)
+
+			continue
+		}
+
+		taken[port] = "the metrics " + strings.TrimSuffix(p.field, "Port")
 	}
 }
 

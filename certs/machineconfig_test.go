@@ -90,6 +90,12 @@ func TestMachineConfigProblems(t *testing.T) {
 
 			return strings.Replace(s, "    certSANs:\n", "    acceptedCAs:\n        - crt: "+b64(otherCA.CertPEM)+"\n          key: "+b64(otherCA.KeyPEM)+"\n        - crt: "+b64(leaf.PEM)+"\n    certSANs:\n", 1)
 		}, paths: []string{"machine.acceptedCAs[0].key", "machine.acceptedCAs[1].crt"}},
+		{name: "metrics ports: out of range, taken, set while off", base: cp, edit: func(s string) string {
+			return strings.Replace(s, "    time:\n", "    metrics:\n        machinedPort: 70000\n        apidPort: 50001\n        trustdPort: 9200\n    time:\n", 1)
+		}, paths: []string{"machine.metrics.machinedPort", "machine.metrics.apidPort", "machine.metrics.apidPort", "machine.metrics.trustdPort"}},
+		{name: "metrics ports clash", base: cp, edit: func(s string) string {
+			return strings.Replace(s, "    time:\n", "    metrics:\n        enabled: true\n        trustdPort: 9101\n    time:\n", 1)
+		}, paths: []string{"machine.metrics.trustdPort"}},
 	}
 
 	for _, tt := range tests {
@@ -255,5 +261,25 @@ func TestEtcdDisabled(t *testing.T) {
 	full, err := certs.ParseMachineConfig("test.yaml", []byte(cp), testutil.Epoch)
 	if err != nil || full.EtcdCA() == nil {
 		t.Fatalf("control plane: %v, want its etcd CA", err)
+	}
+}
+
+func TestMetricsListen(t *testing.T) {
+	cfg, err := certs.ParseMachineConfig("cp.yaml", []byte(readGolden(t, goldenControlPlane)), testutil.Epoch)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if got := cfg.MetricsListen("apid"); got != "" {
+		t.Fatalf("metrics off: MetricsListen = %q", got)
+	}
+
+	cfg.Machine.ListenAddress = "127.0.0.2"
+	cfg.Machine.Metrics = certs.MetricsSpec{Enabled: true, TrustdPort: 9300}
+
+	for daemon, want := range map[string]string{"machined": "127.0.0.2:9101", "apid": "127.0.0.2:9102", "trustd": "127.0.0.2:9300"} {
+		if got := cfg.MetricsListen(daemon); got != want {
+			t.Errorf("MetricsListen(%s) = %q, want %q", daemon, got, want)
+		}
 	}
 }

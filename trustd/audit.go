@@ -72,6 +72,8 @@ func (s *Server) newAuditRecord(src netip.Addr) auditRecord {
 // first refusal of a source per interval in full and counts the rest.
 // Internal errors are written in full always.
 func (s *Server) audit(ctx context.Context, r *auditRecord, err error, code codes.Code) {
+	s.decisions.count(err)
+
 	attrs := []slog.Attr{
 		slog.String(AuditRequestID, r.requestID),
 		slog.String(AuditTokenID, r.tokenID),

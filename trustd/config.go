@@ -10,6 +10,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/internal/clock"
 	"github.com/aegis-os/aegis/internal/logkey"
@@ -127,6 +129,10 @@ type Config struct {
 	// CertTTL is the lifetime of issued certificates; zero means
 	// MaxCertTTL, and anything outside [MinCertTTL, MaxCertTTL] is refused.
 	CertTTL time.Duration
+	// Metrics receives trustd's collectors: gRPC calls by method and code,
+	// issuances and refusals by reason, the time gate, connections against
+	// their caps, certificate expiry. Nil means no metrics.
+	Metrics prometheus.Registerer
 	// Clock drives the rate limiter. Nil means the system clock.
 	Clock clock.Clock
 	// Rand draws the request references of audit records. Nil means

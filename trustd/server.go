@@ -20,6 +20,7 @@ import (
 	"github.com/aegis-os/aegis/internal/connlimit"
 	"github.com/aegis-os/aegis/internal/grpcopt"
 	"github.com/aegis-os/aegis/internal/grpcrecover"
+	"github.com/aegis-os/aegis/internal/metrics"
 	"github.com/aegis-os/aegis/internal/refusals"
 )
 
@@ -36,6 +37,8 @@ type Server struct {
 	conns    *connlimit.Limiter
 	health   *health.Server
 	grpc     *grpc.Server
+	// decisions counts issuances and refusals for the metrics.
+	decisions decisions
 }
 
 // New checks cfg and builds a server; Serve starts it.
@@ -53,7 +56,8 @@ func New(cfg Config) (*Server, error) {
 			Logger: cfg.Refusals, Summary: MsgRefusals, Clock: cfg.Clock,
 			Interval: RefusalInterval, MaxSources: MaxRefusalSources,
 		}),
-		health: health.NewServer(),
+		health:    health.NewServer(),
+		decisions: newDecisions(),
 	}
 
 	conns, err := connlimit.New(connlimit.Config{
@@ -67,12 +71,23 @@ func New(cfg Config) (*Server, error) {
 	s.conns = conns
 	s.setHealth(false)
 
-	s.grpc = grpc.NewServer(s.serverOptions()...)
+	calls, err := metrics.NewGRPC(cfg.Metrics, metrics.GRPCConfig{})
+	if err != nil {
+		return nil, fmt.Errorf("trustd: %w", err)
+	}
+
+	// The metrics come first, so that a recovered panic counts as the
+	// Internal its caller got.
+	s.grpc = grpc.NewServer(append(calls.ServerOptions(), s.serverOptions()...)...)
 	securityapi.RegisterSecurityServiceServer(s.grpc, service{s: s})
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 
 	if cfg.Revocations != nil {
 		revocations.RegisterNodeRevocationServiceServer(s.grpc, revocationService{s: s})
+	}
+
+	if err = s.registerMetrics(cfg.Metrics); err != nil {
+		return nil, fmt.Errorf("trustd: %w", err)
 	}
 
 	return s, nil

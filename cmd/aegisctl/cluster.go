@@ -121,6 +121,7 @@ and link of the prefix; so does a create that fails.`,
 	cmd.Flags().StringVar(&opts.NetnsPrefix, "netns-prefix", "", "with --network netns: prefix of every namespace and link made, at most 12 characters (default: the cluster's name)")
 	cmd.Flags().StringVar(&binDir, "bin-dir", "", "folder of machined, apid and trustd (default: aegisctl's own)")
 	cmd.Flags().DurationVar(&timeout, "wait-timeout", localcluster.DefaultTimeout, "how long to wait for the cluster to come up")
+	cmd.Flags().BoolVar(&opts.Metrics, "metrics", false, "serve every node's Prometheus metrics (machine.metrics: machined :9101, apid :9102, trustd :9103)")
 
 	return cmd
 }

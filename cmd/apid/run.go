@@ -18,6 +18,7 @@ import (
 	"github.com/aegis-os/aegis/internal/clock"
 	"github.com/aegis-os/aegis/internal/daemonflag"
 	"github.com/aegis-os/aegis/internal/logkey"
+	"github.com/aegis-os/aegis/internal/metrics"
 )
 
 // run is apid's whole life; it returns the exit status.
@@ -124,6 +125,13 @@ func serve(ctx context.Context, o *options, log *slog.Logger) error {
 		return fmt.Errorf("apid: %w", err)
 	}
 
+	reg, endpoint, err := metrics.Open(o.MetricsListen, log)
+	if err != nil {
+		lis.Close()
+
+		return fmt.Errorf("apid: %w", err)
+	}
+
 	cfg := apid.Config{
 		Certificate:    f.server,
 		AcceptedCAs:    f.accepted.Load,
@@ -131,6 +139,7 @@ func serve(ctx context.Context, o *options, log *slog.Logger) error {
 		MachinedSocket: o.socket,
 		Self:           append(o.selfNames(lis.Addr(), net.InterfaceAddrs), self...),
 		Names:          o.names,
+		Metrics:        reg,
 		Logger:         log,
 	}
 	if f.forward != nil {
@@ -142,6 +151,7 @@ func serve(ctx context.Context, o *options, log *slog.Logger) error {
 	srv, err := apid.New(cfg)
 	if err != nil {
 		lis.Close()
+		endpoint.Close() //nolint:errcheck // failing already
 
 		return err
 	}
@@ -149,6 +159,12 @@ func serve(ctx context.Context, o *options, log *slog.Logger) error {
 	if o.nodeSocket == "" {
 		f.watch(watchCtx, o, log)
 	}
+
+	go func() {
+		if err := endpoint.Serve(watchCtx); err != nil {
+			log.Error("metrics endpoint stopped", slog.String(logkey.Error, err.Error()))
+		}
+	}()
 
 	return serveUntil(ctx, srv, lis, o, log)
 }

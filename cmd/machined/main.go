@@ -5,7 +5,7 @@
 // serves the MachineService to apid, until SIGTERM, SIGINT or a Shutdown
 // call.
 //
-//	machined --config FILE --state DIR [--bin-dir DIR] [--node-cert-ttl D] [--log-level LEVEL]
+//	machined --config FILE --state DIR [--bin-dir DIR] [--node-cert-ttl D] [--log-level LEVEL] [--metrics-listen ADDR]
 //	machined --version
 //
 // The whole node lives under DIR. A config with errors is refused with every
@@ -15,7 +15,10 @@
 // certificates and, on a control plane, of those its trustd signs; short
 // lifetimes are for tests of renewal. --log-level (debug, info, warn or
 // error; default info) applies to machined and to the apid and trustd it
-// starts.
+// starts. --metrics-listen serves machined's Prometheus metrics at
+// http://ADDR/metrics; without it, the config's machine.metrics decides
+// (port 9101 on the listen address), and it also turns on apid's (9102)
+// and trustd's (9103).
 package main
 
 import (
@@ -33,6 +36,8 @@ import (
 
 	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/internal/daemonflag"
+	"github.com/aegis-os/aegis/internal/logkey"
+	"github.com/aegis-os/aegis/internal/metrics"
 	"github.com/aegis-os/aegis/machined/node"
 	"github.com/aegis-os/aegis/machined/system/logs"
 	"github.com/aegis-os/aegis/trustd"
@@ -146,13 +151,42 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 	log := slog.New(opts.Handler(io.MultiWriter(stderr, own)))
 
+	// --metrics-listen wins over the config's machine.metrics for machined
+	// itself; apid and trustd follow the config.
+	addr := opts.MetricsListen
+	if addr == "" {
+		addr = cfg.MetricsListen("machined")
+	}
+
+	reg, endpoint, err := metrics.Open(addr, log)
+	if err != nil {
+		return err
+	}
+	defer endpoint.Close() //nolint:errcheck // closed by Serve already, or never served
+
 	n, err := node.New(node.Config{
 		ConfigPath: opts.config, Machine: cfg, State: opts.state, BinDir: opts.binDir,
-		MachinedLog: own, Logger: log, LogLevel: opts.Level, NodeCertTTL: opts.nodeCertTTL,
+		MachinedLog: own, Logger: log, LogLevel: opts.Level, NodeCertTTL: opts.nodeCertTTL, Metrics: reg,
 	})
 	if err != nil {
 		return err
 	}
 
-	return n.Run(ctx)
+	served := make(chan struct{})
+	mctx, stopMetrics := context.WithCancel(ctx)
+
+	go func() {
+		defer close(served)
+
+		if err := endpoint.Serve(mctx); err != nil {
+			log.Error("metrics endpoint stopped", slog.String(logkey.Error, err.Error()))
+		}
+	}()
+
+	err = n.Run(ctx)
+
+	stopMetrics()
+	<-served
+
+	return err
 }

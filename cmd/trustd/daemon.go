@@ -5,17 +5,20 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
 	"strconv"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/internal/metrics"
 	"github.com/aegis-os/aegis/machined/timesync"
 	"github.com/aegis-os/aegis/trustd"
 	"github.com/aegis-os/aegis/trustd/sanpolicy"
@@ -24,6 +27,10 @@ import (
 	"github.com/aegis-os/aegis/trustd/tokenstore"
 	"github.com/aegis-os/aegis/trustd/tokenstore/boltstore"
 )
+
+// tokenCountTimeout bounds the count of the token store at a scrape: on
+// etcd, a cluster without quorum must not hold the scrape.
+const tokenCountTimeout = 2 * time.Second
 
 // daemon is trustd with everything it runs beside the server.
 type daemon struct {
@@ -36,6 +43,10 @@ type daemon struct {
 	audit   *auditLogs
 	server  *trustd.Server
 	tokens  *tokenSocket
+	// metrics and endpoint are the Prometheus registry and its server;
+	// both nil without --metrics-listen.
+	metrics  prometheus.Registerer
+	endpoint *metrics.Server
 	// background runs beside the server: the time service and the
 	// certificate renewal when trustd runs on its own.
 	background []func(context.Context) error
@@ -57,6 +68,10 @@ func setup(opts options, log *slog.Logger) (*daemon, error) {
 	d := &daemon{log: log, listen: opts.listen, certTTL: opts.certTTL}
 	if d.listen == "" {
 		d.listen = net.JoinHostPort(cfg.Machine.ListenAddress, strconv.Itoa(certs.TrustdPort))
+	}
+
+	if err = d.openMetrics(opts.MetricsListen); err != nil {
+		return nil, err
 	}
 
 	if err = d.build(cfg, opts); err != nil {
@@ -107,9 +122,56 @@ func (d *daemon) listenTokens(state string) error {
 		return err
 	}
 
-	d.tokens, err = listenTokenSocket(filepath.Join(state, "run", "trustd", "tokens.sock"), api)
+	d.tokens, err = listenTokenSocket(filepath.Join(state, "run", "trustd", "tokens.sock"), api, d.log)
+	if err != nil {
+		return err
+	}
 
-	return err
+	return d.registerTokenMetrics()
+}
+
+// openMetrics opens the metrics endpoint at addr; "" leaves metrics off.
+func (d *daemon) openMetrics(addr string) error {
+	reg, endpoint, err := metrics.Open(addr, d.log)
+	if err != nil {
+		return err
+	}
+
+	d.metrics, d.endpoint = reg, endpoint
+
+	return nil
+}
+
+// registerTokenMetrics reports the token store's size against its limit,
+// read at each scrape.
+func (d *daemon) registerTokenMetrics() error {
+	if d.metrics == nil {
+		return nil
+	}
+
+	size := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: metrics.TrustdTokens, Help: "Records in the token store (expired and revoked ones until pruned); NaN when it cannot answer.",
+	}, func() float64 {
+		ctx, cancel := context.WithTimeout(context.Background(), tokenCountTimeout)
+		defer cancel()
+
+		records, err := d.store.List(ctx)
+		if err != nil {
+			return math.NaN()
+		}
+
+		return float64(len(records))
+	})
+	limit := prometheus.NewGauge(prometheus.GaugeOpts{Name: metrics.TrustdTokensLimit, Help: "Most records the token store holds."})
+	limit.Set(tokenstore.DefaultMaxRecords)
+
+	for _, c := range []prometheus.Collector{size, limit} {
+		if err := d.metrics.Register(c); err != nil {
+			return err
+		}
+	}
+
+	return nil
 }
 
 // openStore opens the token store and the audit files in their own 0700
@@ -148,7 +210,7 @@ func (d *daemon) newServer(cfg *certs.MachineConfig, iss *ca.Issuer, gate trustd
 
 	d.server, err = trustd.New(trustd.Config{
 		Signer: iss, CAs: cfg, Authenticator: auth, TimeGate: gate, Certificate: kp, ControlPlanes: controlPlanes(cfg.Cluster.ControlPlane.Endpoints),
-		Audit: d.audit.audit, Refusals: d.audit.refusals, Logger: d.log, CertTTL: d.certTTL,
+		Audit: d.audit.audit, Refusals: d.audit.refusals, Logger: d.log, CertTTL: d.certTTL, Metrics: d.metrics,
 	})
 
 	return err
@@ -174,6 +236,7 @@ func (d *daemon) run(ctx context.Context) error {
 	}
 
 	g.Go(func() error { return d.tokens.serve(ctx) })
+	g.Go(func() error { return d.endpoint.Serve(ctx) })
 	g.Go(func() error { return d.server.Serve(ctx, lis) })
 
 	err = g.Wait()
@@ -196,6 +259,8 @@ func (d *daemon) close() {
 	if d.tokens != nil {
 		_ = d.tokens.lis.Close()
 	}
+
+	_ = d.endpoint.Close()
 
 	if d.etcd != nil {
 		_ = d.etcd.Close()

@@ -16,7 +16,9 @@
 // (aggregated per source and minute) at DIR/trustd/refusals.log, each
 // rotated on its own (audit.log.1 …). Logs are JSON on stderr, audit
 // records included with "log":"audit"; --log-level (debug, info, warn
-// or error; default info) sets the least severe record logged. SIGTERM or
+// or error; default info) sets the least severe record logged;
+// --metrics-listen ADDR serves Prometheus metrics at http://ADDR/metrics
+// (machined passes it when machine.metrics is on). SIGTERM or
 // SIGINT stops it gracefully.
 package main
 

@@ -150,6 +150,12 @@ func setupNode(ctx context.Context, opts options, log *slog.Logger) (*daemon, er
 
 	d := &daemon{log: log, listen: opts.listen, certTTL: opts.certTTL, stop: stopWatch}
 
+	if err = d.openMetrics(opts.MetricsListen); err != nil {
+		d.close()
+
+		return nil, err
+	}
+
 	wait, cancel := context.WithTimeout(ctx, firstResourcesTimeout)
 	defer cancel()
 
@@ -187,6 +193,7 @@ func (d *daemon) buildNode(src *nodeSource, opts options) error {
 	d.server, err = trustd.New(trustd.Config{
 		Signer: src, CAs: src, Authenticator: auth, TimeGate: &src.gate, Certificate: &src.keyPair, ControlPlanes: src,
 		Revocations: src, Audit: d.audit.audit, Refusals: d.audit.refusals, Logger: d.log, CertTTL: d.certTTL,
+		Metrics: d.metrics,
 	})
 	if err != nil {
 		return err

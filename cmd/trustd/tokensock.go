@@ -3,11 +3,13 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 
 	"google.golang.org/grpc"
 
 	"github.com/aegis-os/aegis/api/tokens"
+	"github.com/aegis-os/aegis/internal/grpcrecover"
 	"github.com/aegis-os/aegis/internal/unixsock"
 	"github.com/aegis-os/aegis/trustd/tokenapi"
 )
@@ -20,16 +22,23 @@ type tokenSocket struct {
 	grpc *grpc.Server
 }
 
-func listenTokenSocket(path string, api *tokenapi.Service) (*tokenSocket, error) {
+func listenTokenSocket(path string, api *tokenapi.Service, log *slog.Logger) (*tokenSocket, error) {
 	lis, err := unixsock.Listen(path)
 	if err != nil {
 		return nil, err
 	}
 
-	s := grpc.NewServer()
+	return &tokenSocket{lis: lis, grpc: newTokenServer(api, log)}, nil
+}
+
+// newTokenServer is the token socket's server: a panic in a handler
+// answers Internal with a reference that is also in the log line with
+// the stack, and trustd goes on serving, as on its TLS listener.
+func newTokenServer(api tokens.TokenServiceServer, log *slog.Logger) *grpc.Server {
+	s := grpc.NewServer(grpcrecover.New(grpcrecover.Config{Component: "trustd", Logger: log}).ServerOptions()...)
 	tokens.RegisterTokenServiceServer(s, api)
 
-	return &tokenSocket{lis: lis, grpc: s}, nil
+	return s
 }
 
 // serve runs until ctx ends, then drains calls in flight.

@@ -24,6 +24,7 @@ func Cases() []*Case {
 		etcdCases(),
 		healthCases(),
 		revocationCases(),
+		callerCases(),
 	)
 }
 

@@ -2,6 +2,7 @@ package connlimit
 
 import (
 	"context"
+	"net"
 
 	"google.golang.org/grpc/stats"
 )
@@ -37,3 +38,12 @@ func (statsHandler) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Con
 func (statsHandler) HandleRPC(context.Context, stats.RPCStats) {}
 
 func (statsHandler) HandleConn(context.Context, stats.ConnStats) {}
+
+// MarkCalled tells l that a connection it admitted started a call, for a
+// server that is not gRPC (an HTTP server's ConnState hook, on
+// http.StateActive). A connection l did not admit is ignored.
+func (l *Limiter) MarkCalled(c net.Conn) {
+	if cc, ok := c.(*conn); ok && cc.l == l {
+		cc.markCalled()
+	}
+}

@@ -1,6 +1,6 @@
 // Package daemonflag holds the flags every Aegis daemon (machined, apid,
 // trustd) shares, so they are spelled, checked and reported alike:
-// --version and --log-level.
+// --version, --log-level and --metrics-listen.
 package daemonflag
 
 import (
@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"strings"
 
 	"github.com/aegis-os/aegis/internal/version"
@@ -19,12 +20,24 @@ type Flags struct {
 	Version bool
 	// Level is the --log-level, info by default.
 	Level slog.Level
+	// MetricsListen is the --metrics-listen address of the Prometheus
+	// endpoint; empty (the default) serves no metrics.
+	MetricsListen string
 }
 
-// Register adds --version and --log-level to fs.
+// Register adds --version, --log-level and --metrics-listen to fs.
 func (f *Flags) Register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.Version, "version", false, "print the version and exit")
 	fs.Var((*level)(&f.Level), "log-level", "least severe `LEVEL` logged: debug, info, warn or error")
+	fs.Func("metrics-listen", "serve Prometheus metrics at http://`ADDR`/metrics (host:port); off by default", func(s string) error {
+		if _, _, err := net.SplitHostPort(s); err != nil {
+			return fmt.Errorf("not host:port: %w", err)
+		}
+
+		f.MetricsListen = s
+
+		return nil
+	})
 }
 
 // PrintVersion writes the --version line of program to w.

@@ -70,3 +70,37 @@ func TestDefaults(t *testing.T) {
 		t.Fatalf("version line = %q", out.String())
 	}
 }
+
+func TestMetricsListen(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want string
+		bad  bool
+	}{
+		{args: nil, want: ""},
+		{args: []string{"--metrics-listen", "127.0.0.2:9102"}, want: "127.0.0.2:9102"},
+		{args: []string{"--metrics-listen", ":9101"}, want: ":9101"},
+		{args: []string{"--metrics-listen", "9101"}, bad: true},
+	} {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			var f Flags
+
+			fs := flag.NewFlagSet("d", flag.ContinueOnError)
+			fs.SetOutput(io.Discard)
+			f.Register(fs)
+
+			err := fs.Parse(tt.args)
+			if tt.bad {
+				if err == nil || !strings.Contains(err.Error(), "-metrics-listen") {
+					t.Fatalf("err = %v", err)
+				}
+
+				return
+			}
+
+			if err != nil || f.MetricsListen != tt.want {
+				t.Fatalf("MetricsListen = %q, err = %v; want %q", f.MetricsListen, err, tt.want)
+			}
+		})
+	}
+}

@@ -37,6 +37,12 @@ const (
 	Subject = "subject"
 	// Impersonated says whether the roles were passed on by another node.
 	Impersonated = "impersonated"
+	// CallerSerial and CallerSubject name who made a call: on a call
+	// forwarded by another node, the client that node verified.
+	CallerSerial  = "caller_serial"
+	CallerSubject = "caller_subject"
+	// ForwardedBy is the subject of the node that forwarded a call.
+	ForwardedBy = "forwarded_by"
 )
 
 // General fields.

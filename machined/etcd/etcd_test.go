@@ -12,6 +12,7 @@ import (
 
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/ca/catest"
+	"github.com/aegis-os/aegis/internal/clock"
 )
 
 func newTest(t *testing.T, endpoints ...string) *Etcd {
@@ -185,5 +186,40 @@ func TestRecoverRefusesBadSnapshot(t *testing.T) {
 	entries, _ := os.ReadDir(e.cfg.Dir)
 	if len(entries) != 0 {
 		t.Fatalf("a refused snapshot left %d files behind", len(entries))
+	}
+}
+
+// Certificates reads the member's certificates as their files hold them:
+// none before they are issued, then the three and the CA.
+func TestCertificates(t *testing.T) {
+	e, err := New(Config{
+		Name: "cp-1", Address: "127.0.0.1", Dir: t.TempDir(), Binary: "/nonexistent/etcd",
+		CA: catest.NewCA(t, ca.ECDSAP256, catest.Epoch), ClusterToken: "test", Clock: clock.NewFake(catest.Epoch),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if got := e.Certificates(); len(got) != 0 {
+		t.Fatalf("before issuance: %v", got)
+	}
+
+	if err := os.MkdirAll(e.pkiDir(), 0o700); err != nil {
+		t.Fatal(err)
+	}
+
+	if _, err := e.IssueCertificates(); err != nil {
+		t.Fatal(err)
+	}
+
+	got := e.Certificates()
+	for _, name := range []string{"server", "peer", "client", "ca"} {
+		if got[name] == nil {
+			t.Errorf("no %s certificate in %v", name, got)
+		}
+	}
+
+	if !got["ca"].Equal(e.cfg.CA.Cert) || got["server"].NotAfter.IsZero() {
+		t.Fatalf("certificates %v", got)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/certs"
@@ -128,4 +129,25 @@ func (e *Etcd) clientTLS() (*tls.Config, error) {
 			return &c, err
 		},
 	}, nil
+}
+
+// Certificates returns the member's certificates as its files hold them
+// now, by name ("server", "peer", "client", and "ca" for the etcd CA);
+// a file not written yet, or unreadable, is left out. It reads the files,
+// so that it follows renewals without a hook in the renewal loops.
+func (e *Etcd) Certificates() map[string]*x509.Certificate {
+	out := map[string]*x509.Certificate{}
+
+	for _, name := range append(slices.Clone(certNames), "ca") {
+		data, err := os.ReadFile(filepath.Join(e.pkiDir(), name+".crt"))
+		if err != nil {
+			continue
+		}
+
+		if c, err := ca.ParseCertificate(data); err == nil {
+			out[name] = c
+		}
+	}
+
+	return out
 }

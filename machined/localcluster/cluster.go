@@ -30,6 +30,8 @@ type Cluster struct {
 	// NodeCertTTL is given to every machined as --node-cert-ttl; zero
 	// leaves machined's default.
 	NodeCertTTL time.Duration `json:"nodeCertTTL,omitempty"`
+	// Metrics turns on every node's metrics endpoints (machine.metrics).
+	Metrics bool `json:"metrics,omitempty"`
 
 	// Net is the network of a netns cluster; nil on loopback.
 	Net *Net `json:"net,omitempty"`
@@ -125,7 +127,7 @@ func (c *Cluster) save() error {
 // prepare refuses a cluster that exists or addresses that are taken, then
 // writes the secrets, the configs and the manifest.
 func prepare(opts Options) (*Cluster, error) {
-	c := &Cluster{Name: opts.Name, Dir: filepath.Join(opts.StateDir, opts.Name), BinDir: opts.BinDir, NodeCertTTL: opts.NodeCertTTL}
+	c := &Cluster{Name: opts.Name, Dir: filepath.Join(opts.StateDir, opts.Name), BinDir: opts.BinDir, NodeCertTTL: opts.NodeCertTTL, Metrics: opts.Metrics}
 	if opts.Network == NetworkNetns {
 		c.Net = newNet(opts.NetnsPrefix, opts.CIDR)
 	}
@@ -146,7 +148,7 @@ func prepare(opts Options) (*Cluster, error) {
 
 		// A netns node's addresses are its own namespace's, made later.
 		if c.Net == nil {
-			if err := portsFree(n.Address, n.Type.IsControlPlane()); err != nil {
+			if err := portsFree(n.Address, n.Type.IsControlPlane(), c.Metrics); err != nil {
 				return nil, err
 			}
 		}
@@ -167,12 +169,16 @@ func prepare(opts Options) (*Cluster, error) {
 	return c, nil
 }
 
-// portsFree checks that apid's and trustd's ports, and on control planes
-// etcd's, are free on addr.
-func portsFree(addr string, controlPlane bool) error {
+// portsFree checks that apid's and trustd's ports, on control planes
+// etcd's, and with metrics the metrics ports, are free on addr.
+func portsFree(addr string, controlPlane, metrics bool) error {
 	ports := []int{certs.APIDPort, certs.TrustdPort}
 	if controlPlane {
 		ports = append(ports, certs.EtcdClientPort, certs.EtcdPeerPort)
+	}
+
+	if metrics {
+		ports = append(ports, certs.DefaultMachinedMetricsPort, certs.DefaultAPIDMetricsPort, certs.DefaultTrustdMetricsPort)
 	}
 
 	for _, port := range ports {
@@ -219,6 +225,7 @@ func (c *Cluster) writeFiles() error {
 		}
 
 		cfg.Cluster.ControlPlane.Endpoints = endpoints
+		cfg.Machine.Metrics.Enabled = c.Metrics
 
 		if err = cfg.Save(c.ConfigPath(n), false); err != nil {
 			return err

@@ -56,6 +56,9 @@ type Options struct {
 	// NetnsPrefix starts the name of every network namespace and link of a
 	// netns cluster; empty means the cluster's name.
 	NetnsPrefix string
+	// Metrics turns on every node's metrics endpoints (machine.metrics):
+	// machined on NODE:9101, apid on NODE:9102, trustd on NODE:9103.
+	Metrics bool
 }
 
 // DefaultStateDir is ~/.aegis/clusters.

@@ -54,7 +54,7 @@ func (c *Cluster) AddNode(ctx context.Context, spec NodeSpec, timeout time.Durat
 		return Node{}, fmt.Errorf("localcluster: node %s exists", spec.Name)
 	}
 
-	if err := portsFree(spec.Address, spec.Type.IsControlPlane()); err != nil {
+	if err := portsFree(spec.Address, spec.Type.IsControlPlane(), c.Metrics); err != nil {
 		return Node{}, err
 	}
 
@@ -97,6 +97,7 @@ func (c *Cluster) writeNodeConfig(n Node, configure func(*certs.MachineConfig)) 
 	}
 
 	cfg.Cluster.ControlPlane.Endpoints = endpoints
+	cfg.Machine.Metrics.Enabled = c.Metrics
 
 	if configure != nil {
 		configure(cfg)

@@ -8,10 +8,12 @@ import (
 
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/aegis-os/aegis/api/tokens"
 	"github.com/aegis-os/aegis/authz"
+	"github.com/aegis-os/aegis/internal/logkey"
 )
 
 // Keys and messages of the audit records of credentials handed out on
@@ -22,6 +24,7 @@ const (
 	AuditMethod        = "method"
 	AuditCallerSerial  = "asking_serial"
 	AuditCallerSubject = "asking_subject"
+	AuditForwardedBy   = logkey.ForwardedBy
 	AuditSerial        = "serial"
 	AuditSubject       = "subject"
 	AuditRoles         = "roles"
@@ -88,13 +91,28 @@ func credentialAudit(log *slog.Logger) grpc.UnaryServerInterceptor {
 	}
 }
 
+// callerFields name who made the call: the caller apid names (on a call
+// another node forwarded, the client that node verified, with the
+// forwarding node's subject in forwarded_by), else the certificate apid
+// passed on.
 func callerFields(ctx context.Context) []any {
-	c, err := authz.CertificateFromMetadata(ctx)
-	if err != nil {
+	md, _ := metadata.FromIncomingContext(ctx)
+	cert, certErr := authz.CertificateFromMetadata(ctx)
+
+	if c, ok, err := authz.CallerFromMetadata(md); ok && err == nil {
+		fields := []any{slog.String(AuditCallerSerial, c.Serial), slog.String(AuditCallerSubject, c.Subject)}
+		if certErr == nil && authz.CallerOfCertificate(cert).Serial != c.Serial {
+			fields = append(fields, slog.String(AuditForwardedBy, cert.Subject.String()))
+		}
+
+		return fields
+	}
+
+	if certErr != nil {
 		return []any{slog.String(AuditCallerSerial, ""), slog.String(AuditCallerSubject, "")}
 	}
 
-	return []any{slog.String(AuditCallerSerial, c.SerialNumber.Text(16)), slog.String(AuditCallerSubject, c.Subject.String())}
+	return []any{slog.String(AuditCallerSerial, cert.SerialNumber.Text(16)), slog.String(AuditCallerSubject, cert.Subject.String())}
 }
 
 func clientConfigFields(resp any) []any {

@@ -55,7 +55,7 @@ func TestCredentialAudit(t *testing.T) {
 
 	var logs logtest.Sink
 
-	srv := newAPIServer(logs.Logger())
+	srv := newAPIServer(logs.Logger(), nil)
 	machine.RegisterMachineServiceServer(srv, auditMachine{crt: issued.PEM})
 	tokens.RegisterTokenServiceServer(srv, auditTokens{})
 
@@ -130,4 +130,44 @@ func auditRecords(t *testing.T, log string) []map[string]any {
 	}
 
 	return out
+}
+
+// A call another node forwarded arrives with that node's certificate and
+// the caller its apid names: the record names the caller, and the node
+// in forwarded_by.
+func TestCredentialAuditNamesForwardedCaller(t *testing.T) {
+	now := time.Now()
+	authority := catest.NewCA(t, ca.Ed25519, now)
+	iss := catest.NewIssuer(t, authority, now)
+	issued := catest.Issue(t, iss, catest.Key(t, ca.Ed25519), ca.ProfileClient, time.Hour, role.Reader)
+	client := catest.Issue(t, iss, catest.Key(t, ca.Ed25519), ca.ProfileClient, time.Hour, role.Admin).Cert
+	node := catest.Issue(t, iss, catest.Key(t, ca.Ed25519), ca.ProfileImpersonator, 0).Cert
+
+	var logs logtest.Sink
+
+	srv := newAPIServer(logs.Logger(), nil)
+	machine.RegisterMachineServiceServer(srv, auditMachine{crt: issued.PEM})
+
+	conn := serveBufconn(t, srv)
+	md := metadata.Pairs(authz.MetadataKey, string(role.Admin))
+	authz.SetCertificateMetadata(md, node)
+	authz.SetCallerMetadata(md, authz.CallerOfCertificate(client))
+
+	if _, err := machine.NewMachineServiceClient(conn).GenerateClientConfiguration(metadata.NewOutgoingContext(t.Context(), md),
+		&machine.GenerateClientConfigurationRequest{}); err != nil {
+		t.Fatal(err)
+	}
+
+	recs := auditRecords(t, logs.String())
+	if len(recs) != 1 {
+		t.Fatalf("%d audit records, want 1:\n%s", len(recs), logs.String())
+	}
+
+	for k, v := range map[string]any{
+		AuditCallerSerial: client.SerialNumber.Text(16), AuditCallerSubject: client.Subject.String(), AuditForwardedBy: node.Subject.String(),
+	} {
+		if recs[0][k] != v {
+			t.Errorf("%s = %v, want %v", k, recs[0][k], v)
+		}
+	}
 }

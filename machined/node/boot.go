@@ -261,6 +261,16 @@ func nodeNameArgs(cfg *certs.MachineConfig) []string {
 	return args
 }
 
+// metricsArgs is the --metrics-listen flag of apid or trustd when the
+// machine config turns metrics on (machine.metrics), else nothing.
+func metricsArgs(cfg *certs.MachineConfig, daemon string) []string {
+	if addr := cfg.MetricsListen(daemon); addr != "" {
+		return []string{"--metrics-listen", addr}
+	}
+
+	return nil
+}
+
 // serviceDefinitions builds apid, the certificates service and, on control
 // planes, trustd. apid and trustd wait for the node's certificates, not for
 // the clock: trustd serves while the clock is not synced, refusing to sign
@@ -276,10 +286,10 @@ func (n *Node) serviceDefinitions(b *bootState) []system.Service {
 
 	svcs := []system.Service{&processService{
 		id: "apid", path: n.binary("apid"), log: n.logs["apid"], clock: n.clock,
-		args: append([]string{
+		args: append(append([]string{
 			"--node-socket", n.layout.APIDResources(), "--machined-socket", n.layout.MachinedSocket(), "--listen", apidAddr,
 			"--log-level", daemonflag.LevelName(n.cfg.LogLevel),
-		}, nodeNameArgs(b.cfg)...),
+		}, metricsArgs(b.cfg, "apid")...), nodeNameArgs(b.cfg)...),
 		check:      dialCheck(net.JoinHostPort(probeHost, strconv.Itoa(certs.APIDPort))),
 		refuse:     map[system.Action]string{system.ActionStop: "apid carries the API itself; restart it instead"},
 		carriesAPI: true,
@@ -290,10 +300,10 @@ func (n *Node) serviceDefinitions(b *bootState) []system.Service {
 		trustdAddr := net.JoinHostPort(listen, strconv.Itoa(certs.TrustdPort))
 		svcs = append(svcs, &processService{
 			id: "trustd", path: n.binary("trustd"), log: n.logs["trustd"], clock: n.clock,
-			args: []string{
+			args: append([]string{
 				"--node-socket", n.layout.TrustdResources(), "--state", n.cfg.State, "--listen", trustdAddr,
 				"--cert-ttl", n.cfg.NodeCertTTL.String(), "--log-level", daemonflag.LevelName(n.cfg.LogLevel),
-			},
+			}, metricsArgs(b.cfg, "trustd")...),
 			check: grpcHealthCheck(net.JoinHostPort(probeHost, strconv.Itoa(certs.TrustdPort)), probeHost,
 				func() *x509.CertPool { return n.current().AcceptedCAs().Pool() }),
 			condition: certsPresent{store: n.store},

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 
 	"github.com/aegis-os/aegis/certs"
@@ -61,7 +62,12 @@ type Config struct {
 	// LogLevel is passed on to apid and trustd as --log-level, so they log
 	// as machined does; zero is info.
 	LogLevel slog.Level
-	Clock    clock.Clock
+	// Metrics receives machined's collectors: machined.sock's gRPC calls,
+	// the services' states and restarts, the node's certificates. Nil
+	// means no metrics. apid's and trustd's endpoints follow the machine
+	// config (machine.metrics), not this field.
+	Metrics prometheus.Registerer
+	Clock   clock.Clock
 }
 
 // Node runs one node until it is shut down.
@@ -128,6 +134,10 @@ func New(cfg Config) (*Node, error) {
 
 	if cfg.MachinedLog != nil {
 		n.logs["machined"] = cfg.MachinedLog
+	}
+
+	if err := n.registerMetrics(cfg.Metrics); err != nil {
+		return nil, fmt.Errorf("node: %w", err)
 	}
 
 	ids := []string{"apid", "trustd"}

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"fmt"
 	"log/slog"
 	"net"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/aegis-os/aegis/internal/grpcrecover"
 	"github.com/aegis-os/aegis/internal/healthprobe"
 	"github.com/aegis-os/aegis/internal/logkey"
+	"github.com/aegis-os/aegis/internal/metrics"
 	"github.com/aegis-os/aegis/internal/unixsock"
 	"github.com/aegis-os/aegis/machined/certapi"
 	"github.com/aegis-os/aegis/machined/machineapi"
@@ -43,7 +45,17 @@ func (n *Node) listen() (*sockets, error) {
 
 	s.closers = append(s.closers, tokenProxy.close)
 
-	api := newAPIServer(n.log)
+	calls, err := metrics.NewGRPC(n.cfg.Metrics, metrics.GRPCConfig{})
+	if err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
+
+	admission := machineapi.NewAdmission(machineapi.MaxCalls)
+	if err = registerAdmission(n.cfg.Metrics, admission); err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
+
+	api := newAPIServer(n.log, admission, calls.ServerOptions()...)
 	healthpb.RegisterHealthServer(api, n.health)
 
 	machineapi.New(machineapi.Config{
@@ -83,10 +95,18 @@ func (n *Node) listen() (*sockets, error) {
 // passed and their authorization, for every method but the health
 // service's, which apid probes without roles. The credential audit
 // (audit.go) comes before authorization, so refusals are recorded too.
-func newAPIServer(log *slog.Logger) *grpc.Server {
+//
+// admission bounds the open calls (nil: a new one of machineapi.MaxCalls);
+// first are server options given before all of these: the metrics, so that
+// every call is counted as its caller saw it.
+func newAPIServer(log *slog.Logger, admission *machineapi.Admission, first ...grpc.ServerOption) *grpc.Server {
+	if admission == nil {
+		admission = machineapi.NewAdmission(machineapi.MaxCalls)
+	}
+
 	injector := authz.NewInjector(authz.InjectorConfig{Mode: authz.FromTrustedMetadata, Logger: log})
 	authorizer := authz.NewAuthorizer(authz.AuthorizerConfig{Logger: log})
-	opts := append(recoveryOptions(log), machineapi.NewAdmission(machineapi.MaxCalls).ServerOptions()...)
+	opts := append(append(first, recoveryOptions(log)...), admission.ServerOptions()...)
 
 	return grpc.NewServer(append(opts,
 		grpcopt.StreamWorkers(),

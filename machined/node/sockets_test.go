@@ -31,7 +31,7 @@ func TestSocketServersRecoverPanics(t *testing.T) {
 		name  string
 		build func(*slog.Logger) *grpc.Server
 	}{
-		{name: "machined.sock", build: newAPIServer},
+		{name: "machined.sock", build: func(log *slog.Logger) *grpc.Server { return newAPIServer(log, nil) }},
 		{name: "resource socket", build: func(log *slog.Logger) *grpc.Server {
 			return newResourceServer("apid.sock", resources.APIDView, resources.NewStore(), log)
 		}},
@@ -78,7 +78,7 @@ func serveBufconn(t *testing.T, srv *grpc.Server) *grpc.ClientConn {
 // machined.sock answers the health service without roles, from the
 // machine status, and still refuses everything else without them.
 func TestAPISocketHealthWithoutRoles(t *testing.T) {
-	srv := newAPIServer(slog.New(slog.DiscardHandler))
+	srv := newAPIServer(slog.New(slog.DiscardHandler), nil)
 	h := newHealth()
 	healthpb.RegisterHealthServer(srv, h)
 	recovertest.Register(srv)

@@ -29,8 +29,12 @@ type instance struct {
 	message string
 	health  health.Status
 	history []HistoryEntry
-	cancel  context.CancelFunc // of the current run, nil when none
-	done    chan struct{}      // closed when the current run has ended
+	// restarts counts the runs that ended while Running and that the
+	// restart policy starts again (not a runner's own wait, such as etcd's
+	// for a bootstrap).
+	restarts int
+	cancel   context.CancelFunc // of the current run, nil when none
+	done     chan struct{}      // closed when the current run has ended
 }
 
 // start begins a run unless one is in progress.
@@ -166,6 +170,12 @@ func (i *instance) runWithHealth(ctx context.Context, r runner.Runner) error {
 		stopHealth()
 
 		if !running {
+			i.mu.Lock()
+			if i.state == StateRunning {
+				i.restarts++
+			}
+			i.mu.Unlock()
+
 			i.setHealth(health.Status{Unknown: true}, false)
 			i.record(StateWaiting, msg)
 
@@ -257,7 +267,7 @@ func (i *instance) info() Info {
 
 	return Info{
 		ID: i.svc.ID(), State: i.state, Message: i.message,
-		HasHealth: hasHealth, Health: i.health,
+		HasHealth: hasHealth, Health: i.health, Restarts: i.restarts,
 		Events: append([]HistoryEntry(nil), i.history...),
 	}
 }

@@ -380,6 +380,9 @@ type Info struct {
 	// HasHealth is set for services with a health check; Health is then meaningful.
 	HasHealth bool
 	Health    health.Status
+	// Restarts counts the times the service's run ended while running and
+	// its restart policy started it again.
+	Restarts int
 	// Events is the recent history, oldest first.
 	Events []HistoryEntry
 }

@@ -565,3 +565,52 @@ func TestCarrierRestartIsAnsweredFirst(t *testing.T) {
 		t.Fatalf("after Stop the service is %s, want it stopped", info.State)
 	}
 }
+
+// restartingService exits its first runs at once; its restart policy
+// starts it again.
+type restartingService struct {
+	fakeService
+	exits int
+	runs  atomic.Int32
+}
+
+func (r *restartingService) Runner() (runner.Runner, error) {
+	inner := runner.Goroutine(r.id, io.Discard, func(ctx context.Context, _ io.Writer) error {
+		if int(r.runs.Add(1)) <= r.exits {
+			return errors.New("crashed")
+		}
+
+		<-ctx.Done()
+
+		return nil
+	})
+
+	return runner.Restart(inner, runner.RestartConfig{Policy: runner.Forever, MinBackoff: time.Millisecond, MaxBackoff: time.Millisecond}), nil
+}
+
+// Info counts the runs that ended while running and were restarted, not a
+// start or a stop.
+func TestRestartsAreCounted(t *testing.T) {
+	m := newManager(clock.Real())
+	svc := &restartingService{fakeService: fakeService{id: "flaky"}, exits: 2}
+
+	if err := m.Load(svc); err != nil {
+		t.Fatal(err)
+	}
+
+	_ = m.Start()
+
+	waitChange(t, m, func() (bool, string) {
+		info, _ := m.Info("flaky")
+
+		return info.State == StateRunning && info.Restarts == 2, fmt.Sprintf("%s with %d restarts", info.State, info.Restarts)
+	})
+
+	if err := m.Stop(waitCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+
+	if info, _ := m.Info("flaky"); info.Restarts != 2 {
+		t.Fatalf("after a stop: Restarts = %d, want 2", info.Restarts)
+	}
+}

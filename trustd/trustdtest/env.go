@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	securityapi "github.com/siderolabs/talos/pkg/machinery/api/security"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -64,6 +65,8 @@ type Options struct {
 	// Revocations is the revocation list the server serves to nodes. Nil
 	// serves none.
 	Revocations trustd.RevocationSource
+	// Metrics receives the server's collectors. Nil means no metrics.
+	Metrics prometheus.Registerer
 	// BeforeServe, when set, runs on the built server before it serves
 	// (to register a test-only service, say).
 	BeforeServe func(*trustd.Server)
@@ -145,6 +148,7 @@ func newServer(tb testing.TB, e *Env, opts Options) *trustd.Server {
 		Clock:         opts.Clock,
 		ControlPlanes: hostList(opts.ControlPlanes),
 		Revocations:   opts.Revocations,
+		Metrics:       opts.Metrics,
 	})
 	must(tb, err)
 

@@ -1,0 +1,126 @@
+package trustd
+
+import (
+	"crypto/tls"
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/aegis-os/aegis/internal/metrics"
+)
+
+// Reasons of refusals, as the metrics label them: one per refusal error
+// of errors.go, so the set stays bounded whatever a caller sends.
+const (
+	reasonInvalidToken     = "invalid_token"
+	reasonTimeNotSynced    = "time_not_synced"
+	reasonBadRequest       = "bad_request"
+	reasonReservedName     = "reserved_name"
+	reasonStoreUnavailable = "store_unavailable"
+	reasonRateLimited      = "rate_limited"
+	reasonOther            = "other"
+)
+
+// refusalReason is the metrics label of a refusal: the errors of toStatus,
+// and "other" for the rest (internal errors, and calls gRPC refused before
+// the handler: too large, undecodable, cancelled).
+func refusalReason(err error) string {
+	for _, r := range []struct {
+		err    error
+		reason string
+	}{
+		{ErrInvalidToken, reasonInvalidToken},
+		{ErrTimeNotSynced, reasonTimeNotSynced},
+		{ErrBadRequest, reasonBadRequest},
+		{ErrReservedName, reasonReservedName},
+		{ErrStoreUnavailable, reasonStoreUnavailable},
+		{ErrRateLimited, reasonRateLimited},
+	} {
+		if errors.Is(err, r.err) {
+			return r.reason
+		}
+	}
+
+	return reasonOther
+}
+
+// decisions counts what trustd decided; they are counted whether or not
+// anything is registered to read them.
+type decisions struct {
+	issued  prometheus.Counter
+	refused *prometheus.CounterVec
+}
+
+func newDecisions() decisions {
+	return decisions{
+		issued: prometheus.NewCounter(prometheus.CounterOpts{Name: metrics.TrustdIssued, Help: "Certificates trustd signed."}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: metrics.TrustdRefused, Help: "Certificate calls trustd refused, by reason.",
+		}, []string{metrics.LabelReason}),
+	}
+}
+
+func (d decisions) count(err error) {
+	if err == nil {
+		d.issued.Inc()
+
+		return
+	}
+
+	d.refused.WithLabelValues(refusalReason(err)).Inc()
+}
+
+// registerMetrics puts trustd's collectors in reg (nothing for a nil reg):
+// the decisions, the time gate, the connections against their caps, and
+// the server certificate and accepted CAs.
+func (s *Server) registerMetrics(reg prometheus.Registerer) error {
+	if reg == nil {
+		return nil
+	}
+
+	// Every reason exists from the start, so a rate of refusals works
+	// before the first one.
+	for _, r := range []string{reasonInvalidToken, reasonTimeNotSynced, reasonBadRequest, reasonReservedName,
+		reasonStoreUnavailable, reasonRateLimited, reasonOther} {
+		s.decisions.refused.WithLabelValues(r)
+	}
+
+	synced := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: metrics.TrustdTimeSynced, Help: "1 while trustd's time gate is open (it signs), else 0.",
+	}, func() float64 {
+		if s.cfg.TimeGate.Synced() {
+			return 1
+		}
+
+		return 0
+	})
+
+	for _, c := range []prometheus.Collector{s.decisions.issued, s.decisions.refused, synced} {
+		if err := reg.Register(c); err != nil {
+			return err
+		}
+	}
+
+	if err := metrics.RegisterConnections(reg, s.conns.Stats, MaxConnections, MaxConnectionsPerSource); err != nil {
+		return err
+	}
+
+	return metrics.RegisterCertificates(reg, s.certificates)
+}
+
+// certificates are the server certificate and the CAs trustd hands out.
+func (s *Server) certificates() []metrics.Certificate {
+	var out []metrics.Certificate
+
+	if c, err := s.cfg.Certificate.GetCertificate(&tls.ClientHelloInfo{}); err == nil && c.Leaf != nil {
+		out = append(out, metrics.Certificate{Name: "server", Cert: c.Leaf})
+	}
+
+	if set := s.cfg.CAs.AcceptedCAs(); set != nil {
+		for _, c := range set.Certificates() {
+			out = append(out, metrics.Certificate{Name: "accepted_ca", Cert: c})
+		}
+	}
+
+	return out
+}

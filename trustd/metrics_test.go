@@ -1,0 +1,72 @@
+package trustd_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/aegis-os/aegis/ca"
+	"github.com/aegis-os/aegis/internal/metrics"
+	"github.com/aegis-os/aegis/internal/metrics/metricstest"
+	"github.com/aegis-os/aegis/trustd"
+	"github.com/aegis-os/aegis/trustd/trustdtest"
+)
+
+// Each decision moves its series: refusals by reason, issuances, the
+// gate; the gRPC series count the same calls by code.
+func TestMetrics(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	env := trustdtest.Start(t, trustdtest.Options{Metrics: reg})
+	ctx := testContext(t)
+	client := env.Client(t, "")
+	good := trustdtest.SourceCSR(t, ca.Ed25519, trustdtest.CallerIP)
+
+	if v := metricstest.Gather(t, reg).Must(t, metrics.TrustdTimeSynced); v != 0 {
+		t.Fatalf("gate closed: %s = %v", metrics.TrustdTimeSynced, v)
+	}
+
+	_, _ = trustdtest.Call(ctx, client, "zzzzzz.0123456789abcdef", good)
+	_, _ = trustdtest.Call(ctx, client, trustdtest.StaticToken, good)
+
+	env.Gate.Set(true)
+
+	if _, err := trustdtest.Call(ctx, client, trustdtest.StaticToken, good); err != nil {
+		t.Fatal(err)
+	}
+
+	_, _ = trustdtest.Call(ctx, client, trustdtest.StaticToken, []byte("junk"))
+
+	fams := metricstest.Gather(t, reg)
+
+	for _, c := range []struct {
+		name   string
+		labels []string
+		want   float64
+	}{
+		{metrics.TrustdTimeSynced, nil, 1},
+		{metrics.TrustdIssued, nil, 1},
+		{metrics.TrustdRefused, []string{metrics.LabelReason, "invalid_token"}, 1},
+		{metrics.TrustdRefused, []string{metrics.LabelReason, "time_not_synced"}, 1},
+		{metrics.TrustdRefused, []string{metrics.LabelReason, "bad_request"}, 1},
+		{metrics.TrustdRefused, []string{metrics.LabelReason, "rate_limited"}, 0},
+		{"grpc_server_handled_total", []string{"grpc_method", "Certificate", "grpc_code", "OK"}, 1},
+		{"grpc_server_handled_total", []string{"grpc_method", "Certificate", "grpc_code", "Unauthenticated"}, 1},
+		{metrics.ConnectionsLimit, []string{metrics.LabelScope, "total"}, trustd.MaxConnections},
+	} {
+		if got := fams.Must(t, c.name, c.labels...); got != c.want {
+			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
+		}
+	}
+
+	// The server certificate and the CA are reported with their NotAfter.
+	serverEnd := env.KeyPair.Certificate().Leaf.NotAfter
+	if got := fams.Must(t, metrics.CertificateNotAfter, metrics.LabelCertificate, "server"); got != float64(serverEnd.Unix()) {
+		t.Errorf("server certificate NotAfter = %v, want %v", got, serverEnd.Unix())
+	}
+
+	if got := fams.Must(t, metrics.CertificateNotAfter, metrics.LabelCertificate, "accepted_ca"); time.Unix(int64(got), 0).Before(time.Now().AddDate(5, 0, 0)) {
+		t.Errorf("CA NotAfter = %v", got)
+	}
+
+}
