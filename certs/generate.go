@@ -98,32 +98,9 @@ func NewClientCertificate(iss *ca.Issuer, opts ClientCertOptions) (*ClientCertif
 
 	// A key like the CA's; a CA of a type Aegis does not generate (an RSA
 	// CA brought from elsewhere) gets the default type, which it can sign.
-	kt, err := ca.KeyTypeOf(iss.CA().Cert.PublicKey)
-	if err != nil {
-		kt = ca.Ed25519
-	}
-
-	key, err := ca.GenerateKey(kt, opts.Rand)
-	if err != nil {
-		return nil, err
-	}
-
-	csrPEM, err := ca.NewCSR(key, opts.CommonName, nil)
-	if err != nil {
-		return nil, err
-	}
-
-	csr, err := ca.ParseCSR(csrPEM)
-	if err != nil {
-		return nil, err
-	}
-
-	issued, err := iss.Issue(ca.Request{CSR: csr, Profile: ca.ProfileClient, Roles: roles, TTL: opts.TTL})
-	if err != nil {
-		return nil, err
-	}
-
-	keyPEM, err := ca.EncodeKey(key)
+	issued, keyPEM, err := iss.IssueNewKey(ca.KeyRequest{
+		CommonName: opts.CommonName, Profile: ca.ProfileClient, Roles: roles, TTL: opts.TTL, Rand: opts.Rand,
+	})
 	if err != nil {
 		return nil, err
 	}

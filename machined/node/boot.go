@@ -16,6 +16,7 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 
 	"github.com/aegis-os/aegis/api/node"
+	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/internal/daemonflag"
 	"github.com/aegis-os/aegis/internal/logkey"
@@ -198,7 +199,7 @@ func (n *Node) publishTime(svc *timesync.Service) {
 func (n *Node) phaseCertificates(ctx context.Context, b *bootState, bg *sync.WaitGroup) error {
 	b.certs = &certController{
 		cfg: b.cfg, store: n.store, layout: n.layout, hostname: b.hostname, addresses: b.addresses,
-		hosts: serverHosts(b.hostname, b.addresses, b.cfg.Machine.CertSANs), ttl: n.cfg.NodeCertTTL,
+		hosts: ca.ServerHosts(b.hostname, b.addresses, b.cfg.Machine.CertSANs), ttl: n.cfg.NodeCertTTL,
 		clock: n.clock, log: n.log,
 	}
 

@@ -88,7 +88,7 @@ func (c *certController) issueLocally(ctx context.Context) ([]func(context.Conte
 		}
 
 		issue := func(context.Context) (*x509.Certificate, error) {
-			issued, keyPEM, err := issueFor(iss, kind.profile, cn, hosts, c.ttl)
+			issued, keyPEM, err := iss.IssueNewKey(ca.KeyRequest{CommonName: cn, Hosts: hosts, Profile: kind.profile, TTL: c.ttl})
 			if err != nil {
 				return nil, err
 			}
@@ -213,38 +213,6 @@ func (c *certController) renewer(cur *x509.Certificate, renew func(context.Conte
 	return r.Run, nil
 }
 
-// issueFor issues a certificate of profile for a new key of the CA's type.
-func issueFor(iss *ca.Issuer, profile ca.Profile, cn string, hosts []string, ttl time.Duration) (*ca.Issued, []byte, error) {
-	kt, err := ca.KeyTypeOf(iss.CA().Cert.PublicKey)
-	if err != nil {
-		kt = ca.Ed25519
-	}
-
-	key, err := ca.GenerateKey(kt, nil)
-	if err != nil {
-		return nil, nil, err
-	}
-
-	csrPEM, err := ca.NewCSR(key, cn, hosts)
-	if err != nil {
-		return nil, nil, err
-	}
-
-	csr, err := ca.ParseCSR(csrPEM)
-	if err != nil {
-		return nil, nil, err
-	}
-
-	issued, err := iss.Issue(ca.Request{CSR: csr, Profile: profile, TTL: ttl})
-	if err != nil {
-		return nil, nil, err
-	}
-
-	keyPEM, err := ca.EncodeKey(key)
-
-	return issued, keyPEM, err
-}
-
 // mergeCAs adds to the PEM bundle of trusted the CAs of reply that one of
 // trusted signed (a rotation's new CA, cross-signed by the one it
 // replaces), keeping the order. A renewal never makes the node trust a CA
@@ -278,24 +246,4 @@ func signedByOneOf(c *x509.Certificate, parents []*x509.Certificate) bool {
 	}
 
 	return false
-}
-
-// serverHosts names the node's server certificate: its addresses,
-// 127.0.0.1, its hostname (when it is a DNS name) and the config's certSANs.
-func serverHosts(hostname string, addresses, certSANs []string) []string {
-	var hosts []string
-
-	for _, h := range append(append(append([]string{}, addresses...), "127.0.0.1", hostname), certSANs...) {
-		if h == "" || slices.Contains(hosts, h) {
-			continue
-		}
-
-		if h == hostname && ca.CheckDNSName(h) != nil {
-			continue
-		}
-
-		hosts = append(hosts, h)
-	}
-
-	return hosts
 }

@@ -200,25 +200,10 @@ func ServerKeyPair(tb testing.TB, authority *ca.CA, hosts ...string) *certs.KeyP
 func ServerCertificate(tb testing.TB, authority *ca.CA, hosts ...string) (certPEM, keyPEM []byte) {
 	tb.Helper()
 
-	kt, err := ca.KeyTypeOf(authority.Cert.PublicKey)
-	must(tb, err)
-
-	key, err := ca.GenerateKey(kt, nil)
-	must(tb, err)
-
-	csrPEM, err := ca.NewCSR(key, "trustd", hosts)
-	must(tb, err)
-
-	csr, err := ca.ParseCSR(csrPEM)
-	must(tb, err)
-
 	iss, err := ca.NewIssuer(ca.IssuerConfig{CA: authority})
 	must(tb, err)
 
-	issued, err := iss.Issue(ca.Request{CSR: csr, Profile: ca.ProfileServer})
-	must(tb, err)
-
-	keyPEM, err = ca.EncodeKey(key)
+	issued, keyPEM, err := iss.IssueNewKey(ca.KeyRequest{CommonName: "trustd", Hosts: hosts, Profile: ca.ProfileServer})
 	must(tb, err)
 
 	return issued.PEM, keyPEM
