@@ -16,6 +16,8 @@ import (
 
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/internal/wire"
+	"github.com/aegis-os/aegis/machined/layout"
 	"github.com/aegis-os/aegis/machined/timesync"
 	"github.com/aegis-os/aegis/trustd"
 	"github.com/aegis-os/aegis/trustd/sanpolicy"
@@ -56,7 +58,7 @@ func setup(opts options, log *slog.Logger) (*daemon, error) {
 
 	d := &daemon{log: log, listen: opts.listen, certTTL: opts.certTTL}
 	if d.listen == "" {
-		d.listen = net.JoinHostPort(cfg.Machine.ListenAddress, strconv.Itoa(certs.TrustdPort))
+		d.listen = net.JoinHostPort(cfg.Machine.ListenAddress, strconv.Itoa(wire.TrustdPort))
 	}
 
 	if err = d.build(cfg, opts); err != nil {
@@ -107,7 +109,7 @@ func (d *daemon) listenTokens(state string) error {
 		return err
 	}
 
-	d.tokens, err = listenTokenSocket(filepath.Join(state, "run", "trustd", "tokens.sock"), api)
+	d.tokens, err = listenTokenSocket(layout.Layout{State: state}.TokensSocket(), api)
 
 	return err
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/internal/clock"
 	"github.com/aegis-os/aegis/internal/logkey"
+	"github.com/aegis-os/aegis/machined/layout"
 	"github.com/aegis-os/aegis/machined/resources"
 	"github.com/aegis-os/aegis/trustd/join"
 )
@@ -33,7 +34,7 @@ const NodeCertTTL = 24 * time.Hour
 type certController struct {
 	cfg      *certs.MachineConfig
 	store    *resources.Store
-	layout   Layout
+	layout   layout.Layout
 	hostname string
 	// addresses are the node's own: on a worker, what it can show trustd
 	// (the address its call comes from), so what its certificate names.
