@@ -2,18 +2,10 @@ package certs
 
 import (
 	"io"
-	"net"
-	"strconv"
 	"time"
 
 	"github.com/aegis-os/aegis/authz/role"
 	"github.com/aegis-os/aegis/ca"
-)
-
-// Standard ports of the Aegis API (apid) and of trustd, as Talos's.
-const (
-	APIDPort   = 50000
-	TrustdPort = 50001
 )
 
 // ConfigOptions says what goes into generated machine configs besides the bundle.
@@ -117,13 +109,4 @@ func NewClientConfig(name string, endpoints []string, caPEM []byte, cc *ClientCe
 			name: {Endpoints: endpoints, CA: caPEM, Crt: cc.Cert.PEM, Key: cc.Key},
 		},
 	}
-}
-
-// WithDefaultPort returns host:port, adding port when hostport has none.
-func WithDefaultPort(hostport string, port int) string {
-	if _, _, err := net.SplitHostPort(hostport); err == nil {
-		return hostport
-	}
-
-	return net.JoinHostPort(hostport, strconv.Itoa(port))
 }

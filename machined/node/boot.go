@@ -20,6 +20,7 @@ import (
 	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/internal/daemonflag"
 	"github.com/aegis-os/aegis/internal/logkey"
+	"github.com/aegis-os/aegis/internal/wire"
 	"github.com/aegis-os/aegis/machined/etcd"
 	"github.com/aegis-os/aegis/machined/system"
 	"github.com/aegis-os/aegis/machined/timesync"
@@ -262,7 +263,7 @@ func nodeNameArgs(cfg *certs.MachineConfig) []string {
 // with FailedPrecondition, rather than refusing connections.
 func (n *Node) serviceDefinitions(b *bootState) []system.Service {
 	listen := b.cfg.Machine.ListenAddress
-	apidAddr := net.JoinHostPort(listen, strconv.Itoa(certs.APIDPort))
+	apidAddr := net.JoinHostPort(listen, strconv.Itoa(wire.APIDPort))
 	probeHost := listen
 
 	if probeHost == "" || probeHost == "0.0.0.0" || probeHost == "::" {
@@ -275,21 +276,21 @@ func (n *Node) serviceDefinitions(b *bootState) []system.Service {
 			"--node-socket", n.layout.APIDResources(), "--machined-socket", n.layout.MachinedSocket(), "--listen", apidAddr,
 			"--log-level", daemonflag.LevelName(n.cfg.LogLevel),
 		}, nodeNameArgs(b.cfg)...),
-		check:      dialCheck(net.JoinHostPort(probeHost, strconv.Itoa(certs.APIDPort))),
+		check:      dialCheck(net.JoinHostPort(probeHost, strconv.Itoa(wire.APIDPort))),
 		refuse:     map[system.Action]string{system.ActionStop: "apid carries the API itself; restart it instead"},
 		carriesAPI: true,
 		condition:  certsPresent{store: n.store, impersonator: b.cfg.OSCA() != nil},
 	}, certService{n}}
 
 	if b.cfg.Machine.Type.IsControlPlane() {
-		trustdAddr := net.JoinHostPort(listen, strconv.Itoa(certs.TrustdPort))
+		trustdAddr := net.JoinHostPort(listen, strconv.Itoa(wire.TrustdPort))
 		svcs = append(svcs, &processService{
 			id: "trustd", path: n.binary("trustd"), log: n.logs["trustd"], clock: n.clock,
 			args: []string{
 				"--node-socket", n.layout.TrustdResources(), "--state", n.cfg.State, "--listen", trustdAddr,
 				"--cert-ttl", n.cfg.NodeCertTTL.String(), "--log-level", daemonflag.LevelName(n.cfg.LogLevel),
 			},
-			check: grpcHealthCheck(net.JoinHostPort(probeHost, strconv.Itoa(certs.TrustdPort)), probeHost,
+			check: grpcHealthCheck(net.JoinHostPort(probeHost, strconv.Itoa(wire.TrustdPort)), probeHost,
 				func() *x509.CertPool { return n.current().AcceptedCAs().Pool() }),
 			condition: certsPresent{store: n.store},
 		})

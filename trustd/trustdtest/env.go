@@ -22,6 +22,7 @@ import (
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/internal/wire"
 	"github.com/aegis-os/aegis/machined/timesync"
 	"github.com/aegis-os/aegis/trustd"
 	"github.com/aegis-os/aegis/trustd/token"
@@ -258,7 +259,7 @@ func (e *Env) CreateToken(tb testing.TB, ttl time.Duration, maxUses uint32, allo
 // Call asks for a certificate with tok in the token metadata ("" sends none).
 func Call(ctx context.Context, c securityapi.SecurityServiceClient, tok string, csrPEM []byte) (*securityapi.CertificateResponse, error) {
 	if tok != "" {
-		ctx = metadata.AppendToOutgoingContext(ctx, trustd.TokenMetadataKey, tok)
+		ctx = metadata.AppendToOutgoingContext(ctx, wire.MetadataToken, tok)
 	}
 
 	return c.Certificate(ctx, &securityapi.CertificateRequest{Csr: csrPEM})
