@@ -11,8 +11,8 @@ import (
 
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/internal/atomicfile"
-	"github.com/aegis-os/aegis/trustd/sanpolicy"
-	"github.com/aegis-os/aegis/trustd/token"
+	"github.com/aegis-os/aegis/sanpolicy"
+	"github.com/aegis-os/aegis/token"
 )
 
 // MachineConfigVersion is the only machine config version Aegis reads.

@@ -18,9 +18,9 @@ import (
 	"github.com/aegis-os/aegis/e2e/flood"
 	"github.com/aegis-os/aegis/internal/wire"
 	"github.com/aegis-os/aegis/machined/localcluster"
+	"github.com/aegis-os/aegis/token"
 	"github.com/aegis-os/aegis/trustd"
 	"github.com/aegis-os/aegis/trustd/join"
-	"github.com/aegis-os/aegis/trustd/token"
 )
 
 // Flood sizes: well over each server's caps (trustd held 512 slots and

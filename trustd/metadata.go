@@ -10,7 +10,7 @@ import (
 	"google.golang.org/grpc/peer"
 
 	"github.com/aegis-os/aegis/internal/wire"
-	"github.com/aegis-os/aegis/trustd/token"
+	"github.com/aegis-os/aegis/token"
 )
 
 // tokenFromMetadata reads the caller's token. Exactly one value is

@@ -15,9 +15,9 @@ import (
 	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/machined/resources"
 	"github.com/aegis-os/aegis/machined/timesync"
+	"github.com/aegis-os/aegis/sanpolicy"
+	"github.com/aegis-os/aegis/token"
 	"github.com/aegis-os/aegis/trustd"
-	"github.com/aegis-os/aegis/trustd/sanpolicy"
-	"github.com/aegis-os/aegis/trustd/token"
 	"github.com/aegis-os/aegis/trustd/tokenauth"
 )
 

@@ -17,8 +17,8 @@ import (
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/internal/wire"
+	"github.com/aegis-os/aegis/token"
 	"github.com/aegis-os/aegis/trustd/join"
-	"github.com/aegis-os/aegis/trustd/token"
 )
 
 // trustdServer is the trustd binary run on its own, and its clients.

@@ -20,7 +20,7 @@ import (
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/internal/clock"
 	"github.com/aegis-os/aegis/internal/wire"
-	"github.com/aegis-os/aegis/trustd/token"
+	"github.com/aegis-os/aegis/token"
 )
 
 // Defaults of the join client.

@@ -12,7 +12,7 @@ import (
 
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/internal/wire"
-	"github.com/aegis-os/aegis/trustd/token"
+	"github.com/aegis-os/aegis/token"
 )
 
 // GRPCTransport calls trustd's SecurityService over TLS, verifying the

@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/sanpolicy"
+	"github.com/aegis-os/aegis/token"
 	"github.com/aegis-os/aegis/trustd"
-	"github.com/aegis-os/aegis/trustd/sanpolicy"
-	"github.com/aegis-os/aegis/trustd/token"
 	"github.com/aegis-os/aegis/trustd/tokenauth"
 	"github.com/aegis-os/aegis/trustd/tokenstore"
 	"github.com/aegis-os/aegis/trustd/tokenstore/storetest"

@@ -24,8 +24,8 @@ import (
 	"github.com/aegis-os/aegis/internal/clock"
 	"github.com/aegis-os/aegis/internal/wire"
 	"github.com/aegis-os/aegis/machined/timesync"
+	"github.com/aegis-os/aegis/token"
 	"github.com/aegis-os/aegis/trustd"
-	"github.com/aegis-os/aegis/trustd/token"
 	"github.com/aegis-os/aegis/trustd/tokenauth"
 	"github.com/aegis-os/aegis/trustd/tokenstore"
 )
