@@ -23,7 +23,7 @@ import (
 	"github.com/aegis-os/aegis/internal/wire"
 	"github.com/aegis-os/aegis/machined/etcd"
 	"github.com/aegis-os/aegis/machined/system"
-	"github.com/aegis-os/aegis/machined/timesync"
+	"github.com/aegis-os/aegis/timesync"
 )
 
 // bootState is what one boot builds, handed from phase to phase.

@@ -23,7 +23,7 @@ import (
 	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/internal/clock"
 	"github.com/aegis-os/aegis/internal/wire"
-	"github.com/aegis-os/aegis/machined/timesync"
+	"github.com/aegis-os/aegis/timesync"
 	"github.com/aegis-os/aegis/token"
 	"github.com/aegis-os/aegis/trustd"
 	"github.com/aegis-os/aegis/trustd/tokenauth"
