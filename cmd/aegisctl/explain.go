@@ -10,8 +10,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/internal/wire"
+	"github.com/aegis-os/aegis/renewal"
 )
 
 // explain turns the error of a call into one a person can act on: which
@@ -192,7 +192,7 @@ func codeWords(c codes.Code) string {
 // certificateTimeError says that the context's client certificate is
 // expired or not yet valid, with the date and what fixes it.
 func (s *session) certificateTimeError(err error) error {
-	var te *certs.CertificateTimeError
+	var te *renewal.CertificateTimeError
 	if !errors.As(err, &te) {
 		return err
 	}

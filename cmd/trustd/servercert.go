@@ -12,6 +12,7 @@ import (
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/renewal"
 )
 
 // watchInterval is how often --cert and --key are checked for changes: a
@@ -34,7 +35,7 @@ func newServerCert(opts options, cfg *certs.MachineConfig, iss *ca.Issuer, liste
 		}
 
 		return &serverCert{keyPair: kp, run: func(ctx context.Context) error {
-			certs.WatchFiles(ctx, clock.Real(), watchInterval, []string{opts.cert, opts.key},
+			renewal.WatchFiles(ctx, clock.Real(), watchInterval, []string{opts.cert, opts.key},
 				func() error { return kp.SetFromFiles(opts.cert, opts.key) }, log)
 
 			return nil
@@ -49,7 +50,7 @@ func newServerCert(opts options, cfg *certs.MachineConfig, iss *ca.Issuer, liste
 		return nil, err
 	}
 
-	renewer, err := certs.NewRenewer(certs.RenewerConfig{
+	renewer, err := renewal.New(renewal.Config{
 		Current: leaf,
 		Renew:   func(context.Context) (*x509.Certificate, error) { return issueServerCert(iss, hosts, kp) },
 		Logger:  log,

@@ -9,8 +9,8 @@ import (
 	"path/filepath"
 
 	"github.com/aegis-os/aegis/ca"
-	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/internal/atomicfile"
+	"github.com/aegis-os/aegis/renewal"
 )
 
 // The certificates of the local member, each a PEM file pair in pkiDir:
@@ -51,7 +51,7 @@ func (e *Etcd) IssueCertificates() ([]func(context.Context) error, error) {
 			return nil, fmt.Errorf("etcd: issuing the %s certificate: %w", name, err)
 		}
 
-		r, err := certs.NewRenewer(certs.RenewerConfig{Current: first, Renew: issue, Clock: e.cfg.Clock, Logger: e.log})
+		r, err := renewal.New(renewal.Config{Current: first, Renew: issue, Clock: e.cfg.Clock, Logger: e.log})
 		if err != nil {
 			return nil, err
 		}

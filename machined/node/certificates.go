@@ -18,6 +18,7 @@ import (
 	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/machined/layout"
 	"github.com/aegis-os/aegis/machined/resources"
+	"github.com/aegis-os/aegis/renewal"
 	"github.com/aegis-os/aegis/trustd/join"
 )
 
@@ -206,7 +207,7 @@ func (c *certController) joinNames() (source, cn string, sans []string) {
 }
 
 func (c *certController) renewer(cur *x509.Certificate, renew func(context.Context) (*x509.Certificate, error)) (func(context.Context) error, error) {
-	r, err := certs.NewRenewer(certs.RenewerConfig{Current: cur, Renew: renew, Clock: c.clock, Logger: c.log})
+	r, err := renewal.New(renewal.Config{Current: cur, Renew: renew, Clock: c.clock, Logger: c.log})
 	if err != nil {
 		return nil, err
 	}
