@@ -16,6 +16,7 @@ import (
 
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/internal/wire"
 	"github.com/aegis-os/aegis/machined/layout"
 	"github.com/aegis-os/aegis/sanpolicy"
@@ -205,13 +206,13 @@ func (d *daemon) close() {
 
 	if d.bolt != nil {
 		if err := d.bolt.Close(); err != nil {
-			d.log.Error("closing the token store", slog.String("error", err.Error()))
+			d.log.Error("closing the token store", slog.String(logkey.Error, err.Error()))
 		}
 	}
 
 	if d.audit != nil {
 		if err := d.audit.close(); err != nil {
-			d.log.Error("closing the audit files", slog.String("error", err.Error()))
+			d.log.Error("closing the audit files", slog.String(logkey.Error, err.Error()))
 		}
 	}
 }

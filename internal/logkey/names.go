@@ -97,6 +97,8 @@ const (
 	AllowedSANs = "allowed_sans"
 	// Kind is the kind of a held certificate.
 	Kind = "kind"
+	// OnEtcd says whether trustd's token store is on etcd yet.
+	OnEtcd = "on_etcd"
 )
 
 // Fields of retries, limits and refusal summaries.
@@ -133,6 +135,8 @@ const (
 	Offset = "offset"
 	// RTT is a round trip's duration.
 	RTT = "rtt"
+	// Synced is whether the time gate is open.
+	Synced = "synced"
 	// MaxOffset is the largest offset accepted.
 	MaxOffset = "max_offset"
 	// Before is a deadline.
@@ -153,4 +157,6 @@ const (
 	Message = "message"
 	// Healthy is a service's health.
 	Healthy = "healthy"
+	// MemberID is an etcd member's ID, in hex.
+	MemberID = "member_id"
 )
