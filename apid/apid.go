@@ -20,13 +20,13 @@ import (
 
 	"github.com/aegis-os/aegis/authz"
 	"github.com/aegis-os/aegis/ca"
-	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/internal/clock"
 	"github.com/aegis-os/aegis/internal/connlimit"
 	"github.com/aegis-os/aegis/internal/grpcopt"
 	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/internal/metrics"
 	"github.com/aegis-os/aegis/internal/refusals"
+	"github.com/aegis-os/aegis/internal/wire"
 )
 
 // CertificateSource serves the certificate apid presents to its clients.
@@ -74,7 +74,7 @@ type Config struct {
 	// without a lookup.
 	Names []string
 	// NodePort is the port of every node's apid: targets carry no port.
-	// Zero means certs.APIDPort (50000).
+	// Zero means wire.APIDPort (50000).
 	NodePort int
 	// Revocations is the cluster's list of revoked client certificates,
 	// checked at every handshake and call and, when it changes, against
@@ -188,7 +188,7 @@ func New(cfg Config) (*Server, error) {
 
 func (s *Server) defaults() {
 	if s.nodePort == 0 {
-		s.nodePort = certs.APIDPort
+		s.nodePort = wire.APIDPort
 	}
 
 	if s.log == nil {

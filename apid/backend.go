@@ -20,6 +20,7 @@ import (
 	"github.com/aegis-os/aegis/authz"
 	"github.com/aegis-os/aegis/authz/role"
 	"github.com/aegis-os/aegis/internal/logkey"
+	"github.com/aegis-os/aegis/internal/wire"
 )
 
 // dialLocal makes the connection to machined. The socket is trusted by its
@@ -173,7 +174,7 @@ func outgoingMetadata(ctx context.Context, method string, roles role.Set) metada
 	out := make(metadata.MD, len(in)+2)
 
 	for k, v := range in {
-		if isHopHeader(k) || k == MetadataNode || k == MetadataNodes || k == authz.MetadataKey || k == authz.CertificateMetadataKey ||
+		if isHopHeader(k) || k == wire.MetadataNode || k == wire.MetadataNodes || k == wire.MetadataRole || k == wire.MetadataClientCertificate ||
 			k == authz.CallerSerialMetadataKey || k == authz.CallerSubjectMetadataKey {
 			continue
 		}

@@ -16,8 +16,8 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/aegis-os/aegis/apid/apidtest"
-	"github.com/aegis-os/aegis/authz"
 	"github.com/aegis-os/aegis/authz/role"
+	"github.com/aegis-os/aegis/internal/wire"
 )
 
 // benchIP is the benchmarks' loopback address.
@@ -37,7 +37,7 @@ func BenchmarkVersion(b *testing.B) {
 	}
 	defer direct.Close() //nolint:errcheck
 
-	directCtx := metadata.AppendToOutgoingContext(context.Background(), authz.MetadataKey, string(role.Admin))
+	directCtx := metadata.AppendToOutgoingContext(context.Background(), wire.MetadataRole, string(role.Admin))
 	viaAPID := apidtest.TalosClient(b, node.Addr, p.ClientTLS(b, p.Client(b, role.Admin))).MachineClient
 
 	for _, c := range []struct {

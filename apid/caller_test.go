@@ -14,6 +14,7 @@ import (
 	"github.com/aegis-os/aegis/authz/role"
 	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/internal/logtest"
+	"github.com/aegis-os/aegis/internal/wire"
 )
 
 // A call forwarded to another node is recorded there under the client
@@ -80,13 +81,13 @@ func TestMalformedCallerRefused(t *testing.T) {
 		"subject missing": {authz.CallerSerialMetadataKey, "ab"},
 		"two serials":     {authz.CallerSerialMetadataKey, "ab", authz.CallerSerialMetadataKey, "cd", authz.CallerSubjectMetadataKey, "CN=x"},
 	} {
-		ctx := metadata.AppendToOutgoingContext(testCtx(t), append([]string{authz.MetadataKey, string(role.Reader)}, pairs...)...)
+		ctx := metadata.AppendToOutgoingContext(testCtx(t), append([]string{wire.MetadataRole, string(role.Reader)}, pairs...)...)
 		if _, err := node.Version(ctx); status.Code(err) != codes.InvalidArgument {
 			t.Errorf("%s: %v, want InvalidArgument", name, err)
 		}
 	}
 
-	ok := metadata.AppendToOutgoingContext(testCtx(t), authz.MetadataKey, string(role.Reader),
+	ok := metadata.AppendToOutgoingContext(testCtx(t), wire.MetadataRole, string(role.Reader),
 		authz.CallerSerialMetadataKey, "ab", authz.CallerSubjectMetadataKey, "CN=client,O=os:reader")
 	if _, err := node.Version(ok); err != nil {
 		t.Fatalf("a well-formed caller from a node: %v", err)

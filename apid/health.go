@@ -18,6 +18,7 @@ import (
 	"github.com/aegis-os/aegis/internal/healthprobe"
 	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/internal/source"
+	"github.com/aegis-os/aegis/internal/wire"
 )
 
 // apid's grpc.health.v1 service answers without a client certificate (see
@@ -111,7 +112,7 @@ func (s *Server) tap(ctx context.Context, info *tap.Info) (context.Context, erro
 	}
 
 	if healthprobe.IsHealth(info.FullMethodName) {
-		if len(info.Header.Get(MetadataNode)) > 0 || len(info.Header.Get(MetadataNodes)) > 0 {
+		if len(info.Header.Get(wire.MetadataNode)) > 0 || len(info.Header.Get(wire.MetadataNodes)) > 0 {
 			return ctx, status.Error(codes.InvalidArgument, "apid: the health service answers for this node only; node and nodes are not taken")
 		}
 

@@ -15,10 +15,10 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/emptypb"
 
-	"github.com/aegis-os/aegis/apid"
 	"github.com/aegis-os/aegis/apid/apidtest"
 	"github.com/aegis-os/aegis/authz"
 	"github.com/aegis-os/aegis/internal/logtest"
+	"github.com/aegis-os/aegis/internal/wire"
 )
 
 // dialNoCertificate connects to apid verifying its certificate but
@@ -146,7 +146,7 @@ func TestHealthRefusesRouting(t *testing.T) {
 	node := apidtest.StartNode(t, p, apidtest.NodeConfig{IP: testIP})
 	c := healthpb.NewHealthClient(dialNoCertificate(t, p, node.Addr))
 
-	for _, key := range []string{apid.MetadataNode, apid.MetadataNodes} {
+	for _, key := range []string{wire.MetadataNode, wire.MetadataNodes} {
 		ctx := metadata.AppendToOutgoingContext(testCtx(t), key, testIP)
 		if _, err := c.Check(ctx, &healthpb.HealthCheckRequest{}); status.Code(err) != codes.InvalidArgument {
 			t.Errorf("Check with %s: %v, want InvalidArgument", key, err)

@@ -12,12 +12,11 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	"github.com/aegis-os/aegis/apid"
 	"github.com/aegis-os/aegis/apid/apidtest"
-	"github.com/aegis-os/aegis/authz"
 	"github.com/aegis-os/aegis/authz/role"
 	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/internal/logtest"
+	"github.com/aegis-os/aegis/internal/wire"
 )
 
 // A caller without os:impersonator may send talos-role: apid ignores it
@@ -31,7 +30,7 @@ func TestTalosRoleFromOrdinaryCallerGainsNothing(t *testing.T) {
 	c := apidtest.TalosClient(t, node.Addr, p.ClientTLS(t, p.Client(t, role.Reader)))
 
 	forged := func(ctx context.Context) context.Context {
-		return metadata.AppendToOutgoingContext(ctx, authz.MetadataKey, string(role.Admin))
+		return metadata.AppendToOutgoingContext(ctx, wire.MetadataRole, string(role.Admin))
 	}
 
 	if _, err := c.ServiceRestart(forged(testCtx(t)), "apid"); status.Code(err) != codes.PermissionDenied {
@@ -65,7 +64,7 @@ func TestImpersonatorCallIsServedLocally(t *testing.T) {
 	p, nodes := cluster(t, 2)
 	imp := apidtest.TalosClient(t, nodes[0].Addr, p.ClientTLS(t, p.Impersonator(t)))
 
-	ctx := metadata.AppendToOutgoingContext(testCtx(t), authz.MetadataKey, string(role.Operator))
+	ctx := metadata.AppendToOutgoingContext(testCtx(t), wire.MetadataRole, string(role.Operator))
 
 	resp, err := imp.ServiceRestart(client.WithNodes(ctx, nodes[1].IP), "apid")
 	if err != nil {
@@ -103,11 +102,11 @@ func TestMetadataOnTheNextHop(t *testing.T) {
 			t.Errorf("node %d: caller metadata lost: %v", i, md)
 		}
 
-		if !slices.Equal(md.Get(authz.MetadataKey), []string{"os:reader", "os:etcd:backup"}) {
-			t.Errorf("node %d: talos-role %v", i, md.Get(authz.MetadataKey))
+		if !slices.Equal(md.Get(wire.MetadataRole), []string{"os:reader", "os:etcd:backup"}) {
+			t.Errorf("node %d: talos-role %v", i, md.Get(wire.MetadataRole))
 		}
 
-		for _, k := range []string{apid.MetadataNode, apid.MetadataNodes} {
+		for _, k := range []string{wire.MetadataNode, wire.MetadataNodes} {
 			if len(md.Get(k)) != 0 {
 				t.Errorf("node %d: routing key %s passed on", i, k)
 			}

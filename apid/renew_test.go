@@ -11,10 +11,10 @@ import (
 
 	"github.com/aegis-os/aegis/api/certificates"
 	"github.com/aegis-os/aegis/apid/apidtest"
-	"github.com/aegis-os/aegis/authz"
 	"github.com/aegis-os/aegis/authz/role"
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/ca/catest"
+	"github.com/aegis-os/aegis/internal/wire"
 	"github.com/aegis-os/aegis/machined/certapi"
 )
 
@@ -37,8 +37,8 @@ func TestRenewKeepsThePresentedCertificate(t *testing.T) {
 
 	reader := p.Client(t, role.Reader)
 	admin := p.Client(t, role.Admin)
-	forged := metadata.Pairs(authz.MetadataKey, string(role.Admin),
-		authz.CertificateMetadataKey, base64.StdEncoding.EncodeToString(admin.Cert.Raw))
+	forged := metadata.Pairs(wire.MetadataRole, string(role.Admin),
+		wire.MetadataClientCertificate, base64.StdEncoding.EncodeToString(admin.Cert.Raw))
 
 	renew := func(pair apidtest.Pair) (*certificates.RenewResponse, error) {
 		c := apidtest.TalosClient(t, node.Addr, p.ClientTLS(t, pair))

@@ -11,14 +11,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/aegis-os/aegis/ca"
-)
-
-// The routing metadata keys of the Talos API. Clients of the 1.11–1.13
-// series send `nodes` and let apid fan out; newer ones send `node` to each
-// node and fan out themselves.
-const (
-	MetadataNode  = "node"
-	MetadataNodes = "nodes"
+	"github.com/aegis-os/aegis/internal/wire"
 )
 
 // ErrBadRouting is returned for routing metadata apid cannot follow.
@@ -82,15 +75,15 @@ type nodeNames struct {
 // comma-separated in one. Nodes are deduplicated after canonicalization,
 // so a mutating call runs once per node however many spellings name it.
 func (nn *nodeNames) parseRoute(md metadata.MD) (route, error) {
-	node, hasNode := md[MetadataNode]
-	nodes, hasNodes := md[MetadataNodes]
+	node, hasNode := md[wire.MetadataNode]
+	nodes, hasNodes := md[wire.MetadataNodes]
 
 	switch {
 	case hasNode && hasNodes:
-		return route{}, fmt.Errorf("%w: both %q and %q given", ErrBadRouting, MetadataNode, MetadataNodes)
+		return route{}, fmt.Errorf("%w: both %q and %q given", ErrBadRouting, wire.MetadataNode, wire.MetadataNodes)
 	case hasNode:
 		if len(node) != 1 {
-			return route{}, fmt.Errorf("%w: %q must have one value, has %d", ErrBadRouting, MetadataNode, len(node))
+			return route{}, fmt.Errorf("%w: %q must have one value, has %d", ErrBadRouting, wire.MetadataNode, len(node))
 		}
 
 		t, err := nn.parseTarget(strings.TrimSpace(node[0]))
@@ -142,7 +135,7 @@ func (nn *nodeNames) parseTargets(values []string) ([]target, error) {
 	}
 
 	if len(targets) == 0 {
-		return nil, fmt.Errorf("%w: %q names no node", ErrBadRouting, MetadataNodes)
+		return nil, fmt.Errorf("%w: %q names no node", ErrBadRouting, wire.MetadataNodes)
 	}
 
 	return targets, nil

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"google.golang.org/grpc/metadata"
+
+	"github.com/aegis-os/aegis/internal/wire"
 )
 
 // testNames are the names of the route tests: this node is 10.0.0.9,
@@ -196,11 +198,11 @@ func FuzzParseRoute(f *testing.F) {
 	f.Fuzz(func(t *testing.T, node, nodes string) {
 		md := metadata.MD{}
 		if node != "" {
-			md.Append(MetadataNode, node)
+			md.Append(wire.MetadataNode, node)
 		}
 
 		if nodes != "" {
-			md.Append(MetadataNodes, nodes)
+			md.Append(wire.MetadataNodes, nodes)
 		}
 
 		rt, err := nn.parseRoute(md)

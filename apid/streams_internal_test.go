@@ -24,6 +24,7 @@ import (
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/ca/catest"
 	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/internal/wire"
 )
 
 // guardTest is a stream guard on a fake clock, with apid's own re-check
@@ -91,7 +92,7 @@ func call(t *testing.T, chain []*x509.Certificate, conn int, forwarded bool) con
 		return ctx
 	}
 
-	ctx = metadata.NewIncomingContext(ctx, metadata.Pairs(authz.MetadataKey, string(role.Reader)))
+	ctx = metadata.NewIncomingContext(ctx, metadata.Pairs(wire.MetadataRole, string(role.Reader)))
 	inject := authz.NewInjector(authz.InjectorConfig{}).UnaryServerInterceptor()
 
 	_, err := inject(ctx, nil, &grpc.UnaryServerInfo{FullMethod: "/m"}, func(c context.Context, _ any) (any, error) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/aegis-os/aegis/authz/role"
 	"github.com/aegis-os/aegis/internal/logkey"
+	"github.com/aegis-os/aegis/internal/wire"
 )
 
 // Mode says where an Injector takes roles from.
@@ -193,5 +194,5 @@ func (i *Injector) parse(values []string, method string) (role.Set, error) {
 func metadataValues(ctx context.Context) []string {
 	md, _ := metadata.FromIncomingContext(ctx)
 
-	return md.Get(MetadataKey)
+	return md.Get(wire.MetadataRole)
 }

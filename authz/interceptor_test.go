@@ -25,6 +25,7 @@ import (
 	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/internal/logtest"
 	"github.com/aegis-os/aegis/internal/testutil"
+	"github.com/aegis-os/aegis/internal/wire"
 )
 
 const (
@@ -193,32 +194,32 @@ func TestCertificateChain(t *testing.T) {
 		{"reader reads", peerCtx(reader, true, nil), methodVersion, codes.OK, "os:reader", false},
 		{"reader cannot restart", peerCtx(reader, true, nil), methodRestart, codes.PermissionDenied, "", false},
 		{
-			"reader's talos-role ignored", peerCtx(reader, true, metadata.Pairs(authz.MetadataKey, "os:admin")),
+			"reader's talos-role ignored", peerCtx(reader, true, metadata.Pairs(wire.MetadataRole, "os:admin")),
 			methodRestart, codes.PermissionDenied, "", false,
 		},
 		{
-			"reader's talos-role gains nothing on reads", peerCtx(reader, true, metadata.Pairs(authz.MetadataKey, "os:admin")),
+			"reader's talos-role gains nothing on reads", peerCtx(reader, true, metadata.Pairs(wire.MetadataRole, "os:admin")),
 			methodVersion, codes.OK, "os:reader", false,
 		},
 		{"impersonator alone is nothing", peerCtx(imp, true, nil), methodVersion, codes.PermissionDenied, "", false},
 		{
-			"impersonator passes reader", peerCtx(imp, true, metadata.Pairs(authz.MetadataKey, "os:reader")),
+			"impersonator passes reader", peerCtx(imp, true, metadata.Pairs(wire.MetadataRole, "os:reader")),
 			methodVersion, codes.OK, "os:reader", true,
 		},
 		{
-			"impersonator passes operator", peerCtx(imp, true, metadata.Pairs(authz.MetadataKey, "os:reader", authz.MetadataKey, "os:operator")),
+			"impersonator passes operator", peerCtx(imp, true, metadata.Pairs(wire.MetadataRole, "os:reader", wire.MetadataRole, "os:operator")),
 			methodRestart, codes.OK, "os:operator,os:reader", true,
 		},
 		{
-			"impersonator cannot pass impersonator", peerCtx(imp, true, metadata.Pairs(authz.MetadataKey, "os:impersonator,os:reader")),
+			"impersonator cannot pass impersonator", peerCtx(imp, true, metadata.Pairs(wire.MetadataRole, "os:impersonator,os:reader")),
 			methodVersion, codes.OK, "os:reader", true,
 		},
 		{
-			"impersonator passing no known role", peerCtx(imp, true, metadata.Pairs(authz.MetadataKey, "root")),
+			"impersonator passing no known role", peerCtx(imp, true, metadata.Pairs(wire.MetadataRole, "root")),
 			methodVersion, codes.PermissionDenied, "", true,
 		},
 		{
-			"too many roles", peerCtx(imp, true, metadata.Pairs(authz.MetadataKey, strings.Repeat("os:reader,", authz.MaxMetadataRoles+1))),
+			"too many roles", peerCtx(imp, true, metadata.Pairs(wire.MetadataRole, strings.Repeat("os:reader,", authz.MaxMetadataRoles+1))),
 			methodVersion, codes.InvalidArgument, "", false,
 		},
 	}
@@ -265,9 +266,9 @@ func TestTrustedMetadataChain(t *testing.T) {
 		roles string
 	}{
 		{"no metadata", nil, codes.PermissionDenied, ""},
-		{"reader", metadata.Pairs(authz.MetadataKey, "os:reader"), codes.OK, "os:reader"},
-		{"comma separated", metadata.Pairs(authz.MetadataKey, "os:reader, os:admin"), codes.OK, "os:admin,os:reader"},
-		{"unknown only", metadata.Pairs(authz.MetadataKey, "os:root"), codes.PermissionDenied, ""},
+		{"reader", metadata.Pairs(wire.MetadataRole, "os:reader"), codes.OK, "os:reader"},
+		{"comma separated", metadata.Pairs(wire.MetadataRole, "os:reader, os:admin"), codes.OK, "os:admin,os:reader"},
+		{"unknown only", metadata.Pairs(wire.MetadataRole, "os:root"), codes.PermissionDenied, ""},
 	}
 
 	for _, tt := range tests {
@@ -360,7 +361,7 @@ func TestIgnoredMetadataAndUnknownRolesAreLogged(t *testing.T) {
 	odd := catest.Issue(t, p.iss, catest.Key(t, ca.Ed25519), ca.ProfileClient, time.Hour, role.Reader).Cert
 	odd.Subject.Organization = append(odd.Subject.Organization, "os:superuser")
 
-	if _, err := runUnary(peerCtx(odd, true, metadata.Pairs(authz.MetadataKey, "os:admin")), methodVersion, nil, unary); err != nil {
+	if _, err := runUnary(peerCtx(odd, true, metadata.Pairs(wire.MetadataRole, "os:admin")), methodVersion, nil, unary); err != nil {
 		t.Fatal(err)
 	}
 
@@ -374,16 +375,16 @@ func TestIgnoredMetadataAndUnknownRolesAreLogged(t *testing.T) {
 }
 
 func TestSetMetadataReplaces(t *testing.T) {
-	md := metadata.Pairs(authz.MetadataKey, "os:admin")
+	md := metadata.Pairs(wire.MetadataRole, "os:admin")
 	authz.SetMetadata(md, role.NewSet(role.Reader))
 
-	if got := md.Get(authz.MetadataKey); len(got) != 1 || got[0] != "os:reader" {
+	if got := md.Get(wire.MetadataRole); len(got) != 1 || got[0] != "os:reader" {
 		t.Fatalf("talos-role = %v", got)
 	}
 
 	authz.SetMetadata(md, role.NewSet())
 
-	if got := md.Get(authz.MetadataKey); len(got) != 0 {
+	if got := md.Get(wire.MetadataRole); len(got) != 0 {
 		t.Fatalf("empty set left talos-role = %v", got)
 	}
 }

@@ -8,23 +8,19 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/aegis-os/aegis/authz/role"
+	"github.com/aegis-os/aegis/internal/wire"
 )
 
 // ErrBadMetadata is returned when talos-role metadata is malformed.
 var ErrBadMetadata = errors.New("authz: malformed role metadata")
 
-// MetadataKey is the gRPC metadata key that carries a caller's roles on a hop
-// trusted to pass them: apid to machined, and one node's apid to another's.
-// The name is Talos's, so the wire stays compatible.
-const MetadataKey = "talos-role"
-
 // SetMetadata replaces the roles in md with roles, one value per role. An
 // empty set leaves no value, which grants nothing on the other side.
 func SetMetadata(md metadata.MD, roles role.Set) {
-	md.Delete(MetadataKey)
+	md.Delete(wire.MetadataRole)
 
 	if names := roles.Strings(); len(names) > 0 {
-		md.Set(MetadataKey, names...)
+		md.Set(wire.MetadataRole, names...)
 	}
 }
 
@@ -45,7 +41,7 @@ func ParseMetadataRoles(values []string) (roles role.Set, ignored []string, err 
 			}
 
 			if count++; count > MaxMetadataRoles {
-				return nil, nil, fmt.Errorf("%w: more than %d roles in %s", ErrBadMetadata, MaxMetadataRoles, MetadataKey)
+				return nil, nil, fmt.Errorf("%w: more than %d roles in %s", ErrBadMetadata, MaxMetadataRoles, wire.MetadataRole)
 			}
 
 			r := role.Role(name)

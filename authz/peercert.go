@@ -13,17 +13,11 @@ import (
 	"github.com/aegis-os/aegis/api/certificates"
 	"github.com/aegis-os/aegis/api/revocations"
 	"github.com/aegis-os/aegis/api/tokens"
+	"github.com/aegis-os/aegis/internal/wire"
 )
 
-// CertificateMetadataKey carries, on apid's hop to machined, the client
-// certificate apid verified, for the methods that decide on the
-// certificate itself rather than on roles (see NeedsPeerCertificate). Like
-// talos-role it is trusted only on machined's socket; apid drops whatever a
-// caller sent under this key and sets its own.
-const CertificateMetadataKey = "aegis-client-certificate"
-
 // ErrNoPeerCertificate is returned when a call carries no certificate in
-// CertificateMetadataKey, or one that does not parse.
+// wire.MetadataClientCertificate, or one that does not parse.
 var ErrNoPeerCertificate = errors.New("authz: no caller certificate passed on")
 
 // NeedsPeerCertificate reports whether apid passes the caller's verified
@@ -48,10 +42,10 @@ func NeedsPeerCertificate(method string) bool {
 // SetCertificateMetadata replaces the certificate in md with leaf (none
 // for a nil leaf).
 func SetCertificateMetadata(md metadata.MD, leaf *x509.Certificate) {
-	md.Delete(CertificateMetadataKey)
+	md.Delete(wire.MetadataClientCertificate)
 
 	if leaf != nil {
-		md.Set(CertificateMetadataKey, base64.StdEncoding.EncodeToString(leaf.Raw))
+		md.Set(wire.MetadataClientCertificate, base64.StdEncoding.EncodeToString(leaf.Raw))
 	}
 }
 
@@ -60,7 +54,7 @@ func SetCertificateMetadata(md metadata.MD, leaf *x509.Certificate) {
 func CertificateFromMetadata(ctx context.Context) (*x509.Certificate, error) {
 	md, _ := metadata.FromIncomingContext(ctx)
 
-	values := md.Get(CertificateMetadataKey)
+	values := md.Get(wire.MetadataClientCertificate)
 	if len(values) != 1 {
 		return nil, fmt.Errorf("%w: %d values", ErrNoPeerCertificate, len(values))
 	}

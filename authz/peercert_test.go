@@ -16,6 +16,7 @@ import (
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/ca/catest"
 	"github.com/aegis-os/aegis/internal/testutil"
+	"github.com/aegis-os/aegis/internal/wire"
 )
 
 func TestCertificateMetadata(t *testing.T) {
@@ -32,9 +33,9 @@ func TestCertificateMetadata(t *testing.T) {
 	}{
 		{name: "set by apid", md: set, ok: true},
 		{name: "none", md: metadata.MD{}},
-		{name: "two values", md: metadata.MD{authz.CertificateMetadataKey: append(set.Get(authz.CertificateMetadataKey), set.Get(authz.CertificateMetadataKey)...)}},
-		{name: "not base64", md: metadata.Pairs(authz.CertificateMetadataKey, "%%%")},
-		{name: "not a certificate", md: metadata.Pairs(authz.CertificateMetadataKey, "AAAA")},
+		{name: "two values", md: metadata.MD{wire.MetadataClientCertificate: append(set.Get(wire.MetadataClientCertificate), set.Get(wire.MetadataClientCertificate)...)}},
+		{name: "not base64", md: metadata.Pairs(wire.MetadataClientCertificate, "%%%")},
+		{name: "not a certificate", md: metadata.Pairs(wire.MetadataClientCertificate, "AAAA")},
 	}
 
 	for _, tt := range tests {
@@ -55,7 +56,7 @@ func TestCertificateMetadata(t *testing.T) {
 	}
 
 	authz.SetCertificateMetadata(set, nil)
-	if len(set.Get(authz.CertificateMetadataKey)) != 0 {
+	if len(set.Get(wire.MetadataClientCertificate)) != 0 {
 		t.Fatal("a nil certificate left a value")
 	}
 }

@@ -13,7 +13,7 @@ import (
 
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/internal/atomicfile"
-	"github.com/aegis-os/aegis/trustd/token"
+	"github.com/aegis-os/aegis/token"
 )
 
 // Sizes of the random secrets in a bundle, as Talos makes them.

@@ -1,6 +1,7 @@
 package certs
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"maps"
@@ -207,4 +208,27 @@ func (c *ClientConfig) freeName(name string) string {
 			return candidate
 		}
 	}
+}
+
+// ErrCredentialsChanged is returned when a context's credentials are not the
+// ones a renewal started from: something else replaced them meanwhile.
+var ErrCredentialsChanged = errors.New("certs: the context's credentials changed during the renewal")
+
+// ReplaceCredentials puts a renewed certificate and its key into context
+// name, if the context still holds oldCrt; otherwise it changes nothing and
+// returns ErrCredentialsChanged. The context's CAs stay as they are: a
+// renewal never changes what a client trusts, only a CA rotation does.
+func (c *ClientConfig) ReplaceCredentials(name string, oldCrt, crt, key []byte) error {
+	ctx, ok := c.Contexts[name]
+	if !ok || ctx == nil {
+		return fmt.Errorf("renewal: no context %q", name)
+	}
+
+	if !bytes.Equal(ctx.Crt, oldCrt) {
+		return ErrCredentialsChanged
+	}
+
+	ctx.Crt, ctx.Key = crt, key
+
+	return nil
 }

@@ -275,3 +275,40 @@ func FuzzParseClientConfig(f *testing.F) {
 		}
 	})
 }
+
+func TestReplaceCredentials(t *testing.T) {
+	newConfig := func() *certs.ClientConfig {
+		return &certs.ClientConfig{Context: "a", Contexts: map[string]*certs.ClientContext{
+			"a": {Endpoints: []string{"10.0.0.1"}, CA: []byte("ca"), Crt: []byte("old"), Key: []byte("oldkey")},
+			"b": {Endpoints: []string{"10.0.0.2"}, CA: []byte("ca"), Crt: []byte("old"), Key: []byte("bkey")},
+		}}
+	}
+
+	c := newConfig()
+	if err := c.ReplaceCredentials("a", []byte("old"), []byte("new"), []byte("newkey")); err != nil {
+		t.Fatal(err)
+	}
+
+	// A renewal never changes what the context trusts.
+	a, b := c.Contexts["a"], c.Contexts["b"]
+	if string(a.Crt) != "new" || string(a.Key) != "newkey" || string(a.CA) != "ca" || a.Endpoints[0] != "10.0.0.1" {
+		t.Fatalf("context a after replace: %+v", a)
+	}
+
+	if string(b.Crt) != "old" || string(b.Key) != "bkey" {
+		t.Fatal("another context changed")
+	}
+
+	c = newConfig()
+	if err := c.ReplaceCredentials("a", []byte("stale"), []byte("new"), []byte("newkey")); !errors.Is(err, certs.ErrCredentialsChanged) {
+		t.Fatalf("replace over changed credentials: %v", err)
+	}
+
+	if string(c.Contexts["a"].Crt) != "old" {
+		t.Fatal("refused replace changed the context")
+	}
+
+	if err := c.ReplaceCredentials("zz", nil, nil, nil); err == nil {
+		t.Fatal("missing context accepted")
+	}
+}

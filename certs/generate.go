@@ -2,18 +2,10 @@ package certs
 
 import (
 	"io"
-	"net"
-	"strconv"
 	"time"
 
 	"github.com/aegis-os/aegis/authz/role"
 	"github.com/aegis-os/aegis/ca"
-)
-
-// Standard ports of the Aegis API (apid) and of trustd, as Talos's.
-const (
-	APIDPort   = 50000
-	TrustdPort = 50001
 )
 
 // ConfigOptions says what goes into generated machine configs besides the bundle.
@@ -98,32 +90,9 @@ func NewClientCertificate(iss *ca.Issuer, opts ClientCertOptions) (*ClientCertif
 
 	// A key like the CA's; a CA of a type Aegis does not generate (an RSA
 	// CA brought from elsewhere) gets the default type, which it can sign.
-	kt, err := ca.KeyTypeOf(iss.CA().Cert.PublicKey)
-	if err != nil {
-		kt = ca.Ed25519
-	}
-
-	key, err := ca.GenerateKey(kt, opts.Rand)
-	if err != nil {
-		return nil, err
-	}
-
-	csrPEM, err := ca.NewCSR(key, opts.CommonName, nil)
-	if err != nil {
-		return nil, err
-	}
-
-	csr, err := ca.ParseCSR(csrPEM)
-	if err != nil {
-		return nil, err
-	}
-
-	issued, err := iss.Issue(ca.Request{CSR: csr, Profile: ca.ProfileClient, Roles: roles, TTL: opts.TTL})
-	if err != nil {
-		return nil, err
-	}
-
-	keyPEM, err := ca.EncodeKey(key)
+	issued, keyPEM, err := iss.IssueNewKey(ca.KeyRequest{
+		CommonName: opts.CommonName, Profile: ca.ProfileClient, Roles: roles, TTL: opts.TTL, Rand: opts.Rand,
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -140,13 +109,4 @@ func NewClientConfig(name string, endpoints []string, caPEM []byte, cc *ClientCe
 			name: {Endpoints: endpoints, CA: caPEM, Crt: cc.Cert.PEM, Key: cc.Key},
 		},
 	}
-}
-
-// WithDefaultPort returns host:port, adding port when hostport has none.
-func WithDefaultPort(hostport string, port int) string {
-	if _, _, err := net.SplitHostPort(hostport); err == nil {
-		return hostport
-	}
-
-	return net.JoinHostPort(hostport, strconv.Itoa(port))
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/internal/clock"
 	"github.com/aegis-os/aegis/internal/testutil"
+	"github.com/aegis-os/aegis/renewal"
 )
 
 func TestKeyPairSetKeepsOldOnError(t *testing.T) {
@@ -58,7 +59,7 @@ func TestWatchFilesReloadsOnRename(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
-	go certs.WatchFiles(ctx, clk, time.Second, []string{path}, func() error {
+	go renewal.WatchFiles(ctx, clk, time.Second, []string{path}, func() error {
 		reloads <- struct{}{}
 
 		return nil

@@ -11,8 +11,9 @@ import (
 
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/internal/atomicfile"
-	"github.com/aegis-os/aegis/trustd/sanpolicy"
-	"github.com/aegis-os/aegis/trustd/token"
+	"github.com/aegis-os/aegis/internal/wire"
+	"github.com/aegis-os/aegis/sanpolicy"
+	"github.com/aegis-os/aegis/token"
 )
 
 // MachineConfigVersion is the only machine config version Aegis reads.
@@ -285,7 +286,7 @@ func (c *MachineConfig) validateTime(ps *problems) {
 // another metrics endpoint or by the node's own services.
 func (c *MachineConfig) validateMetrics(ps *problems) {
 	m := &c.Machine.Metrics
-	taken := map[int]string{APIDPort: "apid", TrustdPort: "trustd", 2379: "etcd", 2380: "etcd"}
+	taken := map[int]string{wire.APIDPort: "apid", wire.TrustdPort: "trustd", EtcdClientPort: "etcd", EtcdPeerPort: "etcd"}
 
 	for _, p := range []struct {
 		field string

@@ -19,7 +19,7 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/aegis-os/aegis/authz/role"
-	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/internal/wire"
 )
 
 // deadIP is a loopback address where no node runs.
@@ -90,7 +90,7 @@ func TestRoutingRefusesPortsAndUnknownNames(t *testing.T) {
 	}{
 		{"node with port 22", "ports are not allowed", func(ctx context.Context) context.Context { return client.WithNode(ctx, nodeIPs[1]+":22") }},
 		{"node on the API port", "ports are not allowed", func(ctx context.Context) context.Context {
-			return client.WithNode(ctx, net.JoinHostPort(nodeIPs[1], strconv.Itoa(certs.APIDPort)))
+			return client.WithNode(ctx, net.JoinHostPort(nodeIPs[1], strconv.Itoa(wire.APIDPort)))
 		}},
 		{"nodes with a port", "ports are not allowed", func(ctx context.Context) context.Context {
 			return client.WithNodes(ctx, nodeIPs[1], "[::ffff:"+nodeIPs[1]+"]:50000")
@@ -188,7 +188,7 @@ func hangingNodes(t *testing.T, n int) ([]string, *atomic.Int64) {
 	for i := range n {
 		ip := fmt.Sprintf("127.0.%d.%d", 3+i/250, 1+i%250)
 
-		lis, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(certs.APIDPort)))
+		lis, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(wire.APIDPort)))
 		if err != nil {
 			t.Fatal(err)
 		}

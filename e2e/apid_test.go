@@ -24,9 +24,9 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/aegis-os/aegis/apid/apidtest"
-	"github.com/aegis-os/aegis/authz"
 	"github.com/aegis-os/aegis/authz/role"
 	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/internal/wire"
 )
 
 // talos returns a Talos client of node 1 (or of endpoint) with a fresh
@@ -262,7 +262,7 @@ func TestRefusals(t *testing.T) {
 		t.Fatalf("reader ServiceRestart: %v", err)
 	}
 
-	forged := metadata.AppendToOutgoingContext(ctx(t), authz.MetadataKey, string(role.Admin))
+	forged := metadata.AppendToOutgoingContext(ctx(t), wire.MetadataRole, string(role.Admin))
 	if _, err := reader.ServiceRestart(client.WithNode(forged, nodeIPs[1]), "apid"); status.Code(err) != codes.PermissionDenied {
 		t.Fatalf("reader with a forged talos-role: %v", err)
 	}

@@ -23,10 +23,10 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/aegis-os/aegis/api/certificates"
-	"github.com/aegis-os/aegis/authz"
 	"github.com/aegis-os/aegis/authz/role"
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/internal/wire"
 	"github.com/aegis-os/aegis/trustd/join"
 )
 
@@ -153,7 +153,7 @@ func serveFakeRenewals(t *testing.T, res *join.Result, evil *ca.CA) {
 		t.Fatal(err)
 	}
 
-	lis, err := net.Listen("tcp", net.JoinHostPort(fakeAddr, strconv.Itoa(certs.APIDPort)))
+	lis, err := net.Listen("tcp", net.JoinHostPort(fakeAddr, strconv.Itoa(wire.APIDPort)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -293,7 +293,7 @@ func renewDirect(t *testing.T, c *cliCluster, caPEM, crt, key []byte, cn string)
 		t.Fatal(err)
 	}
 
-	ctx := metadata.AppendToOutgoingContext(testContext(t), authz.MetadataKey, string(role.Admin))
+	ctx := metadata.AppendToOutgoingContext(testContext(t), wire.MetadataRole, string(role.Admin))
 
 	return certificates.NewCertificateServiceClient(cl.Conn()).Renew(ctx, &certificates.RenewRequest{Csr: csr, Ttl: durationpb.New(365 * 24 * time.Hour)})
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/internal/logtest"
 	"github.com/aegis-os/aegis/internal/testutil"
+	"github.com/aegis-os/aegis/internal/wire"
 	"github.com/aegis-os/aegis/machined/localcluster"
 )
 
@@ -218,7 +219,7 @@ func pidsOf(binary, marker string) []int {
 
 // refusesConnections reports whether nothing listens on addr:50000.
 func refusesConnections(addr string) bool {
-	conn, err := net.DialTimeout("tcp", net.JoinHostPort(addr, strconv.Itoa(certs.APIDPort)), time.Second)
+	conn, err := net.DialTimeout("tcp", net.JoinHostPort(addr, strconv.Itoa(wire.APIDPort)), time.Second)
 	if err != nil {
 		return errors.Is(err, syscall.ECONNREFUSED)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/renewal"
 )
 
 // TestCLI drives a local cluster of real machined processes (one control
@@ -208,7 +209,7 @@ func cliRenewal(t *testing.T, c *cliCluster, short string) {
 		t.Fatalf("config new --crt-ttl 30s made a certificate of %s", life)
 	}
 
-	time.Sleep(time.Until(certs.ClientRenewAt(old).Add(500 * time.Millisecond)))
+	time.Sleep(time.Until(renewal.ClientRenewAt(old).Add(500 * time.Millisecond)))
 
 	res := c.ctl(t, short, "hostname")
 	if res.code != 0 || res.stderr != "" {

@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/aegis-os/aegis/apid/apidtest"
-	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/internal/logtest"
 	"github.com/aegis-os/aegis/internal/testutil"
+	"github.com/aegis-os/aegis/internal/wire"
 )
 
 // The e2e tests' addresses: each apid process listens on its own loopback
@@ -111,7 +111,7 @@ func (c *cluster) start(t *testing.T, ip, hostname string, forwarding bool) *api
 	return n
 }
 
-func (n *apidNode) addr() string { return net.JoinHostPort(n.ip, strconv.Itoa(certs.APIDPort)) }
+func (n *apidNode) addr() string { return net.JoinHostPort(n.ip, strconv.Itoa(wire.APIDPort)) }
 
 // waitServing waits for the process to say it serves, and to accept a
 // connection.
@@ -161,7 +161,7 @@ func (n *apidNode) stop(t *testing.T) error {
 func hanging(t *testing.T) string {
 	t.Helper()
 
-	lis, err := net.Listen("tcp", net.JoinHostPort(hangingIP, strconv.Itoa(certs.APIDPort)))
+	lis, err := net.Listen("tcp", net.JoinHostPort(hangingIP, strconv.Itoa(wire.APIDPort)))
 	if err != nil {
 		t.Fatal(err)
 	}

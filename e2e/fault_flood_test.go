@@ -16,10 +16,11 @@ import (
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/e2e/flood"
+	"github.com/aegis-os/aegis/internal/wire"
 	"github.com/aegis-os/aegis/machined/localcluster"
+	"github.com/aegis-os/aegis/token"
 	"github.com/aegis-os/aegis/trustd"
 	"github.com/aegis-os/aegis/trustd/join"
-	"github.com/aegis-os/aegis/trustd/token"
 )
 
 // Flood sizes: well over each server's caps (trustd held 512 slots and
@@ -51,7 +52,7 @@ func TestConnectionFlood(t *testing.T) {
 
 	t.Run("trustd", func(t *testing.T) {
 		f := startFlood(t, flood.Config{
-			Target: net.JoinHostPort(cp.Address, strconv.Itoa(certs.TrustdPort)),
+			Target: net.JoinHostPort(cp.Address, strconv.Itoa(wire.TrustdPort)),
 			TLS:    &tls.Config{RootCAs: a.roots, ServerName: cp.Address, MinVersion: tls.VersionTLS13},
 			Idle:   floodIdle, Silent: floodSilent,
 		}, trustd.MaxConnectionsPerSource)
@@ -72,7 +73,7 @@ func TestConnectionFlood(t *testing.T) {
 
 	t.Run("apid", func(t *testing.T) {
 		f := startFlood(t, flood.Config{
-			Target: net.JoinHostPort(cp.Address, strconv.Itoa(certs.APIDPort)),
+			Target: net.JoinHostPort(cp.Address, strconv.Itoa(wire.APIDPort)),
 			TLS:    a.tlsFor(cp.Address),
 			Idle:   floodIdle, Silent: floodSilent, HalfHello: floodHalfHello,
 		}, apid.MaxConnectionsPerSource)

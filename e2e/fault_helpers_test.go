@@ -20,6 +20,7 @@ import (
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/internal/testutil"
+	"github.com/aegis-os/aegis/internal/wire"
 	"github.com/aegis-os/aegis/machined/localcluster"
 )
 
@@ -97,7 +98,7 @@ func (a admin) tlsFor(node string) *tls.Config {
 func (a admin) conn(t *testing.T, node string) *grpc.ClientConn {
 	t.Helper()
 
-	conn, err := grpc.NewClient(net.JoinHostPort(node, strconv.Itoa(certs.APIDPort)),
+	conn, err := grpc.NewClient(net.JoinHostPort(node, strconv.Itoa(wire.APIDPort)),
 		grpc.WithTransportCredentials(credentials.NewTLS(a.tlsFor(node))))
 	if err != nil {
 		t.Fatal(err)
@@ -112,7 +113,7 @@ func (a admin) conn(t *testing.T, node string) *grpc.ClientConn {
 func (a admin) servedCertificate(node string) (*x509.Certificate, error) {
 	d := tls.Dialer{Config: a.tlsFor(node), NetDialer: &net.Dialer{Timeout: 10 * time.Second}}
 
-	conn, err := d.DialContext(context.Background(), "tcp", net.JoinHostPort(node, strconv.Itoa(certs.APIDPort)))
+	conn, err := d.DialContext(context.Background(), "tcp", net.JoinHostPort(node, strconv.Itoa(wire.APIDPort)))
 	if err != nil {
 		return nil, err
 	}

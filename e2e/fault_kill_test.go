@@ -25,7 +25,7 @@ import (
 
 	"github.com/aegis-os/aegis/api/tokens"
 	"github.com/aegis-os/aegis/ca"
-	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/internal/wire"
 	"github.com/aegis-os/aegis/machined/localcluster"
 	"github.com/aegis-os/aegis/trustd/tokenstore"
 	"github.com/aegis-os/aegis/trustd/tokenstore/boltstore"
@@ -137,7 +137,7 @@ func loadTokens(conn *grpc.ClientConn, l *load, stop <-chan struct{}) {
 func loadTrustd(t *testing.T, a admin, node, tok string, l *load, stop <-chan struct{}) {
 	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.8.6.100")}}
 
-	conn, err := grpc.NewClient(net.JoinHostPort(node, strconv.Itoa(certs.TrustdPort)),
+	conn, err := grpc.NewClient(net.JoinHostPort(node, strconv.Itoa(wire.TrustdPort)),
 		grpc.WithTransportCredentials(credentials.NewTLS(a.tlsFor(node))),
 		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) }))
 	if err != nil {

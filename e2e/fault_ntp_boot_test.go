@@ -27,6 +27,7 @@ import (
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/internal/testutil"
+	"github.com/aegis-os/aegis/internal/wire"
 	"github.com/aegis-os/aegis/trustd/trustdtest"
 )
 
@@ -286,7 +287,7 @@ func trustdRefusesUnsynced(t *testing.T, cpCfg string) {
 
 	creds := credentials.NewTLS(&tls.Config{RootCAs: cfg.AcceptedCAs().Pool(), ServerName: ntpBootCP, MinVersion: tls.VersionTLS13})
 
-	conn, err := grpc.NewClient(net.JoinHostPort(ntpBootCP, strconv.Itoa(certs.TrustdPort)), grpc.WithTransportCredentials(creds))
+	conn, err := grpc.NewClient(net.JoinHostPort(ntpBootCP, strconv.Itoa(wire.TrustdPort)), grpc.WithTransportCredentials(creds))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/emptypb"
 
-	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/internal/wire"
 )
 
 const healthCIDR = "127.6.4.0/28"
@@ -45,7 +45,7 @@ func TestHealthProbeWithoutClientCertificate(t *testing.T) {
 	addr := c.Addresses()[0]
 	tlsCfg := &tls.Config{RootCAs: roots, ServerName: addr, MinVersion: tls.VersionTLS13}
 
-	conn, err := grpc.NewClient(net.JoinHostPort(addr, strconv.Itoa(certs.APIDPort)), grpc.WithTransportCredentials(credentials.NewTLS(tlsCfg)))
+	conn, err := grpc.NewClient(net.JoinHostPort(addr, strconv.Itoa(wire.APIDPort)), grpc.WithTransportCredentials(credentials.NewTLS(tlsCfg)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,6 +33,7 @@ import (
 	"github.com/aegis-os/aegis/internal/metrics"
 	"github.com/aegis-os/aegis/internal/metrics/metricstest"
 	"github.com/aegis-os/aegis/internal/testutil"
+	"github.com/aegis-os/aegis/internal/wire"
 	"github.com/aegis-os/aegis/machined/localcluster"
 	"github.com/aegis-os/aegis/machined/machineapi"
 	"github.com/aegis-os/aegis/machined/node"
@@ -254,7 +255,7 @@ func refuseToken(t *testing.T, c *localcluster.Cluster) {
 
 	host := c.Nodes[0].Address
 
-	conn, err := grpc.NewClient(net.JoinHostPort(host, strconv.Itoa(certs.TrustdPort)),
+	conn, err := grpc.NewClient(net.JoinHostPort(host, strconv.Itoa(wire.TrustdPort)),
 		grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: roots, ServerName: host, MinVersion: tls.VersionTLS13})))
 	if err != nil {
 		t.Fatal(err)
@@ -389,9 +390,9 @@ func residentOf(c *localcluster.Cluster, name string) string {
 	case "machined":
 		pids = []int{c.Nodes[0].PID}
 	case "apid":
-		pids = pidsOf(filepath.Join(binDir, binary), net.JoinHostPort(host, strconv.Itoa(certs.APIDPort)))
+		pids = pidsOf(filepath.Join(binDir, binary), net.JoinHostPort(host, strconv.Itoa(wire.APIDPort)))
 	default:
-		pids = pidsOf(filepath.Join(binDir, binary), net.JoinHostPort(host, strconv.Itoa(certs.TrustdPort)))
+		pids = pidsOf(filepath.Join(binDir, binary), net.JoinHostPort(host, strconv.Itoa(wire.TrustdPort)))
 	}
 
 	if len(pids) != 1 {

@@ -26,8 +26,8 @@ import (
 	"github.com/aegis-os/aegis/api/certificates"
 	"github.com/aegis-os/aegis/api/revocations"
 	"github.com/aegis-os/aegis/ca"
-	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/machined/localcluster"
+	"github.com/aegis-os/aegis/renewal"
 )
 
 // refusalDeadline bounds how long after a revoke any node may still serve
@@ -227,7 +227,7 @@ func checkHandshakeRefused(t *testing.T, victim revokedCert, n localcluster.Node
 // connection (refused at the handshake) as through certapi's own check,
 // which a connection made by the admin would reach.
 func checkRenewalRefused(t *testing.T, victim revokedCert, cp localcluster.Node) {
-	r, err := certs.NewClientRenewal(victim.leaf, nil)
+	r, err := renewal.NewClientRenewal(victim.leaf, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/aegis-os/aegis/api/tokens"
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/internal/wire"
 	"github.com/aegis-os/aegis/machined/localcluster"
 	"github.com/aegis-os/aegis/trustd/trustdtest"
 )
@@ -73,7 +74,7 @@ func joinAt(t *testing.T, a admin, cp localcluster.Node, source, tok string) (*s
 
 	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(source)}}
 
-	conn, err := grpc.NewClient(net.JoinHostPort(cp.Address, strconv.Itoa(certs.TrustdPort)),
+	conn, err := grpc.NewClient(net.JoinHostPort(cp.Address, strconv.Itoa(wire.TrustdPort)),
 		grpc.WithTransportCredentials(credentials.NewTLS(a.tlsFor(cp.Address))),
 		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) }))
 	if err != nil {

@@ -24,6 +24,7 @@ import (
 	"github.com/aegis-os/aegis/api/tokens"
 	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/internal/logtest"
+	"github.com/aegis-os/aegis/machined/layout"
 )
 
 // waitTimeout bounds every wait of these tests; generous, for a busy machine.
@@ -224,7 +225,7 @@ func (n *trustdNode) waitHealth(t *testing.T, source string, want healthpb.Healt
 func (n *trustdNode) tokens(t *testing.T) tokens.TokenServiceClient {
 	t.Helper()
 
-	sock := filepath.Join(n.state, "run", "trustd", "tokens.sock")
+	sock := layout.Layout{State: n.state}.TokensSocket()
 	st, err := os.Stat(sock)
 	if err != nil {
 		t.Fatal(err)

@@ -2,8 +2,6 @@ package trustd
 
 import (
 	"context"
-	"encoding/hex"
-	"io"
 	"log/slog"
 	"net/netip"
 	"time"
@@ -11,6 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/aegis-os/aegis/internal/logkey"
+	"github.com/aegis-os/aegis/internal/requestid"
 	"github.com/aegis-os/aegis/internal/source"
 )
 
@@ -63,7 +62,7 @@ type auditRecord struct {
 
 // newAuditRecord starts the record of a decision about a call from src.
 func (s *Server) newAuditRecord(src netip.Addr) auditRecord {
-	return auditRecord{requestID: newRequestID(s.cfg.Rand), source: sourceString(src), key: source.Key(src)}
+	return auditRecord{requestID: requestid.New(s.cfg.Rand), source: sourceString(src), key: source.Key(src)}
 }
 
 // audit writes the record of the decision: issued if err is nil, to the
@@ -108,16 +107,4 @@ func (s *Server) audit(ctx context.Context, r *auditRecord, err error, code code
 	}
 
 	s.refusals.Refuse(ctx, r.key, code.String(), msgRefused, attrs...)
-}
-
-// newRequestID draws a short random reference that ties an audit record to
-// the error a caller saw.
-func newRequestID(r io.Reader) string {
-	buf := make([]byte, requestIDSize)
-	if _, err := io.ReadFull(r, buf); err != nil {
-		// A reference is a convenience; the record is written regardless.
-		return "none"
-	}
-
-	return hex.EncodeToString(buf)
 }

@@ -15,8 +15,8 @@ import (
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/internal/clock"
 	"github.com/aegis-os/aegis/internal/logkey"
-	"github.com/aegis-os/aegis/trustd/sanpolicy"
-	"github.com/aegis-os/aegis/trustd/token"
+	"github.com/aegis-os/aegis/sanpolicy"
+	"github.com/aegis-os/aegis/token"
 )
 
 // Signer issues certificates from checked CSRs; *ca.Issuer is one.

@@ -11,7 +11,7 @@ import (
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/ca/catest"
 	"github.com/aegis-os/aegis/certs"
-	"github.com/aegis-os/aegis/trustd/sanpolicy"
+	"github.com/aegis-os/aegis/sanpolicy"
 )
 
 // hostList is a fixed ControlPlanes.

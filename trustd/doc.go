@@ -17,7 +17,7 @@
 //
 // The server depends only on the small interfaces of Config, so that
 // machined can run it with its own signer, token store, time service and
-// certificate source. Token formats live in trustd/token, the token store
+// certificate source. Token formats live in token (beside ca), the token store
 // in trustd/tokenstore, the authenticator in trustd/tokenauth, the token
 // management API in trustd/tokenapi and the join client in trustd/join.
 package trustd

@@ -6,6 +6,8 @@ import (
 
 	securityapi "github.com/siderolabs/talos/pkg/machinery/api/security"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/aegis-os/aegis/internal/logkey"
 )
 
 // watchTimeGate keeps the health status in step with the time gate until
@@ -21,7 +23,7 @@ func (s *Server) watchTimeGate(ctx context.Context) {
 
 		if synced != last {
 			s.setHealth(synced)
-			s.cfg.Logger.Info("time gate changed", slog.Bool("synced", synced))
+			s.cfg.Logger.Info("time gate changed", slog.Bool(logkey.Synced, synced))
 			last = synced
 		}
 

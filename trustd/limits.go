@@ -128,8 +128,4 @@ const (
 	// failures.
 	RefusalsFileSize  = 4 << 20
 	RefusalsFilesKept = 1
-
-	// requestIDSize is the size of the random reference in audit records
-	// and internal errors, in bytes.
-	requestIDSize = 8
 )

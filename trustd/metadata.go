@@ -9,25 +9,22 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 
-	"github.com/aegis-os/aegis/trustd/token"
+	"github.com/aegis-os/aegis/internal/wire"
+	"github.com/aegis-os/aegis/token"
 )
-
-// TokenMetadataKey is the metadata key carrying the bootstrap token, as in
-// Talos.
-const TokenMetadataKey = "token"
 
 // tokenFromMetadata reads the caller's token. Exactly one value is
 // accepted: with several, which one counts would be a guess. Errors never
 // repeat the value, which may be a secret.
 func tokenFromMetadata(unsafe metadata.MD) (token.Token, error) {
-	vals := unsafe.Get(TokenMetadataKey)
+	vals := unsafe.Get(wire.MetadataToken)
 
 	switch len(vals) {
 	case 0:
-		return token.Token{}, fmt.Errorf("%w: no %q metadata", ErrInvalidToken, TokenMetadataKey)
+		return token.Token{}, fmt.Errorf("%w: no %q metadata", ErrInvalidToken, wire.MetadataToken)
 	case 1:
 	default:
-		return token.Token{}, fmt.Errorf("%w: %d %q metadata values", ErrInvalidToken, len(vals), TokenMetadataKey)
+		return token.Token{}, fmt.Errorf("%w: %d %q metadata values", ErrInvalidToken, len(vals), wire.MetadataToken)
 	}
 
 	tok, err := token.Parse(vals[0])

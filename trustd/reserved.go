@@ -3,7 +3,7 @@ package trustd
 import (
 	"crypto/tls"
 
-	"github.com/aegis-os/aegis/trustd/sanpolicy"
+	"github.com/aegis-os/aegis/sanpolicy"
 )
 
 // reserved is the set no token may obtain, read fresh for each request:

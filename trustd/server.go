@@ -21,6 +21,7 @@ import (
 	"github.com/aegis-os/aegis/internal/grpcopt"
 	"github.com/aegis-os/aegis/internal/grpcrecover"
 	"github.com/aegis-os/aegis/internal/metrics"
+	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/internal/refusals"
 )
 
@@ -155,7 +156,7 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 
 	go func() { served <- s.grpc.Serve(s.conns.Wrap(lis)) }()
 
-	s.cfg.Logger.Info("trustd serving", slog.String("address", lis.Addr().String()))
+	s.cfg.Logger.Info("trustd serving", slog.String(logkey.Address, lis.Addr().String()))
 
 	var err error
 

@@ -18,6 +18,7 @@ import (
 	"github.com/aegis-os/aegis/authz"
 	"github.com/aegis-os/aegis/internal/healthprobe"
 	"github.com/aegis-os/aegis/internal/testutil"
+	"github.com/aegis-os/aegis/internal/wire"
 )
 
 // Call is one call the backend received.
@@ -165,7 +166,7 @@ func (b *Backend) record(ctx context.Context, method string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 
-	b.calls = append(b.calls, Call{Method: method, Roles: md.Get(authz.MetadataKey), Metadata: md.Copy()})
+	b.calls = append(b.calls, Call{Method: method, Roles: md.Get(wire.MetadataRole), Metadata: md.Copy()})
 }
 
 func (b *Backend) recordUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {

@@ -12,11 +12,7 @@ import (
 
 	"github.com/aegis-os/aegis/authz/role"
 	"github.com/aegis-os/aegis/ca"
-	"github.com/aegis-os/aegis/internal/testutil"
 )
-
-// Epoch is testutil.Epoch, under the name the etcd tests use.
-var Epoch = testutil.Epoch
 
 // FixedClock always reads the same time.
 type FixedClock time.Time

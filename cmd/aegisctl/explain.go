@@ -10,7 +10,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/internal/wire"
+	"github.com/aegis-os/aegis/renewal"
 )
 
 // explain turns the error of a call into one a person can act on: which
@@ -149,19 +150,19 @@ func (s *session) lookupError(msg string) error {
 // answers "unknown service machine.MachineService", or another server; nil
 // if the endpoints look like apid's.
 func (s *session) notAPIDError(msg string) error {
-	trustdPort := strconv.Itoa(certs.TrustdPort)
+	trustdPort := strconv.Itoa(wire.TrustdPort)
 
 	for _, ep := range s.endpoints {
 		if _, port, err := net.SplitHostPort(ep); err == nil && port == trustdPort {
 			return fmt.Errorf("endpoint %s is trustd's port, which serves no node commands: use %s (apid, port %d)",
-				ep, endpointHost(ep), certs.APIDPort)
+				ep, endpointHost(ep), wire.APIDPort)
 		}
 	}
 
 	const machineService = "unknown service machine.MachineService"
 	if msg == machineService {
 		return fmt.Errorf("%s %s %s not serve machine.MachineService: is it apid (port %d)?", plural(len(s.endpoints), "endpoint", "endpoints"),
-			strings.Join(s.endpoints, ", "), plural(len(s.endpoints), "does", "do"), certs.APIDPort)
+			strings.Join(s.endpoints, ", "), plural(len(s.endpoints), "does", "do"), wire.APIDPort)
 	}
 
 	return nil
@@ -198,7 +199,7 @@ func codeWords(c codes.Code) string {
 // certificateTimeError says that the context's client certificate is
 // expired or not yet valid, with the date and what fixes it.
 func (s *session) certificateTimeError(err error) error {
-	var te *certs.CertificateTimeError
+	var te *renewal.CertificateTimeError
 	if !errors.As(err, &te) {
 		return err
 	}

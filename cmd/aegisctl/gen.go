@@ -12,6 +12,7 @@ import (
 	"github.com/aegis-os/aegis/authz/role"
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/internal/wire"
 )
 
 func newGenCommand(e *env) *cobra.Command {
@@ -119,7 +120,7 @@ configs as secrets.yaml; keep it to make more configs for the same cluster.`,
 
 func genConfig(e *env, opts certs.ConfigOptions, withSecrets, outDir string, crtTTL time.Duration, force bool) error {
 	if _, _, err := net.SplitHostPort(opts.Endpoint); err == nil {
-		return fmt.Errorf("ENDPOINT %q: give the address without a port (trustd is on %d, apid on %d)", opts.Endpoint, certs.TrustdPort, certs.APIDPort)
+		return fmt.Errorf("ENDPOINT %q: give the address without a port (trustd is on %d, apid on %d)", opts.Endpoint, wire.TrustdPort, wire.APIDPort)
 	}
 
 	if err := certs.CheckHostPort(opts.Endpoint); err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/aegis-os/aegis/api/certificates"
 	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/renewal"
 )
 
 func newConfigRenewCommand(e *env) *cobra.Command {
@@ -65,7 +66,7 @@ func (s *session) renewOrWarn(ctx context.Context) {
 // The client config is only written once the new certificate has been
 // checked; on any error the old credentials stay in place.
 func (s *session) renew(ctx context.Context) (*x509.Certificate, error) {
-	r, err := certs.NewClientRenewal(s.cert, nil)
+	r, err := renewal.NewClientRenewal(s.cert, nil)
 	if err != nil {
 		return nil, err
 	}

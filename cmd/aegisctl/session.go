@@ -16,6 +16,7 @@ import (
 	"github.com/aegis-os/aegis/apid"
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/renewal"
 )
 
 // session is one node command's connection: the context it runs in, the
@@ -42,7 +43,7 @@ func (e *env) withSession(cmd *cobra.Command, fn func(ctx context.Context, s *se
 	}
 	defer s.close()
 
-	if certs.ClientRenewalDue(e.clock.Now(), s.cert) {
+	if renewal.ClientRenewalDue(e.clock.Now(), s.cert) {
 		s.renewOrWarn(cmd.Context())
 	}
 
@@ -175,7 +176,7 @@ func (s *session) loadCertificate() error {
 
 	s.cert = cert
 
-	if err = certs.CheckClientCertificateTime(s.e.clock.Now(), cert); err != nil {
+	if err = renewal.CheckClientCertificateTime(s.e.clock.Now(), cert); err != nil {
 		return s.certificateTimeError(err)
 	}
 

@@ -14,10 +14,6 @@ import (
 	"github.com/aegis-os/aegis/machined/resources"
 )
 
-// firstResourcesTimeout bounds the wait for machined's first complete set of
-// resources; machined starts apid only once it has them.
-const firstResourcesTimeout = time.Minute
-
 // nodeFiles follows apid's resources from machined's apid socket into the
 // same holders the file mode uses. Whether the node forwards (holds an
 // impersonator certificate) is settled by the first update: a node does not
@@ -85,25 +81,11 @@ func (n *nodeFiles) apply(res *node.Resources) error {
 // loadNode connects to machined and waits for apid's first resources; they
 // keep being applied until ctx ends.
 func loadNode(ctx context.Context, o *options, log *slog.Logger) (*nodeFiles, error) {
-	conn, err := resources.Dial(o.nodeSocket)
-	if err != nil {
-		return nil, err
-	}
-
 	n := &nodeFiles{ready: make(chan struct{})}
 
-	go func() {
-		resources.Watch(ctx, conn, log, n.apply)
-		conn.Close()
-	}()
-
-	wait, cancel := context.WithTimeout(ctx, firstResourcesTimeout)
-	defer cancel()
-
-	select {
-	case <-n.ready:
-		return n, nil
-	case <-wait.Done():
-		return nil, fmt.Errorf("apid: no resources from machined on %s: %w", o.nodeSocket, wait.Err())
+	if _, err := resources.Follow(ctx, o.nodeSocket, log, n.ready, n.apply); err != nil {
+		return nil, fmt.Errorf("apid: %w", err)
 	}
+
+	return n, nil
 }

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/internal/daemonflag"
+	"github.com/aegis-os/aegis/internal/wire"
 )
 
 // options are apid's command line.
@@ -60,7 +60,7 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.caPath, "ca", "", "bundle of accepted CAs (PEM), reloaded when replaced")
 	fs.StringVar(&o.socket, "machined-socket", "", "machined's Unix socket")
 	fs.StringVar(&o.nodeSocket, "node-socket", "", "machined's apid socket to take certificates and CAs from, instead of the files")
-	fs.StringVar(&o.listen, "listen", ":"+strconv.Itoa(certs.APIDPort), "address to listen on")
+	fs.StringVar(&o.listen, "listen", ":"+strconv.Itoa(wire.APIDPort), "address to listen on")
 	fs.Var((*stringList)(&o.self), "self", "a name or address clients use for this node (repeatable)")
 	fs.Var((*stringList)(&o.names), "node-name", "a DNS name of another node clients may route to, such as the control-plane endpoint (repeatable); other names are refused")
 	fs.DurationVar(&o.watchInterval, "watch-interval", defaultWatchInterval, "how often files are checked for replacement")

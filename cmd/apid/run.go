@@ -19,6 +19,7 @@ import (
 	"github.com/aegis-os/aegis/internal/daemonflag"
 	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/internal/metrics"
+	"github.com/aegis-os/aegis/renewal"
 )
 
 // run is apid's whole life; it returns the exit status.
@@ -96,16 +97,16 @@ func (f *files) reloadCAs(path string) error {
 func (f *files) watch(ctx context.Context, o *options, log *slog.Logger) {
 	clk := clock.Real()
 
-	go certs.WatchFiles(ctx, clk, o.watchInterval, []string{o.certPath, o.keyPath}, func() error {
+	go renewal.WatchFiles(ctx, clk, o.watchInterval, []string{o.certPath, o.keyPath}, func() error {
 		return f.server.SetFromFiles(o.certPath, o.keyPath)
 	}, log)
 
-	go certs.WatchFiles(ctx, clk, o.watchInterval, []string{o.caPath}, func() error {
+	go renewal.WatchFiles(ctx, clk, o.watchInterval, []string{o.caPath}, func() error {
 		return f.reloadCAs(o.caPath)
 	}, log)
 
 	if f.forward != nil {
-		go certs.WatchFiles(ctx, clk, o.watchInterval, []string{o.impCertPath, o.impKeyPath}, func() error {
+		go renewal.WatchFiles(ctx, clk, o.watchInterval, []string{o.impCertPath, o.impKeyPath}, func() error {
 			return f.forward.SetFromFiles(o.impCertPath, o.impKeyPath)
 		}, log)
 	}

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 
 	"github.com/aegis-os/aegis/internal/logfile"
+	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/trustd"
 )
 
@@ -43,7 +44,7 @@ func openAuditLogs(state string, log *slog.Logger) (*auditLogs, error) {
 	}
 
 	tee := func(f *logfile.File) *slog.Logger {
-		return slog.New(slog.NewMultiHandler(slog.NewJSONHandler(f, nil), log.Handler())).With(slog.String("log", "audit"))
+		return slog.New(slog.NewMultiHandler(slog.NewJSONHandler(f, nil), log.Handler())).With(slog.String(logkey.Log, "audit"))
 	}
 
 	return &auditLogs{issued: issued, refused: refused, audit: tee(issued), refusals: tee(refused)}, nil

@@ -19,9 +19,12 @@ import (
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/internal/metrics"
-	"github.com/aegis-os/aegis/machined/timesync"
+	"github.com/aegis-os/aegis/internal/logkey"
+	"github.com/aegis-os/aegis/internal/wire"
+	"github.com/aegis-os/aegis/machined/layout"
+	"github.com/aegis-os/aegis/sanpolicy"
+	"github.com/aegis-os/aegis/timesync"
 	"github.com/aegis-os/aegis/trustd"
-	"github.com/aegis-os/aegis/trustd/sanpolicy"
 	"github.com/aegis-os/aegis/trustd/tokenapi"
 	"github.com/aegis-os/aegis/trustd/tokenauth"
 	"github.com/aegis-os/aegis/trustd/tokenstore"
@@ -67,7 +70,7 @@ func setup(opts options, log *slog.Logger) (*daemon, error) {
 
 	d := &daemon{log: log, listen: opts.listen, certTTL: opts.certTTL}
 	if d.listen == "" {
-		d.listen = net.JoinHostPort(cfg.Machine.ListenAddress, strconv.Itoa(certs.TrustdPort))
+		d.listen = net.JoinHostPort(cfg.Machine.ListenAddress, strconv.Itoa(wire.TrustdPort))
 	}
 
 	if err = d.openMetrics(opts.MetricsListen); err != nil {
@@ -122,7 +125,7 @@ func (d *daemon) listenTokens(state string) error {
 		return err
 	}
 
-	d.tokens, err = listenTokenSocket(filepath.Join(state, "run", "trustd", "tokens.sock"), api, d.log)
+	d.tokens, err = listenTokenSocket(layout.Layout{State: state}.TokensSocket(), api, d.log)
 	if err != nil {
 		return err
 	}
@@ -268,13 +271,13 @@ func (d *daemon) close() {
 
 	if d.bolt != nil {
 		if err := d.bolt.Close(); err != nil {
-			d.log.Error("closing the token store", slog.String("error", err.Error()))
+			d.log.Error("closing the token store", slog.String(logkey.Error, err.Error()))
 		}
 	}
 
 	if d.audit != nil {
 		if err := d.audit.close(); err != nil {
-			d.log.Error("closing the audit files", slog.String("error", err.Error()))
+			d.log.Error("closing the audit files", slog.String(logkey.Error, err.Error()))
 		}
 	}
 }

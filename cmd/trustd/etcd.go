@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/trustd/tokenstore/etcdstore"
 )
 
@@ -140,7 +141,7 @@ func (d *daemon) openEtcdStore(state, listen string, controlPlanes []string) err
 
 	d.store = h
 	d.log.Info("token store: bbolt until the cluster's etcd is formed, etcd from then on",
-		slog.Bool("on_etcd", h.OnEtcd()))
+		slog.Bool(logkey.OnEtcd, h.OnEtcd()))
 
 	return nil
 }

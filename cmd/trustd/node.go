@@ -15,16 +15,12 @@ import (
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/machined/resources"
-	"github.com/aegis-os/aegis/machined/timesync"
+	"github.com/aegis-os/aegis/sanpolicy"
+	"github.com/aegis-os/aegis/timesync"
+	"github.com/aegis-os/aegis/token"
 	"github.com/aegis-os/aegis/trustd"
-	"github.com/aegis-os/aegis/trustd/sanpolicy"
-	"github.com/aegis-os/aegis/trustd/token"
 	"github.com/aegis-os/aegis/trustd/tokenauth"
 )
-
-// firstResourcesTimeout bounds the wait for machined's first complete set of
-// resources; machined sends them as soon as trustd connects.
-const firstResourcesTimeout = time.Minute
 
 // nodeSource is trustd's view of the node as machined hands it over its
 // socket: the OS CA (an issuer), the accepted CAs, the server certificate,
@@ -135,18 +131,12 @@ func (n *nodeSource) apply(res *node.Resources) error {
 
 // setupNode builds trustd on resources from machined's trustd socket.
 func setupNode(ctx context.Context, opts options, log *slog.Logger) (*daemon, error) {
-	conn, err := resources.Dial(opts.nodeSocket)
+	src := &nodeSource{log: log, ready: make(chan struct{})}
+
+	stopWatch, err := resources.Follow(ctx, opts.nodeSocket, log, src.ready, src.apply)
 	if err != nil {
 		return nil, err
 	}
-
-	src := &nodeSource{log: log, ready: make(chan struct{})}
-	watchCtx, stopWatch := context.WithCancel(ctx)
-
-	go func() {
-		resources.Watch(watchCtx, conn, log, src.apply)
-		conn.Close()
-	}()
 
 	d := &daemon{log: log, listen: opts.listen, certTTL: opts.certTTL, stop: stopWatch}
 
@@ -154,17 +144,6 @@ func setupNode(ctx context.Context, opts options, log *slog.Logger) (*daemon, er
 		d.close()
 
 		return nil, err
-	}
-
-	wait, cancel := context.WithTimeout(ctx, firstResourcesTimeout)
-	defer cancel()
-
-	select {
-	case <-src.ready:
-	case <-wait.Done():
-		d.close()
-
-		return nil, fmt.Errorf("no resources from machined on %s: %w", opts.nodeSocket, wait.Err())
 	}
 
 	if err = d.buildNode(src, opts); err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/renewal"
 )
 
 // watchInterval is how often --cert and --key are checked for changes: a
@@ -34,7 +35,7 @@ func newServerCert(opts options, cfg *certs.MachineConfig, iss *ca.Issuer, liste
 		}
 
 		return &serverCert{keyPair: kp, run: func(ctx context.Context) error {
-			certs.WatchFiles(ctx, clock.Real(), watchInterval, []string{opts.cert, opts.key},
+			renewal.WatchFiles(ctx, clock.Real(), watchInterval, []string{opts.cert, opts.key},
 				func() error { return kp.SetFromFiles(opts.cert, opts.key) }, log)
 
 			return nil
@@ -49,7 +50,7 @@ func newServerCert(opts options, cfg *certs.MachineConfig, iss *ca.Issuer, liste
 		return nil, err
 	}
 
-	renewer, err := certs.NewRenewer(certs.RenewerConfig{
+	renewer, err := renewal.New(renewal.Config{
 		Current: leaf,
 		Renew:   func(context.Context) (*x509.Certificate, error) { return issueServerCert(iss, hosts, kp) },
 		Logger:  log,
@@ -64,32 +65,7 @@ func newServerCert(opts options, cfg *certs.MachineConfig, iss *ca.Issuer, liste
 // issueServerCert issues a 24h server certificate for a new key and puts it
 // in kp; on failure kp keeps what it had.
 func issueServerCert(iss *ca.Issuer, hosts []string, kp *certs.KeyPair) (*x509.Certificate, error) {
-	kt, err := ca.KeyTypeOf(iss.CA().Cert.PublicKey)
-	if err != nil {
-		kt = ca.Ed25519
-	}
-
-	key, err := ca.GenerateKey(kt, nil)
-	if err != nil {
-		return nil, err
-	}
-
-	csrPEM, err := ca.NewCSR(key, "trustd", hosts)
-	if err != nil {
-		return nil, err
-	}
-
-	csr, err := ca.ParseCSR(csrPEM)
-	if err != nil {
-		return nil, err
-	}
-
-	issued, err := iss.Issue(ca.Request{CSR: csr, Profile: ca.ProfileServer, TTL: 24 * time.Hour})
-	if err != nil {
-		return nil, err
-	}
-
-	keyPEM, err := ca.EncodeKey(key)
+	issued, keyPEM, err := iss.IssueNewKey(ca.KeyRequest{CommonName: "trustd", Hosts: hosts, Profile: ca.ProfileServer, TTL: 24 * time.Hour})
 	if err != nil {
 		return nil, err
 	}
@@ -101,43 +77,22 @@ func issueServerCert(iss *ca.Issuer, hosts []string, kp *certs.KeyPair) (*x509.C
 	return issued.Cert, nil
 }
 
-// serverHosts names trustd's certificate: the listen address (unless it is
-// a wildcard), 127.0.0.1, the hostname and the config's certSANs.
+// serverHosts names trustd's certificate (ca.ServerHosts): the listen
+// address unless it is a wildcard, and the config's hostname or else the
+// system's.
 func serverHosts(cfg *certs.MachineConfig, listen string) []string {
-	var hosts []string
-
-	add := func(h string) {
-		for _, have := range hosts {
-			if have == h {
-				return
-			}
-		}
-
-		hosts = append(hosts, h)
-	}
+	var addresses []string
 
 	if host, _, err := net.SplitHostPort(listen); err == nil {
 		if addr, err := netip.ParseAddr(host); err == nil && !addr.IsUnspecified() {
-			add(addr.String())
+			addresses = append(addresses, addr.String())
 		}
 	}
-
-	add("127.0.0.1")
 
 	hostname := cfg.Machine.Hostname
 	if hostname == "" {
 		hostname, _ = os.Hostname()
 	}
 
-	// A host name that is not a valid DNS name cannot be a SAN; trustd is
-	// then reached by address.
-	if hostname != "" && ca.CheckDNSName(hostname) == nil {
-		add(hostname)
-	}
-
-	for _, san := range cfg.Machine.CertSANs {
-		add(san)
-	}
-
-	return hosts
+	return ca.ServerHosts(hostname, addresses, cfg.Machine.CertSANs)
 }

@@ -9,7 +9,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"path/filepath"
 	"strconv"
 	"time"
 
@@ -19,9 +18,10 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/emptypb"
 
-	"github.com/aegis-os/aegis/authz"
 	"github.com/aegis-os/aegis/authz/role"
 	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/internal/wire"
+	"github.com/aegis-os/aegis/machined/layout"
 )
 
 // apidLoads compares Version through the control plane's apid with
@@ -34,7 +34,7 @@ func (r *run) apidLoads(ctx context.Context, e *clusterEnv) error {
 	}
 	defer conn.Close() //nolint:errcheck // a client connection
 
-	direct := versionCall(machine.NewMachineServiceClient(conn), metadata.Pairs(authz.MetadataKey, string(role.Admin)))
+	direct := versionCall(machine.NewMachineServiceClient(conn), metadata.Pairs(wire.MetadataRole, string(role.Admin)))
 	via := versionCall(e.cli.MachineClient, nil)
 
 	p := r.plan
@@ -67,7 +67,7 @@ func (r *run) apidLoads(ctx context.Context, e *clusterEnv) error {
 
 // machinedSocket is where the control plane's apid forwards calls.
 func machinedSocket(e *clusterEnv) string {
-	return filepath.Join(e.c.StatePath(e.cp), "run", "machined", "machined.sock")
+	return layout.Layout{State: e.c.StatePath(e.cp)}.MachinedSocket()
 }
 
 // versionCall calls Version with md (nil: none) and checks the reply.
@@ -120,7 +120,7 @@ func (r *run) handshakes(ctx context.Context, e *clusterEnv) (Case, error) {
 		return Case{}, err
 	}
 
-	addr := net.JoinHostPort(e.cp.Address, strconv.Itoa(certs.APIDPort))
+	addr := net.JoinHostPort(e.cp.Address, strconv.Itoa(wire.APIDPort))
 	r.logf("apid: %d new mTLS connections", r.plan.Handshakes)
 
 	lat, err := compare(ctx, 1, r.plan.Budget, variant{"handshake", r.plan.Handshakes, func(ctx context.Context) error {

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/aegis-os/aegis/apid"
-	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/e2e/flood"
+	"github.com/aegis-os/aegis/internal/wire"
 	"github.com/aegis-os/aegis/trustd"
 	"github.com/aegis-os/aegis/trustd/join"
 )
@@ -135,7 +135,7 @@ func (r *run) floodedJoins(ctx context.Context, e *clusterEnv, p ConnFloodPlan, 
 		return err
 	}
 
-	target := net.JoinHostPort(e.cp.Address, strconv.Itoa(certs.TrustdPort))
+	target := net.JoinHostPort(e.cp.Address, strconv.Itoa(wire.TrustdPort))
 	f := flood.Start(ctx, flood.Config{
 		Target: target, Source: floodSource(0), TLS: trustdTLS(e, base.CAs),
 		Idle: 2 * res.PerSource, Silent: 10 * res.PerSource, Redial: floodRedial,
@@ -202,8 +202,8 @@ func (r *run) floodedMemory(ctx context.Context, e *clusterEnv, p ConnFloodPlan,
 		port, cap int
 		tls       *tls.Config
 	}{
-		{"trustd", certs.TrustdPort, trustd.MaxConnectionsPerSource, trustdTLS(e, base.CAs)},
-		{"apid", certs.APIDPort, apid.MaxConnectionsPerSource, admin},
+		{"trustd", wire.TrustdPort, trustd.MaxConnectionsPerSource, trustdTLS(e, base.CAs)},
+		{"apid", wire.APIDPort, apid.MaxConnectionsPerSource, admin},
 	}
 
 	if err = sleep(ctx, r.plan.Settle); err != nil {

@@ -11,9 +11,9 @@ import (
 
 	"github.com/aegis-os/aegis/api/tokens"
 	"github.com/aegis-os/aegis/ca"
-	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/internal/wire"
 	"github.com/aegis-os/aegis/machined/localcluster"
-	"github.com/aegis-os/aegis/trustd/token"
+	"github.com/aegis-os/aegis/token"
 )
 
 // TokenStores compares trustd's two token stores in one run, with a
@@ -134,7 +134,7 @@ func storedTokenTrustd(ctx context.Context, c *localcluster.Cluster) (*trustdSer
 		return nil, err
 	}
 
-	td := &trustdServer{addr: net.JoinHostPort(cp.Address, strconv.Itoa(certs.TrustdPort)), tok: tok, csr: csrPEM}
+	td := &trustdServer{addr: net.JoinHostPort(cp.Address, strconv.Itoa(wire.TrustdPort)), tok: tok, csr: csrPEM}
 	if err = td.dial(base.CAs, cp.Address); err != nil {
 		return nil, err
 	}

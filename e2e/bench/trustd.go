@@ -16,9 +16,9 @@ import (
 
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/certs"
-	"github.com/aegis-os/aegis/trustd"
+	"github.com/aegis-os/aegis/internal/wire"
+	"github.com/aegis-os/aegis/token"
 	"github.com/aegis-os/aegis/trustd/join"
-	"github.com/aegis-os/aegis/trustd/token"
 )
 
 // trustdServer is the trustd binary run on its own, and its clients.
@@ -55,7 +55,7 @@ func (r *run) startTrustd(ctx context.Context, s *issueSetup, ip string) (*trust
 		return nil, err
 	}
 
-	addr := net.JoinHostPort(ip, strconv.Itoa(certs.TrustdPort))
+	addr := net.JoinHostPort(ip, strconv.Itoa(wire.TrustdPort))
 	td := &trustdServer{addr: addr, tok: tok, csr: s.csrPEM, fresh: join.GRPCTransport{CAs: cfg.AcceptedCAs(), Source: IssueSource}}
 
 	td.proc, err = r.start("trustd", filepath.Join(s.dir, "trustd.log"), filepath.Join(r.cfg.BinDir, "trustd"),
@@ -106,7 +106,7 @@ func (t *trustdServer) close() error {
 }
 
 func (t *trustdServer) callOne(ctx context.Context) error {
-	ctx = metadata.AppendToOutgoingContext(ctx, trustd.TokenMetadataKey, t.tok.Reveal())
+	ctx = metadata.AppendToOutgoingContext(ctx, wire.MetadataToken, t.tok.Reveal())
 
 	resp, err := t.one.Certificate(ctx, &securityapi.CertificateRequest{Csr: t.csr})
 	if err == nil && len(resp.GetCrt()) == 0 {

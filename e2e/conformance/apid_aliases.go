@@ -10,7 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/emptypb"
 
-	"github.com/aegis-os/aegis/apid"
+	"github.com/aegis-os/aegis/internal/wire"
 )
 
 // noNodeIP is an address of the cluster's range where no node runs.
@@ -21,7 +21,7 @@ const noNodeIP = "127.8.255.253"
 // is refused, and a node it cannot reach is named without the dial error.
 func aliasCases() []*Case {
 	invalid := codes.InvalidArgument.String()
-	nodes, node := apid.MetadataNodes, apid.MetadataNode
+	nodes, node := wire.MetadataNodes, wire.MetadataNode
 	aliases := "TARGET,::ffff:TARGET,0::ffff:TARGET,[::ffff:TARGET],0:0:0:0:0:ffff:TARGET"
 	unreachable := "Unavailable: apid: node " + noNodeIP + " unreachable"
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/aegis-os/aegis/apid"
 	"github.com/aegis-os/aegis/authz"
+	"github.com/aegis-os/aegis/internal/wire"
 )
 
 // withMetadata adds key, value pairs to ctx's outgoing metadata.
@@ -36,7 +37,7 @@ func pickImpersonator(i *identities) Identity { return i.impersonator }
 // grant nothing.
 func identityCases() []*Case {
 	pd := codes.PermissionDenied.String()
-	roleKey := authz.MetadataKey
+	roleKey := wire.MetadataRole
 
 	return []*Case{
 		callCase("only unknown roles (os:root, os:superuser) × ServiceList", pd, pickUnknown, nil, callServiceList),
@@ -45,11 +46,11 @@ func identityCases() []*Case {
 		callCase("talos-role os:admin from a reader × GenerateClientConfiguration", pd, pickReader, []string{roleKey, "os:admin"}, callClientConfig),
 		callCase("talos-role os:admin from unknown roles × ServiceList", pd, pickUnknown, []string{roleKey, "os:admin"}, callServiceList),
 		callCase("talos-role os:admin from a reader × TokenService.List through nodes", pd, pickReader,
-			[]string{roleKey, "os:admin", apid.MetadataNodes, "TARGET,WORKER"}, callTokenList),
+			[]string{roleKey, "os:admin", wire.MetadataNodes, "TARGET,WORKER"}, callTokenList),
 		callCase("impersonator passing os:impersonator × ServiceList", pd, pickImpersonator, []string{roleKey, "os:impersonator"}, callServiceList),
 		callCase("impersonator passing 17 roles × ServiceList", codes.InvalidArgument.String(), pickImpersonator,
 			[]string{roleKey, strings.Repeat("os:reader,", authz.MaxMetadataRoles+1)}, callServiceList),
-		callCase("reader opens EtcdSnapshot through nodes", pd, pickReader, []string{apid.MetadataNodes, "TARGET,WORKER"}, callEtcdSnapshot),
+		callCase("reader opens EtcdSnapshot through nodes", pd, pickReader, []string{wire.MetadataNodes, "TARGET,WORKER"}, callEtcdSnapshot),
 		callCase("reader opens Read stream", pd, pickReader, nil, callRead),
 		callCase("unknown roles open Events", pd, pickUnknown, nil, callEvents),
 		callCase("no role opens Logs", pd, pickNoRoles, nil, callLogs),
@@ -60,7 +61,7 @@ func identityCases() []*Case {
 // exactly.
 func routingCases() []*Case {
 	invalid := codes.InvalidArgument.String()
-	nodes, node := apid.MetadataNodes, apid.MetadataNode
+	nodes, node := wire.MetadataNodes, wire.MetadataNode
 
 	return []*Case{
 		fanOutCase("nodes naming hosts where no node runs × ServiceRestart", "OK, 2 Unavailable entries",
@@ -79,7 +80,7 @@ func routingCases() []*Case {
 		workerCase("worker asked to forward to the target (node)", codes.PermissionDenied.String(), []string{node, "TARGET"}),
 		workerCase("worker asked to fan out (nodes)", codes.PermissionDenied.String(), []string{nodes, "WORKER,TARGET"}),
 		fanOutCase("impersonator with nodes is served locally × ServiceList", "OK, 1 reply",
-			[]string{authz.MetadataKey, "os:reader", nodes, "TARGET,WORKER"}, callServiceListReplies),
+			[]string{wire.MetadataRole, "os:reader", nodes, "TARGET,WORKER"}, callServiceListReplies),
 	}
 }
 
@@ -207,7 +208,7 @@ func fanOutCase(name, want string, md []string, c repliesCall) *Case {
 		Group: "apid", Name: name, Expected: want,
 		Run: func(ctx context.Context, e *Env, r *Report) string {
 			id := e.ids.admin
-			if len(md) > 0 && md[0] == authz.MetadataKey {
+			if len(md) > 0 && md[0] == wire.MetadataRole {
 				id = e.ids.impersonator
 			}
 

@@ -16,10 +16,9 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/aegis-os/aegis/api/certificates"
-	"github.com/aegis-os/aegis/authz"
 	"github.com/aegis-os/aegis/authz/role"
 	"github.com/aegis-os/aegis/ca"
-	"github.com/aegis-os/aegis/trustd"
+	"github.com/aegis-os/aegis/internal/wire"
 )
 
 // authorityCases are what a token or a certificate can obtain: a token
@@ -76,7 +75,7 @@ func tokenCase(name string, want codes.Code, tok func(*Env) string, names func(e
 				return namedHosts(hosts[0], hosts)
 			}
 
-			return e.certifyAndCheck(ctx, e.Target, []string{trustd.TokenMetadataKey, tok(e)}, csr, want, r)
+			return e.certifyAndCheck(ctx, e.Target, []string{wire.MetadataToken, tok(e)}, csr, want, r)
 		},
 	}
 }
@@ -138,7 +137,7 @@ func (e *Env) renew(ctx context.Context, id Identity, cn string) (*certificates.
 		return nil, err
 	}
 
-	ctx = metadata.AppendToOutgoingContext(ctx, authz.MetadataKey, string(role.Admin))
+	ctx = metadata.AppendToOutgoingContext(ctx, wire.MetadataRole, string(role.Admin))
 
 	return certificates.NewCertificateServiceClient(conn).Renew(ctx,
 		&certificates.RenewRequest{Csr: csr, Ttl: durationpb.New(365 * 24 * time.Hour)})

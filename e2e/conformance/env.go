@@ -22,6 +22,7 @@ import (
 
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/internal/wire"
 	"github.com/aegis-os/aegis/machined/localcluster"
 )
 
@@ -151,10 +152,10 @@ func (e *Env) loadAdmin() (Identity, error) {
 }
 
 // apidAddr is node's apid endpoint.
-func apidAddr(node string) string { return net.JoinHostPort(node, strconv.Itoa(certs.APIDPort)) }
+func apidAddr(node string) string { return net.JoinHostPort(node, strconv.Itoa(wire.APIDPort)) }
 
 // trustdAddr is node's trustd endpoint.
-func trustdAddr(node string) string { return net.JoinHostPort(node, strconv.Itoa(certs.TrustdPort)) }
+func trustdAddr(node string) string { return net.JoinHostPort(node, strconv.Itoa(wire.TrustdPort)) }
 
 // clientTLS is the TLS config of a client presenting id to node.
 func (e *Env) clientTLS(node string, id Identity) *tls.Config {

@@ -16,8 +16,8 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/internal/wire"
 	"github.com/aegis-os/aegis/machined/localcluster"
-	"github.com/aegis-os/aegis/trustd"
 )
 
 // probeName is the test-only control plane's name in the cluster.
@@ -94,7 +94,7 @@ func probeCases() []*Case {
 			Group: "trustd", Name: "time gate closed (NTP server skewed by an hour)", Expected: codes.FailedPrecondition.String(),
 			Nodes: []string{"PROBE"}, Setup: func(ctx context.Context, e *Env) error { return e.closeGate(ctx) },
 			Run: func(ctx context.Context, e *Env, r *Report) string {
-				return e.certifyAndCheck(ctx, e.Probe, []string{trustd.TokenMetadataKey, e.static}, goodCSR, codes.FailedPrecondition, r)
+				return e.certifyAndCheck(ctx, e.Probe, []string{wire.MetadataToken, e.static}, goodCSR, codes.FailedPrecondition, r)
 			},
 		},
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/aegis-os/aegis/apid"
 	"github.com/aegis-os/aegis/internal/logkey"
+	"github.com/aegis-os/aegis/internal/wire"
 	"github.com/aegis-os/aegis/trustd"
 )
 
@@ -76,7 +77,7 @@ func tokenFlood(ctx context.Context, e *Env, r *Report) string {
 	}
 
 	for i := range floodCalls {
-		_, err := e.certify(ctx, e.Target, source, []string{trustd.TokenMetadataKey, "zzzzzz.zzzzzzzzzzzzzzzz"}, good)
+		_, err := e.certify(ctx, e.Target, source, []string{wire.MetadataToken, "zzzzzz.zzzzzzzzzzzzzzzz"}, good)
 		if c := codeOf(err); c != codes.Unauthenticated.String() && c != codes.ResourceExhausted.String() {
 			r.Problemf("call %d ended %s", i+1, c)
 		}

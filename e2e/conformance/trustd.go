@@ -15,6 +15,7 @@ import (
 
 	"github.com/aegis-os/aegis/api/tokens"
 	"github.com/aegis-os/aegis/ca"
+	"github.com/aegis-os/aegis/internal/wire"
 	"github.com/aegis-os/aegis/trustd"
 )
 
@@ -102,7 +103,7 @@ func (e *Env) spend(ctx context.Context, tok string) error {
 		return err
 	}
 
-	if _, err = e.certify(ctx, e.Target, source, []string{trustd.TokenMetadataKey, tok}, csr); err != nil {
+	if _, err = e.certify(ctx, e.Target, source, []string{wire.MetadataToken, tok}, csr); err != nil {
 		return fmt.Errorf("spending a token: %w", err)
 	}
 

@@ -7,14 +7,14 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/aegis-os/aegis/ca"
-	"github.com/aegis-os/aegis/trustd"
+	"github.com/aegis-os/aegis/internal/wire"
 )
 
 // tokenFunc gives the metadata a case sends: token key/value pairs.
 type tokenFunc func(e *Env) []string
 
 func withToken(pick func(e *Env) string) tokenFunc {
-	return func(e *Env) []string { return []string{trustd.TokenMetadataKey, pick(e)} }
+	return func(e *Env) []string { return []string{wire.MetadataToken, pick(e)} }
 }
 
 func staticToken(e *Env) string { return e.static }
@@ -89,7 +89,7 @@ func trustdCases() []*Case {
 		certCase("no token", unauth, func(*Env) []string { return nil }, good),
 		certCase("malformed token", unauth, withToken(func(*Env) string { return "conformance" }), good),
 		certCase("two token values", unauth, func(e *Env) []string {
-			return []string{trustd.TokenMetadataKey, e.static, trustd.TokenMetadataKey, e.tokens.valid}
+			return []string{wire.MetadataToken, e.static, wire.MetadataToken, e.tokens.valid}
 		}, good),
 		certCase("token under another metadata key", unauth, func(e *Env) []string { return []string{"authorization", "Bearer " + e.static} }, good),
 		certCase("unknown token id", unauth, withToken(func(*Env) string { return "zz9zz9.0123456789abcdef" }), good),

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/aegis-os/aegis/api/tokens"
+	"github.com/aegis-os/aegis/internal/wire"
 	"github.com/aegis-os/aegis/trustd"
 )
 
@@ -72,7 +73,7 @@ func (e *Env) race(ctx context.Context, r *Report) (string, []string) {
 
 	var wg sync.WaitGroup
 
-	md := withMetadata(ctx, trustd.TokenMetadataKey, e.tokens.race)
+	md := withMetadata(ctx, wire.MetadataToken, e.tokens.race)
 
 	for _, rc := range racers {
 		wg.Go(func() {
@@ -234,7 +235,7 @@ func rateLimitCase() *Case {
 			var seen []string
 
 			for range trustd.DefaultFailureBurst {
-				_, err := e.certify(ctx, e.Target, source, []string{trustd.TokenMetadataKey, "conformance"}, good)
+				_, err := e.certify(ctx, e.Target, source, []string{wire.MetadataToken, "conformance"}, good)
 				seen = append(seen, codeOf(err))
 			}
 
@@ -244,7 +245,7 @@ func rateLimitCase() *Case {
 				}
 			}
 
-			_, err = e.certify(ctx, e.Target, source, []string{trustd.TokenMetadataKey, e.static}, good)
+			_, err = e.certify(ctx, e.Target, source, []string{wire.MetadataToken, e.static}, good)
 			got := codeOf(err)
 			seen = append(seen, got)
 

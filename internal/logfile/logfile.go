@@ -19,9 +19,10 @@ type File struct {
 	maxSize int64
 	keep    int
 
-	mu   sync.Mutex
-	f    *os.File
-	size int64
+	mu        sync.Mutex
+	f         *os.File
+	size      int64
+	rotations uint64 // since Open
 }
 
 // Open opens (appending to) the log at path, mode 0600, in a 0700
@@ -108,6 +109,8 @@ func (l *File) rotateLocked() error {
 	l.f = nil
 
 	if l.keep == 0 {
+		l.rotations++
+
 		return l.open(os.O_TRUNC)
 	}
 
@@ -121,7 +124,18 @@ func (l *File) rotateLocked() error {
 		}
 	}
 
+	l.rotations++
+
 	return l.open(os.O_TRUNC)
+}
+
+// Position returns how many times the file was rotated since Open and the
+// size of the current file: where a reader that follows the log stands.
+func (l *File) Position() (rotations uint64, size int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+
+	return l.rotations, l.size
 }
 
 // name is the file of generation i: path itself for 0.

@@ -115,3 +115,40 @@ func TestFailedRotationKeepsWriting(t *testing.T) {
 		t.Fatalf("%q", b)
 	}
 }
+
+// TestPosition: a follower learns of every rotation, and of none that
+// failed (the records then stay in the current file).
+func TestPosition(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "service.log")
+
+	l, err := logfile.Open(path, 10, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+
+	for _, s := range []string{"first\n", "second\n", "third\n"} {
+		if _, err := l.Write([]byte(s)); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	if gen, size := l.Position(); gen != 2 || size != int64(len("third\n")) {
+		t.Fatalf("position %d, %d after two rotations", gen, size)
+	}
+
+	// A directory in the way of path.1 makes the next rotation fail.
+	if err := os.Remove(path + ".1"); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := os.MkdirAll(filepath.Join(path+".1", "x"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+
+	_, _ = l.Write([]byte("fourth\n"))
+
+	if gen, size := l.Position(); gen != 2 || size != int64(len("third\nfourth\n")) {
+		t.Fatalf("position %d, %d after a failed rotation", gen, size)
+	}
+}

@@ -103,6 +103,8 @@ const (
 	AllowedSANs = "allowed_sans"
 	// Kind is the kind of a held certificate.
 	Kind = "kind"
+	// OnEtcd says whether trustd's token store is on etcd yet.
+	OnEtcd = "on_etcd"
 )
 
 // Fields of retries, limits and refusal summaries.
@@ -139,6 +141,8 @@ const (
 	Offset = "offset"
 	// RTT is a round trip's duration.
 	RTT = "rtt"
+	// Synced is whether the time gate is open.
+	Synced = "synced"
 	// MaxOffset is the largest offset accepted.
 	MaxOffset = "max_offset"
 	// Before is a deadline.
@@ -163,4 +167,6 @@ const (
 	EtcdKey = "etcd_key"
 	// Revoked counts the entries of the client-certificate revocation list.
 	Revoked = "revoked"
+	// MemberID is an etcd member's ID, in hex.
+	MemberID = "member_id"
 )

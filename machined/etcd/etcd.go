@@ -22,6 +22,7 @@ import (
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/machined/system/logs"
 )
 
@@ -114,7 +115,7 @@ func New(cfg Config) (*Etcd, error) {
 		cfg.ClusterToken = "aegis"
 	}
 
-	return &Etcd{cfg: cfg, log: cfg.Logger.With(slog.String(logService, ServiceID)), wake: make(chan struct{})}, nil
+	return &Etcd{cfg: cfg, log: cfg.Logger.With(slog.String(logkey.ServiceID, ServiceID)), wake: make(chan struct{})}, nil
 }
 
 // Close releases the client of the local member.

@@ -13,6 +13,7 @@ import (
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/ca/catest"
 	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/internal/testutil"
 )
 
 func newTest(t *testing.T, endpoints ...string) *Etcd {
@@ -20,7 +21,7 @@ func newTest(t *testing.T, endpoints ...string) *Etcd {
 
 	e, err := New(Config{
 		Name: "cp-1", Address: "127.0.0.1", Endpoints: endpoints, Dir: t.TempDir(), Binary: "/nonexistent/etcd",
-		CA: catest.NewCA(t, ca.ECDSAP256, catest.Epoch), ClusterToken: "test",
+		CA: catest.NewCA(t, ca.ECDSAP256, testutil.Epoch), ClusterToken: "test",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -30,7 +31,7 @@ func newTest(t *testing.T, endpoints ...string) *Etcd {
 }
 
 func TestNewRefusesIncompleteConfig(t *testing.T) {
-	good := Config{Name: "cp", Address: "127.0.0.1", Dir: "/d", Binary: "/b", CA: catest.NewCA(t, ca.ECDSAP256, catest.Epoch)}
+	good := Config{Name: "cp", Address: "127.0.0.1", Dir: "/d", Binary: "/b", CA: catest.NewCA(t, ca.ECDSAP256, testutil.Epoch)}
 
 	for name, edit := range map[string]func(*Config){
 		"no name":           func(c *Config) { c.Name = "" },
@@ -194,7 +195,7 @@ func TestRecoverRefusesBadSnapshot(t *testing.T) {
 func TestCertificates(t *testing.T) {
 	e, err := New(Config{
 		Name: "cp-1", Address: "127.0.0.1", Dir: t.TempDir(), Binary: "/nonexistent/etcd",
-		CA: catest.NewCA(t, ca.ECDSAP256, catest.Epoch), ClusterToken: "test", Clock: clock.NewFake(catest.Epoch),
+		CA: catest.NewCA(t, ca.ECDSAP256, testutil.Epoch), ClusterToken: "test", Clock: clock.NewFake(testutil.Epoch),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/aegis-os/aegis/internal/atomicfile"
+	"github.com/aegis-os/aegis/internal/logkey"
 )
 
 // errNoCluster: no other control plane answers with a cluster.
@@ -138,7 +139,7 @@ func (e *Etcd) join(ctx context.Context) (startPlan, error) {
 			return err
 		}
 
-		e.log.Info("joining the etcd cluster as a learner", slog.String(logMemberID, formatID(id)))
+		e.log.Info("joining the etcd cluster as a learner", slog.String(logkey.MemberID, formatID(id)))
 
 		plan = startPlan{state: existingCluster, initial: initialCluster(list, id, e.cfg.Name)}
 
@@ -159,7 +160,7 @@ func (e *Etcd) addSelf(ctx context.Context, cli *clientv3.Client, list []member)
 	}
 
 	if i >= 0 {
-		e.log.Warn("removing this node's old member, whose data is gone", slog.String(logMemberID, formatID(list[i].id)))
+		e.log.Warn("removing this node's old member, whose data is gone", slog.String(logkey.MemberID, formatID(list[i].id)))
 
 		if _, err := cli.MemberRemove(ctx, list[i].id); err != nil {
 			return 0, nil, fmt.Errorf("removing this node's old member: %w", translate(err))
@@ -204,7 +205,7 @@ func (e *Etcd) afterStart(ctx context.Context) {
 		if err == nil {
 			if have, _ := e.memberID(); have != st.Header.MemberId {
 				if err := e.saveMemberID(st.Header.MemberId); err != nil {
-					e.log.Warn("recording the member ID", slog.String(logError, err.Error()))
+					e.log.Warn("recording the member ID", slog.String(logkey.Error, err.Error()))
 				}
 			}
 
@@ -237,7 +238,7 @@ func (e *Etcd) promote(ctx context.Context, id uint64) bool {
 
 	switch {
 	case err == nil:
-		e.log.Info("promoted to a voting member", slog.String(logMemberID, formatID(id)))
+		e.log.Info("promoted to a voting member", slog.String(logkey.MemberID, formatID(id)))
 
 		return true
 	case errors.Is(err, rpctypes.ErrMemberNotLearner):

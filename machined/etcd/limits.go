@@ -40,11 +40,3 @@ const (
 	// default backend quota is 2 GiB, a larger snapshot is no etcd of ours.
 	MaxSnapshot = 2 << 30
 )
-
-// Log keys of the etcd controller.
-const (
-	logService  = "service"
-	logMemberID = "member_id"
-	logState    = "state"
-	logError    = "error"
-)

@@ -10,8 +10,8 @@ import (
 	"slices"
 
 	"github.com/aegis-os/aegis/ca"
-	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/internal/atomicfile"
+	"github.com/aegis-os/aegis/renewal"
 )
 
 // The certificates of the local member, each a PEM file pair in pkiDir:
@@ -52,7 +52,7 @@ func (e *Etcd) IssueCertificates() ([]func(context.Context) error, error) {
 			return nil, fmt.Errorf("etcd: issuing the %s certificate: %w", name, err)
 		}
 
-		r, err := certs.NewRenewer(certs.RenewerConfig{Current: first, Renew: issue, Clock: e.cfg.Clock, Logger: e.log})
+		r, err := renewal.New(renewal.Config{Current: first, Renew: issue, Clock: e.cfg.Clock, Logger: e.log})
 		if err != nil {
 			return nil, err
 		}
@@ -65,32 +65,9 @@ func (e *Etcd) IssueCertificates() ([]func(context.Context) error, error) {
 
 // issue makes one certificate for a new key and writes the pair, key first.
 func (e *Etcd) issue(iss *ca.Issuer, name string, hosts []string) (*x509.Certificate, error) {
-	kt, err := ca.KeyTypeOf(iss.CA().Cert.PublicKey)
-	if err != nil {
-		kt = ca.ECDSAP256
-	}
-
-	key, err := ca.GenerateKey(kt, nil)
-	if err != nil {
-		return nil, err
-	}
-
-	csrPEM, err := ca.NewCSR(key, e.cfg.Name, hosts)
-	if err != nil {
-		return nil, err
-	}
-
-	csr, err := ca.ParseCSR(csrPEM)
-	if err != nil {
-		return nil, err
-	}
-
-	issued, err := iss.Issue(ca.Request{CSR: csr, Profile: ca.ProfilePeer, TTL: e.cfg.CertTTL})
-	if err != nil {
-		return nil, err
-	}
-
-	keyPEM, err := ca.EncodeKey(key)
+	issued, keyPEM, err := iss.IssueNewKey(ca.KeyRequest{
+		CommonName: e.cfg.Name, Hosts: hosts, Profile: ca.ProfilePeer, TTL: e.cfg.CertTTL, Fallback: ca.ECDSAP256,
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/machined/system/runner"
 )
 
@@ -44,7 +45,7 @@ func (r memberRunner) Run(ctx context.Context, notify runner.Notify) error {
 		return err
 	}
 
-	r.e.log.Info("starting etcd", slog.String(logState, plan.state.String()))
+	r.e.log.Info("starting etcd", slog.String(logkey.State, plan.state.String()))
 
 	runCtx, cancel := context.WithCancel(ctx)
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/internal/atomicfile"
+	"github.com/aegis-os/aegis/internal/wire"
 )
 
 // manifestFile records a cluster's nodes and processes in its folder.
@@ -172,7 +173,7 @@ func prepare(opts Options) (*Cluster, error) {
 // portsFree checks that apid's and trustd's ports, on control planes
 // etcd's, and with metrics the metrics ports, are free on addr.
 func portsFree(addr string, controlPlane, metrics bool) error {
-	ports := []int{certs.APIDPort, certs.TrustdPort}
+	ports := []int{wire.APIDPort, wire.TrustdPort}
 	if controlPlane {
 		ports = append(ports, certs.EtcdClientPort, certs.EtcdPeerPort)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/ca/catest"
 	"github.com/aegis-os/aegis/internal/logtest"
+	"github.com/aegis-os/aegis/internal/wire"
 )
 
 type auditMachine struct {
@@ -63,8 +64,8 @@ func TestCredentialAudit(t *testing.T) {
 	md := metadata.MD{}
 	authz.SetCertificateMetadata(md, caller)
 
-	admin := metadata.NewOutgoingContext(t.Context(), metadata.Join(md, metadata.Pairs(authz.MetadataKey, string(role.Admin))))
-	reader := metadata.NewOutgoingContext(t.Context(), metadata.Join(md, metadata.Pairs(authz.MetadataKey, string(role.Reader))))
+	admin := metadata.NewOutgoingContext(t.Context(), metadata.Join(md, metadata.Pairs(wire.MetadataRole, string(role.Admin))))
+	reader := metadata.NewOutgoingContext(t.Context(), metadata.Join(md, metadata.Pairs(wire.MetadataRole, string(role.Reader))))
 
 	if _, err := machine.NewMachineServiceClient(conn).GenerateClientConfiguration(admin, &machine.GenerateClientConfigurationRequest{}); err != nil {
 		t.Fatal(err)
@@ -149,7 +150,7 @@ func TestCredentialAuditNamesForwardedCaller(t *testing.T) {
 	machine.RegisterMachineServiceServer(srv, auditMachine{crt: issued.PEM})
 
 	conn := serveBufconn(t, srv)
-	md := metadata.Pairs(authz.MetadataKey, string(role.Admin))
+	md := metadata.Pairs(wire.MetadataRole, string(role.Admin))
 	authz.SetCertificateMetadata(md, node)
 	authz.SetCallerMetadata(md, authz.CallerOfCertificate(client))
 

@@ -16,12 +16,14 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 
 	"github.com/aegis-os/aegis/api/node"
+	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/internal/daemonflag"
 	"github.com/aegis-os/aegis/internal/logkey"
+	"github.com/aegis-os/aegis/internal/wire"
 	"github.com/aegis-os/aegis/machined/etcd"
 	"github.com/aegis-os/aegis/machined/system"
-	"github.com/aegis-os/aegis/machined/timesync"
+	"github.com/aegis-os/aegis/timesync"
 )
 
 // bootState is what one boot builds, handed from phase to phase.
@@ -198,7 +200,7 @@ func (n *Node) publishTime(svc *timesync.Service) {
 func (n *Node) phaseCertificates(ctx context.Context, b *bootState, bg *sync.WaitGroup) error {
 	b.certs = &certController{
 		cfg: b.cfg, store: n.store, layout: n.layout, hostname: b.hostname, addresses: b.addresses,
-		hosts: serverHosts(b.hostname, b.addresses, b.cfg.Machine.CertSANs), ttl: n.cfg.NodeCertTTL,
+		hosts: ca.ServerHosts(b.hostname, b.addresses, b.cfg.Machine.CertSANs), ttl: n.cfg.NodeCertTTL,
 		clock: n.clock, log: n.log,
 	}
 
@@ -277,7 +279,7 @@ func metricsArgs(cfg *certs.MachineConfig, daemon string) []string {
 // with FailedPrecondition, rather than refusing connections.
 func (n *Node) serviceDefinitions(b *bootState) []system.Service {
 	listen := b.cfg.Machine.ListenAddress
-	apidAddr := net.JoinHostPort(listen, strconv.Itoa(certs.APIDPort))
+	apidAddr := net.JoinHostPort(listen, strconv.Itoa(wire.APIDPort))
 	probeHost := listen
 
 	if probeHost == "" || probeHost == "0.0.0.0" || probeHost == "::" {
@@ -290,21 +292,21 @@ func (n *Node) serviceDefinitions(b *bootState) []system.Service {
 			"--node-socket", n.layout.APIDResources(), "--machined-socket", n.layout.MachinedSocket(), "--listen", apidAddr,
 			"--log-level", daemonflag.LevelName(n.cfg.LogLevel),
 		}, metricsArgs(b.cfg, "apid")...), nodeNameArgs(b.cfg)...),
-		check:      dialCheck(net.JoinHostPort(probeHost, strconv.Itoa(certs.APIDPort))),
+		check:      dialCheck(net.JoinHostPort(probeHost, strconv.Itoa(wire.APIDPort))),
 		refuse:     map[system.Action]string{system.ActionStop: "apid carries the API itself; restart it instead"},
 		carriesAPI: true,
 		condition:  certsPresent{store: n.store, impersonator: b.cfg.OSCA() != nil},
 	}, certService{n}}
 
 	if b.cfg.Machine.Type.IsControlPlane() {
-		trustdAddr := net.JoinHostPort(listen, strconv.Itoa(certs.TrustdPort))
+		trustdAddr := net.JoinHostPort(listen, strconv.Itoa(wire.TrustdPort))
 		svcs = append(svcs, &processService{
 			id: "trustd", path: n.binary("trustd"), log: n.logs["trustd"], clock: n.clock,
 			args: append([]string{
 				"--node-socket", n.layout.TrustdResources(), "--state", n.cfg.State, "--listen", trustdAddr,
 				"--cert-ttl", n.cfg.NodeCertTTL.String(), "--log-level", daemonflag.LevelName(n.cfg.LogLevel),
 			}, metricsArgs(b.cfg, "trustd")...),
-			check: grpcHealthCheck(net.JoinHostPort(probeHost, strconv.Itoa(certs.TrustdPort)), probeHost,
+			check: grpcHealthCheck(net.JoinHostPort(probeHost, strconv.Itoa(wire.TrustdPort)), probeHost,
 				func() *x509.CertPool { return n.current().AcceptedCAs().Pool() }),
 			condition: certsPresent{store: n.store},
 		})

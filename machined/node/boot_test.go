@@ -22,7 +22,7 @@ import (
 	"github.com/aegis-os/aegis/machined/certapi"
 	"github.com/aegis-os/aegis/machined/system"
 	"github.com/aegis-os/aegis/machined/system/runner"
-	"github.com/aegis-os/aegis/machined/timesync"
+	"github.com/aegis-os/aegis/timesync"
 )
 
 var epoch = time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)

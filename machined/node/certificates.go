@@ -16,7 +16,9 @@ import (
 	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/internal/clock"
 	"github.com/aegis-os/aegis/internal/logkey"
+	"github.com/aegis-os/aegis/machined/layout"
 	"github.com/aegis-os/aegis/machined/resources"
+	"github.com/aegis-os/aegis/renewal"
 	"github.com/aegis-os/aegis/trustd/join"
 )
 
@@ -33,7 +35,7 @@ const NodeCertTTL = 24 * time.Hour
 type certController struct {
 	cfg      *certs.MachineConfig
 	store    *resources.Store
-	layout   Layout
+	layout   layout.Layout
 	hostname string
 	// addresses are the node's own: on a worker, what it can show trustd
 	// (the address its call comes from), so what its certificate names.
@@ -88,7 +90,7 @@ func (c *certController) issueLocally(ctx context.Context) ([]func(context.Conte
 		}
 
 		issue := func(context.Context) (*x509.Certificate, error) {
-			issued, keyPEM, err := issueFor(iss, kind.profile, cn, hosts, c.ttl)
+			issued, keyPEM, err := iss.IssueNewKey(ca.KeyRequest{CommonName: cn, Hosts: hosts, Profile: kind.profile, TTL: c.ttl})
 			if err != nil {
 				return nil, err
 			}
@@ -205,44 +207,12 @@ func (c *certController) joinNames() (source, cn string, sans []string) {
 }
 
 func (c *certController) renewer(cur *x509.Certificate, renew func(context.Context) (*x509.Certificate, error)) (func(context.Context) error, error) {
-	r, err := certs.NewRenewer(certs.RenewerConfig{Current: cur, Renew: renew, Clock: c.clock, Logger: c.log})
+	r, err := renewal.New(renewal.Config{Current: cur, Renew: renew, Clock: c.clock, Logger: c.log})
 	if err != nil {
 		return nil, err
 	}
 
 	return r.Run, nil
-}
-
-// issueFor issues a certificate of profile for a new key of the CA's type.
-func issueFor(iss *ca.Issuer, profile ca.Profile, cn string, hosts []string, ttl time.Duration) (*ca.Issued, []byte, error) {
-	kt, err := ca.KeyTypeOf(iss.CA().Cert.PublicKey)
-	if err != nil {
-		kt = ca.Ed25519
-	}
-
-	key, err := ca.GenerateKey(kt, nil)
-	if err != nil {
-		return nil, nil, err
-	}
-
-	csrPEM, err := ca.NewCSR(key, cn, hosts)
-	if err != nil {
-		return nil, nil, err
-	}
-
-	csr, err := ca.ParseCSR(csrPEM)
-	if err != nil {
-		return nil, nil, err
-	}
-
-	issued, err := iss.Issue(ca.Request{CSR: csr, Profile: profile, TTL: ttl})
-	if err != nil {
-		return nil, nil, err
-	}
-
-	keyPEM, err := ca.EncodeKey(key)
-
-	return issued, keyPEM, err
 }
 
 // mergeCAs adds to the PEM bundle of trusted the CAs of reply that one of
@@ -278,24 +248,4 @@ func signedByOneOf(c *x509.Certificate, parents []*x509.Certificate) bool {
 	}
 
 	return false
-}
-
-// serverHosts names the node's server certificate: its addresses,
-// 127.0.0.1, its hostname (when it is a DNS name) and the config's certSANs.
-func serverHosts(hostname string, addresses, certSANs []string) []string {
-	var hosts []string
-
-	for _, h := range append(append(append([]string{}, addresses...), "127.0.0.1", hostname), certSANs...) {
-		if h == "" || slices.Contains(hosts, h) {
-			continue
-		}
-
-		if h == hostname && ca.CheckDNSName(h) != nil {
-			continue
-		}
-
-		hosts = append(hosts, h)
-	}
-
-	return hosts
 }

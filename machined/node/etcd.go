@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"sync"
 
+	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/machined/etcd"
 	"github.com/aegis-os/aegis/machined/machineapi"
@@ -38,7 +39,7 @@ func (n *Node) setUpEtcd(ctx context.Context, b *bootState, bg *sync.WaitGroup) 
 		e, err = etcd.New(etcd.Config{
 			Name: b.hostname, Address: b.addresses[0], Endpoints: b.cfg.Cluster.ControlPlane.Endpoints,
 			Dir: n.layout.EtcdDir(), Binary: n.binary("etcd"), Log: n.logs[etcd.ServiceID],
-			CA: b.cfg.EtcdCA(), Hosts: serverHosts(b.hostname, b.addresses, b.cfg.Machine.CertSANs),
+			CA: b.cfg.EtcdCA(), Hosts: ca.ServerHosts(b.hostname, b.addresses, b.cfg.Machine.CertSANs),
 			CertTTL: n.cfg.NodeCertTTL, ClusterToken: b.cfg.Cluster.Name, Logger: n.log, Clock: n.clock,
 		})
 		if err != nil {

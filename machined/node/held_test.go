@@ -21,7 +21,7 @@ func TestUsableHeld(t *testing.T) {
 	hosts := []string{"127.9.0.2", "cp-1"}
 
 	pair := func(iss *ca.Issuer, profile ca.Profile, hosts []string) *node.KeyPair {
-		issued, key, err := issueFor(iss, profile, "cp-1", hosts, time.Hour)
+		issued, key, err := iss.IssueNewKey(ca.KeyRequest{CommonName: "cp-1", Hosts: hosts, Profile: profile, TTL: time.Hour})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -20,6 +20,7 @@ import (
 	"github.com/aegis-os/aegis/internal/clock"
 	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/machined/etcd"
+	"github.com/aegis-os/aegis/machined/layout"
 	"github.com/aegis-os/aegis/machined/resources"
 	"github.com/aegis-os/aegis/machined/revocation"
 	"github.com/aegis-os/aegis/machined/system"
@@ -73,7 +74,7 @@ type Config struct {
 // Node runs one node until it is shut down.
 type Node struct {
 	cfg      Config
-	layout   Layout
+	layout   layout.Layout
 	log      *slog.Logger
 	clock    clock.Clock
 	bus      *events.Bus
@@ -122,7 +123,7 @@ func New(cfg Config) (*Node, error) {
 
 	bus := events.NewBus(system.DefaultBusSize, cfg.Clock)
 	n := &Node{
-		cfg: cfg, layout: Layout{State: cfg.State}, log: cfg.Logger, clock: cfg.Clock, bus: bus,
+		cfg: cfg, layout: layout.Layout{State: cfg.State}, log: cfg.Logger, clock: cfg.Clock, bus: bus,
 		services: system.New(system.Config{Bus: bus, Clock: cfg.Clock, Logger: cfg.Logger}),
 		store:    resources.NewStore(), logs: map[string]*logs.Log{},
 		machine: cfg.Machine, requests: make(chan lifecycleRequest, 1), health: newHealth(),

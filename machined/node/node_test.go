@@ -13,25 +13,6 @@ import (
 	"github.com/aegis-os/aegis/certs"
 )
 
-func TestServerHosts(t *testing.T) {
-	tests := []struct {
-		hostname  string
-		addresses []string
-		sans      []string
-		want      []string
-	}{
-		{hostname: "cp-1", addresses: []string{"127.5.0.2"}, sans: []string{"cp.example"}, want: []string{"127.5.0.2", "127.0.0.1", "cp-1", "cp.example"}},
-		{hostname: "cp-1", addresses: []string{"127.0.0.1"}, sans: []string{"cp-1", "127.0.0.1"}, want: []string{"127.0.0.1", "cp-1"}},
-		{hostname: "Not A DNS Name!", addresses: []string{"10.0.0.1"}, want: []string{"10.0.0.1", "127.0.0.1"}},
-	}
-
-	for _, tt := range tests {
-		if got := serverHosts(tt.hostname, tt.addresses, tt.sans); !slices.Equal(got, tt.want) {
-			t.Errorf("serverHosts(%q, %v, %v) = %v, want %v", tt.hostname, tt.addresses, tt.sans, got, tt.want)
-		}
-	}
-}
-
 // A reply's CA joins the node's only when a CA the node trusts signed it:
 // a renewal never makes the node trust a CA on the reply's word alone.
 func TestMergeCAs(t *testing.T) {

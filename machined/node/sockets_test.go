@@ -16,10 +16,10 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
 
-	"github.com/aegis-os/aegis/authz"
 	"github.com/aegis-os/aegis/authz/role"
 	"github.com/aegis-os/aegis/internal/grpcrecover/recovertest"
 	"github.com/aegis-os/aegis/internal/logtest"
+	"github.com/aegis-os/aegis/internal/wire"
 	"github.com/aegis-os/aegis/machined/resources"
 )
 
@@ -47,7 +47,7 @@ func TestSocketServersRecoverPanics(t *testing.T) {
 			conn := serveBufconn(t, srv)
 			// The test-only methods are in no rule, so admin-only on
 			// machined.sock.
-			ctx := metadata.AppendToOutgoingContext(t.Context(), authz.MetadataKey, string(role.Admin))
+			ctx := metadata.AppendToOutgoingContext(t.Context(), wire.MetadataRole, string(role.Admin))
 
 			recovertest.Check(ctx, t, conn, logs.String)
 		})

@@ -66,3 +66,33 @@ func watchOnce(ctx context.Context, client node.NodeServiceClient, log *slog.Log
 		}
 	}
 }
+
+// Follow dials machined's resource socket and applies what machined sends
+// (Watch) until ctx ends or stop is called. It returns once ready is closed,
+// which apply does after the first complete update; when none comes within
+// FirstUpdateTimeout it stops following and returns an error.
+func Follow(ctx context.Context, socket string, log *slog.Logger, ready <-chan struct{}, apply func(*node.Resources) error) (stop func(), err error) {
+	conn, err := Dial(socket)
+	if err != nil {
+		return nil, err
+	}
+
+	watchCtx, stop := context.WithCancel(ctx)
+
+	go func() {
+		Watch(watchCtx, conn, log, apply)
+		conn.Close()
+	}()
+
+	wait, cancel := context.WithTimeout(ctx, FirstUpdateTimeout)
+	defer cancel()
+
+	select {
+	case <-ready:
+		return stop, nil
+	case <-wait.Done():
+		stop()
+
+		return nil, fmt.Errorf("no resources from machined on %s: %w", socket, wait.Err())
+	}
+}

@@ -13,15 +13,15 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	"github.com/aegis-os/aegis/api/revocations"
-	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/internal/clock"
 	"github.com/aegis-os/aegis/internal/logkey"
+	"github.com/aegis-os/aegis/internal/wire"
 )
 
 // PollerConfig configures a Poller.
 type PollerConfig struct {
 	// Endpoints are the control planes' trustd endpoints (host, or
-	// host:port; the port defaults to certs.TrustdPort). Required.
+	// host:port; the port defaults to wire.TrustdPort). Required.
 	Endpoints []string
 	// TLS returns the client config for a connection to host: the node's
 	// certificate to present and the CAs the control plane's server
@@ -67,7 +67,7 @@ func NewPoller(cfg PollerConfig) (*Poller, error) {
 
 	eps := make([]string, len(cfg.Endpoints))
 	for i, ep := range cfg.Endpoints {
-		eps[i] = certs.WithDefaultPort(ep, certs.TrustdPort)
+		eps[i] = wire.WithDefaultPort(ep, wire.TrustdPort)
 	}
 
 	cfg.Endpoints = eps

@@ -10,7 +10,7 @@ import (
 	"github.com/aegis-os/aegis/ca/catest"
 	"github.com/aegis-os/aegis/internal/clock"
 	"github.com/aegis-os/aegis/internal/testutil"
-	"github.com/aegis-os/aegis/trustd/token"
+	"github.com/aegis-os/aegis/token"
 )
 
 // FuzzCheckAnswer covers trustd's answer as a joining node reads it: any

@@ -18,9 +18,9 @@ import (
 	"time"
 
 	"github.com/aegis-os/aegis/ca"
-	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/internal/clock"
-	"github.com/aegis-os/aegis/trustd/token"
+	"github.com/aegis-os/aegis/internal/wire"
+	"github.com/aegis-os/aegis/token"
 )
 
 // Defaults of the join client.
@@ -42,7 +42,7 @@ type Transport interface {
 // Config configures a Client. Endpoints, Token, CAs and CA are required.
 type Config struct {
 	// Endpoints are the control planes, "host" or "host:port"; the port
-	// defaults to certs.TrustdPort.
+	// defaults to wire.TrustdPort.
 	Endpoints []string
 	// Token authenticates the node.
 	Token token.Token
@@ -117,7 +117,7 @@ func New(cfg Config) (*Client, error) {
 
 	endpoints := make([]string, len(cfg.Endpoints))
 	for i, ep := range cfg.Endpoints {
-		endpoints[i] = certs.WithDefaultPort(ep, certs.TrustdPort)
+		endpoints[i] = wire.WithDefaultPort(ep, wire.TrustdPort)
 	}
 
 	kt, err := ca.KeyTypeOf(cfg.CA.PublicKey)

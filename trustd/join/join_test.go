@@ -19,8 +19,8 @@ import (
 	"github.com/aegis-os/aegis/ca/catest"
 	"github.com/aegis-os/aegis/internal/clock"
 	"github.com/aegis-os/aegis/internal/testutil"
+	"github.com/aegis-os/aegis/token"
 	"github.com/aegis-os/aegis/trustd/join"
-	"github.com/aegis-os/aegis/trustd/token"
 )
 
 // call is one request the fake transport hands to the test.

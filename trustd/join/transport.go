@@ -11,8 +11,8 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/aegis-os/aegis/ca"
-	"github.com/aegis-os/aegis/trustd"
-	"github.com/aegis-os/aegis/trustd/token"
+	"github.com/aegis-os/aegis/internal/wire"
+	"github.com/aegis-os/aegis/token"
 )
 
 // GRPCTransport calls trustd's SecurityService over TLS, verifying the
@@ -45,7 +45,7 @@ func (t GRPCTransport) Certificate(ctx context.Context, endpoint string, tok tok
 	}
 	defer conn.Close()
 
-	ctx = metadata.AppendToOutgoingContext(ctx, trustd.TokenMetadataKey, tok.Reveal())
+	ctx = metadata.AppendToOutgoingContext(ctx, wire.MetadataToken, tok.Reveal())
 
 	resp, err := securityapi.NewSecurityServiceClient(conn).Certificate(ctx, &securityapi.CertificateRequest{Csr: csrPEM})
 	if err != nil {

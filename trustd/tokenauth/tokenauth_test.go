@@ -7,9 +7,10 @@ import (
 	"time"
 
 	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/internal/testutil"
+	"github.com/aegis-os/aegis/sanpolicy"
+	"github.com/aegis-os/aegis/token"
 	"github.com/aegis-os/aegis/trustd"
-	"github.com/aegis-os/aegis/trustd/sanpolicy"
-	"github.com/aegis-os/aegis/trustd/token"
 	"github.com/aegis-os/aegis/trustd/tokenauth"
 	"github.com/aegis-os/aegis/trustd/tokenstore"
 	"github.com/aegis-os/aegis/trustd/tokenstore/storetest"
@@ -29,7 +30,7 @@ func mustToken(t *testing.T, s string) token.Token {
 }
 
 // fixture is a store with one token in each state, and an authenticator
-// over it reading a fake clock at storetest.Epoch + 1h.
+// over it reading a fake clock at testutil.Epoch + 1h.
 func fixture(t *testing.T) (*tokenauth.Authenticator, tokenstore.Store) {
 	t.Helper()
 
@@ -48,7 +49,7 @@ func fixture(t *testing.T) (*tokenauth.Authenticator, tokenstore.Store) {
 		}
 	}
 
-	now := storetest.Epoch.Add(time.Hour)
+	now := testutil.Epoch.Add(time.Hour)
 
 	if _, err := store.Use(ctx, "usedup", now); err != nil {
 		t.Fatal(err)

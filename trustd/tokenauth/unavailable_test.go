@@ -7,10 +7,10 @@ import (
 	"time"
 
 	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/internal/testutil"
 	"github.com/aegis-os/aegis/trustd"
 	"github.com/aegis-os/aegis/trustd/tokenauth"
 	"github.com/aegis-os/aegis/trustd/tokenstore"
-	"github.com/aegis-os/aegis/trustd/tokenstore/storetest"
 )
 
 // downStore is a shared store that cannot answer (etcd without quorum).
@@ -30,7 +30,7 @@ func TestStoreUnavailable(t *testing.T) {
 	a, err := tokenauth.New(tokenauth.Config{
 		Static: mustToken(t, "static.aaaaaaaaaaaaaaaa"),
 		Store:  downStore{tokenstore.NewMemory(0)},
-		Clock:  clock.NewFake(storetest.Epoch),
+		Clock:  clock.NewFake(testutil.Epoch),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,7 @@
 package tokenstore
 
 import (
-	"github.com/aegis-os/aegis/trustd/sanpolicy"
+	"github.com/aegis-os/aegis/sanpolicy"
 )
 
 // Limits of a token store, in one place.

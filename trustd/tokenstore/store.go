@@ -16,7 +16,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/aegis-os/aegis/trustd/token"
+	"github.com/aegis-os/aegis/token"
 )
 
 // Errors of the package; failures wrap one of them so callers can tell them

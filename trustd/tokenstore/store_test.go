@@ -3,17 +3,16 @@ package tokenstore_test
 import (
 	"bytes"
 	"errors"
-	"flag"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/aegis-os/aegis/internal/testutil"
+	"github.com/aegis-os/aegis/internal/testutil/golden"
 	"github.com/aegis-os/aegis/trustd/tokenstore"
 	"github.com/aegis-os/aegis/trustd/tokenstore/storetest"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files")
 
 func TestMemory(t *testing.T) {
 	storetest.Run(t, storetest.Factory{
@@ -23,7 +22,7 @@ func TestMemory(t *testing.T) {
 
 func TestUsable(t *testing.T) {
 	base := storetest.NewRecord(t, "aaaaaa", 0, 2)
-	at := storetest.Epoch.Add(time.Hour)
+	at := testutil.Epoch.Add(time.Hour)
 
 	revoked := base.Clone()
 	revoked.Revoked = at
@@ -58,30 +57,16 @@ func TestUsable(t *testing.T) {
 func TestRecordGolden(t *testing.T) {
 	r := storetest.NewRecord(t, "golden", 0, 1)
 	r.Uses = 1
-	r.Revoked = storetest.Epoch.Add(time.Hour)
+	r.Revoked = testutil.Epoch.Add(time.Hour)
 
 	data, err := tokenstore.MarshalRecord(r)
 	if err != nil {
 		t.Fatal(err)
 	}
 
-	path := filepath.Join("testdata", "record.golden.json")
-	if *update {
-		if err := os.WriteFile(path, data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	golden.Compare(t, "record.golden.json", data)
 
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	if !bytes.Equal(data, want) {
-		t.Fatalf("encoding changed:\n got %s\nwant %s", data, want)
-	}
-
-	back, err := tokenstore.UnmarshalRecord(want)
+	back, err := tokenstore.UnmarshalRecord(data)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,9 +23,10 @@ import (
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/internal/clock"
-	"github.com/aegis-os/aegis/machined/timesync"
+	"github.com/aegis-os/aegis/internal/wire"
+	"github.com/aegis-os/aegis/timesync"
+	"github.com/aegis-os/aegis/token"
 	"github.com/aegis-os/aegis/trustd"
-	"github.com/aegis-os/aegis/trustd/token"
 	"github.com/aegis-os/aegis/trustd/tokenauth"
 	"github.com/aegis-os/aegis/trustd/tokenstore"
 )
@@ -208,25 +209,10 @@ func ServerKeyPair(tb testing.TB, authority *ca.CA, hosts ...string) *certs.KeyP
 func ServerCertificate(tb testing.TB, authority *ca.CA, hosts ...string) (certPEM, keyPEM []byte) {
 	tb.Helper()
 
-	kt, err := ca.KeyTypeOf(authority.Cert.PublicKey)
-	must(tb, err)
-
-	key, err := ca.GenerateKey(kt, nil)
-	must(tb, err)
-
-	csrPEM, err := ca.NewCSR(key, "trustd", hosts)
-	must(tb, err)
-
-	csr, err := ca.ParseCSR(csrPEM)
-	must(tb, err)
-
 	iss, err := ca.NewIssuer(ca.IssuerConfig{CA: authority})
 	must(tb, err)
 
-	issued, err := iss.Issue(ca.Request{CSR: csr, Profile: ca.ProfileServer})
-	must(tb, err)
-
-	keyPEM, err = ca.EncodeKey(key)
+	issued, keyPEM, err := iss.IssueNewKey(ca.KeyRequest{CommonName: "trustd", Hosts: hosts, Profile: ca.ProfileServer})
 	must(tb, err)
 
 	return issued.PEM, keyPEM
@@ -281,7 +267,7 @@ func (e *Env) CreateToken(tb testing.TB, ttl time.Duration, maxUses uint32, allo
 // Call asks for a certificate with tok in the token metadata ("" sends none).
 func Call(ctx context.Context, c securityapi.SecurityServiceClient, tok string, csrPEM []byte) (*securityapi.CertificateResponse, error) {
 	if tok != "" {
-		ctx = metadata.AppendToOutgoingContext(ctx, trustd.TokenMetadataKey, tok)
+		ctx = metadata.AppendToOutgoingContext(ctx, wire.MetadataToken, tok)
 	}
 
 	return c.Certificate(ctx, &securityapi.CertificateRequest{Csr: csrPEM})

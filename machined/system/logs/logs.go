@@ -5,19 +5,18 @@ package logs
 
 import (
 	"errors"
-	"fmt"
-	"os"
-	"path/filepath"
 	"sync"
+
+	"github.com/aegis-os/aegis/internal/logfile"
 )
 
 // Log is one service's output. It is safe for concurrent use.
 type Log struct {
 	mu      sync.Mutex
 	path    string
-	maxSize int64
-	f       *os.File
-	size    int64
+	file    *logfile.File
+	closed  bool
+	size    int64         // of the current file
 	gen     uint64        // rotations so far
 	changed chan struct{} // closed and replaced on every write and rotation
 }
@@ -29,25 +28,17 @@ type Position struct {
 }
 
 // Open opens (appending to) the log at path, mode 0600, rotating it to
-// path+".1" whenever it grows past maxSize.
+// path+".1" whenever it grows past maxSize (internal/logfile, one older
+// file kept).
 func Open(path string, maxSize int64) (*Log, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, fmt.Errorf("logs: %w", err)
-	}
-
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	f, err := logfile.Open(path, maxSize, 1)
 	if err != nil {
-		return nil, fmt.Errorf("logs: %w", err)
+		return nil, err
 	}
 
-	st, err := f.Stat()
-	if err != nil {
-		f.Close() //nolint:errcheck // already failing
+	gen, size := f.Position()
 
-		return nil, fmt.Errorf("logs: %w", err)
-	}
-
-	return &Log{path: path, maxSize: maxSize, f: f, size: st.Size(), changed: make(chan struct{})}, nil
+	return &Log{path: path, file: f, size: size, gen: gen, changed: make(chan struct{})}, nil
 }
 
 // Write appends p, rotating first if p would take the file past its bound.
@@ -55,47 +46,15 @@ func (l *Log) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 
-	if l.f == nil {
+	if l.closed {
 		return 0, errors.New("logs: closed")
 	}
 
-	if l.size > 0 && l.size+int64(len(p)) > l.maxSize {
-		if err := l.rotateLocked(); err != nil {
-			return 0, err
-		}
-	}
-
-	n, err := l.f.Write(p)
-	l.size += int64(n)
+	n, err := l.file.Write(p)
+	l.gen, l.size = l.file.Position()
 	l.notifyLocked()
 
-	if err != nil {
-		return n, fmt.Errorf("logs: %w", err)
-	}
-
-	return n, nil
-}
-
-func (l *Log) rotateLocked() error {
-	if err := l.f.Close(); err != nil {
-		return fmt.Errorf("logs: %w", err)
-	}
-
-	if err := os.Rename(l.path, l.path+".1"); err != nil {
-		return fmt.Errorf("logs: rotating: %w", err)
-	}
-
-	f, err := os.OpenFile(l.path, os.O_CREATE|os.O_WRONLY|os.O_APPEND|os.O_TRUNC, 0o600)
-	if err != nil {
-		l.f = nil
-
-		return fmt.Errorf("logs: %w", err)
-	}
-
-	l.f, l.size = f, 0
-	l.gen++
-
-	return nil
+	return n, err
 }
 
 func (l *Log) notifyLocked() {
@@ -108,12 +67,12 @@ func (l *Log) Close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 
-	if l.f == nil {
+	if l.closed {
 		return nil
 	}
 
-	err := l.f.Close()
-	l.f = nil
+	l.closed = true
+	err := l.file.Close()
 	l.notifyLocked()
 
 	return err

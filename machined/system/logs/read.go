@@ -75,7 +75,7 @@ func (l *Log) Copy(ctx context.Context, from, to Position, send func([]byte) err
 func (l *Log) Follow(ctx context.Context, pos Position, send func([]byte) error) error {
 	for {
 		l.mu.Lock()
-		gen, size, changed, closed := l.gen, l.size, l.changed, l.f == nil
+		gen, size, changed, closed := l.gen, l.size, l.changed, l.closed
 		l.mu.Unlock()
 
 		data, next, err := l.readFrom(pos, gen, size)

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aegis-os/aegis/trustd/token"
+	"github.com/aegis-os/aegis/token"
 	"github.com/aegis-os/aegis/trustd/tokenstore"
 	"github.com/aegis-os/aegis/trustd/tokenstore/boltstore"
 )

@@ -14,6 +14,7 @@ import (
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 
+	"github.com/aegis-os/aegis/internal/testutil"
 	"github.com/aegis-os/aegis/trustd/tokenstore"
 	"github.com/aegis-os/aegis/trustd/tokenstore/etcdstore"
 	"github.com/aegis-os/aegis/trustd/tokenstore/storetest"
@@ -129,7 +130,7 @@ func TestUnavailable(t *testing.T) {
 
 	for name, op := range map[string]func() error{
 		"get":    func() error { _, err := s.Get(ctx, "abc123"); return err },
-		"use":    func() error { _, err := s.Use(ctx, "abc123", storetest.Epoch); return err },
+		"use":    func() error { _, err := s.Use(ctx, "abc123", testutil.Epoch); return err },
 		"list":   func() error { _, err := s.List(ctx); return err },
 		"create": func() error { return s.Create(ctx, storetest.NewRecord(t, "def456", 0, 1)) },
 	} {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aegis-os/aegis/internal/testutil"
 	"github.com/aegis-os/aegis/trustd/tokenstore"
 	"github.com/aegis-os/aegis/trustd/tokenstore/etcdstore"
 	"github.com/aegis-os/aegis/trustd/tokenstore/storetest"
@@ -47,7 +48,7 @@ func TestHandover(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	if _, err := h.Use(ctx, "aaaaaa", storetest.Epoch); err != nil {
+	if _, err := h.Use(ctx, "aaaaaa", testutil.Epoch); err != nil {
 		t.Fatal(err)
 	}
 
@@ -63,7 +64,7 @@ func TestHandover(t *testing.T) {
 	}
 
 	// etcd formed: the record moves with its use count.
-	r, err := h.Use(ctx, "aaaaaa", storetest.Epoch)
+	r, err := h.Use(ctx, "aaaaaa", testutil.Epoch)
 	if err != nil || r.Uses != 2 || !h.OnEtcd() {
 		t.Fatalf("first use on etcd: uses %d, on etcd %v, %v", r.Uses, h.OnEtcd(), err)
 	}
@@ -81,7 +82,7 @@ func TestHandover(t *testing.T) {
 	}
 
 	// A second move (another trustd start) skips what is there.
-	if _, err = newHandover(shared).Revoke(ctx, "aaaaaa", storetest.Epoch.Add(time.Hour)); err != nil {
+	if _, err = newHandover(shared).Revoke(ctx, "aaaaaa", testutil.Epoch.Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aegis-os/aegis/internal/testutil"
 	"github.com/aegis-os/aegis/trustd/tokenstore"
 	"github.com/aegis-os/aegis/trustd/tokenstore/etcdstore"
 	"github.com/aegis-os/aegis/trustd/tokenstore/storetest"
@@ -34,7 +35,7 @@ func TestStaleKnownRecord(t *testing.T) {
 		}
 
 		for i, s := range []*etcdstore.Store{a, b, a, b, a} {
-			r, err := s.Use(ctx, "count1", storetest.Epoch)
+			r, err := s.Use(ctx, "count1", testutil.Epoch)
 			if err != nil || r.Uses != uint32(i+1) {
 				t.Fatalf("use %d: %d uses, %v", i+1, r.Uses, err)
 			}
@@ -50,11 +51,11 @@ func TestStaleKnownRecord(t *testing.T) {
 			t.Fatal(err)
 		}
 
-		if _, err := b.Use(ctx, "single", storetest.Epoch); err != nil {
+		if _, err := b.Use(ctx, "single", testutil.Epoch); err != nil {
 			t.Fatal(err)
 		}
 
-		if _, err := a.Use(ctx, "single", storetest.Epoch); !errors.Is(err, tokenstore.ErrUsedUp) {
+		if _, err := a.Use(ctx, "single", testutil.Epoch); !errors.Is(err, tokenstore.ErrUsedUp) {
 			t.Fatalf("a second use through the store that saw it unused: %v, want ErrUsedUp", err)
 		}
 	})
@@ -64,15 +65,15 @@ func TestStaleKnownRecord(t *testing.T) {
 			t.Fatal(err)
 		}
 
-		if _, err := a.Use(ctx, "revokd", storetest.Epoch); err != nil {
+		if _, err := a.Use(ctx, "revokd", testutil.Epoch); err != nil {
 			t.Fatal(err)
 		}
 
-		if _, err := b.Revoke(ctx, "revokd", storetest.Epoch); err != nil {
+		if _, err := b.Revoke(ctx, "revokd", testutil.Epoch); err != nil {
 			t.Fatal(err)
 		}
 
-		if _, err := a.Use(ctx, "revokd", storetest.Epoch.Add(time.Second)); !errors.Is(err, tokenstore.ErrRevoked) {
+		if _, err := a.Use(ctx, "revokd", testutil.Epoch.Add(time.Second)); !errors.Is(err, tokenstore.ErrRevoked) {
 			t.Fatalf("use after a revocation elsewhere: %v, want ErrRevoked", err)
 		}
 	})
@@ -86,11 +87,11 @@ func TestStaleKnownRecord(t *testing.T) {
 			t.Fatal(err)
 		}
 
-		if _, err := b.Prune(ctx, storetest.Epoch); err != nil {
+		if _, err := b.Prune(ctx, testutil.Epoch); err != nil {
 			t.Fatal(err)
 		}
 
-		if _, err := a.Use(ctx, "again1", storetest.Epoch); !errors.Is(err, tokenstore.ErrNotFound) {
+		if _, err := a.Use(ctx, "again1", testutil.Epoch); !errors.Is(err, tokenstore.ErrNotFound) {
 			t.Fatalf("use of a pruned token: %v, want ErrNotFound", err)
 		}
 
@@ -98,7 +99,7 @@ func TestStaleKnownRecord(t *testing.T) {
 			t.Fatal(err)
 		}
 
-		r, err := a.Use(ctx, "again1", storetest.Epoch)
+		r, err := a.Use(ctx, "again1", testutil.Epoch)
 		if err != nil || r.Uses != 1 || r.MaxUses != 2 {
 			t.Fatalf("use of the token made again: %+v, %v", r, err)
 		}

@@ -12,11 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aegis-os/aegis/internal/testutil"
 	"github.com/aegis-os/aegis/trustd/tokenstore"
 )
-
-// Epoch is the creation time of the records the suite makes.
-var Epoch = time.Date(2030, time.January, 1, 12, 0, 0, 0, time.UTC)
 
 // Factory makes stores for the suite.
 type Factory struct {
@@ -48,15 +46,15 @@ func Run(t *testing.T, f Factory) {
 	}
 }
 
-// NewRecord returns a valid record with id, created at Epoch plus offset,
+// NewRecord returns a valid record with id, created at testutil.Epoch plus offset,
 // expiring a day later, whose secret is "0123456789abcdef".
 func NewRecord(t testing.TB, id string, offset time.Duration, maxUses uint32) tokenstore.Record {
 	t.Helper()
 
 	r := tokenstore.Record{
 		ID:          id,
-		Created:     Epoch.Add(offset),
-		Expires:     Epoch.Add(offset + 24*time.Hour),
+		Created:     testutil.Epoch.Add(offset),
+		Expires:     testutil.Epoch.Add(offset + 24*time.Hour),
 		MaxUses:     maxUses,
 		AllowedSANs: []string{"node-*.example", "10.5.0.0/24"},
 		Description: "record " + id,
@@ -179,7 +177,7 @@ func testUse(t *testing.T, f Factory) {
 	mustCreate(t, s, NewRecord(t, "nolimt", 0, 0))
 
 	for i := range 2 {
-		r, err := s.Use(ctx, "twice0", Epoch.Add(time.Hour))
+		r, err := s.Use(ctx, "twice0", testutil.Epoch.Add(time.Hour))
 		if err != nil || r.Uses != uint32(i+1) {
 			t.Fatalf("use %d: uses=%d err=%v", i+1, r.Uses, err)
 		}
@@ -191,9 +189,9 @@ func testUse(t *testing.T, f Factory) {
 		now  time.Time
 		want error
 	}{
-		{name: "used up", id: "twice0", now: Epoch.Add(time.Hour), want: tokenstore.ErrUsedUp},
-		{name: "expired", id: "nolimt", now: Epoch.Add(24 * time.Hour), want: tokenstore.ErrExpired},
-		{name: "unknown", id: "zzzzzz", now: Epoch, want: tokenstore.ErrNotFound},
+		{name: "used up", id: "twice0", now: testutil.Epoch.Add(time.Hour), want: tokenstore.ErrUsedUp},
+		{name: "expired", id: "nolimt", now: testutil.Epoch.Add(24 * time.Hour), want: tokenstore.ErrExpired},
+		{name: "unknown", id: "zzzzzz", now: testutil.Epoch, want: tokenstore.ErrNotFound},
 	}
 
 	for _, tt := range tests {
@@ -208,7 +206,7 @@ func testUse(t *testing.T, f Factory) {
 		t.Fatalf("a refused use was counted: uses = %d", r.Uses)
 	}
 
-	if r, err := s.Use(ctx, "nolimt", Epoch.Add(time.Hour)); err != nil || r.Uses != 1 {
+	if r, err := s.Use(ctx, "nolimt", testutil.Epoch.Add(time.Hour)); err != nil || r.Uses != 1 {
 		t.Fatalf("unlimited token: uses=%d err=%v", r.Uses, err)
 	}
 }
@@ -218,7 +216,7 @@ func testRevoke(t *testing.T, f Factory) {
 	s := f.New(t, 0)
 	mustCreate(t, s, NewRecord(t, "aaaaaa", 0, 0))
 
-	first := Epoch.Add(time.Minute)
+	first := testutil.Epoch.Add(time.Minute)
 
 	r, err := s.Revoke(ctx, "aaaaaa", first)
 	if err != nil || !r.Revoked.Equal(first) {
@@ -245,15 +243,15 @@ func testRevoke(t *testing.T, f Factory) {
 func testPrune(t *testing.T, f Factory) {
 	ctx := context.Background()
 	s := f.New(t, 0)
-	mustCreate(t, s, NewRecord(t, "expird", -48*time.Hour, 0)) // expired at Epoch-24h
+	mustCreate(t, s, NewRecord(t, "expird", -48*time.Hour, 0)) // expired at testutil.Epoch-24h
 	mustCreate(t, s, NewRecord(t, "revokd", 0, 0))
 	mustCreate(t, s, NewRecord(t, "lively", 0, 0))
 
-	if _, err := s.Revoke(ctx, "revokd", Epoch.Add(time.Minute)); err != nil {
+	if _, err := s.Revoke(ctx, "revokd", testutil.Epoch.Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
 
-	n, err := s.Prune(ctx, Epoch.Add(time.Hour))
+	n, err := s.Prune(ctx, testutil.Epoch.Add(time.Hour))
 	if err != nil || n != 2 {
 		t.Fatalf("Prune = %d, %v; want 2", n, err)
 	}
@@ -280,7 +278,7 @@ func testConcurrentSingleUse(t *testing.T, f Factory) {
 
 	for range n {
 		wg.Go(func() {
-			_, err := s.Use(context.Background(), "single", Epoch.Add(time.Minute))
+			_, err := s.Use(context.Background(), "single", testutil.Epoch.Add(time.Minute))
 
 			mu.Lock()
 			defer mu.Unlock()
@@ -313,11 +311,11 @@ func testReopen(t *testing.T, f Factory) {
 	mustCreate(t, s, NewRecord(t, "aaaaaa", 0, 3))
 	mustCreate(t, s, NewRecord(t, "bbbbbb", 0, 0))
 
-	if _, err := s.Use(ctx, "aaaaaa", Epoch); err != nil {
+	if _, err := s.Use(ctx, "aaaaaa", testutil.Epoch); err != nil {
 		t.Fatal(err)
 	}
 
-	if _, err := s.Revoke(ctx, "bbbbbb", Epoch); err != nil {
+	if _, err := s.Revoke(ctx, "bbbbbb", testutil.Epoch); err != nil {
 		t.Fatal(err)
 	}
 
@@ -339,7 +337,7 @@ func testReopen(t *testing.T, f Factory) {
 		}
 	}
 
-	if r, err := s.Use(ctx, "aaaaaa", Epoch); err != nil || r.Uses != 2 {
+	if r, err := s.Use(ctx, "aaaaaa", testutil.Epoch); err != nil || r.Uses != 2 {
 		t.Fatalf("use after reopen: uses=%d err=%v, want 2", r.Uses, err)
 	}
 }

@@ -1,4 +1,9 @@
-package certs
+// Package renewal keeps certificates fresh: the renewal loop of a node's
+// certificates (Renewer, at half-life with jitter), the renewal decision and
+// checks of a client certificate (ClientRenewal), and the reload of
+// certificate files another process renews (WatchFiles). The file formats
+// themselves are in certs.
+package renewal
 
 import (
 	"context"
@@ -47,8 +52,8 @@ func shouldRenew(now time.Time, cert *x509.Certificate, jitter time.Duration) bo
 	return !now.Before(RenewAt(cert, jitter))
 }
 
-// RenewerConfig configures a Renewer. Current and Renew are required.
-type RenewerConfig struct {
+// Config configures a Renewer. Current and Renew are required.
+type Config struct {
 	// Current is the certificate in use when the loop starts.
 	Current *x509.Certificate
 	// Renew obtains a new certificate, puts it in use and returns it. On
@@ -70,16 +75,16 @@ type RenewerConfig struct {
 // Renewer keeps a certificate fresh: it renews at half-life with jitter and
 // retries failures with backoff.
 type Renewer struct {
-	cfg RenewerConfig
+	cfg Config
 
 	mu      sync.Mutex
 	current *x509.Certificate
 }
 
-// NewRenewer checks cfg and returns a renewer; Run starts it.
-func NewRenewer(cfg RenewerConfig) (*Renewer, error) {
+// New checks cfg and returns a renewer; Run starts it.
+func New(cfg Config) (*Renewer, error) {
 	if cfg.Current == nil || cfg.Renew == nil {
-		return nil, errors.New("certs: renewer needs the current certificate and a renew function")
+		return nil, errors.New("renewal: renewer needs the current certificate and a renew function")
 	}
 
 	if cfg.RetryMin <= 0 {
@@ -153,7 +158,7 @@ func (r *Renewer) renew(ctx context.Context, cur *x509.Certificate) (*x509.Certi
 		}
 
 		if err == nil {
-			err = errors.New("certs: renew returned no certificate")
+			err = errors.New("renewal: renew returned no certificate")
 		}
 
 		wait := r.retryWait(&retry, cur)

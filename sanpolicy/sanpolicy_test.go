@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aegis-os/aegis/trustd/sanpolicy"
+	"github.com/aegis-os/aegis/sanpolicy"
 )
 
 func TestParseRefusals(t *testing.T) {

@@ -1,7 +1,6 @@
-package certs
+package renewal
 
 import (
-	"bytes"
 	"crypto"
 	"crypto/x509"
 	"errors"
@@ -19,10 +18,6 @@ import (
 // than a node (half-life) but early enough that an operator who works every
 // few days keeps a certificate of a week or more alive.
 const ClientRenewDivisor = 3
-
-// ErrCredentialsChanged is returned when a context's credentials are not the
-// ones a renewal started from: something else replaced them meanwhile.
-var ErrCredentialsChanged = errors.New("certs: the context's credentials changed during the renewal")
 
 // ClientRenewAt returns when a client certificate is due for renewal: when
 // a third of its lifetime is left.
@@ -128,51 +123,32 @@ func (r *ClientRenewal) KeyPEM() []byte { return r.keyPEM }
 func (r *ClientRenewal) Check(crtPEM, trustedPEM []byte, now time.Time) (*x509.Certificate, error) {
 	cert, err := ca.ParseCertificate(crtPEM)
 	if err != nil {
-		return nil, fmt.Errorf("certs: renewed certificate: %w", err)
+		return nil, fmt.Errorf("renewal: renewed certificate: %w", err)
 	}
 
 	cas, err := ca.ParseAcceptedSet(trustedPEM, now)
 	if err != nil {
-		return nil, fmt.Errorf("certs: the context's CAs: %w", err)
+		return nil, fmt.Errorf("renewal: the context's CAs: %w", err)
 	}
 
 	pub, ok := r.key.Public().(interface{ Equal(crypto.PublicKey) bool })
 
 	switch {
 	case !ok || !pub.Equal(cert.PublicKey):
-		return nil, errors.New("certs: renewed certificate is not for the new key")
+		return nil, errors.New("renewal: renewed certificate is not for the new key")
 	case !sameStrings(cert.Subject.Organization, r.Old.Subject.Organization):
-		return nil, fmt.Errorf("certs: renewed certificate has roles %q, want %q", cert.Subject.Organization, r.Old.Subject.Organization)
+		return nil, fmt.Errorf("renewal: renewed certificate has roles %q, want %q", cert.Subject.Organization, r.Old.Subject.Organization)
 	case cert.Subject.CommonName != r.Old.Subject.CommonName:
-		return nil, fmt.Errorf("certs: renewed certificate is for %q, want %q", cert.Subject.CommonName, r.Old.Subject.CommonName)
+		return nil, fmt.Errorf("renewal: renewed certificate is for %q, want %q", cert.Subject.CommonName, r.Old.Subject.CommonName)
 	case cert.NotAfter.Sub(cert.NotBefore) > r.TTL:
-		return nil, fmt.Errorf("certs: renewed certificate lives %s, more than the %s asked", cert.NotAfter.Sub(cert.NotBefore), r.TTL)
+		return nil, fmt.Errorf("renewal: renewed certificate lives %s, more than the %s asked", cert.NotAfter.Sub(cert.NotBefore), r.TTL)
 	}
 
 	if err = cas.Verify(cert, x509.ExtKeyUsageClientAuth, now); err != nil {
-		return nil, fmt.Errorf("certs: renewed certificate does not chain to a CA the context trusts: %w", err)
+		return nil, fmt.Errorf("renewal: renewed certificate does not chain to a CA the context trusts: %w", err)
 	}
 
 	return cert, nil
-}
-
-// ReplaceCredentials puts a renewed certificate and its key into context
-// name, if the context still holds oldCrt; otherwise it changes nothing and
-// returns ErrCredentialsChanged. The context's CAs stay as they are: a
-// renewal never changes what a client trusts, only a CA rotation does.
-func (c *ClientConfig) ReplaceCredentials(name string, oldCrt, crt, key []byte) error {
-	ctx, ok := c.Contexts[name]
-	if !ok || ctx == nil {
-		return fmt.Errorf("certs: no context %q", name)
-	}
-
-	if !bytes.Equal(ctx.Crt, oldCrt) {
-		return ErrCredentialsChanged
-	}
-
-	ctx.Crt, ctx.Key = crt, key
-
-	return nil
 }
 
 func sameStrings(a, b []string) bool {

@@ -1,8 +1,8 @@
-// Package node is machined's node controller: it runs the boot sequence,
-// keeps the node's certificates fresh, hands each service its resources over
-// a socket of its own, serves the MachineService for apid, and runs apid and
-// trustd through the service framework.
-package node
+// Package layout names the places of a node's state directory: the
+// sockets between machined, apid and trustd, the logs, the certificates and
+// etcd's data. It is the one place those paths are built; machined, the
+// daemons it starts and the tests all read them from here.
+package layout
 
 import "path/filepath"
 

@@ -1,4 +1,4 @@
-package certs
+package renewal
 
 import (
 	"context"
@@ -64,7 +64,7 @@ func startRenewer(t *testing.T, current *x509.Certificate) *renewHarness {
 
 	h := &renewHarness{t: t, clk: clock.NewFake(testutil.Epoch), calls: make(chan struct{}), results: make(chan renewResult)}
 
-	r, err := NewRenewer(RenewerConfig{
+	r, err := New(Config{
 		Current: current,
 		Renew: func(ctx context.Context) (*x509.Certificate, error) {
 			select {
@@ -234,7 +234,7 @@ func TestRenewerRetriesFasterNearExpiry(t *testing.T) {
 }
 
 func TestNewRenewerRefusals(t *testing.T) {
-	if _, err := NewRenewer(RenewerConfig{}); err == nil {
+	if _, err := New(Config{}); err == nil {
 		t.Fatal("NewRenewer accepted an empty config")
 	}
 }

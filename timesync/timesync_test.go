@@ -14,7 +14,7 @@ import (
 
 	"github.com/aegis-os/aegis/internal/clock"
 	"github.com/aegis-os/aegis/internal/testutil"
-	"github.com/aegis-os/aegis/machined/timesync"
+	"github.com/aegis-os/aegis/timesync"
 )
 
 // reply is one scripted answer of the fake query.
