@@ -20,8 +20,8 @@ import (
 	"github.com/aegis-os/aegis/internal/connlimit"
 	"github.com/aegis-os/aegis/internal/grpcopt"
 	"github.com/aegis-os/aegis/internal/grpcrecover"
-	"github.com/aegis-os/aegis/internal/metrics"
 	"github.com/aegis-os/aegis/internal/logkey"
+	"github.com/aegis-os/aegis/internal/metrics"
 	"github.com/aegis-os/aegis/internal/refusals"
 )
 

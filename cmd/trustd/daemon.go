@@ -18,8 +18,8 @@ import (
 
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/certs"
-	"github.com/aegis-os/aegis/internal/metrics"
 	"github.com/aegis-os/aegis/internal/logkey"
+	"github.com/aegis-os/aegis/internal/metrics"
 	"github.com/aegis-os/aegis/internal/wire"
 	"github.com/aegis-os/aegis/machined/layout"
 	"github.com/aegis-os/aegis/sanpolicy"
