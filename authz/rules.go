@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/siderolabs/talos/pkg/machinery/api/cluster"
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 
 	"github.com/aegis-os/aegis/api/certificates"
+	"github.com/aegis-os/aegis/api/membership"
 	"github.com/aegis-os/aegis/api/tokens"
 	"github.com/aegis-os/aegis/authz/role"
 )
@@ -18,8 +20,8 @@ import (
 type Rules map[string]role.Set
 
 // DefaultRules returns a new copy of Aegis's method table: every method of
-// machine.MachineService, aegis.tokens.TokenService and
-// aegis.certificates.CertificateService, with Talos's split between readers,
+// machine.MachineService, cluster.ClusterService, aegis.tokens.TokenService,
+// aegis.certificates.CertificateService and aegis.membership.MembershipService, with Talos's split between readers,
 // operators, etcd backups and admins. os:impersonator alone is allowed
 // nothing: it only carries other callers' roles.
 func DefaultRules() Rules {
@@ -65,6 +67,9 @@ func DefaultRules() Rules {
 		// Renewing one's own client certificate keeps the roles it already
 		// has; every person may do it, a node's impersonator certificate may not.
 		certificates.CertificateService_Renew_FullMethodName,
+		// The cluster's member list and its health, as in Talos.
+		membership.MembershipService_List_FullMethodName,
+		cluster.ClusterService_HealthCheck_FullMethodName,
 	)
 
 	r.add(operators,
@@ -108,6 +113,9 @@ func DefaultRules() Rules {
 		tokens.TokenService_Create_FullMethodName,
 		tokens.TokenService_List_FullMethodName,
 		tokens.TokenService_Revoke_FullMethodName,
+		// Served by trustd to nodes holding their own certificate, never
+		// through apid: no role of a person writes a node's entry.
+		membership.MembershipService_Heartbeat_FullMethodName,
 	)
 
 	return r

@@ -21,6 +21,8 @@ var servedServices = []protoreflect.FullName{
 	"machine.MachineService",
 	"aegis.tokens.TokenService",
 	"aegis.certificates.CertificateService",
+	"aegis.membership.MembershipService",
+	"cluster.ClusterService",
 }
 
 func TestEveryMethodHasARule(t *testing.T) {

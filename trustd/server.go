@@ -70,16 +70,27 @@ func New(cfg Config) (*Server, error) {
 	securityapi.RegisterSecurityServiceServer(s.grpc, service{s: s})
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 
+	if cfg.Services != nil {
+		cfg.Services(s.grpc)
+	}
+
 	return s, nil
 }
 
 func (s *Server) serverOptions() []grpc.ServerOption {
-	// Server authentication only: a joining node has no certificate yet;
-	// its token authenticates it. The certificate is fetched per
+	// Server authentication: a joining node has no certificate yet; its
+	// token authenticates it. A client certificate is asked for but never
+	// required nor trusted here: only the services of Config.Services read
+	// it, and verify it themselves. The certificate is fetched per
 	// handshake, so a renewed one needs no restart.
+	clientAuth := tls.NoClientCert
+	if s.cfg.Services != nil {
+		clientAuth = tls.RequestClientCert
+	}
+
 	tlsConfig := &tls.Config{
 		GetCertificate: s.cfg.Certificate.GetCertificate,
-		ClientAuth:     tls.NoClientCert,
+		ClientAuth:     clientAuth,
 		MinVersion:     tls.VersionTLS13,
 	}
 

@@ -194,7 +194,10 @@ type Resources struct {
 	ControlPlaneHosts []string `protobuf:"bytes,9,rep,name=control_plane_hosts,json=controlPlaneHosts,proto3" json:"control_plane_hosts,omitempty"`
 	// The machine config's cluster.workerSANs: what the static token obtains
 	// besides the caller's own address (trustd).
-	WorkerSans    []string `protobuf:"bytes,10,rep,name=worker_sans,json=workerSans,proto3" json:"worker_sans,omitempty"`
+	WorkerSans []string `protobuf:"bytes,10,rep,name=worker_sans,json=workerSans,proto3" json:"worker_sans,omitempty"`
+	// The cluster's members by name (apid on control planes): a member's
+	// hostname routes to its address in `node`/`nodes` metadata.
+	Members       []*MemberName `protobuf:"bytes,11,rep,name=members,proto3" json:"members,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -299,6 +302,65 @@ func (x *Resources) GetWorkerSans() []string {
 	return nil
 }
 
+func (x *Resources) GetMembers() []*MemberName {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
+type MemberName struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Hostname      string                 `protobuf:"bytes,1,opt,name=hostname,proto3" json:"hostname,omitempty"`
+	Address       string                 `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MemberName) Reset() {
+	*x = MemberName{}
+	mi := &file_node_node_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MemberName) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MemberName) ProtoMessage() {}
+
+func (x *MemberName) ProtoReflect() protoreflect.Message {
+	mi := &file_node_node_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MemberName.ProtoReflect.Descriptor instead.
+func (*MemberName) Descriptor() ([]byte, []int) {
+	return file_node_node_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *MemberName) GetHostname() string {
+	if x != nil {
+		return x.Hostname
+	}
+	return ""
+}
+
+func (x *MemberName) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
 var File_node_node_proto protoreflect.FileDescriptor
 
 const file_node_node_proto_rawDesc = "" +
@@ -312,7 +374,7 @@ const file_node_node_proto_rawDesc = "" +
 	"\n" +
 	"TimeStatus\x12\x16\n" +
 	"\x06synced\x18\x01 \x01(\bR\x06synced\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage\"\x98\x03\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"\xca\x03\n" +
 	"\tResources\x12+\n" +
 	"\x06server\x18\x01 \x01(\v2\x13.aegis.node.KeyPairR\x06server\x127\n" +
 	"\fimpersonator\x18\x02 \x01(\v2\x13.aegis.node.KeyPairR\fimpersonator\x12!\n" +
@@ -325,7 +387,12 @@ const file_node_node_proto_rawDesc = "" +
 	"\x13control_plane_hosts\x18\t \x03(\tR\x11controlPlaneHosts\x12\x1f\n" +
 	"\vworker_sans\x18\n" +
 	" \x03(\tR\n" +
-	"workerSans2I\n" +
+	"workerSans\x120\n" +
+	"\amembers\x18\v \x03(\v2\x16.aegis.node.MemberNameR\amembers\"B\n" +
+	"\n" +
+	"MemberName\x12\x1a\n" +
+	"\bhostname\x18\x01 \x01(\tR\bhostname\x12\x18\n" +
+	"\aaddress\x18\x02 \x01(\tR\aaddress2I\n" +
 	"\vNodeService\x12:\n" +
 	"\x05Watch\x12\x18.aegis.node.WatchRequest\x1a\x15.aegis.node.Resources0\x01B$Z\"github.com/aegis-os/aegis/api/nodeb\x06proto3"
 
@@ -341,25 +408,27 @@ func file_node_node_proto_rawDescGZIP() []byte {
 	return file_node_node_proto_rawDescData
 }
 
-var file_node_node_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_node_node_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
 var file_node_node_proto_goTypes = []any{
 	(*WatchRequest)(nil), // 0: aegis.node.WatchRequest
 	(*KeyPair)(nil),      // 1: aegis.node.KeyPair
 	(*TimeStatus)(nil),   // 2: aegis.node.TimeStatus
 	(*Resources)(nil),    // 3: aegis.node.Resources
+	(*MemberName)(nil),   // 4: aegis.node.MemberName
 }
 var file_node_node_proto_depIdxs = []int32{
 	1, // 0: aegis.node.Resources.server:type_name -> aegis.node.KeyPair
 	1, // 1: aegis.node.Resources.impersonator:type_name -> aegis.node.KeyPair
 	1, // 2: aegis.node.Resources.os_ca:type_name -> aegis.node.KeyPair
 	2, // 3: aegis.node.Resources.time:type_name -> aegis.node.TimeStatus
-	0, // 4: aegis.node.NodeService.Watch:input_type -> aegis.node.WatchRequest
-	3, // 5: aegis.node.NodeService.Watch:output_type -> aegis.node.Resources
-	5, // [5:6] is the sub-list for method output_type
-	4, // [4:5] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	4, // 4: aegis.node.Resources.members:type_name -> aegis.node.MemberName
+	0, // 5: aegis.node.NodeService.Watch:input_type -> aegis.node.WatchRequest
+	3, // 6: aegis.node.NodeService.Watch:output_type -> aegis.node.Resources
+	6, // [6:7] is the sub-list for method output_type
+	5, // [5:6] is the sub-list for method input_type
+	5, // [5:5] is the sub-list for extension type_name
+	5, // [5:5] is the sub-list for extension extendee
+	0, // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_node_node_proto_init() }
@@ -373,7 +442,7 @@ func file_node_node_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_node_node_proto_rawDesc), len(file_node_node_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   4,
+			NumMessages:   5,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -57,6 +57,7 @@ func (n *nodeFiles) apply(res *node.Resources) error {
 	}
 
 	n.accepted.Store(set)
+	n.members.set(res.GetMembers())
 
 	if first {
 		n.self = append([]string{}, res.GetAddresses()...)

@@ -53,6 +53,7 @@ type files struct {
 	server   *certs.KeyPair
 	forward  *certs.KeyPair // nil without --impersonator-cert
 	accepted atomic.Pointer[ca.AcceptedSet]
+	members  memberNames // filled from machined's resources only
 }
 
 func loadFiles(o *options) (*files, error) {
@@ -127,6 +128,7 @@ func serve(ctx context.Context, o *options, log *slog.Logger) error {
 		MachinedSocket: o.socket,
 		Self:           append(o.selfNames(lis.Addr(), net.InterfaceAddrs), self...),
 		Names:          o.names,
+		Members:        &f.members,
 		Logger:         log,
 	}
 	if f.forward != nil {

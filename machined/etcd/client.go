@@ -50,6 +50,10 @@ func (e *Etcd) local() (*clientv3.Client, error) {
 	return cli, nil
 }
 
+// Client returns the local member's client, for the cluster state kept in
+// etcd (membership). It reconnects by itself after a restart of the member.
+func (e *Etcd) Client() (*clientv3.Client, error) { return e.local() }
+
 // withLocal runs fn with the local member's client under callTimeout and
 // translates etcd's errors into the package's.
 func (e *Etcd) withLocal(ctx context.Context, fn func(ctx context.Context, cli *clientv3.Client) error) error {

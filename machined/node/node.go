@@ -19,6 +19,7 @@ import (
 	"github.com/aegis-os/aegis/internal/clock"
 	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/machined/etcd"
+	"github.com/aegis-os/aegis/machined/membership"
 	"github.com/aegis-os/aegis/machined/resources"
 	"github.com/aegis-os/aegis/machined/system"
 	"github.com/aegis-os/aegis/machined/system/events"
@@ -55,6 +56,10 @@ type Config struct {
 	// Zero means NodeCertTTL; it must lie within trustd's bounds
 	// (trustd.MinCertTTL to trustd.MaxCertTTL).
 	NodeCertTTL time.Duration
+	// HeartbeatInterval is how often the node refreshes its membership
+	// entry. Zero means membership.DefaultInterval; it must lie within
+	// [membership.MinInterval, membership.MaxInterval].
+	HeartbeatInterval time.Duration
 	// Logger receives machined's own records. Nil discards.
 	Logger *slog.Logger
 	// LogLevel is passed on to apid and trustd as --log-level, so they log
@@ -100,6 +105,14 @@ func New(cfg Config) (*Node, error) {
 
 	if cfg.NodeCertTTL < trustd.MinCertTTL || cfg.NodeCertTTL > trustd.MaxCertTTL {
 		return nil, fmt.Errorf("node: certificate lifetime %s outside [%s, %s]", cfg.NodeCertTTL, trustd.MinCertTTL, trustd.MaxCertTTL)
+	}
+
+	if cfg.HeartbeatInterval == 0 {
+		cfg.HeartbeatInterval = membership.DefaultInterval
+	}
+
+	if cfg.HeartbeatInterval < membership.MinInterval || cfg.HeartbeatInterval > membership.MaxInterval {
+		return nil, fmt.Errorf("node: heartbeat interval %s outside [%s, %s]", cfg.HeartbeatInterval, membership.MinInterval, membership.MaxInterval)
 	}
 
 	if cfg.Clock == nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/aegis-os/aegis/internal/unixsock"
 	"github.com/aegis-os/aegis/machined/certapi"
 	"github.com/aegis-os/aegis/machined/machineapi"
+	"github.com/aegis-os/aegis/machined/membership"
 	"github.com/aegis-os/aegis/machined/resources"
 )
 
@@ -52,6 +53,13 @@ func (n *Node) listen() (*sockets, error) {
 	}).Register(api)
 	tokens.RegisterTokenServiceServer(api, tokenProxy)
 	certapi.New(certapi.Config{Authority: clientIssuer{n}, Logger: n.log}).Register(api)
+
+	var members membership.Reader
+	if n.cfg.Machine.Machine.Type.IsControlPlane() {
+		members = n.Members()
+	}
+
+	membership.NewServer(membership.ServerConfig{Members: members, Logger: n.log, Clock: n.clock}).Register(api)
 
 	for _, sock := range []struct {
 		path   string
