@@ -60,6 +60,7 @@ func (n *Node) listen() (*sockets, error) {
 	}
 
 	membership.NewServer(membership.ServerConfig{Members: members, Logger: n.log, Clock: n.clock}).Register(api)
+	n.clusterHealth().Register(api)
 
 	for _, sock := range []struct {
 		path   string

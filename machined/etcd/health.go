@@ -1,0 +1,90 @@
+package etcd
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// MemberHealth is what one etcd member says of itself.
+type MemberHealth struct {
+	ID      uint64
+	Name    string
+	Learner bool
+	// Leader is the member this one follows; zero when it knows none.
+	Leader uint64
+	// Err says why the member did not answer, or the errors it reports.
+	Err error
+}
+
+// Health lists the cluster's members, through the local member or else
+// any other control plane's, and asks each for its status, all at once.
+func (e *Etcd) Health(ctx context.Context) ([]MemberHealth, error) {
+	var list *clientv3.MemberListResponse
+
+	err := e.withLocal(ctx, func(ctx context.Context, cli *clientv3.Client) error {
+		var err error
+		list, err = cli.MemberList(ctx)
+
+		return err
+	})
+	if err != nil {
+		// The local member is down: the others may still answer.
+		err = e.withPeers(ctx, func(ctx context.Context, cli *clientv3.Client) error {
+			var perr error
+			list, perr = cli.MemberList(ctx)
+
+			return perr
+		})
+	}
+
+	if err != nil {
+		return nil, translate(err)
+	}
+
+	out := make([]MemberHealth, len(list.Members))
+
+	var wg sync.WaitGroup
+
+	for i, m := range list.Members {
+		out[i] = MemberHealth{ID: m.ID, Name: m.Name, Learner: m.IsLearner}
+
+		if len(m.ClientURLs) == 0 {
+			out[i].Err = fmt.Errorf("etcd: member %s has not started", m.Name)
+
+			continue
+		}
+
+		wg.Go(func() { out[i].Leader, out[i].Err = e.memberStatus(ctx, m.ClientURLs[0]) })
+	}
+
+	wg.Wait()
+
+	return out, nil
+}
+
+func (e *Etcd) memberStatus(ctx context.Context, url string) (uint64, error) {
+	var leader uint64
+
+	err := e.withEndpoints(ctx, []string{url}, func(ctx context.Context, cli *clientv3.Client) error {
+		sctx, cancel := context.WithTimeout(ctx, dialTimeout)
+		defer cancel()
+
+		st, err := cli.Status(sctx, url)
+		if err != nil {
+			return err
+		}
+
+		if len(st.Errors) > 0 {
+			return fmt.Errorf("etcd: %v", st.Errors)
+		}
+
+		leader = st.Leader
+
+		return nil
+	})
+
+	return leader, translate(err)
+}
