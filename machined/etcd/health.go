@@ -3,6 +3,7 @@ package etcd
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -85,6 +86,9 @@ func (e *Etcd) memberStatus(ctx context.Context, url string) (uint64, error) {
 
 		return nil
 	})
+	if err != nil && !strings.HasPrefix(err.Error(), "etcd: ") {
+		err = fmt.Errorf("not answering at %s: %w", url, err)
+	}
 
-	return leader, translate(err)
+	return leader, err
 }

@@ -70,7 +70,7 @@ func Check(m *Member) error {
 
 	for _, a := range m.GetAddresses() {
 		addr, err := netip.ParseAddr(a)
-		if err != nil || addr.String() != a || addr.Zone() != "" || addr.IsUnspecified() {
+		if err != nil || addr.Unmap().String() != a || addr.Zone() != "" || addr.IsUnspecified() || addr.IsMulticast() {
 			return fmt.Errorf("%w: address %q is not a canonical IP address", ErrInvalid, a)
 		}
 	}

@@ -91,4 +91,3 @@ func (p prober) impersonator(*tls.CertificateRequestInfo) (*tls.Certificate, err
 
 	return &c, err
 }
-
