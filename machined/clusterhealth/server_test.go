@@ -75,7 +75,9 @@ func TestHealthCheckWaitsAndReportsChanges(t *testing.T) {
 	stream := &sink{ctx: context.Background()}
 	done := make(chan error, 1)
 
-	go func() { done <- srv.HealthCheck(&cluster.HealthCheckRequest{WaitTimeout: durationpb.New(time.Minute)}, stream) }()
+	go func() {
+		done <- srv.HealthCheck(&cluster.HealthCheckRequest{WaitTimeout: durationpb.New(time.Minute)}, stream)
+	}()
 
 	for range 2 { // two failed rounds, each waiting on the clock
 		if err := clk.WaitForTimers(context.Background(), 1); err != nil {
