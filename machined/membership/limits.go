@@ -25,6 +25,11 @@ const (
 	MaxAddresses = 16
 	// MaxVersionLength bounds the version string ("v1.2.3-4-gabcdef-dirty").
 	MaxVersionLength = 64
+	// RetryInterval is the wait after a failed heartbeat, when shorter
+	// than the interval: a node whose etcd has just been bootstrapped, or
+	// whose control plane has just come back, is listed within a second,
+	// not an interval later.
+	RetryInterval = time.Second
 	// callTimeout bounds one heartbeat or one read of the list: etcd and
 	// the control planes are on the cluster's own network.
 	callTimeout = 5 * time.Second

@@ -163,7 +163,7 @@ func (s *Server) toStatus(op string, err error) error {
 }
 
 // Until runs beat now and then every interval until ctx ends; a failed
-// beat is logged and tried again at the next interval.
+// beat is logged and tried again after RetryInterval.
 func Until(ctx context.Context, clk clock.Clock, interval time.Duration, log *slog.Logger, beat func(context.Context) error) {
 	failing := false
 
@@ -172,14 +172,19 @@ func Until(ctx context.Context, clk clock.Clock, interval time.Duration, log *sl
 
 		switch {
 		case err != nil && ctx.Err() == nil && !failing:
-			log.Warn("membership heartbeat failed; retrying every interval", slog.String(logkey.Error, err.Error()))
+			log.Warn("membership heartbeat failed; retrying", slog.String(logkey.Error, err.Error()))
 		case err == nil && failing:
 			log.Info("membership heartbeat recorded again")
 		}
 
 		failing = err != nil
 
-		if !clock.Sleep(ctx, clk, interval) {
+		wait := interval
+		if failing {
+			wait = min(interval, RetryInterval)
+		}
+
+		if !clock.Sleep(ctx, clk, wait) {
 			return
 		}
 	}
