@@ -87,19 +87,31 @@ func (s *Server) HealthCheck(req *cluster.HealthCheckRequest, stream cluster.Clu
 	shown := map[string]string{}
 
 	for {
-		findings := s.round(ctx, req.GetClusterInfo())
+		var (
+			mu      sync.Mutex
+			sendErr error
+		)
+
+		// Each verdict goes out as soon as it is known, and only when it
+		// changed since the last round.
+		emit := func(f Finding) {
+			mu.Lock()
+			defer mu.Unlock()
+
+			if sendErr == nil && shown[f.Subject] != f.String() {
+				shown[f.Subject] = f.String()
+				sendErr = stream.Send(&cluster.HealthCheckProgress{Message: f.String()})
+			}
+		}
+
+		findings := s.round(ctx, req.GetClusterInfo(), emit)
+		if sendErr != nil {
+			return sendErr
+		}
 
 		var failed []string
 
 		for _, f := range findings {
-			if shown[f.Subject] != f.String() {
-				shown[f.Subject] = f.String()
-
-				if err := stream.Send(&cluster.HealthCheckProgress{Message: f.String()}); err != nil {
-					return err
-				}
-			}
-
 			if f.Problem != "" {
 				failed = append(failed, f.String())
 			}
@@ -117,24 +129,44 @@ func (s *Server) HealthCheck(req *cluster.HealthCheckRequest, stream cluster.Clu
 	}
 }
 
-// round runs every check once: the member list, etcd, each node (at most
-// MaxParallelProbes at a time), the CAs, and the nodes the request expects.
-func (s *Server) round(ctx context.Context, info *cluster.ClusterInfo) []Finding {
+// round runs every check once: the member list, the nodes the request
+// expects, etcd, each node (at most MaxParallelProbes at a time) and the
+// CAs, handing each finding to emit as soon as it is made.
+func (s *Server) round(ctx context.Context, info *cluster.ClusterInfo, emit func(Finding)) []Finding {
+	list := Finding{Subject: "member list"}
+
 	members, err := s.cfg.Members.List(ctx)
-	if err != nil {
-		return []Finding{{Subject: "member list", Problem: "not readable: " + err.Error()}}
+
+	switch {
+	case err != nil:
+		list.Problem = "not readable: " + err.Error()
+	case len(members) == 0:
+		list.Problem = "empty"
+	default:
+		list.Detail = fmt.Sprintf("%d nodes", len(members))
 	}
 
-	if len(members) == 0 {
-		return []Finding{{Subject: "member list", Problem: "empty"}}
+	emit(list)
+
+	if list.Problem != "" {
+		return []Finding{list}
 	}
 
-	findings := []Finding{{Subject: "member list", Detail: fmt.Sprintf("%d nodes", len(members))}}
-	findings = append(findings, checkExpected(members, info.GetControlPlaneNodes(), info.GetWorkerNodes())...)
-	findings = append(findings, s.etcdFinding(ctx, members))
-	findings = append(findings, s.nodeFindings(ctx, members)...)
+	findings := append([]Finding{list}, checkExpected(members, info.GetControlPlaneNodes(), info.GetWorkerNodes())...)
+	for _, f := range findings[1:] {
+		emit(f)
+	}
 
-	return append(findings, checkCAs(members))
+	e := s.etcdFinding(ctx, members)
+	emit(e)
+
+	findings = append(findings, e)
+	findings = append(findings, s.nodeFindings(ctx, members, emit)...)
+
+	cas := checkCAs(members)
+	emit(cas)
+
+	return append(findings, cas)
 }
 
 func (s *Server) etcdFinding(ctx context.Context, members []*membership.Member) Finding {
@@ -148,7 +180,7 @@ func (s *Server) etcdFinding(ctx context.Context, members []*membership.Member) 
 	return checkEtcd(members, health, err)
 }
 
-func (s *Server) nodeFindings(ctx context.Context, members []*membership.Member) []Finding {
+func (s *Server) nodeFindings(ctx context.Context, members []*membership.Member, emit func(Finding)) []Finding {
 	out := make([]Finding, len(members))
 	sem := make(chan struct{}, MaxParallelProbes)
 
@@ -168,6 +200,7 @@ func (s *Server) nodeFindings(ctx context.Context, members []*membership.Member)
 			}
 
 			out[i] = checkNode(m, p, err, s.cfg.Clock.Now())
+			emit(out[i])
 		})
 	}
 
