@@ -14,6 +14,7 @@ import (
 	"time"
 
 	clusterapi "github.com/siderolabs/talos/pkg/machinery/api/cluster"
+	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"github.com/siderolabs/talos/pkg/machinery/client"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -130,8 +131,11 @@ func TestMembershipAndClusterHealth(t *testing.T) {
 			t.Fatal(err)
 		}
 
-		out, err := aegisctl(t, c.Dir, "health", "--wait-timeout", "3s")
-		if err == nil || !strings.Contains(out, "member "+cps[2].Name+":") || !strings.Contains(out, "service etcd is") {
+		// Asked of the very control plane whose etcd is stopped: it reads
+		// the member list through the others.
+		out, err := aegisctl(t, c.Dir, "-e", cps[2].Address, "health", "--wait-timeout", "3s")
+		if err == nil || !strings.Contains(out, "etcd: member "+cps[2].Name+": not answering") ||
+			!strings.Contains(out, "node "+cps[2].Name+" ("+cps[2].Address+"): service etcd is") {
 			t.Fatalf("health with etcd stopped on %s: %v\n%s", cps[2].Name, err, out)
 		}
 
@@ -192,15 +196,30 @@ func membersAre(ctx context.Context, admin *client.Client, nodes []localcluster.
 func checkRoutingByName(t *testing.T, admin *client.Client, worker, cp localcluster.Node) {
 	ctx := etcdCtx(t)
 
-	resp, err := admin.MachineClient.Hostname(client.WithNode(ctx, worker.Name), &emptypb.Empty{})
-	if err != nil || resp.GetMessages()[0].GetHostname() != worker.Name {
-		t.Fatalf("Hostname with node=%s: %v %v", worker.Name, resp, err)
-	}
+	var (
+		resp *machine.HostnameResponse
+		err  error
+	)
 
-	resp, err = admin.MachineClient.Hostname(client.WithNodes(ctx, worker.Name, strings.ToUpper(cp.Name), worker.Address), &emptypb.Empty{})
-	if err != nil || len(resp.GetMessages()) != 2 {
-		t.Fatalf("Hostname with nodes=%s,%s,%s: %v %v", worker.Name, cp.Name, worker.Address, resp, err)
-	}
+	eventually(t, "node="+worker.Name, func() error {
+		resp, err = admin.MachineClient.Hostname(client.WithNode(ctx, worker.Name), &emptypb.Empty{})
+		if err == nil && resp.GetMessages()[0].GetHostname() != worker.Name {
+			err = fmt.Errorf("answered by %v", resp)
+		}
+
+		return err
+	})
+
+	// Every control plane's apid learns the names within a heartbeat
+	// interval of the member list being complete.
+	eventually(t, "every member name known to the endpoint", func() error {
+		resp, err = admin.MachineClient.Hostname(client.WithNodes(ctx, worker.Name, strings.ToUpper(cp.Name), worker.Address), &emptypb.Empty{})
+		if err == nil && len(resp.GetMessages()) != 2 {
+			err = fmt.Errorf("%d replies, want 2: %v", len(resp.GetMessages()), resp)
+		}
+
+		return err
+	})
 
 	for _, m := range resp.GetMessages() {
 		if h := m.GetMetadata().GetHostname(); h != worker.Name && h != cp.Name {

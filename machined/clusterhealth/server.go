@@ -157,11 +157,18 @@ func (s *Server) round(ctx context.Context, info *cluster.ClusterInfo, emit func
 		emit(f)
 	}
 
-	e := s.etcdFinding(ctx, members)
-	emit(e)
+	// etcd and the nodes are checked at once: a member that is down costs
+	// one timeout, not two.
+	etcdDone := make(chan Finding, 1)
 
-	findings = append(findings, e)
-	findings = append(findings, s.nodeFindings(ctx, members, emit)...)
+	go func() {
+		e := s.etcdFinding(ctx, members)
+		emit(e)
+		etcdDone <- e
+	}()
+
+	nodes := s.nodeFindings(ctx, members, emit)
+	findings = append(append(findings, <-etcdDone), nodes...)
 
 	cas := checkCAs(members)
 	emit(cas)

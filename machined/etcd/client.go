@@ -50,9 +50,27 @@ func (e *Etcd) local() (*clientv3.Client, error) {
 	return cli, nil
 }
 
-// Client returns the local member's client, for the cluster state kept in
-// etcd (membership). It reconnects by itself after a restart of the member.
-func (e *Etcd) Client() (*clientv3.Client, error) { return e.local() }
+// Client returns a client of every control plane's member, the local one
+// first, for the cluster state kept in etcd (membership): it goes on
+// answering while the local member is stopped, as long as the others
+// keep quorum. It is made on first use and kept for the boot.
+func (e *Etcd) Client() (*clientv3.Client, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+
+	if e.cluster != nil {
+		return e.cluster, nil
+	}
+
+	cli, err := e.newClient(append([]string{e.ClientURL()}, e.peerEndpoints()...)...)
+	if err != nil {
+		return nil, err
+	}
+
+	e.cluster = cli
+
+	return cli, nil
+}
 
 // withLocal runs fn with the local member's client under callTimeout and
 // translates etcd's errors into the package's.

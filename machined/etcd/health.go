@@ -20,29 +20,21 @@ type MemberHealth struct {
 	Err error
 }
 
-// Health lists the cluster's members, through the local member or else
-// any other control plane's, and asks each for its status, all at once.
+// Health lists the cluster's members through any control plane's member
+// (the local one may be the one that is down) and asks each for its
+// status, all at once.
 func (e *Etcd) Health(ctx context.Context) ([]MemberHealth, error) {
-	var list *clientv3.MemberListResponse
-
-	err := e.withLocal(ctx, func(ctx context.Context, cli *clientv3.Client) error {
-		var err error
-		list, err = cli.MemberList(ctx)
-
-		return err
-	})
+	cli, err := e.Client()
 	if err != nil {
-		// The local member is down: the others may still answer.
-		err = e.withPeers(ctx, func(ctx context.Context, cli *clientv3.Client) error {
-			var perr error
-			list, perr = cli.MemberList(ctx)
-
-			return perr
-		})
+		return nil, err
 	}
 
+	lctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+
+	list, err := cli.MemberList(lctx)
 	if err != nil {
-		return nil, translate(err)
+		return nil, fmt.Errorf("etcd: no member answers: %w", err)
 	}
 
 	out := make([]MemberHealth, len(list.Members))
