@@ -53,6 +53,12 @@ func waitClusterHealthy(ctx context.Context, s *session, timeout time.Duration, 
 			return nil, errNoClusterHealth
 		}
 
+		// The control plane's verdict, or its refusal (a worker), as it
+		// words it: it names what failed.
+		if status.Code(err) == codes.FailedPrecondition {
+			return round, errors.New(status.Convert(err).Message())
+		}
+
 		if code := status.Code(err); code != codes.Unavailable && code != codes.DeadlineExceeded {
 			return round, fmt.Errorf("not healthy: %w", s.explain(err))
 		}

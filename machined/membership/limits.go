@@ -30,6 +30,11 @@ const (
 	// whose control plane has just come back, is listed within a second,
 	// not an interval later.
 	RetryInterval = time.Second
+	// MinHeartbeatSpacing is the least time between two heartbeats of one
+	// node that trustd records: half the shortest interval, so a node on
+	// MinInterval is never refused, while a node that sends in a loop
+	// costs etcd two writes a second, not thousands.
+	MinHeartbeatSpacing = MinInterval / 2
 	// callTimeout bounds one heartbeat or one read of the list: etcd and
 	// the control planes are on the cluster's own network.
 	callTimeout = 5 * time.Second

@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/x509"
 	"errors"
+	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -45,6 +47,9 @@ type Server struct {
 	membership.UnimplementedMembershipServiceServer
 
 	cfg ServerConfig
+
+	mu   sync.Mutex
+	last map[string]time.Time // last recorded heartbeat per entry, for MinHeartbeatSpacing
 }
 
 // NewServer makes a Server.
@@ -57,7 +62,7 @@ func NewServer(cfg ServerConfig) *Server {
 		cfg.Clock = clock.Real()
 	}
 
-	return &Server{cfg: cfg}
+	return &Server{cfg: cfg, last: map[string]time.Time{}}
 }
 
 // Register adds the service to g.
@@ -98,11 +103,49 @@ func (s *Server) Heartbeat(ctx context.Context, req *membership.HeartbeatRequest
 		return nil, s.toStatus("heartbeat", err)
 	}
 
+	if err := s.space(req.GetMember().GetAddresses()[0]); err != nil {
+		return nil, s.toStatus("heartbeat", err)
+	}
+
 	if err := s.cfg.Writer.Put(ctx, req.GetMember(), RoleWorker); err != nil {
 		return nil, s.toStatus("heartbeat", err)
 	}
 
 	return &membership.HeartbeatResponse{AgeOut: durationpb.New(AgeOut(req.GetMember().GetInterval().AsDuration()))}, nil
+}
+
+// errTooOften: a node sent heartbeats faster than MinHeartbeatSpacing.
+var errTooOften = errors.New("membership: heartbeats too frequent")
+
+// space refuses a heartbeat for key sooner than MinHeartbeatSpacing after
+// the last one. The map holds one entry per node that holds a valid
+// certificate, pruned of those silent for MaxInterval once it grows past
+// MaxMembers.
+func (s *Server) space(key string) error {
+	now := s.cfg.Clock.Now()
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+
+	if last, ok := s.last[key]; ok && now.Sub(last) < MinHeartbeatSpacing {
+		return fmt.Errorf("%w: %s sent one %s ago", errTooOften, key, now.Sub(last))
+	}
+
+	if len(s.last) >= MaxMembers {
+		for k, t := range s.last {
+			if now.Sub(t) > MaxInterval {
+				delete(s.last, k)
+			}
+		}
+	}
+
+	if len(s.last) >= MaxMembers {
+		return fmt.Errorf("%w: more than %d nodes", errTooOften, MaxMembers)
+	}
+
+	s.last[key] = now
+
+	return nil
 }
 
 // errNoCertificate: the caller presented no valid node certificate.
@@ -149,6 +192,8 @@ func (s *Server) toStatus(op string, err error) error {
 		code = codes.PermissionDenied
 	case errors.Is(err, ErrInvalid):
 		code = codes.InvalidArgument
+	case errors.Is(err, errTooOften):
+		code = codes.ResourceExhausted
 	case errors.Is(err, ErrUnavailable), errors.Is(err, ErrConflict):
 		code = codes.Unavailable
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/aegis-os/aegis/authz/role"
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/ca/catest"
+	"github.com/aegis-os/aegis/internal/clock"
 	membershippkg "github.com/aegis-os/aegis/machined/membership"
 )
 
@@ -74,7 +75,8 @@ func TestHeartbeatNeedsTheNodesOwnCertificate(t *testing.T) {
 	pool.AddCert(clusterCA.Cert)
 
 	rec := &recorder{}
-	srv := membershippkg.NewServer(membershippkg.ServerConfig{Writer: rec, AcceptedCAs: func() *x509.CertPool { return pool }})
+	clk := clock.NewFake(now)
+	srv := membershippkg.NewServer(membershippkg.ServerConfig{Writer: rec, AcceptedCAs: func() *x509.CertPool { return pool }, Clock: clk})
 
 	serverCert := issue(t, iss, ca.ProfileServer, "127.0.0.1")
 	g := grpc.NewServer(grpc.Creds(credentials.NewTLS(&tls.Config{
@@ -141,6 +143,18 @@ func TestHeartbeatNeedsTheNodesOwnCertificate(t *testing.T) {
 			}
 		})
 	}
+
+	t.Run("heartbeats too frequent", func(t *testing.T) {
+		if err := heartbeat(&node, entry("worker-1", "10.0.0.5")); status.Code(err) != codes.ResourceExhausted {
+			t.Fatalf("second heartbeat at once: %v, want ResourceExhausted", err)
+		}
+
+		clk.Advance(membershippkg.MinHeartbeatSpacing)
+
+		if err := heartbeat(&node, entry("worker-1", "10.0.0.5")); err != nil {
+			t.Fatalf("heartbeat after the spacing: %v", err)
+		}
+	})
 
 	t.Run("List without a member list", func(t *testing.T) {
 		conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(credentials.NewTLS(
