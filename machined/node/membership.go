@@ -22,9 +22,12 @@ import (
 // and then publishes the members' names for apid's routing; a worker sends
 // it to a control plane's trustd with its node certificate.
 func (n *Node) startMembership(ctx context.Context, b *bootState, bg *sync.WaitGroup) {
-	beat := n.workerBeat(b)
+	var beat func(context.Context) error
+
 	if b.cfg.Machine.Type.IsControlPlane() {
 		beat = n.controlPlaneBeat(b)
+	} else {
+		beat = n.workerBeat(b)
 	}
 
 	bg.Go(func() { membership.Until(ctx, n.clock, n.cfg.HeartbeatInterval, n.log, beat) })
