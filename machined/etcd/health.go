@@ -2,6 +2,7 @@ package etcd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -78,7 +79,10 @@ func (e *Etcd) memberStatus(ctx context.Context, url string) (uint64, error) {
 
 		return nil
 	})
-	if err != nil && !strings.HasPrefix(err.Error(), "etcd: ") {
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		err = fmt.Errorf("not answering at %s: no reply within %s", url, dialTimeout)
+	case err != nil && !strings.HasPrefix(err.Error(), "etcd: "):
 		err = fmt.Errorf("not answering at %s: %w", url, err)
 	}
 
