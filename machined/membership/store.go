@@ -64,7 +64,7 @@ func (s *Store) Put(ctx context.Context, m *Member, role string) error {
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 
-	current, rev, err := s.read(ctx)
+	current, keys, err := s.read(ctx)
 	if err != nil {
 		return err
 	}
@@ -84,7 +84,7 @@ func (s *Store) Put(ctx context.Context, m *Member, role string) error {
 	}
 
 	resp, err := s.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.ModRevision(key(m)), "=", rev[key(m)])).
+		If(clientv3.Compare(clientv3.ModRevision(key(m)), "=", keys[key(m)].rev)).
 		Then(clientv3.OpPut(key(m), string(data), clientv3.WithLease(lease.ID))).
 		Commit()
 
@@ -95,7 +95,19 @@ func (s *Store) Put(ctx context.Context, m *Member, role string) error {
 		return fmt.Errorf("%w: %s", ErrConflict, key(m))
 	}
 
+	// The entry left its previous lease, which would otherwise linger
+	// until it expires: one lease per node, not three. Best effort.
+	if old := keys[key(m)].lease; old != 0 {
+		_, _ = s.cli.Revoke(ctx, old)
+	}
+
 	return nil
+}
+
+// stored is what etcd holds of a key: its mod revision and lease.
+type stored struct {
+	rev   int64
+	lease clientv3.LeaseID
 }
 
 // checkClaims refuses an entry that would take what another node holds:
@@ -135,20 +147,20 @@ func (s *Store) List(ctx context.Context) ([]*Member, error) {
 	return slices.DeleteFunc(all, func(m *Member) bool { return Stale(m, now) }), nil
 }
 
-// read returns every entry, sorted by hostname, and the mod revision of
-// each key (absent: 0).
-func (s *Store) read(ctx context.Context) ([]*Member, map[string]int64, error) {
+// read returns every entry, sorted by hostname, and the mod revision and
+// lease of each key (absent: zero).
+func (s *Store) read(ctx context.Context) ([]*Member, map[string]stored, error) {
 	resp, err := s.cli.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithLimit(MaxMembers))
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 
-	rev := map[string]int64{}
+	keys := map[string]stored{}
 
 	var out []*Member
 
 	for _, kv := range resp.Kvs {
-		rev[string(kv.Key)] = kv.ModRevision
+		keys[string(kv.Key)] = stored{rev: kv.ModRevision, lease: clientv3.LeaseID(kv.Lease)}
 
 		m := &Member{}
 		// An entry that does not parse or check is skipped, never served:
@@ -162,5 +174,5 @@ func (s *Store) read(ctx context.Context) ([]*Member, map[string]int64, error) {
 
 	slices.SortFunc(out, func(a, b *Member) int { return strings.Compare(a.GetHostname(), b.GetHostname()) })
 
-	return out, rev, nil
+	return out, keys, nil
 }

@@ -162,6 +162,22 @@ func TestStore(t *testing.T) {
 		}
 	})
 
+	t.Run("one lease per entry", func(t *testing.T) {
+		leases, err := cli.Leases(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		resp, err := cli.Get(ctx, "/aegis/members/", clientv3.WithPrefix())
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		if len(leases.Leases) != len(resp.Kvs) {
+			t.Fatalf("%d leases for %d entries: a refreshed entry left its old lease behind", len(leases.Leases), len(resp.Kvs))
+		}
+	})
+
 	t.Run("lease drops the entry in etcd", func(t *testing.T) {
 		resp, err := cli.Get(ctx, "/aegis/members/10.0.0.1")
 		if err != nil || len(resp.Kvs) != 1 || resp.Kvs[0].Lease == 0 {
