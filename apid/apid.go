@@ -73,6 +73,11 @@ type Config struct {
 	// address, a name of Self or one of these; any other name is refused
 	// without a lookup.
 	Names []string
+	// Members resolves the hostname of a cluster member to its address,
+	// from the membership list machined keeps; it is asked at every call.
+	// A target that is no address and no name of Self or Names must be a
+	// member's hostname. Nil means no member names are known.
+	Members MemberResolver
 	// NodePort is the port of every node's apid: targets carry no port.
 	// Zero means wire.APIDPort (50000).
 	NodePort int
@@ -153,6 +158,8 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+
+	names.members = cfg.Members
 
 	s.names = names
 

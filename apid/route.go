@@ -55,13 +55,21 @@ func (t target) key() string {
 	return t.addr
 }
 
+// MemberResolver resolves a cluster member's hostname (canonical: lower
+// case, no final dot) to its canonical address.
+type MemberResolver interface {
+	MemberAddress(name string) (string, bool)
+}
+
 // nodeNames are the names apid accepts in `node`/`nodes` besides
-// addresses. There is no membership list to ask, so a name is accepted
-// only if the node itself knows it: one of its own names, or a name its
-// configuration gives another node (the control-plane endpoints). Any
-// other name is refused without a lookup, so a caller cannot make apid
-// resolve or dial hosts of its choosing.
+// addresses: one of the node's own names, a name its configuration gives
+// another node (the control-plane endpoints), or the hostname of a
+// cluster member, which routes to the member's address. Any other name is
+// refused without a lookup, so a caller cannot make apid resolve or dial
+// hosts of its choosing.
 type nodeNames struct {
+	// members resolves member hostnames; nil knows none.
+	members MemberResolver
 	// port is the API port of every node.
 	port int
 	// self holds this node's canonical names and addresses.
@@ -150,11 +158,19 @@ func (nn *nodeNames) parseTarget(value string) (target, error) {
 
 	t := target{name: name, addr: net.JoinHostPort(name, strconv.Itoa(nn.port)), host: name, local: nn.self[name]}
 
-	if _, err := netip.ParseAddr(name); err != nil && !t.local && !nn.others[name] {
-		return target{}, fmt.Errorf("%w: node %q is not a known node name (give its address)", ErrBadRouting, value)
+	if _, err := netip.ParseAddr(name); err == nil || t.local || nn.others[name] {
+		return t, nil
 	}
 
-	return t, nil
+	// A member's name is reached at its address, and its certificate
+	// checked for that address: a worker's names only its addresses.
+	if nn.members != nil {
+		if addr, ok := nn.members.MemberAddress(name); ok {
+			return target{name: name, addr: net.JoinHostPort(addr, strconv.Itoa(nn.port)), host: addr, local: nn.self[addr]}, nil
+		}
+	}
+
+	return target{}, fmt.Errorf("%w: node %q is not a known node name (give its address)", ErrBadRouting, value)
 }
 
 // CanonicalNode returns the canonical form of a node named in routing

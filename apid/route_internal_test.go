@@ -255,3 +255,37 @@ func checkFuzzedTarget(t *testing.T, nn *nodeNames, tg target) {
 		t.Fatalf("canonical %q is not a fixed point: %q, %v", tg.name, again, err)
 	}
 }
+
+// memberMap is a MemberResolver over a map.
+type memberMap map[string]string
+
+func (m memberMap) MemberAddress(name string) (string, bool) { a, ok := m[name]; return a, ok }
+
+// TestRouteByMemberName: a member's hostname routes to its address, is
+// deduplicated with it, and its certificate is checked for the address;
+// a name no member has is refused, and names the node knows itself win.
+func TestRouteByMemberName(t *testing.T) {
+	nn := testNames(t)
+	nn.members = memberMap{"worker-1": "10.0.0.5", "cp-9": "10.0.0.77", "self-alias": "10.0.0.9"}
+
+	rt, err := nn.parseRoute(metadata.Pairs("nodes", "Worker-1.,10.0.0.5,cp-9,self-alias"))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if len(rt.targets) != 2 {
+		t.Fatalf("targets %+v, want worker-1 once and this node once", rt.targets)
+	}
+
+	if w := rt.targets[0]; w.name != "worker-1" || w.addr != "10.0.0.5:50000" || w.host != "10.0.0.5" || w.local {
+		t.Errorf("worker-1 target %+v", w)
+	}
+
+	if !rt.targets[1].local {
+		t.Errorf("cp-9 is this node's own name, not the member's: %+v", rt.targets[1])
+	}
+
+	if _, err := nn.parseRoute(metadata.Pairs("node", "worker-2")); !errors.Is(err, ErrBadRouting) {
+		t.Errorf("unknown member: %v, want ErrBadRouting", err)
+	}
+}

@@ -4,10 +4,12 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/siderolabs/talos/pkg/machinery/api/cluster"
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 
 	"github.com/aegis-os/aegis/api/certificates"
 	"github.com/aegis-os/aegis/api/revocations"
+	"github.com/aegis-os/aegis/api/membership"
 	"github.com/aegis-os/aegis/api/tokens"
 	"github.com/aegis-os/aegis/authz/role"
 )
@@ -22,6 +24,8 @@ type Rules map[string]role.Set
 // machine.MachineService, aegis.tokens.TokenService,
 // aegis.certificates.CertificateService and
 // aegis.revocations.RevocationService, with Talos's split between readers,
+// machine.MachineService, cluster.ClusterService, aegis.tokens.TokenService,
+// aegis.certificates.CertificateService and aegis.membership.MembershipService, with Talos's split between readers,
 // operators, etcd backups and admins. os:impersonator alone is allowed
 // nothing: it only carries other callers' roles.
 func DefaultRules() Rules {
@@ -67,6 +71,9 @@ func DefaultRules() Rules {
 		// Renewing one's own client certificate keeps the roles it already
 		// has; every person may do it, a node's impersonator certificate may not.
 		certificates.CertificateService_Renew_FullMethodName,
+		// The cluster's member list and its health, as in Talos.
+		membership.MembershipService_List_FullMethodName,
+		cluster.ClusterService_HealthCheck_FullMethodName,
 	)
 
 	r.add(operators,
@@ -112,6 +119,9 @@ func DefaultRules() Rules {
 		tokens.TokenService_Revoke_FullMethodName,
 		revocations.RevocationService_Revoke_FullMethodName,
 		revocations.RevocationService_List_FullMethodName,
+		// Served by trustd to nodes holding their own certificate, never
+		// through apid: no role of a person writes a node's entry.
+		membership.MembershipService_Heartbeat_FullMethodName,
 	)
 
 	return r

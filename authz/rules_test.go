@@ -23,6 +23,8 @@ var servedServices = []protoreflect.FullName{
 	"aegis.tokens.TokenService",
 	"aegis.certificates.CertificateService",
 	"aegis.revocations.RevocationService",
+	"aegis.membership.MembershipService",
+	"cluster.ClusterService",
 }
 
 func TestEveryMethodHasARule(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"google.golang.org/grpc"
 	"io"
 	"log/slog"
 	"time"
@@ -138,6 +139,11 @@ type Config struct {
 	// Rand draws the request references of audit records. Nil means
 	// crypto/rand.
 	Rand io.Reader
+	// Services registers further services on trustd's listener (the
+	// membership heartbeats of workers). They authenticate their callers
+	// themselves: trustd asks for a client certificate but verifies none,
+	// as a joining node has none. Nil adds nothing.
+	Services func(grpc.ServiceRegistrar)
 }
 
 func (cfg *Config) check() error {

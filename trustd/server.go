@@ -87,6 +87,10 @@ func New(cfg Config) (*Server, error) {
 		revocations.RegisterNodeRevocationServiceServer(s.grpc, revocationService{s: s})
 	}
 
+	if cfg.Services != nil {
+		cfg.Services(s.grpc)
+	}
+
 	if err = s.registerMetrics(cfg.Metrics); err != nil {
 		return nil, fmt.Errorf("trustd: %w", err)
 	}
@@ -95,14 +99,20 @@ func New(cfg Config) (*Server, error) {
 }
 
 func (s *Server) serverOptions() []grpc.ServerOption {
-	// A joining node has no certificate yet: its token authenticates it.
-	// A client certificate is requested, never required nor verified
-	// here: only the revocation list's Serials reads it, and verifies it
-	// itself (checkNode). The certificate is fetched per handshake, so a
-	// renewed one needs no restart.
+	// Server authentication: a joining node has no certificate yet; its
+	// token authenticates it. A client certificate is asked for but never
+	// required nor trusted here: only the node services (the revocation
+	// list's Serials, Config.Services) read it, and verify it themselves.
+	// The certificate is fetched per handshake, so a renewed one needs no
+	// restart.
+	clientAuth := tls.NoClientCert
+	if s.cfg.Revocations != nil || s.cfg.Services != nil {
+		clientAuth = tls.RequestClientCert
+	}
+
 	tlsConfig := &tls.Config{
 		GetCertificate: s.cfg.Certificate.GetCertificate,
-		ClientAuth:     tls.RequestClientCert,
+		ClientAuth:     clientAuth,
 		MinVersion:     tls.VersionTLS13,
 	}
 

@@ -199,7 +199,10 @@ type Resources struct {
 	WorkerSans []string `protobuf:"bytes,10,rep,name=worker_sans,json=workerSans,proto3" json:"worker_sans,omitempty"`
 	// Revoked client certificates (apid refuses them; trustd serves them to
 	// the cluster's nodes). Always the whole list, possibly empty.
-	Revoked       []*RevokedSerial `protobuf:"bytes,11,rep,name=revoked,proto3" json:"revoked,omitempty"`
+	Revoked []*RevokedSerial `protobuf:"bytes,11,rep,name=revoked,proto3" json:"revoked,omitempty"`
+	// The cluster's members by name (apid on control planes): a member's
+	// hostname routes to its address in `node`/`nodes` metadata.
+	Members       []*MemberName `protobuf:"bytes,12,rep,name=members,proto3" json:"members,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -311,6 +314,13 @@ func (x *Resources) GetRevoked() []*RevokedSerial {
 	return nil
 }
 
+func (x *Resources) GetMembers() []*MemberName {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
 // RevokedSerial is one entry of the revocation list: the certificate's
 // serial (lowercase hexadecimal) and its expiry.
 type RevokedSerial struct {
@@ -365,6 +375,59 @@ func (x *RevokedSerial) GetNotAfter() *timestamppb.Timestamp {
 	return nil
 }
 
+// MemberName is a member's hostname and the address it routes to.
+type MemberName struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Hostname      string                 `protobuf:"bytes,1,opt,name=hostname,proto3" json:"hostname,omitempty"`
+	Address       string                 `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MemberName) Reset() {
+	*x = MemberName{}
+	mi := &file_node_node_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MemberName) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MemberName) ProtoMessage() {}
+
+func (x *MemberName) ProtoReflect() protoreflect.Message {
+	mi := &file_node_node_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MemberName.ProtoReflect.Descriptor instead.
+func (*MemberName) Descriptor() ([]byte, []int) {
+	return file_node_node_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *MemberName) GetHostname() string {
+	if x != nil {
+		return x.Hostname
+	}
+	return ""
+}
+
+func (x *MemberName) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
 var File_node_node_proto protoreflect.FileDescriptor
 
 const file_node_node_proto_rawDesc = "" +
@@ -378,7 +441,7 @@ const file_node_node_proto_rawDesc = "" +
 	"\n" +
 	"TimeStatus\x12\x16\n" +
 	"\x06synced\x18\x01 \x01(\bR\x06synced\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage\"\xcd\x03\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"\xff\x03\n" +
 	"\tResources\x12+\n" +
 	"\x06server\x18\x01 \x01(\v2\x13.aegis.node.KeyPairR\x06server\x127\n" +
 	"\fimpersonator\x18\x02 \x01(\v2\x13.aegis.node.KeyPairR\fimpersonator\x12!\n" +
@@ -392,10 +455,15 @@ const file_node_node_proto_rawDesc = "" +
 	"\vworker_sans\x18\n" +
 	" \x03(\tR\n" +
 	"workerSans\x123\n" +
-	"\arevoked\x18\v \x03(\v2\x19.aegis.node.RevokedSerialR\arevoked\"`\n" +
+	"\arevoked\x18\v \x03(\v2\x19.aegis.node.RevokedSerialR\arevoked\x120\n" +
+	"\amembers\x18\f \x03(\v2\x16.aegis.node.MemberNameR\amembers\"`\n" +
 	"\rRevokedSerial\x12\x16\n" +
 	"\x06serial\x18\x01 \x01(\tR\x06serial\x127\n" +
-	"\tnot_after\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\bnotAfter2I\n" +
+	"\tnot_after\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\bnotAfter\"B\n" +
+	"\n" +
+	"MemberName\x12\x1a\n" +
+	"\bhostname\x18\x01 \x01(\tR\bhostname\x12\x18\n" +
+	"\aaddress\x18\x02 \x01(\tR\aaddress2I\n" +
 	"\vNodeService\x12:\n" +
 	"\x05Watch\x12\x18.aegis.node.WatchRequest\x1a\x15.aegis.node.Resources0\x01B$Z\"github.com/aegis-os/aegis/api/nodeb\x06proto3"
 
@@ -411,14 +479,15 @@ func file_node_node_proto_rawDescGZIP() []byte {
 	return file_node_node_proto_rawDescData
 }
 
-var file_node_node_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_node_node_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_node_node_proto_goTypes = []any{
 	(*WatchRequest)(nil),          // 0: aegis.node.WatchRequest
 	(*KeyPair)(nil),               // 1: aegis.node.KeyPair
 	(*TimeStatus)(nil),            // 2: aegis.node.TimeStatus
 	(*Resources)(nil),             // 3: aegis.node.Resources
 	(*RevokedSerial)(nil),         // 4: aegis.node.RevokedSerial
-	(*timestamppb.Timestamp)(nil), // 5: google.protobuf.Timestamp
+	(*MemberName)(nil),            // 5: aegis.node.MemberName
+	(*timestamppb.Timestamp)(nil), // 6: google.protobuf.Timestamp
 }
 var file_node_node_proto_depIdxs = []int32{
 	1, // 0: aegis.node.Resources.server:type_name -> aegis.node.KeyPair
@@ -426,14 +495,15 @@ var file_node_node_proto_depIdxs = []int32{
 	1, // 2: aegis.node.Resources.os_ca:type_name -> aegis.node.KeyPair
 	2, // 3: aegis.node.Resources.time:type_name -> aegis.node.TimeStatus
 	4, // 4: aegis.node.Resources.revoked:type_name -> aegis.node.RevokedSerial
-	5, // 5: aegis.node.RevokedSerial.not_after:type_name -> google.protobuf.Timestamp
-	0, // 6: aegis.node.NodeService.Watch:input_type -> aegis.node.WatchRequest
-	3, // 7: aegis.node.NodeService.Watch:output_type -> aegis.node.Resources
-	7, // [7:8] is the sub-list for method output_type
-	6, // [6:7] is the sub-list for method input_type
-	6, // [6:6] is the sub-list for extension type_name
-	6, // [6:6] is the sub-list for extension extendee
-	0, // [0:6] is the sub-list for field type_name
+	5, // 5: aegis.node.Resources.members:type_name -> aegis.node.MemberName
+	6, // 6: aegis.node.RevokedSerial.not_after:type_name -> google.protobuf.Timestamp
+	0, // 7: aegis.node.NodeService.Watch:input_type -> aegis.node.WatchRequest
+	3, // 8: aegis.node.NodeService.Watch:output_type -> aegis.node.Resources
+	8, // [8:9] is the sub-list for method output_type
+	7, // [7:8] is the sub-list for method input_type
+	7, // [7:7] is the sub-list for extension type_name
+	7, // [7:7] is the sub-list for extension extendee
+	0, // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_node_node_proto_init() }
@@ -447,7 +517,7 @@ func file_node_node_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_node_node_proto_rawDesc), len(file_node_node_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   5,
+			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

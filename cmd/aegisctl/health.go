@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -27,12 +28,18 @@ func newHealthCommand(e *env) *cobra.Command {
 
 	cmd := &cobra.Command{
 		Use:   "health",
-		Short: "Wait until every node answers and all its services are up",
-		Long: `Wait until every node answers and every service of each is running and
-healthy, printing each node's progress; fail after --wait-timeout naming each
-node that is not healthy and why. Control planes (--control-plane-nodes) must
-also run trustd. The nodes checked are those of --control-plane-nodes and
---worker-nodes, else -n (or the context's nodes), else the endpoint's own.`,
+		Short: "Wait until the cluster, or the nodes named, are healthy",
+		Long: `Without nodes named, check the whole cluster from the endpoint (a control
+plane): etcd has every control plane as a voter and one leader; every member
+node answers and all its services are up; every node's clock is synced and its
+certificate has more than a quarter of its life left; all nodes accept the same
+CAs. Progress is printed as it comes; after --wait-timeout the command fails
+naming what is not healthy (node and service, or etcd member).
+
+With nodes named (--control-plane-nodes and --worker-nodes, else -n or the
+context's nodes), wait until each of them answers and every service of each is
+running and healthy, printing each node's progress; control planes must also
+run trustd.`,
 		Args: cobra.NoArgs,
 	}
 
@@ -40,7 +47,22 @@ also run trustd. The nodes checked are those of --control-plane-nodes and
 
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		return e.withSession(cmd, func(ctx context.Context, s *session) error {
-			round, err := waitHealthy(ctx, s, flags, *format == formatTable)
+			var (
+				round healthRound
+				err   error
+			)
+
+			if s.named() || len(flags.controlPlanes)+len(flags.workers) > 0 {
+				round, err = waitHealthy(ctx, s, flags, *format == formatTable)
+			} else {
+				round, err = waitClusterHealthy(ctx, s, flags.timeout, *format == formatTable)
+				if errors.Is(err, errNoClusterHealth) {
+					fmt.Fprintln(e.stderr, "the endpoint checks no cluster health; checking its own node only")
+
+					round, err = waitHealthy(ctx, s, flags, *format == formatTable)
+				}
+			}
+
 			if *format != formatTable && round != nil {
 				if werr := writeDocument(e.stdout, *format, healthDocument(round)); werr != nil {
 					return werr

@@ -53,6 +53,7 @@ func (n *nodeFiles) apply(res *node.Resources) error {
 	}
 
 	n.accepted.Store(set)
+	n.members.set(res.GetMembers())
 
 	serials := make([]string, 0, len(res.GetRevoked()))
 	for _, r := range res.GetRevoked() {

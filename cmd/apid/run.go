@@ -58,6 +58,7 @@ type files struct {
 	// revoked is the revocation list machined follows; the file mode has
 	// none.
 	revoked apid.Revocations
+	members  memberNames // filled from machined's resources only
 }
 
 func loadFiles(o *options) (*files, error) {
@@ -141,6 +142,7 @@ func serve(ctx context.Context, o *options, log *slog.Logger) error {
 		Self:           append(o.selfNames(lis.Addr(), net.InterfaceAddrs), self...),
 		Names:          o.names,
 		Metrics:        reg,
+		Members:        &f.members,
 		Logger:         log,
 	}
 	if f.forward != nil {

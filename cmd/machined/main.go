@@ -5,7 +5,7 @@
 // serves the MachineService to apid, until SIGTERM, SIGINT or a Shutdown
 // call.
 //
-//	machined --config FILE --state DIR [--bin-dir DIR] [--node-cert-ttl D] [--log-level LEVEL] [--metrics-listen ADDR]
+//	machined --config FILE --state DIR [--bin-dir DIR] [--node-cert-ttl D] [--heartbeat-interval D] [--log-level LEVEL] [--metrics-listen ADDR]
 //	machined --version
 //
 // The whole node lives under DIR. A config with errors is refused with every
@@ -13,7 +13,9 @@
 // run from --bin-dir, by default the directory of machined's own binary.
 // --node-cert-ttl (1m to 24h, default 24h) is the lifetime of the node's own
 // certificates and, on a control plane, of those its trustd signs; short
-// lifetimes are for tests of renewal. --log-level (debug, info, warn or
+// lifetimes are for tests of renewal. --heartbeat-interval (1s to 5m,
+// default 10s) is how often the node refreshes its entry in the cluster's
+// member list; short intervals are for tests of the age-out. --log-level (debug, info, warn or
 // error; default info) applies to machined and to the apid and trustd it
 // starts. --metrics-listen serves machined's Prometheus metrics at
 // http://ADDR/metrics; without it, the config's machine.metrics decides
@@ -38,6 +40,7 @@ import (
 	"github.com/aegis-os/aegis/internal/daemonflag"
 	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/internal/metrics"
+	"github.com/aegis-os/aegis/machined/membership"
 	"github.com/aegis-os/aegis/machined/node"
 	"github.com/aegis-os/aegis/machined/system/logs"
 	"github.com/aegis-os/aegis/trustd"
@@ -46,6 +49,7 @@ import (
 type options struct {
 	config, state, binDir string
 	nodeCertTTL           time.Duration
+	heartbeat             time.Duration
 	daemonflag.Flags
 }
 
@@ -71,6 +75,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.state, "state", "", "state `DIR`ectory of the node")
 	fs.StringVar(&o.binDir, "bin-dir", "", "`DIR`ectory of the apid and trustd binaries (default: machined's own)")
 	fs.DurationVar(&o.nodeCertTTL, "node-cert-ttl", node.NodeCertTTL, "lifetime of the node certificates this node issues or has trustd sign (1m to 24h)")
+	fs.DurationVar(&o.heartbeat, "heartbeat-interval", membership.DefaultInterval, "how often the node refreshes its membership entry (1s to 5m); it ages out after three intervals")
 	o.Register(fs)
 
 	if err := fs.Parse(args); err != nil {
@@ -167,6 +172,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	n, err := node.New(node.Config{
 		ConfigPath: opts.config, Machine: cfg, State: opts.state, BinDir: opts.binDir,
 		MachinedLog: own, Logger: log, LogLevel: opts.Level, NodeCertTTL: opts.nodeCertTTL, Metrics: reg,
+		HeartbeatInterval: opts.heartbeat,
 	})
 	if err != nil {
 		return err

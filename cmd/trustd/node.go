@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -10,10 +11,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"github.com/aegis-os/aegis/api/node"
 	"github.com/aegis-os/aegis/api/revocations"
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/machined/membership"
 	"github.com/aegis-os/aegis/machined/resources"
 	"github.com/aegis-os/aegis/sanpolicy"
 	"github.com/aegis-os/aegis/timesync"
@@ -169,14 +173,38 @@ func (d *daemon) buildNode(src *nodeSource, opts options) error {
 		return err
 	}
 
+	services, err := d.membershipService(src)
+	if err != nil {
+		return err
+	}
+
 	d.server, err = trustd.New(trustd.Config{
 		Signer: src, CAs: src, Authenticator: auth, TimeGate: &src.gate, Certificate: &src.keyPair, ControlPlanes: src,
 		Revocations: src, Audit: d.audit.audit, Refusals: d.audit.refusals, Logger: d.log, CertTTL: d.certTTL,
-		Metrics: d.metrics,
+		Metrics: d.metrics, Services: services,
 	})
 	if err != nil {
 		return err
 	}
 
 	return d.listenTokens(opts.state)
+}
+
+// membershipService records the heartbeats of workers in etcd, when this
+// control plane runs etcd: a worker has no etcd of its own.
+func (d *daemon) membershipService(cas trustd.CAProvider) (func(grpc.ServiceRegistrar), error) {
+	if d.etcd == nil {
+		return nil, nil
+	}
+
+	store, err := membership.New(membership.Config{Client: d.etcd})
+	if err != nil {
+		return nil, err
+	}
+
+	srv := membership.NewServer(membership.ServerConfig{
+		Writer: store, AcceptedCAs: func() *x509.CertPool { return cas.AcceptedCAs().Pool() }, Logger: d.log,
+	})
+
+	return func(g grpc.ServiceRegistrar) { srv.Register(g) }, nil
 }

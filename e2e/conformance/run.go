@@ -25,6 +25,7 @@ func Cases() []*Case {
 		healthCases(),
 		revocationCases(),
 		callerCases(),
+		memberCases(),
 	)
 }
 

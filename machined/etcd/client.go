@@ -51,6 +51,29 @@ func (e *Etcd) local() (*clientv3.Client, error) {
 	return cli, nil
 }
 
+// Client returns a client of every control plane's member, the local one
+// first, for the cluster state kept in etcd (membership, the revocation
+// list); the caller does not close it. It goes on
+// answering while the local member is stopped, as long as the others
+// keep quorum. It is made on first use and kept for the boot.
+func (e *Etcd) Client() (*clientv3.Client, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+
+	if e.cluster != nil {
+		return e.cluster, nil
+	}
+
+	cli, err := e.newClient(append([]string{e.ClientURL()}, e.peerEndpoints()...)...)
+	if err != nil {
+		return nil, err
+	}
+
+	e.cluster = cli
+
+	return cli, nil
+}
+
 // withLocal runs fn with the local member's client under callTimeout and
 // translates etcd's errors into the package's.
 func (e *Etcd) withLocal(ctx context.Context, fn func(ctx context.Context, cli *clientv3.Client) error) error {
@@ -81,8 +104,3 @@ func translate(err error) error {
 		return err
 	}
 }
-
-// Client returns the client of the local member, for the cluster state
-// machined keeps in etcd (the revocation list). It is kept for the boot;
-// the caller does not close it.
-func (e *Etcd) Client() (*clientv3.Client, error) { return e.local() }

@@ -68,6 +68,7 @@ type Etcd struct {
 	bootstrap *bootstrapRequest // set by Bootstrap, taken by the runner
 	wake      chan struct{}     // closed when bootstrap is set
 	client    *clientv3.Client  // to the local member, made on first use
+	cluster   *clientv3.Client  // to every control plane, made on first use
 }
 
 // bootstrapRequest is a Bootstrap waiting for the runner: a new cluster,
@@ -118,10 +119,15 @@ func New(cfg Config) (*Etcd, error) {
 	return &Etcd{cfg: cfg, log: cfg.Logger.With(slog.String(logkey.ServiceID, ServiceID)), wake: make(chan struct{})}, nil
 }
 
-// Close releases the client of the local member.
+// Close releases the clients of the local member and of the cluster.
 func (e *Etcd) Close() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+
+	if e.cluster != nil {
+		e.cluster.Close() //nolint:errcheck // closing
+		e.cluster = nil
+	}
 
 	if e.client != nil {
 		e.client.Close() //nolint:errcheck // closing

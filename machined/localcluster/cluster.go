@@ -36,6 +36,9 @@ type Cluster struct {
 
 	// Net is the network of a netns cluster; nil on loopback.
 	Net *Net `json:"net,omitempty"`
+	// HeartbeatInterval is given to every machined as
+	// --heartbeat-interval; zero leaves machined's default.
+	HeartbeatInterval time.Duration `json:"heartbeatInterval,omitempty"`
 
 	skipBootstrap bool // Create leaves etcd unbootstrapped
 }
@@ -128,7 +131,8 @@ func (c *Cluster) save() error {
 // prepare refuses a cluster that exists or addresses that are taken, then
 // writes the secrets, the configs and the manifest.
 func prepare(opts Options) (*Cluster, error) {
-	c := &Cluster{Name: opts.Name, Dir: filepath.Join(opts.StateDir, opts.Name), BinDir: opts.BinDir, NodeCertTTL: opts.NodeCertTTL, Metrics: opts.Metrics}
+	c := &Cluster{Name: opts.Name, Dir: filepath.Join(opts.StateDir, opts.Name), BinDir: opts.BinDir, NodeCertTTL: opts.NodeCertTTL, Metrics: opts.Metrics,
+		HeartbeatInterval: opts.HeartbeatInterval}
 	if opts.Network == NetworkNetns {
 		c.Net = newNet(opts.NetnsPrefix, opts.CIDR)
 	}

@@ -48,6 +48,10 @@ type Options struct {
 	// node certificates, 24 hours when zero. Short lifetimes are for tests
 	// of renewal.
 	NodeCertTTL time.Duration
+	// HeartbeatInterval is every machined's --heartbeat-interval: how
+	// often each node refreshes its member entry, 10 s when zero. Short
+	// intervals are for tests of the age-out.
+	HeartbeatInterval time.Duration
 	// SkipBootstrap leaves etcd unbootstrapped (for a recovery from a
 	// snapshot): Create then waits for every service but etcd.
 	SkipBootstrap bool

@@ -52,6 +52,10 @@ func (c *Cluster) start(n Node) (int, error) {
 		args = append(args, "--node-cert-ttl", c.NodeCertTTL.String())
 	}
 
+	if c.HeartbeatInterval != 0 {
+		args = append(args, "--heartbeat-interval", c.HeartbeatInterval.String())
+	}
+
 	cmd := exec.Command(filepath.Join(c.BinDir, "machined"), args...)
 	if c.Net != nil {
 		// ip execs machined in the node's namespace: the PID is machined's.

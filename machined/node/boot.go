@@ -218,7 +218,7 @@ func (n *Node) phaseCertificates(ctx context.Context, b *bootState, bg *sync.Wai
 // phaseServices starts apid everywhere, trustd on control planes and the
 // certificates service, and waits until they are up: with a synced clock
 // only, since trustd is healthy and the certificates service runs only then.
-func (n *Node) phaseServices(ctx context.Context, b *bootState, _ *sync.WaitGroup) error {
+func (n *Node) phaseServices(ctx context.Context, b *bootState, bg *sync.WaitGroup) error {
 	if !n.services.Loaded() {
 		if err := n.services.Load(n.serviceDefinitions(b)...); err != nil {
 			return err
@@ -228,6 +228,8 @@ func (n *Node) phaseServices(ctx context.Context, b *bootState, _ *sync.WaitGrou
 	if err := n.services.Start(); err != nil {
 		return err
 	}
+
+	n.startMembership(ctx, b, bg)
 
 	// etcd waits for a bootstrap or a cluster to join, which may come long
 	// after the boot: the node is ready without it, as in Talos.

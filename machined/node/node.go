@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"google.golang.org/grpc/health"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -12,6 +11,8 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
+
+	"google.golang.org/grpc/health"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
@@ -21,6 +22,7 @@ import (
 	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/machined/etcd"
 	"github.com/aegis-os/aegis/machined/layout"
+	"github.com/aegis-os/aegis/machined/membership"
 	"github.com/aegis-os/aegis/machined/resources"
 	"github.com/aegis-os/aegis/machined/revocation"
 	"github.com/aegis-os/aegis/machined/system"
@@ -58,6 +60,10 @@ type Config struct {
 	// Zero means NodeCertTTL; it must lie within trustd's bounds
 	// (trustd.MinCertTTL to trustd.MaxCertTTL).
 	NodeCertTTL time.Duration
+	// HeartbeatInterval is how often the node refreshes its membership
+	// entry. Zero means membership.DefaultInterval; it must lie within
+	// [membership.MinInterval, membership.MaxInterval].
+	HeartbeatInterval time.Duration
 	// Logger receives machined's own records. Nil discards.
 	Logger *slog.Logger
 	// LogLevel is passed on to apid and trustd as --log-level, so they log
@@ -109,6 +115,14 @@ func New(cfg Config) (*Node, error) {
 
 	if cfg.NodeCertTTL < trustd.MinCertTTL || cfg.NodeCertTTL > trustd.MaxCertTTL {
 		return nil, fmt.Errorf("node: certificate lifetime %s outside [%s, %s]", cfg.NodeCertTTL, trustd.MinCertTTL, trustd.MaxCertTTL)
+	}
+
+	if cfg.HeartbeatInterval == 0 {
+		cfg.HeartbeatInterval = membership.DefaultInterval
+	}
+
+	if cfg.HeartbeatInterval < membership.MinInterval || cfg.HeartbeatInterval > membership.MaxInterval {
+		return nil, fmt.Errorf("node: heartbeat interval %s outside [%s, %s]", cfg.HeartbeatInterval, membership.MinInterval, membership.MaxInterval)
 	}
 
 	if cfg.Clock == nil {

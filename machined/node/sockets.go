@@ -19,6 +19,7 @@ import (
 	"github.com/aegis-os/aegis/internal/unixsock"
 	"github.com/aegis-os/aegis/machined/certapi"
 	"github.com/aegis-os/aegis/machined/machineapi"
+	"github.com/aegis-os/aegis/machined/membership"
 	"github.com/aegis-os/aegis/machined/resources"
 	"github.com/aegis-os/aegis/machined/revocation"
 )
@@ -68,6 +69,14 @@ func (n *Node) listen() (*sockets, error) {
 	revocation.NewServer(revocation.ServerConfig{
 		Store: n.revocationStore, Local: n.revoked, Clock: n.clock, Logger: n.log,
 	}).Register(api)
+
+	var members membership.Reader
+	if n.cfg.Machine.Machine.Type.IsControlPlane() {
+		members = n.Members()
+	}
+
+	membership.NewServer(membership.ServerConfig{Members: members, Logger: n.log, Clock: n.clock}).Register(api)
+	n.clusterHealth().Register(api)
 
 	for _, sock := range []struct {
 		path   string

@@ -1,0 +1,67 @@
+package membership
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+
+	"github.com/aegis-os/aegis/api/membership"
+	"github.com/aegis-os/aegis/internal/wire"
+)
+
+// Sender sends a worker's heartbeats to the control planes' trustd, one
+// endpoint after the other until one records it.
+type Sender struct {
+	// Endpoints are the control planes (host or host:port; trustd's port
+	// by default).
+	Endpoints []string
+	// Certificate is the node's server certificate, presented as the
+	// client certificate: it proves the entry's addresses are the node's.
+	Certificate func(*tls.CertificateRequestInfo) (*tls.Certificate, error)
+	// AcceptedCAs verify trustd's certificate.
+	AcceptedCAs func() *x509.CertPool
+}
+
+// Send records m through the first control plane that takes it.
+func (s Sender) Send(ctx context.Context, m *Member) error {
+	if len(s.Endpoints) == 0 {
+		return errors.New("membership: no control-plane endpoint to send heartbeats to")
+	}
+
+	var errs []error
+
+	for _, ep := range s.Endpoints {
+		err := s.sendTo(ctx, wire.WithDefaultPort(ep, wire.TrustdPort), m)
+		if err == nil {
+			return nil
+		}
+
+		errs = append(errs, fmt.Errorf("%s: %w", ep, err))
+	}
+
+	return errors.Join(errs...)
+}
+
+func (s Sender) sendTo(ctx context.Context, endpoint string, m *Member) error {
+	creds := credentials.NewTLS(&tls.Config{
+		RootCAs: s.AcceptedCAs(), GetClientCertificate: s.Certificate, MinVersion: tls.VersionTLS13,
+	})
+
+	conn, err := grpc.NewClient(endpoint, grpc.WithTransportCredentials(creds))
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+
+	_, err = membership.NewMembershipServiceClient(conn).Heartbeat(ctx, &membership.HeartbeatRequest{Member: m})
+
+	return err
+}

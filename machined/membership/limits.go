@@ -1,0 +1,45 @@
+package membership
+
+import "time"
+
+// Limits of membership.
+const (
+	// DefaultInterval is how often a node refreshes its entry: a node that
+	// is gone leaves the list within AgeOutIntervals of it (half a minute),
+	// and a cluster of a hundred nodes costs etcd ten small writes a second.
+	DefaultInterval = 10 * time.Second
+	// MinInterval and MaxInterval bound the interval a node may ask for:
+	// below a second the writes would load etcd for nothing (tests use a
+	// second); above five minutes a dead node would linger for a quarter
+	// of an hour.
+	MinInterval = time.Second
+	MaxInterval = 5 * time.Minute
+	// AgeOutIntervals is how many intervals an entry outlives its last
+	// refresh: one lost heartbeat and an etcd leader election in between
+	// do not drop a live node.
+	AgeOutIntervals = 3
+	// MaxMembers bounds the entries List reads: far above any cluster
+	// Aegis runs, it keeps one reply within a gRPC message.
+	MaxMembers = 1000
+	// MaxAddresses bounds the addresses of one entry: a node has a few.
+	MaxAddresses = 16
+	// MaxVersionLength bounds the version string ("v1.2.3-4-gabcdef-dirty").
+	MaxVersionLength = 64
+	// RetryInterval is the wait after a failed heartbeat, when shorter
+	// than the interval: a node whose etcd has just been bootstrapped, or
+	// whose control plane has just come back, is listed within a second,
+	// not an interval later.
+	RetryInterval = time.Second
+	// MinHeartbeatSpacing is the least time between two heartbeats of one
+	// node that trustd records: half the shortest interval, so a node on
+	// MinInterval is never refused, while a node that sends in a loop
+	// costs etcd two writes a second, not thousands.
+	MinHeartbeatSpacing = MinInterval / 2
+	// callTimeout bounds one heartbeat or one read of the list: etcd and
+	// the control planes are on the cluster's own network.
+	callTimeout = 5 * time.Second
+)
+
+// AgeOut is how long an entry refreshed every interval lives without a
+// refresh.
+func AgeOut(interval time.Duration) time.Duration { return AgeOutIntervals * interval }

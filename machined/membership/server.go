@@ -1,0 +1,236 @@
+package membership
+
+import (
+	"context"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/aegis-os/aegis/api/membership"
+	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/internal/logkey"
+)
+
+// Writer records a node's own entry with the role the server gives it.
+// *Store is one.
+type Writer interface {
+	Put(ctx context.Context, m *Member, role string) error
+}
+
+// ServerConfig configures a Server.
+type ServerConfig struct {
+	// Members is where List reads. Nil: List answers FailedPrecondition
+	// (a worker, which runs no etcd).
+	Members Reader
+	// Writer records heartbeats. Nil: Heartbeat answers Unimplemented
+	// (machined, which is reached through apid, takes no heartbeat).
+	Writer Writer
+	// AcceptedCAs are the CAs a heartbeat's node certificate must chain
+	// to; asked at every call. Required with Writer.
+	AcceptedCAs func() *x509.CertPool
+	Logger      *slog.Logger
+	Clock       clock.Clock
+}
+
+// Server serves the MembershipService.
+type Server struct {
+	membership.UnimplementedMembershipServiceServer
+
+	cfg ServerConfig
+
+	mu   sync.Mutex
+	last map[string]time.Time // last recorded heartbeat per entry, for MinHeartbeatSpacing
+}
+
+// NewServer makes a Server.
+func NewServer(cfg ServerConfig) *Server {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real()
+	}
+
+	return &Server{cfg: cfg, last: map[string]time.Time{}}
+}
+
+// Register adds the service to g.
+func (s *Server) Register(g grpc.ServiceRegistrar) { membership.RegisterMembershipServiceServer(g, s) }
+
+// List returns the live members.
+func (s *Server) List(ctx context.Context, _ *membership.ListRequest) (*membership.ListResponse, error) {
+	if s.cfg.Members == nil {
+		return nil, status.Error(codes.FailedPrecondition, "membership: this node runs no etcd; ask a control plane")
+	}
+
+	ms, err := s.cfg.Members.List(ctx)
+	if err != nil {
+		return nil, s.toStatus("list", err)
+	}
+
+	return &membership.ListResponse{Messages: []*membership.Members{{Members: ms}}}, nil
+}
+
+// Heartbeat records the caller's own entry as a worker's. The caller must
+// present a node certificate that chains to the accepted CAs and names
+// every address of the entry.
+func (s *Server) Heartbeat(ctx context.Context, req *membership.HeartbeatRequest) (*membership.HeartbeatResponse, error) {
+	if s.cfg.Writer == nil {
+		return nil, status.Error(codes.Unimplemented, "membership: heartbeats go to a control plane's trustd")
+	}
+
+	cert, err := s.peerCertificate(ctx)
+	if err != nil {
+		return nil, s.toStatus("heartbeat", err)
+	}
+
+	if err := Check(req.GetMember()); err != nil {
+		return nil, s.toStatus("heartbeat", err)
+	}
+
+	if err := CheckOwner(cert, req.GetMember()); err != nil {
+		return nil, s.toStatus("heartbeat", err)
+	}
+
+	if err := s.space(req.GetMember().GetAddresses()[0]); err != nil {
+		return nil, s.toStatus("heartbeat", err)
+	}
+
+	if err := s.cfg.Writer.Put(ctx, req.GetMember(), RoleWorker); err != nil {
+		return nil, s.toStatus("heartbeat", err)
+	}
+
+	return &membership.HeartbeatResponse{AgeOut: durationpb.New(AgeOut(req.GetMember().GetInterval().AsDuration()))}, nil
+}
+
+// errTooOften: a node sent heartbeats faster than MinHeartbeatSpacing.
+var errTooOften = errors.New("membership: heartbeats too frequent")
+
+// space refuses a heartbeat for key sooner than MinHeartbeatSpacing after
+// the last one. The map holds one entry per node that holds a valid
+// certificate, pruned of those silent for MaxInterval once it grows past
+// MaxMembers.
+func (s *Server) space(key string) error {
+	now := s.cfg.Clock.Now()
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+
+	if last, ok := s.last[key]; ok && now.Sub(last) < MinHeartbeatSpacing {
+		return fmt.Errorf("%w: %s sent one %s ago", errTooOften, key, now.Sub(last))
+	}
+
+	if len(s.last) >= MaxMembers {
+		for k, t := range s.last {
+			if now.Sub(t) > MaxInterval {
+				delete(s.last, k)
+			}
+		}
+	}
+
+	if len(s.last) >= MaxMembers {
+		return fmt.Errorf("%w: more than %d nodes", errTooOften, MaxMembers)
+	}
+
+	s.last[key] = now
+
+	return nil
+}
+
+// errNoCertificate: the caller presented no valid node certificate.
+var errNoCertificate = errors.New("membership: a heartbeat needs the node's certificate")
+
+// peerCertificate verifies the caller's TLS certificate as a node's
+// server certificate, chained to the accepted CAs.
+func (s *Server) peerCertificate(ctx context.Context) (*x509.Certificate, error) {
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return nil, errNoCertificate
+	}
+
+	info, ok := p.AuthInfo.(credentials.TLSInfo)
+	if !ok || len(info.State.PeerCertificates) == 0 {
+		return nil, errNoCertificate
+	}
+
+	chain := info.State.PeerCertificates
+	inter := x509.NewCertPool()
+
+	for _, c := range chain[1:] {
+		inter.AddCert(c)
+	}
+
+	if _, err := chain[0].Verify(x509.VerifyOptions{
+		Roots: s.cfg.AcceptedCAs(), Intermediates: inter, CurrentTime: s.cfg.Clock.Now(),
+		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}); err != nil {
+		return nil, errors.Join(errNoCertificate, err)
+	}
+
+	return chain[0], nil
+}
+
+// toStatus maps the package's errors to gRPC codes, once, here.
+func (s *Server) toStatus(op string, err error) error {
+	code := codes.Internal
+
+	switch {
+	case errors.Is(err, errNoCertificate):
+		code = codes.Unauthenticated
+	case errors.Is(err, ErrNotOwner):
+		code = codes.PermissionDenied
+	case errors.Is(err, ErrInvalid):
+		code = codes.InvalidArgument
+	case errors.Is(err, errTooOften):
+		code = codes.ResourceExhausted
+	case errors.Is(err, ErrUnavailable), errors.Is(err, ErrConflict):
+		code = codes.Unavailable
+	}
+
+	s.cfg.Logger.Warn("membership "+op+" refused", slog.String(logkey.Error, err.Error()))
+
+	if code == codes.Internal {
+		return status.Error(code, "membership: internal error")
+	}
+
+	return status.Error(code, err.Error())
+}
+
+// Until runs beat now and then every interval until ctx ends; a failed
+// beat is logged and tried again after RetryInterval.
+func Until(ctx context.Context, clk clock.Clock, interval time.Duration, log *slog.Logger, beat func(context.Context) error) {
+	failing := false
+
+	for {
+		err := beat(ctx)
+
+		switch {
+		case err != nil && ctx.Err() == nil && !failing:
+			log.Warn("membership heartbeat failed; retrying", slog.String(logkey.Error, err.Error()))
+		case err == nil && failing:
+			log.Info("membership heartbeat recorded again")
+		}
+
+		failing = err != nil
+
+		wait := interval
+		if failing {
+			wait = min(interval, RetryInterval)
+		}
+
+		if !clock.Sleep(ctx, clk, wait) {
+			return
+		}
+	}
+}

@@ -1,0 +1,172 @@
+package membership_test
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"net"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
+
+	"github.com/aegis-os/aegis/api/membership"
+	"github.com/aegis-os/aegis/authz/role"
+	"github.com/aegis-os/aegis/ca"
+	"github.com/aegis-os/aegis/ca/catest"
+	"github.com/aegis-os/aegis/internal/clock"
+	membershippkg "github.com/aegis-os/aegis/machined/membership"
+)
+
+// recorder is a Writer that keeps what it was given.
+type recorder struct {
+	got  *membershippkg.Member
+	role string
+}
+
+func (r *recorder) Put(_ context.Context, m *membershippkg.Member, role string) error {
+	r.got, r.role = m, role
+
+	return nil
+}
+
+// issue makes a TLS certificate of profile naming ips, signed by iss.
+func issue(t *testing.T, iss *ca.Issuer, profile ca.Profile, ips ...string) tls.Certificate {
+	t.Helper()
+
+	key := catest.Key(t, ca.Ed25519)
+
+	tmpl := &x509.CertificateRequest{}
+	for _, ip := range ips {
+		tmpl.IPAddresses = append(tmpl.IPAddresses, net.ParseIP(ip))
+	}
+
+	csr, err := ca.ParseCSR(catest.CSR(t, key, tmpl))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	var roles role.Set
+	if profile == ca.ProfileClient {
+		roles = role.NewSet(role.Admin)
+	}
+
+	issued, err := iss.Issue(ca.Request{CSR: csr, Profile: profile, Roles: roles, TTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	return tls.Certificate{Certificate: [][]byte{issued.Cert.Raw}, PrivateKey: key, Leaf: issued.Cert}
+}
+
+// TestHeartbeatNeedsTheNodesOwnCertificate: only a node certificate of the
+// cluster that names every address of the entry records it, as a worker's;
+// no certificate, another CA's, a person's client certificate or another
+// node's addresses are refused.
+func TestHeartbeatNeedsTheNodesOwnCertificate(t *testing.T) {
+	now := time.Now()
+	clusterCA, otherCA := catest.NewCA(t, ca.Ed25519, now), catest.NewCA(t, ca.Ed25519, now)
+	iss, other := catest.NewIssuer(t, clusterCA, now), catest.NewIssuer(t, otherCA, now)
+
+	pool := x509.NewCertPool()
+	pool.AddCert(clusterCA.Cert)
+
+	rec := &recorder{}
+	clk := clock.NewFake(now)
+	srv := membershippkg.NewServer(membershippkg.ServerConfig{Writer: rec, AcceptedCAs: func() *x509.CertPool { return pool }, Clock: clk})
+
+	serverCert := issue(t, iss, ca.ProfileServer, "127.0.0.1")
+	g := grpc.NewServer(grpc.Creds(credentials.NewTLS(&tls.Config{
+		Certificates: []tls.Certificate{serverCert}, ClientAuth: tls.RequestClientCert, MinVersion: tls.VersionTLS13,
+	})))
+	srv.Register(g)
+
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	go g.Serve(lis) //nolint:errcheck // stopped below
+	t.Cleanup(g.Stop)
+
+	heartbeat := func(cert *tls.Certificate, m *membershippkg.Member) error {
+		cfg := &tls.Config{RootCAs: pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS13}
+		if cert != nil {
+			cfg.Certificates = []tls.Certificate{*cert}
+		}
+
+		conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+
+		_, err = membership.NewMembershipServiceClient(conn).Heartbeat(context.Background(), &membership.HeartbeatRequest{Member: m})
+
+		return err
+	}
+
+	node := issue(t, iss, ca.ProfileServer, "10.0.0.5")
+	stranger := issue(t, other, ca.ProfileServer, "10.0.0.5")
+	person := issue(t, iss, ca.ProfileClient)
+
+	for _, tt := range []struct {
+		name string
+		cert *tls.Certificate
+		m    *membershippkg.Member
+		code codes.Code
+	}{
+		{"no certificate", nil, entry("worker-1", "10.0.0.5"), codes.Unauthenticated},
+		{"another CA's node", &stranger, entry("worker-1", "10.0.0.5"), codes.Unauthenticated},
+		{"a person's client certificate", &person, entry("worker-1", "10.0.0.5"), codes.Unauthenticated},
+		{"another node's address", &node, entry("worker-1", "10.0.0.5", "10.0.0.6"), codes.PermissionDenied},
+		{"malformed entry", &node, entry("worker_1", "10.0.0.5"), codes.InvalidArgument},
+		{"own entry", &node, entry("worker-1", "10.0.0.5"), codes.OK},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			rec.got = nil
+
+			err := heartbeat(tt.cert, tt.m)
+			if status.Code(err) != tt.code {
+				t.Fatalf("Heartbeat: %v, want %s", err, tt.code)
+			}
+
+			if (rec.got != nil) != (tt.code == codes.OK) {
+				t.Fatalf("recorded %v", rec.got)
+			}
+
+			if tt.code == codes.OK && rec.role != membershippkg.RoleWorker {
+				t.Fatalf("recorded as %q, want worker", rec.role)
+			}
+		})
+	}
+
+	t.Run("heartbeats too frequent", func(t *testing.T) {
+		if err := heartbeat(&node, entry("worker-1", "10.0.0.5")); status.Code(err) != codes.ResourceExhausted {
+			t.Fatalf("second heartbeat at once: %v, want ResourceExhausted", err)
+		}
+
+		clk.Advance(membershippkg.MinHeartbeatSpacing)
+
+		if err := heartbeat(&node, entry("worker-1", "10.0.0.5")); err != nil {
+			t.Fatalf("heartbeat after the spacing: %v", err)
+		}
+	})
+
+	t.Run("List without a member list", func(t *testing.T) {
+		conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(credentials.NewTLS(
+			&tls.Config{RootCAs: pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS13})))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+
+		_, err = membership.NewMembershipServiceClient(conn).List(context.Background(), &membership.ListRequest{})
+		if status.Code(err) != codes.FailedPrecondition {
+			t.Fatalf("List: %v, want FailedPrecondition", err)
+		}
+	})
+}

@@ -1,0 +1,178 @@
+package membership
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/aegis-os/aegis/internal/clock"
+)
+
+// prefix is where the entries live in etcd, one key per node under its
+// first address.
+const prefix = "/aegis/members/"
+
+// Config configures a Store.
+type Config struct {
+	// Client is the etcd client. Required.
+	Client *clientv3.Client
+	// Clock stamps last_seen and ages entries out on read. Nil means the
+	// system clock.
+	Clock clock.Clock
+}
+
+// Store is the member list in etcd. It is safe for concurrent use.
+type Store struct {
+	cli   *clientv3.Client
+	clock clock.Clock
+}
+
+// New makes a Store.
+func New(cfg Config) (*Store, error) {
+	if cfg.Client == nil {
+		return nil, errors.New("membership: Client is required")
+	}
+
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real()
+	}
+
+	return &Store{cli: cfg.Client, clock: cfg.Clock}, nil
+}
+
+func key(m *Member) string { return prefix + m.GetAddresses()[0] }
+
+// Put records m as the caller's entry with role, stamped now, under a lease
+// of its age-out. A worker never replaces a control plane's entry, and no
+// entry takes a hostname another live node holds. The entry is written
+// only if nothing changed it since it was read.
+func (s *Store) Put(ctx context.Context, m *Member, role string) error {
+	if err := Check(m); err != nil {
+		return err
+	}
+
+	m = proto.CloneOf(m)
+	m.Role, m.LastSeen = role, timestamppb.New(s.clock.Now())
+
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+
+	current, keys, err := s.read(ctx)
+	if err != nil {
+		return err
+	}
+
+	if err := s.checkClaims(m, current); err != nil {
+		return err
+	}
+
+	data, err := proto.Marshal(m)
+	if err != nil {
+		return fmt.Errorf("membership: %w", err)
+	}
+
+	lease, err := s.cli.Grant(ctx, int64(math.Ceil(AgeOut(m.GetInterval().AsDuration()).Seconds())))
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+
+	resp, err := s.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.ModRevision(key(m)), "=", keys[key(m)].rev)).
+		Then(clientv3.OpPut(key(m), string(data), clientv3.WithLease(lease.ID))).
+		Commit()
+
+	switch {
+	case err != nil:
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	case !resp.Succeeded:
+		return fmt.Errorf("%w: %s", ErrConflict, key(m))
+	}
+
+	// The entry left its previous lease, which would otherwise linger
+	// until it expires: one lease per node, not three. Best effort.
+	if old := keys[key(m)].lease; old != 0 {
+		_, _ = s.cli.Revoke(ctx, old)
+	}
+
+	return nil
+}
+
+// stored is what etcd holds of a key: its mod revision and lease.
+type stored struct {
+	rev   int64
+	lease clientv3.LeaseID
+}
+
+// checkClaims refuses an entry that would take what another node holds:
+// a worker's over a control plane's, or another live node's hostname.
+func (s *Store) checkClaims(m *Member, current []*Member) error {
+	now := s.clock.Now()
+
+	for _, c := range current {
+		if c.GetAddresses()[0] == m.GetAddresses()[0] {
+			if c.GetRole() == RoleControlPlane && m.GetRole() != RoleControlPlane && !Stale(c, now) {
+				return fmt.Errorf("%w: %s is a control plane's entry", ErrNotOwner, m.GetAddresses()[0])
+			}
+
+			continue
+		}
+
+		if c.GetHostname() == m.GetHostname() && !Stale(c, now) {
+			return fmt.Errorf("%w: hostname %s is held by %s", ErrNotOwner, m.GetHostname(), c.GetAddresses()[0])
+		}
+	}
+
+	return nil
+}
+
+// List returns the live members, sorted by hostname.
+func (s *Store) List(ctx context.Context) ([]*Member, error) {
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+
+	all, _, err := s.read(ctx)
+	if err != nil {
+		return nil, err
+	}
+
+	now := s.clock.Now()
+
+	return slices.DeleteFunc(all, func(m *Member) bool { return Stale(m, now) }), nil
+}
+
+// read returns every entry, sorted by hostname, and the mod revision and
+// lease of each key (absent: zero).
+func (s *Store) read(ctx context.Context) ([]*Member, map[string]stored, error) {
+	resp, err := s.cli.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithLimit(MaxMembers))
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+
+	keys := map[string]stored{}
+
+	var out []*Member
+
+	for _, kv := range resp.Kvs {
+		keys[string(kv.Key)] = stored{rev: kv.ModRevision, lease: clientv3.LeaseID(kv.Lease)}
+
+		m := &Member{}
+		// An entry that does not parse or check is skipped, never served:
+		// only Put writes here, so it is damage, not a member.
+		if proto.Unmarshal(kv.Value, m) != nil || Check(m) != nil || string(kv.Key) != key(m) {
+			continue
+		}
+
+		out = append(out, m)
+	}
+
+	slices.SortFunc(out, func(a, b *Member) int { return strings.Compare(a.GetHostname(), b.GetHostname()) })
+
+	return out, keys, nil
+}

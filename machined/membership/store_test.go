@@ -1,0 +1,192 @@
+package membership_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/url"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
+
+	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/machined/membership"
+)
+
+// etcdClient runs a one-member etcd on loopback ports for the test.
+func etcdClient(t *testing.T) *clientv3.Client {
+	t.Helper()
+
+	cfg := embed.NewConfig()
+	cfg.Dir = t.TempDir()
+	cfg.Logger, cfg.LogLevel = "zap", "error"
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
+
+	client, peer := freeURL(t), freeURL(t)
+	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{client}, []url.URL{client}
+	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}
+	cfg.InitialCluster = cfg.Name + "=" + peer.String()
+
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	t.Cleanup(e.Close)
+
+	select {
+	case <-e.Server.ReadyNotify():
+	case <-time.After(time.Minute):
+		t.Fatal("etcd did not become ready")
+	}
+
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{client.Host}, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	t.Cleanup(func() { cli.Close() })
+
+	return cli
+}
+
+func freeURL(t *testing.T) url.URL {
+	t.Helper()
+
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	defer l.Close()
+
+	return url.URL{Scheme: "http", Host: l.Addr().String()}
+}
+
+func TestStore(t *testing.T) {
+	cli := etcdClient(t)
+	clk := clock.NewFake(time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC))
+
+	s, err := membership.New(membership.Config{Client: cli, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	ctx := context.Background()
+
+	for _, put := range []struct {
+		m    *membership.Member
+		role string
+	}{
+		{entry("cp-1", "10.0.0.1"), membership.RoleControlPlane},
+		{entry("worker-1", "10.0.0.5"), membership.RoleWorker},
+	} {
+		if err := s.Put(ctx, put.m, put.role); err != nil {
+			t.Fatalf("Put %s: %v", put.m.GetHostname(), err)
+		}
+	}
+
+	t.Run("listed with role and last seen", func(t *testing.T) {
+		list, err := s.List(ctx)
+		if err != nil || len(list) != 2 {
+			t.Fatalf("List: %v %v", list, err)
+		}
+
+		if list[0].GetHostname() != "cp-1" || list[0].GetRole() != membership.RoleControlPlane ||
+			list[1].GetRole() != membership.RoleWorker || !list[1].GetLastSeen().AsTime().Equal(clk.Now()) {
+			t.Fatalf("List = %v", list)
+		}
+	})
+
+	t.Run("worker cannot take a control plane's entry", func(t *testing.T) {
+		err := s.Put(ctx, entry("cp-1", "10.0.0.1"), membership.RoleWorker)
+		if !errors.Is(err, membership.ErrNotOwner) {
+			t.Fatalf("err = %v, want ErrNotOwner", err)
+		}
+	})
+
+	t.Run("hostname held by another live node", func(t *testing.T) {
+		err := s.Put(ctx, entry("worker-1", "10.0.0.6"), membership.RoleWorker)
+		if !errors.Is(err, membership.ErrNotOwner) {
+			t.Fatalf("err = %v, want ErrNotOwner", err)
+		}
+	})
+
+	t.Run("refreshed entry replaces the old one", func(t *testing.T) {
+		clk.Advance(time.Second)
+
+		if err := s.Put(ctx, entry("worker-1", "10.0.0.5"), membership.RoleWorker); err != nil {
+			t.Fatal(err)
+		}
+
+		list, _ := s.List(ctx)
+		if len(list) != 2 || !list[1].GetLastSeen().AsTime().Equal(clk.Now()) {
+			t.Fatalf("List = %v", list)
+		}
+	})
+
+	t.Run("stale entries aged out", func(t *testing.T) {
+		clk.Advance(membership.AgeOut(time.Second) + time.Millisecond)
+
+		if err := s.Put(ctx, entry("cp-1", "10.0.0.1"), membership.RoleControlPlane); err != nil {
+			t.Fatal(err)
+		}
+
+		list, err := s.List(ctx)
+		if err != nil || len(list) != 1 || list[0].GetHostname() != "cp-1" {
+			t.Fatalf("List after worker-1's age-out = %v %v", list, err)
+		}
+
+		// Its name is free again.
+		if err := s.Put(ctx, entry("worker-1", "10.0.0.6"), membership.RoleWorker); err != nil {
+			t.Fatalf("hostname of an aged-out entry: %v", err)
+		}
+	})
+
+	t.Run("damaged entry skipped", func(t *testing.T) {
+		if _, err := cli.Put(ctx, "/aegis/members/10.0.0.9", "not a member"); err != nil {
+			t.Fatal(err)
+		}
+
+		list, err := s.List(ctx)
+		if err != nil || len(list) != 2 {
+			t.Fatalf("List = %v %v", list, err)
+		}
+
+		// The node it belongs to writes over it.
+		if err := s.Put(ctx, entry("worker-9", "10.0.0.9"), membership.RoleWorker); err != nil {
+			t.Fatalf("Put over a damaged entry: %v", err)
+		}
+	})
+
+	t.Run("one lease per entry", func(t *testing.T) {
+		leases, err := cli.Leases(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		resp, err := cli.Get(ctx, "/aegis/members/", clientv3.WithPrefix())
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		if len(leases.Leases) != len(resp.Kvs) {
+			t.Fatalf("%d leases for %d entries: a refreshed entry left its old lease behind", len(leases.Leases), len(resp.Kvs))
+		}
+	})
+
+	t.Run("lease drops the entry in etcd", func(t *testing.T) {
+		resp, err := cli.Get(ctx, "/aegis/members/10.0.0.1")
+		if err != nil || len(resp.Kvs) != 1 || resp.Kvs[0].Lease == 0 {
+			t.Fatalf("entry without a lease: %v %v", resp, err)
+		}
+
+		ttl, err := cli.TimeToLive(ctx, clientv3.LeaseID(resp.Kvs[0].Lease))
+		if err != nil || ttl.GrantedTTL != int64(membership.AgeOut(time.Second).Seconds()) {
+			t.Fatalf("lease TTL %v %v, want the age-out", ttl, err)
+		}
+	})
+}

@@ -1,0 +1,169 @@
+package node
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net/netip"
+	"sync"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/aegis-os/aegis/api/node"
+	"github.com/aegis-os/aegis/ca"
+	"github.com/aegis-os/aegis/internal/version"
+	"github.com/aegis-os/aegis/machined/membership"
+)
+
+// startMembership keeps the node's entry in the cluster's member list
+// fresh until the boot ends: a control plane writes it into etcd itself
+// and then publishes the members' names for apid's routing; a worker sends
+// it to a control plane's trustd with its node certificate.
+func (n *Node) startMembership(ctx context.Context, b *bootState, bg *sync.WaitGroup) {
+	var beat func(context.Context) error
+
+	if b.cfg.Machine.Type.IsControlPlane() {
+		beat = n.controlPlaneBeat(b)
+	} else {
+		beat = n.workerBeat(b)
+	}
+
+	bg.Go(func() { membership.Until(ctx, n.clock, n.cfg.HeartbeatInterval, n.log, beat) })
+}
+
+// ownEntry is the node's entry as of now.
+func (n *Node) ownEntry(b *bootState) *membership.Member {
+	res, _ := n.store.Current()
+
+	var digest string
+	if set, err := ca.ParseAcceptedSet(res.GetAcceptedCas(), n.clock.Now()); err == nil {
+		digest = membership.CADigest(set)
+	}
+
+	return &membership.Member{
+		Hostname: b.hostname, Addresses: canonicalAddresses(b.addresses), Version: version.Tag,
+		Interval: durationpb.New(n.cfg.HeartbeatInterval), TimeSynced: b.time.Synced(), AcceptedCas: digest,
+	}
+}
+
+func (n *Node) controlPlaneBeat(b *bootState) func(context.Context) error {
+	return func(ctx context.Context) error {
+		store, err := n.memberStore()
+		if err != nil {
+			return err
+		}
+
+		if err := store.Put(ctx, n.ownEntry(b), membership.RoleControlPlane); err != nil {
+			return err
+		}
+
+		members, err := store.List(ctx)
+		if err != nil {
+			return err
+		}
+
+		n.publishMembers(members)
+
+		return nil
+	}
+}
+
+// publishMembers gives apid the members' names: each hostname routes to
+// the member's first address.
+func (n *Node) publishMembers(members []*membership.Member) {
+	var names []*node.MemberName
+	for _, m := range members {
+		names = append(names, &node.MemberName{Hostname: m.GetHostname(), Address: m.GetAddresses()[0]})
+	}
+
+	n.store.Update(func(r *node.Resources) { r.Members = names })
+}
+
+func (n *Node) workerBeat(b *bootState) func(context.Context) error {
+	sender := membership.Sender{
+		Endpoints:   b.cfg.Cluster.ControlPlane.Endpoints,
+		Certificate: n.serverCertificate,
+		AcceptedCAs: func() *x509.CertPool { return n.acceptedCAs().Pool() },
+	}
+
+	return func(ctx context.Context) error { return sender.Send(ctx, n.ownEntry(b)) }
+}
+
+// serverCertificate is the node's current server certificate, which a
+// worker presents with its heartbeats.
+func (n *Node) serverCertificate(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+	res, _ := n.store.Current()
+	if res.GetServer() == nil {
+		return nil, errors.New("node: no server certificate yet")
+	}
+
+	c, err := tls.X509KeyPair(res.GetServer().GetCrt(), res.GetServer().GetKey())
+
+	return &c, err
+}
+
+// acceptedCAs are the CAs the node accepts now (after a worker's join,
+// those trustd added).
+func (n *Node) acceptedCAs() *ca.AcceptedSet {
+	res, _ := n.store.Current()
+
+	set, err := ca.ParseAcceptedSet(res.GetAcceptedCas(), n.clock.Now())
+	if err != nil {
+		return n.current().AcceptedCAs()
+	}
+
+	return set
+}
+
+// memberStore is the member list in the local etcd: a control plane's.
+func (n *Node) memberStore() (*membership.Store, error) {
+	n.mu.Lock()
+	e := n.etcd
+	n.mu.Unlock()
+
+	if e == nil {
+		return nil, errNoEtcd
+	}
+
+	cli, err := e.Client()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", membership.ErrUnavailable, err)
+	}
+
+	return membership.New(membership.Config{Client: cli, Clock: n.clock})
+}
+
+var errNoEtcd = fmt.Errorf("%w: etcd is not set up on this node", membership.ErrUnavailable)
+
+// Members is the cluster's member list as this node reads it: from its
+// etcd on a control plane; a worker has none.
+func (n *Node) Members() membership.Reader {
+	return memberReader{n}
+}
+
+type memberReader struct{ n *Node }
+
+func (r memberReader) List(ctx context.Context) ([]*membership.Member, error) {
+	store, err := r.n.memberStore()
+	if err != nil {
+		return nil, err
+	}
+
+	return store.List(ctx)
+}
+
+// canonicalAddresses keeps the addresses netip prints back the same way,
+// as membership entries need them.
+func canonicalAddresses(addrs []string) []string {
+	var out []string
+
+	for _, a := range addrs {
+		if p, err := netip.ParseAddr(a); err == nil {
+			out = append(out, p.Unmap().String())
+		}
+	}
+
+	return out
+}
