@@ -8,8 +8,8 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 
 	"github.com/aegis-os/aegis/api/certificates"
-	"github.com/aegis-os/aegis/api/revocations"
 	"github.com/aegis-os/aegis/api/membership"
+	"github.com/aegis-os/aegis/api/revocations"
 	"github.com/aegis-os/aegis/api/tokens"
 	"github.com/aegis-os/aegis/authz/role"
 )

@@ -58,7 +58,7 @@ type files struct {
 	// revoked is the revocation list machined follows; the file mode has
 	// none.
 	revoked apid.Revocations
-	members  memberNames // filled from machined's resources only
+	members memberNames // filled from machined's resources only
 }
 
 func loadFiles(o *options) (*files, error) {
