@@ -2,16 +2,14 @@ package trustd
 
 import (
 	"context"
-	"crypto/x509"
 	"errors"
 	"log/slog"
 
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	"github.com/aegis-os/aegis/api/revocations"
+	"github.com/aegis-os/aegis/authz"
 	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/internal/source"
 )
@@ -53,23 +51,14 @@ func (r revocationService) Serials(ctx context.Context, _ *revocations.SerialsRe
 }
 
 // checkNode verifies the certificate the caller presented in the
-// handshake (requested, not required: joiners have none): an accepted CA
-// signed it for ServerAuth, and it is valid now.
+// handshake (requested, not required: joiners have none) as a node's.
 func (s *Server) checkNode(ctx context.Context) error {
-	p, ok := peer.FromContext(ctx)
-	if !ok {
-		return errNotANode
-	}
-
-	info, ok := p.AuthInfo.(credentials.TLSInfo)
-	if !ok || len(info.State.PeerCertificates) == 0 {
-		return errNotANode
-	}
-
 	set := s.cfg.CAs.AcceptedCAs()
 	if set == nil {
 		return errNotANode
 	}
 
-	return set.Verify(info.State.PeerCertificates[0], x509.ExtKeyUsageServerAuth, s.cfg.Clock.Now())
+	_, err := authz.NodeCertificate(ctx, set.Pool(), s.cfg.Clock.Now())
+
+	return err
 }

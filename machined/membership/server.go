@@ -2,23 +2,25 @@ package membership
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"sync"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/aegis-os/aegis/api/membership"
+	"github.com/aegis-os/aegis/authz"
 	"github.com/aegis-os/aegis/internal/clock"
 	"github.com/aegis-os/aegis/internal/logkey"
+	"github.com/aegis-os/aegis/internal/requestid"
 )
 
 // Writer records a node's own entry with the role the server gives it.
@@ -38,8 +40,12 @@ type ServerConfig struct {
 	// AcceptedCAs are the CAs a heartbeat's node certificate must chain
 	// to; asked at every call. Required with Writer.
 	AcceptedCAs func() *x509.CertPool
-	Logger      *slog.Logger
-	Clock       clock.Clock
+	// Logger receives refusals and internal errors. Nil discards.
+	Logger *slog.Logger
+	// Clock is the time a certificate is checked at. Nil is the system's.
+	Clock clock.Clock
+	// Rand makes the references of internal errors. Nil is crypto/rand.
+	Rand io.Reader
 }
 
 // Server serves the MembershipService.
@@ -60,6 +66,10 @@ func NewServer(cfg ServerConfig) *Server {
 
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Real()
+	}
+
+	if cfg.Rand == nil {
+		cfg.Rand = rand.Reader
 	}
 
 	return &Server{cfg: cfg, last: map[string]time.Time{}}
@@ -154,31 +164,12 @@ var errNoCertificate = errors.New("membership: a heartbeat needs the node's cert
 // peerCertificate verifies the caller's TLS certificate as a node's
 // server certificate, chained to the accepted CAs.
 func (s *Server) peerCertificate(ctx context.Context) (*x509.Certificate, error) {
-	p, ok := peer.FromContext(ctx)
-	if !ok {
-		return nil, errNoCertificate
-	}
-
-	info, ok := p.AuthInfo.(credentials.TLSInfo)
-	if !ok || len(info.State.PeerCertificates) == 0 {
-		return nil, errNoCertificate
-	}
-
-	chain := info.State.PeerCertificates
-	inter := x509.NewCertPool()
-
-	for _, c := range chain[1:] {
-		inter.AddCert(c)
-	}
-
-	if _, err := chain[0].Verify(x509.VerifyOptions{
-		Roots: s.cfg.AcceptedCAs(), Intermediates: inter, CurrentTime: s.cfg.Clock.Now(),
-		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}); err != nil {
+	cert, err := authz.NodeCertificate(ctx, s.cfg.AcceptedCAs(), s.cfg.Clock.Now())
+	if err != nil {
 		return nil, errors.Join(errNoCertificate, err)
 	}
 
-	return chain[0], nil
+	return cert, nil
 }
 
 // toStatus maps the package's errors to gRPC codes, once, here.
@@ -198,11 +189,14 @@ func (s *Server) toStatus(op string, err error) error {
 		code = codes.Unavailable
 	}
 
-	s.cfg.Logger.Warn("membership "+op+" refused", slog.String(logkey.Error, err.Error()))
-
 	if code == codes.Internal {
-		return status.Error(code, "membership: internal error")
+		ref := requestid.New(s.cfg.Rand)
+		s.cfg.Logger.Error("membership "+op+" failed", slog.String(logkey.RequestID, ref), slog.String(logkey.Error, err.Error()))
+
+		return status.Errorf(code, "membership: internal error (ref %s)", ref)
 	}
+
+	s.cfg.Logger.Warn("membership "+op+" refused", slog.String(logkey.Error, err.Error()))
 
 	return status.Error(code, err.Error())
 }
