@@ -23,13 +23,19 @@ INSTALL_BINS := aegisctl machined apid trustd etcd
 
 export CGO_ENABLED ?= 0
 
-.PHONY: all build install test e2e conformance run bench microbench bench-profile fuzz deps lint generate clean
+.PHONY: all build images install test e2e conformance run bench microbench bench-profile fuzz deps lint generate clean
 
 all: build
 
-## build: compile every binary into bin/, stamped with VERSION
+## build: compile every binary into bin/, stamped with VERSION, then the system images
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/...
+	@$(MAKE) --no-print-directory images
+
+## images: OCI image archives of apid, trustd and etcd in bin/images/ (machined imports
+## them into its containerd); the same binaries give the same archives
+images:
+	$(BIN)/aegis-image --bin-dir $(BIN) --out $(BIN)/images
 
 ## install: build, then install aegisctl, machined, apid and trustd into
 ## $(DESTDIR)$(PREFIX)/bin (PREFIX=/usr/local by default)
