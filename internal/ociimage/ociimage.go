@@ -201,4 +201,6 @@ func descriptor(mediaType string, data []byte) ocispec.Descriptor {
 	}
 }
 
-func blobPath(d digest.Digest) string { return path.Join(ocispec.ImageBlobsDir, d.Algorithm().String(), d.Encoded()) }
+func blobPath(d digest.Digest) string {
+	return path.Join(ocispec.ImageBlobsDir, d.Algorithm().String(), d.Encoded())
+}
