@@ -75,7 +75,26 @@ type MachineSpec struct {
 	// CertSANs are extra names and addresses for the node's certificates.
 	CertSANs []string `yaml:"certSANs,omitempty"`
 	Time     TimeSpec `yaml:"time"`
+	// Runtime runs apid, trustd and etcd: RuntimeContainerd or
+	// RuntimeProcess. Empty means RuntimeProcess, as before the field was.
+	Runtime Runtime `yaml:"runtime,omitempty"`
 }
+
+// Runtime is how a node runs its system services.
+type Runtime string
+
+// Runtimes.
+const (
+	// RuntimeProcess runs each service as a child process of machined,
+	// with machined's user: for machines without root.
+	RuntimeProcess Runtime = "process"
+	// RuntimeContainerd runs each service as a confined container of the
+	// node's own containerd.
+	RuntimeContainerd Runtime = "containerd"
+)
+
+// Containerd reports whether the node runs its services in containers.
+func (r Runtime) Containerd() bool { return r == RuntimeContainerd }
 
 // TimeSpec says how the node knows its clock is right: NTP servers, or a
 // host clock declared trusted (local clusters on one machine).
@@ -201,6 +220,12 @@ func (c *MachineConfig) validateMachine(ps *problems) {
 		if _, err := netip.ParseAddr(m.ListenAddress); err != nil {
 			ps.add("machine.listenAddress", "%q is not an IP address", m.ListenAddress)
 		}
+	}
+
+	switch m.Runtime {
+	case "", RuntimeProcess, RuntimeContainerd:
+	default:
+		ps.add("machine.runtime", "%q is not containerd or process", m.Runtime)
 	}
 }
 

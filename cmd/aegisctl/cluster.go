@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/machined/localcluster"
 )
 
@@ -64,6 +65,7 @@ func newClusterCreateCommand(e *env) *cobra.Command {
 		cidr    string
 		binDir  string
 		timeout time.Duration
+		rt      string
 	)
 
 	cmd := &cobra.Command{
@@ -94,6 +96,13 @@ them with 'aegisctl cluster destroy'.`,
 				return err
 			}
 
+			switch certs.Runtime(rt) {
+			case certs.RuntimeContainerd, certs.RuntimeProcess:
+				opts.Runtime = certs.Runtime(rt)
+			default:
+				return fmt.Errorf("--runtime: %q is not containerd or process", rt)
+			}
+
 			opts.Name, opts.CIDR, opts.Timeout, opts.Progress = flags.name, prefix, timeout, e.stdout
 
 			return createCluster(cmd.Context(), e, opts, flags.stateDir)
@@ -106,6 +115,8 @@ them with 'aegisctl cluster destroy'.`,
 	cmd.Flags().StringVar(&cidr, "cidr", localcluster.DefaultCIDR, "loopback range of the node addresses")
 	cmd.Flags().StringVar(&binDir, "bin-dir", "", "folder of machined, apid and trustd (default: aegisctl's own)")
 	cmd.Flags().DurationVar(&timeout, "wait-timeout", localcluster.DefaultTimeout, "how long to wait for the cluster to come up")
+	cmd.Flags().StringVar(&rt, "runtime", string(certs.RuntimeContainerd),
+		"how nodes run apid, trustd and etcd: containerd (confined containers; needs root, containerd and runc) or process")
 
 	return cmd
 }

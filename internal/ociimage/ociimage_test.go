@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
@@ -120,5 +121,38 @@ func untar(t *testing.T, data []byte) map[string][]byte {
 		if hdr.Typeflag == tar.TypeReg {
 			out[hdr.Name], _ = io.ReadAll(tr)
 		}
+	}
+}
+
+func TestVerify(t *testing.T) {
+	var buf bytes.Buffer
+
+	d, err := Write(&buf, Spec{Name: ImageName("apid"), Binary: writeBinary(t, strings.Repeat("binary", 1000)), User: User{Name: "apid", UID: 1, GID: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	good := buf.Bytes()
+
+	v, err := Verify(bytes.NewReader(good))
+	if err != nil || v.Digest != d || v.Name != ImageName("apid") {
+		t.Fatalf("Verify = %+v, %v; want %s", v, err, d)
+	}
+
+	flipped := bytes.Clone(good)
+	i := bytes.Index(flipped, []byte("binarybinary"))
+	flipped[i] = 'B'
+
+	for name, data := range map[string][]byte{
+		"truncated": good[:len(good)/2],
+		"flipped":   flipped,
+		"empty":     nil,
+		"not tar":   []byte("hello"),
+	} {
+		t.Run(name, func(t *testing.T) {
+			if _, err := Verify(bytes.NewReader(data)); err == nil {
+				t.Fatal("a damaged archive verified")
+			}
+		})
 	}
 }

@@ -53,8 +53,14 @@ type Config struct {
 	CertTTL time.Duration
 	// ClusterToken tells this cluster's members from another's.
 	ClusterToken string
-	Logger       *slog.Logger
-	Clock        clock.Clock
+	// ShareClientFiles, if set, is called with what trustd reads of etcd's
+	// folder: after each write of the CA certificate and of the client
+	// certificate and key, the pki folder and those files; once the member
+	// runs, the data and member folders (trustd looks for the WAL there).
+	// It lets trustd's user reach them when trustd runs as a container.
+	ShareClientFiles func(paths ...string) error
+	Logger           *slog.Logger
+	Clock            clock.Clock
 }
 
 // Etcd is the etcd of one control plane, made at its first boot; NewBoot

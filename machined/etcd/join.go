@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -202,6 +203,8 @@ func (e *Etcd) afterStart(ctx context.Context) {
 	for {
 		st, err := e.localStatus(ctx)
 		if err == nil {
+			e.shareDataDirs()
+
 			if have, _ := e.memberID(); have != st.Header.MemberId {
 				if err := e.saveMemberID(st.Header.MemberId); err != nil {
 					e.log.Warn("recording the member ID", slog.String(logError, err.Error()))
@@ -285,4 +288,17 @@ func (e *Etcd) dropData() error {
 	}
 
 	return nil
+}
+
+// shareDataDirs lets trustd's user see whether the WAL exists (see
+// Config.ShareClientFiles); a failure is logged, trustd then stays on its
+// local token store.
+func (e *Etcd) shareDataDirs() {
+	if e.cfg.ShareClientFiles == nil {
+		return
+	}
+
+	if err := e.cfg.ShareClientFiles(e.dataDir(), filepath.Join(e.dataDir(), "member")); err != nil {
+		e.log.Warn("sharing the data folders with trustd", slog.String(logError, err.Error()))
+	}
 }

@@ -30,6 +30,9 @@ type Cluster struct {
 	// NodeCertTTL is given to every machined as --node-cert-ttl; zero
 	// leaves machined's default.
 	NodeCertTTL time.Duration `json:"nodeCertTTL,omitempty"`
+	// Runtime is every node's machine.runtime; empty leaves it out (the
+	// process runtime).
+	Runtime certs.Runtime `json:"runtime,omitempty"`
 
 	skipBootstrap bool // Create leaves etcd unbootstrapped
 }
@@ -122,7 +125,7 @@ func (c *Cluster) save() error {
 // prepare refuses a cluster that exists or addresses that are taken, then
 // writes the secrets, the configs and the manifest.
 func prepare(opts Options) (*Cluster, error) {
-	c := &Cluster{Name: opts.Name, Dir: filepath.Join(opts.StateDir, opts.Name), BinDir: opts.BinDir, NodeCertTTL: opts.NodeCertTTL}
+	c := &Cluster{Name: opts.Name, Dir: filepath.Join(opts.StateDir, opts.Name), BinDir: opts.BinDir, NodeCertTTL: opts.NodeCertTTL, Runtime: opts.Runtime}
 
 	if _, err := os.Stat(c.Dir); err == nil {
 		return nil, fmt.Errorf("localcluster: cluster %q exists in %s; destroy it first", opts.Name, c.Dir)
@@ -203,7 +206,7 @@ func (c *Cluster) writeFiles() error {
 	for _, n := range c.Nodes {
 		cfg, err := certs.GenerateMachineConfig(bundle, n.Type, certs.ConfigOptions{
 			ClusterName: c.Name, Endpoint: endpoints[0], TrustHostClock: true,
-			Hostname: n.Name, ListenAddress: n.Address,
+			Hostname: n.Name, ListenAddress: n.Address, Runtime: c.Runtime,
 		}, now)
 		if err != nil {
 			return err

@@ -51,6 +51,9 @@ type Options struct {
 	// SkipBootstrap leaves etcd unbootstrapped (for a recovery from a
 	// snapshot): Create then waits for every service but etcd.
 	SkipBootstrap bool
+	// Runtime is every node's machine.runtime; empty means the process
+	// runtime.
+	Runtime certs.Runtime
 }
 
 // DefaultStateDir is ~/.aegis/clusters.

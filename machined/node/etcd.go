@@ -35,12 +35,17 @@ func (n *Node) setUpEtcd(ctx context.Context, b *bootState, bg *sync.WaitGroup) 
 
 		var err error
 
-		e, err = etcd.New(etcd.Config{
+		ecfg := etcd.Config{
 			Name: b.hostname, Address: b.addresses[0], Endpoints: b.cfg.Cluster.ControlPlane.Endpoints,
 			Dir: n.layout.EtcdDir(), Binary: n.binary("etcd"), Log: n.logs[etcd.ServiceID],
 			CA: b.cfg.EtcdCA(), Hosts: serverHosts(b.hostname, b.addresses, b.cfg.Machine.CertSANs),
 			CertTTL: n.cfg.NodeCertTTL, ClusterToken: b.cfg.Cluster.Name, Logger: n.log, Clock: n.clock,
-		})
+		}
+		if n.ctr != nil {
+			ecfg.ShareClientFiles = shareEtcdClientFiles
+		}
+
+		e, err = etcd.New(ecfg)
 		if err != nil {
 			return err
 		}

@@ -48,6 +48,9 @@ type Config struct {
 	State string
 	// BinDir holds the apid, trustd and etcd binaries.
 	BinDir string
+	// ImageDir holds the image archives of the services, for a node whose
+	// config asks for the containerd runtime; empty means BinDir/images.
+	ImageDir string
 	// MachinedLog is machined's own log, served as the "machined" log. Optional.
 	MachinedLog *logs.Log
 	// NodeCertTTL is the lifetime of the node's own certificates and, on a
@@ -79,6 +82,7 @@ type Node struct {
 	machine  *certs.MachineConfig // the config of the current boot
 	etcd     *etcd.Etcd           // a control plane's etcd, made at its first boot
 	booted   *bootState           // what the current boot built, for services loaded once
+	ctr      *containerRuntime    // the node's containerd, with the containerd runtime
 	stage    machine.MachineStatusEvent_MachineStage
 	requests chan lifecycleRequest
 }
@@ -111,6 +115,7 @@ func New(cfg Config) (*Node, error) {
 	}
 
 	bus := events.NewBus(system.DefaultBusSize, cfg.Clock)
+
 	n := &Node{
 		cfg: cfg, layout: Layout{State: cfg.State}, log: cfg.Logger, clock: cfg.Clock, bus: bus,
 		services: system.New(system.Config{Bus: bus, Clock: cfg.Clock, Logger: cfg.Logger}),
@@ -122,9 +127,23 @@ func New(cfg Config) (*Node, error) {
 		n.logs["machined"] = cfg.MachinedLog
 	}
 
+	if cfg.ImageDir == "" {
+		cfg.ImageDir = filepath.Join(cfg.BinDir, "images")
+	}
+
 	ids := []string{"apid", "trustd"}
 	if cfg.Machine.Machine.Type.IsControlPlane() {
 		ids = append(ids, etcd.ServiceID)
+	}
+
+	if cfg.Machine.Machine.Runtime.Containerd() {
+		rt, err := newContainerRuntime(cfg.State, cfg.ImageDir)
+		if err != nil {
+			return nil, err
+		}
+
+		n.ctr = rt
+		ids = append(ids, ContainerdServiceID)
 	}
 
 	for _, id := range ids {
