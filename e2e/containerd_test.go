@@ -344,3 +344,57 @@ func containerdPID(t *testing.T, state string) int {
 
 	return 0
 }
+
+// TestContainerdBadArchive boots a control plane on the containerd runtime
+// with a damaged, then a missing, apid image archive: the boot fails naming
+// the file, and containerd never starts, so nothing of it is imported.
+func TestContainerdBadArchive(t *testing.T) {
+	needContainerd(t)
+
+	dir := testutil.ShortTempDir(t)
+	cp, _ := genConfigs(t, dir)
+
+	cfg, err := certs.LoadMachineConfig(cp, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	cfg.Machine.Runtime = certs.RuntimeContainerd
+	if err := cfg.Save(cp, true); err != nil {
+		t.Fatal(err)
+	}
+
+	good, err := os.ReadFile(filepath.Join(binDir, "images", "apid.tar"))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	for name, archive := range map[string][]byte{"damaged": good[:len(good)-4096], "missing": nil} {
+		t.Run(name, func(t *testing.T) {
+			images := filepath.Join(dir, name+"-images")
+			if err := os.MkdirAll(images, 0o755); err != nil {
+				t.Fatal(err)
+			}
+
+			path := filepath.Join(images, "apid.tar")
+			if archive != nil {
+				if err := os.WriteFile(path, archive, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+
+			state := filepath.Join(dir, name+"-state")
+			p := startMachinedWith(t, cp, state, "--image-dir", images)
+
+			waitLog(t, p, `"msg":"boot failed"`)
+
+			if !strings.Contains(p.out.String(), path) {
+				t.Fatalf("the boot failure does not name %s:\n%s", path, p.out.String())
+			}
+
+			if _, err := os.Stat(filepath.Join(state, "containerd", "root")); err == nil {
+				t.Fatal("containerd ran although the boot failed")
+			}
+		})
+	}
+}
