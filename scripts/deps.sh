@@ -7,6 +7,9 @@ set -euo pipefail
 declare -A wanted=(
   [chronyd]=chrony
   [faketime]=faketime
+  [containerd]=containerd
+  [containerd-shim-runc-v2]=containerd
+  [runc]=runc
 )
 
 missing=()
@@ -45,4 +48,8 @@ if [ ! -e /usr/sbin/policy-rc.d ]; then
   $sudo chmod +x /usr/sbin/policy-rc.d
   trap '$sudo rm -f /usr/sbin/policy-rc.d' EXIT
 fi
+# containerd's package enables a system containerd; Aegis runs one per node
+# under each node's state dir and needs no system one (policy-rc.d keeps it
+# from starting during the install).
+mapfile -t missing < <(printf '%s\n' "${missing[@]}" | sort -u)
 $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
