@@ -17,6 +17,7 @@ import (
 	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/internal/testutil"
 	"github.com/aegis-os/aegis/machined/containerd"
+	"github.com/aegis-os/aegis/machined/containerd/preflight"
 	"github.com/aegis-os/aegis/machined/localcluster"
 	"github.com/aegis-os/aegis/machined/node"
 )
@@ -28,7 +29,7 @@ func needContainerd(t *testing.T) {
 	t.Helper()
 	needImages(t)
 
-	if err := containerd.Check(""); err != nil {
+	if err := preflight.Check(""); err != nil {
 		t.Skipf("containerd test skipped: %v", err)
 	}
 }

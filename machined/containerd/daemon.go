@@ -12,7 +12,6 @@ import (
 	"fmt"
 
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
@@ -24,10 +23,6 @@ import (
 
 // Namespace is the containerd namespace of the system services.
 const Namespace = "system"
-
-// Binaries the containerd runtime needs besides containerd itself: the shim
-// containerd starts per container and the OCI runtime the shim calls.
-var neededBinaries = []string{"containerd", "containerd-shim-runc-v2", "runc"}
 
 // Config configures a Daemon. Dir is required.
 type Config struct {
@@ -105,52 +100,6 @@ func (d *Daemon) RuncRoot() string { return filepath.Join(d.cfg.Dir, "runc") }
 
 // FIFODir holds the pipes of the containers' stdout and stderr.
 func (d *Daemon) FIFODir() string { return filepath.Join(d.cfg.Dir, "fifo") }
-
-// Check reports what the machine lacks to run containers, in one error
-// naming all of it: root, the binaries, a cgroup file system.
-func Check(binary string) error {
-	if binary == "" {
-		binary = "containerd"
-	}
-
-	var missing []string
-
-	if os.Geteuid() != 0 {
-		missing = append(missing, "root (machined runs as uid "+fmt.Sprint(os.Geteuid())+")")
-	}
-
-	for _, b := range neededBinaries {
-		if b == "containerd" {
-			b = binary
-		}
-
-		if _, err := exec.LookPath(b); err != nil {
-			missing = append(missing, "the "+b+" binary (Debian: apt-get install containerd runc)")
-		}
-	}
-
-	if !cgroupMounted() {
-		missing = append(missing, "a cgroup file system at /sys/fs/cgroup (`ip netns exec` remounts /sys without it; enter a network namespace with `nsenter --net` instead)")
-	}
-
-	if len(missing) > 0 {
-		return fmt.Errorf("containerd runtime: missing %s", strings.Join(missing, "; "))
-	}
-
-	return nil
-}
-
-// cgroupMounted reports whether runc will find cgroups: cgroup v2 at
-// /sys/fs/cgroup, or v1 hierarchies below it.
-func cgroupMounted() bool {
-	if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err == nil {
-		return true
-	}
-
-	_, err := os.Stat("/sys/fs/cgroup/memory/memory.limit_in_bytes")
-
-	return err == nil
-}
 
 // Prepare writes containerd's config and makes its directories.
 func (d *Daemon) Prepare() error {

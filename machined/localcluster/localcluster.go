@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/internal/ociimage"
+	"github.com/aegis-os/aegis/machined/containerd/preflight"
 )
 
 // Defaults of a local cluster.
@@ -128,6 +130,28 @@ func (o *Options) check() error {
 	for _, bin := range []string{"machined", "apid", "trustd", "etcd"} {
 		if st, err := os.Stat(filepath.Join(o.BinDir, bin)); err != nil || st.IsDir() {
 			return fmt.Errorf("localcluster: binary %s not found in %s (run make build, or give the binaries' directory)", bin, o.BinDir)
+		}
+	}
+
+	if o.Runtime.Containerd() {
+		return checkContainerd(o.BinDir)
+	}
+
+	return nil
+}
+
+// checkContainerd refuses a cluster on the containerd runtime that the
+// machine cannot run, or without the image archives next to the binaries,
+// before anything is written.
+func checkContainerd(binDir string) error {
+	if err := preflight.Check(""); err != nil {
+		return fmt.Errorf("localcluster: %w (or create the cluster with the process runtime)", err)
+	}
+
+	for _, svc := range ociimage.Services() {
+		path := ociimage.ArchivePath(filepath.Join(binDir, "images"), svc.ID)
+		if _, err := os.Stat(path); err != nil {
+			return fmt.Errorf("localcluster: image archive %s not found (run make build)", path)
 		}
 	}
 

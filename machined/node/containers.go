@@ -14,6 +14,7 @@ import (
 
 	"github.com/aegis-os/aegis/internal/ociimage"
 	"github.com/aegis-os/aegis/machined/containerd"
+	"github.com/aegis-os/aegis/machined/containerd/preflight"
 	"github.com/aegis-os/aegis/machined/system/runner"
 )
 
@@ -106,7 +107,7 @@ func newContainerRuntime(state, imageDir string) (*containerRuntime, error) {
 // each service in ids: a missing binary or a missing or damaged archive
 // fails the boot, saying which.
 func (r *containerRuntime) prepare(ids []string) error {
-	if err := containerd.Check(""); err != nil {
+	if err := preflight.Check(""); err != nil {
 		return err
 	}
 
