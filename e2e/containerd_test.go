@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -13,8 +14,11 @@ import (
 	"time"
 
 	"github.com/containerd/containerd/v2/client"
+	"github.com/siderolabs/talos/pkg/machinery/api/common"
+	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 
 	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/internal/ociimage"
 	"github.com/aegis-os/aegis/internal/testutil"
 	"github.com/aegis-os/aegis/machined/containerd"
 	"github.com/aegis-os/aegis/machined/containerd/preflight"
@@ -263,6 +267,10 @@ func TestContainerdRestarts(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), faultTimeout)
 	defer cancel()
 
+	t.Run("API", func(t *testing.T) {
+		checkContainerAPI(ctx, t, machine.NewMachineServiceClient(conn), d)
+	})
+
 	t.Run("container process killed", func(t *testing.T) {
 		pid, err := taskPID(ctx, d.Client(), "trustd")
 		if err != nil {
@@ -398,4 +406,69 @@ func TestContainerdBadArchive(t *testing.T) {
 			}
 		})
 	}
+}
+
+// checkContainerAPI lists the containers, their stats and the images
+// through apid, and restarts trustd's container through it.
+func checkContainerAPI(ctx context.Context, t *testing.T, mc machine.MachineServiceClient, d *containerd.Daemon) {
+	t.Helper()
+
+	list, err := mc.Containers(ctx, &machine.ContainersRequest{Namespace: "system"})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	pids := map[string]uint32{}
+	for _, c := range list.GetMessages()[0].GetContainers() {
+		pids[c.GetId()] = c.GetPid()
+	}
+
+	trustd, err := taskPID(ctx, d.Client(), "trustd")
+	if err != nil || pids["trustd"] != uint32(trustd) || pids["apid"] == 0 {
+		t.Fatalf("Containers: %v (trustd's task %d, %v)", pids, trustd, err)
+	}
+
+	stats, err := mc.Stats(ctx, &machine.StatsRequest{Namespace: "system"})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	for _, s := range stats.GetMessages()[0].GetStats() {
+		if s.GetMemoryUsage() == 0 || s.GetCpuUsage() == 0 {
+			t.Errorf("Stats of %s: memory %d, CPU %d", s.GetId(), s.GetMemoryUsage(), s.GetCpuUsage())
+		}
+	}
+
+	images, err := mc.ImageList(ctx, &machine.ImageListRequest{Namespace: common.ContainerdNamespace_NS_SYSTEM})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	var names []string
+
+	for {
+		img, err := images.Recv()
+		if err != nil {
+			break
+		}
+
+		names = append(names, img.GetName())
+	}
+
+	if !slices.Contains(names, ociimage.ImageName("apid")) || !slices.Contains(names, ociimage.ImageName("trustd")) {
+		t.Errorf("ImageList: %v", names)
+	}
+
+	if _, err := mc.Restart(ctx, &machine.RestartRequest{Namespace: "system", Id: "trustd"}); err != nil {
+		t.Fatal(err)
+	}
+
+	waitFor(t, "trustd restarted through the API", func() error {
+		again, err := taskPID(ctx, d.Client(), "trustd")
+		if err != nil || again == trustd {
+			return fmt.Errorf("trustd's process %d, %v", again, err)
+		}
+
+		return nil
+	})
 }

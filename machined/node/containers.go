@@ -15,6 +15,7 @@ import (
 	"github.com/aegis-os/aegis/internal/ociimage"
 	"github.com/aegis-os/aegis/machined/containerd"
 	"github.com/aegis-os/aegis/machined/containerd/preflight"
+	"github.com/aegis-os/aegis/machined/machineapi"
 	"github.com/aegis-os/aegis/machined/system/runner"
 )
 
@@ -296,4 +297,14 @@ func (n *Node) confineTrustd(p *processService, withEtcd bool) {
 			return giveTo(u, n.layout.TrustdRun(), n.layout.TrustdResources())
 		},
 	}
+}
+
+// containersAPI is the node's containerd for the container methods, nil on
+// the process runtime (a nil *Daemon must not become a non-nil interface).
+func (n *Node) containersAPI() machineapi.Containers {
+	if n.ctr == nil {
+		return nil
+	}
+
+	return n.ctr.daemon
 }
