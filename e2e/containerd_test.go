@@ -201,13 +201,18 @@ func TestContainerdConfinement(t *testing.T) {
 	others := map[string][]string{
 		"apid":   {layout.TrustdResources(), layout.TokensSocket(), layout.EtcdDir()},
 		"trustd": {layout.APIDResources(), layout.MachinedSocket()},
+		"etcd":   {layout.APIDResources(), layout.MachinedSocket(), layout.TrustdResources(), layout.TokensSocket(), layout.PKIDir()},
 	}
 	own := map[string][]string{
 		"apid":   {layout.APIDResources(), layout.MachinedSocket()},
 		"trustd": {layout.TrustdResources(), layout.TokensSocket()},
+		"etcd":   {filepath.Join(layout.EtcdDir(), "data", "member")},
 	}
+	limits := map[string]int{"apid": 256 << 20, "trustd": 256 << 20, "etcd": 512 << 20}
 
-	for _, id := range []string{"apid", "trustd"} {
+	waitFor(t, "etcd running", func() error { _, err := taskPID(ctx, d.Client(), "etcd"); return err })
+
+	for _, id := range []string{"apid", "trustd", "etcd"} {
 		t.Run(id, func(t *testing.T) {
 			pid, err := taskPID(ctx, d.Client(), id)
 			if err != nil {
@@ -227,7 +232,7 @@ func TestContainerdConfinement(t *testing.T) {
 				t.Errorf("%s: NoNewPrivs %s, Seccomp %s", id, st["NoNewPrivs"], st["Seccomp"])
 			}
 
-			if got := memoryLimit(t, pid); got != strconv.Itoa(256<<20) {
+			if got := memoryLimit(t, pid); got != strconv.Itoa(limits[id]) {
 				t.Errorf("%s memory limit %s", id, got)
 			}
 

@@ -23,6 +23,7 @@ import (
 	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/internal/clock"
 	"github.com/aegis-os/aegis/machined/system/logs"
+	"github.com/aegis-os/aegis/machined/system/runner"
 )
 
 // ServiceID is the etcd service's ID.
@@ -53,12 +54,14 @@ type Config struct {
 	CertTTL time.Duration
 	// ClusterToken tells this cluster's members from another's.
 	ClusterToken string
-	// ShareClientFiles, if set, is called with what trustd reads of etcd's
-	// folder: after each write of the CA certificate and of the client
-	// certificate and key, the pki folder and those files; once the member
-	// runs, the data and member folders (trustd looks for the WAL there).
-	// It lets trustd's user reach them when trustd runs as a container.
-	ShareClientFiles func(paths ...string) error
+	// ShareFiles, if set, is called after each write of the certificates
+	// and once the member runs: it gives the files of Dir to the users of
+	// the services that run as containers (etcd's own, trustd's client
+	// certificate), which root-owned new files would shut out.
+	ShareFiles func() error
+	// Runner, if set, makes the runner of each start of the server (a
+	// container); nil runs it as a process.
+	Runner func(runner.ProcessConfig) runner.Runner
 	Logger           *slog.Logger
 	Clock            clock.Clock
 }

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -291,14 +290,14 @@ func (e *Etcd) dropData() error {
 }
 
 // shareDataDirs lets trustd's user see whether the WAL exists (see
-// Config.ShareClientFiles); a failure is logged, trustd then stays on its
-// local token store.
+// Config.ShareFiles); a failure is logged, trustd then stays on its local
+// token store.
 func (e *Etcd) shareDataDirs() {
-	if e.cfg.ShareClientFiles == nil {
+	if e.cfg.ShareFiles == nil {
 		return
 	}
 
-	if err := e.cfg.ShareClientFiles(e.dataDir(), filepath.Join(e.dataDir(), "member")); err != nil {
+	if err := e.cfg.ShareFiles(); err != nil {
 		e.log.Warn("sharing the data folders with trustd", slog.String(logError, err.Error()))
 	}
 }

@@ -103,9 +103,9 @@ func (e *Etcd) issue(iss *ca.Issuer, name string, hosts []string) (*x509.Certifi
 		}
 	}
 
-	if name == "client" && e.cfg.ShareClientFiles != nil {
-		if err := e.cfg.ShareClientFiles(e.pkiDir(), e.caFile(), e.keyFile(name), e.certFile(name)); err != nil {
-			return nil, fmt.Errorf("etcd: sharing the client certificate: %w", err)
+	if e.cfg.ShareFiles != nil {
+		if err := e.cfg.ShareFiles(); err != nil {
+			return nil, fmt.Errorf("etcd: sharing the %s certificate: %w", name, err)
 		}
 	}
 

@@ -221,6 +221,10 @@ func (n *Node) phaseRuntime(_ context.Context, b *bootState, _ *sync.WaitGroup) 
 		ids = append(ids, "trustd")
 	}
 
+	if b.cfg.Machine.Type.IsControlPlane() && b.cfg.EtcdCA() != nil {
+		ids = append(ids, "etcd")
+	}
+
 	return n.ctr.prepare(ids)
 }
 

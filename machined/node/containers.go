@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -24,10 +23,13 @@ const (
 	// containerMemoryLimit bounds apid's and trustd's cgroups: several
 	// times what either uses under the floods of the e2e tests, so only a
 	// leak reaches it.
+	// Each container's GOMEMLIMIT is 80 % of its limit: the Go runtime
+	// collects harder before the cgroup's limit is reached.
 	containerMemoryLimit = 256 << 20
-	// containerGoMemLimit is their GOMEMLIMIT: the Go runtime collects
-	// harder before the cgroup's limit is reached.
-	containerGoMemLimit = containerMemoryLimit / 10 * 8
+	// etcdMemoryLimit bounds etcd's cgroup: its backend is memory-mapped
+	// and grows with the data; a few hundred MiB hold far more than a
+	// node's tokens and membership.
+	etcdMemoryLimit = 512 << 20
 	// containerOOMScoreAdj keeps the node's API and signer among the last
 	// processes the kernel kills when memory runs out, as Talos does. A
 	// score below machined's own needs CAP_SYS_RESOURCE (see oomScoreAdj).
@@ -133,6 +135,8 @@ type containerSpec struct {
 	rt     *containerRuntime
 	id     string
 	mounts []runner.Mount
+	// memory is the cgroup's limit; zero means containerMemoryLimit.
+	memory int64
 	// share gives the service's user the files it needs, before each start.
 	share func(u ociimage.User) error
 }
@@ -167,14 +171,25 @@ func (c *containerSpec) prepare(ctx context.Context) error {
 }
 
 func (c *containerSpec) runner(p *processService) runner.Runner {
+	return c.runnerFor(runner.ProcessConfig{Args: p.args, Log: p.log, Clock: p.clock})
+}
+
+// runnerFor runs what p describes (its arguments, log and clock) as the
+// service's container.
+func (c *containerSpec) runnerFor(p runner.ProcessConfig) runner.Runner {
 	u := c.user()
 
+	limit := c.memory
+	if limit == 0 {
+		limit = containerMemoryLimit
+	}
+
 	return runner.Container(runner.ContainerConfig{
-		Client: c.rt.daemon.Client(), ID: c.id, Image: c.rt.images[c.id].Name, Args: p.args,
-		Env: []string{"GOMEMLIMIT=" + strconv.Itoa(containerGoMemLimit)}, UID: u.UID, GID: u.GID,
-		Mounts: c.mounts, MemoryLimit: containerMemoryLimit, OOMScoreAdj: oomScoreAdj(),
+		Client: c.rt.daemon.Client(), ID: c.id, Image: c.rt.images[c.id].Name, Args: p.Args,
+		Env: []string{"GOMEMLIMIT=" + strconv.FormatInt(limit/10*8, 10)}, UID: u.UID, GID: u.GID,
+		Mounts: c.mounts, MemoryLimit: limit, OOMScoreAdj: oomScoreAdj(),
 		CgroupsPath: c.rt.cgroupParent + "/" + c.id, RuncRoot: c.rt.daemon.RuncRoot(), FIFODir: c.rt.daemon.FIFODir(),
-		Log: p.log, Clock: p.clock,
+		Log: p.Log, Clock: p.Clock,
 	})
 }
 
@@ -213,35 +228,6 @@ func searchable(dir string) error {
 
 	if err := os.Chmod(dir, 0o711); err != nil {
 		return fmt.Errorf("node: %w", err)
-	}
-
-	return nil
-}
-
-// shareEtcdClientFiles lets trustd's user read the etcd CA and client
-// certificate and key it reads to use the token store on etcd, and pass
-// through the etcd folders to them: etcd's own keys stay root's.
-func shareEtcdClientFiles(paths ...string) error {
-	svc, ok := ociimage.Lookup("trustd")
-	if !ok {
-		return errors.New("node: trustd has no user")
-	}
-
-	for _, p := range paths {
-		fi, err := os.Stat(p)
-		if err != nil {
-			return fmt.Errorf("node: %w", err)
-		}
-
-		if fi.IsDir() {
-			err = searchable(p)
-		} else {
-			err = giveTo(svc.User, p)
-		}
-
-		if err != nil {
-			return err
-		}
 	}
 
 	return nil

@@ -83,6 +83,7 @@ type Node struct {
 	etcd     *etcd.Etcd           // a control plane's etcd, made at its first boot
 	booted   *bootState           // what the current boot built, for services loaded once
 	ctr      *containerRuntime    // the node's containerd, with the containerd runtime
+	etcdSpec *containerSpec       // etcd's container, with the containerd runtime
 	stage    machine.MachineStatusEvent_MachineStage
 	requests chan lifecycleRequest
 }
