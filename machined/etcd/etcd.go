@@ -62,8 +62,8 @@ type Config struct {
 	// Runner, if set, makes the runner of each start of the server (a
 	// container); nil runs it as a process.
 	Runner func(runner.ProcessConfig) runner.Runner
-	Logger           *slog.Logger
-	Clock            clock.Clock
+	Logger *slog.Logger
+	Clock  clock.Clock
 }
 
 // Etcd is the etcd of one control plane, made at its first boot; NewBoot
