@@ -60,7 +60,7 @@ test: deps lint
 
 ## conformance: create a local cluster in CONFORMANCE_CIDR, run the conformance suite against it, destroy it
 conformance: build
-	$(BIN)/aegis-conformance --create --cidr $(CONFORMANCE_CIDR) --bin-dir $(BIN)
+	$(BIN)/aegis-conformance --create --cidr $(CONFORMANCE_CIDR) --bin-dir $(BIN) --runtime $(RUNTIME)
 
 ## e2e: run only the end-to-end tests (real processes on loopback addresses 127.0.x-127.9.x)
 e2e:
@@ -72,6 +72,10 @@ CLUSTER_NAME ?= aegis-local
 # (127.5.0.0/24, ~/.aegis/clusters).
 CIDR      ?=
 STATE_DIR ?=
+# How the nodes of `make run` and `make conformance` run their services:
+# containerd (confined containers; needs root, containerd and runc, which
+# make deps installs) or process.
+RUNTIME   ?= containerd
 CLUSTER_FLAGS = --name $(CLUSTER_NAME)$(if $(STATE_DIR), --state-dir '$(STATE_DIR)')
 
 ## run: build, (re)create the local cluster (1 control plane, 2 workers on 127.5.0.x,
@@ -82,7 +86,7 @@ run: build
 		echo "replacing the running cluster $(CLUSTER_NAME)"; \
 		$(BIN)/aegisctl cluster destroy $(CLUSTER_FLAGS); \
 	fi
-	$(BIN)/aegisctl cluster create $(CLUSTER_FLAGS)$(if $(CIDR), --cidr '$(CIDR)')
+	$(BIN)/aegisctl cluster create $(CLUSTER_FLAGS) --runtime $(RUNTIME)$(if $(CIDR), --cidr '$(CIDR)')
 	$(BIN)/aegisctl --context $(CLUSTER_NAME) -n "$$($(BIN)/aegisctl cluster show $(CLUSTER_FLAGS) --addresses)" memory
 
 ## bench: the benchmark harness on real processes (127.7.0.0/16): prints a table, writes
