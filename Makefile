@@ -37,11 +37,13 @@ build:
 images:
 	$(BIN)/aegis-image --bin-dir $(BIN) --out $(BIN)/images
 
-## install: build, then install aegisctl, machined, apid and trustd into
-## $(DESTDIR)$(PREFIX)/bin (PREFIX=/usr/local by default)
+## install: build, then install aegisctl, machined, apid, trustd and etcd into
+## $(DESTDIR)$(PREFIX)/bin and the image archives into $(DESTDIR)$(PREFIX)/lib/aegis/images
+## (PREFIX=/usr/local by default)
 install: build
-	install -d '$(DESTDIR)$(PREFIX)/bin'
+	install -d '$(DESTDIR)$(PREFIX)/bin' '$(DESTDIR)$(PREFIX)/lib/aegis/images'
 	install -m 0755 $(addprefix $(BIN)/,$(INSTALL_BINS)) '$(DESTDIR)$(PREFIX)/bin/'
+	install -m 0644 $(BIN)/images/*.tar '$(DESTDIR)$(PREFIX)/lib/aegis/images/'
 
 ## deps: install on a Debian machine whatever the tests need and is missing
 deps:

@@ -49,7 +49,8 @@ type Config struct {
 	// BinDir holds the apid, trustd and etcd binaries.
 	BinDir string
 	// ImageDir holds the image archives of the services, for a node whose
-	// config asks for the containerd runtime; empty means BinDir/images.
+	// config asks for the containerd runtime; empty means BinDir/images,
+	// else BinDir/../lib/aegis/images where `make install` puts them.
 	ImageDir string
 	// MachinedLog is machined's own log, served as the "machined" log. Optional.
 	MachinedLog *logs.Log
@@ -129,7 +130,7 @@ func New(cfg Config) (*Node, error) {
 	}
 
 	if cfg.ImageDir == "" {
-		cfg.ImageDir = filepath.Join(cfg.BinDir, "images")
+		cfg.ImageDir = defaultImageDir(cfg.BinDir)
 	}
 
 	ids := []string{"apid", "trustd"}
@@ -342,3 +343,19 @@ func addresses(cfg *certs.MachineConfig) ([]string, error) {
 
 // binary is the path of one of the node's service binaries.
 func (n *Node) binary(name string) string { return filepath.Join(n.cfg.BinDir, name) }
+
+// defaultImageDir is BinDir/images, as make build writes it, unless only
+// an installed tree's BinDir/../lib/aegis/images exists.
+func defaultImageDir(binDir string) string {
+	dir := filepath.Join(binDir, "images")
+	if _, err := os.Stat(dir); err == nil {
+		return dir
+	}
+
+	installed := filepath.Join(filepath.Dir(filepath.Clean(binDir)), "lib", "aegis", "images")
+	if _, err := os.Stat(installed); err == nil {
+		return installed
+	}
+
+	return dir
+}
