@@ -106,6 +106,21 @@ func newContainerRuntime(state, imageDir string) (*containerRuntime, error) {
 	}, nil
 }
 
+// close closes the client and removes the node's cgroup folders, which
+// runc leaves once the containers in them are gone (a folder still in use
+// is not removable, and stays).
+func (r *containerRuntime) close() {
+	r.daemon.Close() //nolint:errcheck // the node is going away
+
+	dirs, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", r.cgroupParent))
+	dirs = append(dirs, filepath.Join("/sys/fs/cgroup", r.cgroupParent))
+
+	for _, d := range dirs {
+		_ = os.Remove(d)               //nolint:errcheck // best effort: in use, or never made
+		_ = os.Remove(filepath.Dir(d)) //nolint:errcheck // the shared /aegis folder, once empty
+	}
+}
+
 // prepare checks what containers need and verifies the image archive of
 // each service in ids: a missing binary or a missing or damaged archive
 // fails the boot, saying which.

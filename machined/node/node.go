@@ -165,6 +165,10 @@ func New(cfg Config) (*Node, error) {
 func (n *Node) Run(ctx context.Context) error {
 	defer n.closeLogs()
 
+	if n.ctr != nil {
+		defer n.ctr.close()
+	}
+
 	sockets, err := n.listen()
 	if err != nil {
 		return err
