@@ -38,18 +38,18 @@ if [ "$(id -u)" -ne 0 ]; then
   fi
 fi
 
+# One package may provide several commands (containerd and its shim).
+mapfile -t missing < <(printf '%s\n' "${missing[@]}" | sort -u)
+
 echo "deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 $sudo apt-get update -qq
-# chrony's package starts a system daemon; policy-rc.d keeps it from starting,
-# the tests run their own chronyd on a loopback port.
+# chrony's and containerd's packages start system daemons; policy-rc.d keeps
+# them from starting: the tests run their own chronyd on a loopback port, and
+# each node runs its own containerd under its state dir.
 if [ ! -e /usr/sbin/policy-rc.d ]; then
   printf '#!/bin/sh\nexit 101\n' | $sudo tee /usr/sbin/policy-rc.d >/dev/null
   $sudo chmod +x /usr/sbin/policy-rc.d
   trap '$sudo rm -f /usr/sbin/policy-rc.d' EXIT
 fi
-# containerd's package enables a system containerd; Aegis runs one per node
-# under each node's state dir and needs no system one (policy-rc.d keeps it
-# from starting during the install).
-mapfile -t missing < <(printf '%s\n' "${missing[@]}" | sort -u)
 $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
