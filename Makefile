@@ -23,19 +23,27 @@ INSTALL_BINS := aegisctl machined apid trustd etcd
 
 export CGO_ENABLED ?= 0
 
-.PHONY: all build install test e2e conformance run bench microbench bench-profile fuzz deps lint generate clean
+.PHONY: all build images install test e2e conformance run bench microbench bench-profile fuzz deps lint generate clean
 
 all: build
 
-## build: compile every binary into bin/, stamped with VERSION
+## build: compile every binary into bin/, stamped with VERSION, then the system images
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/...
+	@$(MAKE) --no-print-directory images
 
-## install: build, then install aegisctl, machined, apid and trustd into
-## $(DESTDIR)$(PREFIX)/bin (PREFIX=/usr/local by default)
+## images: OCI image archives of apid, trustd and etcd in bin/images/ (machined imports
+## them into its containerd); the same binaries give the same archives
+images:
+	$(BIN)/aegis-image --bin-dir $(BIN) --out $(BIN)/images
+
+## install: build, then install aegisctl, machined, apid, trustd and etcd into
+## $(DESTDIR)$(PREFIX)/bin and the image archives into $(DESTDIR)$(PREFIX)/lib/aegis/images
+## (PREFIX=/usr/local by default)
 install: build
-	install -d '$(DESTDIR)$(PREFIX)/bin'
+	install -d '$(DESTDIR)$(PREFIX)/bin' '$(DESTDIR)$(PREFIX)/lib/aegis/images'
 	install -m 0755 $(addprefix $(BIN)/,$(INSTALL_BINS)) '$(DESTDIR)$(PREFIX)/bin/'
+	install -m 0644 $(BIN)/images/*.tar '$(DESTDIR)$(PREFIX)/lib/aegis/images/'
 
 ## deps: install on a Debian machine whatever the tests need and is missing
 deps:
@@ -54,7 +62,7 @@ test: deps lint
 
 ## conformance: create a local cluster in CONFORMANCE_CIDR, run the conformance suite against it, destroy it
 conformance: build
-	$(BIN)/aegis-conformance --create --cidr $(CONFORMANCE_CIDR) --bin-dir $(BIN)
+	$(BIN)/aegis-conformance --create --cidr $(CONFORMANCE_CIDR) --bin-dir $(BIN) --runtime $(RUNTIME)
 
 ## e2e: run only the end-to-end tests (real processes on loopback addresses 127.0.x-127.9.x)
 e2e:
@@ -80,7 +88,7 @@ run: build
 		echo "replacing the running cluster $(CLUSTER_NAME)"; \
 		$(BIN)/aegisctl cluster destroy $(CLUSTER_FLAGS); \
 	fi
-	$(BIN)/aegisctl cluster create $(CLUSTER_FLAGS)$(if $(CIDR), --cidr '$(CIDR)')$(if $(NETWORK), --network '$(NETWORK)')$(if $(filter 1 yes true,$(METRICS)), --metrics)
+	$(BIN)/aegisctl cluster create $(CLUSTER_FLAGS) --runtime $(RUNTIME)$(if $(CIDR), --cidr '$(CIDR)')$(if $(NETWORK), --network '$(NETWORK)')$(if $(filter 1 yes true,$(METRICS)), --metrics)
 	$(BIN)/aegisctl --context $(CLUSTER_NAME) -n "$$($(BIN)/aegisctl cluster show $(CLUSTER_FLAGS) --addresses)" memory
 
 ## bench: the benchmark harness on real processes (127.7.0.0/16): prints a table, writes

@@ -22,6 +22,8 @@ type ConfigOptions struct {
 	Hostname      string
 	ListenAddress string
 	CertSANs      []string
+	// Runtime is the machine.runtime of the configs; empty leaves it out.
+	Runtime Runtime
 }
 
 // GenerateMachineConfig makes the machine config of a node of type t from the
@@ -36,6 +38,7 @@ func GenerateMachineConfig(b *Bundle, t NodeType, opts ConfigOptions, now time.T
 			ListenAddress: opts.ListenAddress,
 			CertSANs:      opts.CertSANs,
 			Time:          TimeSpec{Servers: opts.TimeServers, TrustHostClock: opts.TrustHostClock},
+			Runtime:       opts.Runtime,
 		},
 		Cluster: ClusterSpec{Name: opts.ClusterName, ControlPlane: ControlPlaneSpec{Endpoints: []string{opts.Endpoint}}},
 	}

@@ -79,6 +79,9 @@ type MachineSpec struct {
 	// Metrics turns on the Prometheus endpoints of machined, apid and
 	// trustd, on ListenAddress. Off unless enabled.
 	Metrics MetricsSpec `yaml:"metrics,omitempty"`
+	// Runtime runs apid, trustd and etcd: RuntimeContainerd or
+	// RuntimeProcess. Empty means RuntimeProcess, as before the field was.
+	Runtime Runtime `yaml:"runtime,omitempty"`
 }
 
 // Default ports of the metrics endpoints: beside node_exporter's 9100,
@@ -118,6 +121,22 @@ func (c *MachineConfig) MetricsListen(daemon string) string {
 
 	return net.JoinHostPort(c.Machine.ListenAddress, strconv.Itoa(port))
 }
+
+// Runtime is how a node runs its system services.
+type Runtime string
+
+// Runtimes.
+const (
+	// RuntimeProcess runs each service as a child process of machined,
+	// with machined's user: for machines without root.
+	RuntimeProcess Runtime = "process"
+	// RuntimeContainerd runs each service as a confined container of the
+	// node's own containerd.
+	RuntimeContainerd Runtime = "containerd"
+)
+
+// Containerd reports whether the node runs its services in containers.
+func (r Runtime) Containerd() bool { return r == RuntimeContainerd }
 
 // TimeSpec says how the node knows its clock is right: NTP servers, or a
 // host clock declared trusted (local clusters on one machine).
@@ -244,6 +263,12 @@ func (c *MachineConfig) validateMachine(ps *problems) {
 		if _, err := netip.ParseAddr(m.ListenAddress); err != nil {
 			ps.add("machine.listenAddress", "%q is not an IP address", m.ListenAddress)
 		}
+	}
+
+	switch m.Runtime {
+	case "", RuntimeProcess, RuntimeContainerd:
+	default:
+		ps.add("machine.runtime", "%q is not containerd or process", m.Runtime)
 	}
 }
 

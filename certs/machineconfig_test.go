@@ -64,6 +64,9 @@ func TestMachineConfigProblems(t *testing.T) {
 
 			return strings.Replace(s, "    type: controlplane\n", "    type: controlplane\n    listenAddress: 127.5.0.300\n", 1)
 		}, paths: []string{"machine.listenAddress", "machine.time"}},
+		{name: "unknown runtime", base: cp, edit: func(s string) string {
+			return strings.Replace(s, "    type: controlplane\n", "    type: controlplane\n    runtime: docker\n", 1)
+		}, paths: []string{"machine.runtime"}},
 		{name: "both time sources, bad server, offset too big", base: cp, edit: func(s string) string {
 			s = strings.Replace(s, "            - 127.0.0.1:10123\n", "            - 127.0.0.1:99999\n        trustHostClock: true\n        maxOffset: 1h\n", 1)
 

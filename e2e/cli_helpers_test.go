@@ -52,6 +52,7 @@ func startClusterIn(t *testing.T, name, cidr string, workers int) *cliCluster {
 	c, err := localcluster.Create(context.Background(), localcluster.Options{
 		Name: name, ControlPlanes: 1, Workers: workers, CIDR: netip.MustParsePrefix(cidr),
 		StateDir: testutil.ShortTempDir(t), BinDir: binDir, Timeout: waitTimeout,
+		Runtime: certs.RuntimeProcess, // not about containers: the quicker runtime
 	})
 	if err != nil {
 		t.Fatal(err)

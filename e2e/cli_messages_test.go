@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/internal/testutil"
 	"github.com/aegis-os/aegis/machined/localcluster"
 )
@@ -27,6 +28,7 @@ func TestCLIMessages(t *testing.T) {
 	lc, err := localcluster.Create(context.Background(), localcluster.Options{
 		Name: "msgs", ControlPlanes: 1, CIDR: netip.MustParsePrefix(cliMessagesCIDR),
 		StateDir: testutil.ShortTempDir(t), BinDir: binDir, Timeout: waitTimeout,
+		Runtime: certs.RuntimeProcess, // not about containers: the quicker runtime
 	})
 	if err != nil {
 		t.Fatal(err)

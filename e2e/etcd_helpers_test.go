@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/internal/testutil"
 	"github.com/aegis-os/aegis/machined/localcluster"
 )
@@ -35,6 +36,7 @@ func etcdCluster(t *testing.T, name, cidr string, controlPlanes, workers int, sk
 	c, err := localcluster.Create(context.Background(), localcluster.Options{
 		Name: name, ControlPlanes: controlPlanes, Workers: workers, CIDR: netip.MustParsePrefix(cidr),
 		StateDir: testutil.ShortTempDir(t), BinDir: binDir, Timeout: etcdTimeout, SkipBootstrap: skipBootstrap,
+		Runtime: certs.RuntimeProcess, // not about containers: the quicker runtime
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -37,6 +37,7 @@ func localCluster(t *testing.T, name, cidr string, ttl time.Duration) *localclus
 	c, err := localcluster.Create(context.Background(), localcluster.Options{
 		Name: name, ControlPlanes: 1, Workers: 1, CIDR: netip.MustParsePrefix(cidr),
 		StateDir: testutil.ShortTempDir(t), BinDir: binDir, Timeout: faultTimeout, NodeCertTTL: ttl,
+		Runtime: certs.RuntimeProcess, // not about containers: the quicker runtime
 	})
 	if err != nil {
 		t.Fatal(err)

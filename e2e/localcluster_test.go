@@ -30,7 +30,7 @@ func aegisctl(t *testing.T, dir string, args ...string) (string, error) {
 // TestClusterCreateAndDestroy creates clusters with the CLI, 1+2 and 3+5
 // nodes, and destroys them: nothing may be left running or on disk.
 func TestClusterCreateAndDestroy(t *testing.T) {
-	needBinaries(t)
+	needContainerd(t)
 
 	for _, tt := range []struct {
 		cidr                   string
@@ -155,7 +155,9 @@ func TestClusterCreateRefusals(t *testing.T) {
 	}{
 		{name: "address taken", args: []string{"--cidr", "127.9.2.0/24", "--bin-dir", binDir}, want: "127.9.2.3:50000 is not free"},
 		{name: "binary missing", args: []string{"--cidr", "127.9.3.0/24", "--bin-dir", noMachined}, want: "binary machined not found"},
-		{name: "node fails", args: []string{"--cidr", "127.9.4.0/24", "--bin-dir", failing, "--workers", "0", "--wait-timeout", "10s"}, want: "apid: refusing to start for this test"},
+		{name: "node fails", args: []string{"--cidr", "127.9.4.0/24", "--bin-dir", failing, "--workers", "0", "--wait-timeout", "10s", "--runtime", "process"}, want: "apid: refusing to start for this test"},
+		{name: "no images", args: []string{"--cidr", "127.9.5.0/24", "--bin-dir", failing, "--runtime", "containerd"}, want: "image archive"},
+		{name: "unknown runtime", args: []string{"--cidr", "127.9.5.0/24", "--bin-dir", binDir, "--runtime", "docker"}, want: `--runtime: "docker" is not containerd or process`},
 	}
 
 	for _, tt := range tests {

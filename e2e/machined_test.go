@@ -44,8 +44,15 @@ type machinedProc struct {
 func startMachined(t *testing.T, cfg, state string) *machinedProc {
 	t.Helper()
 
+	return startMachinedWith(t, cfg, state)
+}
+
+// startMachinedWith is startMachined with more flags.
+func startMachinedWith(t *testing.T, cfg, state string, flags ...string) *machinedProc {
+	t.Helper()
+
 	p := &machinedProc{out: &logtest.Sink{}, exited: make(chan struct{})}
-	p.cmd = exec.Command(filepath.Join(binDir, "machined"), "--config", cfg, "--state", state, "--bin-dir", binDir)
+	p.cmd = exec.Command(filepath.Join(binDir, "machined"), append([]string{"--config", cfg, "--state", state, "--bin-dir", binDir}, flags...)...)
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 
 	if err := p.cmd.Start(); err != nil {

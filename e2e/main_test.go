@@ -17,6 +17,9 @@ var (
 	binDir   string
 	buildErr error
 	building sync.Once
+
+	imagesErr      error
+	buildingImages sync.Once
 )
 
 // TestMain removes the built binaries after the tests.
@@ -42,6 +45,28 @@ func build(dir, name string) error {
 	}
 
 	return nil
+}
+
+// needImages makes sure the binaries and the system image archives (in
+// binDir/images, where machined looks by default) are built.
+func needImages(t *testing.T) {
+	t.Helper()
+	needBinaries(t)
+
+	buildingImages.Do(func() {
+		if imagesErr = build(binDir, "aegis-image"); imagesErr != nil {
+			return
+		}
+
+		out, err := exec.Command(filepath.Join(binDir, "aegis-image"), "--bin-dir", binDir, "--out", filepath.Join(binDir, "images")).CombinedOutput()
+		if err != nil {
+			imagesErr = fmt.Errorf("aegis-image: %w\n%s", err, out)
+		}
+	})
+
+	if imagesErr != nil {
+		t.Fatal(imagesErr)
+	}
 }
 
 // needBinaries skips a test under -short and otherwise makes sure the real

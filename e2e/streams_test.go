@@ -19,6 +19,7 @@ import (
 
 	"github.com/aegis-os/aegis/apid"
 	"github.com/aegis-os/aegis/ca"
+	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/e2e/bench"
 	"github.com/aegis-os/aegis/internal/testutil"
 	"github.com/aegis-os/aegis/machined/localcluster"
@@ -47,6 +48,7 @@ func TestStreams(t *testing.T) {
 	c, err := localcluster.Create(context.Background(), localcluster.Options{
 		Name: "streams", ControlPlanes: 1, CIDR: netip.MustParsePrefix(streamsCIDR),
 		StateDir: testutil.ShortTempDir(t), BinDir: binDir, Timeout: faultTimeout,
+		Runtime: certs.RuntimeProcess, // not about containers: the quicker runtime
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,9 @@ declare -A wanted=(
   [faketime]=faketime
   [ip]=iproute2      # network-namespace clusters (aegisctl cluster create --network netns, e2e)
   [nsenter]=util-linux
+  [containerd]=containerd
+  [containerd-shim-runc-v2]=containerd
+  [runc]=runc
 )
 
 missing=()
@@ -37,11 +40,15 @@ if [ "$(id -u)" -ne 0 ]; then
   fi
 fi
 
+# One package may provide several commands (containerd and its shim).
+mapfile -t missing < <(printf '%s\n' "${missing[@]}" | sort -u)
+
 echo "deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 $sudo apt-get update -qq
-# chrony's package starts a system daemon; policy-rc.d keeps it from starting,
-# the tests run their own chronyd on a loopback port.
+# chrony's and containerd's packages start system daemons; policy-rc.d keeps
+# them from starting: the tests run their own chronyd on a loopback port, and
+# each node runs its own containerd under its state dir.
 if [ ! -e /usr/sbin/policy-rc.d ]; then
   printf '#!/bin/sh\nexit 101\n' | $sudo tee /usr/sbin/policy-rc.d >/dev/null
   $sudo chmod +x /usr/sbin/policy-rc.d

@@ -26,6 +26,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/e2e/conformance"
 	"github.com/aegis-os/aegis/machined/localcluster"
 )
@@ -46,6 +47,8 @@ type options struct {
 	cidr, sources     string
 	probe, ntp, match string
 	verbose           bool
+	runtime           string
+	workers           int
 }
 
 func main() {
@@ -64,6 +67,8 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.cluster, "cluster", "", "`DIR` of the local cluster to run against (localcluster's folder)")
 	fs.BoolVar(&o.create, "create", false, "create a local cluster for the run, and destroy it afterwards")
 	fs.StringVar(&o.cidr, "cidr", "127.8.0.0/24", "loopback range of the nodes of a cluster made with --create")
+	fs.StringVar(&o.runtime, "runtime", string(certs.RuntimeContainerd), "how the nodes of a cluster made with --create run their services: containerd or process")
+	fs.IntVar(&o.workers, "workers", 1, "workers of a cluster made with --create")
 	fs.StringVar(&o.binDir, "bin-dir", "", "`DIR` of machined, apid and trustd for --create (default: this binary's)")
 	fs.StringVar(&o.probe, "probe-address", "127.8.0.200", "free loopback address for the suite's test-only control plane")
 	fs.StringVar(&o.ntp, "ntp-address", "127.8.0.201", "loopback address of the suite's NTP server (any free port)")
@@ -80,6 +85,10 @@ func parse(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
 	case (o.cluster == "") == !o.create:
 		return o, errors.New("give one of --cluster DIR and --create")
+	case o.runtime != string(certs.RuntimeContainerd) && o.runtime != string(certs.RuntimeProcess):
+		return o, fmt.Errorf("--runtime: %q is not containerd or process", o.runtime)
+	case o.workers < 1:
+		return o, errors.New("--workers: the suite needs at least one worker")
 	}
 
 	return o, nil
@@ -178,8 +187,8 @@ func createCluster(ctx context.Context, o options, stderr io.Writer) (string, fu
 	fmt.Fprintf(stderr, "creating a local cluster in %s (%s)\n", state, cidr)
 
 	c, err := localcluster.Create(ctx, localcluster.Options{
-		Name: "conformance", ControlPlanes: 1, Workers: 1, CIDR: cidr,
-		StateDir: state, BinDir: binDir, Timeout: createTimeout,
+		Name: "conformance", ControlPlanes: 1, Workers: o.workers, CIDR: cidr,
+		StateDir: state, BinDir: binDir, Timeout: createTimeout, Runtime: certs.Runtime(o.runtime),
 	})
 	if err != nil {
 		os.RemoveAll(state) //nolint:errcheck // our own temporary folder

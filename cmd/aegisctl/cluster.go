@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/machined/localcluster"
 )
 
@@ -64,6 +65,7 @@ func newClusterCreateCommand(e *env) *cobra.Command {
 		cidr    string
 		binDir  string
 		timeout time.Duration
+		rt      string
 	)
 
 	cmd := &cobra.Command{
@@ -107,6 +109,13 @@ and link of the prefix; so does a create that fails.`,
 				return err
 			}
 
+			switch certs.Runtime(rt) {
+			case certs.RuntimeContainerd, certs.RuntimeProcess:
+				opts.Runtime = certs.Runtime(rt)
+			default:
+				return fmt.Errorf("--runtime: %q is not containerd or process", rt)
+			}
+
 			opts.Name, opts.CIDR, opts.Timeout, opts.Progress = flags.name, prefix, timeout, e.stdout
 
 			return createCluster(cmd.Context(), e, opts, flags.stateDir)
@@ -122,6 +131,8 @@ and link of the prefix; so does a create that fails.`,
 	cmd.Flags().StringVar(&binDir, "bin-dir", "", "folder of machined, apid and trustd (default: aegisctl's own)")
 	cmd.Flags().DurationVar(&timeout, "wait-timeout", localcluster.DefaultTimeout, "how long to wait for the cluster to come up")
 	cmd.Flags().BoolVar(&opts.Metrics, "metrics", false, "serve every node's Prometheus metrics (machine.metrics: machined :9101, apid :9102, trustd :9103)")
+	cmd.Flags().StringVar(&rt, "runtime", string(certs.RuntimeContainerd),
+		"how nodes run apid, trustd and etcd: containerd (confined containers; needs root, containerd and runc) or process")
 
 	return cmd
 }

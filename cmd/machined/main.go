@@ -5,7 +5,7 @@
 // serves the MachineService to apid, until SIGTERM, SIGINT or a Shutdown
 // call.
 //
-//	machined --config FILE --state DIR [--bin-dir DIR] [--node-cert-ttl D] [--heartbeat-interval D] [--log-level LEVEL] [--metrics-listen ADDR]
+//	machined --config FILE --state DIR [--bin-dir DIR] [--image-dir DIR] [--node-cert-ttl D] [--heartbeat-interval D] [--log-level LEVEL] [--metrics-listen ADDR]
 //	machined --version
 //
 // The whole node lives under DIR. A config with errors is refused with every
@@ -48,6 +48,7 @@ import (
 
 type options struct {
 	config, state, binDir string
+	imageDir              string
 	nodeCertTTL           time.Duration
 	heartbeat             time.Duration
 	daemonflag.Flags
@@ -74,6 +75,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.config, "config", "", "machine config `FILE`")
 	fs.StringVar(&o.state, "state", "", "state `DIR`ectory of the node")
 	fs.StringVar(&o.binDir, "bin-dir", "", "`DIR`ectory of the apid and trustd binaries (default: machined's own)")
+	fs.StringVar(&o.imageDir, "image-dir", "", "`DIR`ectory of the image archives of apid, trustd and etcd, for the containerd runtime (default: BIN-DIR/images)")
 	fs.DurationVar(&o.nodeCertTTL, "node-cert-ttl", node.NodeCertTTL, "lifetime of the node certificates this node issues or has trustd sign (1m to 24h)")
 	fs.DurationVar(&o.heartbeat, "heartbeat-interval", membership.DefaultInterval, "how often the node refreshes its membership entry (1s to 5m); it ages out after three intervals")
 	o.Register(fs)
@@ -170,7 +172,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	defer endpoint.Close() //nolint:errcheck // closed by Serve already, or never served
 
 	n, err := node.New(node.Config{
-		ConfigPath: opts.config, Machine: cfg, State: opts.state, BinDir: opts.binDir,
+		ConfigPath: opts.config, Machine: cfg, State: opts.state, BinDir: opts.binDir, ImageDir: opts.imageDir,
 		MachinedLog: own, Logger: log, LogLevel: opts.Level, NodeCertTTL: opts.nodeCertTTL, Metrics: reg,
 		HeartbeatInterval: opts.heartbeat,
 	})

@@ -24,6 +24,7 @@ import (
 	"github.com/aegis-os/aegis/internal/clock"
 	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/machined/system/logs"
+	"github.com/aegis-os/aegis/machined/system/runner"
 )
 
 // ServiceID is the etcd service's ID.
@@ -54,8 +55,16 @@ type Config struct {
 	CertTTL time.Duration
 	// ClusterToken tells this cluster's members from another's.
 	ClusterToken string
-	Logger       *slog.Logger
-	Clock        clock.Clock
+	// ShareFiles, if set, is called after each write of the certificates
+	// and once the member runs: it gives the files of Dir to the users of
+	// the services that run as containers (etcd's own, trustd's client
+	// certificate), which root-owned new files would shut out.
+	ShareFiles func() error
+	// Runner, if set, makes the runner of each start of the server (a
+	// container); nil runs it as a process.
+	Runner func(runner.ProcessConfig) runner.Runner
+	Logger *slog.Logger
+	Clock  clock.Clock
 }
 
 // Etcd is the etcd of one control plane, made at its first boot; NewBoot

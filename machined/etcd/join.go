@@ -203,6 +203,8 @@ func (e *Etcd) afterStart(ctx context.Context) {
 	for {
 		st, err := e.localStatus(ctx)
 		if err == nil {
+			e.shareDataDirs()
+
 			if have, _ := e.memberID(); have != st.Header.MemberId {
 				if err := e.saveMemberID(st.Header.MemberId); err != nil {
 					e.log.Warn("recording the member ID", slog.String(logkey.Error, err.Error()))
@@ -286,4 +288,17 @@ func (e *Etcd) dropData() error {
 	}
 
 	return nil
+}
+
+// shareDataDirs lets trustd's user see whether the WAL exists (see
+// Config.ShareFiles); a failure is logged, trustd then stays on its local
+// token store.
+func (e *Etcd) shareDataDirs() {
+	if e.cfg.ShareFiles == nil {
+		return
+	}
+
+	if err := e.cfg.ShareFiles(); err != nil {
+		e.log.Warn("sharing the data folders with trustd", slog.String(logkey.Error, err.Error()))
+	}
 }

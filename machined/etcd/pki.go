@@ -81,6 +81,12 @@ func (e *Etcd) issue(iss *ca.Issuer, name string, hosts []string) (*x509.Certifi
 		}
 	}
 
+	if e.cfg.ShareFiles != nil {
+		if err := e.cfg.ShareFiles(); err != nil {
+			return nil, fmt.Errorf("etcd: sharing the %s certificate: %w", name, err)
+		}
+	}
+
 	return issued.Cert, nil
 }
 

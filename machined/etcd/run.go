@@ -53,7 +53,12 @@ func (r memberRunner) Run(ctx context.Context, notify runner.Notify) error {
 
 	wg.Go(func() { r.e.afterStart(runCtx) })
 
-	err = runner.Process(runner.ProcessConfig{
+	newRunner := r.e.cfg.Runner
+	if newRunner == nil {
+		newRunner = runner.Process
+	}
+
+	err = newRunner(runner.ProcessConfig{
 		Path: r.e.cfg.Binary, Args: r.e.args(plan), Log: r.e.cfg.Log, Clock: r.e.cfg.Clock,
 	}).Run(ctx, notify)
 

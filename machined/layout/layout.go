@@ -18,16 +18,24 @@ func (l Layout) MachinedSocket() string {
 	return filepath.Join(l.State, "run", "machined", "machined.sock")
 }
 
+// APIDRun is apid's own socket folder, the only one its container sees.
+func (l Layout) APIDRun() string { return filepath.Join(l.State, "run", "apid") }
+
 // APIDResources is apid's socket for its view of the node's resources.
-func (l Layout) APIDResources() string { return filepath.Join(l.State, "run", "machined", "apid.sock") }
+func (l Layout) APIDResources() string { return filepath.Join(l.APIDRun(), "node.sock") }
+
+// TrustdRun is trustd's own socket folder: its resources socket and the
+// token API it serves.
+func (l Layout) TrustdRun() string { return filepath.Join(l.State, "run", "trustd") }
 
 // TrustdResources is trustd's socket for its view of the node's resources.
-func (l Layout) TrustdResources() string {
-	return filepath.Join(l.State, "run", "machined", "trustd.sock")
-}
+func (l Layout) TrustdResources() string { return filepath.Join(l.TrustdRun(), "node.sock") }
+
+// TrustdState is trustd's own state: its token store and audit files.
+func (l Layout) TrustdState() string { return filepath.Join(l.State, "trustd") }
 
 // TokensSocket is where trustd serves the token API for machined to forward to.
-func (l Layout) TokensSocket() string { return filepath.Join(l.State, "run", "trustd", "tokens.sock") }
+func (l Layout) TokensSocket() string { return filepath.Join(l.TrustdRun(), "tokens.sock") }
 
 // LogDir holds the logs of the services.
 func (l Layout) LogDir() string { return filepath.Join(l.State, "logs") }

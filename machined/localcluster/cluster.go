@@ -39,6 +39,9 @@ type Cluster struct {
 	// HeartbeatInterval is given to every machined as
 	// --heartbeat-interval; zero leaves machined's default.
 	HeartbeatInterval time.Duration `json:"heartbeatInterval,omitempty"`
+	// Runtime is every node's machine.runtime; empty leaves it out (the
+	// process runtime).
+	Runtime certs.Runtime `json:"runtime,omitempty"`
 
 	skipBootstrap bool // Create leaves etcd unbootstrapped
 }
@@ -132,7 +135,7 @@ func (c *Cluster) save() error {
 // writes the secrets, the configs and the manifest.
 func prepare(opts Options) (*Cluster, error) {
 	c := &Cluster{Name: opts.Name, Dir: filepath.Join(opts.StateDir, opts.Name), BinDir: opts.BinDir, NodeCertTTL: opts.NodeCertTTL, Metrics: opts.Metrics,
-		HeartbeatInterval: opts.HeartbeatInterval}
+		HeartbeatInterval: opts.HeartbeatInterval, Runtime: opts.Runtime}
 	if opts.Network == NetworkNetns {
 		c.Net = newNet(opts.NetnsPrefix, opts.CIDR)
 	}
@@ -223,7 +226,7 @@ func (c *Cluster) writeFiles() error {
 	for _, n := range c.Nodes {
 		cfg, err := certs.GenerateMachineConfig(bundle, n.Type, certs.ConfigOptions{
 			ClusterName: c.Name, Endpoint: endpoints[0], TrustHostClock: true,
-			Hostname: n.Name, ListenAddress: n.Address,
+			Hostname: n.Name, ListenAddress: n.Address, Runtime: c.Runtime,
 		}, now)
 		if err != nil {
 			return err

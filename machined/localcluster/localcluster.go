@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/internal/ociimage"
+	"github.com/aegis-os/aegis/machined/containerd/preflight"
 )
 
 // Defaults of a local cluster.
@@ -63,6 +65,9 @@ type Options struct {
 	// Metrics turns on every node's metrics endpoints (machine.metrics):
 	// machined on NODE:9101, apid on NODE:9102, trustd on NODE:9103.
 	Metrics bool
+	// Runtime is every node's machine.runtime; empty means the process
+	// runtime.
+	Runtime certs.Runtime
 }
 
 // DefaultStateDir is ~/.aegis/clusters.
@@ -151,6 +156,12 @@ func (o *Options) check() error {
 		}
 	}
 
+	if o.Runtime.Containerd() {
+		if err := checkContainerd(o.BinDir); err != nil {
+			return err
+		}
+	}
+
 	switch o.Network {
 	case NetworkLoopback:
 		return nil
@@ -159,6 +170,24 @@ func (o *Options) check() error {
 	default:
 		return fmt.Errorf("localcluster: network %q: want %s or %s", o.Network, NetworkLoopback, NetworkNetns)
 	}
+}
+
+// checkContainerd refuses a cluster on the containerd runtime that the
+// machine cannot run, or without the image archives next to the binaries,
+// before anything is written.
+func checkContainerd(binDir string) error {
+	if err := preflight.Check(""); err != nil {
+		return fmt.Errorf("localcluster: %w (or create the cluster with the process runtime)", err)
+	}
+
+	for _, svc := range ociimage.Services() {
+		path := ociimage.ArchivePath(filepath.Join(binDir, "images"), svc.ID)
+		if _, err := os.Stat(path); err != nil {
+			return fmt.Errorf("localcluster: image archive %s not found (run make build)", path)
+		}
+	}
+
+	return nil
 }
 
 // nodeAddress is the address of node i: .(i+2) of the CIDR.

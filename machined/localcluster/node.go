@@ -91,6 +91,7 @@ func (c *Cluster) writeNodeConfig(n Node, configure func(*certs.MachineConfig)) 
 
 	cfg, err := certs.GenerateMachineConfig(bundle, n.Type, certs.ConfigOptions{
 		ClusterName: c.Name, Endpoint: endpoints[0], TrustHostClock: true, Hostname: n.Name, ListenAddress: n.Address,
+		Runtime: c.Runtime,
 	}, time.Now())
 	if err != nil {
 		return err

@@ -58,8 +58,11 @@ func (c *Cluster) start(n Node) (int, error) {
 
 	cmd := exec.Command(filepath.Join(c.BinDir, "machined"), args...)
 	if c.Net != nil {
-		// ip execs machined in the node's namespace: the PID is machined's.
-		cmd = exec.Command("ip", append([]string{"netns", "exec", c.Net.namespace(c, n), cmd.Path}, args...)...)
+		// nsenter execs machined in the node's network namespace, so the
+		// PID is machined's. Not `ip netns exec`: that also remounts /sys
+		// in a mount namespace of its own, which hides the cgroup
+		// hierarchy runc needs for the containerd runtime.
+		cmd = exec.Command("nsenter", append([]string{"--net=" + filepath.Join("/run/netns", c.Net.namespace(c, n)), "--", cmd.Path}, args...)...)
 	}
 
 	cmd.Stdout, cmd.Stderr = out, out

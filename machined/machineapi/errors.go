@@ -13,6 +13,7 @@ import (
 	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/internal/requestid"
 	"github.com/aegis-os/aegis/machined/certapi"
+	"github.com/aegis-os/aegis/machined/containerd"
 	"github.com/aegis-os/aegis/machined/etcd"
 	"github.com/aegis-os/aegis/machined/system"
 	"github.com/aegis-os/aegis/machined/system/events"
@@ -95,7 +96,8 @@ func refusal(err error) (codes.Code, string, bool) {
 	switch {
 	case errors.Is(err, ErrBadRequest), errors.Is(err, etcd.ErrBadSnapshot):
 		return codes.InvalidArgument, err.Error(), true
-	case errors.Is(err, ErrNotFound), errors.Is(err, system.ErrUnknownService), errors.Is(err, etcd.ErrMemberNotFound):
+	case errors.Is(err, ErrNotFound), errors.Is(err, system.ErrUnknownService), errors.Is(err, etcd.ErrMemberNotFound),
+		errors.Is(err, containerd.ErrNoContainer):
 		return codes.NotFound, err.Error(), true
 	case errors.Is(err, ErrNotHere), errors.Is(err, system.ErrNotAllowed), errors.Is(err, certapi.ErrTimeNotSynced),
 		errors.Is(err, etcd.ErrNotControlPlane), errors.Is(err, etcd.ErrBootstrapped),

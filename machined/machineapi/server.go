@@ -52,6 +52,10 @@ type Config struct {
 	ClientConfig ClientConfigIssuer
 	// Etcd returns the node's etcd; nil, or an error, on nodes without one.
 	Etcd func() (Etcd, error)
+	// Containers is the node's containerd; nil on a node that runs its
+	// services as processes: the container methods then answer
+	// FailedPrecondition.
+	Containers Containers
 	// MemInfoPath is read by Memory; empty means /proc/meminfo.
 	MemInfoPath string
 	// Rand makes actor IDs and the references of internal errors. Nil

@@ -178,8 +178,12 @@ func TestInfoMethods(t *testing.T) {
 		t.Fatalf("meminfo = %v", mi)
 	}
 
-	if _, err := c.Containers(ctx, &machine.ContainersRequest{}); status.Code(err) != codes.Unimplemented {
-		t.Fatalf("Containers: %v, want Unimplemented", err)
+	if _, err := c.Containers(ctx, &machine.ContainersRequest{}); status.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("Containers on a node without containerd: %v, want FailedPrecondition", err)
+	}
+
+	if _, err := c.Processes(ctx, &emptypb.Empty{}); status.Code(err) != codes.Unimplemented {
+		t.Fatalf("Processes: %v, want Unimplemented", err)
 	}
 }
 

@@ -67,6 +67,7 @@ func (n *Node) boot(ctx context.Context, actor string, bg *sync.WaitGroup) {
 		{"config", n.phaseConfig},
 		{"time", n.phaseTime},
 		{"certificates", n.phaseCertificates},
+		{"runtime", n.phaseRuntime},
 		{"services", n.phaseServices},
 	} {
 		n.bus.Publish(&machine.PhaseEvent{Phase: p.name, Action: machine.PhaseEvent_START}, actor)
@@ -215,6 +216,26 @@ func (n *Node) phaseCertificates(ctx context.Context, b *bootState, bg *sync.Wai
 	return nil
 }
 
+// phaseRuntime checks, for a node whose config asks for containers, that
+// the machine can run them and that the image archives are whole: the boot
+// fails here, saying what is missing, rather than a service later.
+func (n *Node) phaseRuntime(_ context.Context, b *bootState, _ *sync.WaitGroup) error {
+	if n.ctr == nil {
+		return nil
+	}
+
+	ids := []string{"apid"}
+	if b.cfg.Machine.Type.IsControlPlane() {
+		ids = append(ids, "trustd")
+	}
+
+	if b.cfg.Machine.Type.IsControlPlane() && b.cfg.EtcdCA() != nil {
+		ids = append(ids, "etcd")
+	}
+
+	return n.ctr.prepare(ids)
+}
+
 // phaseServices starts apid everywhere, trustd on control planes and the
 // certificates service, and waits until they are up: with a synced clock
 // only, since trustd is healthy and the certificates service runs only then.
@@ -288,7 +309,7 @@ func (n *Node) serviceDefinitions(b *bootState) []system.Service {
 		probeHost = "127.0.0.1"
 	}
 
-	svcs := []system.Service{&processService{
+	apid := &processService{
 		id: "apid", path: n.binary("apid"), log: n.logs["apid"], clock: n.clock,
 		args: append(append([]string{
 			"--node-socket", n.layout.APIDResources(), "--machined-socket", n.layout.MachinedSocket(), "--listen", apidAddr,
@@ -298,11 +319,17 @@ func (n *Node) serviceDefinitions(b *bootState) []system.Service {
 		refuse:     map[system.Action]string{system.ActionStop: "apid carries the API itself; restart it instead"},
 		carriesAPI: true,
 		condition:  certsPresent{store: n.store, impersonator: b.cfg.OSCA() != nil},
-	}, certService{n}}
+	}
+	svcs := []system.Service{apid, certService{n}}
+
+	if n.ctr != nil {
+		svcs = append(svcs, n.containerdService())
+		n.confineAPID(apid)
+	}
 
 	if b.cfg.Machine.Type.IsControlPlane() {
 		trustdAddr := net.JoinHostPort(listen, strconv.Itoa(wire.TrustdPort))
-		svcs = append(svcs, &processService{
+		trustd := &processService{
 			id: "trustd", path: n.binary("trustd"), log: n.logs["trustd"], clock: n.clock,
 			args: append([]string{
 				"--node-socket", n.layout.TrustdResources(), "--state", n.cfg.State, "--listen", trustdAddr,
@@ -311,7 +338,12 @@ func (n *Node) serviceDefinitions(b *bootState) []system.Service {
 			check: grpcHealthCheck(net.JoinHostPort(probeHost, strconv.Itoa(wire.TrustdPort)), probeHost,
 				func() *x509.CertPool { return n.current().AcceptedCAs().Pool() }),
 			condition: certsPresent{store: n.store},
-		})
+		}
+		svcs = append(svcs, trustd)
+
+		if n.ctr != nil {
+			n.confineTrustd(trustd, b.cfg.EtcdCA() != nil)
+		}
 	}
 
 	n.mu.Lock()

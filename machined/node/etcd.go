@@ -36,12 +36,18 @@ func (n *Node) setUpEtcd(ctx context.Context, b *bootState, bg *sync.WaitGroup) 
 
 		var err error
 
-		e, err = etcd.New(etcd.Config{
+		ecfg := etcd.Config{
 			Name: b.hostname, Address: b.addresses[0], Endpoints: b.cfg.Cluster.ControlPlane.Endpoints,
 			Dir: n.layout.EtcdDir(), Binary: n.binary("etcd"), Log: n.logs[etcd.ServiceID],
 			CA: b.cfg.EtcdCA(), Hosts: ca.ServerHosts(b.hostname, b.addresses, b.cfg.Machine.CertSANs),
 			CertTTL: n.cfg.NodeCertTTL, ClusterToken: b.cfg.Cluster.Name, Logger: n.log, Clock: n.clock,
-		})
+		}
+		if n.ctr != nil {
+			n.etcdSpec = n.confineEtcd()
+			ecfg.ShareFiles, ecfg.Runner = n.shareEtcdFiles, n.etcdRunner(n.etcdSpec)
+		}
+
+		e, err = etcd.New(ecfg)
 		if err != nil {
 			return err
 		}
@@ -117,6 +123,24 @@ func (s etcdService) Condition() system.Condition {
 	b := s.n.currentBoot()
 
 	return etcdReady{time: s.n.timeCondition(b, "starting etcd"), issued: b.etcdIssued}
+}
+
+// DependsOn waits for the node's containerd when etcd runs as a container.
+func (s etcdService) DependsOn() []string {
+	if s.n.etcdSpec != nil {
+		return []string{ContainerdServiceID}
+	}
+
+	return s.Service.DependsOn()
+}
+
+// PreStart imports etcd's image when it runs as a container.
+func (s etcdService) PreStart(ctx context.Context) error {
+	if s.n.etcdSpec == nil {
+		return nil
+	}
+
+	return s.n.etcdSpec.prepare(ctx)
 }
 
 func (s etcdService) HealthCheck() (health.Check, health.Settings) {

@@ -53,6 +53,10 @@ type Config struct {
 	State string
 	// BinDir holds the apid, trustd and etcd binaries.
 	BinDir string
+	// ImageDir holds the image archives of the services, for a node whose
+	// config asks for the containerd runtime; empty means BinDir/images,
+	// else BinDir/../lib/aegis/images where `make install` puts them.
+	ImageDir string
 	// MachinedLog is machined's own log, served as the "machined" log. Optional.
 	MachinedLog *logs.Log
 	// NodeCertTTL is the lifetime of the node's own certificates and, on a
@@ -94,6 +98,8 @@ type Node struct {
 	machine  *certs.MachineConfig // the config of the current boot
 	etcd     *etcd.Etcd           // a control plane's etcd, made at its first boot
 	booted   *bootState           // what the current boot built, for services loaded once
+	ctr      *containerRuntime    // the node's containerd, with the containerd runtime
+	etcdSpec *containerSpec       // etcd's container, with the containerd runtime
 	stage    machine.MachineStatusEvent_MachineStage
 	requests chan lifecycleRequest
 }
@@ -136,6 +142,7 @@ func New(cfg Config) (*Node, error) {
 	var err error
 
 	bus := events.NewBus(system.DefaultBusSize, cfg.Clock)
+
 	n := &Node{
 		cfg: cfg, layout: layout.Layout{State: cfg.State}, log: cfg.Logger, clock: cfg.Clock, bus: bus,
 		services: system.New(system.Config{Bus: bus, Clock: cfg.Clock, Logger: cfg.Logger}),
@@ -155,9 +162,23 @@ func New(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("node: %w", err)
 	}
 
+	if cfg.ImageDir == "" {
+		cfg.ImageDir = defaultImageDir(cfg.BinDir)
+	}
+
 	ids := []string{"apid", "trustd"}
 	if cfg.Machine.Machine.Type.IsControlPlane() {
 		ids = append(ids, etcd.ServiceID)
+	}
+
+	if cfg.Machine.Machine.Runtime.Containerd() {
+		rt, err := newContainerRuntime(cfg.State, cfg.ImageDir)
+		if err != nil {
+			return nil, err
+		}
+
+		n.ctr = rt
+		ids = append(ids, ContainerdServiceID)
 	}
 
 	for _, id := range ids {
@@ -176,6 +197,10 @@ func New(cfg Config) (*Node, error) {
 // reboot) until a shutdown is asked for or ctx ends.
 func (n *Node) Run(ctx context.Context) error {
 	defer n.closeLogs()
+
+	if n.ctr != nil {
+		defer n.ctr.close()
+	}
 
 	sockets, err := n.listen()
 	if err != nil {
@@ -355,3 +380,19 @@ func addresses(cfg *certs.MachineConfig) ([]string, error) {
 
 // binary is the path of one of the node's service binaries.
 func (n *Node) binary(name string) string { return filepath.Join(n.cfg.BinDir, name) }
+
+// defaultImageDir is BinDir/images, as make build writes it, unless only
+// an installed tree's BinDir/../lib/aegis/images exists.
+func defaultImageDir(binDir string) string {
+	dir := filepath.Join(binDir, "images")
+	if _, err := os.Stat(dir); err == nil {
+		return dir
+	}
+
+	installed := filepath.Join(filepath.Dir(filepath.Clean(binDir)), "lib", "aegis", "images")
+	if _, err := os.Stat(installed); err == nil {
+		return installed
+	}
+
+	return dir
+}

@@ -4,6 +4,8 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -147,5 +149,31 @@ func TestServicesInheritLogLevel(t *testing.T) {
 		if i := slices.Index(p.args, "--log-level"); i < 0 || i+1 >= len(p.args) || p.args[i+1] != "debug" {
 			t.Errorf("%s args %q lack --log-level debug", p.id, p.args)
 		}
+	}
+}
+
+func TestDefaultImageDir(t *testing.T) {
+	root := t.TempDir()
+	bin := filepath.Join(root, "bin")
+	installed := filepath.Join(root, "lib", "aegis", "images")
+
+	if got := defaultImageDir(bin); got != filepath.Join(bin, "images") {
+		t.Fatalf("nothing there: %s", got)
+	}
+
+	if err := os.MkdirAll(installed, 0o755); err != nil {
+		t.Fatal(err)
+	}
+
+	if got := defaultImageDir(bin); got != installed {
+		t.Fatalf("installed tree: %s", got)
+	}
+
+	if err := os.MkdirAll(filepath.Join(bin, "images"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+
+	if got := defaultImageDir(bin); got != filepath.Join(bin, "images") {
+		t.Fatalf("build tree: %s", got)
 	}
 }

@@ -35,16 +35,41 @@ type processService struct {
 	carriesAPI bool
 	// condition must hold before each start.
 	condition system.Condition
+	// env is the process's environment; nil means an empty one.
+	env []string
+	// container, if set, runs the service as a container instead.
+	container *containerSpec
 }
 
 func (p *processService) ID() string          { return p.id }
 func (p *processService) DependsOn() []string { return p.deps }
 
 func (p *processService) Runner() (runner.Runner, error) {
-	return runner.Restart(
-		runner.Process(runner.ProcessConfig{Path: p.path, Args: p.args, Log: p.log, Clock: p.clock}),
-		runner.RestartConfig{Policy: runner.Forever, Clock: p.clock},
-	), nil
+	var r runner.Runner = runner.Process(runner.ProcessConfig{Path: p.path, Args: p.args, Env: p.env, Log: p.log, Clock: p.clock})
+	if p.container != nil {
+		r = p.container.runner(p)
+	}
+
+	return runner.Restart(r, runner.RestartConfig{Policy: runner.Forever, Clock: p.clock}), nil
+}
+
+// PreStart imports a container's image when containerd lacks it and gives
+// the service's user its files.
+func (p *processService) PreStart(ctx context.Context) error {
+	if p.container == nil {
+		return nil
+	}
+
+	return p.container.prepare(ctx)
+}
+
+// ContainerID is the ID of the service's container, empty for a process.
+func (p *processService) ContainerID() string {
+	if p.container == nil {
+		return ""
+	}
+
+	return p.container.id
 }
 
 func (p *processService) HealthCheck() (health.Check, health.Settings) {
@@ -53,7 +78,19 @@ func (p *processService) HealthCheck() (health.Check, health.Settings) {
 
 func (p *processService) CarriesAPI() bool { return p.carriesAPI }
 
-func (p *processService) Condition() system.Condition { return p.condition }
+func (p *processService) Condition() system.Condition {
+	if p.condition == nil {
+		return noCondition{}
+	}
+
+	return p.condition
+}
+
+// noCondition always holds.
+type noCondition struct{}
+
+func (noCondition) Wait(context.Context) error { return nil }
+func (noCondition) String() string             { return "nothing" }
 
 func (p *processService) AllowAPI(a system.Action) error {
 	if reason, refused := p.refuse[a]; refused {

@@ -63,6 +63,7 @@ func (n *Node) listen() (*sockets, error) {
 		Hostname: func() string { res, _ := n.store.Current(); return res.GetHostname() },
 		Services: n.services, Logs: n, Bus: n.bus, Lifecycle: n,
 		ClientConfig: clientIssuer{n}, Etcd: n.Etcd, Clock: n.clock, Logger: n.log,
+		Containers: n.containersAPI(),
 	}).Register(api)
 	tokens.RegisterTokenServiceServer(api, tokenProxy)
 	certapi.New(certapi.Config{Authority: clientIssuer{n}, Revoked: n.isRevoked, Logger: n.log}).Register(api)
