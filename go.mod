@@ -5,6 +5,7 @@ go 1.26.6
 require (
 	github.com/beevik/ntp v1.6.0
 	github.com/cloudflare/cfssl v1.6.5
+	github.com/cosi-project/runtime v1.14.1
 	github.com/grpc-ecosystem/go-grpc-middleware/v2 v2.3.3
 	github.com/hashicorp/go-multierror v1.1.1
 	github.com/siderolabs/talos/pkg/machinery v1.13.9
@@ -44,7 +45,6 @@ require (
 	github.com/containernetworking/cni v1.3.0 // indirect
 	github.com/coreos/go-semver v0.3.1 // indirect
 	github.com/coreos/go-systemd/v22 v22.7.0 // indirect
-	github.com/cosi-project/runtime v1.14.1 // indirect
 	github.com/dustin/go-humanize v1.0.1 // indirect
 	github.com/gertd/go-pluralize v0.2.1 // indirect
 	github.com/go-logr/logr v1.4.4 // indirect
