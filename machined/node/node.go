@@ -19,10 +19,12 @@ import (
 	"github.com/aegis-os/aegis/internal/clock"
 	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/machined/etcd"
+	"github.com/aegis-os/aegis/machined/resourceapi"
 	"github.com/aegis-os/aegis/machined/resources"
 	"github.com/aegis-os/aegis/machined/system"
 	"github.com/aegis-os/aegis/machined/system/events"
 	"github.com/aegis-os/aegis/machined/system/logs"
+	"github.com/aegis-os/aegis/machined/timesync"
 	"github.com/aegis-os/aegis/trustd"
 )
 
@@ -72,6 +74,7 @@ type Node struct {
 	bus      *events.Bus
 	services *system.Manager
 	store    *resources.Store
+	res      *resourceapi.State // the resource API's state, set from the node's own
 	logs     map[string]*logs.Log
 	health   *health.Server // machined.sock's grpc.health.v1, from the machine status
 
@@ -81,6 +84,15 @@ type Node struct {
 	booted   *bootState           // what the current boot built, for services loaded once
 	stage    machine.MachineStatusEvent_MachineStage
 	requests chan lifecycleRequest
+
+	// Under mu too: what the resource API's machine status and time
+	// service read.
+	timeSvc *timesync.Service // the current boot's time service
+	unmet   []*machine.MachineStatusEvent_MachineStatus_UnmetCondition
+
+	// statusMu makes the machine status resource's updates one at a
+	// time, each from the latest state.
+	statusMu sync.Mutex
 }
 
 type lifecycleRequest struct {
@@ -110,12 +122,17 @@ func New(cfg Config) (*Node, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 
+	res, err := resourceapi.New()
+	if err != nil {
+		return nil, err
+	}
+
 	bus := events.NewBus(system.DefaultBusSize, cfg.Clock)
 	n := &Node{
 		cfg: cfg, layout: Layout{State: cfg.State}, log: cfg.Logger, clock: cfg.Clock, bus: bus,
 		services: system.New(system.Config{Bus: bus, Clock: cfg.Clock, Logger: cfg.Logger}),
 		store:    resources.NewStore(), logs: map[string]*logs.Log{},
-		machine: cfg.Machine, requests: make(chan lifecycleRequest, 1), health: newHealth(),
+		machine: cfg.Machine, requests: make(chan lifecycleRequest, 1), health: newHealth(), res: res,
 	}
 
 	if cfg.MachinedLog != nil {
@@ -149,6 +166,11 @@ func (n *Node) Run(ctx context.Context) error {
 		return err
 	}
 	defer sockets.stop()
+
+	followCtx, stopFollowing := context.WithCancel(ctx)
+	defer stopFollowing()
+
+	n.followResources(followCtx)
 
 	actor := ""
 
@@ -234,11 +256,12 @@ func (n *Node) ServiceLog(id string) (*logs.Log, bool) {
 // it waits for time sync (the one condition a boot reports as unmet).
 func (n *Node) machineStatus(stage machine.MachineStatusEvent_MachineStage, actor string, unmet ...*machine.MachineStatusEvent_MachineStatus_UnmetCondition) {
 	n.mu.Lock()
-	n.stage = stage
+	n.stage, n.unmet = stage, unmet
 	n.mu.Unlock()
 
 	ready := stage == machine.MachineStatusEvent_RUNNING && len(unmet) == 0
 	setHealth(n.health, ready)
+	n.refreshMachineStatus()
 
 	n.bus.Publish(&machine.MachineStatusEvent{Stage: stage, Status: &machine.MachineStatusEvent_MachineStatus{
 		Ready: ready, UnmetConditions: unmet,

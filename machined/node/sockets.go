@@ -3,6 +3,7 @@ package node
 import (
 	"log/slog"
 	"net"
+	"os"
 
 	"google.golang.org/grpc"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -17,7 +18,9 @@ import (
 	"github.com/aegis-os/aegis/internal/unixsock"
 	"github.com/aegis-os/aegis/machined/certapi"
 	"github.com/aegis-os/aegis/machined/machineapi"
+	"github.com/aegis-os/aegis/machined/resourceapi"
 	"github.com/aegis-os/aegis/machined/resources"
+	"github.com/aegis-os/aegis/machined/timeapi"
 )
 
 // sockets are machined's gRPC servers on the node's Unix sockets.
@@ -48,8 +51,10 @@ func (n *Node) listen() (*sockets, error) {
 	machineapi.New(machineapi.Config{
 		Hostname: func() string { res, _ := n.store.Current(); return res.GetHostname() },
 		Services: n.services, Logs: n, Bus: n.bus, Lifecycle: n,
-		ClientConfig: clientIssuer{n}, Etcd: n.Etcd, Clock: n.clock, Logger: n.log,
+		ClientConfig: clientIssuer{n}, Etcd: n.Etcd, KernelLog: kernelLog(), Clock: n.clock, Logger: n.log,
 	}).Register(api)
+	resourceapi.NewServer(n.res).Register(api)
+	timeapi.New(timeapi.Config{Source: n.timeSource, Clock: n.clock}).Register(api)
 	tokens.RegisterTokenServiceServer(api, tokenProxy)
 	certapi.New(certapi.Config{Authority: clientIssuer{n}, Logger: n.log}).Register(api)
 
@@ -131,4 +136,15 @@ func (s *sockets) stop() {
 	for _, c := range s.closers {
 		c()
 	}
+}
+
+// kernelLog is the kernel log Dmesg serves: /dev/kmsg when machined is the
+// host's init, none when it runs as a process on a host (see machineapi's
+// Dmesg for why).
+func kernelLog() string {
+	if os.Getpid() == 1 {
+		return "/dev/kmsg"
+	}
+
+	return ""
 }
