@@ -23,6 +23,7 @@ func Cases() []*Case {
 		streamCases(),
 		etcdCases(),
 		healthCases(),
+		talosAPICases(),
 	)
 }
 

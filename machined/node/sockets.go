@@ -6,6 +6,8 @@ import (
 	"os"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/aegis-os/aegis/api/node"
@@ -90,10 +92,22 @@ func newAPIServer(log *slog.Logger) *grpc.Server {
 	opts := append(recoveryOptions(log), machineapi.NewAdmission(machineapi.MaxCalls).ServerOptions()...)
 
 	return grpc.NewServer(append(opts,
-		grpcopt.StreamWorkers(),
+		grpcopt.StreamWorkers(), grpc.UnknownServiceHandler(notServed),
 		grpc.ChainUnaryInterceptor(healthprobe.Unary(credentialAudit(log), injector.UnaryServerInterceptor(), authorizer.UnaryServerInterceptor())...),
 		grpc.ChainStreamInterceptor(healthprobe.Stream(injector.StreamServerInterceptor(), authorizer.StreamServerInterceptor())...),
 	)...)
+}
+
+// notServed answers a method of a service machined does not have (a Talos
+// service such as cluster.ClusterService, or one of a later Talos version)
+// Unimplemented, naming the method, as it answers the methods it has and
+// does not implement; the caller never sees "unknown service". It runs
+// behind the same interceptors: authorization (admin-only for a method
+// without a rule) comes first.
+func notServed(_ any, stream grpc.ServerStream) error {
+	method, _ := grpc.MethodFromServerStream(stream)
+
+	return status.Errorf(codes.Unimplemented, "%s is not implemented by Aegis nodes", method)
 }
 
 // recoveryOptions answer a panic in a handler with Internal and a
