@@ -4,10 +4,12 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"encoding/pem"
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -149,6 +151,10 @@ func TestResourceAPI(t *testing.T) {
 				t.Errorf("%s: the host's processes are listed: %v", m.GetMetadata().GetHostname(), cmds)
 			}
 		}
+	})
+
+	t.Run("aegisctl get", func(t *testing.T) {
+		checkAegisctlGet(t, &cliCluster{Cluster: c, home: t.TempDir(), dir: t.TempDir()}, admin)
 	})
 
 	t.Run("dmesg and rollback say why not", func(t *testing.T) {
@@ -367,4 +373,74 @@ func watchRestart(t *testing.T, admin, reader *client.Client, cp localcluster.No
 		})
 	})
 	next("ready again", func(s *runtime.MachineStatusSpec) bool { return s.Status.Ready })
+}
+
+// checkAegisctlGet: aegisctl get lists, gets, prints JSON and YAML, and
+// watches, on the nodes named or the endpoint's own.
+func checkAegisctlGet(t *testing.T, c *cliCluster, admin *client.Client) {
+	t.Helper()
+
+	cp, w1 := c.Nodes[0], c.Nodes[1]
+
+	rows := func(out string) map[string]bool {
+		m := map[string]bool{}
+		for line := range strings.Lines(out) {
+			m[strings.Join(strings.Fields(line), " ")] = true
+		}
+
+		return m
+	}
+
+	rd := rows(c.ok(t, c.admin(), "-n", c.all(), "get", "rd"))
+	for _, n := range c.Nodes {
+		if !rd[n.Address+" meta ResourceDefinition machinestatuses.runtime.talos.dev 1 machinestatus,ms"] {
+			t.Errorf("get rd lacks %s's machine status definition:\n%v", n.Name, rd)
+		}
+	}
+
+	ms := rows(c.ok(t, c.admin(), "-n", cp.Address+","+w1.Address, "get", "machinestatus"))
+	for _, n := range []string{cp.Address, w1.Address} {
+		found := false
+		for row := range ms {
+			found = found || strings.HasPrefix(row, n+" runtime MachineStatus machine ") && strings.HasSuffix(row, " running true")
+		}
+
+		if !ms["NODE NAMESPACE TYPE ID VERSION STAGE READY"] || !found {
+			t.Errorf("get machinestatus on %s:\n%v", n, ms)
+		}
+	}
+
+	var doc struct {
+		Metadata struct{ ID string }    `json:"metadata"`
+		Spec     struct{ Stage string } `json:"spec"`
+	}
+
+	if err := json.Unmarshal([]byte(c.ok(t, c.admin(), "get", "ms", "-o", "json")), &doc); err != nil || doc.Metadata.ID != "machine" || doc.Spec.Stage != "running" {
+		t.Errorf("get ms -o json: %+v, %v", doc, err)
+	}
+
+	certYAML := c.ok(t, c.admin(), "-n", w1.Address, "get", "certs", "server", "-o", "yaml")
+	if !strings.Contains(certYAML, "issuerFingerprint:") || !strings.Contains(certYAML, "node: "+w1.Address) || strings.Contains(certYAML, "PRIVATE") {
+		t.Errorf("get certs server -o yaml:\n%s", certYAML)
+	}
+
+	if res := c.ctl(t, c.admin(), "get", "nosuchtype"); res.code == 0 || !strings.Contains(res.stderr, "not registered") {
+		t.Errorf("get nosuchtype: exit %d, %s", res.code, res.stderr)
+	}
+
+	var restart sync.Once
+
+	out := c.stream(t, c.admin(), func(out string) bool {
+		if strings.Contains(out, "+\truntime\tService\ttrustd") {
+			restart.Do(func() {
+				go admin.ServiceRestart(client.WithNode(context.Background(), cp.Address), "trustd") //nolint:errcheck // the watch shows it
+			})
+		}
+
+		return strings.Count(out, "runtime\tService\ttrustd") >= 3
+	}, "get", "services", "--watch")
+
+	if !strings.Contains(out, " \truntime\tService\ttrustd") {
+		t.Errorf("get services --watch saw no update of trustd:\n%s", out)
+	}
 }
