@@ -444,3 +444,37 @@ func checkAegisctlGet(t *testing.T, c *cliCluster, admin *client.Client) {
 		t.Errorf("get services --watch saw no update of trustd:\n%s", out)
 	}
 }
+
+// checkTimeWithNTP: a node synced against a real NTP server reports it in
+// Time, TimeCheck and its time resources; TimeCheck asks no other server.
+func checkTimeWithNTP(t *testing.T, c *client.Client, server string) {
+	t.Helper()
+
+	resp, err := c.Time(etcdCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	m := resp.GetMessages()[0]
+	if d := m.GetRemotetime().AsTime().Sub(m.GetLocaltime().AsTime()); m.GetServer() != server || d > time.Second || d < -time.Second {
+		t.Errorf("Time: server %q, remote - local = %s", m.GetServer(), d)
+	}
+
+	if resp, err = c.TimeCheck(etcdCtx(t), server); err != nil || resp.GetMessages()[0].GetServer() != server {
+		t.Errorf("TimeCheck %s: %v, %v", server, resp, err)
+	}
+
+	if _, err = c.TimeCheck(etcdCtx(t), "127.0.0.1:123"); status.Code(err) != codes.InvalidArgument {
+		t.Errorf("TimeCheck of a server not the node's: %v", err)
+	}
+
+	ntp, err := safe.StateGet[*resourceapi.NTPStatus](etcdCtx(t), c.COSI, resourceapi.NewNTPStatus().Metadata())
+	if err != nil || !ntp.TypedSpec().Synced || ntp.TypedSpec().Server != server || ntp.TypedSpec().Checked.IsZero() {
+		t.Errorf("NTP status %v, %v", ntp, err)
+	}
+
+	ts, err := safe.StateGet[*timeres.Status](etcdCtx(t), c.COSI, timeres.NewStatus().Metadata())
+	if err != nil || !ts.TypedSpec().Synced || ts.TypedSpec().SyncDisabled {
+		t.Errorf("time status %v, %v", ts, err)
+	}
+}
