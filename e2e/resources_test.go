@@ -172,6 +172,11 @@ func TestResourceAPI(t *testing.T) {
 			t.Errorf("Rollback: %v", err)
 		}
 	})
+
+	// Last: it takes a worker away.
+	t.Run("reboot and shutdown --wait follow the machine status", func(t *testing.T) {
+		checkLifecycleWait(t, &cliCluster{Cluster: c, home: t.TempDir(), dir: t.TempDir()})
+	})
 }
 
 func errString(err error) string {
@@ -476,5 +481,36 @@ func checkTimeWithNTP(t *testing.T, c *client.Client, server string) {
 	ts, err := safe.StateGet[*timeres.Status](etcdCtx(t), c.COSI, timeres.NewStatus().Metadata())
 	if err != nil || !ts.TypedSpec().Synced || ts.TypedSpec().SyncDisabled {
 		t.Errorf("time status %v, %v", ts, err)
+	}
+}
+
+// checkLifecycleWait: reboot --wait of two workers through the control
+// plane prints their stages until both are running and ready again (their
+// machine status watched with the Talos client across the reboot);
+// shutdown --wait of one ends once its API is gone.
+func checkLifecycleWait(t *testing.T, c *cliCluster) {
+	t.Helper()
+
+	w1, w2 := c.Nodes[1].Address, c.Nodes[2].Address
+
+	out := c.ok(t, c.admin(), "-n", w1+","+w2, "reboot", "--wait")
+	for _, w := range []string{w1, w2} {
+		if !strings.Contains(out, w+"\trunning, ready") ||
+			!strings.Contains(out, w+"\tbooting") && !strings.Contains(out, w+"\trebooting") && !strings.Contains(out, w+"\tAPI down") {
+			t.Errorf("reboot --wait of %s:\n%s", w, out)
+		}
+	}
+
+	if res := c.ctl(t, c.admin(), "-n", w2, "version"); res.code != 0 {
+		t.Errorf("%s after reboot --wait: %s", w2, res.stderr)
+	}
+
+	out = c.ok(t, c.admin(), "-n", w2, "shutdown", "--wait")
+	if !strings.Contains(out, w2+"\tdown") {
+		t.Errorf("shutdown --wait:\n%s", out)
+	}
+
+	if res := c.ctl(t, c.admin(), "-n", w2, "version"); res.code == 0 {
+		t.Errorf("%s answers after shutdown --wait", w2)
 	}
 }
