@@ -173,6 +173,10 @@ func TestResourceAPI(t *testing.T) {
 		}
 	})
 
+	t.Run("aegisctl dashboard", func(t *testing.T) {
+		checkDashboard(t, &cliCluster{Cluster: c, home: t.TempDir(), dir: t.TempDir()})
+	})
+
 	// Last: it takes a worker away.
 	t.Run("reboot and shutdown --wait follow the machine status", func(t *testing.T) {
 		checkLifecycleWait(t, &cliCluster{Cluster: c, home: t.TempDir(), dir: t.TempDir()})
@@ -512,5 +516,38 @@ func checkLifecycleWait(t *testing.T, c *cliCluster) {
 
 	if res := c.ctl(t, c.admin(), "-n", w2, "version"); res.code == 0 {
 		t.Errorf("%s answers after shutdown --wait", w2)
+	}
+}
+
+// checkDashboard: one view of every node, from the resource API, with
+// their recent events.
+func checkDashboard(t *testing.T, c *cliCluster) {
+	t.Helper()
+
+	out := c.ok(t, c.admin(), "-n", c.all(), "dashboard", "--once")
+
+	for _, n := range c.Nodes {
+		var row string
+
+		for line := range strings.Lines(out) {
+			if row == "" && strings.HasPrefix(line, n.Address+" ") {
+				row = strings.Join(strings.Fields(line), " ") + " "
+			}
+		}
+
+		want := []string{" running yes ", " up ", " MiB ", "synced (host clock)", "server 23h"}
+		if n.Type.IsControlPlane() {
+			want = append(want, "4/4 up", " of 1")
+		}
+
+		for _, w := range want {
+			if !strings.Contains(row, w) {
+				t.Errorf("%s: row %q lacks %q", n.Name, row, w)
+			}
+		}
+	}
+
+	if !strings.Contains(out, "RECENT EVENTS") || !strings.Contains(out, "machine.ServiceStateEvent") || strings.Contains(out, "\x1b[") {
+		t.Errorf("dashboard --once:\n%s", out)
 	}
 }
