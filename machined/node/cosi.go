@@ -31,8 +31,11 @@ const etcdStatusTimeout = 10 * time.Second
 // followResources keeps the resources that follow the store and the
 // services until ctx ends.
 func (n *Node) followResources(ctx context.Context) {
+	etcdRunning := make(chan bool, 1)
+
 	go n.followStore(ctx)
-	go n.followServices(ctx)
+	go n.followServices(ctx, etcdRunning)
+	go n.followEtcd(ctx, etcdRunning)
 }
 
 // followStore sets the identity and certificate resources at every change
@@ -61,9 +64,10 @@ func nodeCertificates(res *node.Resources) []resourceapi.Certificate {
 	}
 }
 
-// followServices sets the Services resources, and the etcd member, at
-// every change of a service's state or health.
-func (n *Node) followServices(ctx context.Context) {
+// followServices sets the Services resources at every change of a
+// service's state or health, and tells followEtcd when etcd starts or
+// stops running.
+func (n *Node) followServices(ctx context.Context, etcdRunning chan bool) {
 	etcdState := system.State(-1)
 
 	for {
@@ -80,7 +84,7 @@ func (n *Node) followServices(ctx context.Context) {
 
 			if info.ID == etcd.ServiceID && info.State != etcdState {
 				etcdState = info.State
-				n.setEtcdMember(ctx, info.State == system.StateRunning)
+				latest(etcdRunning, info.State == system.StateRunning)
 			}
 		}
 
@@ -89,6 +93,29 @@ func (n *Node) followServices(ctx context.Context) {
 
 		select {
 		case <-changed:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// latest puts v in ch, a channel of one, replacing a value not yet taken.
+func latest[T any](ch chan T, v T) {
+	select {
+	case <-ch:
+	default:
+	}
+
+	ch <- v
+}
+
+// followEtcd sets the etcd member at each change followServices reports,
+// away from the services loop: asking etcd may take a while.
+func (n *Node) followEtcd(ctx context.Context, running <-chan bool) {
+	for {
+		select {
+		case r := <-running:
+			n.setEtcdMember(ctx, r)
 		case <-ctx.Done():
 			return
 		}
