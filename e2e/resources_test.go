@@ -304,6 +304,20 @@ func checkCertificates(t *testing.T, c *localcluster.Cluster, ctx context.Contex
 	if _, ok := kinds["os-ca"]; ok != n.Type.IsControlPlane() {
 		t.Errorf("%s: os-ca present %v on a %s", n.Name, ok, n.Type)
 	}
+
+	etcdBlock, _ := pem.Decode(bundle.Certs.Etcd.Crt)
+	etcdSum := sha256.Sum256(etcdBlock.Bytes)
+
+	for _, id := range []string{"etcd-ca", "etcd-server", "etcd-peer", "etcd-client"} {
+		cert, ok := kinds[id]
+		if ok != n.Type.IsControlPlane() {
+			t.Errorf("%s: %s present %v on a %s", n.Name, id, ok, n.Type)
+		}
+
+		if ok && (cert.IssuerFingerprint != hex.EncodeToString(etcdSum[:]) || time.Until(cert.NotAfter) <= 0) {
+			t.Errorf("%s: %s %+v, want issued by the etcd CA", n.Name, id, cert)
+		}
+	}
 }
 
 // checkMachineConfig: the config the node booted with, with no key and no

@@ -3,12 +3,13 @@ package node
 import (
 	"context"
 	"log/slog"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 
-	"github.com/aegis-os/aegis/api/node"
 	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/machined/etcd"
 	"github.com/aegis-os/aegis/machined/resourceapi"
@@ -45,7 +46,7 @@ func (n *Node) followStore(ctx context.Context) {
 		res, changed := n.store.Current()
 
 		n.resourceErr("identity", n.res.SetIdentity(res.GetHostname(), res.GetAddresses()))
-		n.resourceErr("certificates", n.res.SetCertificates(nodeCertificates(res), res.GetAcceptedCas()))
+		n.refreshCertificates()
 
 		select {
 		case <-changed:
@@ -55,13 +56,44 @@ func (n *Node) followStore(ctx context.Context) {
 	}
 }
 
-// nodeCertificates are the certificates of res, without their keys.
-func nodeCertificates(res *node.Resources) []resourceapi.Certificate {
-	return []resourceapi.Certificate{
+// refreshCertificates sets the certificate resources from the resources
+// store (the node's API certificates, the OS CA, the accepted CAs) and, on
+// a control plane, the etcd CA and etcd's certificates as last issued.
+func (n *Node) refreshCertificates() {
+	n.certsMu.Lock()
+	defer n.certsMu.Unlock()
+
+	res, _ := n.store.Current()
+	list := []resourceapi.Certificate{
 		{ID: "server", Kind: resourceapi.CertKindServer, PEM: res.GetServer().GetCrt()},
 		{ID: "impersonator", Kind: resourceapi.CertKindImpersonator, PEM: res.GetImpersonator().GetCrt()},
 		{ID: "os-ca", Kind: resourceapi.CertKindOSCA, PEM: res.GetOsCa().GetCrt()},
 	}
+
+	if etcdCA := n.current().EtcdCA(); etcdCA != nil {
+		list = append(list, resourceapi.Certificate{ID: "etcd-ca", Kind: resourceapi.CertKindEtcdCA, PEM: etcdCA.CertPEM})
+	}
+
+	n.mu.Lock()
+	for _, name := range slices.Sorted(maps.Keys(n.etcdCerts)) {
+		list = append(list, resourceapi.Certificate{ID: "etcd-" + name, Kind: resourceapi.CertKindEtcd, PEM: n.etcdCerts[name]})
+	}
+	n.mu.Unlock()
+
+	n.resourceErr("certificates", n.res.SetCertificates(list, res.GetAcceptedCas()))
+}
+
+// etcdIssued records a certificate etcd was issued (etcd.Config.OnIssue).
+func (n *Node) etcdIssued(name string, certPEM []byte) {
+	n.mu.Lock()
+	if n.etcdCerts == nil {
+		n.etcdCerts = map[string][]byte{}
+	}
+
+	n.etcdCerts[name] = certPEM
+	n.mu.Unlock()
+
+	n.refreshCertificates()
 }
 
 // followServices sets the Services resources at every change of a

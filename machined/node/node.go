@@ -87,12 +87,13 @@ type Node struct {
 
 	// Under mu too: what the resource API's machine status and time
 	// service read.
-	timeSvc *timesync.Service // the current boot's time service
-	unmet   []*machine.MachineStatusEvent_MachineStatus_UnmetCondition
+	timeSvc   *timesync.Service // the current boot's time service
+	unmet     []*machine.MachineStatusEvent_MachineStatus_UnmetCondition
+	etcdCerts map[string][]byte // etcd's certificates by name, as last issued
 
-	// statusMu makes the machine status resource's updates one at a
-	// time, each from the latest state.
-	statusMu sync.Mutex
+	// statusMu and certsMu make the machine status and certificate
+	// resources' updates one at a time, each from the latest state.
+	statusMu, certsMu sync.Mutex
 }
 
 type lifecycleRequest struct {

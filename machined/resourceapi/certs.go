@@ -21,28 +21,19 @@ type Certificate struct {
 
 // SetCertificates makes CertificateStatuses hold the node's certificates
 // and every accepted CA (ID "ca-" and the first 16 hex digits of its
-// fingerprint), each with the fingerprint of the accepted CA that signed
-// it. Only certificates reach here: keys never do.
+// fingerprint), each with the fingerprint of the CA that signed it: an
+// accepted CA, or a CA among the node's own (the etcd CA). Only
+// certificates reach here: keys never do.
 func (s *State) SetCertificates(own []Certificate, acceptedPEM []byte) error {
 	cas, err := parseAll(acceptedPEM)
 	if err != nil {
 		return fmt.Errorf("resourceapi: accepted CAs: %w", err)
 	}
 
-	ids := map[resource.ID]bool{}
-
 	var errs []error
 
-	put := func(id resource.ID, kind string, crt *x509.Certificate) {
-		ids[id] = true
-		errs = append(errs, set(s, NewCertificateStatus(id), func(r *CertificateStatus) {
-			*r.TypedSpec() = describe(kind, crt, cas)
-		}))
-	}
-
-	for _, c := range cas {
-		put("ca-"+fingerprint(c)[:16], CertKindAcceptedCA, c)
-	}
+	parsed := map[resource.ID]*x509.Certificate{}
+	issuers := cas
 
 	for _, c := range own {
 		if len(c.PEM) == 0 {
@@ -56,7 +47,29 @@ func (s *State) SetCertificates(own []Certificate, acceptedPEM []byte) error {
 			continue
 		}
 
-		put(c.ID, c.Kind, crts[0])
+		parsed[c.ID] = crts[0]
+		if crts[0].IsCA {
+			issuers = append(issuers[:len(issuers):len(issuers)], crts[0])
+		}
+	}
+
+	ids := map[resource.ID]bool{}
+
+	put := func(id resource.ID, kind string, crt *x509.Certificate) {
+		ids[id] = true
+		errs = append(errs, set(s, NewCertificateStatus(id), func(r *CertificateStatus) {
+			*r.TypedSpec() = describe(kind, crt, issuers)
+		}))
+	}
+
+	for _, c := range cas {
+		put("ca-"+fingerprint(c)[:16], CertKindAcceptedCA, c)
+	}
+
+	for _, c := range own {
+		if crt, ok := parsed[c.ID]; ok {
+			put(c.ID, c.Kind, crt)
+		}
 	}
 
 	errs = append(errs, s.keep(NamespaceName, CertificateStatusType, ids))

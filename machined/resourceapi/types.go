@@ -36,6 +36,8 @@ const (
 	CertKindImpersonator = "impersonator" // apid's certificate for forwarding to other nodes
 	CertKindOSCA         = "os-ca"        // the OS CA this node signs with (control planes)
 	CertKindAcceptedCA   = "accepted-ca"  // a CA the node accepts client and node certificates from
+	CertKindEtcdCA       = "etcd-ca"      // the etcd CA (control planes)
+	CertKindEtcd         = "etcd"         // etcd's server, peer and client certificates (control planes)
 )
 
 // CertificateStatus describes one certificate of the node: never its key.
