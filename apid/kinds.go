@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	// The Talos API's services, so their streaming methods are known.
+	_ "github.com/cosi-project/runtime/api/v1alpha1"
 	_ "github.com/siderolabs/talos/pkg/machinery/api/cluster"
 	_ "github.com/siderolabs/talos/pkg/machinery/api/inspect"
 	_ "github.com/siderolabs/talos/pkg/machinery/api/machine"

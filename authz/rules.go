@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"slices"
 
+	cosi "github.com/cosi-project/runtime/api/v1alpha1"
 	"github.com/siderolabs/talos/pkg/machinery/api/cluster"
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
+	timeapi "github.com/siderolabs/talos/pkg/machinery/api/time"
 
 	"github.com/aegis-os/aegis/api/certificates"
 	"github.com/aegis-os/aegis/api/membership"
@@ -21,11 +23,10 @@ import (
 type Rules map[string]role.Set
 
 // DefaultRules returns a new copy of Aegis's method table: every method of
-// machine.MachineService, aegis.tokens.TokenService,
-// aegis.certificates.CertificateService and
-// aegis.revocations.RevocationService, with Talos's split between readers,
-// machine.MachineService, cluster.ClusterService, aegis.tokens.TokenService,
-// aegis.certificates.CertificateService and aegis.membership.MembershipService, with Talos's split between readers,
+// machine.MachineService, cluster.ClusterService, cosi.resource.State,
+// time.TimeService, aegis.tokens.TokenService,
+// aegis.certificates.CertificateService, aegis.revocations.RevocationService
+// and aegis.membership.MembershipService, with Talos's split between readers,
 // operators, etcd backups and admins. os:impersonator alone is allowed
 // nothing: it only carries other callers' roles.
 func DefaultRules() Rules {
@@ -68,6 +69,13 @@ func DefaultRules() Rules {
 		machine.MachineService_Stats_FullMethodName,
 		machine.MachineService_SystemStat_FullMethodName,
 		machine.MachineService_Version_FullMethodName,
+		// The node's resources (read-only; the machine config's secrets
+		// are redacted for everyone) and its time.
+		cosi.State_Get_FullMethodName,
+		cosi.State_List_FullMethodName,
+		cosi.State_Watch_FullMethodName,
+		timeapi.TimeService_Time_FullMethodName,
+		timeapi.TimeService_TimeCheck_FullMethodName,
 		// Renewing one's own client certificate keeps the roles it already
 		// has; every person may do it, a node's impersonator certificate may not.
 		certificates.CertificateService_Renew_FullMethodName,
@@ -114,6 +122,10 @@ func DefaultRules() Rules {
 		machine.MachineService_Reset_FullMethodName,
 		machine.MachineService_Rollback_FullMethodName,
 		machine.MachineService_Upgrade_FullMethodName,
+		// Writes of resources, refused by the node to everyone.
+		cosi.State_Create_FullMethodName,
+		cosi.State_Destroy_FullMethodName,
+		cosi.State_Update_FullMethodName,
 		tokens.TokenService_Create_FullMethodName,
 		tokens.TokenService_List_FullMethodName,
 		tokens.TokenService_Revoke_FullMethodName,

@@ -25,6 +25,8 @@ var servedServices = []protoreflect.FullName{
 	"aegis.revocations.RevocationService",
 	"aegis.membership.MembershipService",
 	"cluster.ClusterService",
+	"cosi.resource.State",
+	"time.TimeService",
 }
 
 func TestEveryMethodHasARule(t *testing.T) {
@@ -99,7 +101,11 @@ func TestRoleMethodTable(t *testing.T) {
 		tokList   = tokens.TokenService_List_FullMethodName
 		renew     = certificates.CertificateService_Renew_FullMethodName
 		unknown   = "/machine.MachineService/NoSuchMethod"
-		other     = "/cosi.resource.State/Get"
+		other     = "/cluster.ClusterService/NoSuchMethod"
+		cosiGet   = "/cosi.resource.State/Get"
+		cosiWatch = "/cosi.resource.State/Watch"
+		cosiWrite = "/cosi.resource.State/Update"
+		timeCheck = "/time.TimeService/TimeCheck"
 	)
 
 	// allow[method] lists the single roles that may call it; every other
@@ -118,6 +124,10 @@ func TestRoleMethodTable(t *testing.T) {
 		renew:     {role.Admin, role.Operator, role.Reader, role.EtcdBackup},
 		unknown:   {role.Admin},
 		other:     {role.Admin},
+		cosiGet:   {role.Admin, role.Operator, role.Reader, role.EtcdBackup},
+		cosiWatch: {role.Admin, role.Operator, role.Reader, role.EtcdBackup},
+		cosiWrite: {role.Admin},
+		timeCheck: {role.Admin, role.Operator, role.Reader, role.EtcdBackup},
 	}
 
 	rules := authz.DefaultRules()

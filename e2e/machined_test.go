@@ -547,6 +547,10 @@ func TestMachinedTimeSync(t *testing.T) {
 	synced := startMachined(t, cpCfg, filepath.Join(dir, "synced"))
 	synced.waitReady(t)
 	t.Logf("control plane with NTP: start to all services up in %s", time.Since(start).Round(time.Millisecond))
+
+	t.Run("time API against chronyd", func(t *testing.T) {
+		checkTimeWithNTP(t, talosClient(t, filepath.Join(dir, "aegisconfig")), chrony.addr)
+	})
 }
 
 func waitLog(t *testing.T, p *machinedProc, text string) {

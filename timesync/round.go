@@ -104,6 +104,9 @@ func (s *Service) record(st Status) {
 	defer s.mu.Unlock()
 
 	s.status = st
+
+	close(s.measured)
+	s.measured = make(chan struct{})
 }
 
 // withinBound reports whether |offset| + rtt/2 <= maxOffset. The reply is

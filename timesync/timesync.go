@@ -70,8 +70,9 @@ type Service struct {
 	cfg  Config
 	gate *Gate
 
-	mu     sync.Mutex
-	status Status
+	mu       sync.Mutex
+	status   Status
+	measured chan struct{} // closed and replaced at every new Status
 }
 
 // New checks cfg and returns a service whose gate is closed, or open at once
@@ -91,7 +92,7 @@ func New(cfg Config) (*Service, error) {
 	cfg.Servers = append([]string(nil), cfg.Servers...)
 	setDefaults(&cfg)
 
-	s := &Service{cfg: cfg, gate: NewGate(cfg.TrustHostClock)}
+	s := &Service{cfg: cfg, gate: NewGate(cfg.TrustHostClock), measured: make(chan struct{})}
 	s.status.Synced = cfg.TrustHostClock
 
 	return s, nil
@@ -137,6 +138,28 @@ func (s *Service) Synced() bool { return s.gate.Synced() }
 
 // Changed returns a channel closed at the gate's next change.
 func (s *Service) Changed() <-chan struct{} { return s.gate.Changed() }
+
+// Measured returns a channel closed when the next round has ended: Status
+// then holds a new measurement (offsets change without the gate changing).
+func (s *Service) Measured() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+
+	return s.measured
+}
+
+// Servers returns the configured NTP servers.
+func (s *Service) Servers() []string { return append([]string(nil), s.cfg.Servers...) }
+
+// TrustHostClock reports whether the host clock is trusted without measuring.
+func (s *Service) TrustHostClock() bool { return s.cfg.TrustHostClock }
+
+// Query asks server for the time with the service's timeout and checks
+// the reply as a round does, without touching the gate or the status:
+// TimeCheck's one-off comparison.
+func (s *Service) Query(ctx context.Context, server string) (*ntp.Response, error) {
+	return s.query(ctx, server)
+}
 
 // Status returns the last measurement.
 func (s *Service) Status() Status {

@@ -13,42 +13,20 @@ import (
 	"github.com/aegis-os/aegis/api/membership"
 )
 
-func newGetCommand(e *env) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "get",
-		Short: "Show the cluster's state",
-	}
+// membersKinds are the names `get` takes for the cluster's member list,
+// which a control plane reads from etcd rather than from its resources.
+var membersKinds = map[string]bool{"members": true, "member": true}
 
-	cmd.AddCommand(newGetMembersCommand(e))
-
-	return cmd
-}
-
-func newGetMembersCommand(e *env) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:     "members",
-		Aliases: []string{"member"},
-		Short:   "List the cluster's nodes, as a control plane's etcd keeps them",
-		Long: `List the nodes of the cluster: every control plane and every worker that
-joined through trustd, with its addresses, role, version and when it last
-refreshed its entry. A node that stops refreshing leaves the list after three
-heartbeat intervals. Ask a control plane (the endpoint, or -n): workers run no
-etcd. A member's hostname can name it in -n.`,
-		Args: cobra.NoArgs,
-	}
-
-	format := addOutputFlag(cmd)
-
-	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		return unaryCommand[*membership.ListResponse]{
-			call: func(ctx context.Context, c *client.Client) (*membership.ListResponse, error) {
-				return membership.NewMembershipServiceClient(c.Conn()).List(ctx, &membership.ListRequest{})
-			},
-			table: func(w io.Writer, r *membership.ListResponse, named bool) { membersTable(w, r, named, e.clock.Now()) },
-		}.run(e, cmd, *format)
-	}
-
-	return cmd
+// getMembers lists the cluster's nodes, as a control plane's etcd keeps
+// them: every control plane and every worker that joined through trustd,
+// with its addresses, role, version and when it last refreshed its entry.
+func getMembers(e *env, cmd *cobra.Command, format outputFormat) error {
+	return unaryCommand[*membership.ListResponse]{
+		call: func(ctx context.Context, c *client.Client) (*membership.ListResponse, error) {
+			return membership.NewMembershipServiceClient(c.Conn()).List(ctx, &membership.ListRequest{})
+		},
+		table: func(w io.Writer, r *membership.ListResponse, named bool) { membersTable(w, r, named, e.clock.Now()) },
+	}.run(e, cmd, format)
 }
 
 func membersTable(w io.Writer, resp *membership.ListResponse, named bool, now time.Time) {

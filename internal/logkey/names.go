@@ -155,6 +155,8 @@ const (
 const (
 	// Phase is a boot phase.
 	Phase = "phase"
+	// Resource names what a resource of the node's resource API holds.
+	Resource = "resource"
 	// ServiceID is a machined service's ID (not a gRPC service).
 	ServiceID = "service"
 	// State is a service's state.

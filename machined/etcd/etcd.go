@@ -65,6 +65,10 @@ type Config struct {
 	Runner func(runner.ProcessConfig) runner.Runner
 	Logger *slog.Logger
 	Clock  clock.Clock
+
+	// OnIssue is told of each certificate the member is issued ("server",
+	// "peer", "client"), never its key; nil tells nobody.
+	OnIssue func(name string, certPEM []byte)
 }
 
 // Etcd is the etcd of one control plane, made at its first boot; NewBoot

@@ -87,6 +87,10 @@ func (e *Etcd) issue(iss *ca.Issuer, name string, hosts []string) (*x509.Certifi
 		}
 	}
 
+	if e.cfg.OnIssue != nil {
+		e.cfg.OnIssue(name, issued.PEM)
+	}
+
 	return issued.Cert, nil
 }
 

@@ -18,4 +18,17 @@ const (
 	// closed again, machined hands the memory they took back to the
 	// system (internal/reclaim).
 	ReclaimAfter = 128
+
+	// MaxProcesses bounds the processes one Processes reply lists: a
+	// node's own tree is a few dozen (machined, its services, containerd
+	// and its shims); a few thousand keep the reply under a megabyte
+	// whatever a container forks.
+	MaxProcesses = 4096
+	// MaxProcessesRead bounds the /proc entries read for one reply, on a
+	// host with many more processes than the node has.
+	MaxProcessesRead = 1 << 16
+
+	// MaxKernelRecord is the buffer for one kernel log record: the kernel
+	// writes at most about 8 KiB per record to /dev/kmsg.
+	MaxKernelRecord = 16 << 10
 )

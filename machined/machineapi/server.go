@@ -8,6 +8,7 @@ import (
 	"crypto/rand"
 	"io"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
@@ -58,6 +59,14 @@ type Config struct {
 	Containers Containers
 	// MemInfoPath is read by Memory; empty means /proc/meminfo.
 	MemInfoPath string
+	// ProcRoot is read by Processes; empty means /proc.
+	ProcRoot string
+	// RootPID is the process whose tree Processes lists; zero means
+	// machined's own.
+	RootPID int32
+	// KernelLog is the kernel log Dmesg reads (/dev/kmsg), set only on a
+	// node that is its host's init; empty refuses Dmesg saying why.
+	KernelLog string
 	// Rand makes actor IDs and the references of internal errors. Nil
 	// means crypto/rand.
 	Rand io.Reader
@@ -79,6 +88,14 @@ type Server struct {
 func New(cfg Config) *Server {
 	if cfg.MemInfoPath == "" {
 		cfg.MemInfoPath = "/proc/meminfo"
+	}
+
+	if cfg.ProcRoot == "" {
+		cfg.ProcRoot = "/proc"
+	}
+
+	if cfg.RootPID == 0 {
+		cfg.RootPID = int32(os.Getpid()) //nolint:gosec // a PID
 	}
 
 	if cfg.Rand == nil {

@@ -123,6 +123,7 @@ func (n *Node) phaseConfig(_ context.Context, b *bootState, _ *sync.WaitGroup) e
 	}
 
 	b.cfg, b.hostname, b.addresses = cfg, hostname(cfg), addrs
+	n.setMachineConfig(cfg.Marshal())
 
 	n.store.Update(func(r *node.Resources) {
 		r.Hostname, r.Addresses = b.hostname, addrs
@@ -153,6 +154,10 @@ func (n *Node) phaseTime(ctx context.Context, b *bootState, bg *sync.WaitGroup) 
 	}
 
 	b.time = svc
+
+	n.mu.Lock()
+	n.timeSvc = svc
+	n.mu.Unlock()
 	// Before anything starts: a reboot must not leave the last boot's
 	// "synced" in trustd's view.
 	n.publishTime(svc)
@@ -163,14 +168,17 @@ func (n *Node) phaseTime(ctx context.Context, b *bootState, bg *sync.WaitGroup) 
 	return nil
 }
 
-// followTime publishes every change of the time gate.
+// followTime publishes every change of the time gate, and every
+// measurement to the resource API.
 func (n *Node) followTime(ctx context.Context, svc *timesync.Service) {
 	for {
-		changed := svc.Changed()
+		changed, measured := svc.Changed(), svc.Measured()
 		n.publishTime(svc)
+		n.setTime(svc)
 
 		select {
 		case <-changed:
+		case <-measured:
 		case <-ctx.Done():
 			return
 		}

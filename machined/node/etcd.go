@@ -41,6 +41,7 @@ func (n *Node) setUpEtcd(ctx context.Context, b *bootState, bg *sync.WaitGroup) 
 			Dir: n.layout.EtcdDir(), Binary: n.binary("etcd"), Log: n.logs[etcd.ServiceID],
 			CA: b.cfg.EtcdCA(), Hosts: ca.ServerHosts(b.hostname, b.addresses, b.cfg.Machine.CertSANs),
 			CertTTL: n.cfg.NodeCertTTL, ClusterToken: b.cfg.Cluster.Name, Logger: n.log, Clock: n.clock,
+			OnIssue: n.etcdIssued,
 		}
 		if n.ctr != nil {
 			n.etcdSpec = n.confineEtcd()

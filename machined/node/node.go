@@ -23,11 +23,13 @@ import (
 	"github.com/aegis-os/aegis/machined/etcd"
 	"github.com/aegis-os/aegis/machined/layout"
 	"github.com/aegis-os/aegis/machined/membership"
+	"github.com/aegis-os/aegis/machined/resourceapi"
 	"github.com/aegis-os/aegis/machined/resources"
 	"github.com/aegis-os/aegis/machined/revocation"
 	"github.com/aegis-os/aegis/machined/system"
 	"github.com/aegis-os/aegis/machined/system/events"
 	"github.com/aegis-os/aegis/machined/system/logs"
+	"github.com/aegis-os/aegis/timesync"
 	"github.com/aegis-os/aegis/trustd"
 )
 
@@ -90,6 +92,7 @@ type Node struct {
 	bus      *events.Bus
 	services *system.Manager
 	store    *resources.Store
+	res      *resourceapi.State // the resource API's state, set from the node's own
 	logs     map[string]*logs.Log
 	health   *health.Server // machined.sock's grpc.health.v1, from the machine status
 	revoked  *revocation.List
@@ -102,6 +105,16 @@ type Node struct {
 	etcdSpec *containerSpec       // etcd's container, with the containerd runtime
 	stage    machine.MachineStatusEvent_MachineStage
 	requests chan lifecycleRequest
+
+	// Under mu too: what the resource API's machine status and time
+	// service read.
+	timeSvc   *timesync.Service // the current boot's time service
+	unmet     []*machine.MachineStatusEvent_MachineStatus_UnmetCondition
+	etcdCerts map[string][]byte // etcd's certificates by name, as last issued
+
+	// statusMu and certsMu make the machine status and certificate
+	// resources' updates one at a time, each from the latest state.
+	statusMu, certsMu sync.Mutex
 }
 
 type lifecycleRequest struct {
@@ -139,7 +152,10 @@ func New(cfg Config) (*Node, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 
-	var err error
+	res, err := resourceapi.New()
+	if err != nil {
+		return nil, err
+	}
 
 	bus := events.NewBus(system.DefaultBusSize, cfg.Clock)
 
@@ -147,7 +163,7 @@ func New(cfg Config) (*Node, error) {
 		cfg: cfg, layout: layout.Layout{State: cfg.State}, log: cfg.Logger, clock: cfg.Clock, bus: bus,
 		services: system.New(system.Config{Bus: bus, Clock: cfg.Clock, Logger: cfg.Logger}),
 		store:    resources.NewStore(), logs: map[string]*logs.Log{},
-		machine: cfg.Machine, requests: make(chan lifecycleRequest, 1), health: newHealth(),
+		machine: cfg.Machine, requests: make(chan lifecycleRequest, 1), health: newHealth(), res: res,
 	}
 
 	if n.revoked, err = revocation.OpenList(revocation.ListConfig{Path: n.layout.RevocationList(), Clock: cfg.Clock}); err != nil {
@@ -207,6 +223,11 @@ func (n *Node) Run(ctx context.Context) error {
 		return err
 	}
 	defer sockets.stop()
+
+	followCtx, stopFollowing := context.WithCancel(ctx)
+	defer stopFollowing()
+
+	n.followResources(followCtx)
 
 	actor := ""
 
@@ -292,11 +313,12 @@ func (n *Node) ServiceLog(id string) (*logs.Log, bool) {
 // it waits for time sync (the one condition a boot reports as unmet).
 func (n *Node) machineStatus(stage machine.MachineStatusEvent_MachineStage, actor string, unmet ...*machine.MachineStatusEvent_MachineStatus_UnmetCondition) {
 	n.mu.Lock()
-	n.stage = stage
+	n.stage, n.unmet = stage, unmet
 	n.mu.Unlock()
 
 	ready := stage == machine.MachineStatusEvent_RUNNING && len(unmet) == 0
 	setHealth(n.health, ready)
+	n.refreshMachineStatus()
 
 	n.bus.Publish(&machine.MachineStatusEvent{Stage: stage, Status: &machine.MachineStatusEvent_MachineStatus{
 		Ready: ready, UnmetConditions: unmet,

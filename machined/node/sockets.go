@@ -4,9 +4,12 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 
 	"github.com/aegis-os/aegis/api/node"
 	"github.com/aegis-os/aegis/api/tokens"
@@ -20,8 +23,10 @@ import (
 	"github.com/aegis-os/aegis/machined/certapi"
 	"github.com/aegis-os/aegis/machined/machineapi"
 	"github.com/aegis-os/aegis/machined/membership"
+	"github.com/aegis-os/aegis/machined/resourceapi"
 	"github.com/aegis-os/aegis/machined/resources"
 	"github.com/aegis-os/aegis/machined/revocation"
+	"github.com/aegis-os/aegis/machined/timeapi"
 )
 
 // sockets are machined's gRPC servers on the node's Unix sockets.
@@ -62,9 +67,11 @@ func (n *Node) listen() (*sockets, error) {
 	machineapi.New(machineapi.Config{
 		Hostname: func() string { res, _ := n.store.Current(); return res.GetHostname() },
 		Services: n.services, Logs: n, Bus: n.bus, Lifecycle: n,
-		ClientConfig: clientIssuer{n}, Etcd: n.Etcd, Clock: n.clock, Logger: n.log,
+		ClientConfig: clientIssuer{n}, Etcd: n.Etcd, KernelLog: kernelLog(), Clock: n.clock, Logger: n.log,
 		Containers: n.containersAPI(),
 	}).Register(api)
+	resourceapi.NewServer(n.res).Register(api)
+	timeapi.New(timeapi.Config{Source: n.timeSource, Clock: n.clock}).Register(api)
 	tokens.RegisterTokenServiceServer(api, tokenProxy)
 	certapi.New(certapi.Config{Authority: clientIssuer{n}, Revoked: n.isRevoked, Logger: n.log}).Register(api)
 	revocation.NewServer(revocation.ServerConfig{
@@ -119,10 +126,22 @@ func newAPIServer(log *slog.Logger, admission *machineapi.Admission, first ...gr
 	opts := append(append(first, recoveryOptions(log)...), admission.ServerOptions()...)
 
 	return grpc.NewServer(append(opts,
-		grpcopt.StreamWorkers(),
+		grpcopt.StreamWorkers(), grpc.UnknownServiceHandler(notServed),
 		grpc.ChainUnaryInterceptor(healthprobe.Unary(credentialAudit(log), injector.UnaryServerInterceptor(), authorizer.UnaryServerInterceptor())...),
 		grpc.ChainStreamInterceptor(healthprobe.Stream(injector.StreamServerInterceptor(), authorizer.StreamServerInterceptor())...),
 	)...)
+}
+
+// notServed answers a method of a service machined does not have (a Talos
+// service such as cluster.ClusterService, or one of a later Talos version)
+// Unimplemented, naming the method, as it answers the methods it has and
+// does not implement; the caller never sees "unknown service". It runs
+// behind the same interceptors: authorization (admin-only for a method
+// without a rule) comes first.
+func notServed(_ any, stream grpc.ServerStream) error {
+	method, _ := grpc.MethodFromServerStream(stream)
+
+	return status.Errorf(codes.Unimplemented, "%s is not implemented by Aegis nodes", method)
 }
 
 // recoveryOptions answer a panic in a handler with Internal and a
@@ -165,4 +184,15 @@ func (s *sockets) stop() {
 	for _, c := range s.closers {
 		c()
 	}
+}
+
+// kernelLog is the kernel log Dmesg serves: /dev/kmsg when machined is the
+// host's init, none when it runs as a process on a host (see machineapi's
+// Dmesg for why).
+func kernelLog() string {
+	if os.Getpid() == 1 {
+		return "/dev/kmsg"
+	}
+
+	return ""
 }

@@ -342,6 +342,11 @@ func (m *Manager) order() []string {
 	return startOrder(deps)
 }
 
+// Changed returns a channel closed at the next state or health change of
+// any service. Take it before calling List, so that a change in between is
+// not missed.
+func (m *Manager) Changed() <-chan struct{} { return m.changes() }
+
 // changes returns a channel closed at the next state or health change. Take
 // it before looking at the state, so that a change in between is not missed.
 func (m *Manager) changes() <-chan struct{} {

@@ -1,0 +1,179 @@
+package conformance
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	cosiapi "github.com/cosi-project/runtime/api/v1alpha1"
+	"github.com/cosi-project/runtime/pkg/resource/meta"
+	"github.com/cosi-project/runtime/pkg/safe"
+	"github.com/cosi-project/runtime/pkg/state"
+	cosiclient "github.com/cosi-project/runtime/pkg/state/protobuf/client"
+	"github.com/siderolabs/talos/pkg/machinery/api/cluster"
+	"github.com/siderolabs/talos/pkg/machinery/api/machine"
+	timeapi "github.com/siderolabs/talos/pkg/machinery/api/time"
+	"github.com/siderolabs/talos/pkg/machinery/resources/runtime"
+	"github.com/siderolabs/talos/pkg/machinery/resources/v1alpha1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/emptypb"
+
+	"github.com/aegis-os/aegis/machined/resourceapi"
+)
+
+// talosAPICases check the Talos API beyond the MachineService as an
+// operator meets it: the resource API (read-only, the machine config
+// redacted, `node` routing, no `nodes` fan-out as in Talos), the
+// TimeService, Processes, and the answers of what a node does not do.
+func talosAPICases() []*Case {
+	reader := func(i *identities) Identity { return i.reader }
+	onWorker := []string{"node", "WORKER"}
+
+	return []*Case{
+		apiCase("resources: rd lists the definitions", "OK, definitions", reader, nil, listDefinitions),
+		apiCase("resources: machinestatus of the worker through the target", "running, ready", reader, onWorker, workerMachineStatus),
+		apiCase("resources: Create by a reader", codes.PermissionDenied.String(), reader, nil, func(ctx context.Context, c *grpc.ClientConn) (string, error) {
+			return "", cosiState(c).Create(ctx, v1alpha1.NewService("conformance"))
+		}),
+		apiCase("resources: Destroy by an admin", codes.PermissionDenied.String(), pickAdmin, nil, func(ctx context.Context, c *grpc.ClientConn) (string, error) {
+			return "", cosiState(c).Destroy(ctx, runtime.NewMachineStatus().Metadata())
+		}),
+		apiCase("resources: `nodes` fan-out refused as in Talos", codes.InvalidArgument.String(), reader, []string{"nodes", "TARGET,WORKER"}, listDefinitions),
+		apiCase("resources: machine config served without secrets", "redacted", reader, nil, machineConfigRedacted),
+		apiCase("TimeService Time as a reader", codes.OK.String(), reader, nil, func(ctx context.Context, c *grpc.ClientConn) (string, error) {
+			_, err := timeapi.NewTimeServiceClient(c).Time(ctx, &emptypb.Empty{})
+
+			return "", err
+		}),
+		apiCase("Processes lists the node's machined", "OK, machined listed", reader, nil, processesOfNode),
+		apiCase("Dmesg of a node on a host", codes.FailedPrecondition.String(), reader, nil, func(ctx context.Context, c *grpc.ClientConn) (string, error) {
+			s, err := machine.NewMachineServiceClient(c).Dmesg(ctx, &machine.DmesgRequest{})
+
+			return "", firstRecv(s, err)
+		}),
+		apiCase("Rollback names itself", "Unimplemented, named", pickAdmin, nil, func(ctx context.Context, c *grpc.ClientConn) (string, error) {
+			_, err := machine.NewMachineServiceClient(c).Rollback(ctx, &machine.RollbackRequest{})
+
+			return namedUnimplemented(err, "Rollback")
+		}),
+		apiCase("a Talos service the node lacks: no \"unknown service\"", "Unimplemented, named", pickAdmin, nil, func(ctx context.Context, c *grpc.ClientConn) (string, error) {
+			s, err := cluster.NewClusterServiceClient(c).HealthCheck(ctx, &cluster.HealthCheckRequest{})
+
+			return namedUnimplemented(firstRecv(s, err), "HealthCheck")
+		}),
+	}
+}
+
+// apiCase makes one call on the target as the identity pick chooses, with
+// metadata md; the call describes its result, or its code is the result.
+func apiCase(name, want string, pick func(*identities) Identity, md []string, c func(context.Context, *grpc.ClientConn) (string, error)) *Case {
+	return &Case{Group: "talos-api", Name: name, Expected: want, Run: func(ctx context.Context, e *Env, _ *Report) string {
+		var got string
+
+		err := e.callAs(ctx, e.Target, pick(e.ids), e.placeholders(md), func(ctx context.Context, conn *grpc.ClientConn) error {
+			var err error
+
+			got, err = c(ctx, conn)
+
+			return err
+		})
+		if err != nil || got == "" {
+			return grpcCode(err)
+		}
+
+		return got
+	}}
+}
+
+// grpcCode is the code of an error, also when the COSI client wrapped it
+// (OK for nil).
+func grpcCode(err error) string {
+	if code := status.Code(err); code != codes.Unknown {
+		return code.String()
+	}
+
+	for _, c := range []codes.Code{codes.PermissionDenied, codes.InvalidArgument, codes.NotFound, codes.Unimplemented} {
+		if strings.Contains(err.Error(), "code = "+c.String()) {
+			return c.String()
+		}
+	}
+
+	return codes.Unknown.String()
+}
+
+func cosiState(c *grpc.ClientConn) state.State {
+	return state.WrapCore(cosiclient.NewAdapter(cosiapi.NewStateClient(c)))
+}
+
+func listDefinitions(ctx context.Context, c *grpc.ClientConn) (string, error) {
+	rds, err := safe.StateListAll[*meta.ResourceDefinition](ctx, cosiState(c))
+	if err != nil {
+		return "", err
+	}
+
+	if rds.Len() < 10 {
+		return fmt.Sprintf("OK, %d definitions", rds.Len()), nil
+	}
+
+	return "OK, definitions", nil
+}
+
+func workerMachineStatus(ctx context.Context, c *grpc.ClientConn) (string, error) {
+	ms, err := safe.StateGet[*runtime.MachineStatus](ctx, cosiState(c), runtime.NewMachineStatus().Metadata())
+	if err != nil {
+		return "", err
+	}
+
+	ready := "not ready"
+	if ms.TypedSpec().Status.Ready {
+		ready = "ready"
+	}
+
+	return ms.TypedSpec().Stage.String() + ", " + ready, nil
+}
+
+func machineConfigRedacted(ctx context.Context, c *grpc.ClientConn) (string, error) {
+	mc, err := safe.StateGet[*resourceapi.MachineConfig](ctx, cosiState(c), resourceapi.NewMachineConfig().Metadata())
+	if err != nil {
+		return "", err
+	}
+
+	doc := mc.TypedSpec().Document
+	if strings.Contains(doc, "PRIVATE KEY") || !strings.Contains(doc, resourceapi.RedactedValue) {
+		return "secrets served", nil
+	}
+
+	return "redacted", nil
+}
+
+func processesOfNode(ctx context.Context, c *grpc.ClientConn) (string, error) {
+	resp, err := machine.NewMachineServiceClient(c).Processes(ctx, &emptypb.Empty{})
+	if err != nil {
+		return "", err
+	}
+
+	for _, p := range resp.GetMessages()[0].GetProcesses() {
+		if p.GetCommand() == "machined" {
+			return "OK, machined listed", nil
+		}
+	}
+
+	return "OK, no machined", nil
+}
+
+// namedUnimplemented describes an Unimplemented answer by whether it names
+// the method.
+func namedUnimplemented(err error, method string) (string, error) {
+	st := status.Convert(err)
+
+	switch {
+	case st.Code() != codes.Unimplemented:
+		return "", err
+	case strings.Contains(st.Message(), "unknown service") || !strings.Contains(st.Message(), method):
+		return "Unimplemented: " + st.Message(), nil
+	}
+
+	return "Unimplemented, named", nil
+}

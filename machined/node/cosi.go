@@ -1,0 +1,258 @@
+package node
+
+import (
+	"context"
+	"log/slog"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/siderolabs/talos/pkg/machinery/api/machine"
+
+	"github.com/aegis-os/aegis/internal/logkey"
+	"github.com/aegis-os/aegis/machined/etcd"
+	"github.com/aegis-os/aegis/machined/resourceapi"
+	"github.com/aegis-os/aegis/machined/system"
+	"github.com/aegis-os/aegis/machined/timeapi"
+	"github.com/aegis-os/aegis/timesync"
+)
+
+// etcdStatusTimeout bounds the query of the local etcd member's ID after a
+// change of the etcd service.
+const etcdStatusTimeout = 10 * time.Second
+
+// The node's resources (resourceapi) follow its state where that state
+// changes: the machine status where the node publishes it (machineStatus),
+// the time status where the time service measures (followTime), the
+// services at every change the service manager announces, and the
+// hostname, addresses and certificates at every change of the resources
+// store. Nothing polls and nothing keeps a second copy to drift.
+
+// followResources keeps the resources that follow the store and the
+// services until ctx ends.
+func (n *Node) followResources(ctx context.Context) {
+	etcdRunning := make(chan bool, 1)
+
+	go n.followStore(ctx)
+	go n.followServices(ctx, etcdRunning)
+	go n.followEtcd(ctx, etcdRunning)
+}
+
+// followStore sets the identity and certificate resources at every change
+// of the resources store.
+func (n *Node) followStore(ctx context.Context) {
+	for {
+		res, changed := n.store.Current()
+
+		n.resourceErr("identity", n.res.SetIdentity(res.GetHostname(), res.GetAddresses()))
+		n.refreshCertificates()
+
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// refreshCertificates sets the certificate resources from the resources
+// store (the node's API certificates, the OS CA, the accepted CAs) and, on
+// a control plane, the etcd CA and etcd's certificates as last issued.
+func (n *Node) refreshCertificates() {
+	n.certsMu.Lock()
+	defer n.certsMu.Unlock()
+
+	res, _ := n.store.Current()
+	list := []resourceapi.Certificate{
+		{ID: "server", Kind: resourceapi.CertKindServer, PEM: res.GetServer().GetCrt()},
+		{ID: "impersonator", Kind: resourceapi.CertKindImpersonator, PEM: res.GetImpersonator().GetCrt()},
+		{ID: "os-ca", Kind: resourceapi.CertKindOSCA, PEM: res.GetOsCa().GetCrt()},
+	}
+
+	if etcdCA := n.current().EtcdCA(); etcdCA != nil {
+		list = append(list, resourceapi.Certificate{ID: "etcd-ca", Kind: resourceapi.CertKindEtcdCA, PEM: etcdCA.CertPEM})
+	}
+
+	n.mu.Lock()
+	for _, name := range slices.Sorted(maps.Keys(n.etcdCerts)) {
+		list = append(list, resourceapi.Certificate{ID: "etcd-" + name, Kind: resourceapi.CertKindEtcd, PEM: n.etcdCerts[name]})
+	}
+	n.mu.Unlock()
+
+	n.resourceErr("certificates", n.res.SetCertificates(list, res.GetAcceptedCas()))
+}
+
+// etcdIssued records a certificate etcd was issued (etcd.Config.OnIssue).
+func (n *Node) etcdIssued(name string, certPEM []byte) {
+	n.mu.Lock()
+	if n.etcdCerts == nil {
+		n.etcdCerts = map[string][]byte{}
+	}
+
+	n.etcdCerts[name] = certPEM
+	n.mu.Unlock()
+
+	n.refreshCertificates()
+}
+
+// followServices sets the Services resources at every change of a
+// service's state or health, and tells followEtcd when etcd starts or
+// stops running.
+func (n *Node) followServices(ctx context.Context, etcdRunning chan bool) {
+	etcdState := system.State(-1)
+
+	for {
+		changed := n.services.Changed()
+		list := n.services.List()
+
+		svcs := make([]resourceapi.ServiceState, 0, len(list))
+
+		for _, info := range list {
+			svcs = append(svcs, resourceapi.ServiceState{
+				ID: info.ID, Running: info.State == system.StateRunning,
+				Healthy: info.Up(), Unknown: info.HasHealth && info.Health.Unknown,
+			})
+
+			if info.ID == etcd.ServiceID && info.State != etcdState {
+				etcdState = info.State
+				latest(etcdRunning, info.State == system.StateRunning)
+			}
+		}
+
+		n.resourceErr("services", n.res.SetServices(svcs))
+		n.refreshMachineStatus()
+
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// latest puts v in ch, a channel of one, replacing a value not yet taken.
+func latest[T any](ch chan T, v T) {
+	select {
+	case <-ch:
+	default:
+	}
+
+	ch <- v
+}
+
+// followEtcd sets the etcd member at each change followServices reports,
+// away from the services loop: asking etcd may take a while.
+func (n *Node) followEtcd(ctx context.Context, running <-chan bool) {
+	for {
+		select {
+		case r := <-running:
+			n.setEtcdMember(ctx, r)
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// setEtcdMember sets the local member's ID while etcd runs.
+func (n *Node) setEtcdMember(ctx context.Context, running bool) {
+	n.mu.Lock()
+	e := n.etcd
+	n.mu.Unlock()
+
+	if !running || e == nil {
+		n.resourceErr("etcd member", n.res.SetEtcdMember(0, false))
+
+		return
+	}
+
+	ctx, cancel := context.WithTimeout(ctx, etcdStatusTimeout)
+	defer cancel()
+
+	st, err := e.Status(ctx)
+	if err != nil {
+		n.log.Warn("etcd member not known", slog.String(logkey.Error, err.Error()))
+
+		return
+	}
+
+	n.resourceErr("etcd member", n.res.SetEtcdMember(st.GetMemberId(), true))
+}
+
+// refreshMachineStatus sets MachineStatuses/machine from the stage and
+// conditions the node last published and from its services now: as in
+// Talos, a running node with a service down is not ready, and its unmet
+// "services" condition names them. etcd waiting for a bootstrap or a
+// cluster to join is not down (the boot does not wait for it either).
+func (n *Node) refreshMachineStatus() {
+	n.statusMu.Lock()
+	defer n.statusMu.Unlock()
+
+	n.mu.Lock()
+	stage, unmet := n.stage, n.unmet
+	n.mu.Unlock()
+
+	conds := make([]resourceapi.Condition, 0, len(unmet)+1)
+	for _, u := range unmet {
+		conds = append(conds, resourceapi.Condition{Name: u.GetName(), Reason: u.GetReason()})
+	}
+
+	if stage == machine.MachineStatusEvent_RUNNING {
+		var down []string
+
+		for _, info := range n.services.List() {
+			if !info.Up() && (info.ID != etcd.ServiceID || info.State != system.StateWaiting) {
+				down = append(down, info.ID)
+			}
+		}
+
+		if len(down) > 0 {
+			conds = append(conds, resourceapi.Condition{Name: "services", Reason: "not up: " + strings.Join(down, ", ")})
+		}
+	}
+
+	ready := stage == machine.MachineStatusEvent_RUNNING && len(conds) == 0
+	n.resourceErr("machine status", n.res.SetMachineStatus(stage, ready, conds))
+}
+
+// setTime mirrors the time service's status in the resources.
+func (n *Node) setTime(svc *timesync.Service) {
+	st := svc.Status()
+	spec := resourceapi.NTPStatusSpec{
+		Synced: svc.Synced(), TrustHostClock: svc.TrustHostClock(), Server: st.Server, Offset: st.Offset, RTT: st.RTT,
+		Checked: st.Checked, Servers: svc.Servers(),
+	}
+
+	if st.LastError != nil {
+		spec.Error = st.LastError.Error()
+	}
+
+	n.resourceErr("time status", n.res.SetTime(spec))
+}
+
+// setMachineConfig serves the boot's config, redacted.
+func (n *Node) setMachineConfig(data []byte, err error) {
+	if err == nil {
+		err = n.res.SetMachineConfig(data)
+	}
+
+	n.resourceErr("machine config", err)
+}
+
+// timeSource is the time service of the current boot, for the TimeService.
+func (n *Node) timeSource() timeapi.TimeSource {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+
+	if n.timeSvc == nil {
+		return nil // an interface holding a nil pointer would not be nil
+	}
+
+	return n.timeSvc
+}
+
+func (n *Node) resourceErr(what string, err error) {
+	if err != nil {
+		n.log.Error("resource not updated", slog.String(logkey.Resource, what), slog.String(logkey.Error, err.Error()))
+	}
+}

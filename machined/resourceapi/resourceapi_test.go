@@ -1,0 +1,215 @@
+package resourceapi_test
+
+import (
+	"context"
+	"net"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	cosiapi "github.com/cosi-project/runtime/api/v1alpha1"
+	"github.com/cosi-project/runtime/pkg/resource"
+	"github.com/cosi-project/runtime/pkg/resource/meta"
+	"github.com/cosi-project/runtime/pkg/safe"
+	"github.com/cosi-project/runtime/pkg/state"
+	"github.com/cosi-project/runtime/pkg/state/protobuf/client"
+	"github.com/siderolabs/talos/pkg/machinery/api/machine"
+	"github.com/siderolabs/talos/pkg/machinery/resources/runtime"
+	"github.com/siderolabs/talos/pkg/machinery/resources/v1alpha1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/aegis-os/aegis/ca"
+	"github.com/aegis-os/aegis/ca/catest"
+	"github.com/aegis-os/aegis/internal/testutil"
+	"github.com/aegis-os/aegis/machined/resourceapi"
+)
+
+// serve returns the node state and a COSI client of it over a real gRPC
+// connection, as client.COSI of the Talos machinery client is built.
+func serve(t *testing.T) (*resourceapi.State, state.State) {
+	t.Helper()
+
+	st, err := resourceapi.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	sock := filepath.Join(testutil.ShortTempDir(t), "cosi.sock")
+
+	lis, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	g := grpc.NewServer()
+	resourceapi.NewServer(st).Register(g)
+
+	go g.Serve(lis) //nolint:errcheck // ends with Stop
+
+	t.Cleanup(g.Stop)
+
+	conn, err := grpc.NewClient("unix:"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	t.Cleanup(func() { conn.Close() })
+
+	return st, state.WrapCore(client.NewAdapter(cosiapi.NewStateClient(conn)))
+}
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+
+	return c
+}
+
+// TestDefinitionsResolveNamesAndAliases: every served type has a
+// definition, and the names talosctl users type find exactly one.
+func TestDefinitionsResolveNamesAndAliases(t *testing.T) {
+	_, cli := serve(t)
+
+	rds, err := safe.StateListAll[*meta.ResourceDefinition](ctx(t), cli)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	for _, name := range []string{
+		"machinestatus", "services", "svc", "timestatus", "hostname", "hostnamestatus", "nodename",
+		"nodeaddresses", "etcdmembers", "certificatestatuses", "certs", "ntpstatus", "mc", "machineconfig", "rd",
+	} {
+		var matched []string
+
+		for rd := range rds.All() {
+			for _, a := range append([]string{rd.Metadata().ID()}, rd.TypedSpec().AllAliases...) {
+				if strings.EqualFold(a, name) {
+					matched = append(matched, rd.Metadata().ID())
+
+					break
+				}
+			}
+		}
+
+		if len(matched) != 1 {
+			t.Errorf("%q resolves to %v, want one type", name, matched)
+		}
+	}
+}
+
+func TestMachineStatusGetListWatch(t *testing.T) {
+	st, cli := serve(t)
+	c := ctx(t)
+
+	if err := st.SetMachineStatus(machine.MachineStatusEvent_BOOTING, false, []resourceapi.Condition{{Name: "time", Reason: "waiting"}}); err != nil {
+		t.Fatal(err)
+	}
+
+	ms, err := safe.StateGet[*runtime.MachineStatus](c, cli, runtime.NewMachineStatus().Metadata())
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if spec := ms.TypedSpec(); spec.Stage != runtime.MachineStageBooting || spec.Status.Ready || len(spec.Status.UnmetConditions) != 1 {
+		t.Fatalf("machine status = %+v", spec)
+	}
+
+	events := make(chan state.Event, 10)
+	if err := cli.Watch(c, runtime.NewMachineStatus().Metadata(), events); err != nil {
+		t.Fatal(err)
+	}
+
+	if ev := <-events; ev.Type != state.Created {
+		t.Fatalf("first event %v, want the current state", ev.Type)
+	}
+
+	if err := st.SetMachineStatus(machine.MachineStatusEvent_RUNNING, true, nil); err != nil {
+		t.Fatal(err)
+	}
+
+	ev := <-events
+	if ev.Type != state.Updated {
+		t.Fatalf("event %v, want Updated", ev.Type)
+	}
+
+	if spec := ev.Resource.(*runtime.MachineStatus).TypedSpec(); spec.Stage != runtime.MachineStageRunning || !spec.Status.Ready {
+		t.Fatalf("watched status = %+v", spec)
+	}
+}
+
+// TestSetServicesRemovesGone: the set follows the node's services.
+func TestSetServicesRemovesGone(t *testing.T) {
+	st, cli := serve(t)
+
+	for _, svcs := range [][]resourceapi.ServiceState{
+		{{ID: "apid", Running: true, Healthy: true}, {ID: "etcd"}},
+		{{ID: "apid", Running: true, Healthy: true}},
+	} {
+		if err := st.SetServices(svcs); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	list, err := safe.StateListAll[*v1alpha1.Service](ctx(t), cli)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if list.Len() != 1 || list.Get(0).Metadata().ID() != "apid" || !list.Get(0).TypedSpec().Healthy {
+		t.Fatalf("services = %v", list)
+	}
+}
+
+func TestClientsCannotWrite(t *testing.T) {
+	_, cli := serve(t)
+	c := ctx(t)
+
+	svc := v1alpha1.NewService("evil")
+	for name, err := range map[string]error{
+		"create":  cli.Create(c, svc),
+		"update":  cli.Update(c, svc),
+		"destroy": cli.Destroy(c, runtime.NewMachineStatus().Metadata()),
+	} {
+		// The COSI client turns PermissionDenied into an owner conflict.
+		if !state.IsOwnerConflictError(err) || !strings.Contains(err.Error(), "PermissionDenied") || !strings.Contains(err.Error(), "read-only") {
+			t.Errorf("%s: err = %v, want PermissionDenied saying read-only", name, err)
+		}
+	}
+}
+
+// TestCertificatesNeverCarryKeys: the statuses hold what a certificate
+// shows, the issuer's fingerprint, and nothing of a key handed with it.
+func TestCertificatesNeverCarryKeys(t *testing.T) {
+	st, cli := serve(t)
+	now := time.Now()
+	osCA := catest.NewCA(t, ca.Ed25519, now.Add(-time.Hour))
+	issued := catest.Issue(t, catest.NewIssuer(t, osCA, now), catest.Key(t, ca.Ed25519), ca.ProfileServer, time.Hour)
+
+	withKey := append(append([]byte{}, issued.PEM...), osCA.KeyPEM...)
+	if err := st.SetCertificates([]resourceapi.Certificate{{ID: "server", Kind: resourceapi.CertKindServer, PEM: withKey}}, osCA.CertPEM); err != nil {
+		t.Fatal(err)
+	}
+
+	list, err := safe.StateListAll[*resourceapi.CertificateStatus](ctx(t), cli)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if list.Len() != 2 {
+		t.Fatalf("%d statuses, want the server certificate and the CA", list.Len())
+	}
+
+	for r := range list.All() {
+		spec := r.TypedSpec()
+		if spec.IssuerFingerprint == "" || spec.NotAfter.IsZero() {
+			t.Errorf("%s: %+v", r.Metadata().ID(), spec)
+		}
+
+		out, _ := resource.MarshalYAML(r)
+		if b, _ := yamlString(out); strings.Contains(b, "PRIVATE") || strings.Contains(b, string(osCA.KeyPEM[40:60])) {
+			t.Errorf("%s carries key material", r.Metadata().ID())
+		}
+	}
+}
