@@ -61,7 +61,7 @@ test: deps lint
 	@$(MAKE) --no-print-directory conformance
 
 ## conformance: create a local cluster in CONFORMANCE_CIDR, run the conformance suite against it, destroy it
-conformance: build
+conformance: deps build
 	$(BIN)/aegis-conformance --create --cidr $(CONFORMANCE_CIDR) --bin-dir $(BIN) --runtime $(RUNTIME)
 
 ## e2e: run only the end-to-end tests (real processes on loopback addresses 127.0.x-127.9.x)
@@ -78,17 +78,21 @@ STATE_DIR ?=
 NETWORK   ?=
 # METRICS=1 serves every node's Prometheus metrics (cluster create --metrics).
 METRICS   ?=
+# How the nodes of `make run` and `make conformance` run their services:
+# containerd (confined containers; needs root, containerd and runc, which
+# make deps installs) or process.
+RUNTIME   ?= containerd
 CLUSTER_FLAGS = --name $(CLUSTER_NAME)$(if $(STATE_DIR), --state-dir '$(STATE_DIR)')
 
 ## run: build, (re)create the local cluster (1 control plane, 2 workers on 127.5.0.x,
 ## or CIDR=; state under STATE_DIR= if given; METRICS=1 for metrics), show the memory of every node, and
 ## leave the cluster running (stop it with: bin/aegisctl cluster destroy)
-run: build
+run: deps build
 	@if $(BIN)/aegisctl cluster show $(CLUSTER_FLAGS) >/dev/null 2>&1; then \
 		echo "replacing the running cluster $(CLUSTER_NAME)"; \
 		$(BIN)/aegisctl cluster destroy $(CLUSTER_FLAGS); \
 	fi
-	$(BIN)/aegisctl cluster create $(CLUSTER_FLAGS) --runtime $(RUNTIME)$(if $(CIDR), --cidr '$(CIDR)')$(if $(NETWORK), --network '$(NETWORK)')$(if $(filter 1 yes true,$(METRICS)), --metrics)
+	$(BIN)/aegisctl cluster create $(CLUSTER_FLAGS)$(if $(RUNTIME), --runtime '$(RUNTIME)')$(if $(CIDR), --cidr '$(CIDR)')$(if $(NETWORK), --network '$(NETWORK)')$(if $(filter 1 yes true,$(METRICS)), --metrics)
 	$(BIN)/aegisctl --context $(CLUSTER_NAME) -n "$$($(BIN)/aegisctl cluster show $(CLUSTER_FLAGS) --addresses)" memory
 
 ## bench: the benchmark harness on real processes (127.7.0.0/16): prints a table, writes

@@ -30,7 +30,8 @@ func TestMakeRun(t *testing.T) {
 		cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool {
 			name, _, _ := strings.Cut(kv, "=")
 
-			return name == "CIDR" || name == "STATE_DIR" || name == "METRICS" || name == "CLUSTER_NAME" || name == "MAKEFLAGS"
+			return name == "CIDR" || name == "STATE_DIR" || name == "METRICS" || name == "NETWORK" || name == "RUNTIME" ||
+				name == "CLUSTER_NAME" || name == "MAKEFLAGS"
 		})
 
 		text, err := cmd.Output()

@@ -182,8 +182,8 @@ func TestInfoMethods(t *testing.T) {
 		t.Fatalf("Containers on a node without containerd: %v, want FailedPrecondition", err)
 	}
 
-	if _, err := c.Processes(ctx, &emptypb.Empty{}); status.Code(err) != codes.Unimplemented {
-		t.Fatalf("Processes: %v, want Unimplemented", err)
+	if _, err := c.Rollback(ctx, &machine.RollbackRequest{}); status.Code(err) != codes.Unimplemented {
+		t.Fatalf("Rollback: %v, want Unimplemented", err)
 	}
 }
 
