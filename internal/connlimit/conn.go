@@ -1,6 +1,7 @@
 package connlimit
 
 import (
+	"io"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -45,14 +46,41 @@ func connKey(remote, local net.Addr) string {
 	return remote.String() + " " + local.String()
 }
 
-// Close closes the connection and frees its slot.
+// Close closes the connection and frees its slot. A connection that made
+// no call and was not closed by the limiter (a failed TLS handshake, most
+// often) is closed gracefully, within the bound of MaxLingering: see
+// LingerTimeout.
 func (c *conn) Close() error {
+	first := false
+
 	c.closeOnce.Do(func() {
+		first = true
+
 		c.l.release(c)
 		close(c.done)
 	})
 
+	if first && c.state.Load() == stateWaiting && c.l.startLinger() {
+		if tcp, ok := c.Conn.(*net.TCPConn); ok && tcp.CloseWrite() == nil {
+			go c.linger(tcp)
+
+			return nil
+		}
+
+		c.l.endLinger()
+	}
+
 	return c.Conn.Close()
+}
+
+// linger drains what the peer still sends until it closes its side, the
+// timeout passes or maxLingerRead bytes were read, then closes tcp.
+func (c *conn) linger(tcp *net.TCPConn) {
+	defer c.l.endLinger()
+
+	_ = tcp.SetReadDeadline(time.Now().Add(LingerTimeout))
+	_, _ = io.CopyN(io.Discard, tcp, maxLingerRead)
+	_ = tcp.Close()
 }
 
 // markCalled records that a call started, which ends the FirstCall watch.

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aegis-os/aegis/internal/clock"
@@ -55,6 +56,8 @@ type Limiter struct {
 	stats    Stats
 	refusals int // since the last record
 	lastLog  time.Time
+
+	lingering atomic.Int32 // connections being closed gracefully
 }
 
 // source is the open connections of one source, oldest first.
@@ -83,6 +86,20 @@ func New(cfg Config) (*Limiter, error) {
 
 	return &Limiter{cfg: cfg, sources: map[string]*sourceConns{}, byAddr: map[string]*conn{}}, nil
 }
+
+// startLinger takes one of the MaxLingering graceful closes, if one is
+// free.
+func (l *Limiter) startLinger() bool {
+	if l.lingering.Add(1) > MaxLingering {
+		l.lingering.Add(-1)
+
+		return false
+	}
+
+	return true
+}
+
+func (l *Limiter) endLinger() { l.lingering.Add(-1) }
 
 // Stats returns the counts so far.
 func (l *Limiter) Stats() Stats {

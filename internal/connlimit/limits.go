@@ -10,4 +10,20 @@ const (
 	// second; one record per interval says how many and from where without
 	// letting the flood fill the log.
 	RefusalLogInterval = 10 * time.Second
+	// MaxLingering bounds the connections closed gracefully at once (see
+	// LingerTimeout); beyond it a connection is closed at once, as before,
+	// so a flood of failed handshakes holds at most this many sockets a
+	// little longer.
+	MaxLingering = 64
+	// LingerTimeout bounds how long a connection closed before its first
+	// call is drained after its write side is shut. A TLS 1.3 client
+	// sends its first data right behind its certificate; were the server to
+	// close with that data unread, the kernel would answer with a reset,
+	// which can reach the client before the server's alert ("bad
+	// certificate", a revoked or untrusted client certificate) and leave it
+	// with "broken pipe" instead of the reason. Shutting the write side and
+	// draining lets the alert arrive, followed by an orderly end.
+	LingerTimeout = 500 * time.Millisecond
+	// maxLingerRead bounds what one graceful close reads and discards.
+	maxLingerRead = 64 << 10
 )
