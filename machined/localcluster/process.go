@@ -75,9 +75,19 @@ func (c *Cluster) start(n Node) (int, error) {
 
 	pid := cmd.Process.Pid
 
-	// Reap it if it dies while this process still runs; once this process
-	// exits, the node lives on by itself.
-	go cmd.Wait() //nolint:errcheck // reported through the node's health
+	// Reap it if it dies while this process still runs, and say how it
+	// ended in its log (a signal leaves no line of its own); once this
+	// process exits, the node lives on by itself.
+	logPath := c.LogPath(n)
+
+	go func() {
+		_ = cmd.Wait()
+
+		if f, err := os.OpenFile(logPath, os.O_WRONLY|os.O_APPEND, 0o600); err == nil {
+			fmt.Fprintf(f, "localcluster: machined (pid %d) ended: %s\n", pid, cmd.ProcessState)
+			_ = f.Close()
+		}
+	}()
 
 	return pid, nil
 }
