@@ -44,8 +44,9 @@ func nodeSubject(m *membership.Member) string {
 }
 
 // checkEtcd: every control plane of the member list is an etcd voter that
-// answers, no member reports an error, and all follow one leader that is
-// one of them.
+// answers, every etcd member has an entry in the member list (else its
+// node would go unchecked), no member reports an error, and all follow one
+// leader that is one of them.
 func checkEtcd(members []*membership.Member, health []etcd.MemberHealth, err error) Finding {
 	f := Finding{Subject: "etcd"}
 	if err != nil {
@@ -59,6 +60,17 @@ func checkEtcd(members []*membership.Member, health []etcd.MemberHealth, err err
 	byName := map[string]etcd.MemberHealth{}
 	for _, h := range health {
 		byName[h.Name] = h
+	}
+
+	listed := map[string]bool{}
+	for _, m := range members {
+		listed[m.GetHostname()] = m.GetRole() == membership.RoleControlPlane
+	}
+
+	for _, h := range health {
+		if !listed[h.Name] {
+			problems = append(problems, fmt.Sprintf("etcd member %s has no control-plane entry in the member list", h.Name))
+		}
 	}
 
 	for _, m := range members {

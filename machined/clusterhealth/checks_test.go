@@ -38,6 +38,7 @@ func TestCheckEtcd(t *testing.T) {
 		{"member down", []etcd.MemberHealth{healthy[0], {ID: 2, Name: "cp-2", Err: errors.New("not answering at https://10.0.0.2:2379")}}, nil, "member cp-2: not answering"},
 		{"two leaders", []etcd.MemberHealth{healthy[0], {ID: 2, Name: "cp-2", Leader: 2}}, nil, "2 different leaders"},
 		{"no leader", []etcd.MemberHealth{{ID: 1, Name: "cp-1"}, {ID: 2, Name: "cp-2"}}, nil, "no leader"},
+		{"etcd member without an entry", append(healthy, etcd.MemberHealth{ID: 3, Name: "cp-3", Leader: 1}), nil, "etcd member cp-3 has no control-plane entry"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			f := checkEtcd(members, tt.health, tt.err)
