@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	_ "github.com/cosi-project/runtime/api/v1alpha1" // cosi.resource.State's descriptors
+	_ "github.com/siderolabs/talos/pkg/machinery/api/cluster"
 	_ "github.com/siderolabs/talos/pkg/machinery/api/machine"
 	_ "github.com/siderolabs/talos/pkg/machinery/api/time"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -51,6 +52,11 @@ var talosctlCoverage = map[string]string{
 	"machine.MachineService/Processes":                   "TestResourceAPI",
 	"machine.MachineService/Dmesg":                       "TestResourceAPI",
 	"machine.MachineService/Rollback":                    "TestResourceAPI",
+	"cluster.ClusterService/HealthCheck":                 "TestMembershipAndClusterHealth",
+	"machine.MachineService/Containers":                  "TestContainerdRestarts",
+	"machine.MachineService/Stats":                       "TestContainerdRestarts",
+	"machine.MachineService/Restart":                     "TestContainerdRestarts",
+	"machine.MachineService/ImageList":                   "TestContainerdRestarts",
 }
 
 var tableMethod = regexp.MustCompile("`([a-z]+(?:\\.[a-z]+)*\\.[A-Za-z]+/[A-Za-z]+)`")
