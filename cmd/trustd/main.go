@@ -50,6 +50,8 @@ type options struct {
 	key        string
 	certTTL    time.Duration
 	pprof      string
+	// logOut is where the operational log goes (set by run, not a flag).
+	logOut io.Writer
 	daemonflag.Flags
 }
 
@@ -105,6 +107,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	return o, nil
 }
 
+// opsLog is the operational log's writer and level.
+func (o options) opsLog() opsLog { return opsLog{w: o.logOut, level: o.Level} }
+
 // run starts trustd and blocks until ctx ends or a component fails.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	opts, err := parseFlags(args, stderr)
@@ -119,6 +124,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 
 	log := slog.New(opts.Handler(stderr))
+	opts.logOut = stderr
 
 	var d *daemon
 	if opts.nodeSocket != "" {
