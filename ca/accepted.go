@@ -12,6 +12,9 @@ import (
 // new set, and verifiers pick up the new one per handshake.
 type AcceptedSet struct {
 	certs []*x509.Certificate
+	// pem is the set's PEM bundle, encoded once: trustd returns it with
+	// every certificate it signs.
+	pem []byte
 }
 
 // NewAcceptedSet builds a set from CA certificates, dropping duplicates. Every
@@ -31,6 +34,10 @@ func NewAcceptedSet(now time.Time, certs ...*x509.Certificate) (*AcceptedSet, er
 
 	if len(s.certs) == 0 {
 		return nil, refuse(ReasonNotCA, "accepted CA set is empty")
+	}
+
+	for _, c := range s.certs {
+		s.pem = append(s.pem, EncodeCertificate(c)...)
 	}
 
 	return s, nil
@@ -72,14 +79,11 @@ func (s *AcceptedSet) Pool() *x509.CertPool {
 	return pool
 }
 
-// PEM returns the set as a PEM bundle, as trustd returns it to a joining node.
+// PEM returns the set as a PEM bundle, as trustd returns it to a joining
+// node. The bundle is encoded once and shared: the caller must not modify
+// it (appending is safe; it copies).
 func (s *AcceptedSet) PEM() []byte {
-	var buf bytes.Buffer
-	for _, c := range s.certs {
-		buf.Write(EncodeCertificate(c))
-	}
-
-	return buf.Bytes()
+	return s.pem[:len(s.pem):len(s.pem)]
 }
 
 // Verify checks that leaf chains to a CA in the set at now and carries the

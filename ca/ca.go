@@ -1,6 +1,6 @@
 // Package ca generates and loads certificate authorities, checks certificate
-// requests against Aegis's rules and issues certificates from them through
-// cfssl's local signer under fixed profiles.
+// requests against Aegis's rules and issues certificates from them under fixed
+// profiles, whose usages are read from cfssl signing profiles.
 package ca
 
 import (
@@ -223,13 +223,24 @@ func subjectKeyID(pub crypto.PublicKey) ([]byte, error) {
 		return nil, fmt.Errorf("ca: encoding public key: %w", err)
 	}
 
+	return subjectKeyIDOf(der)
+}
+
+// subjectKeyIDOf is subjectKeyID of a DER SubjectPublicKeyInfo, such as
+// a parsed CSR's RawSubjectPublicKeyInfo.
+func subjectKeyIDOf(spkiDER []byte) ([]byte, error) {
 	var spki struct {
 		Algorithm pkix.AlgorithmIdentifier
 		PublicKey asn1.BitString
 	}
 
-	if _, err = asn1.Unmarshal(der, &spki); err != nil {
+	rest, err := asn1.Unmarshal(spkiDER, &spki)
+	if err != nil {
 		return nil, fmt.Errorf("ca: decoding public key: %w", err)
+	}
+
+	if len(rest) > 0 {
+		return nil, fmt.Errorf("ca: decoding public key: %d trailing bytes", len(rest))
 	}
 
 	sum := sha256.Sum256(spki.PublicKey.Bytes)

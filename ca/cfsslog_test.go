@@ -12,9 +12,10 @@ import (
 	"github.com/aegis-os/aegis/internal/testutil"
 )
 
-// TestImportLeavesCfsslLogLevel: importing ca changes no library's global
-// state; cfssl's log level is lowered when the first issuer is built. The
-// check runs in a fresh test process, where no other test built an issuer.
+// TestImportLeavesCfsslLogLevel: neither importing ca nor building and
+// using an issuer changes cfssl's log level, a global of that library: the
+// issuer reads cfssl's signing profiles but signs without cfssl's signer,
+// which is what logged. The check runs in a fresh test process.
 func TestImportLeavesCfsslLogLevel(t *testing.T) {
 	if os.Getenv("AEGIS_CFSSL_LEVEL_CHILD") == "" {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestImportLeavesCfsslLogLevel$", "-test.count=1")
@@ -31,9 +32,10 @@ func TestImportLeavesCfsslLogLevel(t *testing.T) {
 		t.Fatalf("cfssl log level %d before any issuer, want its default %d", cflog.Level, cflog.LevelInfo)
 	}
 
-	catest.NewIssuer(t, catest.NewCA(t, ca.Ed25519, testutil.Epoch), testutil.Epoch)
+	iss := catest.NewIssuer(t, catest.NewCA(t, ca.Ed25519, testutil.Epoch), testutil.Epoch)
+	catest.Issue(t, iss, catest.Key(t, ca.Ed25519), ca.ProfileServer, 0)
 
-	if cflog.Level != cflog.LevelError {
-		t.Fatalf("cfssl log level %d after building an issuer, want %d", cflog.Level, cflog.LevelError)
+	if cflog.Level != cflog.LevelInfo {
+		t.Fatalf("cfssl log level %d after issuing, want its default %d", cflog.Level, cflog.LevelInfo)
 	}
 }

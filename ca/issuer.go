@@ -4,18 +4,14 @@ import (
 	"bytes"
 	"crypto/rand"
 	"crypto/x509"
+	"crypto/x509/pkix"
 	"errors"
 	"fmt"
 	"io"
+	"math/big"
 	"net"
 	"slices"
-	"sync"
 	"time"
-
-	cfcsr "github.com/cloudflare/cfssl/csr"
-	cflog "github.com/cloudflare/cfssl/log"
-	"github.com/cloudflare/cfssl/signer"
-	"github.com/cloudflare/cfssl/signer/local"
 
 	"github.com/aegis-os/aegis/authz/role"
 )
@@ -38,8 +34,10 @@ type IssuerConfig struct {
 // Issuer issues certificates from checked CSRs under the fixed profiles. It is
 // safe for concurrent use.
 type Issuer struct {
-	ca     *CA
-	signer *local.Signer
+	ca *CA
+	// policy holds each profile's usages, read once from the cfssl signing
+	// profiles that remain the source of policy.
+	policy map[Profile]profilePolicy
 	maxTTL map[Profile]time.Duration
 	clock  Clock
 	rand   io.Reader
@@ -64,14 +62,6 @@ type Issued struct {
 	Cert *x509.Certificate
 	PEM  []byte
 }
-
-// quietCfssl lowers cfssl's log level, a global of that library. cfssl logs
-// every signature through the standard logger, unstructured; the issuer's
-// callers keep their own audit records, so only its errors are wanted. It
-// runs when the first issuer is built rather than when the package is
-// imported, and before that issuer's signer exists, so no signing goroutine
-// races with the write.
-var quietCfssl sync.Once
 
 // NewIssuer builds an Issuer around cfg.CA.
 func NewIssuer(cfg IssuerConfig) (*Issuer, error) {
@@ -105,23 +95,27 @@ func NewIssuer(cfg IssuerConfig) (*Issuer, error) {
 		maxTTL[p] = d
 	}
 
-	quietCfssl.Do(func() { cflog.Level = cflog.LevelError })
-
-	s, err := local.NewSigner(cfg.CA.Key, cfg.CA.Cert, signer.DefaultSigAlgo(cfg.CA.Key), cfsslPolicy())
+	policy, err := policyFromCfssl(cfsslPolicy())
 	if err != nil {
-		return nil, fmt.Errorf("ca: building signer: %w", err)
+		return nil, err
 	}
 
-	return &Issuer{ca: cfg.CA, signer: s, maxTTL: maxTTL, clock: cfg.Clock, rand: cfg.Rand}, nil
+	return &Issuer{ca: cfg.CA, policy: policy, maxTTL: maxTTL, clock: cfg.Clock, rand: cfg.Rand}, nil
 }
 
 // CA returns the issuing CA.
 func (i *Issuer) CA() *CA { return i.ca }
 
 // Issue signs req. The steps run in a fixed order: decide the profile's
-// fields, decide the validity window, sign through cfssl, and re-check the
-// result against what was decided, so a surprise in the signing layer never
+// fields, decide the validity window, build the certificate from the CSR
+// ParseCSR already parsed and verified (its key, common name and SANs,
+// nothing else), sign it once, and re-check the fields of the result
+// against what was decided, so a surprise in the signing layer never
 // leaves the issuer as a valid certificate.
+//
+// The signature is checked once, by x509.CreateCertificate itself (it
+// verifies every signature it makes against the CA's public key, since Go
+// 1.16 and still in 1.26); the re-check reads fields and verifies nothing.
 func (i *Issuer) Issue(req Request) (*Issued, error) {
 	if req.CSR == nil || req.CSR.Request == nil {
 		return nil, refuse(ReasonBadCSR, "no CSR")
@@ -146,33 +140,53 @@ func (i *Issuer) Issue(req Request) (*Issued, error) {
 		return nil, err
 	}
 
-	subject := &signer.Subject{CN: req.CSR.Request.Subject.CommonName}
-	for _, o := range org {
-		subject.Names = append(subject.Names, cfcsr.Name{O: o})
+	tmpl, err := i.template(req, org, serial, notBefore, notAfter)
+	if err != nil {
+		return nil, err
 	}
 
-	certPEM, err := i.signer.Sign(signer.SignRequest{
-		Request:   string(req.CSR.PEM),
-		Profile:   string(req.Profile),
-		Subject:   subject,
-		Serial:    serial,
-		NotBefore: notBefore,
-		NotAfter:  notAfter,
-	})
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, i.ca.Cert, req.CSR.Request.PublicKey, i.ca.Key)
 	if err != nil {
 		return nil, fmt.Errorf("ca: signing: %w", err)
 	}
 
-	cert, err := ParseCertificate(certPEM)
+	cert, err := x509.ParseCertificate(der)
 	if err != nil {
 		return nil, fmt.Errorf("ca: reading signed certificate: %w", err)
 	}
 
-	if err = i.recheck(cert, req, org, notBefore, notAfter); err != nil {
+	if err = i.recheck(cert, tmpl, req); err != nil {
 		return nil, fmt.Errorf("ca: signed certificate failed re-check: %w", err)
 	}
 
-	return &Issued{Cert: cert, PEM: certPEM}, nil
+	return &Issued{Cert: cert, PEM: EncodeCertificate(cert)}, nil
+}
+
+// template is the certificate to sign. Only the public key, the common
+// name and the DNS and IP SANs come from the CSR; the profile decides the
+// rest. The authority key id is the CA's subject key id, which
+// x509.CreateCertificate copies from the CA certificate.
+func (i *Issuer) template(req Request, org []string, serial *big.Int, notBefore, notAfter time.Time) (*x509.Certificate, error) {
+	csr := req.CSR.Request
+	pol := i.policy[req.Profile]
+
+	ski, err := subjectKeyIDOf(csr.RawSubjectPublicKeyInfo)
+	if err != nil {
+		return nil, err
+	}
+
+	return &x509.Certificate{
+		SerialNumber:          serial,
+		Subject:               pkix.Name{CommonName: csr.Subject.CommonName, Organization: org},
+		NotBefore:             notBefore,
+		NotAfter:              notAfter,
+		KeyUsage:              pol.keyUsage,
+		ExtKeyUsage:           pol.extKeyUsage,
+		BasicConstraintsValid: true,
+		SubjectKeyId:          ski,
+		DNSNames:              csr.DNSNames,
+		IPAddresses:           csr.IPAddresses,
+	}, nil
 }
 
 // validity decides the window: the TTL asked for, defaulted and capped by
@@ -204,28 +218,37 @@ func (i *Issuer) validity(p Profile, ttl time.Duration) (time.Time, time.Time, e
 	return notBefore.UTC(), notAfter.UTC(), nil
 }
 
-func (i *Issuer) recheck(cert *x509.Certificate, req Request, org []string, notBefore, notAfter time.Time) error {
+// recheck compares the signed certificate, parsed from its DER, with the
+// template it was made from and with Aegis's own profile table (not the
+// cfssl policy the template's usages came from).
+func (i *Issuer) recheck(cert, tmpl *x509.Certificate, req Request) error {
 	csr := req.CSR.Request
 
 	switch {
 	case !bytes.Equal(cert.RawIssuer, i.ca.Cert.RawSubject):
 		return errors.New("issuer is not the CA")
+	case cert.SerialNumber.Cmp(tmpl.SerialNumber) != 0:
+		return fmt.Errorf("serial %x, want %x", cert.SerialNumber, tmpl.SerialNumber)
 	case cert.IsCA || !cert.BasicConstraintsValid:
 		return errors.New("CA flag set or basic constraints missing")
 	case cert.KeyUsage != x509.KeyUsageDigitalSignature:
 		return fmt.Errorf("key usage %v", cert.KeyUsage)
 	case !slices.Equal(cert.ExtKeyUsage, req.Profile.extKeyUsage()) || len(cert.UnknownExtKeyUsage) > 0:
 		return fmt.Errorf("extended key usage %v", cert.ExtKeyUsage)
-	case !sameSet(cert.Subject.Organization, org):
-		return fmt.Errorf("organization %q, want %q", cert.Subject.Organization, org)
-	case !cert.NotBefore.Equal(notBefore) || !cert.NotAfter.Equal(notAfter):
+	case cert.Subject.CommonName != csr.Subject.CommonName:
+		return fmt.Errorf("common name %q, want %q", cert.Subject.CommonName, csr.Subject.CommonName)
+	case !sameSet(cert.Subject.Organization, tmpl.Subject.Organization):
+		return fmt.Errorf("organization %q, want %q", cert.Subject.Organization, tmpl.Subject.Organization)
+	case !cert.NotBefore.Equal(tmpl.NotBefore) || !cert.NotAfter.Equal(tmpl.NotAfter):
 		return fmt.Errorf("validity %s to %s", cert.NotBefore, cert.NotAfter)
-	case !publicKeysEqual(cert.PublicKey, csr.PublicKey):
+	case !bytes.Equal(cert.RawSubjectPublicKeyInfo, csr.RawSubjectPublicKeyInfo):
 		return errors.New("public key differs from the CSR's")
 	case len(cert.EmailAddresses) > 0 || len(cert.URIs) > 0:
 		return errors.New("e-mail or URI SAN present")
 	case !slices.Equal(cert.DNSNames, csr.DNSNames) || !slices.EqualFunc(cert.IPAddresses, csr.IPAddresses, net.IP.Equal):
 		return errors.New("SANs differ from the CSR's")
+	case !bytes.Equal(cert.SubjectKeyId, tmpl.SubjectKeyId):
+		return errors.New("subject key id differs")
 	case !bytes.Equal(cert.AuthorityKeyId, i.ca.Cert.SubjectKeyId) && len(i.ca.Cert.SubjectKeyId) > 0:
 		return errors.New("authority key id does not name the CA")
 	}

@@ -1,6 +1,8 @@
 package ca_test
 
 import (
+	"bytes"
+	"crypto/sha256"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/asn1"
@@ -277,4 +279,45 @@ func parsedCSR(t *testing.T) *ca.CSR {
 	}
 
 	return csr
+}
+
+// TestIssueSignsFromTheParsedCSR: the issuer signs from the request ParseCSR
+// parsed and verified, never from its PEM again, and names the key and the
+// CA by RFC 7093 key ids.
+func TestIssueSignsFromTheParsedCSR(t *testing.T) {
+	for _, kt := range ca.KeyTypes() {
+		t.Run(string(kt), func(t *testing.T) {
+			authority := catest.NewCA(t, kt, testutil.Epoch)
+			iss := catest.NewIssuer(t, authority, testutil.Epoch)
+			csr := parsedCSR(t)
+			csr.PEM = nil
+
+			issued, err := iss.Issue(ca.Request{CSR: csr, Profile: ca.ProfileServer})
+			if err != nil {
+				t.Fatalf("issuing from the parsed CSR alone: %v", err)
+			}
+
+			var spki struct {
+				Algorithm pkix.AlgorithmIdentifier
+				PublicKey asn1.BitString
+			}
+
+			if _, err = asn1.Unmarshal(csr.Request.RawSubjectPublicKeyInfo, &spki); err != nil {
+				t.Fatal(err)
+			}
+
+			sum := sha256.Sum256(spki.PublicKey.Bytes)
+			if got := issued.Cert.SubjectKeyId; !bytes.Equal(got, sum[:20]) {
+				t.Fatalf("subject key id %x, want %x (RFC 7093 method 1)", got, sum[:20])
+			}
+
+			if !bytes.Equal(issued.Cert.AuthorityKeyId, authority.Cert.SubjectKeyId) {
+				t.Fatalf("authority key id %x, want the CA's %x", issued.Cert.AuthorityKeyId, authority.Cert.SubjectKeyId)
+			}
+
+			if !bytes.Equal(issued.PEM, ca.EncodeCertificate(issued.Cert)) {
+				t.Fatal("PEM and parsed certificate differ")
+			}
+		})
+	}
 }

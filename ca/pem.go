@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"crypto/x509"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/pem"
 )
@@ -68,7 +69,26 @@ func ParseCertificates(pemBytes []byte) ([]*x509.Certificate, error) {
 
 // EncodeCertificate returns cert as a PEM block.
 func EncodeCertificate(cert *x509.Certificate) []byte {
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Raw})
+	return encodePEM("CERTIFICATE", cert.Raw)
+}
+
+// encodePEM is pem.EncodeToMemory of a block without headers, byte for
+// byte, written into one buffer of the exact size: the encoder of
+// encoding/pem grows a buffer through a base64 stream and a line breaker,
+// which is most of the allocations of an issuance.
+func encodePEM(typ string, der []byte) []byte {
+	const line = 48 // DER bytes per 64-character line
+
+	n := base64.StdEncoding.EncodedLen(len(der))
+	out := make([]byte, 0, 2*len(typ)+len("-----BEGIN -----\n-----END -----\n")+n+(len(der)+line-1)/line)
+	out = append(append(append(out, "-----BEGIN "...), typ...), "-----\n"...)
+
+	for i := 0; i < len(der); i += line {
+		out = base64.StdEncoding.AppendEncode(out, der[i:min(i+line, len(der))])
+		out = append(out, '\n')
+	}
+
+	return append(append(append(out, "-----END "...), typ...), "-----\n"...)
 }
 
 // Fingerprint is the SHA-256 digest of a certificate's DER form, as

@@ -2,6 +2,7 @@ package ca
 
 import (
 	"crypto/x509"
+	"fmt"
 	"time"
 
 	cfconfig "github.com/cloudflare/cfssl/config"
@@ -117,6 +118,36 @@ func (p Profile) organization(roles role.Set) ([]string, error) {
 
 		return roles.Strings(), nil
 	}
+}
+
+// profilePolicy is what a profile puts in every certificate it signs.
+type profilePolicy struct {
+	keyUsage    x509.KeyUsage
+	extKeyUsage []x509.ExtKeyUsage
+}
+
+// policyFromCfssl reads each profile's usages from the cfssl signing
+// policy, once, when an issuer is built. A profile missing from it, or with
+// a usage cfssl does not know, is a programming error caught here rather
+// than a certificate without usages later.
+func policyFromCfssl(signing *cfconfig.Signing) (map[Profile]profilePolicy, error) {
+	out := make(map[Profile]profilePolicy, len(Profiles()))
+
+	for _, p := range Profiles() {
+		sp, ok := signing.Profiles[string(p)]
+		if !ok {
+			return nil, fmt.Errorf("ca: no signing profile %q", p)
+		}
+
+		ku, eku, unknown := sp.Usages()
+		if ku == 0 || len(eku) == 0 || len(unknown) > 0 {
+			return nil, fmt.Errorf("ca: signing profile %q: key usage %v, extended %v, unknown %q", p, ku, eku, unknown)
+		}
+
+		out[p] = profilePolicy{keyUsage: ku, extKeyUsage: eku}
+	}
+
+	return out, nil
 }
 
 // cfsslPolicy is the cfssl signing policy behind the profiles. Every profile

@@ -3,14 +3,12 @@ package trustd
 import (
 	"context"
 	"log/slog"
-	"net/netip"
 	"time"
 
 	"google.golang.org/grpc/codes"
 
 	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/internal/requestid"
-	"github.com/aegis-os/aegis/internal/source"
 )
 
 // Field names of audit records. Tests and log pipelines match on them.
@@ -60,9 +58,9 @@ type auditRecord struct {
 	notAfter   time.Time
 }
 
-// newAuditRecord starts the record of a decision about a call from src.
-func (s *Server) newAuditRecord(src netip.Addr) auditRecord {
-	return auditRecord{requestID: requestid.New(s.cfg.Rand), source: sourceString(src), key: source.Key(src)}
+// newAuditRecord starts the record of a decision about a call from c.
+func (s *Server) newAuditRecord(c *caller) auditRecord {
+	return auditRecord{requestID: requestid.New(s.cfg.Rand), source: c.name, key: c.key}
 }
 
 // audit writes the record of the decision: issued if err is nil, to the

@@ -7,7 +7,6 @@ import (
 	"net/netip"
 
 	securityapi "github.com/siderolabs/talos/pkg/machinery/api/security"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/aegis-os/aegis/ca"
@@ -44,8 +43,8 @@ func (s *Server) certificate(ctx context.Context, in *securityapi.CertificateReq
 	ctx, cancel := context.WithTimeout(ctx, RequestTimeout)
 	defer cancel()
 
-	r := &request{s: s, ctx: ctx, source: sourceOf(ctx)}
-	r.rec = s.newAuditRecord(r.source)
+	c := callerOf(ctx)
+	r := &request{s: s, ctx: ctx, source: c.addr, rec: s.newAuditRecord(c)}
 
 	resp, err := r.run(in.GetCsr())
 	if countsAsFailure(err) {
@@ -76,9 +75,7 @@ func (r *request) run(unsafeCSR []byte) (*securityapi.CertificateResponse, error
 }
 
 func (r *request) authenticate() error {
-	md, _ := metadata.FromIncomingContext(r.ctx)
-
-	tok, err := tokenFromMetadata(md)
+	tok, err := tokenFromContext(r.ctx)
 	if err != nil {
 		return err
 	}
@@ -189,7 +186,7 @@ func (r *request) sign() (*securityapi.CertificateResponse, error) {
 		return nil, fmt.Errorf("trustd: signing: %w", err)
 	}
 
-	r.rec.serial = fmt.Sprintf("%x", issued.Cert.SerialNumber)
+	r.rec.serial = issued.Cert.SerialNumber.Text(16)
 	r.rec.notAfter = issued.Cert.NotAfter
 
 	return &securityapi.CertificateResponse{Ca: cas.PEM(), Crt: issued.PEM}, nil

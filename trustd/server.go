@@ -40,6 +40,8 @@ type Server struct {
 	grpc     *grpc.Server
 	// decisions counts issuances and refusals for the metrics.
 	decisions decisions
+	// reservedCache keeps the reserved set between requests.
+	reservedCache reservedCache
 }
 
 // New checks cfg and builds a server; Serve starts it.

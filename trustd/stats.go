@@ -17,12 +17,12 @@ func (s *Server) tap(ctx context.Context, info *tap.Info) (context.Context, erro
 		return ctx, nil
 	}
 
-	src := sourceOf(ctx)
-	if s.limiter.allowed(src) {
+	c := callerOf(ctx)
+	if s.limiter.allowed(c.addr) {
 		return ctx, nil
 	}
 
-	rec := s.newAuditRecord(src)
+	rec := s.newAuditRecord(c)
 	if tok, err := tokenFromMetadata(info.Header); err == nil {
 		rec.tokenID = tok.ID()
 	}
@@ -66,19 +66,22 @@ func (a auditStats) HandleRPC(ctx context.Context, st stats.RPCStats) {
 		return
 	}
 
-	src := sourceOf(ctx)
+	c := callerOf(ctx)
 	code := status.Code(end.Error)
 
 	// A caller that gives up is not at fault; a caller that sends what
 	// gRPC cannot take is, like one that sends a bad CSR.
 	if code != codes.Canceled && code != codes.DeadlineExceeded {
-		a.s.limiter.fail(src)
+		a.s.limiter.fail(c.addr)
 	}
 
-	rec := a.s.newAuditRecord(src)
+	rec := a.s.newAuditRecord(c)
 	a.s.audit(ctx, &rec, end.Error, code)
 }
 
-func (auditStats) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
+// TagConn works out the connection's caller once, for all its calls.
+func (auditStats) TagConn(ctx context.Context, info *stats.ConnTagInfo) context.Context {
+	return context.WithValue(ctx, callerKey{}, newCaller(addrOf(info.RemoteAddr)))
+}
 
 func (auditStats) HandleConn(context.Context, stats.ConnStats) {}

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"path/filepath"
 
@@ -27,8 +29,15 @@ type auditLogs struct {
 	audit, refusals *slog.Logger
 }
 
+// opsLog is where the operational log goes and its least level: the audit
+// records are copied there.
+type opsLog struct {
+	w     io.Writer
+	level slog.Leveler
+}
+
 // openAuditLogs opens (appending to) the audit files under state.
-func openAuditLogs(state string, log *slog.Logger) (*auditLogs, error) {
+func openAuditLogs(state string, ops opsLog) (*auditLogs, error) {
 	dir := filepath.Join(state, "trustd")
 
 	issued, err := logfile.Open(filepath.Join(dir, auditFile), trustd.AuditFileSize, trustd.AuditFilesKept)
@@ -44,10 +53,62 @@ func openAuditLogs(state string, log *slog.Logger) (*auditLogs, error) {
 	}
 
 	tee := func(f *logfile.File) *slog.Logger {
-		return slog.New(slog.NewMultiHandler(slog.NewJSONHandler(f, nil), log.Handler())).With(slog.String(logkey.Log, "audit"))
+		return slog.New(newAuditHandler(f, ops)).With(slog.String(logkey.Log, "audit"))
 	}
 
 	return &auditLogs{issued: issued, refused: refused, audit: tee(issued), refusals: tee(refused)}, nil
+}
+
+// auditHandler writes a record as one JSON line to its file and, when the
+// operational log's level lets it through, the same bytes to the
+// operational log: each record is formatted once, on the caller's path
+// (an issuance's record is written before its reply). Records below Info
+// are not audit records and are dropped.
+type auditHandler struct {
+	both, fileOnly slog.Handler
+	opsLevel       slog.Leveler
+}
+
+func newAuditHandler(f io.Writer, ops opsLog) *auditHandler {
+	h := &auditHandler{fileOnly: slog.NewJSONHandler(f, nil), opsLevel: ops.level}
+	h.both = h.fileOnly
+
+	if ops.w != nil && ops.level != nil {
+		h.both = slog.NewJSONHandler(pairWriter{f, ops.w}, nil)
+	}
+
+	return h
+}
+
+func (h *auditHandler) Enabled(ctx context.Context, l slog.Level) bool {
+	return h.fileOnly.Enabled(ctx, l)
+}
+
+func (h *auditHandler) Handle(ctx context.Context, r slog.Record) error {
+	if h.opsLevel != nil && r.Level >= h.opsLevel.Level() {
+		return h.both.Handle(ctx, r)
+	}
+
+	return h.fileOnly.Handle(ctx, r)
+}
+
+func (h *auditHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return &auditHandler{both: h.both.WithAttrs(attrs), fileOnly: h.fileOnly.WithAttrs(attrs), opsLevel: h.opsLevel}
+}
+
+func (h *auditHandler) WithGroup(name string) slog.Handler {
+	return &auditHandler{both: h.both.WithGroup(name), fileOnly: h.fileOnly.WithGroup(name), opsLevel: h.opsLevel}
+}
+
+// pairWriter writes each line to the audit file, then to the operational
+// log; a failure of one does not keep the line from the other.
+type pairWriter struct{ file, ops io.Writer }
+
+func (p pairWriter) Write(b []byte) (int, error) {
+	n, err := p.file.Write(b)
+	_, opsErr := p.ops.Write(b)
+
+	return n, errors.Join(err, opsErr)
 }
 
 // close closes the files; the server must have stopped, so that the last

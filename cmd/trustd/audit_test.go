@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -31,7 +30,7 @@ func TestIssuanceRecordsSurviveRefusals(t *testing.T) {
 
 	state := t.TempDir()
 
-	logs, err := openAuditLogs(state, slog.New(slog.DiscardHandler))
+	logs, err := openAuditLogs(state, opsLog{})
 	if err != nil {
 		t.Fatal(err)
 	}

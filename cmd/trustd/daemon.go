@@ -38,6 +38,7 @@ const tokenCountTimeout = 2 * time.Second
 // daemon is trustd with everything it runs beside the server.
 type daemon struct {
 	log     *slog.Logger
+	ops     opsLog // the operational log's writer and level, for the audit copies
 	listen  string
 	certTTL time.Duration // of the certificates trustd signs
 	bolt    *boltstore.Store
@@ -68,7 +69,7 @@ func setup(opts options, log *slog.Logger) (*daemon, error) {
 		return nil, fmt.Errorf("%s is a %s config without the CA key; trustd runs on control planes only", opts.config, cfg.Machine.Type)
 	}
 
-	d := &daemon{log: log, listen: opts.listen, certTTL: opts.certTTL}
+	d := &daemon{log: log, ops: opts.opsLog(), listen: opts.listen, certTTL: opts.certTTL}
 	if d.listen == "" {
 		d.listen = net.JoinHostPort(cfg.Machine.ListenAddress, strconv.Itoa(wire.TrustdPort))
 	}
@@ -186,7 +187,7 @@ func (d *daemon) openStore(state string) error {
 	}
 
 	var err error
-	if d.audit, err = openAuditLogs(state, d.log); err != nil {
+	if d.audit, err = openAuditLogs(state, d.ops); err != nil {
 		return err
 	}
 

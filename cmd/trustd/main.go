@@ -19,7 +19,9 @@
 // or error; default info) sets the least severe record logged;
 // --metrics-listen ADDR serves Prometheus metrics at http://ADDR/metrics
 // (machined passes it when machine.metrics is on). SIGTERM or
-// SIGINT stops it gracefully.
+// SIGINT stops it gracefully. --pprof-listen 127.0.0.1:PORT serves Go's
+// profiles (/debug/pprof/) for performance work: off by default, loopback
+// addresses only.
 package main
 
 import (
@@ -47,6 +49,9 @@ type options struct {
 	cert       string
 	key        string
 	certTTL    time.Duration
+	pprof      string
+	// logOut is where the operational log goes (set by run, not a flag).
+	logOut io.Writer
 	daemonflag.Flags
 }
 
@@ -75,6 +80,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.cert, "cert", "", "server certificate `FILE` (watched for changes; default: issued from the config's CA)")
 	fs.StringVar(&o.key, "key", "", "server key `FILE` for --cert")
 	fs.DurationVar(&o.certTTL, "cert-ttl", trustd.MaxCertTTL, "lifetime of the node certificates trustd signs (1m to 24h)")
+	fs.StringVar(&o.pprof, "pprof-listen", "", "serve Go's CPU and heap profiles at http://`ADDR`/debug/pprof/ (loopback IP:PORT only; default off)")
 	o.Register(fs)
 
 	if err := fs.Parse(args); err != nil {
@@ -101,6 +107,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	return o, nil
 }
 
+// opsLog is the operational log's writer and level.
+func (o options) opsLog() opsLog { return opsLog{w: o.logOut, level: o.Level} }
+
 // run starts trustd and blocks until ctx ends or a component fails.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	opts, err := parseFlags(args, stderr)
@@ -115,6 +124,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 
 	log := slog.New(opts.Handler(stderr))
+	opts.logOut = stderr
 
 	var d *daemon
 	if opts.nodeSocket != "" {
@@ -127,6 +137,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer d.close()
+
+	if opts.pprof != "" {
+		lis, err := listenPprof(opts.pprof)
+		if err != nil {
+			return err
+		}
+
+		d.background = append(d.background, func(ctx context.Context) error { return servePprof(ctx, lis, log) })
+	}
 
 	return d.run(ctx)
 }

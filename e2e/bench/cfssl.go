@@ -32,6 +32,8 @@ type cfsslServer struct {
 	// one keeps one connection (HTTP/1.1 keep-alive, as cfssl's own remote
 	// client does); fresh makes a new TLS connection per call.
 	one, fresh *http.Client
+	// tls is the clients' TLS configuration.
+	tls *tls.Config
 }
 
 // cfsslProfile is the signing profile of the requests: a 24-hour server
@@ -60,6 +62,7 @@ func (r *run) startCfssl(ctx context.Context, s *issueSetup, ip string) (*cfsslS
 	c := &cfsslServer{
 		url:   "https://" + addr + "/api/v1/cfssl/authsign",
 		body:  body,
+		tls:   tlsCfg,
 		one:   &http.Client{Transport: &http.Transport{TLSClientConfig: tlsCfg, MaxIdleConnsPerHost: 1}},
 		fresh: &http.Client{Transport: &http.Transport{TLSClientConfig: tlsCfg, DisableKeepAlives: true}},
 	}

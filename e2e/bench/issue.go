@@ -78,12 +78,20 @@ func (r *run) issueKeyType(ctx context.Context, kt ca.KeyType, trustdIP, cfsslIP
 		return Issuance{}, err
 	}
 
+	r.logf("issuance, %s: %d calls per server at %v callers", kt, r.plan.SaturatedCalls, SaturatedCallers)
+
+	sat, err := r.saturate(ctx, td, cf)
+	if err != nil {
+		return Issuance{}, err
+	}
+
 	r.res.Memory = append(r.res.Memory, watched.memory(idle, watched.read())...)
 
 	return Issuance{
 		KeyType: string(kt), Bound: lat[0].Case(),
 		TrustdOne: lat[1].Case(), TrustdNew: lat[2].Case(),
 		CfsslOne: lat[3].Case(), CfsslNew: lat[4].Case(),
+		Saturated: sat,
 	}, nil
 }
 

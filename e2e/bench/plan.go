@@ -17,6 +17,9 @@ type Plan struct {
 	// in-process; IssueNewConnCalls those with a new connection per call.
 	IssueCalls        int
 	IssueNewConnCalls int
+	// SaturatedCalls is the calls per server and count of callers in the
+	// saturated issuance cases (SaturatedCallers callers at once).
+	SaturatedCalls int
 	// BootReps is how many fresh one-node clusters (and joining workers)
 	// are booted.
 	BootReps int
@@ -48,7 +51,7 @@ type Plan struct {
 // FullPlan is the run behind docs/benchmarks.md.
 var FullPlan = Plan{
 	Name: "full", Rounds: 10,
-	IssueCalls: 5000, IssueNewConnCalls: 2000,
+	IssueCalls: 5000, IssueNewConnCalls: 2000, SaturatedCalls: 5000,
 	BootReps: 10, ClusterWorkers: 19,
 	JoinClients: 200, JoinStorms: 5,
 	APIDCalls: 5000, APIDWorkers: 8, APIDParallelCalls: 50000, Handshakes: 2000,
@@ -60,7 +63,7 @@ var FullPlan = Plan{
 // whole run takes well under a minute on two cores.
 var QuickPlan = Plan{
 	Name: "quick", Rounds: 5,
-	IssueCalls: 1000, IssueNewConnCalls: 400,
+	IssueCalls: 1000, IssueNewConnCalls: 400, SaturatedCalls: 1000,
 	BootReps: 3, ClusterWorkers: 19,
 	JoinClients: 200, JoinStorms: 2,
 	APIDCalls: 1000, APIDWorkers: 8, APIDParallelCalls: 5000, Handshakes: 400,

@@ -55,8 +55,8 @@ type Row struct {
 // named by To ("in-process bound", "direct").
 type Relative struct {
 	To string `json:"to"`
-	// Of is the figure divided: OfRate (higher is better) or OfMedian
-	// (median latency: lower is better).
+	// Of is the figure divided: OfRate (higher is better), OfMedian
+	// (median latency: lower is better) or OfServerCPU.
 	Of    string  `json:"of"`
 	Value float64 `json:"value"`
 }
@@ -65,6 +65,8 @@ type Relative struct {
 const (
 	OfRate   = "rate"
 	OfMedian = "median"
+	// OfServerCPU divides a server's CPU time per call (lower is better).
+	OfServerCPU = "CPU"
 )
 
 // Goal is a target the figures are measured against.

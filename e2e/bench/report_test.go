@@ -30,7 +30,14 @@ func fixture() Results {
 			KeyType: "ed25519", Bound: cs(2000, 125, 300, 125, 125, 0),
 			TrustdOne: cs(2000, 200, 800, 250, 400, 250), TrustdNew: cs(1000, 1500, 6000, 2000, 2100, 1000),
 			CfsslOne: cs(2000, 500, 1500, 1000, 600, 300), CfsslNew: cs(1000, 2000, 5000, 2500, 2000, 900),
+			Saturated: []Saturated{
+				{Server: "trustd", Callers: 8, Calls: 6000, Elapsed: 2 * time.Second, ServerCPU: 230 * time.Microsecond},
+				{Server: "cfssl serve", Callers: 8, Calls: 3000, Elapsed: 2 * time.Second, ServerCPU: 400 * time.Microsecond},
+				{Server: "trustd", Callers: 32, Calls: 5000, Elapsed: 2 * time.Second, ServerCPU: 260 * time.Microsecond},
+				{Server: "cfssl serve", Callers: 32, Calls: 4000, Elapsed: 2 * time.Second, ServerCPU: 420 * time.Microsecond},
+			},
 		}},
+		CPUs: 2,
 		Join: &JoinStorm{
 			Clients: 200, Totals: []time.Duration{3 * time.Second, 2 * time.Second, 4 * time.Second},
 			Latency: us(600, 1_000_000, 2_900_000, 1_100_000), Retries: 2,
@@ -107,7 +114,7 @@ func TestReportJSONRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	if back.Results.APID.Via != fixture().APID.Via || len(back.Sections) != 8 || len(back.Goals) != 12 {
+	if back.Results.APID.Via != fixture().APID.Via || len(back.Sections) != 9 || len(back.Goals) != 15 {
 		t.Fatalf("round trip lost figures: %+v", back)
 	}
 }
@@ -119,12 +126,15 @@ func TestGoals(t *testing.T) {
 	}
 
 	want := map[string]bool{
-		"ed25519: trustd one connection ÷ in-process bound (rate)":                        true,  // 4000/s ÷ 8000/s
 		"ed25519: trustd ÷ cfssl serve, one connection (rate)":                            true,  // 4000/s ÷ 1000/s
-		"ed25519: trustd ÷ cfssl serve, new connection per call (rate)":                   false, // 500/s ÷ 400/s
-		"join storm of 200: total":                                                        true,  // median 3s
+		"ed25519: trustd ÷ cfssl serve, 8 callers (saturated rate)":                       true,  // 3000/s ÷ 1500/s
+		"ed25519: trustd ÷ cfssl serve, 32 callers (saturated rate)":                      false, // 2500/s ÷ 2000/s
+		"ed25519: trustd server CPU per certificate ÷ in-process bound CPU":               true,  // 250µs ÷ 125µs
+		"join storm of 200: total":                                                        false, // median 3s
+		"join storm of 1000: total ÷ CPU floor":                                           false, // not measured
 		"apid ÷ straight to machined (median latency)":                                    false, // 2.5×
-		"fan-out: nodes=20 ÷ nodes=1 (median latency)":                                    false, // 4×
+		"fan-out to 5 nodes: median ÷ CPU floor":                                          true,  // 1.4ms ÷ (2.8ms / 2)
+		"fan-out to 20 nodes: median ÷ CPU floor":                                         true,  // 2.8ms ÷ (11ms / 2)
 		"control plane up (median)":                                                       true,
 		"apid idle RSS (control plane)":                                                   true,
 		"cluster create, 3 control planes + 2 workers, until all etcd voters are healthy": true,  // 9s

@@ -17,6 +17,8 @@ type Results struct {
 	Etcd     *Etcd        `json:"etcd,omitempty"`
 	// TokenStores compares the etcd and bbolt token stores.
 	TokenStores *TokenStores `json:"token_stores,omitempty"`
+	// CPUs is the machine's cores, which CPU floors divide by.
+	CPUs int `json:"cpus,omitempty"`
 }
 
 // Case is one measured case of a comparison: the latencies of its calls,
@@ -42,6 +44,9 @@ type Issuance struct {
 	TrustdNew Case `json:"trustd_new_connection"`
 	CfsslOne  Case `json:"cfssl_one_connection"`
 	CfsslNew  Case `json:"cfssl_new_connection"`
+	// Saturated is trustd and cfssl serve under parallel callers on kept
+	// connections, at each count of SaturatedCallers.
+	Saturated []Saturated `json:"saturated,omitempty"`
 }
 
 // JoinStorm is clients that each make a key and join at the same moment.

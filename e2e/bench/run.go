@@ -72,6 +72,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 	r := &run{cfg: cfg, plan: cfg.Plan, dir: dir, began: time.Now()}
 	machine := DescribeMachine()
+	r.res.CPUs = machine.CPUs
 
 	failures := r.stages(ctx)
 

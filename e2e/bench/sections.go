@@ -14,6 +14,10 @@ func (r Results) Sections() []Section {
 		out = append(out, r.issuanceSection())
 	}
 
+	if s := r.saturatedSection(); len(s.Rows) > 0 {
+		out = append(out, s)
+	}
+
 	if r.Join != nil {
 		out = append(out, r.joinSection())
 	}

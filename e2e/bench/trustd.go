@@ -26,8 +26,11 @@ type trustdServer struct {
 	proc *process
 	conn *grpc.ClientConn
 	addr string
-	tok  token.Token
-	csr  []byte
+	// cas and serverName are what a client checks trustd's certificate by.
+	cas        *ca.AcceptedSet
+	serverName string
+	tok        token.Token
+	csr        []byte
 	// one is a client on one kept connection; fresh makes a new
 	// connection per call, as a joining node does.
 	one   securityapi.SecurityServiceClient
@@ -81,6 +84,7 @@ func (r *run) startTrustd(ctx context.Context, s *issueSetup, ip string) (*trust
 }
 
 func (t *trustdServer) dial(cas *ca.AcceptedSet, serverName string) error {
+	t.cas, t.serverName = cas, serverName
 	creds := credentials.NewTLS(&tls.Config{RootCAs: cas.Pool(), ServerName: serverName, MinVersion: tls.VersionTLS13})
 
 	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(IssueSource)}}
