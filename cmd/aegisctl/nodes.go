@@ -18,6 +18,7 @@ func nodeCommands(e *env) []*cobra.Command {
 		newServiceCommand(e), newLogsCommand(e), newEventsCommand(e), newHealthCommand(e),
 		newRebootCommand(e), newShutdownCommand(e), newTokenCommand(e),
 		newBootstrapCommand(e), newEtcdCommand(e), newGetCommand(e),
+		newApplyConfigCommand(e), newPatchCommand(e),
 	}
 }
 

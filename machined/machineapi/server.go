@@ -50,6 +50,9 @@ type Config struct {
 	// ClientConfig is nil on workers: GenerateClientConfiguration then
 	// answers FailedPrecondition.
 	ClientConfig ClientConfigIssuer
+	// Config applies and reads the machine config; nil answers
+	// ApplyConfiguration with FailedPrecondition.
+	Config Configurator
 	// Etcd returns the node's etcd; nil, or an error, on nodes without one.
 	Etcd func() (Etcd, error)
 	// MemInfoPath is read by Memory; empty means /proc/meminfo.

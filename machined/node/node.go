@@ -90,8 +90,12 @@ type Node struct {
 	health   *health.Server // machined.sock's grpc.health.v1, from the machine status
 	revoked  *revocation.List
 
+	// applyMu orders ApplyConfiguration calls and trial rollbacks.
+	applyMu sync.Mutex
+	trial   *trial // a TRY config waiting for its rollback, under applyMu
+
 	mu       sync.Mutex
-	machine  *certs.MachineConfig // the config of the current boot
+	machine  *certs.MachineConfig // the config in effect
 	etcd     *etcd.Etcd           // a control plane's etcd, made at its first boot
 	booted   *bootState           // what the current boot built, for services loaded once
 	stage    machine.MachineStatusEvent_MachineStage

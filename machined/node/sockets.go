@@ -59,11 +59,13 @@ func (n *Node) listen() (*sockets, error) {
 	api := newAPIServer(n.log, admission, calls.ServerOptions()...)
 	healthpb.RegisterHealthServer(api, n.health)
 
-	machineapi.New(machineapi.Config{
+	machineAPI := machineapi.New(machineapi.Config{
 		Hostname: func() string { res, _ := n.store.Current(); return res.GetHostname() },
-		Services: n.services, Logs: n, Bus: n.bus, Lifecycle: n,
+		Services: n.services, Logs: n, Bus: n.bus, Lifecycle: n, Config: n,
 		ClientConfig: clientIssuer{n}, Etcd: n.Etcd, Clock: n.clock, Logger: n.log,
-	}).Register(api)
+	})
+	machineAPI.Register(api)
+	machineAPI.ConfigService().Register(api)
 	tokens.RegisterTokenServiceServer(api, tokenProxy)
 	certapi.New(certapi.Config{Authority: clientIssuer{n}, Revoked: n.isRevoked, Logger: n.log}).Register(api)
 	revocation.NewServer(revocation.ServerConfig{
