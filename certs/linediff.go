@@ -62,12 +62,12 @@ func editScript(x, y []string) []diffOp {
 		case i < len(x) && j < len(y) && x[i] == y[j]:
 			ops = append(ops, diffOp{' ', x[i]})
 			i, j = i+1, j+1
-		case j < len(y) && (i == len(x) || lcs[i][j+1] >= lcs[i+1][j]):
-			ops = append(ops, diffOp{'+', y[j]})
-			j++
-		default:
+		case i < len(x) && (j == len(y) || lcs[i+1][j] >= lcs[i][j+1]):
 			ops = append(ops, diffOp{'-', x[i]})
 			i++
+		default:
+			ops = append(ops, diffOp{'+', y[j]})
+			j++
 		}
 	}
 
