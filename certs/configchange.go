@@ -29,7 +29,8 @@ const (
 // are those machined re-applies (machined/node/apply.go); the identity ones
 // are refused: a node that turned from control plane to worker, joined
 // another cluster or swapped its CA outright would lock itself and its
-// peers out (a CA changes through acceptedCAs, by rotation).
+// peers out (a CA changes through acceptedCAs, by rotation), and its
+// listen address is where machined's own probes and its peers find it.
 var changeClasses = map[string]ChangeClass{
 	"machine.acceptedCAs":   ChangeLive,
 	"machine.token":         ChangeLive,

@@ -119,8 +119,8 @@ func classify(cur, cfg *certs.MachineConfig) (changeSet, error) {
 
 	if len(c.identity) > 0 {
 		return changeSet{}, machineapi.Refuse(machineapi.ErrBadRequest, fmt.Sprintf(
-			"the new machine config changes the node's identity (%s): a node never turns between control plane and worker, "+
-				"changes its cluster or swaps its CAs by a config apply; a CA changes by rotation, through machine.acceptedCAs",
+			"the new machine config changes the node's identity (%s): applying a config never turns a node between control plane "+
+				"and worker, moves it to another cluster or address, or swaps its CAs; a CA changes by rotation, through machine.acceptedCAs",
 			strings.Join(c.identity, ", ")))
 	}
 

@@ -290,10 +290,15 @@ func (n *Node) serviceDefinitions(b *bootState) []system.Service {
 
 	svcs := []system.Service{&processService{
 		id: "apid", path: n.binary("apid"), log: n.logs["apid"], clock: n.clock,
-		args: append(append([]string{
+		args: []string{
 			"--node-socket", n.layout.APIDResources(), "--machined-socket", n.layout.MachinedSocket(), "--listen", apidAddr,
 			"--log-level", daemonflag.LevelName(n.cfg.LogLevel),
-		}, metricsArgs(b.cfg, "apid")...), nodeNameArgs(b.cfg)...),
+		},
+		moreArgs: func() []string {
+			cfg := n.bootConfig()
+
+			return append(metricsArgs(cfg, "apid"), nodeNameArgs(cfg)...)
+		},
 		check:      dialCheck(net.JoinHostPort(probeHost, strconv.Itoa(wire.APIDPort))),
 		refuse:     map[system.Action]string{system.ActionStop: "apid carries the API itself; restart it instead"},
 		carriesAPI: true,
@@ -304,10 +309,11 @@ func (n *Node) serviceDefinitions(b *bootState) []system.Service {
 		trustdAddr := net.JoinHostPort(listen, strconv.Itoa(wire.TrustdPort))
 		svcs = append(svcs, &processService{
 			id: "trustd", path: n.binary("trustd"), log: n.logs["trustd"], clock: n.clock,
-			args: append([]string{
+			args: []string{
 				"--node-socket", n.layout.TrustdResources(), "--state", n.cfg.State, "--listen", trustdAddr,
 				"--cert-ttl", n.cfg.NodeCertTTL.String(), "--log-level", daemonflag.LevelName(n.cfg.LogLevel),
-			}, metricsArgs(b.cfg, "trustd")...),
+			},
+			moreArgs: func() []string { return metricsArgs(n.bootConfig(), "trustd") },
 			check: grpcHealthCheck(net.JoinHostPort(probeHost, strconv.Itoa(wire.TrustdPort)), probeHost,
 				func() *x509.CertPool { return n.current().AcceptedCAs().Pool() }),
 			condition: certsPresent{store: n.store},

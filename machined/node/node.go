@@ -303,6 +303,19 @@ func (n *Node) currentBoot() *bootState {
 	return n.booted
 }
 
+// bootConfig is the machine config the current boot read: what its
+// services start with.
+func (n *Node) bootConfig() *certs.MachineConfig {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+
+	if n.booted != nil && n.booted.cfg != nil {
+		return n.booted.cfg
+	}
+
+	return n.machine
+}
+
 func (n *Node) current() *certs.MachineConfig {
 	n.mu.Lock()
 	defer n.mu.Unlock()
