@@ -26,6 +26,7 @@ func Cases() []*Case {
 		revocationCases(),
 		callerCases(),
 		memberCases(),
+		machineConfigCases(),
 	)
 }
 
