@@ -2,10 +2,10 @@ package e2e
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"net"
 	"net/http"
 	"strconv"
-	"crypto/x509"
 	"strings"
 	"testing"
 	"time"
