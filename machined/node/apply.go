@@ -18,6 +18,7 @@ import (
 	"github.com/aegis-os/aegis/internal/atomicfile"
 	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/machined/machineapi"
+	"github.com/aegis-os/aegis/timesync"
 )
 
 // diffContext is the unchanged lines shown around each change of a diff.
@@ -216,7 +217,11 @@ func (n *Node) writeConfig(data []byte) error {
 func (n *Node) applyLive(cfg *certs.MachineConfig, c changeSet) {
 	n.mu.Lock()
 	n.machine = cfg
-	b := n.booted
+
+	var svc *timesync.Service
+	if n.booted != nil {
+		svc = n.booted.time
+	}
 	n.mu.Unlock()
 
 	n.store.Update(func(r *node.Resources) {
@@ -229,9 +234,9 @@ func (n *Node) applyLive(cfg *certs.MachineConfig, c changeSet) {
 	})
 
 	timeChanged := slices.ContainsFunc(c.live, func(f string) bool { return strings.HasPrefix(f, "machine.time") })
-	if timeChanged && b != nil && b.time != nil {
+	if timeChanged && svc != nil {
 		t := cfg.Machine.Time
-		if err := b.time.Reconfigure(t.Servers, t.TrustHostClock, cfg.MaxTimeOffset()); err != nil {
+		if err := svc.Reconfigure(t.Servers, t.TrustHostClock, cfg.MaxTimeOffset()); err != nil {
 			n.log.Error("reconfiguring the time service", slog.String(logkey.Error, err.Error()))
 		}
 	}

@@ -151,7 +151,9 @@ func (n *Node) phaseTime(ctx context.Context, b *bootState, bg *sync.WaitGroup) 
 		return err
 	}
 
+	n.mu.Lock() // ApplyConfig reaches the time service through the boot
 	b.time = svc
+	n.mu.Unlock()
 	// Before anything starts: a reboot must not leave the last boot's
 	// "synced" in trustd's view.
 	n.publishTime(svc)
