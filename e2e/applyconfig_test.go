@@ -151,6 +151,7 @@ func TestApplyConfiguration(t *testing.T) {
 	t.Run("patches", func(t *testing.T) { checkApplyPatches(t, e) })
 	t.Run("accepted CAs live", func(t *testing.T) { checkApplyAcceptedCA(t, e) })
 	t.Run("auto reboots for a reboot-only field", func(t *testing.T) { checkApplyAutoReboots(t, e) })
+	t.Run("static token live on the control plane", func(t *testing.T) { checkApplyToken(t, e) })
 
 	if pids := pidsOf(filepath.Join(binDir, "machined"), e.StatePath(e.worker)); len(pids) != 1 || pids[0] != pid {
 		t.Errorf("the worker's machined changed: %v, was %d", pids, pid)

@@ -201,7 +201,7 @@ func (n *Node) publishTime(svc *timesync.Service) {
 // obtains the others and renews them all.
 func (n *Node) phaseCertificates(ctx context.Context, b *bootState, bg *sync.WaitGroup) error {
 	b.certs = &certController{
-		cfg: b.cfg, store: n.store, layout: n.layout, hostname: b.hostname, addresses: b.addresses,
+		cfg: b.cfg, current: n.current, store: n.store, layout: n.layout, hostname: b.hostname, addresses: b.addresses,
 		hosts: ca.ServerHosts(b.hostname, b.addresses, b.cfg.Machine.CertSANs), ttl: n.cfg.NodeCertTTL,
 		clock: n.clock, log: n.log,
 	}
