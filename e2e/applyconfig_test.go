@@ -278,8 +278,8 @@ func checkApplyTimeLive(t *testing.T, e *applyEnv) {
 		t.Errorf("config file mode: %v %v", fi.Mode(), err)
 	}
 
-	if _, err := os.Stat(e.ConfigPath(e.worker) + ".previous"); err != nil {
-		t.Errorf("the previous config was not kept: %v", err)
+	if fi, err := os.Stat(filepath.Join(e.StatePath(e.worker), "config.previous.yaml")); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("the previous config was not kept, 0600: %v", err)
 	}
 }
 

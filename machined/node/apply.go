@@ -194,13 +194,13 @@ func configDiff(cur, cfg *certs.MachineConfig) string {
 
 // writeConfig replaces the config file atomically (0600: it holds the
 // token and, on control planes, the CA keys), keeping the one it replaces
-// beside it as CONFIG.previous.
+// in the state directory (layout.PreviousConfig).
 func (n *Node) writeConfig(data []byte) error {
 	old, err := os.ReadFile(n.cfg.ConfigPath)
 
 	switch {
 	case err == nil:
-		if err := atomicfile.Write(n.cfg.ConfigPath+".previous", old, 0o600, atomicfile.Options{Overwrite: true}); err != nil {
+		if err := atomicfile.Write(n.layout.PreviousConfig(), old, 0o600, atomicfile.Options{Overwrite: true}); err != nil {
 			return err
 		}
 	case !errors.Is(err, fs.ErrNotExist):
