@@ -16,6 +16,7 @@ import (
 
 	// Aegis's own services.
 	_ "github.com/aegis-os/aegis/api/certificates"
+	_ "github.com/aegis-os/aegis/api/machineconfig"
 	_ "github.com/aegis-os/aegis/api/membership"
 	_ "github.com/aegis-os/aegis/api/tokens"
 )

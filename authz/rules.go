@@ -10,6 +10,7 @@ import (
 	timeapi "github.com/siderolabs/talos/pkg/machinery/api/time"
 
 	"github.com/aegis-os/aegis/api/certificates"
+	"github.com/aegis-os/aegis/api/machineconfig"
 	"github.com/aegis-os/aegis/api/membership"
 	"github.com/aegis-os/aegis/api/revocations"
 	"github.com/aegis-os/aegis/api/tokens"
@@ -131,6 +132,7 @@ func DefaultRules() Rules {
 		tokens.TokenService_Revoke_FullMethodName,
 		revocations.RevocationService_Revoke_FullMethodName,
 		revocations.RevocationService_List_FullMethodName,
+		machineconfig.MachineConfigService_Get_FullMethodName,
 		// Served by trustd to nodes holding their own certificate, never
 		// through apid: no role of a person writes a node's entry.
 		membership.MembershipService_Heartbeat_FullMethodName,

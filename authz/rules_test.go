@@ -10,7 +10,8 @@ import (
 	"google.golang.org/protobuf/reflect/protoregistry"
 
 	"github.com/aegis-os/aegis/api/certificates"
-	_ "github.com/aegis-os/aegis/api/revocations" // registers the service walked below
+	_ "github.com/aegis-os/aegis/api/machineconfig" // registers the service walked below
+	_ "github.com/aegis-os/aegis/api/revocations"   // registers the service walked below
 	"github.com/aegis-os/aegis/api/tokens"
 	"github.com/aegis-os/aegis/authz"
 	"github.com/aegis-os/aegis/authz/role"
@@ -24,6 +25,7 @@ var servedServices = []protoreflect.FullName{
 	"aegis.certificates.CertificateService",
 	"aegis.revocations.RevocationService",
 	"aegis.membership.MembershipService",
+	"aegis.machineconfig.MachineConfigService",
 	"cluster.ClusterService",
 	"cosi.resource.State",
 	"time.TimeService",

@@ -22,7 +22,9 @@ var errOutOfBounds = errors.New("timesync: local clock outside the allowed offse
 func (s *Service) round(ctx context.Context) bool {
 	var errs []error
 
-	for _, server := range s.cfg.Servers {
+	set := s.current()
+
+	for _, server := range set.servers {
 		if ctx.Err() != nil {
 			return false
 		}
@@ -34,7 +36,7 @@ func (s *Service) round(ctx context.Context) bool {
 			continue
 		}
 
-		return s.decide(server, resp)
+		return s.decide(server, resp, set.maxOffset)
 	}
 
 	err := errors.Join(errs...)
@@ -71,19 +73,19 @@ func (s *Service) query(ctx context.Context, server string) (*ntp.Response, erro
 
 // decide opens or closes the gate by one valid reply. Half the round trip
 // is added to the offset: the true offset may lie anywhere within it.
-func (s *Service) decide(server string, resp *ntp.Response) bool {
-	within := withinBound(resp.ClockOffset, resp.RTT, s.cfg.MaxOffset)
+func (s *Service) decide(server string, resp *ntp.Response, maxOffset time.Duration) bool {
+	within := withinBound(resp.ClockOffset, resp.RTT, maxOffset)
 
 	st := Status{Synced: within, Server: server, Offset: resp.ClockOffset, RTT: resp.RTT}
 	if !within {
-		st.LastError = fmt.Errorf("%w: offset %s, round trip %s (max %s)", errOutOfBounds, resp.ClockOffset, resp.RTT, s.cfg.MaxOffset)
+		st.LastError = fmt.Errorf("%w: offset %s, round trip %s (max %s)", errOutOfBounds, resp.ClockOffset, resp.RTT, maxOffset)
 	}
 
 	s.record(st)
 
 	attrs := []any{
 		slog.String(logkey.Server, server), slog.Duration(logkey.Offset, resp.ClockOffset),
-		slog.Duration(logkey.RTT, resp.RTT), slog.Duration(logkey.MaxOffset, s.cfg.MaxOffset),
+		slog.Duration(logkey.RTT, resp.RTT), slog.Duration(logkey.MaxOffset, maxOffset),
 	}
 
 	if s.gate.Set(within) {

@@ -27,7 +27,8 @@ import (
 type QueryFunc func(ctx context.Context, server string, timeout time.Duration) (*ntp.Response, error)
 
 // Config configures a Service. Servers or TrustHostClock is required; every
-// other field may be left zero. The config is read once by New.
+// other field may be left zero. The config is read once by New; Servers,
+// TrustHostClock and MaxOffset may change later through Reconfigure.
 type Config struct {
 	// Servers are queried in order each round until one gives a valid reply.
 	Servers []string
@@ -70,32 +71,102 @@ type Service struct {
 	cfg  Config
 	gate *Gate
 
+	// wake makes Run start a round at once after Reconfigure.
+	wake chan struct{}
+
 	mu       sync.Mutex
 	status   Status
 	measured chan struct{} // closed and replaced at every new Status
+	settings settings
+}
+
+// settings are the parts of Config that Reconfigure changes.
+type settings struct {
+	servers   []string
+	trustHost bool
+	maxOffset time.Duration
 }
 
 // New checks cfg and returns a service whose gate is closed, or open at once
 // for a trusted host clock.
 func New(cfg Config) (*Service, error) {
-	switch {
-	case cfg.TrustHostClock && len(cfg.Servers) > 0:
-		return nil, errors.New("timesync: servers and a trusted host clock exclude each other")
-	case !cfg.TrustHostClock && len(cfg.Servers) == 0:
-		return nil, errors.New("timesync: no NTP servers")
-	case len(cfg.Servers) > MaxServers:
-		return nil, fmt.Errorf("timesync: %d servers, limit %d", len(cfg.Servers), MaxServers)
-	case cfg.MaxOffset < 0:
-		return nil, fmt.Errorf("timesync: negative max offset %s", cfg.MaxOffset)
+	if err := checkSettings(cfg.Servers, cfg.TrustHostClock, cfg.MaxOffset); err != nil {
+		return nil, err
 	}
 
 	cfg.Servers = append([]string(nil), cfg.Servers...)
 	setDefaults(&cfg)
 
-	s := &Service{cfg: cfg, gate: NewGate(cfg.TrustHostClock), measured: make(chan struct{})}
+	s := &Service{cfg: cfg, gate: NewGate(cfg.TrustHostClock), measured: make(chan struct{}), wake: make(chan struct{}, 1)}
 	s.status.Synced = cfg.TrustHostClock
+	s.settings = settings{servers: cfg.Servers, trustHost: cfg.TrustHostClock, maxOffset: cfg.MaxOffset}
 
 	return s, nil
+}
+
+func checkSettings(servers []string, trustHost bool, maxOffset time.Duration) error {
+	switch {
+	case trustHost && len(servers) > 0:
+		return errors.New("timesync: servers and a trusted host clock exclude each other")
+	case !trustHost && len(servers) == 0:
+		return errors.New("timesync: no NTP servers")
+	case len(servers) > MaxServers:
+		return fmt.Errorf("timesync: %d servers, limit %d", len(servers), MaxServers)
+	case maxOffset < 0:
+		return fmt.Errorf("timesync: negative max offset %s", maxOffset)
+	}
+
+	return nil
+}
+
+// Reconfigure changes the servers, the trust in the host clock and the
+// offset bound of a running service, which starts a round with them at
+// once. Leaving a trusted host clock closes the gate until a server says
+// the clock is right (fail closed); with servers, the gate stays as the
+// old servers left it until the first valid reply of the new ones.
+func (s *Service) Reconfigure(servers []string, trustHost bool, maxOffset time.Duration) error {
+	if err := checkSettings(servers, trustHost, maxOffset); err != nil {
+		return err
+	}
+
+	if maxOffset == 0 {
+		maxOffset = DefaultMaxOffset
+	}
+
+	s.mu.Lock()
+	wasTrusted := s.settings.trustHost
+	s.settings = settings{servers: append([]string(nil), servers...), trustHost: trustHost, maxOffset: maxOffset}
+
+	if trustHost {
+		s.status = Status{Synced: true, Checked: s.cfg.Clock.Now()}
+	}
+
+	// Whoever shows the settings or the status (the time resources) reads
+	// them again.
+	close(s.measured)
+	s.measured = make(chan struct{})
+	s.mu.Unlock()
+
+	switch {
+	case trustHost:
+		s.gate.Set(true)
+	case wasTrusted:
+		s.gate.Set(false)
+	}
+
+	select {
+	case s.wake <- struct{}{}:
+	default: // a wake-up is already pending
+	}
+
+	return nil
+}
+
+func (s *Service) current() settings {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+
+	return s.settings
 }
 
 func setDefaults(cfg *Config) {
@@ -149,10 +220,10 @@ func (s *Service) Measured() <-chan struct{} {
 }
 
 // Servers returns the configured NTP servers.
-func (s *Service) Servers() []string { return append([]string(nil), s.cfg.Servers...) }
+func (s *Service) Servers() []string { return append([]string(nil), s.current().servers...) }
 
 // TrustHostClock reports whether the host clock is trusted without measuring.
-func (s *Service) TrustHostClock() bool { return s.cfg.TrustHostClock }
+func (s *Service) TrustHostClock() bool { return s.current().trustHost }
 
 // Query asks server for the time with the service's timeout and checks
 // the reply as a round does, without touching the gate or the status:
@@ -173,15 +244,18 @@ func (s *Service) Status() Status {
 // while the clock is within bounds, with backoff from RetryMin to RetryMax
 // otherwise. With a trusted host clock it only waits for ctx.
 func (s *Service) Run(ctx context.Context) error {
-	if s.cfg.TrustHostClock {
-		<-ctx.Done()
-
-		return nil
-	}
-
 	retry := backoff.Backoff{Min: s.cfg.RetryMin, Max: s.cfg.RetryMax, Rand: s.cfg.Rand}
 
 	for {
+		if s.current().trustHost {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-s.wake:
+				continue
+			}
+		}
+
 		wait := s.cfg.PollInterval
 		if s.round(ctx) {
 			retry.Reset()
@@ -189,8 +263,24 @@ func (s *Service) Run(ctx context.Context) error {
 			wait = retry.Next()
 		}
 
-		if !clock.Sleep(ctx, s.cfg.Clock, wait) {
+		if !s.sleep(ctx, wait) {
 			return nil
 		}
 	}
+}
+
+// sleep waits d or until Reconfigure wakes the service; it reports false
+// when ctx ends.
+func (s *Service) sleep(ctx context.Context, d time.Duration) bool {
+	t := s.cfg.Clock.NewTimer(d)
+	defer t.Stop()
+
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C():
+	case <-s.wake:
+	}
+
+	return true
 }

@@ -29,8 +29,9 @@ import (
 // nodeSource is trustd's view of the node as machined hands it over its
 // socket: the OS CA (an issuer), the accepted CAs, the server certificate,
 // the control planes' hosts, the machine config's token with the names it
-// obtains (cluster.workerSANs) and the time-sync gate. Every field but the
-// token and its names follows machined's updates.
+// obtains (cluster.workerSANs) and the time-sync gate. Every field
+// follows machined's updates; the token and its names through the
+// authenticator once it is built (SetStatic).
 type nodeSource struct {
 	log      *slog.Logger
 	issuer   atomic.Pointer[ca.Issuer]
@@ -42,9 +43,40 @@ type nodeSource struct {
 	revoked       atomic.Pointer[[]*revocations.Revocation]
 
 	once       sync.Once
-	token      token.Token
-	workerSANs *sanpolicy.Policy
-	ready      chan struct{} // closed after the first complete update
+	token      token.Token       // the first update's, to build the authenticator
+	workerSANs *sanpolicy.Policy // with token
+	ready      chan struct{}     // closed after the first complete update
+
+	// static is the latest update's token and names; auth, once set,
+	// receives each of them.
+	mu     sync.Mutex
+	static struct {
+		tok  token.Token
+		sans *sanpolicy.Policy
+	}
+	auth *tokenauth.Authenticator
+}
+
+// setStatic records the latest token and passes it on to the
+// authenticator, if there is one yet.
+func (n *nodeSource) setStatic(tok token.Token, sans *sanpolicy.Policy) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+
+	n.static.tok, n.static.sans = tok, sans
+	if n.auth != nil {
+		n.auth.SetStatic(tok, sans)
+	}
+}
+
+// follow makes auth receive every token update from now on, starting
+// with the latest.
+func (n *nodeSource) follow(auth *tokenauth.Authenticator) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+
+	n.auth = auth
+	auth.SetStatic(n.static.tok, n.static.sans)
 }
 
 // Issue implements trustd.Signer with the current OS CA.
@@ -125,6 +157,7 @@ func (n *nodeSource) apply(res *node.Resources) error {
 	n.controlPlanes.Store(&hosts)
 	n.revoked.Store(&revoked)
 	n.gate.Set(res.GetTime().GetSynced())
+	n.setStatic(tok, workerSANs)
 	n.once.Do(func() {
 		n.token, n.workerSANs = tok, workerSANs
 		close(n.ready)
@@ -172,6 +205,8 @@ func (d *daemon) buildNode(src *nodeSource, opts options) error {
 	if err != nil {
 		return err
 	}
+
+	src.follow(auth)
 
 	services, err := d.membershipService(src)
 	if err != nil {

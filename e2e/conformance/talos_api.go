@@ -10,7 +10,7 @@ import (
 	"github.com/cosi-project/runtime/pkg/safe"
 	"github.com/cosi-project/runtime/pkg/state"
 	cosiclient "github.com/cosi-project/runtime/pkg/state/protobuf/client"
-	"github.com/siderolabs/talos/pkg/machinery/api/cluster"
+	"github.com/siderolabs/talos/pkg/machinery/api/inspect"
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	timeapi "github.com/siderolabs/talos/pkg/machinery/api/time"
 	"github.com/siderolabs/talos/pkg/machinery/resources/runtime"
@@ -59,9 +59,9 @@ func talosAPICases() []*Case {
 			return namedUnimplemented(err, "Rollback")
 		}),
 		apiCase("a Talos service the node lacks: no \"unknown service\"", "Unimplemented, named", pickAdmin, nil, func(ctx context.Context, c *grpc.ClientConn) (string, error) {
-			s, err := cluster.NewClusterServiceClient(c).HealthCheck(ctx, &cluster.HealthCheckRequest{})
+			_, err := inspect.NewInspectServiceClient(c).ControllerRuntimeDependencies(ctx, &emptypb.Empty{})
 
-			return namedUnimplemented(firstRecv(s, err), "HealthCheck")
+			return namedUnimplemented(err, "ControllerRuntimeDependencies")
 		}),
 	}
 }

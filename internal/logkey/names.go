@@ -171,4 +171,8 @@ const (
 	Revoked = "revoked"
 	// MemberID is an etcd member's ID, in hex.
 	MemberID = "member_id"
+	// ApplyMode is the mode a machine config was applied in.
+	ApplyMode = "apply_mode"
+	// ConfigFields are the field paths a machine config change touched.
+	ConfigFields = "config_fields"
 )

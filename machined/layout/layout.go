@@ -60,3 +60,7 @@ func (l Layout) NodeCertificate(kind string) (crt, key string) {
 // learned, so that a restart, and a worker that cannot reach any control
 // plane, keeps enforcing it.
 func (l Layout) RevocationList() string { return filepath.Join(l.State, "revocations.json") }
+
+// PreviousConfig is the machine config a config apply replaced, kept as
+// it was (mode 0600: it holds the token and a control plane's CA keys).
+func (l Layout) PreviousConfig() string { return filepath.Join(l.State, "config.previous.yaml") }

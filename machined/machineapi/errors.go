@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/aegis-os/aegis/ca"
+	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/internal/requestid"
 	"github.com/aegis-os/aegis/machined/certapi"
@@ -49,6 +50,11 @@ func (r *refused) Unwrap() error { return r.kind }
 
 // refuse returns a refusal of kind reading msg.
 func refuse(kind error, msg string) error { return &refused{kind: kind, msg: msg} }
+
+// Refuse returns a refusal of one of the kinds above (ErrBadRequest,
+// ErrNotFound, ErrNotHere) whose text msg is what the caller reads: for
+// the node's side of the API (Configurator).
+func Refuse(kind error, msg string) error { return refuse(kind, msg) }
 
 // refusef is refuse with a format.
 func refusef(kind error, format string, args ...any) error {
@@ -91,6 +97,10 @@ func (s *Server) toStatus(method string, err error) error {
 func refusal(err error) (codes.Code, string, bool) {
 	if caErr := (*ca.Error)(nil); errors.As(err, &caErr) {
 		return codes.InvalidArgument, caErr.Error(), true
+	}
+
+	if vErr := (*certs.ValidationError)(nil); errors.As(err, &vErr) {
+		return codes.InvalidArgument, vErr.Error(), true
 	}
 
 	switch {

@@ -1,5 +1,7 @@
 package machineapi
 
+import "time"
+
 // Limits of machined's API socket, in one place.
 const (
 	// MaxCalls bounds the calls machined serves at once on its API socket,
@@ -31,4 +33,16 @@ const (
 	// MaxKernelRecord is the buffer for one kernel log record: the kernel
 	// writes at most about 8 KiB per record to /dev/kmsg.
 	MaxKernelRecord = 16 << 10
+
+	// MaxConfigSize bounds the machine config ApplyConfiguration takes:
+	// the bound of every YAML document Aegis reads (certs.MaxDocumentSize),
+	// a few hundred times an honest config.
+	MaxConfigSize = 1 << 20
+
+	// DefaultTryTimeout is how long a TRY apply stays unless confirmed,
+	// when the request names no timeout: Talos's default.
+	DefaultTryTimeout = time.Minute
+	// MaxTryTimeout bounds try_mode_timeout: a trial is meant to be
+	// checked and confirmed (or left to roll back) by someone watching.
+	MaxTryTimeout = 24 * time.Hour
 )

@@ -51,6 +51,9 @@ type Config struct {
 	// ClientConfig is nil on workers: GenerateClientConfiguration then
 	// answers FailedPrecondition.
 	ClientConfig ClientConfigIssuer
+	// Config applies and reads the machine config; nil answers
+	// ApplyConfiguration with FailedPrecondition.
+	Config Configurator
 	// Etcd returns the node's etcd; nil, or an error, on nodes without one.
 	Etcd func() (Etcd, error)
 	// Containers is the node's containerd; nil on a node that runs its

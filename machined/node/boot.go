@@ -153,9 +153,8 @@ func (n *Node) phaseTime(ctx context.Context, b *bootState, bg *sync.WaitGroup) 
 		return err
 	}
 
+	n.mu.Lock() // ApplyConfig reaches the time service through the boot
 	b.time = svc
-
-	n.mu.Lock()
 	n.timeSvc = svc
 	n.mu.Unlock()
 	// Before anything starts: a reboot must not leave the last boot's
@@ -208,7 +207,7 @@ func (n *Node) publishTime(svc *timesync.Service) {
 // obtains the others and renews them all.
 func (n *Node) phaseCertificates(ctx context.Context, b *bootState, bg *sync.WaitGroup) error {
 	b.certs = &certController{
-		cfg: b.cfg, store: n.store, layout: n.layout, hostname: b.hostname, addresses: b.addresses,
+		cfg: b.cfg, current: n.current, store: n.store, layout: n.layout, hostname: b.hostname, addresses: b.addresses,
 		hosts: ca.ServerHosts(b.hostname, b.addresses, b.cfg.Machine.CertSANs), ttl: n.cfg.NodeCertTTL,
 		clock: n.clock, log: n.log,
 	}
@@ -319,10 +318,15 @@ func (n *Node) serviceDefinitions(b *bootState) []system.Service {
 
 	apid := &processService{
 		id: "apid", path: n.binary("apid"), log: n.logs["apid"], clock: n.clock,
-		args: append(append([]string{
+		args: []string{
 			"--node-socket", n.layout.APIDResources(), "--machined-socket", n.layout.MachinedSocket(), "--listen", apidAddr,
 			"--log-level", daemonflag.LevelName(n.cfg.LogLevel),
-		}, metricsArgs(b.cfg, "apid")...), nodeNameArgs(b.cfg)...),
+		},
+		moreArgs: func() []string {
+			cfg := n.bootConfig()
+
+			return append(metricsArgs(cfg, "apid"), nodeNameArgs(cfg)...)
+		},
 		check:      dialCheck(net.JoinHostPort(probeHost, strconv.Itoa(wire.APIDPort))),
 		refuse:     map[system.Action]string{system.ActionStop: "apid carries the API itself; restart it instead"},
 		carriesAPI: true,
@@ -339,10 +343,11 @@ func (n *Node) serviceDefinitions(b *bootState) []system.Service {
 		trustdAddr := net.JoinHostPort(listen, strconv.Itoa(wire.TrustdPort))
 		trustd := &processService{
 			id: "trustd", path: n.binary("trustd"), log: n.logs["trustd"], clock: n.clock,
-			args: append([]string{
+			args: []string{
 				"--node-socket", n.layout.TrustdResources(), "--state", n.cfg.State, "--listen", trustdAddr,
 				"--cert-ttl", n.cfg.NodeCertTTL.String(), "--log-level", daemonflag.LevelName(n.cfg.LogLevel),
-			}, metricsArgs(b.cfg, "trustd")...),
+			},
+			moreArgs: func() []string { return metricsArgs(n.bootConfig(), "trustd") },
 			check: grpcHealthCheck(net.JoinHostPort(probeHost, strconv.Itoa(wire.TrustdPort)), probeHost,
 				func() *x509.CertPool { return n.current().AcceptedCAs().Pool() }),
 			condition: certsPresent{store: n.store},

@@ -33,7 +33,11 @@ const NodeCertTTL = 24 * time.Hour
 // resources store, from which apid and trustd pick it up, and kept in the
 // state directory for the next boot.
 type certController struct {
-	cfg      *certs.MachineConfig
+	cfg *certs.MachineConfig
+	// current, if set, returns the config in effect: the boot's, with the
+	// live fields of a config applied since (token, accepted CAs), which
+	// renewals follow. Nil means cfg.
+	current  func() *certs.MachineConfig
 	store    *resources.Store
 	layout   layout.Layout
 	hostname string
@@ -118,36 +122,75 @@ func (c *certController) issueLocally(ctx context.Context) ([]func(context.Conte
 	return loops, nil
 }
 
+// config is the machine config the controller follows.
+func (c *certController) config() *certs.MachineConfig {
+	if c.current != nil {
+		return c.current()
+	}
+
+	return c.cfg
+}
+
+// joinClients makes join clients from the config in effect, again when it
+// has changed (a token or accepted CAs applied live); a client kept starts
+// from the endpoint that answered last.
+type joinClients struct {
+	c          *certController
+	cn, source string
+	sans       []string
+	// Renewals try each endpoint once and leave the retries to the
+	// renewer; the first join retries until it succeeds (maxAttempts 0).
+	maxAttempts func(*certs.MachineConfig) int
+
+	from   *certs.MachineConfig
+	client *join.Client
+}
+
+func (j *joinClients) get() (*join.Client, *certs.MachineConfig, error) {
+	cfg := j.c.config()
+	if j.client != nil && j.from == cfg {
+		return j.client, cfg, nil
+	}
+
+	client, err := join.New(join.Config{
+		Endpoints: cfg.Cluster.ControlPlane.Endpoints, Token: cfg.TrustdToken(),
+		CAs: cfg.AcceptedCAs(), CA: cfg.CACertificate(), Hostname: j.cn, SANs: j.sans, Source: j.source,
+		MaxAttempts: j.maxAttempts(cfg), Clock: j.c.clock, Logger: j.c.log,
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+
+	j.client, j.from = client, cfg
+
+	return client, cfg, nil
+}
+
 func (c *certController) join(ctx context.Context) ([]func(context.Context) error, error) {
 	source, cn, sans := c.joinNames()
 
-	newClient := func(maxAttempts int) (*join.Client, error) {
-		return join.New(join.Config{
-			Endpoints: c.cfg.Cluster.ControlPlane.Endpoints, Token: c.cfg.TrustdToken(),
-			CAs: c.cfg.AcceptedCAs(), CA: c.cfg.CACertificate(), Hostname: cn, SANs: sans, Source: source,
-			MaxAttempts: maxAttempts, Clock: c.clock, Logger: c.log,
-		})
-	}
+	first := &joinClients{c: c, cn: cn, source: source, sans: sans, maxAttempts: func(*certs.MachineConfig) int { return 0 }}
+	again := &joinClients{c: c, cn: cn, source: source, sans: sans, maxAttempts: func(cfg *certs.MachineConfig) int {
+		return len(cfg.Cluster.ControlPlane.Endpoints)
+	}}
 
-	first, err := newClient(0)
-	if err != nil {
+	if _, _, err := first.get(); err != nil {
 		return nil, err
 	}
 
-	// Renewals try each endpoint once and leave the retries to the renewer.
-	again, err := newClient(len(c.cfg.Cluster.ControlPlane.Endpoints))
-	if err != nil {
-		return nil, err
-	}
-
-	joinOnce := func(client *join.Client) func(ctx context.Context) (*x509.Certificate, error) {
+	joinOnce := func(clients *joinClients) func(ctx context.Context) (*x509.Certificate, error) {
 		return func(ctx context.Context) (*x509.Certificate, error) {
+			client, cfg, err := clients.get()
+			if err != nil {
+				return nil, err
+			}
+
 			res, err := client.Join(ctx)
 			if err != nil {
 				return nil, err
 			}
 
-			merged, ignored := mergeCAs(c.cfg.AcceptedCAs(), res.CAs)
+			merged, ignored := mergeCAs(cfg.AcceptedCAs(), res.CAs)
 			for _, subject := range ignored {
 				c.log.Warn("CA in trustd's reply ignored: no CA the node trusts signed it", slog.String(logkey.CA, subject))
 			}
@@ -168,6 +211,7 @@ func (c *certController) join(ctx context.Context) ([]func(context.Context) erro
 
 	cert := c.held(serverKind)
 	if cert == nil {
+		var err error
 		if cert, err = joinOnce(first)(ctx); err != nil {
 			return nil, fmt.Errorf("joining through trustd: %w", err)
 		}

@@ -186,7 +186,7 @@ func (c *containerSpec) prepare(ctx context.Context) error {
 }
 
 func (c *containerSpec) runner(p *processService) runner.Runner {
-	return c.runnerFor(runner.ProcessConfig{Args: p.args, Log: p.log, Clock: p.clock})
+	return c.runnerFor(runner.ProcessConfig{Args: p.allArgs(), Log: p.log, Clock: p.clock})
 }
 
 // runnerFor runs what p describes (its arguments, log and clock) as the

@@ -97,8 +97,12 @@ type Node struct {
 	health   *health.Server // machined.sock's grpc.health.v1, from the machine status
 	revoked  *revocation.List
 
+	// applyMu orders ApplyConfiguration calls and trial rollbacks.
+	applyMu sync.Mutex
+	trial   *trial // a TRY config waiting for its rollback, under applyMu
+
 	mu       sync.Mutex
-	machine  *certs.MachineConfig // the config of the current boot
+	machine  *certs.MachineConfig // the config in effect
 	etcd     *etcd.Etcd           // a control plane's etcd, made at its first boot
 	booted   *bootState           // what the current boot built, for services loaded once
 	ctr      *containerRuntime    // the node's containerd, with the containerd runtime
@@ -344,6 +348,19 @@ func (n *Node) currentBoot() *bootState {
 	defer n.mu.Unlock()
 
 	return n.booted
+}
+
+// bootConfig is the machine config the current boot read: what its
+// services start with.
+func (n *Node) bootConfig() *certs.MachineConfig {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+
+	if n.booted != nil && n.booted.cfg != nil {
+		return n.booted.cfg
+	}
+
+	return n.machine
 }
 
 func (n *Node) current() *certs.MachineConfig {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"time"
 
 	"google.golang.org/grpc"
@@ -23,14 +24,17 @@ import (
 // processService is a system service run as its own process from a binary,
 // restarted forever with backoff.
 type processService struct {
-	id     string
-	deps   []string
-	path   string
-	args   []string
-	log    *logs.Log
-	clock  clock.Clock
-	check  health.Check
-	refuse map[system.Action]string // actions the API may not take, with the reason
+	id   string
+	deps []string
+	path string
+	args []string
+	// moreArgs, if set, adds the arguments that follow the machine config
+	// of the current boot, read at each start: a reboot applies them.
+	moreArgs func() []string
+	log      *logs.Log
+	clock    clock.Clock
+	check    health.Check
+	refuse   map[system.Action]string // actions the API may not take, with the reason
 	// carriesAPI marks apid: the API calls that control it pass through it.
 	carriesAPI bool
 	// condition must hold before each start.
@@ -45,7 +49,7 @@ func (p *processService) ID() string          { return p.id }
 func (p *processService) DependsOn() []string { return p.deps }
 
 func (p *processService) Runner() (runner.Runner, error) {
-	var r runner.Runner = runner.Process(runner.ProcessConfig{Path: p.path, Args: p.args, Env: p.env, Log: p.log, Clock: p.clock})
+	var r runner.Runner = runner.Process(runner.ProcessConfig{Path: p.path, Args: p.allArgs(), Env: p.env, Log: p.log, Clock: p.clock})
 	if p.container != nil {
 		r = p.container.runner(p)
 	}
@@ -70,6 +74,14 @@ func (p *processService) ContainerID() string {
 	}
 
 	return p.container.id
+}
+
+func (p *processService) allArgs() []string {
+	if p.moreArgs == nil {
+		return p.args
+	}
+
+	return append(slices.Clone(p.args), p.moreArgs()...)
 }
 
 func (p *processService) HealthCheck() (health.Check, health.Settings) {

@@ -64,12 +64,14 @@ func (n *Node) listen() (*sockets, error) {
 	api := newAPIServer(n.log, admission, calls.ServerOptions()...)
 	healthpb.RegisterHealthServer(api, n.health)
 
-	machineapi.New(machineapi.Config{
+	machineAPI := machineapi.New(machineapi.Config{
 		Hostname: func() string { res, _ := n.store.Current(); return res.GetHostname() },
-		Services: n.services, Logs: n, Bus: n.bus, Lifecycle: n,
+		Services: n.services, Logs: n, Bus: n.bus, Lifecycle: n, Config: n,
 		ClientConfig: clientIssuer{n}, Etcd: n.Etcd, KernelLog: kernelLog(), Clock: n.clock, Logger: n.log,
 		Containers: n.containersAPI(),
-	}).Register(api)
+	})
+	machineAPI.Register(api)
+	machineAPI.ConfigService().Register(api)
 	resourceapi.NewServer(n.res).Register(api)
 	timeapi.New(timeapi.Config{Source: n.timeSource, Clock: n.clock}).Register(api)
 	tokens.RegisterTokenServiceServer(api, tokenProxy)

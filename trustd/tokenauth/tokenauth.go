@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync/atomic"
 
 	"github.com/aegis-os/aegis/internal/clock"
 	"github.com/aegis-os/aegis/sanpolicy"
@@ -36,16 +37,35 @@ type Config struct {
 
 // Authenticator implements trustd.Authenticator.
 type Authenticator struct {
-	static     token.Token
-	staticSANs *sanpolicy.Policy
-	store      tokenstore.Store
-	clock      clock.Clock
+	// static is the static token with what it obtains; SetStatic replaces
+	// it while calls are authenticated.
+	static atomic.Pointer[staticToken]
+	store  tokenstore.Store
+	clock  clock.Clock
 	// decoy stands in for an unknown id, so that an unknown id costs the
 	// same hashing and comparison as a known one with a wrong secret.
 	decoy tokenstore.Record
 }
 
+// staticToken is the machine config's token and its names.
+type staticToken struct {
+	tok  token.Token
+	sans *sanpolicy.Policy
+}
+
 var _ trustd.Authenticator = (*Authenticator)(nil)
+
+// SetStatic replaces the static token and what it obtains, as a machine
+// config applied without a reboot changes them: the next call is checked
+// against the new token, and the old one is refused from then on. A zero
+// token is ignored when there is no store, which would leave no token at all.
+func (a *Authenticator) SetStatic(tok token.Token, sans *sanpolicy.Policy) {
+	if tok.IsZero() && a.store == nil {
+		return
+	}
+
+	a.static.Store(&staticToken{tok: tok, sans: sans})
+}
 
 // New builds an authenticator.
 func New(cfg Config) (*Authenticator, error) {
@@ -61,7 +81,8 @@ func New(cfg Config) (*Authenticator, error) {
 		cfg.Rand = rand.Reader
 	}
 
-	a := &Authenticator{static: cfg.Static, staticSANs: cfg.StaticSANs, store: cfg.Store, clock: cfg.Clock}
+	a := &Authenticator{store: cfg.Store, clock: cfg.Clock}
+	a.static.Store(&staticToken{tok: cfg.Static, sans: cfg.StaticSANs})
 
 	// The decoy's secret is random and thrown away: nothing matches it.
 	decoy, err := token.Generate(cfg.Rand)
@@ -80,7 +101,8 @@ func New(cfg Config) (*Authenticator, error) {
 // checks always run and both compare in constant time, so neither the
 // answer nor its timing tells an unknown id from a wrong secret.
 func (a *Authenticator) Authenticate(ctx context.Context, tok token.Token) (trustd.Grant, error) {
-	isStatic := !a.static.IsZero() && a.static.Equal(tok)
+	static := a.static.Load()
+	isStatic := !static.tok.IsZero() && static.tok.Equal(tok)
 
 	rec, known, err := a.lookup(ctx, tok.ID())
 
@@ -88,7 +110,7 @@ func (a *Authenticator) Authenticate(ctx context.Context, tok token.Token) (trus
 	case err != nil && isStatic:
 		// The machine config's token needs no store: it keeps working
 		// while a shared store is unavailable.
-		return trustd.Grant{TokenID: tok.ID(), Static: true, AllowedSANs: a.staticSANs}, nil
+		return trustd.Grant{TokenID: tok.ID(), Static: true, AllowedSANs: static.sans}, nil
 	case err != nil:
 		return trustd.Grant{}, err
 	}
@@ -97,7 +119,7 @@ func (a *Authenticator) Authenticate(ctx context.Context, tok token.Token) (trus
 
 	switch {
 	case isStatic:
-		return trustd.Grant{TokenID: tok.ID(), Static: true, AllowedSANs: a.staticSANs}, nil
+		return trustd.Grant{TokenID: tok.ID(), Static: true, AllowedSANs: static.sans}, nil
 	case !known || !secretOK:
 		return trustd.Grant{}, fmt.Errorf("%w: unknown id or wrong secret", trustd.ErrInvalidToken)
 	}

@@ -1,0 +1,335 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/siderolabs/talos/pkg/machinery/api/machine"
+
+	"github.com/aegis-os/aegis/api/node"
+	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/internal/atomicfile"
+	"github.com/aegis-os/aegis/internal/logkey"
+	"github.com/aegis-os/aegis/machined/machineapi"
+	"github.com/aegis-os/aegis/timesync"
+)
+
+// diffContext is the unchanged lines shown around each change of a diff.
+const diffContext = 3
+
+// trial is a configuration applied in TRY mode: it is rolled back to
+// previous unless a later apply confirms (replaces) it.
+type trial struct {
+	previous *certs.MachineConfig
+	cancel   chan struct{}
+}
+
+// changeSet is what a new config changes, by class.
+type changeSet struct {
+	all, live, reboot, identity []string
+}
+
+func (c changeSet) needsReboot() bool { return len(c.reboot) > 0 }
+
+// ApplyConfig validates a whole machine config and applies it as the
+// change's mode asks (machineapi.Configurator). Nothing changes, on disk
+// or in memory, unless the config is valid and the mode allows every
+// changed field.
+func (n *Node) ApplyConfig(_ context.Context, ch machineapi.ConfigChange) (machineapi.ConfigResult, error) {
+	n.applyMu.Lock()
+	defer n.applyMu.Unlock()
+
+	cfg, err := certs.ParseMachineConfig("the new machine config", ch.Data, n.clock.Now())
+	if err != nil {
+		return machineapi.ConfigResult{}, err
+	}
+
+	cur := n.current()
+
+	changes, err := classify(cur, cfg)
+	if err != nil {
+		return machineapi.ConfigResult{}, err
+	}
+
+	mode, err := chooseMode(ch.Mode, changes)
+	if err != nil {
+		return machineapi.ConfigResult{}, err
+	}
+
+	details := describe(mode, changes, ch.TryTimeout) + configDiff(cur, cfg)
+	if ch.DryRun {
+		return machineapi.ConfigResult{Mode: mode, Details: "Dry run summary:\n" + details}, nil
+	}
+
+	if mode != machine.ApplyConfigurationRequest_TRY {
+		n.endTrial()
+
+		if err := n.writeConfig(ch.Data); err != nil {
+			return machineapi.ConfigResult{}, err
+		}
+	}
+
+	switch mode {
+	case machine.ApplyConfigurationRequest_NO_REBOOT:
+		n.applyLive(cfg, changes)
+	case machine.ApplyConfigurationRequest_TRY:
+		n.startTrial(cur, ch.TryTimeout)
+		n.applyLive(cfg, changes)
+	case machine.ApplyConfigurationRequest_REBOOT:
+		n.Reboot("")
+	}
+
+	n.log.Info("machine config applied", slog.String(logkey.ApplyMode, mode.String()),
+		slog.String(logkey.ConfigFields, strings.Join(changes.all, ",")))
+
+	return machineapi.ConfigResult{Mode: mode, Details: details}, nil
+}
+
+// classify sorts the changed fields. A change of machine.type within the
+// control planes (init and controlplane) only needs a reboot.
+func classify(cur, cfg *certs.MachineConfig) (changeSet, error) {
+	fields, err := certs.ChangedFields(cur, cfg)
+	if err != nil {
+		return changeSet{}, err
+	}
+
+	c := changeSet{all: fields}
+
+	for _, f := range fields {
+		class := certs.ClassOf(f)
+		if f == "machine.type" && cur.Machine.Type.IsControlPlane() == cfg.Machine.Type.IsControlPlane() {
+			class = certs.ChangeReboot
+		}
+
+		switch class {
+		case certs.ChangeLive:
+			c.live = append(c.live, f)
+		case certs.ChangeReboot:
+			c.reboot = append(c.reboot, f)
+		case certs.ChangeIdentity:
+			c.identity = append(c.identity, f)
+		}
+	}
+
+	if len(c.identity) > 0 {
+		return changeSet{}, machineapi.Refuse(machineapi.ErrBadRequest, fmt.Sprintf(
+			"the new machine config changes the node's identity (%s): applying a config never turns a node between control plane "+
+				"and worker, moves it to another cluster or address, or swaps its CAs; a CA changes by rotation, through machine.acceptedCAs",
+			strings.Join(c.identity, ", ")))
+	}
+
+	return c, nil
+}
+
+// chooseMode resolves AUTO and refuses a mode that cannot apply every
+// changed field.
+func chooseMode(mode machine.ApplyConfigurationRequest_Mode, c changeSet) (machine.ApplyConfigurationRequest_Mode, error) {
+	switch mode {
+	case machine.ApplyConfigurationRequest_AUTO:
+		if c.needsReboot() {
+			return machine.ApplyConfigurationRequest_REBOOT, nil
+		}
+
+		return machine.ApplyConfigurationRequest_NO_REBOOT, nil
+	case machine.ApplyConfigurationRequest_NO_REBOOT, machine.ApplyConfigurationRequest_TRY:
+		if c.needsReboot() {
+			return mode, machineapi.Refuse(machineapi.ErrNotHere, fmt.Sprintf(
+				"mode %s: these fields take effect only at a reboot: %s (apply with mode auto, reboot or staged)",
+				modeName(mode), strings.Join(c.reboot, ", ")))
+		}
+	}
+
+	return mode, nil
+}
+
+func modeName(m machine.ApplyConfigurationRequest_Mode) string {
+	return strings.ReplaceAll(strings.ToLower(m.String()), "_", "-")
+}
+
+// describe is the first lines of the answer: what the mode does with
+// which fields.
+func describe(mode machine.ApplyConfigurationRequest_Mode, c changeSet, try time.Duration) string {
+	var b strings.Builder
+
+	switch {
+	case len(c.all) == 0:
+		b.WriteString("No changes.\n")
+	case mode == machine.ApplyConfigurationRequest_STAGED:
+		fmt.Fprintf(&b, "Staged the configuration, to be applied at the next reboot: %s.\n", strings.Join(c.all, ", "))
+	case mode == machine.ApplyConfigurationRequest_REBOOT:
+		fmt.Fprintf(&b, "Applied the configuration with a reboot: %s.\n", strings.Join(c.all, ", "))
+	case mode == machine.ApplyConfigurationRequest_TRY:
+		fmt.Fprintf(&b, "Applied the configuration without a reboot, on trial for %s: %s. "+
+			"It is rolled back then unless applied again with mode auto or no-reboot.\n", try, strings.Join(c.live, ", "))
+	default:
+		fmt.Fprintf(&b, "Applied the configuration without a reboot: %s.\n", strings.Join(c.live, ", "))
+	}
+
+	return b.String()
+}
+
+// configDiff is the difference of two configs, secrets redacted.
+func configDiff(cur, cfg *certs.MachineConfig) string {
+	a, errA := cur.Redacted()
+	b, errB := cfg.Redacted()
+
+	if err := errors.Join(errA, errB); err != nil {
+		return "(no difference shown: " + err.Error() + ")\n"
+	}
+
+	d := certs.LineDiff(string(a), string(b), diffContext)
+	if d == "" {
+		return ""
+	}
+
+	return "Config diff:\n" + d
+}
+
+// writeConfig replaces the config file atomically (0600: it holds the
+// token and, on control planes, the CA keys), keeping the one it replaces
+// in the state directory (layout.PreviousConfig).
+func (n *Node) writeConfig(data []byte) error {
+	old, err := os.ReadFile(n.cfg.ConfigPath)
+
+	switch {
+	case err == nil:
+		if err := atomicfile.Write(n.layout.PreviousConfig(), old, 0o600, atomicfile.Options{Overwrite: true}); err != nil {
+			return err
+		}
+	case !errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("node: reading the config file: %w", err)
+	}
+
+	return atomicfile.Write(n.cfg.ConfigPath, data, 0o600, atomicfile.Options{Overwrite: true})
+}
+
+// applyLive puts the live fields of cfg in effect: the accepted CAs apid
+// and trustd verify against, trustd's static token and worker SANs, the
+// time service's servers, and the machine config the resource API shows. Fields that need a reboot keep the values of
+// the current boot in what the boot built.
+func (n *Node) applyLive(cfg *certs.MachineConfig, c changeSet) {
+	n.mu.Lock()
+	n.machine = cfg
+
+	var svc *timesync.Service
+	if n.booted != nil {
+		svc = n.booted.time
+	}
+	n.mu.Unlock()
+
+	// The resource API shows the config in effect, never the one booted.
+	n.setMachineConfig(cfg.Marshal())
+
+	n.store.Update(func(r *node.Resources) {
+		r.AcceptedCas = cfg.AcceptedCAs().PEM()
+
+		if cfg.OSCA() != nil {
+			r.TrustdToken = cfg.Machine.Token
+			r.WorkerSans = slices.Clone(cfg.Cluster.WorkerSANs)
+		}
+	})
+
+	timeChanged := slices.ContainsFunc(c.live, func(f string) bool { return strings.HasPrefix(f, "machine.time") })
+	if timeChanged && svc != nil {
+		t := cfg.Machine.Time
+		if err := svc.Reconfigure(t.Servers, t.TrustHostClock, cfg.MaxTimeOffset()); err != nil {
+			n.log.Error("reconfiguring the time service", slog.String(logkey.Error, err.Error()))
+		}
+	}
+}
+
+// startTrial arms the rollback of a TRY to previous after d. A trial on a
+// trial keeps the first one's previous config: rollback goes back to
+// what was confirmed.
+func (n *Node) startTrial(previous *certs.MachineConfig, d time.Duration) {
+	if n.trial != nil {
+		previous = n.trial.previous
+		close(n.trial.cancel)
+	}
+
+	t := &trial{previous: previous, cancel: make(chan struct{})}
+	n.trial = t
+	timer := n.clock.NewTimer(d)
+
+	go func() {
+		defer timer.Stop()
+
+		select {
+		case <-t.cancel:
+			return
+		case <-timer.C():
+		}
+
+		n.rollback(t)
+	}()
+}
+
+// rollback puts a trial's previous config back in effect, unless the
+// trial has been confirmed or replaced meanwhile.
+func (n *Node) rollback(t *trial) {
+	n.applyMu.Lock()
+	defer n.applyMu.Unlock()
+
+	if n.trial != t {
+		return
+	}
+
+	n.trial = nil
+
+	changes, err := classify(n.current(), t.previous)
+	if err != nil {
+		n.log.Error("rolling back a trial config", slog.String(logkey.Error, err.Error()))
+
+		return
+	}
+
+	n.applyLive(t.previous, changes)
+	n.log.Info("trial machine config rolled back", slog.String(logkey.ConfigFields, strings.Join(changes.all, ",")))
+}
+
+// endTrial confirms a pending trial: a later apply replaces it.
+func (n *Node) endTrial() {
+	if n.trial != nil {
+		close(n.trial.cancel)
+		n.trial = nil
+	}
+}
+
+// MachineConfig returns the config in effect (machineapi.Configurator).
+func (n *Node) MachineConfig(redact bool) ([]byte, bool, error) {
+	n.applyMu.Lock()
+	defer n.applyMu.Unlock()
+
+	cur := n.current()
+
+	var (
+		data []byte
+		err  error
+	)
+
+	if redact {
+		data, err = cur.Redacted()
+	} else {
+		data, err = cur.Marshal()
+	}
+
+	if err != nil {
+		return nil, false, err
+	}
+
+	onDisk, err := certs.LoadMachineConfig(n.cfg.ConfigPath, n.clock.Now())
+	if err != nil {
+		return data, true, nil //nolint:nilerr // a file that does not load differs from the config in effect
+	}
+
+	fields, err := certs.ChangedFields(cur, onDisk)
+
+	return data, err == nil && len(fields) > 0, nil
+}
