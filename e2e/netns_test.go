@@ -29,7 +29,8 @@ func TestClusterNetns(t *testing.T) {
 	dir := testutil.ShortTempDir(t)
 	state := filepath.Join(dir, "clusters")
 	create := []string{"cluster", "create", "--name", "nsc", "--network", "netns", "--netns-prefix", prefix,
-		"--cidr", "10.213.3.0/24", "--state-dir", state, "--bin-dir", binDir, "--controlplanes", "1", "--workers", "1"}
+		"--cidr", "10.213.3.0/24", "--state-dir", state, "--bin-dir", binDir, "--controlplanes", "1", "--workers", "1",
+		"--runtime", "process"} // the networks are under test here, not the containers
 
 	t.Cleanup(func() {
 		if c, err := localcluster.Load(state, "nsc"); err == nil {
