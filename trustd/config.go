@@ -56,6 +56,10 @@ type Grant struct {
 	// that address alone (sanpolicy.ForCaller). No token ever obtains a
 	// control plane's address or name, whatever it allows.
 	AllowedSANs *sanpolicy.Policy
+	// Basis is what the authenticator judged the token on, handed back to
+	// its Consume so that the use it counts is of the token it
+	// authenticated. trustd neither reads nor changes it.
+	Basis any
 }
 
 // ControlPlanes names the cluster's control planes: their addresses and

@@ -5,11 +5,14 @@
 package tokenauth
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/subtle"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync/atomic"
 
 	"github.com/aegis-os/aegis/internal/clock"
@@ -41,7 +44,9 @@ type Authenticator struct {
 	// it while calls are authenticated.
 	static atomic.Pointer[staticToken]
 	store  tokenstore.Store
-	clock  clock.Clock
+	// kept is store when it keeps the last record it saw; nil otherwise.
+	kept  tokenstore.Recaller
+	clock clock.Clock
 	// decoy stands in for an unknown id, so that an unknown id costs the
 	// same hashing and comparison as a known one with a wrong secret.
 	decoy tokenstore.Record
@@ -83,6 +88,7 @@ func New(cfg Config) (*Authenticator, error) {
 
 	a := &Authenticator{store: cfg.Store, clock: cfg.Clock}
 	a.static.Store(&staticToken{tok: cfg.Static, sans: cfg.StaticSANs})
+	a.kept, _ = cfg.Store.(tokenstore.Recaller)
 
 	// The decoy's secret is random and thrown away: nothing matches it.
 	decoy, err := token.Generate(cfg.Rand)
@@ -100,9 +106,26 @@ func New(cfg Config) (*Authenticator, error) {
 // Authenticate checks tok against the static token and the store. Both
 // checks always run and both compare in constant time, so neither the
 // answer nor its timing tells an unknown id from a wrong secret.
+//
+// A store that keeps the last record it saw (tokenstore.Recaller, the
+// shared etcd store) is asked for it first: a token it accepts needs no
+// round through the store here, since Consume counts the use in one atomic
+// step that judges the record as it is then. A refusal, which may be of a
+// stale record, is checked against the record as it is now.
 func (a *Authenticator) Authenticate(ctx context.Context, tok token.Token) (trustd.Grant, error) {
 	static := a.static.Load()
 	isStatic := !static.tok.IsZero() && static.tok.Equal(tok)
+
+	if a.kept != nil {
+		rec, ok := a.kept.Recall(tok.ID())
+		if !ok {
+			rec = a.decoy // the same hashing whether the id is kept or not
+		}
+
+		if g, err := a.judge(rec, ok, tok); err == nil && !isStatic {
+			return g, nil
+		}
+	}
 
 	rec, known, err := a.lookup(ctx, tok.ID())
 
@@ -115,16 +138,23 @@ func (a *Authenticator) Authenticate(ctx context.Context, tok token.Token) (trus
 		return trustd.Grant{}, err
 	}
 
-	secretOK := rec.MatchesSecret(tok.Secret())
-
-	switch {
-	case isStatic:
+	g, err := a.judge(rec, known, tok)
+	if isStatic {
 		return trustd.Grant{TokenID: tok.ID(), Static: true, AllowedSANs: static.sans}, nil
-	case !known || !secretOK:
+	}
+
+	return g, err
+}
+
+// judge checks tok's secret against rec (the decoy when the id is not
+// known), then that the token is usable and what it allows. The secret is
+// hashed whatever known says.
+func (a *Authenticator) judge(rec tokenstore.Record, known bool, tok token.Token) (trustd.Grant, error) {
+	if secretOK := rec.MatchesSecret(tok.Secret()); !known || !secretOK {
 		return trustd.Grant{}, fmt.Errorf("%w: unknown id or wrong secret", trustd.ErrInvalidToken)
 	}
 
-	if err = rec.Usable(a.clock.Now()); err != nil {
+	if err := rec.Usable(a.clock.Now()); err != nil {
 		return trustd.Grant{}, fmt.Errorf("%w: %w", trustd.ErrInvalidToken, err)
 	}
 
@@ -134,7 +164,7 @@ func (a *Authenticator) Authenticate(ctx context.Context, tok token.Token) (trus
 		return trustd.Grant{}, fmt.Errorf("tokenauth: stored token %s: %w", rec.ID, err)
 	}
 
-	return trustd.Grant{TokenID: rec.ID, AllowedSANs: policy}, nil
+	return trustd.Grant{TokenID: rec.ID, AllowedSANs: policy, Basis: rec}, nil
 }
 
 // lookup returns the stored record for id, or the decoy and false.
@@ -169,11 +199,13 @@ func (a *Authenticator) Consume(ctx context.Context, g trustd.Grant) error {
 		return fmt.Errorf("%w: no token store", trustd.ErrInvalidToken)
 	}
 
-	_, err := a.store.Use(ctx, g.TokenID, a.clock.Now())
+	err := a.use(ctx, g)
 
 	switch {
 	case err == nil:
 		return nil
+	case errors.Is(err, trustd.ErrInvalidToken):
+		return err
 	case errors.Is(err, tokenstore.ErrUsedUp), errors.Is(err, tokenstore.ErrExpired),
 		errors.Is(err, tokenstore.ErrRevoked), errors.Is(err, tokenstore.ErrNotFound):
 		return fmt.Errorf("%w: %w", trustd.ErrInvalidToken, err)
@@ -182,4 +214,36 @@ func (a *Authenticator) Consume(ctx context.Context, g trustd.Grant) error {
 	default:
 		return fmt.Errorf("tokenauth: counting a use of token %s: %w", g.TokenID, err)
 	}
+}
+
+// use counts the use. With a store that keeps records, the atomic step also
+// checks that the record is still of the token authenticated: the same
+// secret hash, life and allowed SANs. A token deleted and made again under
+// the same id in between, which Authenticate may not have seen, is refused
+// rather than charged a use by a caller who never showed its secret.
+func (a *Authenticator) use(ctx context.Context, g trustd.Grant) error {
+	basis, ok := g.Basis.(tokenstore.Record)
+	if a.kept == nil || !ok {
+		_, err := a.store.Use(ctx, g.TokenID, a.clock.Now())
+
+		return err
+	}
+
+	_, err := a.kept.UseIf(ctx, g.TokenID, a.clock.Now(), func(now tokenstore.Record) error {
+		if !sameToken(basis, now) {
+			return fmt.Errorf("%w: token %s was replaced since it was authenticated", trustd.ErrInvalidToken, g.TokenID)
+		}
+
+		return nil
+	})
+
+	return err
+}
+
+// sameToken reports whether a and b are records of one token: what a use
+// or a revocation changes (uses, revocation time) may differ.
+func sameToken(a, b tokenstore.Record) bool {
+	return subtle.ConstantTimeCompare(a.SecretHash, b.SecretHash) == 1 && bytes.Equal(a.Salt, b.Salt) &&
+		a.Created.Equal(b.Created) && a.Expires.Equal(b.Expires) && a.MaxUses == b.MaxUses &&
+		slices.Equal(a.AllowedSANs, b.AllowedSANs)
 }

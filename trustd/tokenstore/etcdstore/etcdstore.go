@@ -4,6 +4,9 @@
 // read is linearizable and every change is a transaction that compares the
 // record's revision, so a use counted on one control plane is seen by all,
 // and of many concurrent uses of a single-use token exactly one succeeds.
+// The store keeps the last record it saw per id (Recall), which a caller
+// may judge a token on without a read, provided it counts the use with
+// UseIf: the transaction's revision compare is then the freshness check.
 //
 // The store fails closed: when etcd cannot answer within the timeout (no
 // quorum, unreachable) every operation fails with tokenstore.ErrUnavailable.
@@ -58,7 +61,7 @@ type knownRecord struct {
 	rev int64
 }
 
-var _ tokenstore.Store = (*Store)(nil)
+var _ tokenstore.Recaller = (*Store)(nil)
 
 // New returns the store of cfg; it does not contact etcd.
 func New(cfg Config) (*Store, error) {
@@ -247,6 +250,26 @@ func (s *Store) Revoke(ctx context.Context, id string, at time.Time) (tokenstore
 // Use implements tokenstore.Store.
 func (s *Store) Use(ctx context.Context, id string, now time.Time) (tokenstore.Record, error) {
 	return s.change(ctx, id, func(r *tokenstore.Record) error { return r.UseAt(now) })
+}
+
+// UseIf implements tokenstore.Recaller: check runs on every record the
+// transaction is tried on, the last one being the record as it was when the
+// use was counted.
+func (s *Store) UseIf(ctx context.Context, id string, now time.Time, check func(tokenstore.Record) error) (tokenstore.Record, error) {
+	return s.change(ctx, id, func(r *tokenstore.Record) error {
+		if err := check(*r); err != nil {
+			return err
+		}
+
+		return r.UseAt(now)
+	})
+}
+
+// Recall implements tokenstore.Recaller.
+func (s *Store) Recall(id string) (tokenstore.Record, bool) {
+	k, ok := s.recall(id)
+
+	return k.rec.Clone(), ok
 }
 
 // change applies fn to the record and writes it back only if nobody changed

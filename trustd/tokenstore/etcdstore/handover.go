@@ -46,7 +46,7 @@ type HandoverConfig struct {
 	Logger *slog.Logger
 }
 
-var _ tokenstore.Store = (*Handover)(nil)
+var _ tokenstore.Recaller = (*Handover)(nil)
 
 // NewHandover returns the store of cfg; it does not contact etcd.
 func NewHandover(cfg HandoverConfig) (*Handover, error) {
@@ -174,4 +174,32 @@ func (h *Handover) Prune(ctx context.Context, endedBefore time.Time) (n int, err
 	err = h.with(ctx, func(s tokenstore.Store) error { n, err = s.Prune(ctx, endedBefore); return err })
 
 	return n, err
+}
+
+// Recall implements tokenstore.Recaller: the shared store's kept record once
+// the tokens are on etcd; before, none, so that the local store, read
+// without a round through the cluster, is read.
+func (h *Handover) Recall(id string) (tokenstore.Record, bool) {
+	if r, ok := h.cfg.Shared.(tokenstore.Recaller); ok && h.OnEtcd() {
+		return r.Recall(id)
+	}
+
+	return tokenstore.Record{}, false
+}
+
+// UseIf implements tokenstore.Recaller. A store in use that has no UseIf of
+// its own (bbolt) counts the use with Use: its caller judged the record it
+// has just read there, since Recall keeps none before the handover.
+func (h *Handover) UseIf(ctx context.Context, id string, now time.Time, check func(tokenstore.Record) error) (r tokenstore.Record, err error) {
+	err = h.with(ctx, func(s tokenstore.Store) error {
+		if rs, ok := s.(tokenstore.Recaller); ok {
+			r, err = rs.UseIf(ctx, id, now, check)
+		} else {
+			r, err = s.Use(ctx, id, now)
+		}
+
+		return err
+	})
+
+	return r, err
 }
