@@ -51,6 +51,7 @@ var talosctlCoverage = map[string]string{
 	"machine.MachineService/Processes":                   "TestResourceAPI",
 	"machine.MachineService/Dmesg":                       "TestResourceAPI",
 	"machine.MachineService/Rollback":                    "TestResourceAPI",
+	"machine.MachineService/Reset":                       "TestReset",
 }
 
 var tableMethod = regexp.MustCompile("`([a-z]+(?:\\.[a-z]+)*\\.[A-Za-z]+/[A-Za-z]+)`")

@@ -27,6 +27,7 @@ func Cases() []*Case {
 		callerCases(),
 		memberCases(),
 		talosAPICases(),
+		resetCases(),
 	)
 }
 
