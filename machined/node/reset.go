@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/siderolabs/talos/pkg/machinery/api/common"
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
@@ -132,27 +133,40 @@ func (n *Node) removeOwnEntry(ctx context.Context, b *bootState) error {
 
 // wipe removes everything in the state directory, the EPHEMERAL part of a
 // Talos node: keys, certificates, etcd's data, tokens, logs, the
-// revocation list. It never follows a link out of the directory, and the
-// machine config, which lives outside it, is kept.
+// revocation list. It never follows a link out of the directory, and keeps
+// the machine config (STATE), also when it was put inside the directory.
 func (n *Node) wipe() error {
-	entries, err := os.ReadDir(n.cfg.State)
-	if err != nil {
-		return fmt.Errorf("node: reset: %w", err)
-	}
-
-	var errs []error
-
-	for _, e := range entries {
-		if err := os.RemoveAll(filepath.Join(n.cfg.State, e.Name())); err != nil {
-			errs = append(errs, err)
-		}
-	}
-
-	if err := errors.Join(errs...); err != nil {
+	if err := wipeExcept(n.cfg.State, n.cfg.ConfigPath); err != nil {
 		return fmt.Errorf("node: reset: wiping the state directory: %w", err)
 	}
 
 	n.log.Info("reset: state directory wiped", slog.String(logkey.StateDir, n.cfg.State))
 
 	return nil
+}
+
+// wipeExcept removes every entry of dir but the file keep and the
+// directories that lead to it. Links are removed, never followed.
+func wipeExcept(dir, keep string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+
+	var errs []error
+
+	for _, e := range entries {
+		path := filepath.Join(dir, e.Name())
+
+		switch {
+		case path == keep:
+			continue
+		case e.IsDir() && strings.HasPrefix(keep, path+string(filepath.Separator)):
+			errs = append(errs, wipeExcept(path, keep))
+		default:
+			errs = append(errs, os.RemoveAll(path))
+		}
+	}
+
+	return errors.Join(errs...)
 }
