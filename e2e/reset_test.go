@@ -237,3 +237,48 @@ func serverSerial(t *testing.T, c *localcluster.Cluster, n localcluster.Node) *b
 
 	return s
 }
+
+// TestResetControlPlane resets one of three control planes gracefully with
+// reboot: it leaves etcd first, so the other two keep quorum, and joins
+// again as a new member (another member ID) that is promoted to voter.
+func TestResetControlPlane(t *testing.T) {
+	c := etcdCluster(t, "rcp", "127.9.43.0/24", 3, 0, false)
+	admin := talosClient(t, c.ClientConfigPath())
+	cps := c.ControlPlanes()
+	names := []string{cps[0].Name, cps[1].Name, cps[2].Name}
+
+	eventually(t, "3 voters", func() error { return votersAre(etcdCtx(t), admin, cps[0].Address, names...) })
+
+	before, err := members(etcdCtx(t), admin, cps[0].Address)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if _, err := admin.MachineClient.Reset(client.WithNode(etcdCtx(t), cps[2].Address), &machine.ResetRequest{Graceful: true, Reboot: true}); err != nil {
+		t.Fatalf("Reset of %s: %v", cps[2].Name, err)
+	}
+
+	eventually(t, cps[2].Name+" a voter again under a new member ID", func() error {
+		if err := votersAre(etcdCtx(t), admin, cps[0].Address, names...); err != nil {
+			return err
+		}
+
+		after, err := members(etcdCtx(t), admin, cps[0].Address)
+		if err != nil {
+			return err
+		}
+
+		if after[cps[2].Name].GetId() == before[cps[2].Name].GetId() {
+			return errors.New("same member ID: it never left")
+		}
+
+		return nil
+	})
+
+	if log, _ := os.ReadFile(c.LogPath(cps[2])); !bytes.Contains(log, []byte("reset: state directory wiped")) {
+		t.Fatalf("%s was not wiped:\n%s", cps[2].Name, log)
+	}
+
+	after, _ := members(etcdCtx(t), admin, cps[0].Address)
+	t.Logf("%s: etcd member %x before the reset, %x after, a voter again", cps[2].Name, before[cps[2].Name].GetId(), after[cps[2].Name].GetId())
+}
