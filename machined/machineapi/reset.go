@@ -13,9 +13,9 @@ const (
 	// certificates and keys, etcd's data, trustd's tokens and audit, the
 	// logs, the revocation list, containerd's state. A reset always wipes it.
 	LabelEphemeral = "EPHEMERAL"
-	// LabelState is the machine config. It lives outside the state
-	// directory, which is all a reset touches: a reset keeps it, so that
-	// the node can boot again and join with its token.
+	// LabelState is the machine config, given to machined apart from its
+	// state directory (and kept also when it lies inside): a reset keeps
+	// it, so that the node can boot again and join with its token.
 	LabelState = "STATE"
 )
 
@@ -64,7 +64,7 @@ func checkReset(req *machine.ResetRequest) error {
 		switch p.GetLabel() {
 		case LabelEphemeral:
 		case LabelState:
-			return refusef(ErrBadRequest, "Reset: system_partitions_to_wipe[%d]: STATE is the machine config, kept outside the state directory; a reset never touches it (remove the file on the host)", i)
+			return refusef(ErrBadRequest, "Reset: system_partitions_to_wipe[%d]: STATE is the machine config, which a reset always keeps so that the node can boot again (remove the file on the host)", i)
 		default:
 			return refusef(ErrBadRequest, "Reset: system_partitions_to_wipe[%d]: unknown label %q; an Aegis node has EPHEMERAL (its state directory) and STATE (its config, never wiped)", i, p.GetLabel())
 		}
