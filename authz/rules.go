@@ -136,6 +136,7 @@ func DefaultRules() Rules {
 		// Served by trustd to nodes holding their own certificate, never
 		// through apid: no role of a person writes a node's entry.
 		membership.MembershipService_Heartbeat_FullMethodName,
+		membership.MembershipService_Leave_FullMethodName,
 	)
 
 	return r

@@ -57,6 +57,8 @@ var talosctlCoverage = map[string]string{
 	"machine.MachineService/Stats":                       "TestContainerdRestarts",
 	"machine.MachineService/Restart":                     "TestContainerdRestarts",
 	"machine.MachineService/ImageList":                   "TestContainerdRestarts",
+	"machine.MachineService/Reset":                       "TestReset",
+	"machine.MachineService/ApplyConfiguration":          "TestApplyConfiguration",
 }
 
 var tableMethod = regexp.MustCompile("`([a-z]+(?:\\.[a-z]+)*\\.[A-Za-z]+/[A-Za-z]+)`")

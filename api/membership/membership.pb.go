@@ -362,6 +362,87 @@ func (x *HeartbeatResponse) GetAgeOut() *durationpb.Duration {
 	return nil
 }
 
+type LeaveRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The entry's first address: the node's identity in the list.
+	Address       string `protobuf:"bytes,1,opt,name=address,proto3" json:"address,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeaveRequest) Reset() {
+	*x = LeaveRequest{}
+	mi := &file_membership_membership_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeaveRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeaveRequest) ProtoMessage() {}
+
+func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_membership_membership_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeaveRequest.ProtoReflect.Descriptor instead.
+func (*LeaveRequest) Descriptor() ([]byte, []int) {
+	return file_membership_membership_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *LeaveRequest) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+type LeaveResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeaveResponse) Reset() {
+	*x = LeaveResponse{}
+	mi := &file_membership_membership_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeaveResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeaveResponse) ProtoMessage() {}
+
+func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_membership_membership_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeaveResponse.ProtoReflect.Descriptor instead.
+func (*LeaveResponse) Descriptor() ([]byte, []int) {
+	return file_membership_membership_proto_rawDescGZIP(), []int{7}
+}
+
 var File_membership_membership_proto protoreflect.FileDescriptor
 
 const file_membership_membership_proto_rawDesc = "" +
@@ -386,10 +467,14 @@ const file_membership_membership_proto_rawDesc = "" +
 	"\x10HeartbeatRequest\x120\n" +
 	"\x06member\x18\x01 \x01(\v2\x18.aegis.membership.MemberR\x06member\"G\n" +
 	"\x11HeartbeatResponse\x122\n" +
-	"\aage_out\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\x06ageOut2\xb0\x01\n" +
+	"\aage_out\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\x06ageOut\"(\n" +
+	"\fLeaveRequest\x12\x18\n" +
+	"\aaddress\x18\x01 \x01(\tR\aaddress\"\x0f\n" +
+	"\rLeaveResponse2\xfa\x01\n" +
 	"\x11MembershipService\x12E\n" +
 	"\x04List\x12\x1d.aegis.membership.ListRequest\x1a\x1e.aegis.membership.ListResponse\x12T\n" +
-	"\tHeartbeat\x12\".aegis.membership.HeartbeatRequest\x1a#.aegis.membership.HeartbeatResponseB*Z(github.com/aegis-os/aegis/api/membershipb\x06proto3"
+	"\tHeartbeat\x12\".aegis.membership.HeartbeatRequest\x1a#.aegis.membership.HeartbeatResponse\x12H\n" +
+	"\x05Leave\x12\x1e.aegis.membership.LeaveRequest\x1a\x1f.aegis.membership.LeaveResponseB*Z(github.com/aegis-os/aegis/api/membershipb\x06proto3"
 
 var (
 	file_membership_membership_proto_rawDescOnce sync.Once
@@ -403,7 +488,7 @@ func file_membership_membership_proto_rawDescGZIP() []byte {
 	return file_membership_membership_proto_rawDescData
 }
 
-var file_membership_membership_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_membership_membership_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_membership_membership_proto_goTypes = []any{
 	(*Member)(nil),                // 0: aegis.membership.Member
 	(*ListRequest)(nil),           // 1: aegis.membership.ListRequest
@@ -411,27 +496,31 @@ var file_membership_membership_proto_goTypes = []any{
 	(*Members)(nil),               // 3: aegis.membership.Members
 	(*HeartbeatRequest)(nil),      // 4: aegis.membership.HeartbeatRequest
 	(*HeartbeatResponse)(nil),     // 5: aegis.membership.HeartbeatResponse
-	(*timestamppb.Timestamp)(nil), // 6: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 7: google.protobuf.Duration
-	(*common.Metadata)(nil),       // 8: common.Metadata
+	(*LeaveRequest)(nil),          // 6: aegis.membership.LeaveRequest
+	(*LeaveResponse)(nil),         // 7: aegis.membership.LeaveResponse
+	(*timestamppb.Timestamp)(nil), // 8: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 9: google.protobuf.Duration
+	(*common.Metadata)(nil),       // 10: common.Metadata
 }
 var file_membership_membership_proto_depIdxs = []int32{
-	6, // 0: aegis.membership.Member.last_seen:type_name -> google.protobuf.Timestamp
-	7, // 1: aegis.membership.Member.interval:type_name -> google.protobuf.Duration
-	3, // 2: aegis.membership.ListResponse.messages:type_name -> aegis.membership.Members
-	8, // 3: aegis.membership.Members.metadata:type_name -> common.Metadata
-	0, // 4: aegis.membership.Members.members:type_name -> aegis.membership.Member
-	0, // 5: aegis.membership.HeartbeatRequest.member:type_name -> aegis.membership.Member
-	7, // 6: aegis.membership.HeartbeatResponse.age_out:type_name -> google.protobuf.Duration
-	1, // 7: aegis.membership.MembershipService.List:input_type -> aegis.membership.ListRequest
-	4, // 8: aegis.membership.MembershipService.Heartbeat:input_type -> aegis.membership.HeartbeatRequest
-	2, // 9: aegis.membership.MembershipService.List:output_type -> aegis.membership.ListResponse
-	5, // 10: aegis.membership.MembershipService.Heartbeat:output_type -> aegis.membership.HeartbeatResponse
-	9, // [9:11] is the sub-list for method output_type
-	7, // [7:9] is the sub-list for method input_type
-	7, // [7:7] is the sub-list for extension type_name
-	7, // [7:7] is the sub-list for extension extendee
-	0, // [0:7] is the sub-list for field type_name
+	8,  // 0: aegis.membership.Member.last_seen:type_name -> google.protobuf.Timestamp
+	9,  // 1: aegis.membership.Member.interval:type_name -> google.protobuf.Duration
+	3,  // 2: aegis.membership.ListResponse.messages:type_name -> aegis.membership.Members
+	10, // 3: aegis.membership.Members.metadata:type_name -> common.Metadata
+	0,  // 4: aegis.membership.Members.members:type_name -> aegis.membership.Member
+	0,  // 5: aegis.membership.HeartbeatRequest.member:type_name -> aegis.membership.Member
+	9,  // 6: aegis.membership.HeartbeatResponse.age_out:type_name -> google.protobuf.Duration
+	1,  // 7: aegis.membership.MembershipService.List:input_type -> aegis.membership.ListRequest
+	4,  // 8: aegis.membership.MembershipService.Heartbeat:input_type -> aegis.membership.HeartbeatRequest
+	6,  // 9: aegis.membership.MembershipService.Leave:input_type -> aegis.membership.LeaveRequest
+	2,  // 10: aegis.membership.MembershipService.List:output_type -> aegis.membership.ListResponse
+	5,  // 11: aegis.membership.MembershipService.Heartbeat:output_type -> aegis.membership.HeartbeatResponse
+	7,  // 12: aegis.membership.MembershipService.Leave:output_type -> aegis.membership.LeaveResponse
+	10, // [10:13] is the sub-list for method output_type
+	7,  // [7:10] is the sub-list for method input_type
+	7,  // [7:7] is the sub-list for extension type_name
+	7,  // [7:7] is the sub-list for extension extendee
+	0,  // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_membership_membership_proto_init() }
@@ -445,7 +534,7 @@ func file_membership_membership_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_membership_membership_proto_rawDesc), len(file_membership_membership_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   6,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -27,6 +27,7 @@ const _ = grpc.SupportPackageIsVersion9
 const (
 	MembershipService_List_FullMethodName      = "/aegis.membership.MembershipService/List"
 	MembershipService_Heartbeat_FullMethodName = "/aegis.membership.MembershipService/Heartbeat"
+	MembershipService_Leave_FullMethodName     = "/aegis.membership.MembershipService/Leave"
 )
 
 // MembershipServiceClient is the client API for MembershipService service.
@@ -39,6 +40,10 @@ type MembershipServiceClient interface {
 	// present its node certificate; every address of the entry must be one of
 	// the certificate's IP addresses.
 	Heartbeat(ctx context.Context, in *HeartbeatRequest, opts ...grpc.CallOption) (*HeartbeatResponse, error)
+	// Leave removes the caller's own entry as the node leaves the cluster (a
+	// reset). The caller must present its node certificate, which must name
+	// the address; a worker never removes a control plane's entry.
+	Leave(ctx context.Context, in *LeaveRequest, opts ...grpc.CallOption) (*LeaveResponse, error)
 }
 
 type membershipServiceClient struct {
@@ -69,6 +74,16 @@ func (c *membershipServiceClient) Heartbeat(ctx context.Context, in *HeartbeatRe
 	return out, nil
 }
 
+func (c *membershipServiceClient) Leave(ctx context.Context, in *LeaveRequest, opts ...grpc.CallOption) (*LeaveResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(LeaveResponse)
+	err := c.cc.Invoke(ctx, MembershipService_Leave_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // MembershipServiceServer is the server API for MembershipService service.
 // All implementations must embed UnimplementedMembershipServiceServer
 // for forward compatibility.
@@ -79,6 +94,10 @@ type MembershipServiceServer interface {
 	// present its node certificate; every address of the entry must be one of
 	// the certificate's IP addresses.
 	Heartbeat(context.Context, *HeartbeatRequest) (*HeartbeatResponse, error)
+	// Leave removes the caller's own entry as the node leaves the cluster (a
+	// reset). The caller must present its node certificate, which must name
+	// the address; a worker never removes a control plane's entry.
+	Leave(context.Context, *LeaveRequest) (*LeaveResponse, error)
 	mustEmbedUnimplementedMembershipServiceServer()
 }
 
@@ -94,6 +113,9 @@ func (UnimplementedMembershipServiceServer) List(context.Context, *ListRequest) 
 }
 func (UnimplementedMembershipServiceServer) Heartbeat(context.Context, *HeartbeatRequest) (*HeartbeatResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Heartbeat not implemented")
+}
+func (UnimplementedMembershipServiceServer) Leave(context.Context, *LeaveRequest) (*LeaveResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Leave not implemented")
 }
 func (UnimplementedMembershipServiceServer) mustEmbedUnimplementedMembershipServiceServer() {}
 func (UnimplementedMembershipServiceServer) testEmbeddedByValue()                           {}
@@ -152,6 +174,24 @@ func _MembershipService_Heartbeat_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _MembershipService_Leave_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(LeaveRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MembershipServiceServer).Leave(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MembershipService_Leave_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MembershipServiceServer).Leave(ctx, req.(*LeaveRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // MembershipService_ServiceDesc is the grpc.ServiceDesc for MembershipService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -166,6 +206,10 @@ var MembershipService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Heartbeat",
 			Handler:    _MembershipService_Heartbeat_Handler,
+		},
+		{
+			MethodName: "Leave",
+			Handler:    _MembershipService_Leave_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -16,7 +16,7 @@ func nodeCommands(e *env) []*cobra.Command {
 	return []*cobra.Command{
 		newVersionCommand(e), newHostnameCommand(e), newMemoryCommand(e),
 		newServiceCommand(e), newLogsCommand(e), newEventsCommand(e), newHealthCommand(e),
-		newRebootCommand(e), newShutdownCommand(e), newTokenCommand(e),
+		newRebootCommand(e), newShutdownCommand(e), newResetCommand(e), newTokenCommand(e),
 		newBootstrapCommand(e), newEtcdCommand(e), newGetCommand(e), newDashboardCommand(e),
 		newContainersCommand(e), newStatsCommand(e), newRestartCommand(e), newImageCommand(e),
 		newApplyConfigCommand(e), newPatchCommand(e),

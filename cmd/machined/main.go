@@ -2,8 +2,9 @@
 // the machine config, then runs the boot sequence (time service, the node
 // certificates it holds, apid everywhere and trustd on control planes, the
 // certificates service that waits for time sync to issue and renew) and
-// serves the MachineService to apid, until SIGTERM, SIGINT or a Shutdown
-// call.
+// serves the MachineService to apid, until SIGTERM, SIGINT, a Shutdown or
+// a Reset call; after a Reset that asks for a reboot it executes itself
+// again with the same arguments.
 //
 //	machined --config FILE --state DIR [--bin-dir DIR] [--image-dir DIR] [--node-cert-ttl D] [--heartbeat-interval D] [--log-level LEVEL] [--metrics-listen ADDR]
 //	machined --version
@@ -58,13 +59,32 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 
-	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	if errors.Is(err, node.ErrRebootAfterReset) {
+		stop()
+		err = reexec()
+	}
+
+	if err != nil {
 		if !errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintln(os.Stderr, "machined:", err)
 		}
 
 		os.Exit(1)
 	}
+}
+
+// reexec starts machined again in this process, with the same arguments,
+// after a reset that asked for a reboot: the new process boots from the
+// kept config into the wiped state directory, holding nothing of the old
+// one. It returns only if it cannot.
+func reexec() error {
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("booting again after the reset: %w", err)
+	}
+
+	return fmt.Errorf("booting again after the reset: %w", syscall.Exec(exe, os.Args, os.Environ())) //nolint:gosec // machined's own binary and arguments
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {

@@ -61,6 +61,8 @@ const (
 	Socket = "socket"
 	// Endpoint is a remote endpoint dialed.
 	Endpoint = "endpoint"
+	// StateDir is a node's state directory.
+	StateDir = "state_dir"
 	// Paths is the files a watcher reads.
 	Paths = "paths"
 	// CA is a certificate authority's subject.

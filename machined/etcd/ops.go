@@ -94,6 +94,19 @@ func (e *Etcd) Leave(ctx context.Context, svc ServiceControl) error {
 	return e.dropData()
 }
 
+// CheckLeave refuses, as Leave would, a leave that would break quorum:
+// the only voter, or one whose other voters are too few to answer.
+func (e *Etcd) CheckLeave(ctx context.Context) error {
+	st, err := e.localStatus(ctx)
+	if err != nil {
+		return err
+	}
+
+	_, err = e.othersUp(ctx, st.Header.MemberId)
+
+	return err
+}
+
 // othersUp returns the client URLs of the other voters that answer, and
 // refuses when they are too few to keep quorum without self.
 func (e *Etcd) othersUp(ctx context.Context, self uint64) ([]string, error) {

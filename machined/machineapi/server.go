@@ -1,6 +1,6 @@
 // Package machineapi implements the Talos MachineService for a node run by
 // machined: what the node is, its services, their logs, its events, client
-// configurations, reboot and shutdown. Methods it does not implement answer
+// configurations, reboot, shutdown and reset. Methods it does not implement answer
 // Unimplemented at once.
 package machineapi
 
@@ -48,6 +48,8 @@ type Config struct {
 	Logs      LogSource
 	Bus       *events.Bus
 	Lifecycle Lifecycle
+	// Reset is the node's reset; nil refuses Reset as FailedPrecondition.
+	Reset Resetter
 	// ClientConfig is nil on workers: GenerateClientConfiguration then
 	// answers FailedPrecondition.
 	ClientConfig ClientConfigIssuer

@@ -40,6 +40,8 @@ type testNode struct {
 	logs    map[string]*logs.Log
 	mu      sync.Mutex
 	reboots []string
+	resets  []string // actor, graceful, reboot of each reset
+	refuse  error    // CheckReset's answer
 }
 
 func (n *testNode) ServiceLog(id string) (*logs.Log, bool) { l, ok := n.logs[id]; return l, ok }
@@ -48,7 +50,13 @@ func (n *testNode) Reboot(actor string) {
 	n.reboots = append(n.reboots, actor)
 	n.mu.Unlock()
 }
-func (n *testNode) Shutdown(string) {}
+func (n *testNode) Shutdown(string)                        {}
+func (n *testNode) CheckReset(context.Context, bool) error { return n.refuse }
+func (n *testNode) Reset(actor string, graceful, reboot bool) {
+	n.mu.Lock()
+	n.resets = append(n.resets, fmt.Sprint(actor, graceful, reboot))
+	n.mu.Unlock()
+}
 
 type echoService struct {
 	id    string
@@ -117,7 +125,7 @@ func startServer(t *testing.T, withIssuer bool) (machine.MachineServiceClient, *
 		t.Fatal(err)
 	}
 
-	cfg := Config{Hostname: func() string { return "node-1" }, Services: n.mgr, Logs: n, Bus: bus, Lifecycle: n, MemInfoPath: meminfo}
+	cfg := Config{Hostname: func() string { return "node-1" }, Services: n.mgr, Logs: n, Bus: bus, Lifecycle: n, Reset: n, MemInfoPath: meminfo}
 	if withIssuer {
 		cfg.ClientConfig = issuer{catest.NewIssuer(t, catest.NewCA(t, ca.Ed25519, time.Now()), time.Now())}
 	}

@@ -29,6 +29,26 @@ type Sender struct {
 
 // Send records m through the first control plane that takes it.
 func (s Sender) Send(ctx context.Context, m *Member) error {
+	return s.first(ctx, func(ctx context.Context, c membership.MembershipServiceClient) error {
+		_, err := c.Heartbeat(ctx, &membership.HeartbeatRequest{Member: m})
+
+		return err
+	})
+}
+
+// Leave removes the node's entry, whose first address is address, through
+// the first control plane that takes it.
+func (s Sender) Leave(ctx context.Context, address string) error {
+	return s.first(ctx, func(ctx context.Context, c membership.MembershipServiceClient) error {
+		_, err := c.Leave(ctx, &membership.LeaveRequest{Address: address})
+
+		return err
+	})
+}
+
+// first makes call on one control plane after the other until one answers
+// without error.
+func (s Sender) first(ctx context.Context, call func(context.Context, membership.MembershipServiceClient) error) error {
 	if len(s.Endpoints) == 0 {
 		return errors.New("membership: no control-plane endpoint to send heartbeats to")
 	}
@@ -36,7 +56,7 @@ func (s Sender) Send(ctx context.Context, m *Member) error {
 	var errs []error
 
 	for _, ep := range s.Endpoints {
-		err := s.sendTo(ctx, wire.WithDefaultPort(ep, wire.TrustdPort), m)
+		err := s.callOn(ctx, wire.WithDefaultPort(ep, wire.TrustdPort), call)
 		if err == nil {
 			return nil
 		}
@@ -47,7 +67,7 @@ func (s Sender) Send(ctx context.Context, m *Member) error {
 	return errors.Join(errs...)
 }
 
-func (s Sender) sendTo(ctx context.Context, endpoint string, m *Member) error {
+func (s Sender) callOn(ctx context.Context, endpoint string, call func(context.Context, membership.MembershipServiceClient) error) error {
 	creds := credentials.NewTLS(&tls.Config{
 		RootCAs: s.AcceptedCAs(), GetClientCertificate: s.Certificate, MinVersion: tls.VersionTLS13,
 	})
@@ -61,7 +81,5 @@ func (s Sender) sendTo(ctx context.Context, endpoint string, m *Member) error {
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 
-	_, err = membership.NewMembershipServiceClient(conn).Heartbeat(ctx, &membership.HeartbeatRequest{Member: m})
-
-	return err
+	return call(ctx, membership.NewMembershipServiceClient(conn))
 }

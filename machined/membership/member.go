@@ -69,9 +69,8 @@ func Check(m *Member) error {
 	}
 
 	for _, a := range m.GetAddresses() {
-		addr, err := netip.ParseAddr(a)
-		if err != nil || addr.Unmap().String() != a || addr.Zone() != "" || addr.IsUnspecified() || addr.IsMulticast() {
-			return fmt.Errorf("%w: address %q is not a canonical IP address", ErrInvalid, a)
+		if err := CheckAddress(a); err != nil {
+			return err
 		}
 	}
 
@@ -87,6 +86,17 @@ func Check(m *Member) error {
 		if _, err := hex.DecodeString(h); err != nil || len(h) != 2*sha256.Size {
 			return fmt.Errorf("%w: accepted CAs digest %q", ErrInvalid, h)
 		}
+	}
+
+	return nil
+}
+
+// CheckAddress checks that a is an address an entry may have: a canonical
+// IP address, neither unspecified nor multicast, without a zone.
+func CheckAddress(a string) error {
+	addr, err := netip.ParseAddr(a)
+	if err != nil || addr.Unmap().String() != a || addr.Zone() != "" || addr.IsUnspecified() || addr.IsMulticast() {
+		return fmt.Errorf("%w: address %q is not a canonical IP address", ErrInvalid, a)
 	}
 
 	return nil

@@ -23,10 +23,11 @@ import (
 	"github.com/aegis-os/aegis/internal/requestid"
 )
 
-// Writer records a node's own entry with the role the server gives it.
-// *Store is one.
+// Writer records a node's own entry with the role the server gives it,
+// and removes it as the node leaves. *Store is one.
 type Writer interface {
 	Put(ctx context.Context, m *Member, role string) error
+	Delete(ctx context.Context, address, role string) error
 }
 
 // ServerConfig configures a Server.
@@ -122,6 +123,36 @@ func (s *Server) Heartbeat(ctx context.Context, req *membership.HeartbeatRequest
 	}
 
 	return &membership.HeartbeatResponse{AgeOut: durationpb.New(AgeOut(req.GetMember().GetInterval().AsDuration()))}, nil
+}
+
+// Leave removes the caller's own entry as a worker's, as the node leaves
+// the cluster. The caller must present a node certificate that chains to
+// the accepted CAs and names the address.
+func (s *Server) Leave(ctx context.Context, req *membership.LeaveRequest) (*membership.LeaveResponse, error) {
+	if s.cfg.Writer == nil {
+		return nil, status.Error(codes.Unimplemented, "membership: leaving goes to a control plane's trustd")
+	}
+
+	cert, err := s.peerCertificate(ctx)
+	if err != nil {
+		return nil, s.toStatus("leave", err)
+	}
+
+	if err := CheckAddress(req.GetAddress()); err != nil {
+		return nil, s.toStatus("leave", err)
+	}
+
+	if err := CheckOwner(cert, &Member{Addresses: []string{req.GetAddress()}}); err != nil {
+		return nil, s.toStatus("leave", err)
+	}
+
+	if err := s.cfg.Writer.Delete(ctx, req.GetAddress(), RoleWorker); err != nil {
+		return nil, s.toStatus("leave", err)
+	}
+
+	s.cfg.Logger.Info("membership entry removed", slog.String(logkey.Address, req.GetAddress()))
+
+	return &membership.LeaveResponse{}, nil
 }
 
 // errTooOften: a node sent heartbeats faster than MinHeartbeatSpacing.

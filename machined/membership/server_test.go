@@ -23,8 +23,15 @@ import (
 
 // recorder is a Writer that keeps what it was given.
 type recorder struct {
-	got  *membershippkg.Member
-	role string
+	got     *membershippkg.Member
+	role    string
+	deleted string
+}
+
+func (r *recorder) Delete(_ context.Context, address, role string) error {
+	r.deleted, r.role = address, role
+
+	return nil
 }
 
 func (r *recorder) Put(_ context.Context, m *membershippkg.Member, role string) error {
@@ -153,6 +160,48 @@ func TestHeartbeatNeedsTheNodesOwnCertificate(t *testing.T) {
 
 		if err := heartbeat(&node, entry("worker-1", "10.0.0.5")); err != nil {
 			t.Fatalf("heartbeat after the spacing: %v", err)
+		}
+	})
+
+	t.Run("Leave of the node's own entry only", func(t *testing.T) {
+		leave := func(cert *tls.Certificate, address string) error {
+			cfg := &tls.Config{RootCAs: pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS13}
+			if cert != nil {
+				cfg.Certificates = []tls.Certificate{*cert}
+			}
+
+			conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+
+			_, err = membership.NewMembershipServiceClient(conn).Leave(context.Background(), &membership.LeaveRequest{Address: address})
+
+			return err
+		}
+
+		for _, tt := range []struct {
+			name    string
+			cert    *tls.Certificate
+			address string
+			code    codes.Code
+		}{
+			{"no certificate", nil, "10.0.0.5", codes.Unauthenticated},
+			{"another CA's node", &stranger, "10.0.0.5", codes.Unauthenticated},
+			{"another node's address", &node, "10.0.0.6", codes.PermissionDenied},
+			{"not an address", &node, "10.0.0.05", codes.InvalidArgument},
+			{"own entry", &node, "10.0.0.5", codes.OK},
+		} {
+			rec.deleted = ""
+
+			if err := leave(tt.cert, tt.address); status.Code(err) != tt.code {
+				t.Fatalf("%s: Leave: %v, want %s", tt.name, err, tt.code)
+			}
+
+			if (rec.deleted != "") != (tt.code == codes.OK) || (tt.code == codes.OK && rec.role != membershippkg.RoleWorker) {
+				t.Fatalf("%s: deleted %q as %q", tt.name, rec.deleted, rec.role)
+			}
 		}
 	})
 

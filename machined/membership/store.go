@@ -104,6 +104,46 @@ func (s *Store) Put(ctx context.Context, m *Member, role string) error {
 	return nil
 }
 
+// Delete removes the entry of the node whose first address is address, as
+// that node leaves the cluster, on behalf of a node of role: a worker never
+// removes a control plane's entry. An entry already gone is not an error.
+// The entry is deleted only if nothing changed it since it was read.
+func (s *Store) Delete(ctx context.Context, address, role string) error {
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+
+	current, keys, err := s.read(ctx)
+	if err != nil {
+		return err
+	}
+
+	k := prefix + address
+
+	for _, c := range current {
+		if key(c) == k && c.GetRole() == RoleControlPlane && role != RoleControlPlane {
+			return fmt.Errorf("%w: %s is a control plane's entry", ErrNotOwner, address)
+		}
+	}
+
+	resp, err := s.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.ModRevision(k), "=", keys[k].rev)).
+		Then(clientv3.OpDelete(k)).
+		Commit()
+
+	switch {
+	case err != nil:
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	case !resp.Succeeded:
+		return fmt.Errorf("%w: %s", ErrConflict, k)
+	}
+
+	if old := keys[k].lease; old != 0 {
+		_, _ = s.cli.Revoke(ctx, old) // best effort, as in Put
+	}
+
+	return nil
+}
+
 // stored is what etcd holds of a key: its mod revision and lease.
 type stored struct {
 	rev   int64

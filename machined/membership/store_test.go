@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/url"
+	"slices"
 	"testing"
 	"time"
 
@@ -108,6 +109,13 @@ func TestStore(t *testing.T) {
 		}
 	})
 
+	t.Run("worker cannot remove a control plane's entry", func(t *testing.T) {
+		err := s.Delete(ctx, "10.0.0.1", membership.RoleWorker)
+		if !errors.Is(err, membership.ErrNotOwner) {
+			t.Fatalf("err = %v, want ErrNotOwner", err)
+		}
+	})
+
 	t.Run("hostname held by another live node", func(t *testing.T) {
 		err := s.Put(ctx, entry("worker-1", "10.0.0.6"), membership.RoleWorker)
 		if !errors.Is(err, membership.ErrNotOwner) {
@@ -125,6 +133,23 @@ func TestStore(t *testing.T) {
 		list, _ := s.List(ctx)
 		if len(list) != 2 || !list[1].GetLastSeen().AsTime().Equal(clk.Now()) {
 			t.Fatalf("List = %v", list)
+		}
+	})
+
+	t.Run("removed entry gone at once, twice is fine", func(t *testing.T) {
+		if err := s.Put(ctx, entry("worker-2", "10.0.0.7"), membership.RoleWorker); err != nil {
+			t.Fatal(err)
+		}
+
+		for range 2 {
+			if err := s.Delete(ctx, "10.0.0.7", membership.RoleWorker); err != nil {
+				t.Fatal(err)
+			}
+		}
+
+		list, _ := s.List(ctx)
+		if len(list) != 2 || slices.ContainsFunc(list, func(m *membership.Member) bool { return m.GetHostname() == "worker-2" }) {
+			t.Fatalf("List after the removal = %v", list)
 		}
 	})
 

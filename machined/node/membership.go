@@ -30,7 +30,22 @@ func (n *Node) startMembership(ctx context.Context, b *bootState, bg *sync.WaitG
 		beat = n.workerBeat(b)
 	}
 
-	bg.Go(func() { membership.Until(ctx, n.clock, n.cfg.HeartbeatInterval, n.log, beat) })
+	bg.Go(func() { membership.Until(ctx, n.clock, n.cfg.HeartbeatInterval, n.log, n.unlessLeaving(beat)) })
+}
+
+// unlessLeaving skips the heartbeats of a node that a reset takes out of
+// the cluster, so that none writes its entry back after it was removed.
+func (n *Node) unlessLeaving(beat func(context.Context) error) func(context.Context) error {
+	return func(ctx context.Context) error {
+		n.beatMu.Lock()
+		defer n.beatMu.Unlock()
+
+		if n.leaving {
+			return nil
+		}
+
+		return beat(ctx)
+	}
 }
 
 // ownEntry is the node's entry as of now.
@@ -82,13 +97,19 @@ func (n *Node) publishMembers(members []*membership.Member) {
 }
 
 func (n *Node) workerBeat(b *bootState) func(context.Context) error {
-	sender := membership.Sender{
+	sender := n.workerSender(b)
+
+	return func(ctx context.Context) error { return sender.Send(ctx, n.ownEntry(b)) }
+}
+
+// workerSender reaches the control planes' trustd with the worker's node
+// certificate, for its heartbeats and its leaving.
+func (n *Node) workerSender(b *bootState) membership.Sender {
+	return membership.Sender{
 		Endpoints:   b.cfg.Cluster.ControlPlane.Endpoints,
 		Certificate: n.serverCertificate,
 		AcceptedCAs: func() *x509.CertPool { return n.acceptedCAs().Pool() },
 	}
-
-	return func(ctx context.Context) error { return sender.Send(ctx, n.ownEntry(b)) }
 }
 
 // serverCertificate is the node's current server certificate, which a

@@ -119,11 +119,17 @@ type Node struct {
 	// statusMu and certsMu make the machine status and certificate
 	// resources' updates one at a time, each from the latest state.
 	statusMu, certsMu sync.Mutex
+
+	// beatMu orders the membership heartbeats and a reset's leaving: once
+	// leaving is set, no heartbeat writes the entry again.
+	beatMu  sync.Mutex
+	leaving bool
 }
 
 type lifecycleRequest struct {
 	actor    string
 	shutdown bool
+	reset    *resetRequest // set by Reset
 }
 
 // New prepares a node; Run starts it.
@@ -214,8 +220,27 @@ func New(cfg Config) (*Node, error) {
 }
 
 // Run serves the node's sockets and runs boot sequences (again after each
-// reboot) until a shutdown is asked for or ctx ends.
+// reboot) until a shutdown is asked for or ctx ends. After a reset it wipes
+// the state directory once everything is stopped and closed, and returns
+// ErrRebootAfterReset if the reset asked for a reboot.
 func (n *Node) Run(ctx context.Context) error {
+	reset, err := n.run(ctx)
+	if err != nil || reset == nil {
+		return err
+	}
+
+	if err = n.wipe(); err != nil {
+		return err
+	}
+
+	if reset.reboot {
+		return ErrRebootAfterReset
+	}
+
+	return nil
+}
+
+func (n *Node) run(ctx context.Context) (*resetRequest, error) {
 	defer n.closeLogs()
 
 	if n.ctr != nil {
@@ -224,7 +249,7 @@ func (n *Node) Run(ctx context.Context) error {
 
 	sockets, err := n.listen()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer sockets.stop()
 
@@ -238,12 +263,12 @@ func (n *Node) Run(ctx context.Context) error {
 	for {
 		req, done := n.runBoot(ctx, actor)
 
-		n.stopServices(req.shutdown)
+		n.stopServices(req)
 
 		if done {
 			n.log.Info("node stopped")
 
-			return nil
+			return req.reset, nil
 		}
 
 		actor = req.actor
@@ -267,6 +292,12 @@ func (n *Node) runBoot(ctx context.Context, actor string) (lifecycleRequest, boo
 	select {
 	case req = <-n.requests:
 		done = req.shutdown
+
+		// A reset leaves the cluster while etcd and the heartbeats still
+		// run; if it cannot, the node boots again unchanged.
+		if req.reset != nil && !n.leave(ctx, req) {
+			req, done = lifecycleRequest{actor: req.actor}, false
+		}
 	case <-ctx.Done():
 		done = true
 	}
@@ -277,13 +308,14 @@ func (n *Node) runBoot(ctx context.Context, actor string) (lifecycleRequest, boo
 	return req, done
 }
 
-func (n *Node) stopServices(shutdown bool) {
-	stage := machine.MachineStatusEvent_REBOOTING
-	if shutdown {
-		stage = machine.MachineStatusEvent_SHUTTING_DOWN
+func (n *Node) stopServices(req lifecycleRequest) {
+	switch {
+	case req.reset != nil: // stays RESETTING
+	case req.shutdown:
+		n.machineStatus(machine.MachineStatusEvent_SHUTTING_DOWN, "")
+	default:
+		n.machineStatus(machine.MachineStatusEvent_REBOOTING, "")
 	}
-
-	n.machineStatus(stage, "")
 
 	ctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
 	defer cancel()

@@ -66,7 +66,7 @@ func (n *Node) listen() (*sockets, error) {
 
 	machineAPI := machineapi.New(machineapi.Config{
 		Hostname: func() string { res, _ := n.store.Current(); return res.GetHostname() },
-		Services: n.services, Logs: n, Bus: n.bus, Lifecycle: n, Config: n,
+		Services: n.services, Logs: n, Bus: n.bus, Lifecycle: n, Config: n, Reset: n,
 		ClientConfig: clientIssuer{n}, Etcd: n.Etcd, KernelLog: kernelLog(), Clock: n.clock, Logger: n.log,
 		Containers: n.containersAPI(),
 	})
