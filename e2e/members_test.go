@@ -13,9 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cosi-project/runtime/pkg/safe"
 	clusterapi "github.com/siderolabs/talos/pkg/machinery/api/cluster"
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"github.com/siderolabs/talos/pkg/machinery/client"
+	clusterres "github.com/siderolabs/talos/pkg/machinery/resources/cluster"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/emptypb"
@@ -76,6 +78,23 @@ func TestMembershipAndClusterHealth(t *testing.T) {
 		}
 
 		t.Logf("aegisctl get members:\n%s", out)
+
+		// The resource API's members (talosctl get members) follow the
+		// same list, on every control plane.
+		for _, cp := range cps {
+			eventually(t, "5 members in "+cp.Name+"'s resources", func() error {
+				list, err := safe.StateListAll[*clusterres.Member](client.WithNode(etcdCtx(t), cp.Address), admin.COSI)
+				if err != nil {
+					return err
+				}
+
+				if list.Len() != len(c.Nodes) {
+					return fmt.Errorf("%d members", list.Len())
+				}
+
+				return nil
+			})
+		}
 
 		// A worker runs no etcd: it says to ask a control plane.
 		_, err = membership.NewMembershipServiceClient(admin.Conn()).List(client.WithNode(etcdCtx(t), workers[0].Address), &membership.ListRequest{})

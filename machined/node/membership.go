@@ -15,6 +15,7 @@ import (
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/internal/version"
 	"github.com/aegis-os/aegis/machined/membership"
+	"github.com/aegis-os/aegis/machined/resourceapi"
 )
 
 // startMembership keeps the node's entry in the cluster's member list
@@ -85,15 +86,24 @@ func (n *Node) controlPlaneBeat(b *bootState) func(context.Context) error {
 	}
 }
 
-// publishMembers gives apid the members' names: each hostname routes to
-// the member's first address.
+// publishMembers gives apid the members' names (each hostname routes to
+// the member's first address) and the resource API the member list.
 func (n *Node) publishMembers(members []*membership.Member) {
-	var names []*node.MemberName
+	var (
+		names []*node.MemberName
+		infos []resourceapi.MemberInfo
+	)
+
 	for _, m := range members {
 		names = append(names, &node.MemberName{Hostname: m.GetHostname(), Address: m.GetAddresses()[0]})
+		infos = append(infos, resourceapi.MemberInfo{
+			Hostname: m.GetHostname(), Addresses: m.GetAddresses(),
+			ControlPlane: m.GetRole() == membership.RoleControlPlane, Version: m.GetVersion(),
+		})
 	}
 
 	n.store.Update(func(r *node.Resources) { r.Members = names })
+	n.resourceErr("members", n.res.SetMembers(infos))
 }
 
 func (n *Node) workerBeat(b *bootState) func(context.Context) error {

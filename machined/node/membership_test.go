@@ -1,17 +1,24 @@
 package node
 
 import (
+	"log/slog"
 	"slices"
 	"testing"
 
 	"github.com/aegis-os/aegis/machined/membership"
+	"github.com/aegis-os/aegis/machined/resourceapi"
 	"github.com/aegis-os/aegis/machined/resources"
 )
 
 // TestPublishMembers: apid receives each member's hostname with its first
 // address, and the names of a later list replace the earlier ones.
 func TestPublishMembers(t *testing.T) {
-	n := &Node{store: resources.NewStore()}
+	st, err := resourceapi.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	n := &Node{store: resources.NewStore(), res: st, log: slog.New(slog.DiscardHandler)}
 
 	n.publishMembers([]*membership.Member{
 		{Hostname: "cp-1", Addresses: []string{"10.0.0.1"}},

@@ -15,6 +15,8 @@ import (
 	"github.com/cosi-project/runtime/pkg/state"
 	"github.com/cosi-project/runtime/pkg/state/protobuf/client"
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
+	machineconfig "github.com/siderolabs/talos/pkg/machinery/config/machine"
+	"github.com/siderolabs/talos/pkg/machinery/resources/cluster"
 	"github.com/siderolabs/talos/pkg/machinery/resources/runtime"
 	"github.com/siderolabs/talos/pkg/machinery/resources/v1alpha1"
 	"google.golang.org/grpc"
@@ -80,6 +82,7 @@ func TestDefinitionsResolveNamesAndAliases(t *testing.T) {
 	for _, name := range []string{
 		"machinestatus", "services", "svc", "timestatus", "hostname", "hostnamestatus", "nodename",
 		"nodeaddresses", "etcdmembers", "certificatestatuses", "certs", "ntpstatus", "mc", "machineconfig", "rd",
+		"members",
 	} {
 		var matched []string
 
@@ -159,6 +162,41 @@ func TestSetServicesRemovesGone(t *testing.T) {
 
 	if list.Len() != 1 || list.Get(0).Metadata().ID() != "apid" || !list.Get(0).TypedSpec().Healthy {
 		t.Fatalf("services = %v", list)
+	}
+}
+
+func TestSetMembersFollowsTheList(t *testing.T) {
+	st, cli := serve(t)
+
+	for _, members := range [][]resourceapi.MemberInfo{
+		{
+			{Hostname: "cp-1", Addresses: []string{"127.5.0.2"}, ControlPlane: true, Version: "v1"},
+			{Hostname: "w-1", Addresses: []string{"127.5.0.3"}, Version: "v1"},
+		},
+		{{Hostname: "cp-1", Addresses: []string{"127.5.0.2"}, ControlPlane: true, Version: "v1"}},
+	} {
+		if err := st.SetMembers(members); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	list, err := safe.StateListAll[*cluster.Member](ctx(t), cli)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if list.Len() != 1 {
+		t.Fatalf("members = %v, want cp-1 alone (w-1 left the list)", list)
+	}
+
+	spec := list.Get(0).TypedSpec()
+	if list.Get(0).Metadata().ID() != "cp-1" || spec.MachineType != machineconfig.TypeControlPlane ||
+		len(spec.Addresses) != 1 || spec.Addresses[0].String() != "127.5.0.2" || spec.OperatingSystem != "Aegis v1" {
+		t.Fatalf("member = %v %+v", list.Get(0).Metadata(), spec)
+	}
+
+	if err := st.SetMembers([]resourceapi.MemberInfo{{Hostname: "bad", Addresses: []string{"not-an-address"}}}); err == nil {
+		t.Fatal("a member with a bad address was set without an error")
 	}
 }
 

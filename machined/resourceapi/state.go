@@ -18,6 +18,7 @@ import (
 	"github.com/cosi-project/runtime/pkg/state/impl/inmem"
 	"github.com/cosi-project/runtime/pkg/state/impl/namespaced"
 	"github.com/cosi-project/runtime/pkg/state/registry"
+	"github.com/siderolabs/talos/pkg/machinery/resources/cluster"
 	"github.com/siderolabs/talos/pkg/machinery/resources/etcd"
 	"github.com/siderolabs/talos/pkg/machinery/resources/k8s"
 	"github.com/siderolabs/talos/pkg/machinery/resources/network"
@@ -39,6 +40,7 @@ var namespaces = []struct {
 	{network.NamespaceName, "The node's names and addresses."},
 	{k8s.NamespaceName, "The node's name as the cluster knows it."},
 	{etcd.NamespaceName, "The node's etcd member (control planes)."},
+	{cluster.NamespaceName, "The cluster's members, as a control plane's etcd keeps them."},
 	{NamespaceName, "Aegis: certificates, NTP status, the machine config (redacted)."},
 }
 
@@ -46,7 +48,7 @@ var namespaces = []struct {
 func definitions() []meta.ResourceWithRD {
 	return []meta.ResourceWithRD{
 		&runtime.MachineStatus{}, &v1alpha1.Service{}, &timeres.Status{},
-		&network.HostnameStatus{}, &network.NodeAddress{}, &k8s.Nodename{}, &etcd.Member{},
+		&network.HostnameStatus{}, &network.NodeAddress{}, &k8s.Nodename{}, &etcd.Member{}, &cluster.Member{},
 		&CertificateStatus{}, &NTPStatus{}, &MachineConfig{},
 	}
 }
