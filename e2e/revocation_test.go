@@ -383,13 +383,17 @@ func checkRevokeCLI(t *testing.T, c *cliCluster, cp, worker localcluster.Node) {
 	// The server's alert can lose the race with the client's first write
 	// (then the client sees a broken pipe): one of a few tries must read it.
 	named := false
+
+	var last string
+
 	for i := 0; i < 5 && !named; i++ {
 		res := c.ctl(t, cfg, "version")
+		last = res.stderr
 		named = strings.Contains(res.stderr, "refused the client certificate") && strings.Contains(res.stderr, "revoked")
 	}
 
 	if !named {
-		t.Errorf("the revoked config's refusals never say what happened")
+		t.Errorf("the revoked config's refusals never say what happened; the last:\n%s", last)
 	}
 
 	if res := c.ctl(t, cfg, "config", "renew"); res.code == 0 {
