@@ -156,7 +156,7 @@ func (c *Cluster) waitNodeReady(ctx context.Context, n Node, offset int64, timeo
 			return nil
 		case st.failed != "":
 			return fmt.Errorf("localcluster: node %s failed to boot: %s\n%s", n.Name, st.failed, c.Tail(n, tailLines))
-		case !c.running(n):
+		case c.exited(n):
 			return fmt.Errorf("localcluster: node %s exited while booting:\n%s", n.Name, c.Tail(n, tailLines))
 		case time.Now().After(deadline):
 			return fmt.Errorf("localcluster: node %s not ready after %s:\n%s", n.Name, timeout, c.Tail(n, tailLines))

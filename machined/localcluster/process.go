@@ -21,6 +21,10 @@ import (
 // SIGTERM before it is killed; machined's own services get 10 s each.
 const stopGrace = 30 * time.Second
 
+// exitRecheck is how long exited waits before it believes a node that
+// does not look like it runs: far longer than the instant of an exec.
+const exitRecheck = 100 * time.Millisecond
+
 // startAll starts one machined per node, detached: its own session, no
 // terminal, output to the node's log file. The PIDs go into the manifest.
 func (c *Cluster) startAll() error {
@@ -90,6 +94,21 @@ func (c *Cluster) start(n Node) (int, error) {
 	}()
 
 	return pid, nil
+}
+
+// exited reports whether n's machined has ended: not running, and still
+// not a moment later. A process just started can look like another for
+// an instant: the kernel closes the exec pipe os/exec waits on before it
+// sets up the new program's arguments, so /proc/PID/cmdline may read empty
+// right after Start returns.
+func (c *Cluster) exited(n Node) bool {
+	if c.running(n) {
+		return false
+	}
+
+	time.Sleep(exitRecheck)
+
+	return !c.running(n)
 }
 
 // running reports whether n's recorded machined still runs: the PID is

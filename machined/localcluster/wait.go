@@ -46,7 +46,7 @@ func (c *Cluster) waitUp(ctx context.Context, timeout time.Duration, progress io
 			switch {
 			case st.failed != "":
 				return fmt.Errorf("localcluster: node %s failed to boot: %s\n%s", n.Name, st.failed, c.Tail(n, tailLines))
-			case !c.running(n):
+			case c.exited(n):
 				return fmt.Errorf("localcluster: node %s exited while booting:\n%s", n.Name, c.Tail(n, tailLines))
 			}
 
