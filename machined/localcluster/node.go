@@ -211,7 +211,7 @@ func (c *Cluster) Kill(name string) error {
 		return fmt.Errorf("localcluster: no node %s", name)
 	}
 
-	if !c.running(n) {
+	if c.exited(n) {
 		return nil
 	}
 

@@ -136,7 +136,7 @@ func (c *Cluster) running(n Node) bool {
 // stop ends n's machined: SIGTERM, then SIGKILL after stopGrace; it waits
 // until the process is gone.
 func (c *Cluster) stop(n Node) error {
-	if !c.running(n) {
+	if c.exited(n) {
 		return nil
 	}
 
