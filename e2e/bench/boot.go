@@ -167,8 +167,14 @@ func addrAt(prefix netip.Prefix, i int) string {
 // on cidr, under the run's directory, and puts its destruction on the
 // clean-up list.
 func (r *run) createCluster(ctx context.Context, name string, cidr netip.Prefix, workers int) (*localcluster.Cluster, error) {
+	return r.createClusterOn(ctx, name, cidr, workers, "")
+}
+
+// createClusterOn is createCluster with every node on runtime rt (empty:
+// the process runtime, left out of the configs).
+func (r *run) createClusterOn(ctx context.Context, name string, cidr netip.Prefix, workers int, rt certs.Runtime) (*localcluster.Cluster, error) {
 	c, err := localcluster.Create(ctx, localcluster.Options{
-		Name: name, ControlPlanes: 1, Workers: workers, CIDR: cidr,
+		Name: name, ControlPlanes: 1, Workers: workers, CIDR: cidr, Runtime: rt,
 		StateDir: filepath.Join(r.dir, "clusters"), BinDir: r.cfg.BinDir, Timeout: clusterTimeout,
 	})
 	if err != nil {
