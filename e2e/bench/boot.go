@@ -69,7 +69,7 @@ func (r *run) bootOnce(ctx context.Context, name string) (cp, worker time.Durati
 	if err != nil {
 		return 0, 0, err
 	}
-	defer func() { err = errors.Join(err, c.Destroy()) }()
+	defer func() { err = errors.Join(err, r.destroy(c)) }()
 
 	node := c.Nodes[0]
 	if cp, err = bootTime(node.PID, c.LogPath(node)); err != nil {
@@ -178,10 +178,10 @@ func (r *run) createClusterOn(ctx context.Context, name string, cidr netip.Prefi
 		StateDir: filepath.Join(r.dir, "clusters"), BinDir: r.cfg.BinDir, Timeout: clusterTimeout,
 	})
 	if err != nil {
-		return nil, err
+		return nil, errors.Join(err, reap(filepath.Join(r.dir, "clusters", name), name))
 	}
 
-	r.clean.push("cluster "+name, c.Destroy)
+	r.clean.push("cluster "+name, func() error { return r.destroy(c) })
 
 	return c, nil
 }

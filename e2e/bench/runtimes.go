@@ -90,16 +90,20 @@ func (r *run) bootTwice(ctx context.Context, name string, rt certs.Runtime) (fre
 	return fresh, restart, err
 }
 
-// destroy destroys c and checks that nothing it ran is left: no machined,
-// containerd, shim or container process whose command line names the
-// cluster's state directory. Anything left is killed, and named in the
-// error.
+// destroy destroys c and checks that nothing it ran is left (reap).
 func (r *run) destroy(c *localcluster.Cluster) error {
-	err := c.Destroy()
+	return errors.Join(c.Destroy(), reap(c.Dir, c.Name))
+}
 
-	left, lerr := processesUnder(c.Dir)
-	if lerr != nil {
-		return errors.Join(err, lerr)
+// reap looks for any process left of the cluster name in dir: a machined,
+// containerd, shim or service whose command line names a path under dir,
+// and the containers of a shim. It kills each and names it in the error:
+// a cluster that was destroyed, or whose creation failed, must have
+// stopped them all.
+func reap(dir, name string) error {
+	left, err := processesUnder(dir)
+	if err != nil {
+		return err
 	}
 
 	for _, p := range left {
@@ -110,12 +114,14 @@ func (r *run) destroy(c *localcluster.Cluster) error {
 		}
 	}
 
+	var errs []error
+
 	for _, p := range left {
 		_ = syscall.Kill(p.pid, syscall.SIGKILL) //nolint:errcheck // gone already is fine
-		err = errors.Join(err, fmt.Errorf("bench: %s (pid %d) of cluster %s still ran after its destruction; killed", p.comm, p.pid, c.Name))
+		errs = append(errs, fmt.Errorf("bench: %s (pid %d) of cluster %s still ran after it was stopped; killed", p.comm, p.pid, name))
 	}
 
-	return err
+	return errors.Join(errs...)
 }
 
 // runtimeLoads makes a cluster of one control plane and RuntimeWorkers
