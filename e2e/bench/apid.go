@@ -28,28 +28,23 @@ import (
 // Version straight to its machined, one call after the other and with
 // parallel callers, then times new mTLS connections to apid.
 func (r *run) apidLoads(ctx context.Context, e *clusterEnv) error {
-	conn, err := grpc.NewClient("unix://"+machinedSocket(e), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	direct, conn, err := directClient(e)
 	if err != nil {
 		return err
 	}
 	defer conn.Close() //nolint:errcheck // a client connection
 
-	direct := versionCall(machine.NewMachineServiceClient(conn), metadata.Pairs(wire.MetadataRole, string(role.Admin)))
 	via := versionCall(e.cli.MachineClient, nil)
 
 	p := r.plan
 	r.logf("apid: %d Version calls per case, then %d with %d callers", p.APIDCalls, p.APIDParallelCalls, p.APIDWorkers)
 
-	self, machined, apid := os.Getpid(), e.cpProcs["machined"], e.cpProcs["apid"]
-
-	lat, err := compare(ctx, p.Rounds, p.Budget,
-		variant{"direct", p.APIDCalls, direct, [][]int{{machined, self}, {machined}}},
-		variant{"through apid", p.APIDCalls, via, [][]int{{apid, machined, self}, {apid}}})
+	lat, err := r.directVsAPID(ctx, e, direct, via)
 	if err != nil {
 		return err
 	}
 
-	a := &APIDCalls{Direct: lat[0].Case(), Via: lat[1].Case(), Workers: p.APIDWorkers}
+	a := &APIDCalls{Direct: lat[0], Via: lat[1], Workers: p.APIDWorkers}
 
 	if a.DirectRate, a.ViaRate, err = r.parallelRates(ctx, direct, via); err != nil {
 		return err
@@ -63,6 +58,33 @@ func (r *run) apidLoads(ctx context.Context, e *clusterEnv) error {
 	r.res.APID = a
 
 	return nil
+}
+
+// directVsAPID times Version straight to the control plane's machined
+// and through its apid, one call after the other, interleaved.
+func (r *run) directVsAPID(ctx context.Context, e *clusterEnv, direct, via func(context.Context) error) ([2]Case, error) {
+	p := r.plan
+	self, machined, apid := os.Getpid(), e.cpProcs["machined"], e.cpProcs["apid"]
+
+	lat, err := compare(ctx, p.Rounds, p.Budget,
+		variant{"direct", p.APIDCalls, direct, [][]int{{machined, self}, {machined}}},
+		variant{"through apid", p.APIDCalls, via, [][]int{{apid, machined, self}, {apid}}})
+	if err != nil {
+		return [2]Case{}, err
+	}
+
+	return [2]Case{lat[0].Case(), lat[1].Case()}, nil
+}
+
+// directClient calls Version straight to the control plane's machined
+// socket, as apid does; close the connection when done.
+func directClient(e *clusterEnv) (func(context.Context) error, *grpc.ClientConn, error) {
+	conn, err := grpc.NewClient("unix://"+machinedSocket(e), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, nil, err
+	}
+
+	return versionCall(machine.NewMachineServiceClient(conn), metadata.Pairs(wire.MetadataRole, string(role.Admin))), conn, nil
 }
 
 // machinedSocket is where the control plane's apid forwards calls.

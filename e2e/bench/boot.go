@@ -69,7 +69,7 @@ func (r *run) bootOnce(ctx context.Context, name string) (cp, worker time.Durati
 	if err != nil {
 		return 0, 0, err
 	}
-	defer func() { err = errors.Join(err, c.Destroy()) }()
+	defer func() { err = errors.Join(err, r.destroy(c)) }()
 
 	node := c.Nodes[0]
 	if cp, err = bootTime(node.PID, c.LogPath(node)); err != nil {
@@ -167,15 +167,21 @@ func addrAt(prefix netip.Prefix, i int) string {
 // on cidr, under the run's directory, and puts its destruction on the
 // clean-up list.
 func (r *run) createCluster(ctx context.Context, name string, cidr netip.Prefix, workers int) (*localcluster.Cluster, error) {
+	return r.createClusterOn(ctx, name, cidr, workers, "")
+}
+
+// createClusterOn is createCluster with every node on runtime rt (empty:
+// the process runtime, left out of the configs).
+func (r *run) createClusterOn(ctx context.Context, name string, cidr netip.Prefix, workers int, rt certs.Runtime) (*localcluster.Cluster, error) {
 	c, err := localcluster.Create(ctx, localcluster.Options{
-		Name: name, ControlPlanes: 1, Workers: workers, CIDR: cidr,
+		Name: name, ControlPlanes: 1, Workers: workers, CIDR: cidr, Runtime: rt,
 		StateDir: filepath.Join(r.dir, "clusters"), BinDir: r.cfg.BinDir, Timeout: clusterTimeout,
 	})
 	if err != nil {
-		return nil, err
+		return nil, errors.Join(err, reap(filepath.Join(r.dir, "clusters", name), name))
 	}
 
-	r.clean.push("cluster "+name, c.Destroy)
+	r.clean.push("cluster "+name, func() error { return r.destroy(c) })
 
 	return c, nil
 }

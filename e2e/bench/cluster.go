@@ -36,7 +36,7 @@ func (r *run) clusterLoads(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	defer func() { err = errors.Join(err, c.Destroy()) }()
+	defer func() { err = errors.Join(err, r.destroy(c)) }()
 
 	if err = r.recordClusterUp(c); err != nil {
 		return err

@@ -102,7 +102,7 @@ func (r *run) connFlood(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	defer func() { err = errors.Join(err, c.Destroy()) }()
+	defer func() { err = errors.Join(err, r.destroy(c)) }()
 
 	e, err := newClusterEnv(ctx, c)
 	if err != nil {

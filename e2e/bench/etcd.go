@@ -114,7 +114,7 @@ func (r *run) etcdSingle(ctx context.Context, e *Etcd) error {
 	e.SingleUp = up.Sub(started)
 	r.logf("etcd: one control plane, start to etcd healthy in %s", formatDuration(e.SingleUp))
 
-	return c.Destroy()
+	return r.destroy(c)
 }
 
 func (r *run) etcdCluster(ctx context.Context, name string, cidr netip.Prefix, cps, workers int, skip bool) (*localcluster.Cluster, error) {
@@ -123,10 +123,10 @@ func (r *run) etcdCluster(ctx context.Context, name string, cidr netip.Prefix, c
 		StateDir: filepath.Join(r.dir, "clusters"), BinDir: r.cfg.BinDir, Timeout: clusterTimeout,
 	})
 	if err != nil {
-		return nil, err
+		return nil, errors.Join(err, reap(filepath.Join(r.dir, "clusters", name), name))
 	}
 
-	r.clean.push("cluster "+name, c.Destroy)
+	r.clean.push("cluster "+name, func() error { return r.destroy(c) })
 
 	return c, nil
 }

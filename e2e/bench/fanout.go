@@ -12,32 +12,41 @@ import (
 // plane first) for each count of the plan, through the control plane's
 // apid, interleaved.
 func (r *run) fanOut(ctx context.Context, e *clusterEnv) error {
+	r.logf("fan-out: %d calls per node count %v", r.plan.FanOutCalls, r.plan.FanOutNodes)
+
+	out, err := r.fanOutCases(ctx, e, r.plan.FanOutNodes)
+	r.res.FanOut = append(r.res.FanOut, out...)
+
+	return err
+}
+
+// fanOutCases times Version fanned out to each count of nodes, interleaved.
+func (r *run) fanOutCases(ctx context.Context, e *clusterEnv, counts []int) ([]FanOut, error) {
 	addrs := e.c.Addresses()
 	p := r.plan
 
 	var vs []variant
 
-	for _, n := range p.FanOutNodes {
+	for _, n := range counts {
 		if n > len(addrs) {
-			return fmt.Errorf("bench: fan-out to %d nodes in a cluster of %d", n, len(addrs))
+			return nil, fmt.Errorf("bench: fan-out to %d nodes in a cluster of %d", n, len(addrs))
 		}
 
 		vs = append(vs, variant{fmt.Sprintf("nodes=%d", n), p.FanOutCalls, fanOutCall(e.cli, addrs[:n]),
 			[][]int{e.allProcs, {e.cpProcs["apid"]}}})
 	}
 
-	r.logf("fan-out: %d calls per node count %v", p.FanOutCalls, p.FanOutNodes)
-
 	lat, err := compare(ctx, p.Rounds, p.Budget, vs...)
 	if err != nil {
-		return err
+		return nil, err
 	}
 
-	for i, n := range p.FanOutNodes {
-		r.res.FanOut = append(r.res.FanOut, FanOut{Nodes: n, Latency: lat[i].Case()})
+	out := make([]FanOut, len(counts))
+	for i, n := range counts {
+		out[i] = FanOut{Nodes: n, Latency: lat[i].Case()}
 	}
 
-	return nil
+	return out, nil
 }
 
 // fanOutCall calls Version on nodes and checks that each answered.

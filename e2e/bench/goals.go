@@ -3,6 +3,8 @@ package bench
 import (
 	"fmt"
 	"time"
+
+	"github.com/aegis-os/aegis/certs"
 )
 
 // The goals the figures are measured against. They are reported, never
@@ -25,6 +27,7 @@ const (
 	GoalEtcdClusterUp          = 10 * time.Second // cluster create, 3 control planes + 2 workers, all voters healthy, under
 	GoalEtcdSingleUp           = 2 * time.Second  // one control plane's start to etcd healthy, under
 	GoalEtcdStoreVsBbolt       = 0.8              // issuance rate with a limited-use token, etcd store ÷ bbolt store, at least
+	GoalContainerdUp           = 2 * time.Second  // median boot of a control plane on the containerd runtime, cold and warm, under
 )
 
 // goalFanOutNodes are the fan-outs held to GoalFanOutVsFloor.
@@ -42,7 +45,28 @@ func (r Results) Goals() []Goal {
 	out = append(out, r.fanOutGoals()...)
 
 	return append(out, r.bootGoal(), r.memoryGoal(), r.connFloodGoal(),
-		r.etcdClusterGoal(), r.etcdSingleGoal(), r.tokenStoreGoal())
+		r.etcdClusterGoal(), r.etcdSingleGoal(), r.tokenStoreGoal(), r.containerdBootGoal(true), r.containerdBootGoal(false))
+}
+
+// containerdBootGoal is the control plane's median boot on the containerd
+// runtime: cold (a fresh node, importing the images) or warm (restarted).
+func (r Results) containerdBootGoal(cold bool) Goal {
+	name, d := "control plane up on containerd, warm: images present (median)", time.Duration(0)
+	if cold {
+		name = "control plane up on containerd, cold: images imported (median)"
+	}
+
+	for _, f := range r.Runtimes {
+		if f.Runtime != string(certs.RuntimeContainerd) {
+			continue
+		}
+
+		if d = f.Restart.Median; cold {
+			d = f.Fresh.Median
+		}
+	}
+
+	return under(name, d, GoalContainerdUp)
 }
 
 // issuanceGoals: per key type, trustd against cfssl serve on one

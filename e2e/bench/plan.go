@@ -40,6 +40,13 @@ type Plan struct {
 	// FanOutNodes are the node counts compared, FanOutCalls calls each.
 	FanOutNodes []int
 	FanOutCalls int
+	// RuntimeBootReps is how many one-node clusters are booted (and
+	// restarted) on each runtime; RuntimeWorkers join the cluster of each
+	// runtime that takes the Version calls (APIDCalls per case) and the
+	// fan-outs to RuntimeFanOut nodes (FanOutCalls each).
+	RuntimeBootReps int
+	RuntimeWorkers  int
+	RuntimeFanOut   []int
 	// EtcdKeys are written to etcd before the snapshot that is timed.
 	EtcdKeys int
 	// Budget bounds each case's loop in time.
@@ -56,6 +63,7 @@ var FullPlan = Plan{
 	JoinClients: 200, JoinStorms: 5,
 	APIDCalls: 5000, APIDWorkers: 8, APIDParallelCalls: 50000, Handshakes: 2000,
 	FanOutNodes: []int{1, 5, 20}, FanOutCalls: 500, EtcdKeys: 10000,
+	RuntimeBootReps: 5, RuntimeWorkers: 4, RuntimeFanOut: []int{1, 5},
 	Budget: time.Minute, Settle: 3 * time.Second,
 }
 
@@ -68,6 +76,7 @@ var QuickPlan = Plan{
 	JoinClients: 200, JoinStorms: 2,
 	APIDCalls: 1000, APIDWorkers: 8, APIDParallelCalls: 5000, Handshakes: 400,
 	FanOutNodes: []int{1, 5, 20}, FanOutCalls: 150, EtcdKeys: 10000,
+	RuntimeBootReps: 2, RuntimeWorkers: 4, RuntimeFanOut: []int{1, 5},
 	Budget: 10 * time.Second, Settle: time.Second,
 }
 
@@ -80,6 +89,10 @@ var (
 	// BootCIDR holds the one-node clusters booted and timed; the worker
 	// that joins each takes the address after the control plane's.
 	BootCIDR = netip.MustParsePrefix("127.7.1.0/24")
+	// RuntimeBootCIDR holds the one-node clusters the runtime stage boots
+	// on each runtime, RuntimeLoadCIDR the clusters its calls run on.
+	RuntimeBootCIDR = netip.MustParsePrefix("127.7.12.0/24")
+	RuntimeLoadCIDR = netip.MustParsePrefix("127.7.13.0/24")
 	// TrustdIPs are the stand-alone trustd servers, per CA key type.
 	TrustdIPs = []string{"127.7.2.1", "127.7.2.2"}
 	// CfsslIPs are the cfssl servers, per CA key type.

@@ -59,6 +59,8 @@ func fixture() Results {
 		Memory: []Memory{
 			{Process: "apid", Role: RoleControlPlane, IdleRSS: 23 << 20, IdleHWM: 24 << 20, LoadHWM: 30 << 20},
 			{Process: "trustd", Role: "stand-alone, issuance ed25519", IdleRSS: 19 << 20, IdleHWM: 19 << 20, LoadHWM: 22 << 20},
+			{Process: "containerd", Role: "control plane, containerd runtime", IdleRSS: 40 << 20, IdleHWM: 41 << 20, LoadHWM: 42 << 20},
+			{Process: "containerd-shim (apid)", Role: "control plane, containerd runtime", IdleRSS: 12 << 20, IdleHWM: 12 << 20, LoadHWM: 13 << 20},
 		},
 		Flood: floodFixture(),
 		Etcd: &Etcd{
@@ -70,6 +72,18 @@ func fixture() Results {
 			ControlPlanes: 3, Bbolt: cs(1000, 1000, 2000, 1000, 400, 0), Etcd: cs(1000, 1200, 3000, 1250, 500, 0),
 			Storm: &JoinStorm{Clients: 200, Totals: []time.Duration{4 * time.Second}, Retries: 5,
 				Latency: Summary{N: 200, Median: 2 * time.Second, P99: 4 * time.Second}},
+		},
+		Runtimes: []RuntimeFigures{
+			{
+				Runtime: "process", Fresh: us(5, 130_000, 160_000, 140_000), Restart: us(5, 120_000, 150_000, 125_000),
+				Nodes: 5, Direct: cs(3000, 200, 700, 250, 180, 90), Via: cs(3000, 500, 1500, 600, 550, 300),
+				FanOut: []FanOut{{Nodes: 1, Latency: cs(300, 700, 900, 750, 700, 300)}, {Nodes: 5, Latency: cs(300, 1400, 3000, 1500, 2800, 800)}},
+			},
+			{
+				Runtime: "containerd", Fresh: us(5, 2_400_000, 3_000_000, 2_500_000), Restart: us(5, 900_000, 1_100_000, 950_000),
+				Nodes: 5, Direct: cs(3000, 210, 700, 260, 190, 95), Via: cs(3000, 550, 1600, 650, 600, 320),
+				FanOut: []FanOut{{Nodes: 1, Latency: cs(300, 770, 1000, 800, 750, 320)}, {Nodes: 5, Latency: cs(300, 1610, 3300, 1700, 3000, 850)}},
+			},
 		},
 	}
 }
@@ -114,7 +128,7 @@ func TestReportJSONRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	if back.Results.APID.Via != fixture().APID.Via || len(back.Sections) != 9 || len(back.Goals) != 15 {
+	if back.Results.APID.Via != fixture().APID.Via || len(back.Sections) != 10 || len(back.Goals) != 17 {
 		t.Fatalf("round trip lost figures: %+v", back)
 	}
 }
@@ -140,6 +154,8 @@ func TestGoals(t *testing.T) {
 		"cluster create, 3 control planes + 2 workers, until all etcd voters are healthy": true,  // 9s
 		"one control plane: machined start to etcd healthy":                               false, // 2.5s
 		"limited-use token: etcd store ÷ bbolt store (rate)":                              true,  // 800/s ÷ 1000/s
+		"control plane up on containerd, cold: images imported (median)":                  false, // 2.4s
+		"control plane up on containerd, warm: images present (median)":                   true,  // 900ms
 	}
 
 	for name, w := range want {

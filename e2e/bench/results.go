@@ -17,6 +17,9 @@ type Results struct {
 	Etcd     *Etcd        `json:"etcd,omitempty"`
 	// TokenStores compares the etcd and bbolt token stores.
 	TokenStores *TokenStores `json:"token_stores,omitempty"`
+	// Runtimes compares the process and containerd runtimes, the
+	// reference (process) first.
+	Runtimes []RuntimeFigures `json:"runtimes,omitempty"`
 	// CPUs is the machine's cores, which CPU floors divide by.
 	CPUs int `json:"cpus,omitempty"`
 }
@@ -119,4 +122,23 @@ type Memory struct {
 	IdleRSS uint64 `json:"idle_rss_bytes"`
 	IdleHWM uint64 `json:"idle_hwm_bytes"`
 	LoadHWM uint64 `json:"load_hwm_bytes"`
+}
+
+// RuntimeFigures are one runtime's figures, measured in the same run as the
+// other's: a control plane's boot, and Version and fan-out calls on a
+// cluster of Nodes nodes.
+type RuntimeFigures struct {
+	// Runtime is the machine.runtime: "process" or "containerd".
+	Runtime string `json:"runtime"`
+	// Fresh is a new one-node cluster's boot, from machined's start to
+	// "node ready": on containerd, its containerd starts empty and imports
+	// every image (cold). Restart is the same node started again with its
+	// state kept: the images are there already (warm).
+	Fresh   Summary `json:"boot_fresh"`
+	Restart Summary `json:"boot_restart"`
+	// Nodes is the cluster the calls ran on; zero if they did not run.
+	Nodes  int      `json:"nodes,omitempty"`
+	Direct Case     `json:"direct"`
+	Via    Case     `json:"via_apid"`
+	FanOut []FanOut `json:"fan_out,omitempty"`
 }

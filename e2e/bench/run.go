@@ -27,7 +27,7 @@ type Config struct {
 }
 
 // Stages are the parts of a run, in the order they run.
-var Stages = []string{"issuance", "boot", "cluster", "flood", "etcd"}
+var Stages = []string{"issuance", "boot", "cluster", "flood", "etcd", "runtime"}
 
 // run is one run's state.
 type run struct {
@@ -103,6 +103,7 @@ func (r *run) stages(ctx context.Context) []string {
 		{"cluster loads", r.clusterLoads},
 		{"connection flood", r.connFlood},
 		{"etcd", r.etcd},
+		{"runtime", r.runtimes},
 	} {
 		if len(r.cfg.Only) > 0 && !slices.Contains(r.cfg.Only, Stages[i]) {
 			continue

@@ -50,6 +50,10 @@ func (r Results) Sections() []Section {
 		out = append(out, r.tokenStoresSection())
 	}
 
+	if len(r.Runtimes) > 0 {
+		out = append(out, r.runtimesSection())
+	}
+
 	return out
 }
 
@@ -216,4 +220,80 @@ func (r Results) etcdSection() Section {
 			{Name: fmt.Sprintf("restore of %d keys into a new control plane", e.Keys), Total: e.Restore},
 		},
 	}
+}
+
+func (r Results) runtimesSection() Section {
+	ref := r.Runtimes[0]
+
+	var rows []Row
+
+	for i, f := range r.Runtimes {
+		fresh, restart := "fresh node", "restarted"
+		if f.Runtime == "containerd" {
+			fresh, restart = "cold (fresh node: images imported)", "warm (restarted: images present)"
+		}
+
+		freshRow := Row{Name: f.Runtime + ": control plane " + fresh + ", start to node ready", Latency: &f.Fresh}
+		restartRow := Row{Name: f.Runtime + ": control plane " + restart + ", start to node ready", Latency: &f.Restart}
+
+		if i > 0 {
+			freshRow.Ratios = []Relative{{To: ref.Runtime, Of: OfMedian, Value: Ratio(float64(f.Fresh.Median), float64(ref.Fresh.Median))}}
+			restartRow.Ratios = []Relative{{To: ref.Runtime, Of: OfMedian, Value: Ratio(float64(f.Restart.Median), float64(ref.Restart.Median))}}
+		}
+
+		rows = append(rows, freshRow, restartRow)
+	}
+
+	for i, f := range r.Runtimes {
+		if f.Nodes == 0 {
+			continue
+		}
+
+		direct := latencyRow(f.Runtime+": Version straight to machined's socket", f.Direct)
+		via := latencyRow(f.Runtime+": Version through apid", f.Via, medianOf("direct", f.Via, f.Direct))
+
+		if i > 0 && ref.Nodes > 0 {
+			direct.Ratios = append(direct.Ratios, medianOf(ref.Runtime, f.Direct, ref.Direct))
+			via.Ratios = append(via.Ratios, medianOf(ref.Runtime, f.Via, ref.Via))
+		}
+
+		rows = append(rows, direct, via)
+
+		for _, fo := range f.FanOut {
+			row := latencyRow(fmt.Sprintf("%s: fan-out, nodes=%d of %d", f.Runtime, fo.Nodes, f.Nodes), fo.Latency)
+			if one := f.FanOut[0]; fo.Nodes != one.Nodes {
+				row.Ratios = append(row.Ratios, medianOf(fmt.Sprintf("nodes=%d", one.Nodes), fo.Latency, one.Latency))
+			}
+
+			if i > 0 {
+				if refFo, ok := ref.fanOut(fo.Nodes); ok {
+					row.Ratios = append(row.Ratios, medianOf(ref.Runtime, fo.Latency, refFo.Latency))
+				}
+			}
+
+			rows = append(rows, row)
+		}
+	}
+
+	return Section{
+		Title: "runtimes",
+		How: "the process runtime (services as machined's children) against the containerd runtime (services as " +
+			"confined containers of the node's own containerd), in the same run: one-node clusters from machined's start " +
+			"(/proc) to \"node ready\", fresh (containerd empty: every image imported) and restarted with the state kept " +
+			"(images present), interleaved; then on a cluster of each runtime, Version straight to machined and through " +
+			"apid and fanned out, as above; CPU/call counts every node's processes (containerd and the shims too); " +
+			"memory in the memory table",
+		Rows: rows,
+	}
+}
+
+// fanOut is the fan-out to n nodes; false if not measured.
+func (f RuntimeFigures) fanOut(n int) (FanOut, bool) {
+	for _, fo := range f.FanOut {
+		if fo.Nodes == n {
+			return fo, true
+		}
+	}
+
+	return FanOut{}, false
 }

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/aegis-os/aegis/internal/ociimage"
 	"github.com/aegis-os/aegis/machined/containerd"
@@ -133,13 +134,27 @@ func (r *containerRuntime) prepare(ids []string) error {
 		return err
 	}
 
-	for _, id := range ids {
-		v, err := containerd.VerifyArchive(ociimage.ArchivePath(r.imageDir, id))
-		if err != nil {
-			return err
+	// The archives are read and hashed at once: each is tens of MiB, and
+	// the first error in ids' order is the one reported.
+	verified := make([]ociimage.Verified, len(ids))
+	errs := make([]error, len(ids))
+
+	var wg sync.WaitGroup
+
+	for i, id := range ids {
+		wg.Go(func() {
+			verified[i], errs[i] = containerd.VerifyArchive(ociimage.ArchivePath(r.imageDir, id))
+		})
+	}
+
+	wg.Wait()
+
+	for i, id := range ids {
+		if errs[i] != nil {
+			return errs[i]
 		}
 
-		r.images[id] = v
+		r.images[id] = verified[i]
 	}
 
 	return nil

@@ -139,7 +139,13 @@ func (i *instance) lifecycle(ctx context.Context) (State, string) {
 	return StateFinished, "exited"
 }
 
+// waitDependencies returns once every dependency is up. It records the
+// wait when it begins and when what it waits for changes, not at every
+// wake-up: a record wakes every waiting service, and services that
+// recorded at each wake-up would wake each other without end.
 func (i *instance) waitDependencies(ctx context.Context) error {
+	var recorded string
+
 	for {
 		changed := i.m.changes()
 
@@ -148,7 +154,10 @@ func (i *instance) waitDependencies(ctx context.Context) error {
 			return nil
 		}
 
-		i.record(StateWaiting, "waiting for "+strings.Join(waiting, ", "))
+		if msg := "waiting for " + strings.Join(waiting, ", "); msg != recorded {
+			i.record(StateWaiting, msg)
+			recorded = msg
+		}
 
 		select {
 		case <-changed:

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -612,5 +613,73 @@ func TestRestartsAreCounted(t *testing.T) {
 
 	if info, _ := m.Info("flaky"); info.Restarts != 2 {
 		t.Fatalf("after a stop: Restarts = %d, want 2", info.Restarts)
+	}
+}
+
+// countingHandler counts the log records whose message is msg.
+type countingHandler struct {
+	msg string
+	n   *atomic.Int64
+}
+
+func (h countingHandler) Enabled(context.Context, slog.Level) bool { return true }
+
+func (h countingHandler) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == h.msg {
+		h.n.Add(1)
+	}
+
+	return nil
+}
+
+func (h countingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h countingHandler) WithGroup(string) slog.Handler      { return h }
+
+// TestWaitingIsRecordedOnce: services waiting on the same dependency
+// record their wait once, not again each time another service's record
+// wakes them (which made them wake each other in a loop, logging without
+// end and spending the CPU a boot needs).
+func TestWaitingIsRecordedOnce(t *testing.T) {
+	records := &atomic.Int64{}
+	m := New(Config{Clock: clock.Real(), Bus: events.NewBus(4096, clock.Real()),
+		Logger: slog.New(countingHandler{msg: "service state", n: records})})
+
+	aHealthy := &atomic.Bool{}
+
+	err := m.Load(
+		healthSvc{&fakeService{id: "a", healthy: aHealthy}},
+		&fakeService{id: "b", deps: []string{"a"}},
+		&fakeService{id: "c", deps: []string{"a"}},
+		&fakeService{id: "d", deps: []string{"a"}},
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if err := m.Start(); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, id := range []string{"b", "c", "d"} {
+		waitState(t, m, id, StateWaiting)
+	}
+
+	time.Sleep(200 * time.Millisecond) // the loop, when there is one, logs thousands of records in this time
+
+	// a: loaded, waiting for nothing, starting, running; b, c, d: loaded
+	// and one wait each. A few more for the order in which they start.
+	if n := records.Load(); n > 16 {
+		t.Fatalf("%d service state records while b, c and d wait for a, want at most 16", n)
+	}
+
+	aHealthy.Store(true)
+
+	ctx := waitCtx(t)
+	if err := m.WaitUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := m.Stop(ctx); err != nil {
+		t.Fatal(err)
 	}
 }
