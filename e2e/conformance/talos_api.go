@@ -13,6 +13,8 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/api/inspect"
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	timeapi "github.com/siderolabs/talos/pkg/machinery/api/time"
+	machineconf "github.com/siderolabs/talos/pkg/machinery/config/machine"
+	"github.com/siderolabs/talos/pkg/machinery/resources/cluster"
 	"github.com/siderolabs/talos/pkg/machinery/resources/runtime"
 	"github.com/siderolabs/talos/pkg/machinery/resources/v1alpha1"
 	"google.golang.org/grpc"
@@ -42,6 +44,7 @@ func talosAPICases() []*Case {
 		}),
 		apiCase("resources: `nodes` fan-out refused as in Talos", codes.InvalidArgument.String(), reader, []string{"nodes", "TARGET,WORKER"}, listDefinitions),
 		apiCase("resources: machine config served without secrets", "redacted", reader, nil, machineConfigRedacted),
+		apiCase("resources: members on the target", "OK, control plane and worker listed", reader, nil, clusterMembers),
 		apiCase("TimeService Time as a reader", codes.OK.String(), reader, nil, func(ctx context.Context, c *grpc.ClientConn) (string, error) {
 			_, err := timeapi.NewTimeServiceClient(c).Time(ctx, &emptypb.Empty{})
 
@@ -118,6 +121,27 @@ func listDefinitions(ctx context.Context, c *grpc.ClientConn) (string, error) {
 	}
 
 	return "OK, definitions", nil
+}
+
+// clusterMembers describes the Members resources (talosctl get members) of
+// a control plane: the member list in etcd, control planes and workers.
+func clusterMembers(ctx context.Context, c *grpc.ClientConn) (string, error) {
+	list, err := safe.StateListAll[*cluster.Member](ctx, cosiState(c))
+	if err != nil {
+		return "", err
+	}
+
+	types := map[machineconf.Type]bool{}
+	for m := range list.All() {
+		types[m.TypedSpec().MachineType] = true
+	}
+
+	switch {
+	case types[machineconf.TypeControlPlane] && types[machineconf.TypeWorker]:
+		return "OK, control plane and worker listed", nil
+	default:
+		return fmt.Sprintf("OK, %d members: %v", list.Len(), types), nil
+	}
 }
 
 func workerMachineStatus(ctx context.Context, c *grpc.ClientConn) (string, error) {
