@@ -284,3 +284,55 @@ func TestGivenUpNotCounted(t *testing.T) {
 		t.Fatalf("the next use: %d uses, %v; want 2 (the use given up not counted)", r.Uses, err)
 	}
 }
+
+// TestBatchInOrder checks that the changes of one record in a batch apply
+// in the order they came: a use queued after a revocation in the same
+// batch is refused, the one before it counted.
+func TestBatchInOrder(t *testing.T) {
+	e, _ := startEtcd(t)
+	g := newGatedStore(t, e)
+	ctx := context.Background()
+
+	g.create(t, storetest.NewRecord(t, "first1", 0, 10), storetest.NewRecord(t, "revokd", 0, 10))
+
+	release := g.holdNext()
+	defer release()
+
+	first := useAll(ctx, g.store, "first1")
+	<-g.held
+
+	before := useAll(ctx, g.store, "revokd")
+	g.waitQueued(t, 1)
+
+	var revoked sync.WaitGroup
+
+	revoked.Go(func() {
+		if _, err := g.store.Revoke(ctx, "revokd", testutil.Epoch); err != nil {
+			t.Error(err)
+		}
+	})
+	g.waitQueued(t, 2)
+
+	after := useAll(ctx, g.store, "revokd")
+	g.waitQueued(t, 3)
+	release()
+
+	first()
+	revoked.Wait()
+
+	if recs, errs := before(); errs[0] != nil || recs[0].Uses != 1 {
+		t.Errorf("use before the revocation: %d uses, %v; want 1", recs[0].Uses, errs[0])
+	}
+
+	if _, errs := after(); !errors.Is(errs[0], tokenstore.ErrRevoked) {
+		t.Errorf("use after the revocation: %v, want ErrRevoked", errs[0])
+	}
+
+	if w := g.written(); len(w) != 2 {
+		t.Errorf("%d transactions wrote (%v), want 2", len(w), w)
+	}
+
+	if r, err := g.store.Get(ctx, "revokd"); err != nil || r.Uses != 1 || r.Revoked.IsZero() {
+		t.Fatalf("stored: %d uses, revoked %v, %v; want 1 use and revoked", r.Uses, r.Revoked, err)
+	}
+}
