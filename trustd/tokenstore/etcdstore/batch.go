@@ -53,7 +53,7 @@ type keyBatch struct {
 }
 
 // change applies fn to the record and writes it back only if nobody changed
-// it since it was read (see batch.go). fn may run several times, on the
+// it since it was read, in the next batch. fn may run several times, on the
 // record as last seen here and then on the record as it is: its last run is
 // on the record the change was counted on, or refused for.
 func (s *Store) change(ctx context.Context, id string, fn func(*tokenstore.Record) error) (tokenstore.Record, error) {
