@@ -336,3 +336,35 @@ func TestBatchInOrder(t *testing.T) {
 		t.Fatalf("stored: %d uses, revoked %v, %v; want 1 use and revoked", r.Uses, r.Revoked, err)
 	}
 }
+
+// TestBatchFailsClosed checks that when etcd stops answering, every change
+// queued in a batch is refused with ErrUnavailable within the store's
+// timeout, none left waiting.
+func TestBatchFailsClosed(t *testing.T) {
+	e, stop := startEtcd(t)
+	g := newGatedStore(t, e)
+	ctx := context.Background()
+
+	g.create(t, storetest.NewRecord(t, "first1", 0, 10), storetest.NewRecord(t, "second", 0, 10),
+		storetest.NewRecord(t, "third1", 0, 10))
+
+	release := g.holdNext()
+	defer release()
+
+	first := useAll(ctx, g.store, "first1")
+	<-g.held
+
+	rest := useAll(ctx, g.store, "second", "third1", "second")
+	g.waitQueued(t, 3)
+	stop()
+	release()
+
+	first()
+
+	_, errs := rest()
+	for i, err := range errs {
+		if !errors.Is(err, tokenstore.ErrUnavailable) {
+			t.Errorf("use %d after etcd stopped: %v, want ErrUnavailable", i, err)
+		}
+	}
+}
