@@ -78,15 +78,24 @@ func (g *gatedStore) intercept(ctx context.Context, method string, req, reply an
 	return invoker(ctx, method, req, reply, cc, opts...)
 }
 
-// holdNext holds the next transaction that compares; release lets it go.
-func (g *gatedStore) holdNext() (release func()) {
+// useHeld starts a use of id whose transaction is held until release, and
+// returns once it is held: the changes that come next queue behind it.
+func (g *gatedStore) useHeld(t *testing.T, ctx context.Context, id string) (wait func() ([]tokenstore.Record, []error), release func()) {
+	t.Helper()
+
 	hold := make(chan struct{})
 
 	g.mu.Lock()
 	g.hold = hold
 	g.mu.Unlock()
 
-	return sync.OnceFunc(func() { close(hold) })
+	release = sync.OnceFunc(func() { close(hold) })
+	t.Cleanup(release)
+
+	wait = useAll(ctx, g.store, id)
+	<-g.held
+
+	return wait, release
 }
 
 // written returns the keys written by each transaction since the last call.
@@ -160,11 +169,7 @@ func TestBatchedUses(t *testing.T) {
 
 	g.create(t, storetest.NewRecord(t, "batchd", 0, 5))
 
-	release := g.holdNext()
-	defer release()
-
-	first := useAll(ctx, g.store, "batchd")
-	<-g.held
+	first, release := g.useHeld(t, ctx, "batchd")
 
 	rest := useAll(ctx, g.store, slices.Repeat([]string{"batchd"}, 7)...)
 	g.waitQueued(t, 7)
@@ -215,11 +220,7 @@ func TestBatchSplit(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	release := a.holdNext()
-	defer release()
-
-	first := useAll(ctx, a.store, "first1")
-	<-a.held
+	first, release := a.useHeld(t, ctx, "first1")
 
 	rest := useAll(ctx, a.store, "keepsm", "change")
 	a.waitQueued(t, 2)
@@ -257,11 +258,7 @@ func TestGivenUpNotCounted(t *testing.T) {
 
 	g.create(t, storetest.NewRecord(t, "gaveup", 0, 10))
 
-	release := g.holdNext()
-	defer release()
-
-	first := useAll(ctx, g.store, "gaveup")
-	<-g.held
+	first, release := g.useHeld(t, ctx, "gaveup")
 
 	quit, cancel := context.WithCancel(ctx)
 	gone := useAll(quit, g.store, "gaveup")
@@ -295,11 +292,7 @@ func TestBatchInOrder(t *testing.T) {
 
 	g.create(t, storetest.NewRecord(t, "first1", 0, 10), storetest.NewRecord(t, "revokd", 0, 10))
 
-	release := g.holdNext()
-	defer release()
-
-	first := useAll(ctx, g.store, "first1")
-	<-g.held
+	first, release := g.useHeld(t, ctx, "first1")
 
 	before := useAll(ctx, g.store, "revokd")
 	g.waitQueued(t, 1)
@@ -348,11 +341,7 @@ func TestBatchFailsClosed(t *testing.T) {
 	g.create(t, storetest.NewRecord(t, "first1", 0, 10), storetest.NewRecord(t, "second", 0, 10),
 		storetest.NewRecord(t, "third1", 0, 10))
 
-	release := g.holdNext()
-	defer release()
-
-	first := useAll(ctx, g.store, "first1")
-	<-g.held
+	first, release := g.useHeld(t, ctx, "first1")
 
 	rest := useAll(ctx, g.store, "second", "third1", "second")
 	g.waitQueued(t, 3)
