@@ -45,7 +45,7 @@ func (r Results) Goals() []Goal {
 	out = append(out, r.fanOutGoals()...)
 
 	return append(out, r.bootGoal(), r.memoryGoal(), r.connFloodGoal(),
-		r.etcdClusterGoal(), r.etcdSingleGoal(), r.tokenStoreGoal(), r.containerdBootGoal(true), r.containerdBootGoal(false))
+		r.etcdClusterGoal(), r.etcdSingleGoal(), r.tokenStoreGoal(), r.tokenStoreConcurrentGoal(), r.containerdBootGoal(true), r.containerdBootGoal(false))
 }
 
 // containerdBootGoal is the control plane's median boot on the containerd
@@ -109,6 +109,15 @@ func (r Results) tokenStoreGoal() Goal {
 	}
 
 	return atLeast("limited-use token: etcd store ÷ bbolt store (rate)", v, GoalEtcdStoreVsBbolt)
+}
+
+func (r Results) tokenStoreConcurrentGoal() Goal {
+	var v float64
+	if ts := r.TokenStores; ts != nil && len(ts.Concurrent) == 2 {
+		v = Ratio(ts.Concurrent[1].PerSecond(), ts.Concurrent[0].PerSecond())
+	}
+
+	return atLeast(fmt.Sprintf("limited-use token, %d callers: etcd store ÷ bbolt store (rate)", TokenStoreCallers), v, GoalEtcdStoreVsBbolt)
 }
 
 func atLeast(name string, v, bound float64) Goal {

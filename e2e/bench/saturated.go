@@ -63,12 +63,18 @@ func (r *run) saturate(ctx context.Context, td *trustdServer, cf *cfsslServer) (
 			saturatedCase{"cfssl serve", n, cf.proc.PID(), func(ctx context.Context) error { return cf.call(ctx, hc) }})
 	}
 
+	return interleaveParallel(ctx, r.plan, r.plan.SaturatedCalls, cases)
+}
+
+// interleaveParallel runs calls calls of each case with its callers at
+// once, the cases interleaved in the plan's rounds, so that a change in the
+// machine's load falls on all of them alike.
+func interleaveParallel(ctx context.Context, p Plan, calls int, cases []saturatedCase) ([]Saturated, error) {
 	out := make([]Saturated, len(cases))
-	p := r.plan
 
 	for round := range p.Rounds {
 		for i, c := range cases {
-			share := p.SaturatedCalls*(round+1)/p.Rounds - p.SaturatedCalls*round/p.Rounds
+			share := calls*(round+1)/p.Rounds - calls*round/p.Rounds
 			before := cpuTime([]int{c.pid})
 
 			done, took, err := parallel(ctx, c.callers, share, p.Budget/time.Duration(p.Rounds), c.call)

@@ -64,6 +64,15 @@ func (r Results) tokenStoresSection() Section {
 		latencyRow(fmt.Sprintf("etcd store (%d control planes)", ts.ControlPlanes), ts.Etcd, rateOf("bbolt", ts.Etcd, ts.Bbolt)),
 	}
 
+	if len(ts.Concurrent) == 2 {
+		bolt, etcd := ts.Concurrent[0], ts.Concurrent[1]
+		rows = append(rows,
+			Row{Name: fmt.Sprintf("bbolt store, %d callers", bolt.Callers), Rate: bolt.PerSecond(), ServerCPU: bolt.ServerCPU},
+			Row{Name: fmt.Sprintf("etcd store, %d callers", etcd.Callers), Rate: etcd.PerSecond(), ServerCPU: etcd.ServerCPU,
+				Ratios: []Relative{{To: "bbolt", Of: OfRate, Value: Ratio(etcd.PerSecond(), bolt.PerSecond())}}},
+		)
+	}
+
 	if j := ts.Storm; j != nil {
 		rows = append(rows, Row{
 			Name:    fmt.Sprintf("join storm of %d over %d control planes, one stored token", j.Clients, ts.ControlPlanes),
@@ -76,8 +85,10 @@ func (r Results) tokenStoresSection() Section {
 		Title: "token stores",
 		How: "Certificate calls one after the other over one kept connection to a control plane's trustd, with a " +
 			"limited-use stored token (each call counts a use), interleaved: etcd store of the formed cluster, bbolt " +
-			"store of a control plane whose etcd is not formed; CPU/call is trustd's and the client's (etcd's not counted), " +
-			"server CPU/call trustd's; the storm's clients start on the control planes in turn",
+			"store of a control plane whose etcd is not formed; then N callers at once with the same token (one gRPC " +
+			fmt.Sprintf("connection per %d callers), the stores interleaved in rounds, rate = certificates / time; ", trustdStreamsPerConn) +
+			"CPU/call is trustd's and the client's (etcd's not counted), server CPU/call trustd's; the storm's clients " +
+			"start on the control planes in turn",
 		Rows: rows,
 	}
 }

@@ -22,9 +22,13 @@ import (
 // plane keeps until its cluster's etcd is formed. The storm is JoinClients
 // clients spread over the control planes with one stored token.
 type TokenStores struct {
-	ControlPlanes int  `json:"control_planes"`
-	Bbolt         Case `json:"bbolt_one_connection"`
-	Etcd          Case `json:"etcd_one_connection"`
+	ControlPlanes int `json:"control_planes"`
+	// Bbolt and Etcd are calls one after the other from one caller.
+	Bbolt Case `json:"bbolt_one_connection"`
+	Etcd  Case `json:"etcd_one_connection"`
+	// Concurrent is TokenStoreCallers callers at once, all with the same
+	// token: the bbolt store's figures, then the etcd store's.
+	Concurrent []Saturated `json:"concurrent,omitempty"`
 	// Storm's clients start on the control planes in turn.
 	Storm *JoinStorm `json:"storm,omitempty"`
 }
@@ -32,6 +36,11 @@ type TokenStores struct {
 // TokenBboltCIDR holds the control plane whose etcd is never formed, so
 // that its trustd keeps its tokens in bbolt.
 var TokenBboltCIDR = netip.MustParsePrefix("127.7.7.0/24")
+
+// TokenStoreCallers call trustd at once in the concurrent case of the token
+// stores: a join storm's worth of callers on one control plane, few enough
+// that trustd's own CPU is not what limits them on two cores.
+const TokenStoreCallers = 8
 
 // tokenStoreUses is the limit of the stored tokens the loads use: limited,
 // so each use is counted, and beyond any run's calls.
@@ -86,9 +95,39 @@ func (r *run) tokenStores(ctx context.Context, c *localcluster.Cluster) error {
 	r.logf("token stores: limited-use token, bbolt %.0f/s, etcd %.0f/s (%.2f×)",
 		ts.Bbolt.PerSecond(), ts.Etcd.PerSecond(), Ratio(ts.Etcd.PerSecond(), ts.Bbolt.PerSecond()))
 
+	if ts.Concurrent, err = concurrentStores(ctx, p, boltTD, etcdTD, boltMeters[1][0], etcdMeters[1][0]); err != nil {
+		return err
+	}
+
+	r.logf("token stores: %d callers, bbolt %.0f/s, etcd %.0f/s (%.2f×)", TokenStoreCallers,
+		ts.Concurrent[0].PerSecond(), ts.Concurrent[1].PerSecond(), Ratio(ts.Concurrent[1].PerSecond(), ts.Concurrent[0].PerSecond()))
+
 	ts.Storm, err = r.storeStorms(ctx, c)
 
 	return err
+}
+
+// concurrentStores has TokenStoreCallers callers at once call each store's
+// trustd with its token, the stores interleaved in rounds, and returns the
+// bbolt store's figures, then the etcd store's.
+func concurrentStores(ctx context.Context, p Plan, bolt, etcd *trustdServer, boltPID, etcdPID int) ([]Saturated, error) {
+	var cases []saturatedCase
+
+	for _, s := range []struct {
+		name string
+		td   *trustdServer
+		pid  int
+	}{{"bbolt store", bolt, boltPID}, {"etcd store", etcd, etcdPID}} {
+		call, closeConns, err := s.td.multiConn(TokenStoreCallers)
+		if err != nil {
+			return nil, err
+		}
+		defer closeConns()
+
+		cases = append(cases, saturatedCase{s.name, TokenStoreCallers, s.pid, call})
+	}
+
+	return interleaveParallel(ctx, p, p.IssueCalls, cases)
 }
 
 // trustdMeters charge a call with the CPU time of the first control

@@ -7,6 +7,8 @@
 // The store keeps the last record it saw per id (Recall), which a caller
 // may judge a token on without a read, provided it counts the use with
 // UseIf: the transaction's revision compare is then the freshness check.
+// Changes that arrive while a transaction is under way share the next one
+// (batch.go), each record still compared on its own revision.
 //
 // The store fails closed: when etcd cannot answer within the timeout (no
 // quorum, unreachable) every operation fails with tokenstore.ErrUnavailable.
@@ -54,6 +56,12 @@ type Store struct {
 	known map[string]knownRecord
 	// noCache turns known off, for the benchmark of the store without it.
 	noCache bool
+
+	// bmu guards the changes queued for the next batch (batch.go) and
+	// whether a caller is running batches.
+	bmu     sync.Mutex
+	queue   []*request
+	running bool
 }
 
 type knownRecord struct {
@@ -270,78 +278,6 @@ func (s *Store) Recall(id string) (tokenstore.Record, bool) {
 	k, ok := s.recall(id)
 
 	return k.rec.Clone(), ok
-}
-
-// change applies fn to the record and writes it back only if nobody changed
-// it since it was read: one transaction compares the revision and writes,
-// or else returns the record as it is now, to which fn is applied again
-// (it re-checks the record). The first attempt starts from the record as
-// last seen here, if any; a refusal by fn of such a record, which may be
-// stale, is checked against the record as it is now.
-func (s *Store) change(ctx context.Context, id string, fn func(*tokenstore.Record) error) (tokenstore.Record, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
-
-	k, fresh := s.recall(id)
-	fresh = !fresh
-
-	if fresh {
-		r, rev, err := s.get(ctx, id)
-		if err != nil {
-			return tokenstore.Record{}, err
-		}
-
-		k = knownRecord{rec: r, rev: rev}
-	}
-
-	key := s.key(id)
-
-	for range maxAttempts {
-		r := k.rec
-
-		if err := fn(&r); err != nil {
-			if fresh {
-				return tokenstore.Record{}, err
-			}
-
-			rec, rev, err := s.get(ctx, id)
-			if err != nil {
-				return tokenstore.Record{}, err
-			}
-
-			k, fresh = knownRecord{rec: rec, rev: rev}, true
-
-			continue
-		}
-
-		data, err := tokenstore.MarshalRecord(r)
-		if err != nil {
-			return tokenstore.Record{}, err
-		}
-
-		resp, err := s.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", k.rev)).
-			Then(clientv3.OpPut(key, string(data))).Else(clientv3.OpGet(key)).Commit()
-		if err != nil {
-			s.forget(id)
-
-			return tokenstore.Record{}, unavailable(err)
-		}
-
-		if resp.Succeeded {
-			s.remember(r, resp.Header.Revision)
-
-			return r, nil
-		}
-
-		rec, rev, err := s.decode(id, resp.Responses[0].GetResponseRange().GetKvs())
-		if err != nil {
-			return tokenstore.Record{}, err
-		}
-
-		k, fresh = knownRecord{rec: rec, rev: rev}, true
-	}
-
-	return tokenstore.Record{}, fmt.Errorf("%w: too many concurrent changes of token %s", tokenstore.ErrUnavailable, id)
 }
 
 // Prune implements tokenstore.Store. Each deletion compares the revision it

@@ -13,3 +13,11 @@ func NewReadFirst(cfg Config) (*Store, error) {
 
 	return s, nil
 }
+
+// Queued returns how many changes wait for the next batch.
+func (s *Store) Queued() int {
+	s.bmu.Lock()
+	defer s.bmu.Unlock()
+
+	return len(s.queue)
+}

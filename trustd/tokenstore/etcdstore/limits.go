@@ -18,6 +18,14 @@ const (
 	// between, so each is progress for someone; the bound keeps a livelock
 	// from spinning until the timeout.
 	maxAttempts = 1000
+
+	// maxBatchRecords bounds the records one transaction changes. etcd
+	// refuses a transaction of more than 128 compares or operations (its
+	// --max-txn-ops) or of more than 1.5 MiB (--max-request-bytes); 32
+	// records of the largest legal size (about 20 KiB) stay well within
+	// both. More records than that are seldom changed at once: the rest
+	// wait for the next transaction.
+	maxBatchRecords = 32
 )
 
 // Log keys of the etcd token store.
