@@ -99,8 +99,8 @@ func (s *Server) backend(t target, c caller) (*grpc.ClientConn, func(), error) {
 func callerOf(ctx context.Context, roles role.Set) caller {
 	c := caller{admin: roles.Has(role.Admin)}
 
-	if cert, ok := authz.PeerCertificate(ctx); ok {
-		c.id = identityOf(cert)
+	if chain, ok := authz.PeerChain(ctx); ok {
+		c.id = peerOf(ctx, chain).id
 	}
 
 	return c
@@ -169,8 +169,7 @@ func isHopHeader(k string) bool {
 // original client of a call another node forwarded) goes on instead, and
 // for the methods that decide on the caller's certificate, the one the
 // handshake verified.
-func outgoingMetadata(ctx context.Context, method string, roles role.Set) metadata.MD {
-	in, _ := metadata.FromIncomingContext(ctx)
+func outgoingMetadata(ctx context.Context, in metadata.MD, method string, roles role.Set) metadata.MD {
 	out := make(metadata.MD, len(in)+2)
 
 	for k, v := range in {

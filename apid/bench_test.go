@@ -49,6 +49,8 @@ func BenchmarkVersion(b *testing.B) {
 		{"apid", context.Background(), viaAPID},
 	} {
 		b.Run(c.name+"/serial", func(b *testing.B) {
+			b.ReportAllocs()
+
 			for b.Loop() {
 				if _, err := c.mc.Version(c.ctx, &emptypb.Empty{}); err != nil {
 					b.Fatal(err)
@@ -57,6 +59,8 @@ func BenchmarkVersion(b *testing.B) {
 		})
 
 		b.Run(c.name+"/parallel", func(b *testing.B) {
+			b.ReportAllocs()
+
 			start := time.Now()
 
 			b.RunParallel(func(pb *testing.PB) {
@@ -135,6 +139,8 @@ func BenchmarkFanOut(b *testing.B) {
 		ctx := client.WithNodes(context.Background(), addrs[:count]...)
 
 		b.Run(strconv.Itoa(count)+"-nodes", func(b *testing.B) {
+			b.ReportAllocs()
+
 			for b.Loop() {
 				resp, err := mc.Version(ctx, &emptypb.Empty{})
 				if err != nil || len(resp.Messages) != count {

@@ -22,7 +22,7 @@ func (s *Server) interceptors(rules authz.Rules) ([]grpc.UnaryServerInterceptor,
 		logging.WithLogOnEvents(logging.FinishCall),
 		logging.WithDisableLoggingFields(logging.SystemTag[0], logging.ComponentFieldKey, logging.MethodTypeFieldKey),
 	}
-	authn := authz.NewAuthenticator(authz.AuthenticatorConfig{Logger: s.log, Recheck: s.recheckClient})
+	authn := authz.NewAuthenticator(authz.AuthenticatorConfig{Logger: s.log, Recheck: s.recheckCall})
 	inject := authz.NewInjector(authz.InjectorConfig{Mode: authz.FromCertificate, Logger: s.log})
 	authorize := authz.NewAuthorizer(authz.AuthorizerConfig{Rules: rules, Logger: s.log})
 	logger := grpcLogger(s.log)

@@ -76,6 +76,11 @@ func peerCtx(leaf *x509.Certificate, verified bool, md metadata.MD) context.Cont
 // chainCtx is the context of a call from a TLS peer presenting leaf whose
 // handshake verified chain.
 func chainCtx(leaf *x509.Certificate, chain []*x509.Certificate, md metadata.MD) context.Context {
+	return chainCtxFrom(context.Background(), leaf, chain, md)
+}
+
+// chainCtxFrom is chainCtx in a context derived from parent.
+func chainCtxFrom(parent context.Context, leaf *x509.Certificate, chain []*x509.Certificate, md metadata.MD) context.Context {
 	var state tls.ConnectionState
 	if leaf != nil {
 		state.PeerCertificates = []*x509.Certificate{leaf}
@@ -84,7 +89,7 @@ func chainCtx(leaf *x509.Certificate, chain []*x509.Certificate, md metadata.MD)
 		}
 	}
 
-	ctx := peer.NewContext(context.Background(), &peer.Peer{
+	ctx := peer.NewContext(parent, &peer.Peer{
 		Addr:     &net.TCPAddr{IP: net.IPv4(127, 0, 2, 99), Port: 40000},
 		AuthInfo: credentials.TLSInfo{State: state},
 	})
