@@ -19,8 +19,10 @@ import (
 // the connection is open (TLS 1.3 has no renegotiation); what can (the
 // revocation list, the accepted CAs, the time) is checked at every call.
 type connState struct {
-	key  string
-	peer atomic.Pointer[peerState]
+	key string
+	// peerAddr is the client's address, for the request log.
+	peerAddr string
+	peer     atomic.Pointer[peerState]
 }
 
 // peerState is what a verified client chain says that stays true while
@@ -60,6 +62,9 @@ type connStats struct {
 func (h connStats) TagConn(ctx context.Context, info *stats.ConnTagInfo) context.Context {
 	ctx = h.Handler.TagConn(ctx, info)
 	st := &connState{key: addrKey(info.RemoteAddr, info.LocalAddr)}
+	if info.RemoteAddr != nil {
+		st.peerAddr = info.RemoteAddr.String()
+	}
 
 	return authz.ContextWithConnMemo(context.WithValue(ctx, connStateKey{}, st))
 }

@@ -38,8 +38,8 @@ func (s *Server) handle(_ any, ss grpc.ServerStream) error {
 		return status.Error(codes.PermissionDenied, "apid: call not authorized")
 	}
 
-	// One copy of the call's metadata serves the route and the metadata
-	// passed on.
+	// One copy of the call's metadata serves the route, then becomes the
+	// metadata passed on.
 	in, _ := metadata.FromIncomingContext(ctx)
 
 	rt, err := s.routeOf(ctx, in, method)
