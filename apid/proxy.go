@@ -223,14 +223,15 @@ func forwardReplies(cs grpc.ClientStream, ss grpc.ServerStream) error {
 	}
 }
 
-// forwardReply passes on one reply of the backend's, after its headers
-// when it is the first, and frees it.
+// forwardReply passes on one reply of the backend's, with its headers
+// when it is the first, and frees it. The headers go out with the reply
+// (SetHeader), not ahead of it: one write to the caller, not two.
 func forwardReply(cs grpc.ClientStream, ss grpc.ServerStream, f *frame, first bool) error {
 	defer f.free()
 
 	if first {
 		if h, err := cs.Header(); err == nil && len(h) > 0 {
-			if err := ss.SendHeader(h); err != nil {
+			if err := ss.SetHeader(h); err != nil {
 				return err
 			}
 		}
