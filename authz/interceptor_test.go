@@ -38,18 +38,18 @@ type pki struct {
 	iss *ca.Issuer
 }
 
-func newPKI(t *testing.T) *pki {
-	t.Helper()
+func newPKI(tb testing.TB) *pki {
+	tb.Helper()
 
-	c := catest.NewCA(t, ca.Ed25519, testutil.Epoch)
+	c := catest.NewCA(tb, ca.Ed25519, testutil.Epoch)
 
-	return &pki{iss: catest.NewIssuer(t, c, testutil.Epoch)}
+	return &pki{iss: catest.NewIssuer(tb, c, testutil.Epoch)}
 }
 
-func (p *pki) client(t *testing.T, roles ...role.Role) *x509.Certificate {
-	t.Helper()
+func (p *pki) client(tb testing.TB, roles ...role.Role) *x509.Certificate {
+	tb.Helper()
 
-	return catest.Issue(t, p.iss, catest.Key(t, ca.Ed25519), ca.ProfileClient, time.Hour, roles...).Cert
+	return catest.Issue(tb, p.iss, catest.Key(tb, ca.Ed25519), ca.ProfileClient, time.Hour, roles...).Cert
 }
 
 func (p *pki) impersonator(t *testing.T) *x509.Certificate {
