@@ -237,7 +237,7 @@ func (s *Server) newGRPCServer(rules authz.Rules, calls *metrics.GRPC) *grpc.Ser
 		grpc.ConnectionTimeout(HandshakeTimeout),
 		grpc.ReadBufferSize(ReadBufferSize),
 		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: MaxIdle}),
-		grpc.StatsHandler(s.conns.StatsHandler()),
+		grpc.StatsHandler(connStats{s.conns.StatsHandler()}),
 		grpc.InTapHandle(s.tap),
 	)...)
 }

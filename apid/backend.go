@@ -99,8 +99,8 @@ func (s *Server) backend(t target, c caller) (*grpc.ClientConn, func(), error) {
 func callerOf(ctx context.Context, roles role.Set) caller {
 	c := caller{admin: roles.Has(role.Admin)}
 
-	if cert, ok := authz.PeerCertificate(ctx); ok {
-		c.id = identityOf(cert)
+	if chain, ok := authz.PeerChain(ctx); ok {
+		c.id = peerOf(ctx, chain).id
 	}
 
 	return c
@@ -168,18 +168,19 @@ func isHopHeader(k string) bool {
 // sent is dropped; the caller the injector decided (the client, or the
 // original client of a call another node forwarded) goes on instead, and
 // for the methods that decide on the caller's certificate, the one the
-// handshake verified.
-func outgoingMetadata(ctx context.Context, method string, roles role.Set) metadata.MD {
-	in, _ := metadata.FromIncomingContext(ctx)
-	out := make(metadata.MD, len(in)+2)
+// handshake verified. It is made from md, the call's own copy of its
+// metadata (metadata.FromIncomingContext's), which nothing reads after.
+func outgoingMetadata(ctx context.Context, md metadata.MD, method string, roles role.Set) metadata.MD {
+	out := md
+	if out == nil {
+		out = metadata.MD{}
+	}
 
-	for k, v := range in {
+	for k := range out {
 		if isHopHeader(k) || k == wire.MetadataNode || k == wire.MetadataNodes || k == wire.MetadataRole || k == wire.MetadataClientCertificate ||
 			k == authz.CallerSerialMetadataKey || k == authz.CallerSubjectMetadataKey {
-			continue
+			delete(out, k)
 		}
-
-		out[k] = v
 	}
 
 	authz.SetMetadata(out, roles)

@@ -1,7 +1,6 @@
 package apid
 
 import (
-	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
 	"google.golang.org/grpc"
 
 	"github.com/aegis-os/aegis/authz"
@@ -18,26 +17,22 @@ func (s *Server) interceptors(rules authz.Rules) ([]grpc.UnaryServerInterceptor,
 	// A panic answers Internal with a reference that is also in the log
 	// line with the stack; the caller learns nothing of apid's insides.
 	recovered := grpcrecover.New(grpcrecover.Config{Component: "apid", Logger: s.log, Rand: s.rand})
-	logOpts := []logging.Option{
-		logging.WithLogOnEvents(logging.FinishCall),
-		logging.WithDisableLoggingFields(logging.SystemTag[0], logging.ComponentFieldKey, logging.MethodTypeFieldKey),
-	}
-	authn := authz.NewAuthenticator(authz.AuthenticatorConfig{Logger: s.log, Recheck: s.recheckClient})
+	authn := authz.NewAuthenticator(authz.AuthenticatorConfig{Logger: s.log, Recheck: s.recheckCall})
 	inject := authz.NewInjector(authz.InjectorConfig{Mode: authz.FromCertificate, Logger: s.log})
 	authorize := authz.NewAuthorizer(authz.AuthorizerConfig{Rules: rules, Logger: s.log})
-	logger := grpcLogger(s.log)
+	logger := requestLog{log: s.log}
 
 	// Health probes come without a certificate, often every few seconds:
 	// they skip the request log and authz, and reach nothing but the
 	// health service.
 	unary := append([]grpc.UnaryServerInterceptor{recovered.Unary()}, healthprobe.Unary(
-		logging.UnaryServerInterceptor(logger, logOpts...),
+		logger.unary,
 		authn.UnaryServerInterceptor(),
 		inject.UnaryServerInterceptor(),
 		authorize.UnaryServerInterceptor(),
 	)...)
 	stream := append([]grpc.StreamServerInterceptor{recovered.Stream()}, healthprobe.Stream(
-		logging.StreamServerInterceptor(logger, logOpts...),
+		logger.stream,
 		authn.StreamServerInterceptor(),
 		inject.StreamServerInterceptor(),
 		authorize.StreamServerInterceptor(),

@@ -120,6 +120,10 @@ func (f *fanOut) feed(ss grpc.ServerStream) {
 			return
 		}
 
+		// Every node sends the same frame, each when it can: a copy of its
+		// own lets gRPC have its buffers back now.
+		fr.own()
+
 		for _, n := range f.nodes {
 			select {
 			case n.reqs <- fr:
@@ -162,7 +166,9 @@ func (f *fanOut) run(n *nodeCall) {
 			return
 		}
 
-		tagged, err := n.tag.reply(fr.payload, f.streaming)
+		tagged, err := n.tag.reply(fr.bytes(), f.streaming)
+		fr.free()
+
 		if err != nil {
 			f.fail(n, err)
 

@@ -3,6 +3,7 @@ package apid
 import (
 	"errors"
 	"strings"
+	"sync"
 
 	// The Talos API's services, so their streaming methods are known.
 	_ "github.com/cosi-project/runtime/api/v1alpha1"
@@ -70,22 +71,34 @@ func isUnary(method string) bool {
 }
 
 // methodDescriptor finds a "/package.Service/Method" name in protoregistry,
-// or returns nil.
+// or returns nil. It asks methodTable: a lookup in the registry itself
+// parses the name and takes the registry's lock, two or three times a call.
 func methodDescriptor(method string) protoreflect.MethodDescriptor {
-	svc, name, ok := strings.Cut(strings.TrimPrefix(method, "/"), "/")
-	if !ok {
-		return nil
+	if !strings.HasPrefix(method, "/") {
+		method = "/" + method
 	}
 
-	d, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(svc))
-	if err != nil {
-		return nil
-	}
-
-	sd, ok := d.(protoreflect.ServiceDescriptor)
-	if !ok {
-		return nil
-	}
-
-	return sd.Methods().ByName(protoreflect.Name(name))
+	return methodTable()[method]
 }
+
+// methodTable maps "/package.Service/Method" to its descriptor for every
+// method of every service protoregistry holds. It is built at its first
+// use, once every package's descriptors have been registered (at init),
+// and never changed after; a name a caller sends adds nothing to it.
+var methodTable = sync.OnceValue(func() map[string]protoreflect.MethodDescriptor {
+	table := map[string]protoreflect.MethodDescriptor{}
+
+	protoregistry.GlobalFiles.RangeFiles(func(fd protoreflect.FileDescriptor) bool {
+		for i := range fd.Services().Len() {
+			sd := fd.Services().Get(i)
+			for j := range sd.Methods().Len() {
+				m := sd.Methods().Get(j)
+				table["/"+string(sd.FullName())+"/"+string(m.Name())] = m
+			}
+		}
+
+		return true
+	})
+
+	return table
+})

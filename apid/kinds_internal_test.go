@@ -1,7 +1,11 @@
 package apid
 
 import (
+	"strings"
 	"testing"
+
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
 
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 
@@ -34,6 +38,45 @@ func TestMethodKinds(t *testing.T) {
 
 		if got := streamsReplies(tt.method); got != tt.streams {
 			t.Errorf("streamsReplies(%q) = %v, want %v", tt.method, got, tt.streams)
+		}
+	}
+}
+
+// TestMethodTableIsTheRegistry: the table answers as protoregistry does,
+// for every method it holds and for names it does not.
+func TestMethodTableIsTheRegistry(t *testing.T) {
+	lookup := func(method string) protoreflect.MethodDescriptor {
+		svc, name, ok := strings.Cut(strings.TrimPrefix(method, "/"), "/")
+		if !ok {
+			return nil
+		}
+
+		d, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(svc))
+		if err != nil {
+			return nil
+		}
+
+		sd, ok := d.(protoreflect.ServiceDescriptor)
+		if !ok {
+			return nil
+		}
+
+		return sd.Methods().ByName(protoreflect.Name(name))
+	}
+
+	names := []string{"", "/", "//", "/machine.MachineService/", "/machine.MachineService/Version/x",
+		"machine.MachineService/Version", "/machine.MachineService.Version", "/machine.Version/Version"}
+	for name := range methodTable() {
+		names = append(names, name)
+	}
+
+	if len(names) < 100 {
+		t.Fatalf("only %d methods in the table", len(names))
+	}
+
+	for _, name := range names {
+		if got, want := methodDescriptor(name), lookup(name); got != want {
+			t.Errorf("%q: table %v, registry %v", name, got, want)
 		}
 	}
 }

@@ -38,7 +38,11 @@ func (s *Server) handle(_ any, ss grpc.ServerStream) error {
 		return status.Error(codes.PermissionDenied, "apid: call not authorized")
 	}
 
-	rt, err := s.routeOf(ctx, method)
+	// One copy of the call's metadata serves the route, then becomes the
+	// metadata passed on.
+	in, _ := metadata.FromIncomingContext(ctx)
+
+	rt, err := s.routeOf(ctx, in, method)
 	if err != nil {
 		return s.toStatus(method, err)
 	}
@@ -55,7 +59,7 @@ func (s *Server) handle(_ any, ss grpc.ServerStream) error {
 	defer release()
 
 	ss = &guardedStream{ServerStream: ss, ctx: guarded}
-	md := outgoingMetadata(ctx, method, roles)
+	md := outgoingMetadata(ctx, in, method, roles)
 	c := callerOf(ctx, roles)
 
 	switch rt.kind {
@@ -73,12 +77,10 @@ func (s *Server) handle(_ any, ss grpc.ServerStream) error {
 // routeOf decides where a call goes. A call forwarded by another node (its
 // roles came from an impersonator) is served here whatever it carries, so
 // a hop never fans out again even if the node that sent it misbehaves.
-func (s *Server) routeOf(ctx context.Context, method string) (route, error) {
+func (s *Server) routeOf(ctx context.Context, md metadata.MD, method string) (route, error) {
 	if authz.Impersonated(ctx) {
 		return route{kind: routeLocal}, nil
 	}
-
-	md, _ := metadata.FromIncomingContext(ctx)
 
 	rt, err := s.names.parseRoute(md)
 	if err != nil {
@@ -191,6 +193,7 @@ func forwardRequest(ss grpc.ServerStream, cs grpc.ClientStream) (done bool, err 
 
 		return true, err
 	}
+	defer f.free()
 
 	if err := cs.SendMsg(f); err != nil {
 		return true, nil
@@ -214,18 +217,27 @@ func forwardReplies(cs grpc.ClientStream, ss grpc.ServerStream) error {
 			return err
 		}
 
-		if first {
-			if h, err := cs.Header(); err == nil && len(h) > 0 {
-				if err := ss.SendHeader(h); err != nil {
-					return err
-				}
-			}
-		}
-
-		if err := ss.SendMsg(f); err != nil {
+		if err := forwardReply(cs, ss, f, first); err != nil {
 			return err
 		}
 	}
+}
+
+// forwardReply passes on one reply of the backend's, with its headers
+// when it is the first, and frees it. The headers go out with the reply
+// (SetHeader), not ahead of it: one write to the caller, not two.
+func forwardReply(cs grpc.ClientStream, ss grpc.ServerStream, f *frame, first bool) error {
+	defer f.free()
+
+	if first {
+		if h, err := cs.Header(); err == nil && len(h) > 0 {
+			if err := ss.SetHeader(h); err != nil {
+				return err
+			}
+		}
+	}
+
+	return ss.SendMsg(f)
 }
 
 // newStream opens the call on a backend: node ("" for the local

@@ -61,11 +61,15 @@ func (r *Revocations) Len() int {
 
 // check refuses cert if it is listed.
 func (r *Revocations) check(cert *x509.Certificate) error {
+	return r.checkSerial(serialText(cert))
+}
+
+// checkSerial refuses the certificate of serial (as serialText writes it)
+// if it is listed.
+func (r *Revocations) checkSerial(serial string) error {
 	if r == nil {
 		return nil
 	}
-
-	serial := cert.SerialNumber.Text(16)
 
 	r.mu.RLock()
 	_, revoked := r.serials[serial]
@@ -76,6 +80,11 @@ func (r *Revocations) check(cert *x509.Certificate) error {
 	}
 
 	return nil
+}
+
+// serialText is cert's serial number as the list holds it.
+func serialText(cert *x509.Certificate) string {
+	return cert.SerialNumber.Text(16)
 }
 
 // next returns a channel closed at the next Set.

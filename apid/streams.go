@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/peer"
 
 	"github.com/aegis-os/aegis/authz"
 	"github.com/aegis-os/aegis/internal/clock"
@@ -99,8 +98,8 @@ func (g *streamGuard) admit(ctx context.Context, method string, weight int) (con
 		return nil, nil, errNoChain
 	}
 
-	st := &openStream{method: method, conn: connKey(ctx), id: identityOf(chain[0]),
-		weight: weight, chain: chain, notAfter: chainNotAfter(chain)}
+	p := peerOf(ctx, chain)
+	st := &openStream{method: method, conn: connKey(ctx), id: p.id, weight: weight, chain: chain, notAfter: p.notAfter}
 
 	perConn, perID, total := MaxStreamsPerConnection, MaxStreamsPerIdentity, MaxStreams
 	if authz.Impersonated(ctx) {
@@ -172,22 +171,6 @@ func ended(ctx context.Context, err error) error {
 	}
 
 	return err
-}
-
-// connKey names the call's connection: its two addresses, which no other
-// open TCP connection shares.
-func connKey(ctx context.Context) string {
-	p, ok := peer.FromContext(ctx)
-	if !ok || p.Addr == nil {
-		return ""
-	}
-
-	local := ""
-	if p.LocalAddr != nil {
-		local = p.LocalAddr.String()
-	}
-
-	return p.Addr.String() + "|" + local
 }
 
 // chainNotAfter is when the first certificate of chain expires.

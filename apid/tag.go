@@ -3,6 +3,7 @@ package apid
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/siderolabs/talos/pkg/machinery/api/common"
 	"google.golang.org/grpc/status"
@@ -44,9 +45,10 @@ func newTag(hostname string) tag {
 // reply tags one message from the node: a streamed message directly, a
 // unary response in each of its messages. A unary response with no message
 // gets one holding only the metadata, so the node still shows in the reply.
+// The result never shares memory with payload, which may be gRPC's buffer.
 func (t tag) reply(payload []byte, streaming bool) ([]byte, error) {
 	if streaming {
-		return append(payload[:len(payload):len(payload)], t.meta...), nil
+		return slices.Concat(payload, t.meta), nil
 	}
 
 	return tagResponse(payload, t.meta)

@@ -93,15 +93,25 @@ var (
 	errChainExpired  = errors.New("apid: a certificate of the client's chain is not valid now")
 )
 
-// recheckClient runs at every call, and over the life of every open call
-// (streamGuard): the handshake verified the chain when the connection
-// opened, and this keeps the verdict current while it stays open.
-// Signatures do not change; what can is whether the client certificate
-// was revoked, whether the chain's CA is still accepted (a finished
-// rotation) and whether every certificate of it is still valid at the
-// clock's time.
+// recheckClient runs over the life of every open call (streamGuard), and
+// as recheckCall at every call: the handshake verified the chain when the
+// connection opened, and this keeps the verdict current while it stays
+// open. Signatures do not change; what can is whether the client
+// certificate was revoked, whether the chain's CA is still accepted (a
+// finished rotation) and whether every certificate of it is still valid
+// at the clock's time.
 func (s *Server) recheckClient(chain []*x509.Certificate) error {
-	if err := s.revoked.check(chain[0]); err != nil {
+	return s.recheckChain(chain, serialText(chain[0]))
+}
+
+// recheckCall is recheckClient at the start of a call, with the serial
+// its connection's first call wrote out.
+func (s *Server) recheckCall(ctx context.Context, chain []*x509.Certificate) error {
+	return s.recheckChain(chain, peerOf(ctx, chain).serial)
+}
+
+func (s *Server) recheckChain(chain []*x509.Certificate, serial string) error {
+	if err := s.revoked.checkSerial(serial); err != nil {
 		return err
 	}
 

@@ -24,9 +24,10 @@ type AuthenticatorConfig struct {
 	// handshake verified (leaf first, accepted CA last). A handshake
 	// verifies once, but a connection lives on: Recheck lets the caller
 	// refuse calls once the chain's CA has left the accepted set or a
-	// certificate of the chain has expired. A non-nil error refuses the
-	// call as unauthenticated. Nil means no re-check.
-	Recheck func(chain []*x509.Certificate) error
+	// certificate of the chain has expired. ctx is the call's, which holds
+	// what the server put in its connection's context. A non-nil error
+	// refuses the call as unauthenticated. Nil means no re-check.
+	Recheck func(ctx context.Context, chain []*x509.Certificate) error
 }
 
 // Authenticator is the first of the three interceptors: it finds the client
@@ -35,7 +36,7 @@ type AuthenticatorConfig struct {
 // listeners that require client certificates, such as apid's.
 type Authenticator struct {
 	log     *slog.Logger
-	recheck func([]*x509.Certificate) error
+	recheck func(context.Context, []*x509.Certificate) error
 }
 
 // NewAuthenticator returns an Authenticator.
@@ -68,7 +69,7 @@ func (a *Authenticator) authenticate(ctx context.Context, method string) (contex
 
 	err := CheckClientChain(chain)
 	if err == nil && a.recheck != nil {
-		if rerr := a.recheck(chain); rerr != nil {
+		if rerr := a.recheck(ctx, chain); rerr != nil {
 			err = fmt.Errorf("%w: %w", ErrUnauthenticated, rerr)
 		}
 	}

@@ -1,6 +1,7 @@
 package authz_test
 
 import (
+	"context"
 	"crypto/x509"
 	"errors"
 	"strings"
@@ -59,7 +60,7 @@ func TestRecheckRefusesCalls(t *testing.T) {
 
 	var seen []*x509.Certificate
 
-	a := authz.NewAuthenticator(authz.AuthenticatorConfig{Logger: sink.Logger(), Recheck: func(chain []*x509.Certificate) error {
+	a := authz.NewAuthenticator(authz.AuthenticatorConfig{Logger: sink.Logger(), Recheck: func(_ context.Context, chain []*x509.Certificate) error {
 		seen = chain
 		if chain[0] == reader {
 			return revoked

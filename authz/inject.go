@@ -69,6 +69,7 @@ func (i *Injector) StreamServerInterceptor() grpc.StreamServerInterceptor {
 func (i *Injector) inject(ctx context.Context, method string) (context.Context, error) {
 	var (
 		roles        role.Set
+		rolesText    string
 		impersonated bool
 		err          error
 	)
@@ -77,9 +78,15 @@ func (i *Injector) inject(ctx context.Context, method string) (context.Context, 
 	case FromTrustedMetadata:
 		roles, err = i.fromMetadata(ctx, method)
 	default:
-		roles, impersonated, err = i.fromCertificate(ctx, method)
+		var facts *certFacts
+
+		facts, roles, impersonated, err = i.fromCertificate(ctx, method)
 		if err == nil {
-			ctx, err = i.withCaller(ctx, method)
+			ctx, err = i.withCaller(ctx, method, facts)
+		}
+
+		if err == nil && !impersonated {
+			rolesText = facts.rolesText
 		}
 	}
 
@@ -92,43 +99,50 @@ func (i *Injector) inject(ctx context.Context, method string) (context.Context, 
 		ctx = context.WithValue(ctx, impersonatedKey{}, true)
 	}
 
-	logging.AddFields(ctx, logging.Fields{logkey.Roles, roles.String()})
+	if rolesText == "" {
+		rolesText = roles.String()
+	}
+
+	logging.AddFields(ctx, logging.Fields{logkey.Roles, rolesText})
 
 	return ctx, nil
 }
 
-func (i *Injector) fromCertificate(ctx context.Context, method string) (role.Set, bool, error) {
+// fromCertificate returns the facts of the verified client certificate
+// and the call's roles: the certificate's, or for an impersonator those it
+// passes in metadata.
+func (i *Injector) fromCertificate(ctx context.Context, method string) (*certFacts, role.Set, bool, error) {
 	leaf, ok := PeerCertificate(ctx)
 	if !ok {
 		i.log.Error("call refused: role injection ran without an authenticated peer", slog.String(logkey.Method, method))
 
-		return nil, false, ErrUnauthenticated
+		return nil, nil, false, ErrUnauthenticated
 	}
 
-	roles, unknown := role.FromOrganization(leaf.Subject.Organization)
-	if len(unknown) > 0 {
+	facts := factsOf(ctx, leaf)
+	if len(facts.unknown) > 0 {
 		i.log.Warn("unknown roles in client certificate ignored", slog.String(logkey.Method, method),
-			slog.String(logkey.Subject, leaf.Subject.String()), slog.Any(logkey.UnknownRoles, unknown))
+			slog.String(logkey.Subject, facts.caller.Subject), slog.Any(logkey.UnknownRoles, facts.unknown))
 	}
 
 	values := metadataValues(ctx)
 
 	switch {
 	case len(values) == 0:
-		return roles, false, nil
-	case !roles.Has(role.Impersonator):
+		return facts, facts.roles, false, nil
+	case !facts.roles.Has(role.Impersonator):
 		i.log.Warn("talos-role metadata ignored: the peer is not an impersonator", slog.String(logkey.Method, method),
-			slog.String(logkey.Subject, leaf.Subject.String()), slog.String(logkey.Roles, roles.String()))
+			slog.String(logkey.Subject, facts.caller.Subject), slog.String(logkey.Roles, facts.rolesText))
 
-		return roles, false, nil
+		return facts, facts.roles, false, nil
 	}
 
 	passed, err := i.parse(values, method)
 	if err != nil {
-		return nil, false, err
+		return nil, nil, false, err
 	}
 
-	return passed, true, nil
+	return facts, passed, true, nil
 }
 
 // withCaller records who made the call: the client another node's apid
@@ -136,29 +150,30 @@ func (i *Injector) fromCertificate(ctx context.Context, method string) (role.Set
 // certificate's. Anyone else naming a caller is refused: it would make the
 // request log and the credential audit name someone else. The request log
 // line gets the caller's serial and subject, and the forwarding node's.
-func (i *Injector) withCaller(ctx context.Context, method string) (context.Context, error) {
-	leaf, _ := PeerCertificate(ctx)
-	caller := CallerOfCertificate(leaf)
-	md, _ := metadata.FromIncomingContext(ctx)
+func (i *Injector) withCaller(ctx context.Context, method string, facts *certFacts) (context.Context, error) {
+	caller := facts.caller
 
-	if HasCallerMetadata(md) {
-		peerRoles, _ := role.FromOrganization(leaf.Subject.Organization)
-		if !peerRoles.Has(role.Impersonator) {
+	// Two lookups rather than a copy of the call's whole metadata.
+	serials := metadata.ValueFromIncomingContext(ctx, CallerSerialMetadataKey)
+	subjects := metadata.ValueFromIncomingContext(ctx, CallerSubjectMetadataKey)
+
+	if len(serials) > 0 || len(subjects) > 0 {
+		if !facts.roles.Has(role.Impersonator) {
 			i.log.Warn("call refused: caller metadata from a peer that is not an impersonator", slog.String(logkey.Method, method),
-				slog.String(logkey.Subject, leaf.Subject.String()))
+				slog.String(logkey.Subject, facts.caller.Subject))
 
 			return nil, ErrCallerNotAllowed
 		}
 
-		named, _, err := CallerFromMetadata(md)
+		c, _, err := CallerFromMetadata(metadata.MD{CallerSerialMetadataKey: serials, CallerSubjectMetadataKey: subjects})
 		if err != nil {
 			i.log.Warn("call refused: malformed caller metadata", slog.String(logkey.Method, method), slog.String(logkey.Error, err.Error()))
 
 			return nil, err
 		}
 
-		named.Via = caller.Subject
-		caller = named
+		c.Via = caller.Subject
+		caller = c
 	}
 
 	fields := logging.Fields{logkey.CallerSerial, caller.Serial, logkey.CallerSubject, caller.Subject}
@@ -192,7 +207,5 @@ func (i *Injector) parse(values []string, method string) (role.Set, error) {
 }
 
 func metadataValues(ctx context.Context) []string {
-	md, _ := metadata.FromIncomingContext(ctx)
-
-	return md.Get(wire.MetadataRole)
+	return metadata.ValueFromIncomingContext(ctx, wire.MetadataRole)
 }

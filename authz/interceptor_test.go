@@ -38,18 +38,18 @@ type pki struct {
 	iss *ca.Issuer
 }
 
-func newPKI(t *testing.T) *pki {
-	t.Helper()
+func newPKI(tb testing.TB) *pki {
+	tb.Helper()
 
-	c := catest.NewCA(t, ca.Ed25519, testutil.Epoch)
+	c := catest.NewCA(tb, ca.Ed25519, testutil.Epoch)
 
-	return &pki{iss: catest.NewIssuer(t, c, testutil.Epoch)}
+	return &pki{iss: catest.NewIssuer(tb, c, testutil.Epoch)}
 }
 
-func (p *pki) client(t *testing.T, roles ...role.Role) *x509.Certificate {
-	t.Helper()
+func (p *pki) client(tb testing.TB, roles ...role.Role) *x509.Certificate {
+	tb.Helper()
 
-	return catest.Issue(t, p.iss, catest.Key(t, ca.Ed25519), ca.ProfileClient, time.Hour, roles...).Cert
+	return catest.Issue(tb, p.iss, catest.Key(tb, ca.Ed25519), ca.ProfileClient, time.Hour, roles...).Cert
 }
 
 func (p *pki) impersonator(t *testing.T) *x509.Certificate {
@@ -76,6 +76,11 @@ func peerCtx(leaf *x509.Certificate, verified bool, md metadata.MD) context.Cont
 // chainCtx is the context of a call from a TLS peer presenting leaf whose
 // handshake verified chain.
 func chainCtx(leaf *x509.Certificate, chain []*x509.Certificate, md metadata.MD) context.Context {
+	return chainCtxFrom(context.Background(), leaf, chain, md)
+}
+
+// chainCtxFrom is chainCtx in a context derived from parent.
+func chainCtxFrom(parent context.Context, leaf *x509.Certificate, chain []*x509.Certificate, md metadata.MD) context.Context {
 	var state tls.ConnectionState
 	if leaf != nil {
 		state.PeerCertificates = []*x509.Certificate{leaf}
@@ -84,7 +89,7 @@ func chainCtx(leaf *x509.Certificate, chain []*x509.Certificate, md metadata.MD)
 		}
 	}
 
-	ctx := peer.NewContext(context.Background(), &peer.Peer{
+	ctx := peer.NewContext(parent, &peer.Peer{
 		Addr:     &net.TCPAddr{IP: net.IPv4(127, 0, 2, 99), Port: 40000},
 		AuthInfo: credentials.TLSInfo{State: state},
 	})

@@ -7,8 +7,6 @@ import (
 	"context"
 	"strings"
 
-	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors"
-	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/selector"
 	"google.golang.org/grpc"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
@@ -20,16 +18,19 @@ var servicePrefix = "/" + healthpb.Health_ServiceDesc.ServiceName + "/"
 // IsHealth reports whether a full method name is of the health service.
 func IsHealth(fullMethod string) bool { return strings.HasPrefix(fullMethod, servicePrefix) }
 
-var notHealth = selector.MatchFunc(func(_ context.Context, c interceptors.CallMeta) bool {
-	return !IsHealth(c.FullMethod())
-})
-
 // Unary wraps each interceptor so that it runs for every method but the
-// health service's.
+// health service's. The method name gRPC gives is compared as it is: the
+// check runs at every call of every interceptor, so it allocates nothing.
 func Unary(in ...grpc.UnaryServerInterceptor) []grpc.UnaryServerInterceptor {
 	out := make([]grpc.UnaryServerInterceptor, len(in))
 	for i, u := range in {
-		out[i] = selector.UnaryServerInterceptor(u, notHealth)
+		out[i] = func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+			if IsHealth(info.FullMethod) {
+				return handler(ctx, req)
+			}
+
+			return u(ctx, req, info, handler)
+		}
 	}
 
 	return out
@@ -39,7 +40,13 @@ func Unary(in ...grpc.UnaryServerInterceptor) []grpc.UnaryServerInterceptor {
 func Stream(in ...grpc.StreamServerInterceptor) []grpc.StreamServerInterceptor {
 	out := make([]grpc.StreamServerInterceptor, len(in))
 	for i, s := range in {
-		out[i] = selector.StreamServerInterceptor(s, notHealth)
+		out[i] = func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+			if IsHealth(info.FullMethod) {
+				return handler(srv, ss)
+			}
+
+			return s(srv, ss, info, handler)
+		}
 	}
 
 	return out
