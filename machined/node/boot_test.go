@@ -160,9 +160,12 @@ func (h *bootHarness) boot() {
 }
 
 // waitingTimers are the timers armed while the node waits for time sync:
-// the time service's retry, and the reminders of the certificates service
-// and of etcd's certificates.
-const waitingTimers = 3
+// the time service's retry, the reminders of the certificates service and
+// of etcd's certificates, and on a control plane the revocation list's
+// wait for an etcd client (its certificate comes only after sync) and its
+// pruning round. Counting fewer lets a test read the log before a reminder
+// has written its line, or advance the clock before a reminder is armed.
+const waitingTimers = 5
 
 // waitTimers waits until n timers are armed.
 func (h *bootHarness) waitTimers(n int) {
