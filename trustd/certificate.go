@@ -47,12 +47,22 @@ func (s *Server) certificate(ctx context.Context, in *securityapi.CertificateReq
 	r := &request{s: s, ctx: ctx, source: c.addr, rec: s.newAuditRecord(c)}
 
 	resp, err := r.run(in.GetCsr())
+	if err == nil {
+		// The record is on disk before the certificate leaves: one that
+		// cannot be recorded is withheld, and the call fails.
+		if err = s.auditIssued(ctx, &r.rec); err == nil {
+			return resp, nil
+		}
+
+		resp = nil
+	}
+
 	if countsAsFailure(err) {
 		s.limiter.fail(r.source)
 	}
 
 	st := toStatus(err, r.rec.requestID)
-	s.audit(ctx, &r.rec, err, status.Code(st))
+	s.auditRefused(ctx, &r.rec, err, status.Code(st))
 
 	return resp, st
 }
