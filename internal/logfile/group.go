@@ -93,11 +93,6 @@ func (g *groupCommit) finish(r *round, err error) {
 	g.cond.Broadcast()
 }
 
-// syncFile flushes a file's data and size to disk.
-func syncFile(f *os.File) error {
-	return f.Sync()
-}
-
 // syncDir makes the entries of dir (a file created or renamed in it)
 // durable.
 func syncDir(dir string) error {
