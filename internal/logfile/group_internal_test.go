@@ -240,3 +240,45 @@ func TestCommitAfterRotation(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkCommit writes and commits a 320-byte record (the size of an
+// issuance record) from 1, 8 and 32 writers at once, with the real sync,
+// and reports how many records one sync covered.
+func BenchmarkCommit(b *testing.B) {
+	rec := append(bytes.Repeat([]byte("x"), 319), '\n')
+
+	for _, writers := range []int{1, 8, 32} {
+		b.Run(fmt.Sprintf("%d-writers", writers), func(b *testing.B) {
+			l, err := Open(filepath.Join(b.TempDir(), "audit.log"), 1<<30, 1)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer l.Close()
+
+			var wg sync.WaitGroup
+
+			b.ResetTimer()
+
+			for w := range writers {
+				wg.Go(func() {
+					for range b.N/writers + min(1, max(0, b.N%writers-w)) {
+						if err := writeCommit(l, rec); err != nil {
+							b.Error(err)
+
+							return
+						}
+					}
+				})
+			}
+
+			wg.Wait()
+			b.StopTimer()
+
+			l.mu.Lock()
+			syncs := l.group.syncs
+			l.mu.Unlock()
+
+			b.ReportMetric(float64(b.N)/float64(max(syncs, 1)), "records/sync")
+		})
+	}
+}
