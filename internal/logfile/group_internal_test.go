@@ -75,6 +75,22 @@ func openFake(t *testing.T, s *fakeSync, maxSize int64) *File {
 	return l
 }
 
+// waitForSize returns once the file holds size bytes: the writes the test
+// started have reached it.
+func waitForSize(l *File, size int64) {
+	for {
+		l.mu.Lock()
+		n := l.size
+		l.mu.Unlock()
+
+		if n == size {
+			return
+		}
+
+		runtime.Gosched()
+	}
+}
+
 func writeCommit(l *File, rec []byte) error {
 	if _, err := l.Write(rec); err != nil {
 		return err
@@ -117,17 +133,7 @@ func TestGroupCommit(t *testing.T) {
 		go write(i, errs)
 	}
 
-	for {
-		l.mu.Lock()
-		size := l.size
-		l.mu.Unlock()
-
-		if size == 16*int64(len(record(0))) {
-			break
-		}
-
-		runtime.Gosched()
-	}
+	waitForSize(l, 16*int64(len(record(0))))
 
 	select {
 	case err := <-errs:
@@ -189,17 +195,7 @@ func TestGroupCommitRotation(t *testing.T) {
 	// rotation, which waits for that sync to end.
 	go write(recs[1])
 
-	for {
-		l.mu.Lock()
-		size := l.size
-		l.mu.Unlock()
-
-		if size == 28 {
-			break
-		}
-
-		runtime.Gosched()
-	}
+	waitForSize(l, 28)
 
 	go write(recs[2])
 	close(s.release)
