@@ -2,6 +2,7 @@ package trustd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -64,15 +65,16 @@ func (s *Server) newAuditRecord(c *caller) auditRecord {
 	return auditRecord{requestID: requestid.New(s.cfg.Rand), source: c.name, key: c.key}
 }
 
-// auditIssued writes the record of an issuance to the audit log, through
+// errRecording is the failure to write an issuance's record.
+var errRecording = errors.New("trustd: writing the issuance record")
+
+// recordIssued writes the record of an issuance to the audit log, through
 // the handler itself, not slog.Logger, which drops a handler's error: a
 // durable audit file returns once the record is synced, or with the error
 // that kept it from disk, and then the certificate is never handed out.
-func (s *Server) auditIssued(ctx context.Context, r *auditRecord) error {
+func (s *Server) recordIssued(ctx context.Context, r *auditRecord) error {
 	h := s.cfg.Audit.Handler()
 	if !h.Enabled(ctx, slog.LevelInfo) {
-		s.decisions.count(nil)
-
 		return nil
 	}
 
@@ -86,13 +88,8 @@ func (s *Server) auditIssued(ctx context.Context, r *auditRecord) error {
 		slog.Time(AuditNotAfter, r.notAfter))
 
 	if err := h.Handle(ctx, rec); err != nil {
-		err = fmt.Errorf("trustd: writing the issuance record: %w", err)
-		s.decisions.count(err)
-
-		return err
+		return fmt.Errorf("%w: %w", errRecording, err)
 	}
-
-	s.decisions.count(nil)
 
 	return nil
 }
