@@ -55,6 +55,11 @@ type Request struct {
 	// TTL is the lifetime asked for. Zero means the profile's default; more
 	// than the profile's maximum is cut down to it.
 	TTL time.Duration
+	// Signing, if set, is told the serial and end of validity decided,
+	// just before the certificate is signed: a caller that records its
+	// issuances can write the record while the signature is made. Issue
+	// may still fail after it.
+	Signing func(serial *big.Int, notAfter time.Time)
 }
 
 // Issued is a signed certificate.
@@ -143,6 +148,10 @@ func (i *Issuer) Issue(req Request) (*Issued, error) {
 	tmpl, err := i.template(req, org, serial, notBefore, notAfter)
 	if err != nil {
 		return nil, err
+	}
+
+	if req.Signing != nil {
+		req.Signing(serial, notAfter)
 	}
 
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, i.ca.Cert, req.CSR.Request.PublicKey, i.ca.Key)

@@ -2,6 +2,8 @@ package trustd
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -63,35 +65,59 @@ func (s *Server) newAuditRecord(c *caller) auditRecord {
 	return auditRecord{requestID: requestid.New(s.cfg.Rand), source: c.name, key: c.key}
 }
 
-// audit writes the record of the decision: issued if err is nil, to the
-// audit log on its own; else refused, with err as the reason and code as
-// the status the caller got, to the refusals aggregator, which writes the
-// first refusal of a source per interval in full and counts the rest.
-// Internal errors are written in full always.
-func (s *Server) audit(ctx context.Context, r *auditRecord, err error, code codes.Code) {
-	s.decisions.count(err)
+// errRecording is the failure to write an issuance's record.
+var errRecording = errors.New("trustd: writing the issuance record")
 
-	attrs := []slog.Attr{
+// recordIssued writes the record of an issuance to the audit log, through
+// the handler itself, not slog.Logger, which drops a handler's error: a
+// durable audit file returns once the record is synced, or with the error
+// that kept it from disk, and then the certificate is never handed out.
+func (s *Server) recordIssued(ctx context.Context, r *auditRecord) error {
+	h := s.cfg.Audit.Handler()
+	if !h.Enabled(ctx, slog.LevelInfo) {
+		return nil
+	}
+
+	// No program counter: the record names its source in its fields, and
+	// slog would walk the stack for one on every call.
+	rec := slog.NewRecord(s.cfg.Clock.Now(), slog.LevelInfo, msgIssued, 0)
+	rec.AddAttrs(r.common()...)
+	rec.AddAttrs(
+		slog.String(AuditDecision, DecisionIssued),
+		slog.String(AuditSerial, r.serial),
+		slog.Time(AuditNotAfter, r.notAfter))
+
+	if err := h.Handle(ctx, rec); err != nil {
+		return fmt.Errorf("%w: %w", errRecording, err)
+	}
+
+	return nil
+}
+
+// common returns the fields every record of a decision has.
+func (r *auditRecord) common() []slog.Attr {
+	attrs := make([]slog.Attr, 0, 10)
+	attrs = append(attrs,
 		slog.String(AuditRequestID, r.requestID),
 		slog.String(AuditTokenID, r.tokenID),
 		slog.String(AuditSource, r.source),
-	}
+	)
 
 	if r.commonName != "" || len(r.sans) > 0 {
 		attrs = append(attrs, slog.String(AuditCommonName, r.commonName), slog.Any(AuditSANs, r.sans))
 	}
 
-	if err == nil {
-		attrs = append(attrs,
-			slog.String(AuditDecision, DecisionIssued),
-			slog.String(AuditSerial, r.serial),
-			slog.Time(AuditNotAfter, r.notAfter))
-		s.cfg.Audit.LogAttrs(ctx, slog.LevelInfo, msgIssued, attrs...)
+	return attrs
+}
 
-		return
-	}
+// auditRefused writes the record of a refusal, with err as the reason and
+// code as the status the caller got, to the refusals aggregator, which
+// writes the first refusal of a source per interval in full and counts
+// the rest. Internal errors are written in full always.
+func (s *Server) auditRefused(ctx context.Context, r *auditRecord, err error, code codes.Code) {
+	s.decisions.count(err)
 
-	attrs = append(attrs,
+	attrs := append(r.common(),
 		slog.String(AuditDecision, DecisionRefused),
 		slog.String(AuditCode, code.String()),
 		slog.String(AuditReason, err.Error()))

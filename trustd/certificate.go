@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/big"
 	"net/netip"
+	"time"
 
 	securityapi "github.com/siderolabs/talos/pkg/machinery/api/security"
 	"google.golang.org/grpc/status"
@@ -47,12 +49,18 @@ func (s *Server) certificate(ctx context.Context, in *securityapi.CertificateReq
 	r := &request{s: s, ctx: ctx, source: c.addr, rec: s.newAuditRecord(c)}
 
 	resp, err := r.run(in.GetCsr())
+	if err == nil {
+		s.decisions.count(nil)
+
+		return resp, nil
+	}
+
 	if countsAsFailure(err) {
 		s.limiter.fail(r.source)
 	}
 
 	st := toStatus(err, r.rec.requestID)
-	s.audit(ctx, &r.rec, err, status.Code(st))
+	s.auditRefused(ctx, &r.rec, err, status.Code(st))
 
 	return resp, st
 }
@@ -174,20 +182,69 @@ func (r *request) consume() error {
 }
 
 // sign issues the certificate under the server profile: the profile alone
-// decides its usages, Organization (none) and CA flag.
+// decides its usages, Organization (none) and CA flag. The issuance record
+// is on disk before the certificate leaves; a certificate whose record
+// cannot be written is withheld, and the call fails.
 func (r *request) sign() (*securityapi.CertificateResponse, error) {
 	cas := r.s.cfg.CAs.AcceptedCAs()
 	if cas == nil {
 		return nil, errors.New("trustd: no accepted CAs")
 	}
 
-	issued, err := r.s.cfg.Signer.Issue(ca.Request{CSR: r.csr, Profile: ca.ProfileServer, TTL: r.s.cfg.CertTTL})
-	if err != nil {
-		return nil, fmt.Errorf("trustd: signing: %w", err)
+	var recording chan error
+
+	issued, err := r.s.cfg.Signer.Issue(ca.Request{
+		CSR: r.csr, Profile: ca.ProfileServer, TTL: r.s.cfg.CertTTL,
+		// The record is written, and synced, while the certificate is
+		// signed: the sync's latency overlaps the signature's.
+		Signing: func(serial *big.Int, notAfter time.Time) {
+			r.rec.serial, r.rec.notAfter = serial.Text(16), notAfter
+			recording = r.recordInBackground()
+		},
+	})
+
+	switch {
+	case recording != nil:
+		// Waited for even when signing failed: the call's refusal then
+		// follows the record, under the same request id.
+		if rerr := <-recording; err == nil {
+			err = rerr
+		}
+	case err == nil:
+		// A signer that does not announce its signature is recorded
+		// after it.
+		r.rec.serial, r.rec.notAfter = issued.Cert.SerialNumber.Text(16), issued.Cert.NotAfter
+		err = r.s.recordIssued(r.ctx, &r.rec)
 	}
 
-	r.rec.serial = issued.Cert.SerialNumber.Text(16)
-	r.rec.notAfter = issued.Cert.NotAfter
+	if err != nil {
+		return nil, r.signingError(err)
+	}
+
+	if issued.Cert.SerialNumber.Text(16) != r.rec.serial || !issued.Cert.NotAfter.Equal(r.rec.notAfter) {
+		return nil, errors.New("trustd: the certificate signed is not the one recorded")
+	}
 
 	return &securityapi.CertificateResponse{Ca: cas.PEM(), Crt: issued.PEM}, nil
+}
+
+// recordInBackground writes the issuance record of the request as it now
+// stands, and sends the result.
+func (r *request) recordInBackground() chan error {
+	done := make(chan error, 1)
+	rec := r.rec
+
+	go func() { done <- r.s.recordIssued(r.ctx, &rec) }()
+
+	return done
+}
+
+// signingError is the error of a failed issuance: the record's own, or
+// the signer's.
+func (r *request) signingError(err error) error {
+	if errors.Is(err, errRecording) {
+		return err
+	}
+
+	return fmt.Errorf("trustd: signing: %w", err)
 }

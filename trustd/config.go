@@ -118,8 +118,10 @@ type Config struct {
 	// this node's own, which trustd always reads from its server
 	// certificate (Certificate). Nil means only those.
 	ControlPlanes ControlPlanes
-	// Audit receives one record per certificate issued. Nil means Logger
-	// with the attribute log=audit.
+	// Audit receives one record per certificate issued, through its
+	// handler: the certificate is sent once the handler has returned, and
+	// withheld if it returned an error (a durable log returns once the
+	// record is on disk). Nil means Logger with the attribute log=audit.
 	Audit *slog.Logger
 	// Refusals receives the records of refused requests, aggregated: the
 	// first refusal of a source per RefusalInterval in full, the others
@@ -138,7 +140,8 @@ type Config struct {
 	// issuances and refusals by reason, the time gate, connections against
 	// their caps, certificate expiry. Nil means no metrics.
 	Metrics prometheus.Registerer
-	// Clock drives the rate limiter. Nil means the system clock.
+	// Clock drives the rate limiter and dates issuance records. Nil means
+	// the system clock.
 	Clock clock.Clock
 	// Rand draws the request references of audit records. Nil means
 	// crypto/rand.

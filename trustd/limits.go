@@ -67,6 +67,15 @@ const (
 	// for nothing.
 	MaxIdle = 30 * time.Second
 
+	// StreamWorkers is how many long-lived goroutines run calls. A call
+	// that finds none free starts a goroutine of its own, whose small
+	// stack signing and TLS grow again on every call (the runtime's
+	// copystack was 3 % of trustd's CPU at saturation with one worker per
+	// CPU). Calls now wait for their issuance record's sync, so many are
+	// in flight at once; 64 workers keep the grown stacks of that many
+	// calls, a few MiB at most, for 8 to 32 callers.
+	StreamWorkers = 64
+
 	// ReadBufferSize is gRPC's read buffer per connection: none. crypto/tls
 	// already buffers a whole record for each connection, so gRPC's 32 KiB
 	// default only added to what every open connection costs; with it, a

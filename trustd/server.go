@@ -18,7 +18,6 @@ import (
 
 	"github.com/aegis-os/aegis/api/revocations"
 	"github.com/aegis-os/aegis/internal/connlimit"
-	"github.com/aegis-os/aegis/internal/grpcopt"
 	"github.com/aegis-os/aegis/internal/grpcrecover"
 	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/internal/metrics"
@@ -134,7 +133,7 @@ func (s *Server) serverOptions() []grpc.ServerOption {
 		grpc.StatsHandler(auditStats{s: s}),
 		grpc.StatsHandler(s.conns.StatsHandler()),
 		grpc.StreamInterceptor(refuseStreams),
-		grpcopt.StreamWorkers(),
+		grpc.NumStreamWorkers(StreamWorkers),
 	)
 }
 

@@ -27,7 +27,7 @@ func (s *Server) tap(ctx context.Context, info *tap.Info) (context.Context, erro
 		rec.tokenID = tok.ID()
 	}
 
-	s.audit(ctx, &rec, ErrRateLimited, codes.ResourceExhausted)
+	s.auditRefused(ctx, &rec, ErrRateLimited, codes.ResourceExhausted)
 
 	return ctx, status.Error(codes.ResourceExhausted, ErrRateLimited.Error())
 }
@@ -76,7 +76,7 @@ func (a auditStats) HandleRPC(ctx context.Context, st stats.RPCStats) {
 	}
 
 	rec := a.s.newAuditRecord(c)
-	a.s.audit(ctx, &rec, end.Error, code)
+	a.s.auditRefused(ctx, &rec, end.Error, code)
 }
 
 // TagConn works out the connection's caller once, for all its calls.

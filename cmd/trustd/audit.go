@@ -52,21 +52,29 @@ func openAuditLogs(state string, ops opsLog) (*auditLogs, error) {
 		return nil, err
 	}
 
-	tee := func(f *logfile.File) *slog.Logger {
-		return slog.New(newAuditHandler(f, ops)).With(slog.String(logkey.Log, "audit"))
+	tee := func(f *logfile.File, commit func() error) *slog.Logger {
+		h := newAuditHandler(f, ops)
+		h.commit = commit
+
+		return slog.New(h).With(slog.String(logkey.Log, "audit"))
 	}
 
-	return &auditLogs{issued: issued, refused: refused, audit: tee(issued), refusals: tee(refused)}, nil
+	// Issuance records are on disk before their certificate leaves;
+	// refusals need not wait for the disk.
+	return &auditLogs{issued: issued, refused: refused, audit: tee(issued, issued.Commit), refusals: tee(refused, nil)}, nil
 }
 
 // auditHandler writes a record as one JSON line to its file and, when the
 // operational log's level lets it through, the same bytes to the
 // operational log: each record is formatted once, on the caller's path
 // (an issuance's record is written before its reply). Records below Info
-// are not audit records and are dropped.
+// are not audit records and are dropped. With commit, Handle returns once
+// the record is on disk: commit runs after slog's handler let go of its
+// lock, so that records written at once share a sync.
 type auditHandler struct {
 	both, fileOnly slog.Handler
 	opsLevel       slog.Leveler
+	commit         func() error
 }
 
 func newAuditHandler(f io.Writer, ops opsLog) *auditHandler {
@@ -85,19 +93,24 @@ func (h *auditHandler) Enabled(ctx context.Context, l slog.Level) bool {
 }
 
 func (h *auditHandler) Handle(ctx context.Context, r slog.Record) error {
+	w := h.fileOnly
 	if h.opsLevel != nil && r.Level >= h.opsLevel.Level() {
-		return h.both.Handle(ctx, r)
+		w = h.both
 	}
 
-	return h.fileOnly.Handle(ctx, r)
+	if err := w.Handle(ctx, r); err != nil || h.commit == nil {
+		return err
+	}
+
+	return h.commit()
 }
 
 func (h *auditHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
-	return &auditHandler{both: h.both.WithAttrs(attrs), fileOnly: h.fileOnly.WithAttrs(attrs), opsLevel: h.opsLevel}
+	return &auditHandler{both: h.both.WithAttrs(attrs), fileOnly: h.fileOnly.WithAttrs(attrs), opsLevel: h.opsLevel, commit: h.commit}
 }
 
 func (h *auditHandler) WithGroup(name string) slog.Handler {
-	return &auditHandler{both: h.both.WithGroup(name), fileOnly: h.fileOnly.WithGroup(name), opsLevel: h.opsLevel}
+	return &auditHandler{both: h.both.WithGroup(name), fileOnly: h.fileOnly.WithGroup(name), opsLevel: h.opsLevel, commit: h.commit}
 }
 
 // pairWriter writes each line to the audit file, then to the operational

@@ -2,9 +2,11 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestAuditHandlerFormatsOnce: a record goes to the audit file and, when
@@ -35,5 +37,32 @@ func TestAuditHandlerFormatsOnce(t *testing.T) {
 				t.Fatalf("operational log %q, audit file %q (want a copy: %v)", got, file.String(), tt.wantOps)
 			}
 		})
+	}
+}
+
+// TestAuditHandlerCommits: a record is committed after it is written, and
+// the commit's error is the record's, so that trustd withholds a
+// certificate whose record did not reach the disk.
+func TestAuditHandlerCommits(t *testing.T) {
+	var (
+		file    bytes.Buffer
+		written int
+	)
+
+	errDisk := errors.New("disk gone")
+	h := newAuditHandler(&file, opsLog{})
+	h.commit = func() error {
+		written = file.Len()
+
+		return errDisk
+	}
+
+	rec := slog.NewRecord(time.Time{}, slog.LevelInfo, "certificate issued", 0)
+	if err := h.WithAttrs([]slog.Attr{slog.String("log", "audit")}).Handle(t.Context(), rec); !errors.Is(err, errDisk) {
+		t.Fatalf("Handle = %v, want the commit's error", err)
+	}
+
+	if written == 0 || written != file.Len() {
+		t.Fatalf("committed at %d bytes of %d: not after the record", written, file.Len())
 	}
 }

@@ -17,6 +17,15 @@ import (
 	"github.com/aegis-os/aegis/certs"
 )
 
+// issuanceWork says what each server does per certificate in these cases,
+// so that the comparison can be judged: the same key types, TLS and
+// signatures on both sides; trustd's checks and durable record on one.
+const issuanceWork = "Both servers: TLS 1.3 with a server certificate of the CA's key type; " +
+	"per certificate, parse the CSR and verify its signature, sign once, and verify the signature made (x509.CreateCertificate). " +
+	"trustd also checks the token in constant time, the time gate, the names against policy and the control planes' names, " +
+	"checks the fields of the result, and syncs its audit record to disk (fdatasync, one per group of concurrent issuances) before it answers. " +
+	"cfssl serve checks the request's HMAC and neither logs (-loglevel 2) nor records the certificate (no certificate database)"
+
 // issueSetup is what the issuance cases of one key type share: the CA (the
 // OS CA of a fresh secrets bundle) and the CSR every case signs.
 type issueSetup struct {

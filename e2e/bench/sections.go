@@ -110,7 +110,7 @@ func (r Results) issuanceSection() Section {
 		Title: "trustd issuance",
 		How: "Certificate calls one after the other from one client, same CSR and key type for all; " +
 			"rate = 1 / mean latency; CPU/call is the server's and the client's CPU time, server CPU/call the server's alone; " +
-			"cfssl is compared in the same connection mode",
+			"cfssl is compared in the same connection mode. " + issuanceWork,
 	}
 
 	for _, is := range r.Issuance {

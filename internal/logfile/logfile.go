@@ -2,6 +2,8 @@
 // keeps a fixed number of older files: path, path.1 (the newest older
 // one) … path.N. Each Write is kept whole in one file, so a log handler
 // that writes one record per call never has a record split by a rotation.
+// Commit waits until what was written is on disk, sharing one sync among
+// the writers that wait at once (group commit).
 package logfile
 
 import (
@@ -23,12 +25,19 @@ type File struct {
 	f         *os.File
 	size      int64
 	rotations uint64 // since Open
+
+	// group runs the syncs of Commit.
+	group *groupCommit
 }
 
 // Open opens (appending to) the log at path, mode 0600, in a 0700
 // directory it creates if needed. Once the file would grow past maxSize it
 // is rotated; keep older files are kept, the oldest removed.
 func Open(path string, maxSize int64, keep int) (*File, error) {
+	return open(path, maxSize, keep, newGroupCommit(syncFile))
+}
+
+func open(path string, maxSize int64, keep int, group *groupCommit) (*File, error) {
 	if maxSize <= 0 || keep < 0 {
 		return nil, fmt.Errorf("logfile: %s: size %d and count %d of the rotation must be positive", path, maxSize, keep)
 	}
@@ -37,7 +46,9 @@ func Open(path string, maxSize int64, keep int) (*File, error) {
 		return nil, fmt.Errorf("logfile: %w", err)
 	}
 
-	l := &File{path: path, maxSize: maxSize, keep: keep}
+	l := &File{path: path, maxSize: maxSize, keep: keep, group: group}
+	group.cond.L = &l.mu
+
 	if err := l.open(os.O_APPEND); err != nil {
 		return nil, err
 	}
@@ -60,19 +71,30 @@ func (l *File) open(flag int) error {
 
 	l.f, l.size = f, st.Size()
 
-	return nil
+	// The file's name must survive a crash as well as what Commit synced.
+	return syncDir(filepath.Dir(l.path))
 }
 
 // Write appends p, rotating first if p would take the file past its bound.
+// It returns once the kernel has p; Commit waits for the disk.
 func (l *File) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+
+	// A rotation closes the file: a sync in flight on it ends first.
+	for l.group.syncing && l.full(len(p)) {
+		l.group.cond.Wait()
+	}
 
 	if l.f == nil {
 		return 0, errors.New("logfile: closed")
 	}
 
-	if l.size > 0 && l.size+int64(len(p)) > l.maxSize {
+	if l.full(len(p)) {
+		// Writers waiting in Commit wrote to this file: it is synced
+		// for them before it is closed, and they get the sync's error.
+		l.group.settleLocked(l.f)
+
 		if err := l.rotateLocked(); err != nil {
 			// A log that cannot rotate keeps growing rather than losing
 			// records; the error is returned once, with this write.
@@ -84,6 +106,7 @@ func (l *File) Write(p []byte) (int, error) {
 
 			n, _ := l.f.Write(p)
 			l.size += int64(n)
+			l.group.dirty = true
 
 			return n, err
 		}
@@ -91,12 +114,18 @@ func (l *File) Write(p []byte) (int, error) {
 
 	n, err := l.f.Write(p)
 	l.size += int64(n)
+	l.group.dirty = true
 
 	if err != nil {
 		return n, fmt.Errorf("logfile: %w", err)
 	}
 
 	return n, nil
+}
+
+// full reports whether n more bytes would take the file past its bound.
+func (l *File) full(n int) bool {
+	return l.size > 0 && l.size+int64(n) > l.maxSize
 }
 
 // rotateLocked shifts path.i to path.i+1 (dropping path.keep) and path to
@@ -162,12 +191,33 @@ func (l *File) Close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 
+	for l.group.syncing {
+		l.group.cond.Wait()
+	}
+
 	if l.f == nil {
 		return nil
 	}
+
+	l.group.settleLocked(l.f)
 
 	err := l.f.Close()
 	l.f = nil
 
 	return err
+}
+
+// Commit returns once everything written to the file before the call is
+// on disk, or with the error that kept it from there. Callers that wait
+// at the same time share one sync: a record costs about one sync's
+// latency, not a sync apiece.
+func (l *File) Commit() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+
+	if l.f == nil {
+		return errors.New("logfile: closed")
+	}
+
+	return l.group.waitLocked(l)
 }

@@ -71,6 +71,8 @@ type Options struct {
 	// BeforeServe, when set, runs on the built server before it serves
 	// (to register a test-only service, say).
 	BeforeServe func(*trustd.Server)
+	// Signer, when set, wraps the server's issuer (to make it fail, say).
+	Signer func(trustd.Signer) trustd.Signer
 }
 
 // Env is a running test server and what a test needs to talk to it.
@@ -130,6 +132,11 @@ func newServer(tb testing.TB, e *Env, opts Options) *trustd.Server {
 	iss, err := ca.NewIssuer(ca.IssuerConfig{CA: e.CA})
 	must(tb, err)
 
+	var signer trustd.Signer = iss
+	if opts.Signer != nil {
+		signer = opts.Signer(iss)
+	}
+
 	static, err := token.Parse(StaticToken)
 	must(tb, err)
 
@@ -137,7 +144,7 @@ func newServer(tb testing.TB, e *Env, opts Options) *trustd.Server {
 	must(tb, err)
 
 	s, err := trustd.New(trustd.Config{
-		Signer:        iss,
+		Signer:        signer,
 		CAs:           accepted{e.CAs},
 		Authenticator: auth,
 		TimeGate:      e.Gate,
