@@ -94,6 +94,7 @@ func (r *request) authenticate() error {
 	}
 
 	r.grant = g
+	r.rec.tokenKind = tokenKind(g)
 
 	return nil
 }
