@@ -1,0 +1,318 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+
+	"github.com/siderolabs/talos/pkg/machinery/api/machine"
+	"github.com/siderolabs/talos/pkg/machinery/client"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/aegis-os/aegis/api/membership"
+	"github.com/aegis-os/aegis/ca"
+	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/internal/wire"
+	"github.com/aegis-os/aegis/token"
+	"github.com/aegis-os/aegis/trustd/join"
+)
+
+// rotationMember is one member of the cluster as the rotation found it:
+// its config as read at the start, or why it could not be read.
+type rotationMember struct {
+	name, addr string
+	addrs      []string // every address the membership list gives
+	listedRole string   // the membership list's, for a member not read
+	cfg        *certs.MachineConfig
+	err        error
+}
+
+func (m *rotationMember) controlPlane() bool {
+	if m.cfg != nil {
+		return m.cfg.Machine.Type.IsControlPlane()
+	}
+
+	return m.listedRole == string(certs.NodeControlPlane) || m.listedRole == string(certs.NodeInit)
+}
+
+func (m *rotationMember) role() string {
+	if m.controlPlane() {
+		return string(certs.NodeControlPlane)
+	}
+
+	return string(certs.NodeWorker)
+}
+
+// route sends a call to the member through the endpoint.
+func (m *rotationMember) route(ctx context.Context) context.Context {
+	return client.WithNode(ctx, m.addr)
+}
+
+// loadMembers lists the members from the endpoint's membership list,
+// control planes first, and reads each one's config. A member that does
+// not answer is kept, with its error: the steps name it.
+func (r *staticRotation) loadMembers(ctx context.Context) error {
+	resp, err := membership.NewMembershipServiceClient(r.s.client.Conn()).List(ctx, &membership.ListRequest{})
+	if err != nil {
+		return fmt.Errorf("listing the members (the endpoint must be a control plane): %w", r.s.explain(err))
+	}
+
+	if err := failedNodes(resp); err != nil {
+		return fmt.Errorf("listing the members: %w", err)
+	}
+
+	for _, msg := range resp.GetMessages() {
+		for _, mb := range msg.GetMembers() {
+			if len(mb.GetAddresses()) == 0 {
+				continue
+			}
+
+			m := &rotationMember{
+				name: mb.GetHostname(), addr: mb.GetAddresses()[0], addrs: mb.GetAddresses(), listedRole: mb.GetRole(),
+			}
+			m.cfg, m.err = r.readConfig(ctx, m)
+			r.members = append(r.members, m)
+		}
+	}
+
+	if len(r.members) == 0 {
+		return errors.New("the membership list is empty")
+	}
+
+	slices.SortStableFunc(r.members, func(a, b *rotationMember) int {
+		return boolOrder(b.controlPlane()) - boolOrder(a.controlPlane())
+	})
+
+	if r.trustdCAs, err = ca.ParseAcceptedSet(r.s.ctx.CA, r.e.clock.Now()); err != nil {
+		return fmt.Errorf("the client config's CA: %w", err)
+	}
+
+	r.unlisted = r.unlistedEndpoints()
+
+	return nil
+}
+
+// unlistedEndpoints are the hosts of the members' control-plane endpoints
+// (cluster.controlPlane.endpoints) that no listed member has as its name
+// or address: a control plane not registered yet, which the rotation would
+// pass over while workers go on joining through it.
+func (r *staticRotation) unlistedEndpoints() []string {
+	known := map[string]bool{}
+
+	for _, m := range r.members {
+		known[m.name] = true
+
+		for _, a := range m.addrs {
+			known[a] = true
+		}
+	}
+
+	var out []string
+
+	for _, m := range r.members {
+		if m.cfg == nil {
+			continue
+		}
+
+		for _, ep := range m.cfg.Cluster.ControlPlane.Endpoints {
+			host := ep
+			if h, _, err := net.SplitHostPort(ep); err == nil {
+				host = h
+			}
+
+			if !known[host] {
+				known[host] = true
+				out = append(out, host)
+			}
+		}
+	}
+
+	return out
+}
+
+func boolOrder(b bool) int {
+	if b {
+		return 1
+	}
+
+	return 0
+}
+
+// readConfig reads and parses the member's config in effect.
+func (r *staticRotation) readConfig(ctx context.Context, m *rotationMember) (*certs.MachineConfig, error) {
+	ctx, cancel := context.WithTimeout(ctx, rotateStaticCallTimeout)
+	defer cancel()
+
+	data, err := currentConfig(m.route(ctx), r.s.client)
+	if err != nil {
+		return nil, r.s.explain(err)
+	}
+
+	return certs.ParseMachineConfig(m.name+"'s machine config", data, r.e.clock.Now())
+}
+
+// acceptOnControlPlane is step 1 on one control plane: the new token
+// becomes machine.token, the old one a previous token until the overlap
+// ends (expired previous tokens are dropped on the way). A control plane
+// already on the new token, from an earlier run, is only checked.
+func (r *staticRotation) acceptOnControlPlane(ctx context.Context, m *rotationMember) error {
+	cfg := *m.cfg
+	mc := &cfg.Machine
+	old := m.cfg.TrustdToken()
+	now := r.e.clock.Now()
+
+	if !old.Equal(r.fresh) {
+		prev := []certs.PreviousToken{}
+
+		for _, p := range mc.PreviousTokens {
+			if now.Before(p.Expires) && p.Token != r.fresh.Reveal() && p.Token != mc.Token {
+				prev = append(prev, p)
+			}
+		}
+
+		mc.PreviousTokens = append(prev, certs.PreviousToken{Token: mc.Token, Expires: r.expires})
+		mc.Token = r.fresh.Reveal()
+
+		if err := r.apply(ctx, m, &cfg); err != nil {
+			return err
+		}
+	}
+
+	got, err := r.readConfig(ctx, m)
+	if err != nil {
+		return fmt.Errorf("checking its config: %w", err)
+	}
+
+	if !got.TrustdToken().Equal(r.fresh) {
+		return errors.New("its config in effect does not hold the new token")
+	}
+
+	return r.waitTrustd(ctx, m, r.fresh, true)
+}
+
+// updateWorker is step 2 on one worker.
+func (r *staticRotation) updateWorker(ctx context.Context, m *rotationMember) error {
+	if !m.cfg.TrustdToken().Equal(r.fresh) {
+		cfg := *m.cfg
+		cfg.Machine.Token = r.fresh.Reveal()
+
+		if err := r.apply(ctx, m, &cfg); err != nil {
+			return err
+		}
+	}
+
+	got, err := r.readConfig(ctx, m)
+	if err != nil {
+		return fmt.Errorf("checking its config: %w", err)
+	}
+
+	if !got.TrustdToken().Equal(r.fresh) {
+		return errors.New("its config in effect does not hold the new token")
+	}
+
+	return nil
+}
+
+// dropOnControlPlane is step 3 on one control plane: its previous tokens
+// go, and its trustd is checked to refuse each old token.
+func (r *staticRotation) dropOnControlPlane(ctx context.Context, m *rotationMember, old []token.Token) error {
+	cur, err := r.readConfig(ctx, m)
+	if err != nil {
+		return err
+	}
+
+	if !cur.TrustdToken().Equal(r.fresh) {
+		return errors.New("its config no longer holds the new token: another change came in between")
+	}
+
+	if len(cur.Machine.PreviousTokens) > 0 {
+		cfg := *cur
+		cfg.Machine.PreviousTokens = nil
+
+		if err := r.apply(ctx, m, &cfg); err != nil {
+			return err
+		}
+	}
+
+	for _, t := range old {
+		if err := r.waitTrustd(ctx, m, t, false); err != nil {
+			return err
+		}
+	}
+
+	return nil
+}
+
+// apply sends cfg to the member, to be applied without a reboot.
+func (r *staticRotation) apply(ctx context.Context, m *rotationMember, cfg *certs.MachineConfig) error {
+	data, err := cfg.Marshal()
+	if err != nil {
+		return err
+	}
+
+	ctx, cancel := context.WithTimeout(ctx, rotateStaticCallTimeout)
+	defer cancel()
+
+	resp, err := r.s.client.ApplyConfiguration(m.route(ctx), &machine.ApplyConfigurationRequest{
+		Data: data, Mode: machine.ApplyConfigurationRequest_NO_REBOOT,
+	})
+	if err != nil {
+		return r.s.explain(err)
+	}
+
+	return failedNodes(resp)
+}
+
+// waitTrustd waits until the member's trustd accepts tok (accept) or
+// refuses it: trustd follows machined's config a moment after it is
+// applied. The probe presents tok with no CSR, so trustd, having judged
+// the token, refuses the request for its CSR and issues nothing.
+func (r *staticRotation) waitTrustd(ctx context.Context, m *rotationMember, tok token.Token, accept bool) error {
+	ctx, cancel := context.WithTimeout(ctx, rotateStaticTrustdWait)
+	defer cancel()
+
+	endpoint := net.JoinHostPort(m.addr, strconv.Itoa(wire.TrustdPort))
+	probe := join.GRPCTransport{CAs: r.trustdCAs}
+
+	for {
+		_, _, err := probe.Certificate(ctx, endpoint, tok, nil)
+
+		switch code := status.Code(err); {
+		case code == codes.Unauthenticated && !accept:
+			return nil
+		case (code == codes.InvalidArgument || code == codes.FailedPrecondition) && accept:
+			return nil // judged the token, then refused the empty CSR or waited for time sync
+		case code == codes.OK:
+			return errors.New("trustd issued a certificate for an empty request")
+		case code == codes.ResourceExhausted:
+			return fmt.Errorf("checking trustd on %s: rate limited: %w", endpoint, err)
+		}
+
+		if werr := r.pause(ctx); werr != nil {
+			want := "accept the new token"
+			if !accept {
+				want = "refuse the old token " + tok.String()
+			}
+
+			return fmt.Errorf("trustd on %s did not %s within %s (last answer: %v)", endpoint, want, rotateStaticTrustdWait, err)
+		}
+	}
+}
+
+// pause waits rotateStaticProbeInterval on the command's clock, or until
+// ctx ends.
+func (r *staticRotation) pause(ctx context.Context) error {
+	t := r.e.clock.NewTimer(rotateStaticProbeInterval)
+	defer t.Stop()
+
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C():
+		return nil
+	}
+}
