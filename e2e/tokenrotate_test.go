@@ -35,6 +35,7 @@ type rotateEnv struct {
 	cp, worker localcluster.Node
 	oldCP      *certs.MachineConfig // the control plane's config before the rotation
 	fresh      token.Token
+	extra      *machinedProc // the worker that joins during the overlap
 }
 
 // TestTokenRotateStatic rotates the static token of a real 1+1 cluster
@@ -65,6 +66,7 @@ func TestTokenRotateStatic(t *testing.T) {
 	t.Run("dry run", func(t *testing.T) { checkRotateDryRun(t, e) })
 	t.Run("overlap", func(t *testing.T) { checkRotateOverlap(t, e) })
 	t.Run("old token dropped", func(t *testing.T) { checkRotateDrop(t, e) })
+	t.Run("a worker down stops before step 3", func(t *testing.T) { checkRotateWorkerDown(t, e) })
 }
 
 func loadConfig(t *testing.T, path string) *certs.MachineConfig {
@@ -141,8 +143,8 @@ func checkRotateOverlap(t *testing.T, e *rotateEnv) {
 		t.Fatal("get machineconfig shows a token's secret")
 	}
 
-	extra := e.startWorker(e.top, "rotate-extra", rotateExtraWorker, e.fresh.Reveal())
-	extra.waitReady(t)
+	e.extra = e.startWorker(e.top, "rotate-extra", rotateExtraWorker, e.fresh.Reveal())
+	e.extra.waitReady(t)
 
 	if _, err := joinAs(t, e.cliCluster, e.oldCP, rotateOldClient, rotateOldClient); err != nil {
 		t.Fatalf("the old token during the overlap: %v", err)
@@ -194,6 +196,35 @@ func checkRotateDrop(t *testing.T, e *rotateEnv) {
 
 	if cp := loadConfig(t, e.ConfigPath(e.cp)); len(cp.Machine.PreviousTokens) != 0 {
 		t.Fatalf("the control plane still lists %d previous tokens", len(cp.Machine.PreviousTokens))
+	}
+}
+
+// checkRotateWorkerDown rotates again while a listed worker is down: it
+// is named, the others take the token, and the rotation stops with the
+// previous token still accepted.
+func checkRotateWorkerDown(t *testing.T, e *rotateEnv) {
+	e.extra.stop()
+
+	next, err := token.Generate(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	res := e.ctl(t, e.admin(), "token", "rotate-static", "--dry-run=false", "--token", next.Reveal())
+	t.Logf("rotation with a worker down: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+
+	if res.code == 0 || !strings.Contains(res.stderr, "stopped before step 3") || !strings.Contains(res.stderr, "rotate-extra") ||
+		strings.Contains(res.stdout, "Step 3") {
+		t.Fatalf("rotation with a worker down: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
+
+	cp := loadConfig(t, e.ConfigPath(e.cp))
+	if !cp.TrustdToken().Equal(next) || len(cp.Machine.PreviousTokens) != 1 || cp.Machine.PreviousTokens[0].Token != e.fresh.Reveal() {
+		t.Fatal("the control plane does not hold the new token with the previous one still accepted")
+	}
+
+	if w := loadConfig(t, e.ConfigPath(e.worker)); !w.TrustdToken().Equal(next) {
+		t.Fatal("the worker that is up did not take the new token")
 	}
 }
 
