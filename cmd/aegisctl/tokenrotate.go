@@ -48,7 +48,7 @@ worker is left on a token trustd refuses. Run the command again with
 
 Nothing changes unless --dry-run=false: the dry run prints the members and
 the plan. The new token is generated unless --token gives it, and printed
-once step 1 is done. The secrets bundle's token (trustdinfo.token) is the
+when step 1 starts. The secrets bundle's token (trustdinfo.token) is the
 old one after a rotation: --secrets FILE rewrites it, else make configs for
 new nodes with the new token.`,
 		Example: `  aegisctl token rotate-static                       # the plan, changes nothing
@@ -175,7 +175,7 @@ func (r *staticRotation) printPlan() {
 	how := "given with --token"
 
 	if r.generated {
-		how = "generated, shown once step 1 is done"
+		how = "generated, shown when step 1 starts"
 	}
 
 	fmt.Fprintf(w, "New static token: %s (%s)\n", r.fresh, how)
@@ -259,17 +259,17 @@ func (r *staticRotation) stepControlPlanes(ctx context.Context) error {
 	start := r.e.clock.Now()
 	fmt.Fprintln(r.e.stdout, "\nStep 1: control planes accept the new token")
 
+	if r.generated {
+		fmt.Fprintf(r.e.stdout, "  the new token (keep it; it is not shown again): %s\n", r.fresh.Reveal())
+	}
+
 	if failed := r.each(ctx, true, r.acceptOnControlPlane); len(failed) > 0 {
-		return fmt.Errorf("stopped in step 1: %s did not take the new token; nothing else changed, and every node still "+
-			"joins with its token: fix them and run again with --token NEW (the new token%s)",
+		return fmt.Errorf("stopped in step 1: %s did not take the new token; the other control planes accept both "+
+			"tokens, and no worker was changed: fix them and run again with --token NEW (the new token%s)",
 			strings.Join(failed, ", "), r.tokenHint())
 	}
 
 	r.reportStep(1, start)
-
-	if r.generated {
-		fmt.Fprintf(r.e.stdout, "\nThe new token (keep it; it is not shown again): %s\n", r.fresh.Reveal())
-	}
 
 	if r.bundle != nil {
 		r.bundle.TrustdInfo.Token = r.fresh.Reveal()
@@ -356,7 +356,7 @@ func (r *staticRotation) reportStep(n int, start time.Time) {
 
 func (r *staticRotation) tokenHint() string {
 	if r.generated {
-		return ", printed above once step 1 was done"
+		return ", printed above when step 1 started"
 	}
 
 	return ""

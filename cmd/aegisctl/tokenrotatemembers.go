@@ -7,6 +7,7 @@ import (
 	"net"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"github.com/siderolabs/talos/pkg/machinery/client"
@@ -160,38 +161,37 @@ func (r *staticRotation) readConfig(ctx context.Context, m *rotationMember) (*ce
 // ends (expired previous tokens are dropped on the way). A control plane
 // already on the new token, from an earlier run, is only checked.
 func (r *staticRotation) acceptOnControlPlane(ctx context.Context, m *rotationMember) error {
-	cfg := *m.cfg
-	mc := &cfg.Machine
-	old := m.cfg.TrustdToken()
-	now := r.e.clock.Now()
-
-	if !old.Equal(r.fresh) {
-		prev := []certs.PreviousToken{}
-
-		for _, p := range mc.PreviousTokens {
-			if now.Before(p.Expires) && p.Token != r.fresh.Reveal() && p.Token != mc.Token {
-				prev = append(prev, p)
-			}
-		}
-
-		mc.PreviousTokens = append(prev, certs.PreviousToken{Token: mc.Token, Expires: r.expires})
-		mc.Token = r.fresh.Reveal()
-
-		if err := r.apply(ctx, m, &cfg); err != nil {
+	if !m.cfg.TrustdToken().Equal(r.fresh) {
+		cfg := withNewToken(m.cfg, r.fresh, r.expires, r.e.clock.Now())
+		if err := r.apply(ctx, m, cfg); err != nil {
 			return err
 		}
 	}
 
-	got, err := r.readConfig(ctx, m)
-	if err != nil {
-		return fmt.Errorf("checking its config: %w", err)
-	}
-
-	if !got.TrustdToken().Equal(r.fresh) {
-		return errors.New("its config in effect does not hold the new token")
+	if err := r.checkHoldsNew(ctx, m); err != nil {
+		return err
 	}
 
 	return r.waitTrustd(ctx, m, r.fresh, true)
+}
+
+// withNewToken is a control plane's config with fresh as machine.token
+// and the token it had as a previous one until expires. Previous tokens
+// expired at now go, as does fresh if it was one.
+func withNewToken(cur *certs.MachineConfig, fresh token.Token, expires, now time.Time) *certs.MachineConfig {
+	cfg := *cur
+	prev := []certs.PreviousToken{}
+
+	for _, p := range cur.Machine.PreviousTokens {
+		if now.Before(p.Expires) && p.Token != fresh.Reveal() && p.Token != cur.Machine.Token {
+			prev = append(prev, p)
+		}
+	}
+
+	cfg.Machine.PreviousTokens = append(prev, certs.PreviousToken{Token: cur.Machine.Token, Expires: expires})
+	cfg.Machine.Token = fresh.Reveal()
+
+	return &cfg
 }
 
 // updateWorker is step 2 on one worker.
@@ -205,6 +205,12 @@ func (r *staticRotation) updateWorker(ctx context.Context, m *rotationMember) er
 		}
 	}
 
+	return r.checkHoldsNew(ctx, m)
+}
+
+// checkHoldsNew reads the member's config in effect back: it must hold
+// the new token.
+func (r *staticRotation) checkHoldsNew(ctx context.Context, m *rotationMember) error {
 	got, err := r.readConfig(ctx, m)
 	if err != nil {
 		return fmt.Errorf("checking its config: %w", err)
