@@ -45,31 +45,36 @@ func (c *MachineConfig) validatePreviousTokens(ps *problems, now time.Time) {
 	seen := map[string]bool{m.Token: true}
 
 	for i, p := range m.PreviousTokens {
-		path := index("machine.previousTokens", i)
-		before := len(*ps)
-
-		checkToken(ps, path+".token", p.Token)
-
-		switch {
-		case len(*ps) > before:
-		case p.Token == m.Token:
-			ps.add(path+".token", "is machine.token itself")
-		case seen[p.Token]:
-			ps.add(path+".token", "listed twice")
-		}
-
-		seen[p.Token] = true
-
-		switch {
-		case p.Expires.IsZero():
-			ps.add(path+".expires", "required (an RFC 3339 time)")
-		case p.Expires.Sub(now) > MaxPreviousTokenLife:
-			ps.add(path+".expires", "%s is more than %s ahead", p.Expires.UTC().Format(time.RFC3339), MaxPreviousTokenLife)
-		}
+		checkPreviousToken(ps, index("machine.previousTokens", i), p, m.Token, seen, now)
 
 		if tok, err := token.Parse(p.Token); err == nil {
 			c.previous = append(c.previous, AcceptedToken{Token: tok, Expires: p.Expires})
 		}
+	}
+}
+
+// checkPreviousToken checks one entry at path; seen holds the tokens of
+// the entries before it and the current one.
+func checkPreviousToken(ps *problems, path string, p PreviousToken, current string, seen map[string]bool, now time.Time) {
+	before := len(*ps)
+
+	checkToken(ps, path+".token", p.Token)
+
+	switch {
+	case len(*ps) > before:
+	case p.Token == current:
+		ps.add(path+".token", "is machine.token itself")
+	case seen[p.Token]:
+		ps.add(path+".token", "listed twice")
+	}
+
+	seen[p.Token] = true
+
+	switch {
+	case p.Expires.IsZero():
+		ps.add(path+".expires", "required (an RFC 3339 time)")
+	case p.Expires.Sub(now) > MaxPreviousTokenLife:
+		ps.add(path+".expires", "%s is more than %s ahead", p.Expires.UTC().Format(time.RFC3339), MaxPreviousTokenLife)
 	}
 }
 

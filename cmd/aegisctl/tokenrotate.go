@@ -24,13 +24,8 @@ type rotateStaticFlags struct {
 	secrets     string
 }
 
-func newTokenRotateStaticCommand(e *env) *cobra.Command {
-	var flags rotateStaticFlags
-
-	cmd := &cobra.Command{
-		Use:   "rotate-static",
-		Short: "Replace the static token of every node, old and new accepted during an overlap (admin only)",
-		Long: `Rotate the machine config's static trustd token (machine.token) on every
+// rotateStaticLong is the help of token rotate-static.
+const rotateStaticLong = `Rotate the machine config's static trustd token (machine.token) on every
 member of the cluster, as the endpoint's membership list names them, over
 the API (ApplyConfiguration, no reboot):
   1. every control plane: the new token becomes machine.token and the old
@@ -50,7 +45,15 @@ Nothing changes unless --dry-run=false: the dry run prints the members and
 the plan. The new token is generated unless --token gives it, and printed
 when step 1 starts. The secrets bundle's token (trustdinfo.token) is the
 old one after a rotation: --secrets FILE rewrites it, else make configs for
-new nodes with the new token.`,
+new nodes with the new token.`
+
+func newTokenRotateStaticCommand(e *env) *cobra.Command {
+	var flags rotateStaticFlags
+
+	cmd := &cobra.Command{
+		Use:   "rotate-static",
+		Short: "Replace the static token of every node, old and new accepted during an overlap (admin only)",
+		Long:  rotateStaticLong,
 		Example: `  aegisctl token rotate-static                       # the plan, changes nothing
   aegisctl token rotate-static --dry-run=false --secrets secrets.yaml
   aegisctl token rotate-static --dry-run=false --token abcdef.0123456789abcdef --overlap 30m`,
@@ -265,8 +268,8 @@ func (r *staticRotation) stepControlPlanes(ctx context.Context) error {
 
 	if failed := r.each(ctx, true, r.acceptOnControlPlane); len(failed) > 0 {
 		return fmt.Errorf("stopped in step 1: %s did not take the new token; the other control planes accept both "+
-			"tokens, and no worker was changed: fix them and run again with --token NEW (the new token%s)",
-			strings.Join(failed, ", "), r.tokenHint())
+			"tokens, and no worker was changed: fix them and %s",
+			strings.Join(failed, ", "), r.resumeHint())
 	}
 
 	r.reportStep(1, start)
@@ -290,8 +293,8 @@ func (r *staticRotation) stepWorkers(ctx context.Context) error {
 
 	if failed := r.each(ctx, false, r.updateWorker); len(failed) > 0 {
 		return fmt.Errorf("stopped before step 3: %s did not take the new token, so the old token stays accepted "+
-			"until %s; once they are back, run again with --token NEW (the new token%s) to finish",
-			strings.Join(failed, ", "), r.expires.Format(time.RFC3339), r.tokenHint())
+			"until %s; once they are back, %s to finish",
+			strings.Join(failed, ", "), r.expires.Format(time.RFC3339), r.resumeHint())
 	}
 
 	r.reportStep(2, start)
@@ -313,8 +316,8 @@ func (r *staticRotation) stepDropOld(ctx context.Context, old []token.Token) err
 
 	drop := func(ctx context.Context, m *rotationMember) error { return r.dropOnControlPlane(ctx, m, old) }
 	if failed := r.each(ctx, true, drop); len(failed) > 0 {
-		return fmt.Errorf("step 3 incomplete: %s still accept the old token (until %s at the latest); run again "+
-			"with --token NEW (the new token%s)", strings.Join(failed, ", "), r.expires.Format(time.RFC3339), r.tokenHint())
+		return fmt.Errorf("step 3 incomplete: %s still accept the old token (until %s at the latest): %s",
+			strings.Join(failed, ", "), r.expires.Format(time.RFC3339), r.resumeHint())
 	}
 
 	r.reportStep(3, start)
@@ -354,12 +357,13 @@ func (r *staticRotation) reportStep(n int, start time.Time) {
 	fmt.Fprintf(r.e.stdout, "Step %d done in %s.\n", n, r.e.clock.Now().Sub(start).Round(time.Millisecond))
 }
 
-func (r *staticRotation) tokenHint() string {
+// resumeHint says how to go on with this rotation.
+func (r *staticRotation) resumeHint() string {
 	if r.generated {
-		return ", printed above when step 1 started"
+		return "run again with --token set to the new token printed when step 1 started"
 	}
 
-	return ""
+	return "run again with the same --token"
 }
 
 func (r *staticRotation) printBundleNote() {
