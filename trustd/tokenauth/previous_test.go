@@ -88,3 +88,25 @@ func wantRefused(ctx context.Context, t *testing.T, a *tokenauth.Authenticator, 
 		t.Fatalf("%s: %+v, %v; want %v", what, g, err, trustd.ErrInvalidToken)
 	}
 }
+
+// TestPreviousTokenStoreUnavailable: like the current static token, a
+// previous one needs no store while its overlap lasts, and is refused as
+// an invalid token once it is over.
+func TestPreviousTokenStoreUnavailable(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(testutil.Epoch)
+	old := mustToken(t, "oldtok.aaaaaaaaaaaaaaaa")
+
+	a, err := tokenauth.New(tokenauth.Config{
+		Static: mustToken(t, "newtok.bbbbbbbbbbbbbbbb"), Store: downStore{tokenstore.NewMemory(0)}, Clock: clk,
+		Previous: []tokenauth.Previous{{Token: old, Expires: testutil.Epoch.Add(time.Minute)}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	wantGrant(ctx, t, a, old, true, nil)
+
+	clk.Advance(time.Minute)
+	wantRefused(ctx, t, a, old, "the previous token after its overlap, store unavailable")
+}

@@ -134,6 +134,8 @@ func (a *Authenticator) Authenticate(ctx context.Context, tok token.Token) (trus
 		// The machine config's tokens need no store: they keep working
 		// while a shared store is unavailable.
 		return static.grant(tok, match), nil
+	case err != nil && match == matchExpired:
+		return trustd.Grant{}, errOverlapEnded
 	case err != nil:
 		return trustd.Grant{}, err
 	}
@@ -144,11 +146,14 @@ func (a *Authenticator) Authenticate(ctx context.Context, tok token.Token) (trus
 	case isStatic:
 		return static.grant(tok, match), nil
 	case err != nil && match == matchExpired:
-		return trustd.Grant{}, fmt.Errorf("%w: a previous static token whose overlap has ended", trustd.ErrInvalidToken)
+		return trustd.Grant{}, errOverlapEnded
 	}
 
 	return g, err
 }
+
+// errOverlapEnded refuses a previous static token past its expiry.
+var errOverlapEnded = fmt.Errorf("%w: a previous static token whose overlap has ended", trustd.ErrInvalidToken)
 
 // judge checks tok's secret against rec (the decoy when the id is not
 // known), then that the token is usable and what it allows. The secret is
