@@ -25,6 +25,7 @@ const (
 	rotateExtraWorker = "127.6.10.20"
 	rotateOldClient   = "127.6.10.21"
 	rotateNewClient   = "127.6.10.22"
+	rotateLateWorker  = "127.6.10.23"
 )
 
 // rotateEnv is a 1+1 cluster with the configs it started with.
@@ -146,6 +147,11 @@ func checkRotateOverlap(t *testing.T, e *rotateEnv) {
 	e.extra = e.startWorker(e.top, "rotate-extra", rotateExtraWorker, e.fresh.Reveal())
 	e.extra.waitReady(t)
 
+	// A worker made from an old config joins too: the rotation's next run
+	// must give it the new token before the old one goes.
+	late := e.startWorker(e.top, "rotate-late", rotateLateWorker, e.oldCP.Machine.Token)
+	late.waitReady(t)
+
 	if _, err := joinAs(t, e.cliCluster, e.oldCP, rotateOldClient, rotateOldClient); err != nil {
 		t.Fatalf("the old token during the overlap: %v", err)
 	}
@@ -162,11 +168,11 @@ func checkRotateOverlap(t *testing.T, e *rotateEnv) {
 // checkRotateDrop runs the rotation again to its end: step 3 drops the
 // old token, which trustd refuses from then on.
 func checkRotateDrop(t *testing.T, e *rotateEnv) {
-	e.waitMembers(t, rotateExtraWorker)
+	e.waitMembers(t, rotateExtraWorker, rotateLateWorker)
 
 	start := time.Now()
 	out := e.ok(t, e.admin(), "token", "rotate-static", "--dry-run=false", "--token", e.fresh.Reveal())
-	t.Logf("FIGURE rotate-static resumed to step 3 on 1+2 nodes (CLI run): %s", time.Since(start).Round(time.Millisecond))
+	t.Logf("FIGURE rotate-static resumed to step 3 on 1+3 nodes (CLI run): %s", time.Since(start).Round(time.Millisecond))
 	logStepFigures(t, out)
 
 	if !strings.Contains(out, "Step 3 done") || !strings.Contains(out, "rotate-extra") {
@@ -196,6 +202,10 @@ func checkRotateDrop(t *testing.T, e *rotateEnv) {
 
 	if cp := loadConfig(t, e.ConfigPath(e.cp)); len(cp.Machine.PreviousTokens) != 0 {
 		t.Fatalf("the control plane still lists %d previous tokens", len(cp.Machine.PreviousTokens))
+	}
+
+	if late := loadConfig(t, filepath.Join(e.Dir, "rotate-late", "config.yaml")); !late.TrustdToken().Equal(e.fresh) {
+		t.Fatalf("the worker that joined with the old token during the overlap holds %s on disk", late.TrustdToken())
 	}
 }
 

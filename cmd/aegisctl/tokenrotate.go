@@ -292,9 +292,7 @@ func (r *staticRotation) stepWorkers(ctx context.Context) error {
 	fmt.Fprintln(r.e.stdout, "\nStep 2: workers take the new token")
 
 	if failed := r.each(ctx, false, r.updateWorker); len(failed) > 0 {
-		return fmt.Errorf("stopped before step 3: %s did not take the new token, so the old token stays accepted "+
-			"until %s; once they are back, %s to finish",
-			strings.Join(failed, ", "), r.expires.Format(time.RFC3339), r.resumeHint())
+		return r.stoppedBeforeDrop(failed)
 	}
 
 	r.reportStep(2, start)
@@ -311,6 +309,10 @@ func (r *staticRotation) stepDropOld(ctx context.Context, old []token.Token) err
 		return nil
 	}
 
+	if err := r.catchUp(ctx); err != nil {
+		return err
+	}
+
 	start := r.e.clock.Now()
 	fmt.Fprintln(r.e.stdout, "\nStep 3: control planes drop the old token")
 
@@ -323,6 +325,68 @@ func (r *staticRotation) stepDropOld(ctx context.Context, old []token.Token) err
 	r.reportStep(3, start)
 
 	return nil
+}
+
+// catchUp lists the members again before step 3: a node that joined
+// since the rotation started, with the old token, must take the new one
+// before the old one goes (steps 1 and 2 for it alone).
+func (r *staticRotation) catchUp(ctx context.Context) error {
+	joined, err := r.listMembers(ctx, r.members)
+	if err != nil {
+		return fmt.Errorf("stopped before step 3: %w", err)
+	}
+
+	if len(joined) == 0 {
+		return nil
+	}
+
+	fmt.Fprintln(r.e.stdout, "\nMembers listed since the rotation started:")
+
+	var failed []string
+
+	for _, m := range joined {
+		err := m.err
+
+		switch {
+		case err != nil:
+		case m.controlPlane():
+			err = r.acceptOnControlPlane(ctx, m)
+		default:
+			err = r.updateWorker(ctx, m)
+		}
+
+		failed = r.report(m, err, failed)
+	}
+
+	r.members = append(r.members, joined...)
+
+	if len(failed) > 0 {
+		return r.stoppedBeforeDrop(failed)
+	}
+
+	return nil
+}
+
+// stoppedBeforeDrop is the error of a rotation stopped before step 3
+// because the members failed could not take the new token.
+func (r *staticRotation) stoppedBeforeDrop(failed []string) error {
+	return fmt.Errorf("stopped before step 3: %s did not take the new token, so the old token stays accepted "+
+		"until %s; once they are back, %s to finish",
+		strings.Join(failed, ", "), r.expires.Format(time.RFC3339), r.resumeHint())
+}
+
+// report prints how a member's step went and adds it to failed if it
+// failed.
+func (r *staticRotation) report(m *rotationMember, err error, failed []string) []string {
+	if err != nil {
+		fmt.Fprintf(r.e.stdout, "  %s (%s): FAILED: %s\n", m.name, m.addr, oneLine(err))
+
+		return append(failed, m.name)
+	}
+
+	fmt.Fprintf(r.e.stdout, "  %s (%s): done\n", m.name, m.addr)
+
+	return failed
 }
 
 // each runs fn on every member of the kind, in order, and names those it
@@ -340,14 +404,7 @@ func (r *staticRotation) each(ctx context.Context, controlPlanes bool, fn func(c
 			err = fn(ctx, m)
 		}
 
-		if err != nil {
-			fmt.Fprintf(r.e.stdout, "  %s (%s): FAILED: %s\n", m.name, m.addr, oneLine(err))
-			failed = append(failed, m.name)
-
-			continue
-		}
-
-		fmt.Fprintf(r.e.stdout, "  %s (%s): done\n", m.name, m.addr)
+		failed = r.report(m, err, failed)
 	}
 
 	return failed

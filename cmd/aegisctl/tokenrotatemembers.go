@@ -57,36 +57,16 @@ func (m *rotationMember) route(ctx context.Context) context.Context {
 // control planes first, and reads each one's config. A member that does
 // not answer is kept, with its error: the steps name it.
 func (r *staticRotation) loadMembers(ctx context.Context) error {
-	resp, err := membership.NewMembershipServiceClient(r.s.client.Conn()).List(ctx, &membership.ListRequest{})
+	members, err := r.listMembers(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("listing the members (the endpoint must be a control plane): %w", r.s.explain(err))
+		return err
 	}
 
-	if err := failedNodes(resp); err != nil {
-		return fmt.Errorf("listing the members: %w", err)
-	}
-
-	for _, msg := range resp.GetMessages() {
-		for _, mb := range msg.GetMembers() {
-			if len(mb.GetAddresses()) == 0 {
-				continue
-			}
-
-			m := &rotationMember{
-				name: mb.GetHostname(), addr: mb.GetAddresses()[0], addrs: mb.GetAddresses(), listedRole: mb.GetRole(),
-			}
-			m.cfg, m.err = r.readConfig(ctx, m)
-			r.members = append(r.members, m)
-		}
-	}
-
-	if len(r.members) == 0 {
+	if len(members) == 0 {
 		return errors.New("the membership list is empty")
 	}
 
-	slices.SortStableFunc(r.members, func(a, b *rotationMember) int {
-		return boolOrder(b.controlPlane()) - boolOrder(a.controlPlane())
-	})
+	r.members = members
 
 	if r.trustdCAs, err = ca.ParseAcceptedSet(r.s.ctx.CA, r.e.clock.Now()); err != nil {
 		return fmt.Errorf("the client config's CA: %w", err)
@@ -95,6 +75,43 @@ func (r *staticRotation) loadMembers(ctx context.Context) error {
 	r.unlisted = r.unlistedEndpoints()
 
 	return nil
+}
+
+// listMembers lists the members but those in known, control planes
+// first, each with its config or why it could not be read.
+func (r *staticRotation) listMembers(ctx context.Context, known []*rotationMember) ([]*rotationMember, error) {
+	resp, err := membership.NewMembershipServiceClient(r.s.client.Conn()).List(ctx, &membership.ListRequest{})
+	if err != nil {
+		return nil, fmt.Errorf("listing the members (the endpoint must be a control plane): %w", r.s.explain(err))
+	}
+
+	if err := failedNodes(resp); err != nil {
+		return nil, fmt.Errorf("listing the members: %w", err)
+	}
+
+	var out []*rotationMember
+
+	for _, msg := range resp.GetMessages() {
+		for _, mb := range msg.GetMembers() {
+			if len(mb.GetAddresses()) == 0 || slices.ContainsFunc(known, func(k *rotationMember) bool {
+				return k.name == mb.GetHostname() && k.addr == mb.GetAddresses()[0]
+			}) {
+				continue
+			}
+
+			m := &rotationMember{
+				name: mb.GetHostname(), addr: mb.GetAddresses()[0], addrs: mb.GetAddresses(), listedRole: mb.GetRole(),
+			}
+			m.cfg, m.err = r.readConfig(ctx, m)
+			out = append(out, m)
+		}
+	}
+
+	slices.SortStableFunc(out, func(a, b *rotationMember) int {
+		return boolOrder(b.controlPlane()) - boolOrder(a.controlPlane())
+	})
+
+	return out, nil
 }
 
 // unlistedEndpoints are the hosts of the members' control-plane endpoints
