@@ -39,7 +39,9 @@ the API (ApplyConfiguration, no reboot):
 A control plane that cannot be reached or does not take the token stops the
 rotation before step 2; a worker likewise stops it before step 3, so no
 worker is left on a token trustd refuses. Run the command again with
---token set to the same new token to go on once the node is back.
+--token set to the same new token to go on once the node is back. The
+nodes named with -n (or the context's) play no part: every member is
+rotated.
 
 Nothing changes unless --dry-run=false: the dry run prints the members and
 the plan. The new token is generated unless --token gives it, and printed
