@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"crypto/rand"
 	"os"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/machined/localcluster"
 	"github.com/aegis-os/aegis/token"
+	"github.com/aegis-os/aegis/trustd/join"
 )
 
 // The static token rotation's cluster lives in 127.6.10.0/28; the worker
@@ -118,11 +120,22 @@ func checkRotateDryRun(t *testing.T, e *rotateEnv) {
 
 // checkRotateOverlap runs steps 1 and 2 (--keep-overlap): both tokens work.
 func checkRotateOverlap(t *testing.T, e *rotateEnv) {
+	// A node joins with the old token again and again while the rotation
+	// runs: none of its joins may fail.
+	stop := e.joinMeanwhile(t, e.oldCP, rotateOldClient)
+
 	start := time.Now()
 	out := e.ok(t, e.admin(), "token", "rotate-static", "--dry-run=false", "--token", e.fresh.Reveal(),
 		"--overlap", "30m", "--keep-overlap", "--secrets", e.SecretsPath())
 	t.Logf("FIGURE rotate-static steps 1 and 2 on 1+1 nodes (CLI run): %s", time.Since(start).Round(time.Millisecond))
 	logStepFigures(t, out)
+
+	joins, failed := stop()
+	t.Logf("FIGURE rotate-static steps 1 and 2: %d joins with the old token meanwhile, %d failed", joins, len(failed))
+
+	if joins == 0 || len(failed) > 0 {
+		t.Fatalf("joins with the old token during the rotation: %d, failed: %v", joins, failed)
+	}
 
 	cp := loadConfig(t, e.ConfigPath(e.cp))
 	if !cp.TrustdToken().Equal(e.fresh) || len(cp.Machine.PreviousTokens) != 1 || cp.Machine.PreviousTokens[0].Token != e.oldCP.Machine.Token ||
@@ -235,6 +248,53 @@ func checkRotateWorkerDown(t *testing.T, e *rotateEnv) {
 
 	if w := loadConfig(t, e.ConfigPath(e.worker)); !w.TrustdToken().Equal(next) {
 		t.Fatal("the worker that is up did not take the new token")
+	}
+}
+
+// joinMeanwhile joins with mc's token from source, one join after the
+// other, until the function it returns is called; that returns how many
+// joins were made and the errors of those that failed.
+func (e *rotateEnv) joinMeanwhile(t *testing.T, mc *certs.MachineConfig, source string) func() (int, []error) {
+	t.Helper()
+
+	jc, err := join.New(join.Config{
+		Endpoints: []string{e.cp.Address}, Token: mc.TrustdToken(), CAs: mc.AcceptedCAs(), CA: mc.CACertificate(),
+		Hostname: source, Source: source, MaxAttempts: 1, RetryMin: time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	ctx, cancel := context.WithCancel(testContext(t))
+	done := make(chan struct{})
+
+	var (
+		joins  int
+		failed []error
+	)
+
+	go func() {
+		defer close(done)
+
+		for ctx.Err() == nil {
+			_, err := jc.Join(ctx)
+
+			switch {
+			case ctx.Err() != nil:
+				return
+			case err != nil:
+				failed = append(failed, err)
+			}
+
+			joins++
+		}
+	}()
+
+	return func() (int, []error) {
+		cancel()
+		<-done
+
+		return joins, failed
 	}
 }
 
