@@ -220,7 +220,7 @@ func (r *staticRotation) stepControlPlanes(ctx context.Context) error {
 	}
 
 	if failed := r.each(ctx, true, r.acceptOnControlPlane); len(failed) > 0 {
-		return fmt.Errorf("stopped in step 1: %s did not take the new token; the other control planes accept both "+
+		return fmt.Errorf("stopped in step 1: %s failed it (above); the other control planes accept both "+
 			"tokens, and no worker was changed: fix them and %s",
 			strings.Join(failed, ", "), r.resumeHint())
 	}

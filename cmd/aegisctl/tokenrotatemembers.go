@@ -176,11 +176,14 @@ func (r *staticRotation) readConfig(ctx context.Context, m *rotationMember) (*ce
 // acceptOnControlPlane is step 1 on one control plane: the new token
 // becomes machine.token, the old one a previous token until the overlap
 // ends (expired previous tokens are dropped on the way). A control plane
-// already on the new token, from an earlier run, is only checked.
+// already on the new token, from an earlier run, is only checked. Its
+// trustd must accept both tokens: one that took the new token but refuses
+// the old (a node without previous tokens) would strand every worker.
 func (r *staticRotation) acceptOnControlPlane(ctx context.Context, m *rotationMember) error {
-	if !m.cfg.TrustdToken().Equal(r.fresh) {
-		cfg := withNewToken(m.cfg, r.fresh, r.expires, r.e.clock.Now())
-		if err := r.apply(ctx, m, cfg); err != nil {
+	old := m.cfg.TrustdToken()
+
+	if !old.Equal(r.fresh) {
+		if err := r.apply(ctx, m, withNewToken(m.cfg, r.fresh, r.expires, r.e.clock.Now())); err != nil {
 			return err
 		}
 	}
@@ -189,7 +192,21 @@ func (r *staticRotation) acceptOnControlPlane(ctx context.Context, m *rotationMe
 		return err
 	}
 
-	return r.waitTrustd(ctx, m, r.fresh, true)
+	if err := r.waitTrustd(ctx, m, r.fresh, true); err != nil {
+		return err
+	}
+
+	if old.Equal(r.fresh) {
+		return nil
+	}
+
+	// trustd took the new token and the old one as previous in one update.
+	if v, err := r.probeTrustd(ctx, m, old); v != verdictAccepted {
+		return fmt.Errorf("its trustd does not accept the old token beside the new one (a node that keeps no previous "+
+			"tokens?): %w", err)
+	}
+
+	return nil
 }
 
 // withNewToken is a control plane's config with fresh as machine.token
@@ -290,38 +307,62 @@ func (r *staticRotation) apply(ctx context.Context, m *rotationMember, cfg *cert
 	return failedNodes(resp)
 }
 
+// trustdVerdict is what a probe learned of trustd's view of a token.
+type trustdVerdict int
+
+const (
+	verdictUnknown  trustdVerdict = iota // no answer about the token (yet)
+	verdictAccepted                      // judged valid, then the empty CSR refused
+	verdictRefused                       // Unauthenticated
+)
+
+// probeTrustd presents tok to the member's trustd with no CSR, so that
+// trustd, having judged the token, refuses the request for its CSR and
+// issues nothing. A token accepted before the time sync meets the time
+// gate (FailedPrecondition) instead, which also comes after the token.
+func (r *staticRotation) probeTrustd(ctx context.Context, m *rotationMember, tok token.Token) (trustdVerdict, error) {
+	endpoint := net.JoinHostPort(m.addr, strconv.Itoa(wire.TrustdPort))
+
+	_, _, err := join.GRPCTransport{CAs: r.trustdCAs}.Certificate(ctx, endpoint, tok, nil)
+
+	switch status.Code(err) {
+	case codes.Unauthenticated:
+		return verdictRefused, err
+	case codes.InvalidArgument, codes.FailedPrecondition:
+		return verdictAccepted, err
+	case codes.OK:
+		return verdictUnknown, errors.New("trustd issued a certificate for an empty request")
+	case codes.ResourceExhausted:
+		return verdictUnknown, fmt.Errorf("checking trustd on %s: rate limited: %w", endpoint, err)
+	default:
+		return verdictUnknown, err
+	}
+}
+
 // waitTrustd waits until the member's trustd accepts tok (accept) or
 // refuses it: trustd follows machined's config a moment after it is
-// applied. The probe presents tok with no CSR, so trustd, having judged
-// the token, refuses the request for its CSR and issues nothing.
+// applied.
 func (r *staticRotation) waitTrustd(ctx context.Context, m *rotationMember, tok token.Token, accept bool) error {
 	ctx, cancel := context.WithTimeout(ctx, rotateStaticTrustdWait)
 	defer cancel()
 
-	endpoint := net.JoinHostPort(m.addr, strconv.Itoa(wire.TrustdPort))
-	probe := join.GRPCTransport{CAs: r.trustdCAs}
+	want := map[bool]trustdVerdict{true: verdictAccepted, false: verdictRefused}[accept]
 
 	for {
-		_, _, err := probe.Certificate(ctx, endpoint, tok, nil)
+		got, err := r.probeTrustd(ctx, m, tok)
 
-		switch code := status.Code(err); {
-		case code == codes.Unauthenticated && !accept:
+		switch {
+		case got == want:
 			return nil
-		case (code == codes.InvalidArgument || code == codes.FailedPrecondition) && accept:
-			return nil // judged the token, then refused the empty CSR or waited for time sync
-		case code == codes.OK:
-			return errors.New("trustd issued a certificate for an empty request")
-		case code == codes.ResourceExhausted:
-			return fmt.Errorf("checking trustd on %s: rate limited: %w", endpoint, err)
+		case got == verdictUnknown && err != nil && status.Code(err) != codes.Unavailable && status.Code(err) != codes.DeadlineExceeded:
+			return err // an answer that waiting does not change
 		}
 
-		if werr := r.pause(ctx); werr != nil {
-			want := "accept the new token"
-			if !accept {
-				want = "refuse the old token " + tok.String()
-			}
+		if r.pause(ctx) != nil {
+			what := map[bool]string{true: "accept", false: "refuse"}[accept]
 
-			return fmt.Errorf("trustd on %s did not %s within %s (last answer: %v)", endpoint, want, rotateStaticTrustdWait, err)
+			return fmt.Errorf("trustd on %s did not %s the token %s within %s (last answer: %v)",
+				m.addr, what, tok, rotateStaticTrustdWait, err)
 		}
 	}
 }
