@@ -217,9 +217,9 @@ func (n *Node) writeConfig(data []byte) error {
 
 // applyLive puts the live fields of cfg in effect: the accepted CAs apid
 // and trustd verify against, trustd's static and previous tokens and
-// worker SANs, the
-// time service's servers, and the machine config the resource API shows. Fields that need a reboot keep the values of
-// the current boot in what the boot built.
+// worker SANs, the time service's servers, and the machine config the
+// resource API shows. Fields that need a reboot keep the values of the
+// current boot in what the boot built.
 func (n *Node) applyLive(cfg *certs.MachineConfig, c changeSet) {
 	n.mu.Lock()
 	n.machine = cfg
