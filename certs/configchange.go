@@ -32,15 +32,16 @@ const (
 // peers out (a CA changes through acceptedCAs, by rotation), and its
 // listen address is where machined's own probes and its peers find it.
 var changeClasses = map[string]ChangeClass{
-	"machine.acceptedCAs":   ChangeLive,
-	"machine.token":         ChangeLive,
-	"machine.time":          ChangeLive,
-	"cluster.workerSANs":    ChangeLive,
-	"machine.type":          ChangeIdentity,
-	"machine.ca":            ChangeIdentity,
-	"cluster.name":          ChangeIdentity,
-	"cluster.etcd.ca":       ChangeIdentity,
-	"cluster.etcd.disabled": ChangeIdentity,
+	"machine.acceptedCAs":    ChangeLive,
+	"machine.token":          ChangeLive,
+	"machine.previousTokens": ChangeLive,
+	"machine.time":           ChangeLive,
+	"cluster.workerSANs":     ChangeLive,
+	"machine.type":           ChangeIdentity,
+	"machine.ca":             ChangeIdentity,
+	"cluster.name":           ChangeIdentity,
+	"cluster.etcd.ca":        ChangeIdentity,
+	"cluster.etcd.disabled":  ChangeIdentity,
 }
 
 // ClassOf returns the class of a changed field path.
@@ -127,7 +128,8 @@ func walkChanges(path string, a, b any, out *[]string) {
 const RedactedMarker = "******"
 
 // Redacted returns the config as YAML with its secrets (the CA keys, the
-// token) replaced by RedactedMarker; it does not parse back.
+// token, the previous tokens) replaced by RedactedMarker; it does not
+// parse back.
 func (c *MachineConfig) Redacted() ([]byte, error) {
 	tree, err := toTree(c)
 	if err != nil {
@@ -144,6 +146,14 @@ func (c *MachineConfig) Redacted() ([]byte, error) {
 
 	if m, ok := tree["machine"].(map[string]any); ok {
 		redact(m, "token")
+
+		if prev, ok := m["previousTokens"].([]any); ok {
+			for _, p := range prev {
+				if p, ok := p.(map[string]any); ok {
+					redact(p, "token")
+				}
+			}
+		}
 
 		if ca, ok := m["ca"].(map[string]any); ok {
 			redact(ca, "key")

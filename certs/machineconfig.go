@@ -58,6 +58,7 @@ type MachineConfig struct {
 	caCert   *x509.Certificate
 	accepted *ca.AcceptedSet
 	token    token.Token
+	previous []AcceptedToken
 }
 
 // MachineSpec describes the node itself.
@@ -69,6 +70,9 @@ type MachineSpec struct {
 	ListenAddress string `yaml:"listenAddress,omitempty"`
 	// Token is the trustd token nodes join with.
 	Token string `yaml:"token"`
+	// PreviousTokens are former tokens trustd still accepts, each until its
+	// expiry: the overlap of a static token rotation. Control planes only.
+	PreviousTokens []PreviousToken `yaml:"previousTokens,omitempty"`
 	// CA is the OS CA: certificate and key on control planes, certificate only on workers.
 	CA CertAndKey `yaml:"ca"`
 	// AcceptedCAs are CAs trusted besides CA, such as the old CA during a rotation.
@@ -377,6 +381,7 @@ func (c *MachineConfig) validateTrust(ps *problems, now time.Time) {
 
 	checkToken(ps, "machine.token", m.Token)
 	c.token, _ = token.Parse(m.Token)
+	c.validatePreviousTokens(ps, now)
 
 	before := len(*ps)
 

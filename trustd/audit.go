@@ -18,6 +18,7 @@ const (
 	AuditDecision   = logkey.Decision
 	AuditRequestID  = logkey.RequestID
 	AuditTokenID    = logkey.TokenID
+	AuditTokenKind  = logkey.TokenKind
 	AuditSource     = logkey.Source
 	AuditCommonName = logkey.CommonName
 	AuditSANs       = logkey.SANs
@@ -40,6 +41,12 @@ const (
 	DecisionIssued  = "issued"
 	DecisionRefused = "refused"
 
+	// Values of the AuditTokenKind field: which token an authenticated
+	// request used (never its secret).
+	TokenKindStatic         = "static"
+	TokenKindStaticPrevious = "static-previous"
+	TokenKindStored         = "stored"
+
 	msgIssued  = "certificate issued"
 	msgRefused = "certificate refused"
 	// MsgRefusals is the message of a summary of refusals.
@@ -52,6 +59,7 @@ const (
 type auditRecord struct {
 	requestID  string
 	tokenID    string
+	tokenKind  string // empty until the token is authenticated
 	source     string
 	key        string // the source as refusals are counted: source.Key
 	commonName string
@@ -103,6 +111,10 @@ func (r *auditRecord) common() []slog.Attr {
 		slog.String(AuditSource, r.source),
 	)
 
+	if r.tokenKind != "" {
+		attrs = append(attrs, slog.String(AuditTokenKind, r.tokenKind))
+	}
+
 	if r.commonName != "" || len(r.sans) > 0 {
 		attrs = append(attrs, slog.String(AuditCommonName, r.commonName), slog.Any(AuditSANs, r.sans))
 	}
@@ -131,4 +143,16 @@ func (s *Server) auditRefused(ctx context.Context, r *auditRecord, err error, co
 	}
 
 	s.refusals.Refuse(ctx, r.key, code.String(), msgRefused, attrs...)
+}
+
+// tokenKind names the kind of token a grant is of, for the audit record.
+func tokenKind(g Grant) string {
+	switch {
+	case g.Static && g.Previous:
+		return TokenKindStaticPrevious
+	case g.Static:
+		return TokenKindStatic
+	default:
+		return TokenKindStored
+	}
 }

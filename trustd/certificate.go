@@ -102,6 +102,7 @@ func (r *request) authenticate() error {
 	}
 
 	r.grant = g
+	r.rec.tokenKind = tokenKind(g)
 
 	return nil
 }

@@ -51,6 +51,9 @@ type Grant struct {
 	// Static marks the machine config's own token, which has no expiry or
 	// use limit.
 	Static bool
+	// Previous marks, with Static, a previous static token that a
+	// rotation still accepts until its overlap ends.
+	Previous bool
 	// AllowedSANs are the names and addresses the token allows besides the
 	// caller's own source address, which every token may name; nil allows
 	// that address alone (sanpolicy.ForCaller). No token ever obtains a

@@ -8,7 +8,7 @@
 // service reaches machined through a Unix socket of its own (mode 0600) and
 // sees only the fields its socket serves: apid its certificates, the accepted
 // CAs, the node's addresses and the revocation list; trustd the OS CA, its
-// certificate, the accepted CAs, the machine config's token, the time-sync
+// certificate, the accepted CAs, the machine config's tokens, the time-sync
 // status and the revocation list (which it serves to the cluster's nodes).
 // Nothing here is reachable through apid.
 
@@ -202,9 +202,13 @@ type Resources struct {
 	Revoked []*RevokedSerial `protobuf:"bytes,11,rep,name=revoked,proto3" json:"revoked,omitempty"`
 	// The cluster's members by name (apid on control planes): a member's
 	// hostname routes to its address in `node`/`nodes` metadata.
-	Members       []*MemberName `protobuf:"bytes,12,rep,name=members,proto3" json:"members,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Members []*MemberName `protobuf:"bytes,12,rep,name=members,proto3" json:"members,omitempty"`
+	// The machine config's machine.previousTokens: former trustd tokens
+	// still accepted, each until its expiry, the overlap of a static token
+	// rotation (trustd).
+	PreviousTrustdTokens []*PreviousToken `protobuf:"bytes,13,rep,name=previous_trustd_tokens,json=previousTrustdTokens,proto3" json:"previous_trustd_tokens,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *Resources) Reset() {
@@ -321,6 +325,66 @@ func (x *Resources) GetMembers() []*MemberName {
 	return nil
 }
 
+func (x *Resources) GetPreviousTrustdTokens() []*PreviousToken {
+	if x != nil {
+		return x.PreviousTrustdTokens
+	}
+	return nil
+}
+
+// PreviousToken is a former trustd token and when trustd stops accepting it.
+type PreviousToken struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Token         string                 `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
+	Expires       *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=expires,proto3" json:"expires,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PreviousToken) Reset() {
+	*x = PreviousToken{}
+	mi := &file_node_node_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PreviousToken) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PreviousToken) ProtoMessage() {}
+
+func (x *PreviousToken) ProtoReflect() protoreflect.Message {
+	mi := &file_node_node_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PreviousToken.ProtoReflect.Descriptor instead.
+func (*PreviousToken) Descriptor() ([]byte, []int) {
+	return file_node_node_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *PreviousToken) GetToken() string {
+	if x != nil {
+		return x.Token
+	}
+	return ""
+}
+
+func (x *PreviousToken) GetExpires() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Expires
+	}
+	return nil
+}
+
 // RevokedSerial is one entry of the revocation list: the certificate's
 // serial (lowercase hexadecimal) and its expiry.
 type RevokedSerial struct {
@@ -333,7 +397,7 @@ type RevokedSerial struct {
 
 func (x *RevokedSerial) Reset() {
 	*x = RevokedSerial{}
-	mi := &file_node_node_proto_msgTypes[4]
+	mi := &file_node_node_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -345,7 +409,7 @@ func (x *RevokedSerial) String() string {
 func (*RevokedSerial) ProtoMessage() {}
 
 func (x *RevokedSerial) ProtoReflect() protoreflect.Message {
-	mi := &file_node_node_proto_msgTypes[4]
+	mi := &file_node_node_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -358,7 +422,7 @@ func (x *RevokedSerial) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokedSerial.ProtoReflect.Descriptor instead.
 func (*RevokedSerial) Descriptor() ([]byte, []int) {
-	return file_node_node_proto_rawDescGZIP(), []int{4}
+	return file_node_node_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *RevokedSerial) GetSerial() string {
@@ -386,7 +450,7 @@ type MemberName struct {
 
 func (x *MemberName) Reset() {
 	*x = MemberName{}
-	mi := &file_node_node_proto_msgTypes[5]
+	mi := &file_node_node_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -398,7 +462,7 @@ func (x *MemberName) String() string {
 func (*MemberName) ProtoMessage() {}
 
 func (x *MemberName) ProtoReflect() protoreflect.Message {
-	mi := &file_node_node_proto_msgTypes[5]
+	mi := &file_node_node_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -411,7 +475,7 @@ func (x *MemberName) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberName.ProtoReflect.Descriptor instead.
 func (*MemberName) Descriptor() ([]byte, []int) {
-	return file_node_node_proto_rawDescGZIP(), []int{5}
+	return file_node_node_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *MemberName) GetHostname() string {
@@ -441,7 +505,7 @@ const file_node_node_proto_rawDesc = "" +
 	"\n" +
 	"TimeStatus\x12\x16\n" +
 	"\x06synced\x18\x01 \x01(\bR\x06synced\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage\"\xff\x03\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"\xd0\x04\n" +
 	"\tResources\x12+\n" +
 	"\x06server\x18\x01 \x01(\v2\x13.aegis.node.KeyPairR\x06server\x127\n" +
 	"\fimpersonator\x18\x02 \x01(\v2\x13.aegis.node.KeyPairR\fimpersonator\x12!\n" +
@@ -456,7 +520,11 @@ const file_node_node_proto_rawDesc = "" +
 	" \x03(\tR\n" +
 	"workerSans\x123\n" +
 	"\arevoked\x18\v \x03(\v2\x19.aegis.node.RevokedSerialR\arevoked\x120\n" +
-	"\amembers\x18\f \x03(\v2\x16.aegis.node.MemberNameR\amembers\"`\n" +
+	"\amembers\x18\f \x03(\v2\x16.aegis.node.MemberNameR\amembers\x12O\n" +
+	"\x16previous_trustd_tokens\x18\r \x03(\v2\x19.aegis.node.PreviousTokenR\x14previousTrustdTokens\"[\n" +
+	"\rPreviousToken\x12\x14\n" +
+	"\x05token\x18\x01 \x01(\tR\x05token\x124\n" +
+	"\aexpires\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\aexpires\"`\n" +
 	"\rRevokedSerial\x12\x16\n" +
 	"\x06serial\x18\x01 \x01(\tR\x06serial\x127\n" +
 	"\tnot_after\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\bnotAfter\"B\n" +
@@ -479,31 +547,34 @@ func file_node_node_proto_rawDescGZIP() []byte {
 	return file_node_node_proto_rawDescData
 }
 
-var file_node_node_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_node_node_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_node_node_proto_goTypes = []any{
 	(*WatchRequest)(nil),          // 0: aegis.node.WatchRequest
 	(*KeyPair)(nil),               // 1: aegis.node.KeyPair
 	(*TimeStatus)(nil),            // 2: aegis.node.TimeStatus
 	(*Resources)(nil),             // 3: aegis.node.Resources
-	(*RevokedSerial)(nil),         // 4: aegis.node.RevokedSerial
-	(*MemberName)(nil),            // 5: aegis.node.MemberName
-	(*timestamppb.Timestamp)(nil), // 6: google.protobuf.Timestamp
+	(*PreviousToken)(nil),         // 4: aegis.node.PreviousToken
+	(*RevokedSerial)(nil),         // 5: aegis.node.RevokedSerial
+	(*MemberName)(nil),            // 6: aegis.node.MemberName
+	(*timestamppb.Timestamp)(nil), // 7: google.protobuf.Timestamp
 }
 var file_node_node_proto_depIdxs = []int32{
-	1, // 0: aegis.node.Resources.server:type_name -> aegis.node.KeyPair
-	1, // 1: aegis.node.Resources.impersonator:type_name -> aegis.node.KeyPair
-	1, // 2: aegis.node.Resources.os_ca:type_name -> aegis.node.KeyPair
-	2, // 3: aegis.node.Resources.time:type_name -> aegis.node.TimeStatus
-	4, // 4: aegis.node.Resources.revoked:type_name -> aegis.node.RevokedSerial
-	5, // 5: aegis.node.Resources.members:type_name -> aegis.node.MemberName
-	6, // 6: aegis.node.RevokedSerial.not_after:type_name -> google.protobuf.Timestamp
-	0, // 7: aegis.node.NodeService.Watch:input_type -> aegis.node.WatchRequest
-	3, // 8: aegis.node.NodeService.Watch:output_type -> aegis.node.Resources
-	8, // [8:9] is the sub-list for method output_type
-	7, // [7:8] is the sub-list for method input_type
-	7, // [7:7] is the sub-list for extension type_name
-	7, // [7:7] is the sub-list for extension extendee
-	0, // [0:7] is the sub-list for field type_name
+	1,  // 0: aegis.node.Resources.server:type_name -> aegis.node.KeyPair
+	1,  // 1: aegis.node.Resources.impersonator:type_name -> aegis.node.KeyPair
+	1,  // 2: aegis.node.Resources.os_ca:type_name -> aegis.node.KeyPair
+	2,  // 3: aegis.node.Resources.time:type_name -> aegis.node.TimeStatus
+	5,  // 4: aegis.node.Resources.revoked:type_name -> aegis.node.RevokedSerial
+	6,  // 5: aegis.node.Resources.members:type_name -> aegis.node.MemberName
+	4,  // 6: aegis.node.Resources.previous_trustd_tokens:type_name -> aegis.node.PreviousToken
+	7,  // 7: aegis.node.PreviousToken.expires:type_name -> google.protobuf.Timestamp
+	7,  // 8: aegis.node.RevokedSerial.not_after:type_name -> google.protobuf.Timestamp
+	0,  // 9: aegis.node.NodeService.Watch:input_type -> aegis.node.WatchRequest
+	3,  // 10: aegis.node.NodeService.Watch:output_type -> aegis.node.Resources
+	10, // [10:11] is the sub-list for method output_type
+	9,  // [9:10] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_node_node_proto_init() }
@@ -517,7 +588,7 @@ func file_node_node_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_node_node_proto_rawDesc), len(file_node_node_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   6,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -8,7 +8,7 @@
 // service reaches machined through a Unix socket of its own (mode 0600) and
 // sees only the fields its socket serves: apid its certificates, the accepted
 // CAs, the node's addresses and the revocation list; trustd the OS CA, its
-// certificate, the accepted CAs, the machine config's token, the time-sync
+// certificate, the accepted CAs, the machine config's tokens, the time-sync
 // status and the revocation list (which it serves to the cluster's nodes).
 // Nothing here is reachable through apid.
 

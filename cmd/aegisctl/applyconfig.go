@@ -64,8 +64,8 @@ every problem is listed with its field path and nothing changes. Then, by
   staged     write the config, to be used at the next reboot
   try        apply the live fields for --timeout, then roll back unless
              the config is applied again (auto or no-reboot)
-Live fields: machine.acceptedCAs, machine.token, machine.time, and
-cluster.workerSANs. The node's type (control plane or worker), its cluster's
+Live fields: machine.acceptedCAs, machine.token, machine.previousTokens,
+machine.time, and cluster.workerSANs. The node's type (control plane or worker), its cluster's
 name and its CAs are never changed this way.`,
 		Example: `  aegisctl apply-config -f controlplane.yaml --dry-run
   aegisctl apply-config -f worker.yaml -n 127.0.0.3 --mode try --timeout 2m`,

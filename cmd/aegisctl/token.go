@@ -23,7 +23,7 @@ through the endpoint's own node (or the nodes named with -n). Workers present
 a token to trustd to join.`,
 	}
 
-	cmd.AddCommand(newTokenCreateCommand(e), newTokenListCommand(e), newTokenRevokeCommand(e))
+	cmd.AddCommand(newTokenCreateCommand(e), newTokenListCommand(e), newTokenRevokeCommand(e), newTokenRotateStaticCommand(e))
 
 	return cmd
 }

@@ -207,7 +207,12 @@ func (d *daemon) newServer(cfg *certs.MachineConfig, iss *ca.Issuer, gate trustd
 		return err
 	}
 
-	auth, err := tokenauth.New(tokenauth.Config{Static: cfg.TrustdToken(), StaticSANs: workerSANs, Store: d.store})
+	previous := make([]tokenauth.Previous, 0, len(cfg.PreviousTrustdTokens()))
+	for _, p := range cfg.PreviousTrustdTokens() {
+		previous = append(previous, tokenauth.Previous{Token: p.Token, Expires: p.Expires})
+	}
+
+	auth, err := tokenauth.New(tokenauth.Config{Static: cfg.TrustdToken(), StaticSANs: workerSANs, Previous: previous, Store: d.store})
 	if err != nil {
 		return err
 	}

@@ -43,29 +43,31 @@ type nodeSource struct {
 	revoked       atomic.Pointer[[]*revocations.Revocation]
 
 	once       sync.Once
-	token      token.Token       // the first update's, to build the authenticator
-	workerSANs *sanpolicy.Policy // with token
-	ready      chan struct{}     // closed after the first complete update
+	token      token.Token          // the first update's, to build the authenticator
+	workerSANs *sanpolicy.Policy    // with token
+	previous   []tokenauth.Previous // with token
+	ready      chan struct{}        // closed after the first complete update
 
-	// static is the latest update's token and names; auth, once set,
+	// static is the latest update's tokens and names; auth, once set,
 	// receives each of them.
 	mu     sync.Mutex
 	static struct {
-		tok  token.Token
-		sans *sanpolicy.Policy
+		tok      token.Token
+		sans     *sanpolicy.Policy
+		previous []tokenauth.Previous
 	}
 	auth *tokenauth.Authenticator
 }
 
-// setStatic records the latest token and passes it on to the
+// setStatic records the latest tokens and passes them on to the
 // authenticator, if there is one yet.
-func (n *nodeSource) setStatic(tok token.Token, sans *sanpolicy.Policy) {
+func (n *nodeSource) setStatic(tok token.Token, sans *sanpolicy.Policy, previous []tokenauth.Previous) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 
-	n.static.tok, n.static.sans = tok, sans
+	n.static.tok, n.static.sans, n.static.previous = tok, sans, previous
 	if n.auth != nil {
-		n.auth.SetStatic(tok, sans)
+		n.auth.SetStatic(tok, sans, previous)
 	}
 }
 
@@ -76,7 +78,7 @@ func (n *nodeSource) follow(auth *tokenauth.Authenticator) {
 	defer n.mu.Unlock()
 
 	n.auth = auth
-	auth.SetStatic(n.static.tok, n.static.sans)
+	auth.SetStatic(n.static.tok, n.static.sans, n.static.previous)
 }
 
 // Issue implements trustd.Signer with the current OS CA.
@@ -136,6 +138,11 @@ func (n *nodeSource) apply(res *node.Resources) error {
 		return fmt.Errorf("trustd token: %w", err)
 	}
 
+	previous, err := previousTokens(res.GetPreviousTrustdTokens())
+	if err != nil {
+		return err
+	}
+
 	workerSANs, err := sanpolicy.Parse(res.GetWorkerSans())
 	if err != nil {
 		return fmt.Errorf("worker SANs: %w", err)
@@ -157,13 +164,29 @@ func (n *nodeSource) apply(res *node.Resources) error {
 	n.controlPlanes.Store(&hosts)
 	n.revoked.Store(&revoked)
 	n.gate.Set(res.GetTime().GetSynced())
-	n.setStatic(tok, workerSANs)
+	n.setStatic(tok, workerSANs, previous)
 	n.once.Do(func() {
-		n.token, n.workerSANs = tok, workerSANs
+		n.token, n.workerSANs, n.previous = tok, workerSANs, previous
 		close(n.ready)
 	})
 
 	return nil
+}
+
+// previousTokens parses the previous static tokens of an update.
+func previousTokens(in []*node.PreviousToken) ([]tokenauth.Previous, error) {
+	out := make([]tokenauth.Previous, 0, len(in))
+
+	for i, p := range in {
+		tok, err := token.Parse(p.GetToken())
+		if err != nil {
+			return nil, fmt.Errorf("previous trustd token %d: %w", i, err)
+		}
+
+		out = append(out, tokenauth.Previous{Token: tok, Expires: p.GetExpires().AsTime()})
+	}
+
+	return out, nil
 }
 
 // setupNode builds trustd on resources from machined's trustd socket.
@@ -201,7 +224,9 @@ func (d *daemon) buildNode(src *nodeSource, opts options) error {
 		return err
 	}
 
-	auth, err := tokenauth.New(tokenauth.Config{Static: src.token, StaticSANs: src.workerSANs, Store: d.store})
+	auth, err := tokenauth.New(tokenauth.Config{
+		Static: src.token, StaticSANs: src.workerSANs, Previous: src.previous, Store: d.store,
+	})
 	if err != nil {
 		return err
 	}

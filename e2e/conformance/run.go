@@ -28,6 +28,7 @@ func Cases() []*Case {
 		memberCases(),
 		talosAPICases(),
 		machineConfigCases(),
+		previousTokenCases(),
 		resetCases(),
 	)
 }

@@ -77,6 +77,10 @@ const (
 	Decision = "decision"
 	// TokenID is a bootstrap token's public ID (never its secret).
 	TokenID = "token_id"
+	// TokenKind is which kind of token a request used: "static",
+	// "static-previous" (a previous static token during a rotation's
+	// overlap) or "stored".
+	TokenKind = "token_kind"
 	// Source is the address a request came from.
 	Source = "source"
 	// CommonName is a certificate's common name.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/aegis-os/aegis/api/node"
 	"github.com/aegis-os/aegis/certs"
@@ -52,6 +53,10 @@ func (n *Node) ApplyConfig(_ context.Context, ch machineapi.ConfigChange) (machi
 	}
 
 	cur := n.current()
+
+	if err := cfg.CheckPreviousTokensExpiry("the new machine config", cur, n.clock.Now()); err != nil {
+		return machineapi.ConfigResult{}, err
+	}
 
 	changes, err := classify(cur, cfg)
 	if err != nil {
@@ -211,9 +216,10 @@ func (n *Node) writeConfig(data []byte) error {
 }
 
 // applyLive puts the live fields of cfg in effect: the accepted CAs apid
-// and trustd verify against, trustd's static token and worker SANs, the
-// time service's servers, and the machine config the resource API shows. Fields that need a reboot keep the values of
-// the current boot in what the boot built.
+// and trustd verify against, trustd's static and previous tokens and
+// worker SANs, the time service's servers, and the machine config the
+// resource API shows. Fields that need a reboot keep the values of the
+// current boot in what the boot built.
 func (n *Node) applyLive(cfg *certs.MachineConfig, c changeSet) {
 	n.mu.Lock()
 	n.machine = cfg
@@ -231,7 +237,7 @@ func (n *Node) applyLive(cfg *certs.MachineConfig, c changeSet) {
 		r.AcceptedCas = cfg.AcceptedCAs().PEM()
 
 		if cfg.OSCA() != nil {
-			r.TrustdToken = cfg.Machine.Token
+			r.TrustdToken, r.PreviousTrustdTokens = cfg.Machine.Token, previousTokens(cfg)
 			r.WorkerSans = slices.Clone(cfg.Cluster.WorkerSANs)
 		}
 	})
@@ -332,4 +338,19 @@ func (n *Node) MachineConfig(redact bool) ([]byte, bool, error) {
 	fields, err := certs.ChangedFields(cur, onDisk)
 
 	return data, err == nil && len(fields) > 0, nil
+}
+
+// previousTokens is cfg's machine.previousTokens as trustd receives them.
+func previousTokens(cfg *certs.MachineConfig) []*node.PreviousToken {
+	prev := cfg.PreviousTrustdTokens()
+	if len(prev) == 0 {
+		return nil
+	}
+
+	out := make([]*node.PreviousToken, 0, len(prev))
+	for _, p := range prev {
+		out = append(out, &node.PreviousToken{Token: p.Token.Reveal(), Expires: timestamppb.New(p.Expires)})
+	}
+
+	return out
 }

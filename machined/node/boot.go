@@ -129,9 +129,10 @@ func (n *Node) phaseConfig(_ context.Context, b *bootState, _ *sync.WaitGroup) e
 		r.Hostname, r.Addresses = b.hostname, addrs
 		r.AcceptedCas = cfg.AcceptedCAs().PEM()
 		r.TrustdToken, r.OsCa, r.ControlPlaneHosts, r.WorkerSans = "", nil, nil, nil
+		r.PreviousTrustdTokens = nil
 
 		if osCA := cfg.OSCA(); osCA != nil {
-			r.TrustdToken = cfg.Machine.Token
+			r.TrustdToken, r.PreviousTrustdTokens = cfg.Machine.Token, previousTokens(cfg)
 			r.ControlPlaneHosts = slices.Clone(cfg.Cluster.ControlPlane.Endpoints)
 			r.WorkerSans = slices.Clone(cfg.Cluster.WorkerSANs)
 			r.OsCa = &node.KeyPair{Crt: osCA.CertPEM, Key: osCA.KeyPEM}

@@ -55,6 +55,7 @@ func TestViewsHideWhatAServiceMayNotRead(t *testing.T) {
 		r.Impersonator = &node.KeyPair{Crt: []byte("imp-crt"), Key: []byte("imp-key")}
 		r.OsCa = &node.KeyPair{Crt: []byte("ca-crt"), Key: []byte("ca-key")}
 		r.TrustdToken = "abcdef.0123456789abcdef"
+		r.PreviousTrustdTokens = []*node.PreviousToken{{Token: "prevtk.0123456789abcdef"}}
 		r.Addresses = []string{"127.5.0.2"}
 		r.Time = &node.TimeStatus{Synced: true}
 	})
@@ -62,12 +63,14 @@ func TestViewsHideWhatAServiceMayNotRead(t *testing.T) {
 	all, _ := store.Current()
 
 	apid := APIDView(all)
-	if apid.GetOsCa() != nil || apid.GetTrustdToken() != "" || apid.GetTime() != nil || string(apid.GetImpersonator().GetKey()) != "imp-key" {
+	if apid.GetOsCa() != nil || apid.GetTrustdToken() != "" || len(apid.GetPreviousTrustdTokens()) != 0 || apid.GetTime() != nil ||
+		string(apid.GetImpersonator().GetKey()) != "imp-key" {
 		t.Fatalf("apid view = %v", apid)
 	}
 
 	trustd := TrustdView(all)
-	if trustd.GetImpersonator() != nil || len(trustd.GetAddresses()) != 0 || string(trustd.GetOsCa().GetKey()) != "ca-key" {
+	if trustd.GetImpersonator() != nil || len(trustd.GetAddresses()) != 0 || string(trustd.GetOsCa().GetKey()) != "ca-key" ||
+		len(trustd.GetPreviousTrustdTokens()) != 1 {
 		t.Fatalf("trustd view = %v", trustd)
 	}
 }

@@ -20,7 +20,7 @@ func TestSetStatic(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	a.SetStatic(fresh, sans)
+	a.SetStatic(fresh, sans, nil)
 
 	g, err := a.Authenticate(ctx, fresh)
 	if err != nil || !g.Static || g.AllowedSANs != sans {
@@ -32,7 +32,7 @@ func TestSetStatic(t *testing.T) {
 	}
 
 	// With a store, a zero token leaves only the store's tokens.
-	a.SetStatic(token.Token{}, nil)
+	a.SetStatic(token.Token{}, nil, nil)
 
 	if _, err := a.Authenticate(ctx, fresh); !errors.Is(err, trustd.ErrInvalidToken) {
 		t.Fatalf("static token after it was cleared: %v", err)

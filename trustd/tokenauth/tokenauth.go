@@ -1,7 +1,8 @@
 // Package tokenauth is trustd's token authenticator: the machine config's
-// static token, which always works and has no limits (as in Talos), and the
-// tokens of a tokenstore.Store, with their expiry, use limit and allowed
-// SANs.
+// static token, which always works and has no limits (as in Talos), the
+// previous static tokens a rotation still accepts until each one's expiry,
+// and the tokens of a tokenstore.Store, with their expiry, use limit and
+// allowed SANs.
 package tokenauth
 
 import (
@@ -30,6 +31,9 @@ type Config struct {
 	// StaticSANs is what the static token obtains besides the caller's own
 	// address (the config's cluster.workerSANs). Nil means nothing more.
 	StaticSANs *sanpolicy.Policy
+	// Previous are former static tokens, accepted like Static (with
+	// StaticSANs) until each one's expiry. Nil means none.
+	Previous []Previous
 	// Store holds the other tokens. Nil means only the static token works.
 	Store tokenstore.Store
 	// Clock decides expiry. Nil means the system clock.
@@ -52,24 +56,19 @@ type Authenticator struct {
 	decoy tokenstore.Record
 }
 
-// staticToken is the machine config's token and its names.
-type staticToken struct {
-	tok  token.Token
-	sans *sanpolicy.Policy
-}
-
 var _ trustd.Authenticator = (*Authenticator)(nil)
 
-// SetStatic replaces the static token and what it obtains, as a machine
-// config applied without a reboot changes them: the next call is checked
-// against the new token, and the old one is refused from then on. A zero
-// token is ignored when there is no store, which would leave no token at all.
-func (a *Authenticator) SetStatic(tok token.Token, sans *sanpolicy.Policy) {
+// SetStatic replaces the static token, what it obtains and the previous
+// tokens still accepted, as a machine config applied without a reboot
+// changes them: the next call is checked against the new tokens, and a
+// token no longer listed is refused from then on. A zero token is ignored
+// when there is no store, which would leave no token at all.
+func (a *Authenticator) SetStatic(tok token.Token, sans *sanpolicy.Policy, previous []Previous) {
 	if tok.IsZero() && a.store == nil {
 		return
 	}
 
-	a.static.Store(&staticToken{tok: tok, sans: sans})
+	a.static.Store(newStaticToken(tok, sans, previous))
 }
 
 // New builds an authenticator.
@@ -87,7 +86,7 @@ func New(cfg Config) (*Authenticator, error) {
 	}
 
 	a := &Authenticator{store: cfg.Store, clock: cfg.Clock}
-	a.static.Store(&staticToken{tok: cfg.Static, sans: cfg.StaticSANs})
+	a.static.Store(newStaticToken(cfg.Static, cfg.StaticSANs, cfg.Previous))
 	a.kept, _ = cfg.Store.(tokenstore.Recaller)
 
 	// The decoy's secret is random and thrown away: nothing matches it.
@@ -114,7 +113,8 @@ func New(cfg Config) (*Authenticator, error) {
 // stale record, is checked against the record as it is now.
 func (a *Authenticator) Authenticate(ctx context.Context, tok token.Token) (trustd.Grant, error) {
 	static := a.static.Load()
-	isStatic := !static.tok.IsZero() && static.tok.Equal(tok)
+	match := static.match(tok, a.clock.Now())
+	isStatic := match.accepted()
 
 	if a.kept != nil {
 		rec, ok := a.kept.Recall(tok.ID())
@@ -131,20 +131,29 @@ func (a *Authenticator) Authenticate(ctx context.Context, tok token.Token) (trus
 
 	switch {
 	case err != nil && isStatic:
-		// The machine config's token needs no store: it keeps working
+		// The machine config's tokens need no store: they keep working
 		// while a shared store is unavailable.
-		return trustd.Grant{TokenID: tok.ID(), Static: true, AllowedSANs: static.sans}, nil
+		return static.grant(tok, match), nil
+	case err != nil && match == matchExpired:
+		return trustd.Grant{}, errOverlapEnded
 	case err != nil:
 		return trustd.Grant{}, err
 	}
 
 	g, err := a.judge(rec, known, tok)
-	if isStatic {
-		return trustd.Grant{TokenID: tok.ID(), Static: true, AllowedSANs: static.sans}, nil
+
+	switch {
+	case isStatic:
+		return static.grant(tok, match), nil
+	case err != nil && match == matchExpired:
+		return trustd.Grant{}, errOverlapEnded
 	}
 
 	return g, err
 }
+
+// errOverlapEnded refuses a previous static token past its expiry.
+var errOverlapEnded = fmt.Errorf("%w: a previous static token whose overlap has ended", trustd.ErrInvalidToken)
 
 // judge checks tok's secret against rec (the decoy when the id is not
 // known), then that the token is usable and what it allows. The secret is

@@ -86,6 +86,9 @@ type Env struct {
 	KeyPair *certs.KeyPair
 	Server  *trustd.Server
 	Clock   clock.Clock
+	// Auth is the server's authenticator, whose static tokens a test may
+	// replace (SetStatic).
+	Auth *tokenauth.Authenticator
 
 	stop func() // stops the server and waits for Serve to return
 }
@@ -142,6 +145,8 @@ func newServer(tb testing.TB, e *Env, opts Options) *trustd.Server {
 
 	auth, err := tokenauth.New(tokenauth.Config{Static: static, Store: opts.Store, Clock: opts.Clock})
 	must(tb, err)
+
+	e.Auth = auth
 
 	s, err := trustd.New(trustd.Config{
 		Signer:        signer,
