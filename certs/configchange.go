@@ -32,15 +32,18 @@ const (
 // peers out (a CA changes through acceptedCAs, by rotation), and its
 // listen address is where machined's own probes and its peers find it.
 var changeClasses = map[string]ChangeClass{
-	"machine.acceptedCAs":   ChangeLive,
-	"machine.token":         ChangeLive,
-	"machine.time":          ChangeLive,
-	"cluster.workerSANs":    ChangeLive,
-	"machine.type":          ChangeIdentity,
-	"machine.ca":            ChangeIdentity,
-	"cluster.name":          ChangeIdentity,
-	"cluster.etcd.ca":       ChangeIdentity,
-	"cluster.etcd.disabled": ChangeIdentity,
+	"machine.acceptedCAs": ChangeLive,
+	"machine.token":       ChangeLive,
+	"machine.time":        ChangeLive,
+	"cluster.workerSANs":  ChangeLive,
+	// The accepted etcd CAs apply live, with a rolling restart of etcd;
+	// cluster.etcd.ca changes only by rotation (CheckEtcdCAChange).
+	"cluster.etcd.acceptedCAs": ChangeLive,
+	"machine.type":             ChangeIdentity,
+	"machine.ca":               ChangeIdentity,
+	"cluster.name":             ChangeIdentity,
+	"cluster.etcd.ca":          ChangeIdentity,
+	"cluster.etcd.disabled":    ChangeIdentity,
 }
 
 // ClassOf returns the class of a changed field path.
