@@ -196,3 +196,22 @@ func TestEtcdAcceptedCAsChangeLive(t *testing.T) {
 		t.Error("IsEtcdCAField tells the wrong fields")
 	}
 }
+
+func TestRedactedDuringEtcdRotation(t *testing.T) {
+	r := newEtcdRotation(t)
+
+	out, err := r.issue.Redacted()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if strings.Contains(string(out), b64(r.newCA.KeyPEM)) || strings.Contains(string(out), b64(r.oldCA.KeyPEM)) {
+		t.Error("the redacted config holds an etcd CA key")
+	}
+
+	for _, crt := range [][]byte{r.newCA.CertPEM, r.oldCA.CertPEM} {
+		if !strings.Contains(string(out), b64(crt)) {
+			t.Error("the redacted config lost an etcd CA certificate")
+		}
+	}
+}

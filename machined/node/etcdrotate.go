@@ -114,7 +114,10 @@ func (n *Node) settle(ctx context.Context, p etcdPlan) (string, error) {
 		return "", nil
 	}
 
-	rep, err := p.e.RollingRestart(ctx, n.services)
+	// The config is written: the restart runs to its end (bounded by the
+	// etcd package) even if the caller goes away, as a restart cut short
+	// after its stop would leave the member stopped.
+	rep, err := p.e.RollingRestart(context.WithoutCancel(ctx), n.services)
 	if err != nil {
 		return "", machineapi.Refuse(machineapi.ErrNotHere, "the config is applied, but etcd did not restart to load its trusted CAs: "+
 			err.Error()+"; apply the config again to retry")

@@ -231,7 +231,7 @@ func check(step Step, old, updated string, trusted []string, issuers map[string]
 
 	for name, fp := range issuers {
 		if fp != wantIssuer {
-			return fmt.Errorf("%s is issued by %s, want %s", name, short([]string{fp}), short([]string{wantIssuer}))
+			return fmt.Errorf("%s is issued by %s, want %s", name, shortFP(fp), shortFP(wantIssuer))
 		}
 	}
 
@@ -241,10 +241,19 @@ func check(step Step, old, updated string, trusted []string, issuers map[string]
 func short(fps []string) []string {
 	out := make([]string, len(fps))
 	for i, fp := range fps {
-		out[i] = fp[:min(16, len(fp))]
+		out[i] = shortFP(fp)
 	}
 
 	return out
+}
+
+// shortFP is a fingerprint's first 16 hex digits, as resource IDs show it.
+func shortFP(fp string) string {
+	if fp == "" {
+		return "a CA the node does not know"
+	}
+
+	return fp[:min(16, len(fp))]
 }
 
 func fingerprint(c *x509.Certificate) string {
