@@ -113,9 +113,9 @@ func (e *Etcd) clientFiles() etcdtls.Files {
 }
 
 // Certificates returns the member's certificates as its files hold them
-// now, by name ("server", "peer", "client", and "ca" for the etcd CA);
-// a file not written yet, or unreadable, is left out. It reads the files,
-// so that it follows renewals without a hook in the renewal loops.
+// now, by name ("server", "peer", "client", and "ca" for the issuing etcd
+// CA); a file not written yet, or unreadable, is left out. It reads the
+// files, so that it follows renewals without a hook in the renewal loops.
 func (e *Etcd) Certificates() map[string]*x509.Certificate {
 	out := map[string]*x509.Certificate{}
 
@@ -125,8 +125,9 @@ func (e *Etcd) Certificates() map[string]*x509.Certificate {
 			continue
 		}
 
-		if c, err := ca.ParseCertificate(data); err == nil {
-			out[name] = c
+		// ca.crt holds every trusted etcd CA, the issuing one first.
+		if cs, err := ca.ParseCertificates(data); err == nil {
+			out[name] = cs[0]
 		}
 	}
 

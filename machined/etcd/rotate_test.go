@@ -135,3 +135,23 @@ func TestSetCAs(t *testing.T) {
 		t.Fatalf("OnTrust told %d times, want the file at the start and nil at the end", len(loaded))
 	}
 }
+
+// TestCertificatesDuringOverlap: the "ca" certificate is the issuing etcd
+// CA while the trusted file holds two.
+func TestCertificatesDuringOverlap(t *testing.T) {
+	e := newTest(t)
+	e.cfg.Clock = clock.NewFake(testutil.Epoch.Add(time.Hour))
+	newCA := catest.NewCA(t, ca.ECDSAP256, testutil.Epoch)
+
+	if _, err := e.IssueCertificates(); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := e.SetCAs(newCA, []*x509.Certificate{e.cfg.CA.Cert}); err != nil {
+		t.Fatal(err)
+	}
+
+	if got := e.Certificates()["ca"]; got == nil || !got.Equal(newCA.Cert) {
+		t.Fatal("the etcd CA shown is not the issuing one")
+	}
+}
