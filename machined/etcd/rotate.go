@@ -70,7 +70,7 @@ func (e *Etcd) writeTrusted() error {
 }
 
 // SetCAs puts new etcd CAs in effect in the member's files: the trusted CAs
-// at once (the member loads them at its next start: RollingRestart), and
+// at once (the member loads them at its next start: RestartSlot), and
 // when the issuing CA changed, the member's three certificates issued from
 // it. Before the first issue of this run of machined, it only changes what
 // that issue uses.
@@ -142,37 +142,67 @@ type RestartReport struct {
 	Down time.Duration
 }
 
-// RollingRestart restarts the local member so that it loads its trusted
-// CAs, never two members at once: it holds a lock in etcd that every
-// restarting member takes, restarts only while every other voter answers
-// (restartAllowed), and returns once the member serves a linearizable read
-// again, which it does only once it has applied what the leader had
-// committed when the read was asked: caught up.
-func (e *Etcd) RollingRestart(ctx context.Context, svc Restarter) (RestartReport, error) {
-	var rep RestartReport
+// RestartSlot is the local member's turn to restart in a rolling
+// restart: the cluster's restart lock, held from before the caller changes
+// anything until Release, so that a change refused for a member down
+// elsewhere is refused whole, and changes applied to every control plane
+// at once take their turns.
+type RestartSlot struct {
+	e       *Etcd
+	release func()
+	waited  time.Duration
+}
 
+// AcquireRestart waits for the cluster's restart lock (at most
+// restartTimeout) and, holding it, checks that the local member may
+// restart now (restartAllowed); on a refusal it lets the lock go.
+func (e *Etcd) AcquireRestart(ctx context.Context) (*RestartSlot, error) {
 	ctx, cancel := context.WithTimeout(ctx, restartTimeout)
 	defer cancel()
 
 	cli, err := e.Client()
 	if err != nil {
-		return rep, err
+		return nil, err
 	}
 
 	start := e.cfg.Clock.Now()
 
-	unlock, err := lockRestart(ctx, cli)
+	release, err := lockRestart(ctx, cli)
 	if err != nil {
-		return rep, translate(err)
-	}
-	defer unlock()
-
-	rep.Waited = e.cfg.Clock.Now().Sub(start)
-
-	if err := e.CheckRestart(ctx); err != nil {
-		return rep, err
+		return nil, translate(err)
 	}
 
+	slot := &RestartSlot{e: e, release: release, waited: e.cfg.Clock.Now().Sub(start)}
+
+	if err := e.checkRestart(ctx); err != nil {
+		slot.Release()
+
+		return nil, err
+	}
+
+	return slot, nil
+}
+
+// Release lets the restart lock go; it may be called more than once.
+func (s *RestartSlot) Release() {
+	if s != nil && s.release != nil {
+		s.release()
+		s.release = nil
+	}
+}
+
+// Restart restarts the local member so that it loads its trusted CAs and
+// returns once it serves a linearizable read again, which it does only
+// once it has applied what the leader had committed when the read was
+// asked: caught up. It runs to its end (at most restartTimeout) even if
+// ctx ends: a restart cut short after its stop would leave the member
+// stopped.
+func (s *RestartSlot) Restart(ctx context.Context, svc Restarter) (RestartReport, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), restartTimeout)
+	defer cancel()
+
+	e := s.e
+	rep := RestartReport{Waited: s.waited}
 	down := e.cfg.Clock.Now()
 
 	if err := svc.Restart(ctx, ServiceID); err != nil {
@@ -190,9 +220,9 @@ func (e *Etcd) RollingRestart(ctx context.Context, svc Restarter) (RestartReport
 	return rep, nil
 }
 
-// CheckRestart says whether the local member may restart now
+// checkRestart says whether the local member may restart now
 // (restartAllowed), from the health of every member.
-func (e *Etcd) CheckRestart(ctx context.Context) error {
+func (e *Etcd) checkRestart(ctx context.Context) error {
 	members, err := e.Health(ctx)
 	if err != nil {
 		return err
@@ -205,9 +235,11 @@ func (e *Etcd) CheckRestart(ctx context.Context) error {
 
 // lockRestart takes the cluster's restart lock under a lease that ends
 // restartLockTTL after machined stops renewing it (a crash), and returns
-// its release.
+// its release. The lease is kept alive until the release whatever becomes
+// of ctx, which bounds only the wait for the lock.
 func lockRestart(ctx context.Context, cli *clientv3.Client) (func(), error) {
-	sess, err := concurrency.NewSession(cli, concurrency.WithTTL(restartLockTTL), concurrency.WithContext(ctx))
+	sess, err := concurrency.NewSession(cli, concurrency.WithTTL(restartLockTTL),
+		concurrency.WithContext(context.WithoutCancel(ctx)))
 	if err != nil {
 		return nil, fmt.Errorf("etcd: the restart lock: %w", err)
 	}

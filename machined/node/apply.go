@@ -75,9 +75,10 @@ func (n *Node) ApplyConfig(ctx context.Context, ch machineapi.ConfigChange) (mac
 		return machineapi.ConfigResult{Mode: mode, Details: "Dry run summary:\n" + details}, nil
 	}
 
-	if err := plan.precheck(ctx); err != nil {
+	if err := plan.acquire(ctx); err != nil {
 		return machineapi.ConfigResult{}, err
 	}
+	defer plan.release()
 
 	if mode != machine.ApplyConfigurationRequest_TRY {
 		n.endTrial()
@@ -322,6 +323,8 @@ func (n *Node) rollback(t *trial) {
 	}
 
 	plan := n.planEtcd(n.current(), t.previous)
+	n.logSettle(plan.acquire(context.Background()))
+	defer plan.release()
 
 	n.applyLive(t.previous, changes)
 

@@ -22,7 +22,8 @@ import (
 // rotation, certs.CheckEtcdCAChange) is put in effect by the etcd package:
 // the trusted CAs and certificates in the member's files (SetCAs), then,
 // when the running member loaded other CAs than the config trusts, a
-// rolling restart (RollingRestart). The decision compares with what the
+// rolling restart (etcd.RestartSlot), its turn taken before anything
+// changes. The decision compares with what the
 // member loaded, not with the previous config, so that applying the same
 // config again retries a restart that failed.
 
@@ -32,6 +33,7 @@ type etcdPlan struct {
 	cfg     *certs.MachineConfig
 	reissue bool // the issuing etcd CA changes
 	restart bool // the running member must load other trusted CAs
+	slot    *etcd.RestartSlot
 }
 
 // planEtcd decides what cfg changes of the node's etcd; nothing on a node
@@ -85,21 +87,29 @@ func (p etcdPlan) describe() string {
 	return "etcd: " + strings.Join(parts, "; ") + ".\n"
 }
 
-// precheck refuses, before anything changes, a restart the cluster could
-// not take now.
-func (p etcdPlan) precheck(ctx context.Context) error {
+// acquire takes the member's turn to restart, if it must, before anything
+// changes: it waits for another member's restart, and refuses (nothing
+// applied) while the cluster could not take one more member down.
+func (p *etcdPlan) acquire(ctx context.Context) error {
 	if !p.restart {
 		return nil
 	}
 
-	if err := p.e.CheckRestart(ctx); err != nil {
+	slot, err := p.e.AcquireRestart(ctx)
+	if err != nil {
 		return machineapi.Refuse(machineapi.ErrNotHere, err.Error()+"; nothing was applied")
 	}
+
+	p.slot = slot
 
 	return nil
 }
 
-// settle puts the plan in effect and says how the restart went.
+// release lets the turn to restart go.
+func (p *etcdPlan) release() { p.slot.Release() }
+
+// settle puts the plan in effect and says how the restart went; the plan
+// holds its turn to restart (acquire) when it must.
 func (n *Node) settle(ctx context.Context, p etcdPlan) (string, error) {
 	if p.e == nil {
 		return "", nil
@@ -110,14 +120,11 @@ func (n *Node) settle(ctx context.Context, p etcdPlan) (string, error) {
 		return "", err
 	}
 
-	if !p.restart {
+	if !p.restart || p.slot == nil {
 		return "", nil
 	}
 
-	// The config is written: the restart runs to its end (bounded by the
-	// etcd package) even if the caller goes away, as a restart cut short
-	// after its stop would leave the member stopped.
-	rep, err := p.e.RollingRestart(context.WithoutCancel(ctx), n.services)
+	rep, err := p.slot.Restart(ctx, n.services)
 	if err != nil {
 		return "", machineapi.Refuse(machineapi.ErrNotHere, "the config is applied, but etcd did not restart to load its trusted CAs: "+
 			err.Error()+"; apply the config again to retry")
