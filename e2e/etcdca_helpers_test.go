@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/aegis-os/aegis/api/tokens"
 	"github.com/aegis-os/aegis/machined/localcluster"
+	"github.com/siderolabs/talos/pkg/machinery/client"
 )
 
 // tokenWriter creates tokens through each control plane in turn: each is a
@@ -152,4 +154,37 @@ func (p *portWatch) stop() []downtime {
 	p.wg.Wait()
 
 	return p.downs
+}
+
+// servicePIDs returns the current PID of service id on each node.
+func servicePIDs(ctx context.Context, t *testing.T, c *client.Client, nodes []string, id string) map[string]int {
+	t.Helper()
+
+	out := map[string]int{}
+
+	for _, node := range nodes {
+		resp, err := c.ServiceList(client.WithNode(ctx, node))
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		for _, s := range resp.GetMessages()[0].GetServices() {
+			if s.GetId() != id {
+				continue
+			}
+
+			events := s.GetEvents().GetEvents()
+			for i := len(events) - 1; i >= 0 && out[node] == 0; i-- {
+				if m := etcdStarted.FindStringSubmatch(events[i].GetMsg()); m != nil {
+					out[node], _ = strconv.Atoi(m[1])
+				}
+			}
+		}
+
+		if out[node] == 0 {
+			t.Fatalf("no %s process on %s", id, node)
+		}
+	}
+
+	return out
 }

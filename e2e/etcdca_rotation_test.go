@@ -59,6 +59,7 @@ func TestEtcdCARotation(t *testing.T) {
 
 	t.Run("an outright swap is refused", func(t *testing.T) { checkEtcdSwapRefused(ctx, t, talos, nodes[0], newCA) })
 
+	trustds := servicePIDs(ctx, t, talos, nodes, "trustd")
 	w := startTokenWriter(t, clusterAdmin(t, c), cps)
 	watch := watchEtcdPorts(cps)
 
@@ -100,6 +101,13 @@ func TestEtcdCARotation(t *testing.T) {
 	}
 
 	checkEtcdDowntimes(t, downs, 3)
+
+	// trustd's etcd client followed the trusted CAs without a restart.
+	for node, pid := range servicePIDs(ctx, t, talos, nodes, "trustd") {
+		if pid != trustds[node] {
+			t.Errorf("trustd restarted on %s during the rotation: PID %d, was %d", node, pid, trustds[node])
+		}
+	}
 
 	t.Run("the old etcd CA is refused", func(t *testing.T) { checkOldEtcdCARefused(t, cps[0], oldCA, newCA) })
 }

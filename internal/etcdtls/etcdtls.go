@@ -52,9 +52,11 @@ func (f Files) Config() (*tls.Config, error) {
 // etcd applies after its own and so override them) build the TLS config of
 // each connection from the files when it is made: the pool of a config
 // in use is never changed, a new connection gets a new one.
-func (f Files) DialOption() grpc.DialOption {
-	return grpc.WithTransportCredentials(perHandshake{files: f})
-}
+func (f Files) DialOption() grpc.DialOption { return grpc.WithTransportCredentials(f.Credentials()) }
+
+// Credentials are gRPC's TLS credentials with a config read from the files
+// at each handshake.
+func (f Files) Credentials() credentials.TransportCredentials { return perHandshake{files: f} }
 
 // perHandshake is gRPC's TLS credentials with a config read per connection.
 type perHandshake struct {
