@@ -101,7 +101,8 @@ func TestSetCAs(t *testing.T) {
 				t.Errorf("%s: the %s certificate is not from the expected CA: %v", step, name, err)
 			}
 
-			if _, err := crt.Verify(x509.VerifyOptions{Roots: pool, CurrentTime: testutil.Epoch.Add(time.Hour), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}}); err != nil {
+			opts := x509.VerifyOptions{Roots: pool, CurrentTime: testutil.Epoch.Add(time.Hour), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}}
+			if _, err := crt.Verify(opts); err != nil {
 				t.Errorf("%s: the %s certificate does not verify against the trusted CAs: %v", step, name, err)
 			}
 		}
