@@ -238,7 +238,18 @@ func (e *Etcd) checkRestart(ctx context.Context) error {
 // its release. The lease is kept alive until the release whatever becomes
 // of ctx, which bounds only the wait for the lock.
 func lockRestart(ctx context.Context, cli *clientv3.Client) (func(), error) {
-	sess, err := concurrency.NewSession(cli, concurrency.WithTTL(restartLockTTL),
+	// The lease is granted under callTimeout: without quorum the apply is
+	// refused at once, not after the whole wait for the lock.
+	gctx, cancel := context.WithTimeout(ctx, callTimeout)
+	lease, err := cli.Grant(gctx, restartLockTTL)
+
+	cancel()
+
+	if err != nil {
+		return nil, fmt.Errorf("etcd: the restart lock: %w", err)
+	}
+
+	sess, err := concurrency.NewSession(cli, concurrency.WithLease(lease.ID),
 		concurrency.WithContext(context.WithoutCancel(ctx)))
 	if err != nil {
 		return nil, fmt.Errorf("etcd: the restart lock: %w", err)
