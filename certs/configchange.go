@@ -37,11 +37,14 @@ var changeClasses = map[string]ChangeClass{
 	"machine.previousTokens": ChangeLive,
 	"machine.time":           ChangeLive,
 	"cluster.workerSANs":     ChangeLive,
-	"machine.type":           ChangeIdentity,
-	"machine.ca":             ChangeIdentity,
-	"cluster.name":           ChangeIdentity,
-	"cluster.etcd.ca":        ChangeIdentity,
-	"cluster.etcd.disabled":  ChangeIdentity,
+	// The accepted etcd CAs apply live, with a rolling restart of etcd;
+	// cluster.etcd.ca changes only by rotation (CheckEtcdCAChange).
+	"cluster.etcd.acceptedCAs": ChangeLive,
+	"machine.type":             ChangeIdentity,
+	"machine.ca":               ChangeIdentity,
+	"cluster.name":             ChangeIdentity,
+	"cluster.etcd.ca":          ChangeIdentity,
+	"cluster.etcd.disabled":    ChangeIdentity,
 }
 
 // ClassOf returns the class of a changed field path.

@@ -53,12 +53,14 @@ type MachineConfig struct {
 	Cluster ClusterSpec `yaml:"cluster"`
 
 	// Parsed forms, filled by Validate.
-	osCA     *ca.CA
-	etcdCA   *ca.CA
-	caCert   *x509.Certificate
-	accepted *ca.AcceptedSet
-	token    token.Token
-	previous []AcceptedToken
+	osCA   *ca.CA
+	etcdCA *ca.CA
+	// etcdTrusted is the etcd CA and the accepted etcd CAs.
+	etcdTrusted []*x509.Certificate
+	caCert      *x509.Certificate
+	accepted    *ca.AcceptedSet
+	token       token.Token
+	previous    []AcceptedToken
 }
 
 // MachineSpec describes the node itself.

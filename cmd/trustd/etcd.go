@@ -1,9 +1,6 @@
 package main
 
 import (
-	"crypto/tls"
-	"crypto/x509"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -15,8 +12,10 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
 
 	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/internal/etcdtls"
 	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/trustd/tokenstore/etcdstore"
 )
@@ -58,26 +57,11 @@ func (f etcdFiles) formed() bool {
 	return err == nil
 }
 
-func (f etcdFiles) tlsConfig() (*tls.Config, error) {
-	caPEM, err := os.ReadFile(f.pki("ca.crt"))
-	if err != nil {
-		return nil, fmt.Errorf("etcd CA: %w", err)
-	}
-
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(caPEM) {
-		return nil, errors.New("etcd CA: no certificate in " + f.pki("ca.crt"))
-	}
-
-	return &tls.Config{
-		RootCAs:    pool,
-		MinVersion: tls.VersionTLS12,
-		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
-			c, err := tls.LoadX509KeyPair(f.pki("client.crt"), f.pki("client.key"))
-
-			return &c, err
-		},
-	}, nil
+// client are trustd's client files: the trusted etcd CAs and the client
+// pair, read at each handshake, so that renewals and the trust of an etcd
+// CA rotation apply without a restart of trustd.
+func (f etcdFiles) client() etcdtls.Files {
+	return etcdtls.Files{CA: f.pki("ca.crt"), Cert: f.pki("client.crt"), Key: f.pki("client.key")}
 }
 
 // etcdEndpoints are the client URLs of this node's member and of the other
@@ -113,13 +97,15 @@ func (d *daemon) openEtcdStore(state, listen string, controlPlanes []string) err
 		return nil
 	}
 
-	tlsCfg, err := files.tlsConfig()
-	if err != nil {
+	if _, err := files.client().Config(); err != nil {
 		return err
 	}
 
+	var err error
+
 	d.etcd, err = clientv3.New(clientv3.Config{
-		Endpoints: etcdEndpoints(listen, controlPlanes), TLS: tlsCfg, DialTimeout: etcdDialTimeout, Logger: zap.NewNop(),
+		Endpoints: etcdEndpoints(listen, controlPlanes), DialOptions: []grpc.DialOption{files.client().DialOption()},
+		DialTimeout: etcdDialTimeout, Logger: zap.NewNop(),
 		DialKeepAliveTime: etcdKeepAlive, DialKeepAliveTimeout: etcdKeepAliveTimeout,
 	})
 	if err != nil {

@@ -181,4 +181,9 @@ const (
 	ApplyMode = "apply_mode"
 	// ConfigFields are the field paths a machine config change touched.
 	ConfigFields = "config_fields"
+	// RestartWaited is how long an etcd member waited for another
+	// member's restart before its own.
+	RestartWaited = "restart_waited"
+	// DownFor is how long a service was down for a restart.
+	DownFor = "down_for"
 )

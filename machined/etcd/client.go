@@ -8,19 +8,21 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
 
 // newClient connects to etcd at endpoints with machined's client certificate.
 func (e *Etcd) newClient(endpoints ...string) (*clientv3.Client, error) {
-	tlsCfg, err := e.clientTLS()
-	if err != nil {
-		return nil, err
+	// The files must be there: a client made before would fail each
+	// handshake until they are, where clientv3 hides the cause.
+	if _, err := e.clientFiles().Config(); err != nil {
+		return nil, fmt.Errorf("etcd: %w", err)
 	}
 
 	cli, err := clientv3.New(clientv3.Config{
-		Endpoints: endpoints, TLS: tlsCfg, DialTimeout: dialTimeout,
+		Endpoints: endpoints, DialOptions: []grpc.DialOption{e.clientFiles().DialOption()}, DialTimeout: dialTimeout,
 		DialKeepAliveTime: keepAlive, DialKeepAliveTimeout: keepAliveTimeout,
 		Logger: zap.NewNop(), RejectOldCluster: false,
 	})

@@ -6,6 +6,7 @@
 package etcd
 
 import (
+	"crypto/x509"
 	"errors"
 	"log/slog"
 	"net"
@@ -47,8 +48,11 @@ type Config struct {
 	Binary string
 	// Log receives the server's output.
 	Log *logs.Log
-	// CA is the etcd CA with its key.
+	// CA is the etcd CA with its key; SetCAs changes it.
 	CA *ca.CA
+	// Accepted are etcd CAs trusted besides CA (an etcd CA rotation's
+	// overlap); SetCAs changes them. Nil trusts CA alone.
+	Accepted []*x509.Certificate
 	// Hosts are the SANs of etcd's server and peer certificates.
 	Hosts []string
 	// CertTTL is the lifetime of etcd's certificates, renewed at half-life.
@@ -69,6 +73,9 @@ type Config struct {
 	// OnIssue is told of each certificate the member is issued ("server",
 	// "peer", "client"), never its key; nil tells nobody.
 	OnIssue func(name string, certPEM []byte)
+	// OnTrust is told of the etcd CAs (PEM) the member loaded at each of
+	// its starts, and of nil when it ends; nil tells nobody.
+	OnTrust func(trustedPEM []byte)
 }
 
 // Etcd is the etcd of one control plane, made at its first boot; NewBoot
@@ -82,6 +89,11 @@ type Etcd struct {
 	wake      chan struct{}     // closed when bootstrap is set
 	client    *clientv3.Client  // to the local member, made on first use
 	cluster   *clientv3.Client  // to every control plane, made on first use
+
+	// pkiMu orders the writes of the member's PKI files (SetCAs, the
+	// first issue, renewals) and the reads of the trusted CAs at a start.
+	pkiMu  sync.Mutex
+	issued bool // the member's certificates have been written this run of machined
 }
 
 // bootstrapRequest is a Bootstrap waiting for the runner: a new cluster,

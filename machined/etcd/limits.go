@@ -39,4 +39,17 @@ const (
 	// MaxSnapshot bounds a snapshot uploaded for recovery: etcd's own
 	// default backend quota is 2 GiB, a larger snapshot is no etcd of ours.
 	MaxSnapshot = 2 << 30
+	// restartTimeout bounds a rolling restart of the member: the wait for
+	// another member's restart, and the member's own return to health.
+	// A member takes a few seconds; more means it will not come back by
+	// itself and an operator must look.
+	restartTimeout = 2 * time.Minute
+	// restartLockTTL is how long the restart lock outlives a machined that
+	// died holding it, in seconds (as etcd's leases count): the next member
+	// waits no longer than that.
+	restartLockTTL = 10
+	// restartPoll is how often a restarted member's health is checked: the
+	// member is down until the first success, and the driver of a rotation
+	// waits on it.
+	restartPoll = 100 * time.Millisecond
 )

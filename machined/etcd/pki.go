@@ -2,7 +2,6 @@ package etcd
 
 import (
 	"context"
-	"crypto/tls"
 	"crypto/x509"
 	"fmt"
 	"os"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/internal/atomicfile"
+	"github.com/aegis-os/aegis/internal/etcdtls"
 	"github.com/aegis-os/aegis/renewal"
 )
 
@@ -24,30 +24,28 @@ func (e *Etcd) certFile(name string) string { return filepath.Join(e.pkiDir(), n
 func (e *Etcd) keyFile(name string) string  { return filepath.Join(e.pkiDir(), name+".key") }
 func (e *Etcd) caFile() string              { return filepath.Join(e.pkiDir(), "ca.crt") }
 
-// IssueCertificates writes the etcd CA and new certificates for the member,
-// and returns the loops that renew each at half-life. The member reads its
-// files at every handshake, so a renewal needs no restart.
+// IssueCertificates writes the trusted etcd CAs and new certificates for
+// the member, and returns the loops that renew each at half-life. The
+// member reads its files at every handshake, so a renewal needs no restart.
 func (e *Etcd) IssueCertificates() ([]func(context.Context) error, error) {
-	iss, err := ca.NewIssuer(ca.IssuerConfig{CA: e.cfg.CA, Clock: e.cfg.Clock})
-	if err != nil {
-		return nil, err
-	}
+	e.pkiMu.Lock()
+	defer e.pkiMu.Unlock()
 
-	if err = atomicfile.Write(e.caFile(), e.cfg.CA.CertPEM, 0o600, atomicfile.Options{Overwrite: true}); err != nil {
-		return nil, fmt.Errorf("etcd: %w", err)
+	if err := e.writeTrusted(); err != nil {
+		return nil, err
 	}
 
 	var loops []func(context.Context) error
 
 	for _, name := range certNames {
-		hosts := e.cfg.Hosts
-		if name == "client" {
-			hosts = nil
+		issue := func(context.Context) (*x509.Certificate, error) {
+			e.pkiMu.Lock()
+			defer e.pkiMu.Unlock()
+
+			return e.issue(name)
 		}
 
-		issue := func(context.Context) (*x509.Certificate, error) { return e.issue(iss, name, hosts) }
-
-		first, err := issue(context.Background())
+		first, err := e.issue(name)
 		if err != nil {
 			return nil, fmt.Errorf("etcd: issuing the %s certificate: %w", name, err)
 		}
@@ -60,11 +58,24 @@ func (e *Etcd) IssueCertificates() ([]func(context.Context) error, error) {
 		loops = append(loops, r.Run)
 	}
 
+	e.issued = true
+
 	return loops, nil
 }
 
-// issue makes one certificate for a new key and writes the pair, key first.
-func (e *Etcd) issue(iss *ca.Issuer, name string, hosts []string) (*x509.Certificate, error) {
+// issue makes one certificate from the current etcd CA for a new key and
+// writes the pair, key first; the caller holds pkiMu.
+func (e *Etcd) issue(name string) (*x509.Certificate, error) {
+	iss, err := ca.NewIssuer(ca.IssuerConfig{CA: e.cfg.CA, Clock: e.cfg.Clock})
+	if err != nil {
+		return nil, err
+	}
+
+	hosts := e.cfg.Hosts
+	if name == "client" {
+		hosts = nil
+	}
+
 	issued, keyPEM, err := iss.IssueNewKey(ca.KeyRequest{
 		CommonName: e.cfg.Name, Hosts: hosts, Profile: ca.ProfilePeer, TTL: e.cfg.CertTTL, Fallback: ca.ECDSAP256,
 	})
@@ -94,34 +105,17 @@ func (e *Etcd) issue(iss *ca.Issuer, name string, hosts []string) (*x509.Certifi
 	return issued.Cert, nil
 }
 
-// clientTLS is machined's TLS config toward etcd, read from the files at
-// each handshake so that renewals apply to open clients.
-func (e *Etcd) clientTLS() (*tls.Config, error) {
-	caPEM, err := os.ReadFile(e.caFile())
-	if err != nil {
-		return nil, fmt.Errorf("etcd: %w", err)
-	}
-
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(caPEM) {
-		return nil, fmt.Errorf("etcd: no CA certificate in %s", e.caFile())
-	}
-
-	return &tls.Config{
-		RootCAs:    pool,
-		MinVersion: tls.VersionTLS12,
-		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
-			c, err := tls.LoadX509KeyPair(e.certFile("client"), e.keyFile("client"))
-
-			return &c, err
-		},
-	}, nil
+// clientFiles are machined's client files toward etcd, which
+// etcdtls reads at each handshake so that renewals and the trust of a
+// rotation apply to open clients.
+func (e *Etcd) clientFiles() etcdtls.Files {
+	return etcdtls.Files{CA: e.caFile(), Cert: e.certFile("client"), Key: e.keyFile("client")}
 }
 
 // Certificates returns the member's certificates as its files hold them
-// now, by name ("server", "peer", "client", and "ca" for the etcd CA);
-// a file not written yet, or unreadable, is left out. It reads the files,
-// so that it follows renewals without a hook in the renewal loops.
+// now, by name ("server", "peer", "client", and "ca" for the issuing etcd
+// CA); a file not written yet, or unreadable, is left out. It reads the
+// files, so that it follows renewals without a hook in the renewal loops.
 func (e *Etcd) Certificates() map[string]*x509.Certificate {
 	out := map[string]*x509.Certificate{}
 
@@ -131,8 +125,9 @@ func (e *Etcd) Certificates() map[string]*x509.Certificate {
 			continue
 		}
 
-		if c, err := ca.ParseCertificate(data); err == nil {
-			out[name] = c
+		// ca.crt holds every trusted etcd CA, the issuing one first.
+		if cs, err := ca.ParseCertificates(data); err == nil {
+			out[name] = cs[0]
 		}
 	}
 

@@ -47,6 +47,9 @@ func (r memberRunner) Run(ctx context.Context, notify runner.Notify) error {
 
 	r.e.log.Info("starting etcd", slog.String(logkey.State, plan.state.String()))
 
+	ended := r.e.loadedTrust()
+	defer ended()
+
 	runCtx, cancel := context.WithCancel(ctx)
 
 	var wg sync.WaitGroup

@@ -43,7 +43,7 @@ func (c changeSet) needsReboot() bool { return len(c.reboot) > 0 }
 // change's mode asks (machineapi.Configurator). Nothing changes, on disk
 // or in memory, unless the config is valid and the mode allows every
 // changed field.
-func (n *Node) ApplyConfig(_ context.Context, ch machineapi.ConfigChange) (machineapi.ConfigResult, error) {
+func (n *Node) ApplyConfig(ctx context.Context, ch machineapi.ConfigChange) (machineapi.ConfigResult, error) {
 	n.applyMu.Lock()
 	defer n.applyMu.Unlock()
 
@@ -68,10 +68,22 @@ func (n *Node) ApplyConfig(_ context.Context, ch machineapi.ConfigChange) (machi
 		return machineapi.ConfigResult{}, err
 	}
 
-	details := describe(mode, changes, ch.TryTimeout) + configDiff(cur, cfg)
+	live := mode == machine.ApplyConfigurationRequest_NO_REBOOT || mode == machine.ApplyConfigurationRequest_TRY
+
+	var plan etcdPlan
+	if live {
+		plan = n.planEtcd(cur, cfg)
+	}
+
+	details := describe(mode, changes, ch.TryTimeout) + plan.describe() + configDiff(cur, cfg)
 	if ch.DryRun {
 		return machineapi.ConfigResult{Mode: mode, Details: "Dry run summary:\n" + details}, nil
 	}
+
+	if err := plan.acquire(ctx); err != nil {
+		return machineapi.ConfigResult{}, err
+	}
+	defer plan.release()
 
 	if mode != machine.ApplyConfigurationRequest_TRY {
 		n.endTrial()
@@ -89,6 +101,15 @@ func (n *Node) ApplyConfig(_ context.Context, ch machineapi.ConfigChange) (machi
 		n.applyLive(cfg, changes)
 	case machine.ApplyConfigurationRequest_REBOOT:
 		n.Reboot("")
+	}
+
+	if live {
+		restarted, err := n.settle(ctx, plan)
+		if err != nil {
+			return machineapi.ConfigResult{}, err
+		}
+
+		details = restarted + details
 	}
 
 	n.log.Info("machine config applied", slog.String(logkey.ApplyMode, mode.String()),
@@ -113,6 +134,16 @@ func classify(cur, cfg *certs.MachineConfig) (changeSet, error) {
 			class = certs.ChangeReboot
 		}
 
+		// The issuing etcd CA changes live, as the second step of a
+		// rotation, and only so.
+		if certs.IsEtcdCAField(f) {
+			if err := certs.CheckEtcdCAChange(cur, cfg); err != nil {
+				return changeSet{}, err
+			}
+
+			class = certs.ChangeLive
+		}
+
 		switch class {
 		case certs.ChangeLive:
 			c.live = append(c.live, f)
@@ -126,7 +157,8 @@ func classify(cur, cfg *certs.MachineConfig) (changeSet, error) {
 	if len(c.identity) > 0 {
 		return changeSet{}, machineapi.Refuse(machineapi.ErrBadRequest, fmt.Sprintf(
 			"the new machine config changes the node's identity (%s): applying a config never turns a node between control plane "+
-				"and worker, moves it to another cluster or address, or swaps its CAs; a CA changes by rotation, through machine.acceptedCAs",
+				"and worker, moves it to another cluster or address, or swaps its CAs; a CA changes by rotation, through machine.acceptedCAs "+
+				"(cluster.etcd.acceptedCAs for the etcd CA)",
 			strings.Join(c.identity, ", ")))
 	}
 
@@ -296,7 +328,14 @@ func (n *Node) rollback(t *trial) {
 		return
 	}
 
+	plan := n.planEtcd(n.current(), t.previous)
+	n.logSettle(plan.acquire(context.Background()))
+	defer plan.release()
+
 	n.applyLive(t.previous, changes)
+
+	_, err = n.settle(context.Background(), plan)
+	n.logSettle(err)
 	n.log.Info("trial machine config rolled back", slog.String(logkey.ConfigFields, strings.Join(changes.all, ",")))
 }
 

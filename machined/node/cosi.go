@@ -74,6 +74,8 @@ func (n *Node) refreshCertificates() {
 		list = append(list, resourceapi.Certificate{ID: "etcd-ca", Kind: resourceapi.CertKindEtcdCA, PEM: etcdCA.CertPEM})
 	}
 
+	list = append(list, n.etcdTrustedResources()...)
+
 	n.mu.Lock()
 	for _, name := range slices.Sorted(maps.Keys(n.etcdCerts)) {
 		list = append(list, resourceapi.Certificate{ID: "etcd-" + name, Kind: resourceapi.CertKindEtcd, PEM: n.etcdCerts[name]})

@@ -39,9 +39,10 @@ func (n *Node) setUpEtcd(ctx context.Context, b *bootState, bg *sync.WaitGroup) 
 		ecfg := etcd.Config{
 			Name: b.hostname, Address: b.addresses[0], Endpoints: b.cfg.Cluster.ControlPlane.Endpoints,
 			Dir: n.layout.EtcdDir(), Binary: n.binary("etcd"), Log: n.logs[etcd.ServiceID],
-			CA: b.cfg.EtcdCA(), Hosts: ca.ServerHosts(b.hostname, b.addresses, b.cfg.Machine.CertSANs),
+			CA: b.cfg.EtcdCA(), Accepted: b.cfg.EtcdTrustedCAs()[1:],
+			Hosts:   ca.ServerHosts(b.hostname, b.addresses, b.cfg.Machine.CertSANs),
 			CertTTL: n.cfg.NodeCertTTL, ClusterToken: b.cfg.Cluster.Name, Logger: n.log, Clock: n.clock,
-			OnIssue: n.etcdIssued,
+			OnIssue: n.etcdIssued, OnTrust: n.etcdTrustLoaded,
 		}
 		if n.ctr != nil {
 			n.etcdSpec = n.confineEtcd()
@@ -59,6 +60,11 @@ func (n *Node) setUpEtcd(ctx context.Context, b *bootState, bg *sync.WaitGroup) 
 	}
 
 	e.NewBoot()
+
+	// A config applied with a reboot may have changed the etcd CAs.
+	if err := e.SetCAs(b.cfg.EtcdCA(), b.cfg.EtcdTrustedCAs()[1:]); err != nil {
+		return err
+	}
 
 	issued := make(chan struct{})
 	b.etcdIssued = issued

@@ -115,6 +115,9 @@ type Node struct {
 	timeSvc   *timesync.Service // the current boot's time service
 	unmet     []*machine.MachineStatusEvent_MachineStatus_UnmetCondition
 	etcdCerts map[string][]byte // etcd's certificates by name, as last issued
+	// etcdLoaded is the trusted etcd CAs (PEM) the running member loaded
+	// at its start, nil while it does not run.
+	etcdLoaded []byte
 
 	// statusMu and certsMu make the machine status and certificate
 	// resources' updates one at a time, each from the latest state.

@@ -38,6 +38,9 @@ const (
 	CertKindAcceptedCA   = "accepted-ca"  // a CA the node accepts client and node certificates from
 	CertKindEtcdCA       = "etcd-ca"      // the etcd CA (control planes)
 	CertKindEtcd         = "etcd"         // etcd's server, peer and client certificates (control planes)
+	// CertKindEtcdTrustedCA is an etcd CA the running etcd member loaded at
+	// its start and trusts for peers and clients (control planes).
+	CertKindEtcdTrustedCA = "etcd-trusted-ca"
 )
 
 // CertificateStatus describes one certificate of the node: never its key.
