@@ -10,6 +10,7 @@ import (
 
 	"github.com/aegis-os/aegis/api/revocations"
 	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/internal/defaults"
 	"github.com/aegis-os/aegis/internal/logkey"
 )
 
@@ -48,13 +49,8 @@ func NewPoller(cfg PollerConfig) (*Poller, error) {
 		return nil, errors.New("revocation: a poller needs a trustd client and a list")
 	}
 
-	if cfg.Clock == nil {
-		cfg.Clock = clock.Real()
-	}
-
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
+	cfg.Clock = defaults.Clock(cfg.Clock)
+	cfg.Logger = defaults.Logger(cfg.Logger)
 
 	return &Poller{cfg: cfg}, nil
 }

@@ -10,6 +10,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/internal/defaults"
 	"github.com/aegis-os/aegis/internal/etcdutil"
 	"github.com/aegis-os/aegis/internal/logkey"
 )
@@ -53,13 +54,8 @@ func NewStore(cfg StoreConfig) (*Store, error) {
 		cfg.Timeout = DefaultTimeout
 	}
 
-	if cfg.Clock == nil {
-		cfg.Clock = clock.Real()
-	}
-
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
+	cfg.Clock = defaults.Clock(cfg.Clock)
+	cfg.Logger = defaults.Logger(cfg.Logger)
 
 	return &Store{cfg: cfg}, nil
 }

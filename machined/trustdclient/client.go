@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/internal/defaults"
 	"github.com/aegis-os/aegis/internal/wire"
 )
 
@@ -78,16 +79,9 @@ func New(cfg Config) (*Client, error) {
 	}
 
 	cfg.Endpoints = eps
+	cfg.Clock = defaults.Clock(cfg.Clock)
 
 	return &Client{cfg: cfg, conns: map[string]*grpc.ClientConn{}}, nil
-}
-
-func (c *Client) clock() clock.Clock {
-	if c.cfg.Clock == nil {
-		return clock.Real()
-	}
-
-	return c.cfg.Clock
 }
 
 // Call runs call on the endpoints in turn, from the last that answered,
@@ -168,7 +162,7 @@ func (c *Client) tlsConfig(host string) *tls.Config {
 		ServerName:           host,
 		RootCAs:              c.cfg.AcceptedCAs(),
 		GetClientCertificate: c.cfg.Certificate,
-		Time:                 c.clock().Now,
+		Time:                 c.cfg.Clock.Now,
 	}
 }
 
