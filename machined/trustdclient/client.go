@@ -13,6 +13,7 @@ import (
 
 	"github.com/aegis-os/aegis/internal/clock"
 	"github.com/aegis-os/aegis/internal/defaults"
+	"github.com/aegis-os/aegis/internal/grpcopt"
 	"github.com/aegis-os/aegis/internal/wire"
 )
 
@@ -136,16 +137,8 @@ func (c *Client) conn(endpoint string) (*grpc.ClientConn, error) {
 
 	host, _, _ := net.SplitHostPort(endpoint) // checked by New
 
-	opts := []grpc.DialOption{grpc.WithTransportCredentials(&perHandshake{host: host, config: c.tlsConfig})}
-
-	if c.cfg.Source != "" {
-		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(c.cfg.Source)}}
-		opts = append(opts, grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
-			return d.DialContext(ctx, "tcp", addr)
-		}))
-	}
-
-	conn, err := grpc.NewClient(endpoint, opts...)
+	conn, err := grpc.NewClient(endpoint,
+		grpc.WithTransportCredentials(&perHandshake{host: host, config: c.tlsConfig}), grpcopt.DialFrom(c.cfg.Source))
 	if err != nil {
 		return nil, fmt.Errorf("trustdclient: %w", err)
 	}
