@@ -7,7 +7,6 @@ package renewal
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/x509"
 	"errors"
 	"io"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/aegis-os/aegis/internal/backoff"
 	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/internal/defaults"
 	"github.com/aegis-os/aegis/internal/logkey"
 )
 
@@ -95,17 +95,9 @@ func New(cfg Config) (*Renewer, error) {
 		cfg.RetryMax = DefaultRenewRetryMax
 	}
 
-	if cfg.Clock == nil {
-		cfg.Clock = clock.Real()
-	}
-
-	if cfg.Rand == nil {
-		cfg.Rand = rand.Reader
-	}
-
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
+	cfg.Clock = defaults.Clock(cfg.Clock)
+	cfg.Rand = defaults.Rand(cfg.Rand)
+	cfg.Logger = defaults.Logger(cfg.Logger)
 
 	return &Renewer{cfg: cfg, current: cfg.Current}, nil
 }

@@ -7,7 +7,6 @@ package timesync
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/aegis-os/aegis/internal/backoff"
 	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/internal/defaults"
 )
 
 // QueryFunc asks one NTP server for a reply. server is "host" or
@@ -186,17 +186,9 @@ func setDefaults(cfg *Config) {
 		cfg.Query = NTPQuery
 	}
 
-	if cfg.Clock == nil {
-		cfg.Clock = clock.Real()
-	}
-
-	if cfg.Rand == nil {
-		cfg.Rand = rand.Reader
-	}
-
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
+	cfg.Clock = defaults.Clock(cfg.Clock)
+	cfg.Rand = defaults.Rand(cfg.Rand)
+	cfg.Logger = defaults.Logger(cfg.Logger)
 }
 
 // NTPQuery is the real query: NTPv4 over UDP through beevik/ntp.

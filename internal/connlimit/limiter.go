@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/internal/defaults"
 	"github.com/aegis-os/aegis/internal/logkey"
 )
 
@@ -76,13 +77,8 @@ func New(cfg Config) (*Limiter, error) {
 		return nil, errors.New("connlimit: FirstCall must be positive")
 	}
 
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-
-	if cfg.Clock == nil {
-		cfg.Clock = clock.Real()
-	}
+	cfg.Logger = defaults.Logger(cfg.Logger)
+	cfg.Clock = defaults.Clock(cfg.Clock)
 
 	return &Limiter{cfg: cfg, sources: map[string]*sourceConns{}, byAddr: map[string]*conn{}}, nil
 }

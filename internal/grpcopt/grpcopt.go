@@ -1,4 +1,5 @@
-// Package grpcopt holds the gRPC server options every Aegis server shares.
+// Package grpcopt holds the gRPC options every Aegis server, or every
+// client of one, shares.
 package grpcopt
 
 import (

@@ -7,7 +7,6 @@ package grpcrecover
 
 import (
 	"context"
-	"crypto/rand"
 	"fmt"
 	"io"
 	"log/slog"
@@ -18,6 +17,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/aegis-os/aegis/internal/defaults"
 	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/internal/requestid"
 )
@@ -42,13 +42,8 @@ type Recovery struct {
 
 // New builds the interceptors.
 func New(cfg Config) *Recovery {
-	if cfg.Rand == nil {
-		cfg.Rand = rand.Reader
-	}
-
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
+	cfg.Rand = defaults.Rand(cfg.Rand)
+	cfg.Logger = defaults.Logger(cfg.Logger)
 
 	return &Recovery{cfg: cfg}
 }

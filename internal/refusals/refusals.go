@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/internal/defaults"
 	"github.com/aegis-os/aegis/internal/logkey"
 )
 
@@ -82,9 +83,7 @@ type tally struct {
 
 // New returns an Aggregator; Run writes its summaries.
 func New(cfg Config) *Aggregator {
-	if cfg.Clock == nil {
-		cfg.Clock = clock.Real()
-	}
+	cfg.Clock = defaults.Clock(cfg.Clock)
 
 	if cfg.Interval <= 0 {
 		cfg.Interval = DefaultInterval
@@ -94,9 +93,7 @@ func New(cfg Config) *Aggregator {
 		cfg.MaxSources = DefaultMaxSources
 	}
 
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
+	cfg.Logger = defaults.Logger(cfg.Logger)
 
 	return &Aggregator{cfg: cfg, since: cfg.Clock.Now(), sources: map[string]*tally{}}
 }

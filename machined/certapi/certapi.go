@@ -9,7 +9,6 @@ package certapi
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/x509"
 	"errors"
 	"io"
@@ -24,6 +23,7 @@ import (
 	"github.com/aegis-os/aegis/authz"
 	"github.com/aegis-os/aegis/authz/role"
 	"github.com/aegis-os/aegis/ca"
+	"github.com/aegis-os/aegis/internal/defaults"
 	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/internal/requestid"
 )
@@ -78,13 +78,8 @@ func New(cfg Config) *Server {
 		cfg.MaxTTL = DefaultMaxTTL
 	}
 
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-
-	if cfg.Rand == nil {
-		cfg.Rand = rand.Reader
-	}
+	cfg.Logger = defaults.Logger(cfg.Logger)
+	cfg.Rand = defaults.Rand(cfg.Rand)
 
 	return &Server{cfg: cfg}
 }

@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/internal/defaults"
 	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/machined/etcd"
 	"github.com/aegis-os/aegis/machined/membership"
@@ -59,13 +60,8 @@ type Server struct {
 
 // New makes a Server.
 func New(cfg Config) *Server {
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-
-	if cfg.Clock == nil {
-		cfg.Clock = clock.Real()
-	}
+	cfg.Logger = defaults.Logger(cfg.Logger)
+	cfg.Clock = defaults.Clock(cfg.Clock)
 
 	return &Server{cfg: cfg}
 }

@@ -5,7 +5,6 @@
 package machineapi
 
 import (
-	"crypto/rand"
 	"io"
 	"log/slog"
 	"os"
@@ -15,7 +14,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/aegis-os/aegis/authz/role"
-	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/internal/defaults"
 	"github.com/aegis-os/aegis/machined/system"
 	"github.com/aegis-os/aegis/machined/system/events"
 	"github.com/aegis-os/aegis/machined/system/logs"
@@ -103,17 +102,9 @@ func New(cfg Config) *Server {
 		cfg.RootPID = int32(os.Getpid()) //nolint:gosec // a PID
 	}
 
-	if cfg.Rand == nil {
-		cfg.Rand = rand.Reader
-	}
-
-	if cfg.Clock == nil {
-		cfg.Clock = clock.Real()
-	}
-
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
+	cfg.Rand = defaults.Rand(cfg.Rand)
+	cfg.Clock = defaults.Now(cfg.Clock)
+	cfg.Logger = defaults.Logger(cfg.Logger)
 
 	return &Server{cfg: cfg}
 }

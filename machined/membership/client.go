@@ -2,29 +2,25 @@ package membership
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
-	"fmt"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
 
 	"github.com/aegis-os/aegis/api/membership"
-	"github.com/aegis-os/aegis/internal/wire"
 )
+
+// Caller calls the control planes' trustd with the node certificate, one
+// endpoint after the other until call succeeds (trustdclient.Client). The
+// node certificate proves the entry's addresses are the node's.
+type Caller interface {
+	Call(ctx context.Context, call func(context.Context, grpc.ClientConnInterface) error) (string, error)
+}
 
 // Sender sends a worker's heartbeats to the control planes' trustd, one
 // endpoint after the other until one records it.
 type Sender struct {
-	// Endpoints are the control planes (host or host:port; trustd's port
-	// by default).
-	Endpoints []string
-	// Certificate is the node's server certificate, presented as the
-	// client certificate: it proves the entry's addresses are the node's.
-	Certificate func(*tls.CertificateRequestInfo) (*tls.Certificate, error)
-	// AcceptedCAs verify trustd's certificate.
-	AcceptedCAs func() *x509.CertPool
+	// Trustd reaches the control planes' trustd. Required.
+	Trustd Caller
 }
 
 // Send records m through the first control plane that takes it.
@@ -49,37 +45,16 @@ func (s Sender) Leave(ctx context.Context, address string) error {
 // first makes call on one control plane after the other until one answers
 // without error.
 func (s Sender) first(ctx context.Context, call func(context.Context, membership.MembershipServiceClient) error) error {
-	if len(s.Endpoints) == 0 {
-		return errors.New("membership: no control-plane endpoint to send heartbeats to")
+	if s.Trustd == nil {
+		return errors.New("membership: no client to reach the control planes' trustd")
 	}
 
-	var errs []error
+	_, err := s.Trustd.Call(ctx, func(ctx context.Context, conn grpc.ClientConnInterface) error {
+		ctx, cancel := context.WithTimeout(ctx, callTimeout)
+		defer cancel()
 
-	for _, ep := range s.Endpoints {
-		err := s.callOn(ctx, wire.WithDefaultPort(ep, wire.TrustdPort), call)
-		if err == nil {
-			return nil
-		}
-
-		errs = append(errs, fmt.Errorf("%s: %w", ep, err))
-	}
-
-	return errors.Join(errs...)
-}
-
-func (s Sender) callOn(ctx context.Context, endpoint string, call func(context.Context, membership.MembershipServiceClient) error) error {
-	creds := credentials.NewTLS(&tls.Config{
-		RootCAs: s.AcceptedCAs(), GetClientCertificate: s.Certificate, MinVersion: tls.VersionTLS13,
+		return call(ctx, membership.NewMembershipServiceClient(conn))
 	})
 
-	conn, err := grpc.NewClient(endpoint, grpc.WithTransportCredentials(creds))
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-
-	ctx, cancel := context.WithTimeout(ctx, callTimeout)
-	defer cancel()
-
-	return call(ctx, membership.NewMembershipServiceClient(conn))
+	return err
 }

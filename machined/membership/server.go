@@ -2,7 +2,6 @@ package membership
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/x509"
 	"errors"
 	"fmt"
@@ -19,6 +18,7 @@ import (
 	"github.com/aegis-os/aegis/api/membership"
 	"github.com/aegis-os/aegis/authz"
 	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/internal/defaults"
 	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/internal/requestid"
 )
@@ -61,17 +61,9 @@ type Server struct {
 
 // NewServer makes a Server.
 func NewServer(cfg ServerConfig) *Server {
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-
-	if cfg.Clock == nil {
-		cfg.Clock = clock.Real()
-	}
-
-	if cfg.Rand == nil {
-		cfg.Rand = rand.Reader
-	}
+	cfg.Logger = defaults.Logger(cfg.Logger)
+	cfg.Clock = defaults.Clock(cfg.Clock)
+	cfg.Rand = defaults.Rand(cfg.Rand)
 
 	return &Server{cfg: cfg, last: map[string]time.Time{}}
 }

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/internal/defaults"
 )
 
 // prefix is where the entries live in etcd, one key per node under its
@@ -40,9 +41,7 @@ func New(cfg Config) (*Store, error) {
 		return nil, errors.New("membership: Client is required")
 	}
 
-	if cfg.Clock == nil {
-		cfg.Clock = clock.Real()
-	}
+	cfg.Clock = defaults.Clock(cfg.Clock)
 
 	return &Store{cli: cfg.Client, clock: cfg.Clock}, nil
 }

@@ -3,72 +3,20 @@ package membership_test
 import (
 	"context"
 	"errors"
-	"net"
-	"net/url"
 	"slices"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/server/v3/embed"
-	"go.uber.org/zap"
 
 	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/internal/testutil/etcdtest"
 	"github.com/aegis-os/aegis/machined/membership"
 )
 
-// etcdClient runs a one-member etcd on loopback ports for the test.
-func etcdClient(t *testing.T) *clientv3.Client {
-	t.Helper()
-
-	cfg := embed.NewConfig()
-	cfg.Dir = t.TempDir()
-	cfg.Logger, cfg.LogLevel = "zap", "error"
-	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
-
-	client, peer := freeURL(t), freeURL(t)
-	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{client}, []url.URL{client}
-	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}
-	cfg.InitialCluster = cfg.Name + "=" + peer.String()
-
-	e, err := embed.StartEtcd(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	t.Cleanup(e.Close)
-
-	select {
-	case <-e.Server.ReadyNotify():
-	case <-time.After(time.Minute):
-		t.Fatal("etcd did not become ready")
-	}
-
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{client.Host}, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	t.Cleanup(func() { cli.Close() })
-
-	return cli
-}
-
-func freeURL(t *testing.T) url.URL {
-	t.Helper()
-
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	defer l.Close()
-
-	return url.URL{Scheme: "http", Host: l.Addr().String()}
-}
-
 func TestStore(t *testing.T) {
-	cli := etcdClient(t)
+	e, _ := etcdtest.Start(t)
+	cli := etcdtest.Client(t, e)
 	clk := clock.NewFake(time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC))
 
 	s, err := membership.New(membership.Config{Client: cli, Clock: clk})

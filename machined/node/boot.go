@@ -23,6 +23,7 @@ import (
 	"github.com/aegis-os/aegis/internal/wire"
 	"github.com/aegis-os/aegis/machined/etcd"
 	"github.com/aegis-os/aegis/machined/system"
+	"github.com/aegis-os/aegis/machined/trustdclient"
 	"github.com/aegis-os/aegis/timesync"
 )
 
@@ -35,6 +36,9 @@ type bootState struct {
 	certs     *certController
 	// etcdIssued is closed once this boot has issued etcd's certificates.
 	etcdIssued <-chan struct{}
+	// trustd is a worker's client of the control planes' trustd; guarded
+	// by Node.mu, since a reset reads it from outside the boot.
+	trustd *trustdclient.Client
 }
 
 type phase struct {

@@ -3,7 +3,6 @@ package node
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -113,13 +112,17 @@ func (n *Node) workerBeat(b *bootState) func(context.Context) error {
 }
 
 // workerSender reaches the control planes' trustd with the worker's node
-// certificate, for its heartbeats and its leaving.
+// certificate, for its heartbeats and its leaving, through the client its
+// revocation poller uses.
 func (n *Node) workerSender(b *bootState) membership.Sender {
-	return membership.Sender{
-		Endpoints:   b.cfg.Cluster.ControlPlane.Endpoints,
-		Certificate: n.serverCertificate,
-		AcceptedCAs: func() *x509.CertPool { return n.acceptedCAs().Pool() },
+	n.mu.Lock()
+	defer n.mu.Unlock()
+
+	if b.trustd == nil {
+		return membership.Sender{} // its calls say why
 	}
+
+	return membership.Sender{Trustd: b.trustd}
 }
 
 // serverCertificate is the node's current server certificate, which a

@@ -19,6 +19,7 @@ import (
 
 	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/internal/defaults"
 	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/machined/etcd"
 	"github.com/aegis-os/aegis/machined/layout"
@@ -157,13 +158,8 @@ func New(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("node: heartbeat interval %s outside [%s, %s]", cfg.HeartbeatInterval, membership.MinInterval, membership.MaxInterval)
 	}
 
-	if cfg.Clock == nil {
-		cfg.Clock = clock.Real()
-	}
-
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
+	cfg.Clock = defaults.Clock(cfg.Clock)
+	cfg.Logger = defaults.Logger(cfg.Logger)
 
 	res, err := resourceapi.New()
 	if err != nil {

@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -46,10 +45,14 @@ func (n *Node) followRevocations(ctx context.Context, b *bootState, bg *sync.Wai
 		return
 	}
 
-	p, err := revocation.NewPoller(revocation.PollerConfig{
-		Endpoints: b.cfg.Cluster.ControlPlane.Endpoints, TLS: n.nodeClientTLS, Source: listenSource(b),
-		List: n.revoked, Clock: n.clock, Logger: n.log,
-	})
+	trustd, err := n.startTrustdClient(ctx, b, bg)
+	if err != nil {
+		n.log.Error("revocation list not followed", slog.String(logkey.Error, err.Error()))
+
+		return
+	}
+
+	p, err := revocation.NewPoller(revocation.PollerConfig{Trustd: trustd, List: n.revoked, Clock: n.clock, Logger: n.log})
 	if err != nil {
 		n.log.Error("revocation list not followed", slog.String(logkey.Error, err.Error()))
 
@@ -147,30 +150,6 @@ func (n *Node) revocationStore() (*revocation.Store, error) {
 	}
 
 	return revocation.NewStore(revocation.StoreConfig{Client: cli, Clock: n.clock, Logger: n.log})
-}
-
-// nodeClientTLS is the TLS config of a worker's call to a control plane's
-// trustd: its node certificate as the client certificate (trustd verifies
-// it), and the control plane's server certificate verified against the
-// accepted CAs for host.
-func (n *Node) nodeClientTLS(host string) (*tls.Config, error) {
-	res, _ := n.store.Current()
-	if res.GetServer() == nil {
-		return nil, errors.New("node: no node certificate yet")
-	}
-
-	pair, err := tls.X509KeyPair(res.GetServer().GetCrt(), res.GetServer().GetKey())
-	if err != nil {
-		return nil, fmt.Errorf("node: node certificate: %w", err)
-	}
-
-	return &tls.Config{
-		MinVersion:   tls.VersionTLS13,
-		ServerName:   host,
-		RootCAs:      n.current().AcceptedCAs().Pool(),
-		Certificates: []tls.Certificate{pair},
-		Time:         n.clock.Now,
-	}, nil
 }
 
 // listenSource is the address a worker calls from: its listen address when

@@ -14,6 +14,7 @@ import (
 
 	"github.com/aegis-os/aegis/internal/atomicfile"
 	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/internal/defaults"
 )
 
 // ListConfig configures a List.
@@ -52,9 +53,7 @@ func OpenList(cfg ListConfig) (*List, error) {
 		cfg.Max = MaxEntries
 	}
 
-	if cfg.Clock == nil {
-		cfg.Clock = clock.Real()
-	}
+	cfg.Clock = defaults.Clock(cfg.Clock)
 
 	l := &List{cfg: cfg, changed: make(chan struct{})}
 	if cfg.Path == "" {

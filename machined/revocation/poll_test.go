@@ -13,6 +13,7 @@ import (
 	"github.com/aegis-os/aegis/authz/role"
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/machined/revocation"
+	"github.com/aegis-os/aegis/machined/trustdclient"
 	"github.com/aegis-os/aegis/trustd/trustdtest"
 )
 
@@ -92,22 +93,26 @@ func TestPollerFromTrustd(t *testing.T) {
 func newPoller(t *testing.T, env *trustdtest.Env, list *revocation.List, crt, key []byte) *revocation.Poller {
 	t.Helper()
 
-	p, err := revocation.NewPoller(revocation.PollerConfig{
-		Endpoints: []string{env.Addr}, List: list,
-		TLS: func(host string) (*tls.Config, error) {
-			cfg := &tls.Config{MinVersion: tls.VersionTLS13, ServerName: host, RootCAs: env.CAs.Pool()}
-			if crt != nil {
-				pair, err := tls.X509KeyPair(crt, key)
-				if err != nil {
-					return nil, err
-				}
-
-				cfg.Certificates = []tls.Certificate{pair}
+	trustd, err := trustdclient.New(trustdclient.Config{
+		Endpoints:   []string{env.Addr},
+		AcceptedCAs: env.CAs.Pool,
+		Certificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			if crt == nil {
+				return &tls.Certificate{}, nil // none to present
 			}
 
-			return cfg, nil
+			pair, err := tls.X509KeyPair(crt, key)
+
+			return &pair, err
 		},
 	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	t.Cleanup(func() { _ = trustd.Close() })
+
+	p, err := revocation.NewPoller(revocation.PollerConfig{Trustd: trustd, List: list})
 	if err != nil {
 		t.Fatal(err)
 	}

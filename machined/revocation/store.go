@@ -10,6 +10,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/internal/defaults"
+	"github.com/aegis-os/aegis/internal/etcdutil"
 	"github.com/aegis-os/aegis/internal/logkey"
 )
 
@@ -52,13 +54,8 @@ func NewStore(cfg StoreConfig) (*Store, error) {
 		cfg.Timeout = DefaultTimeout
 	}
 
-	if cfg.Clock == nil {
-		cfg.Clock = clock.Real()
-	}
-
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
+	cfg.Clock = defaults.Clock(cfg.Clock)
+	cfg.Logger = defaults.Logger(cfg.Logger)
 
 	return &Store{cfg: cfg}, nil
 }
@@ -184,32 +181,18 @@ func (s *Store) Prune(ctx context.Context) (int, error) {
 	return s.prune(ctx)
 }
 
+// prune deletes expired entries, and those that do not parse: no entry
+// is written that way, and one that cannot be read revokes nothing.
 func (s *Store) prune(ctx context.Context) (int, error) {
-	resp, err := s.cfg.Client.Get(ctx, s.cfg.Prefix, clientv3.WithPrefix())
-	if err != nil {
-		return 0, unavailable(err)
-	}
-
 	now := s.cfg.Clock.Now()
-	n := 0
 
-	for _, kv := range resp.Kvs {
-		e, err := unmarshalEntry(kv.Value)
-		if err == nil && !e.Expired(now) {
-			continue
-		}
+	n, err := etcdutil.Prune(ctx, s.cfg.Client, s.cfg.Prefix, func(value []byte) bool {
+		e, err := unmarshalEntry(value)
 
-		// Deleted only if unchanged since it was read.
-		del, err := s.cfg.Client.Txn(ctx).
-			If(clientv3.Compare(clientv3.ModRevision(string(kv.Key)), "=", kv.ModRevision)).
-			Then(clientv3.OpDelete(string(kv.Key))).Commit()
-		if err != nil {
-			return n, unavailable(err)
-		}
-
-		if del.Succeeded {
-			n++
-		}
+		return err != nil || e.Expired(now)
+	})
+	if err != nil {
+		return n, unavailable(err)
 	}
 
 	return n, nil

@@ -4,74 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"net/url"
-	"sync"
 	"testing"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/server/v3/embed"
-	"go.uber.org/zap"
-
 	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/internal/testutil/etcdtest"
 	"github.com/aegis-os/aegis/machined/revocation"
 )
 
-// startEtcd runs a one-member etcd on loopback ports; stop ends it early.
-func startEtcd(t *testing.T) (cli *clientv3.Client, stop func()) {
-	t.Helper()
-
-	cfg := embed.NewConfig()
-	cfg.Dir = t.TempDir()
-	cfg.Logger, cfg.LogLevel = "zap", "error"
-	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
-
-	client, peer := freeURL(t), freeURL(t)
-	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{client}, []url.URL{client}
-	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}
-	cfg.InitialCluster = cfg.Name + "=" + peer.String()
-
-	e, err := embed.StartEtcd(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	var once sync.Once
-
-	stop = func() { once.Do(e.Close) }
-	t.Cleanup(stop)
-
-	select {
-	case <-e.Server.ReadyNotify():
-	case <-time.After(time.Minute):
-		t.Fatal("etcd did not become ready")
-	}
-
-	cli, err = clientv3.New(clientv3.Config{Endpoints: []string{client.Host}, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	t.Cleanup(func() { cli.Close() })
-
-	return cli, stop
-}
-
-func freeURL(t *testing.T) url.URL {
-	t.Helper()
-
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-
-	return url.URL{Scheme: "http", Host: l.Addr().String()}
-}
-
 func TestStore(t *testing.T) {
-	cli, stop := startEtcd(t)
+	e, stop := etcdtest.Start(t)
+	cli := etcdtest.Client(t, e)
 	clk := clock.NewFake(t0)
 	ctx := context.Background()
 
@@ -146,6 +89,20 @@ func TestStore(t *testing.T) {
 		}
 	})
 
+	t.Run("prune drops an unreadable entry", func(t *testing.T) {
+		if _, err := cli.Put(ctx, revocation.DefaultPrefix+"ff", "not an entry"); err != nil {
+			t.Fatal(err)
+		}
+
+		if n, err := s.Prune(ctx); err != nil || n != 1 {
+			t.Fatalf("Prune = %d, %v; want the unreadable entry alone deleted", n, err)
+		}
+
+		if resp, err := cli.Get(ctx, revocation.DefaultPrefix+"ff"); err != nil || len(resp.Kvs) != 0 {
+			t.Fatalf("the unreadable entry is still there (%v)", err)
+		}
+	})
+
 	t.Run("fails closed without etcd", func(t *testing.T) {
 		stop()
 
@@ -155,6 +112,10 @@ func TestStore(t *testing.T) {
 
 		if _, err := s.List(ctx); !errors.Is(err, revocation.ErrUnavailable) {
 			t.Fatalf("List without etcd: %v, want ErrUnavailable", err)
+		}
+
+		if _, err := s.Prune(ctx); !errors.Is(err, revocation.ErrUnavailable) {
+			t.Fatalf("Prune without etcd: %v, want ErrUnavailable", err)
 		}
 	})
 }

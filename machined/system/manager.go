@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/internal/defaults"
 	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/machined/system/events"
 	"github.com/aegis-os/aegis/machined/system/health"
@@ -53,17 +54,13 @@ type Manager struct {
 
 // New returns an empty Manager.
 func New(cfg Config) *Manager {
-	if cfg.Clock == nil {
-		cfg.Clock = clock.Real()
-	}
+	cfg.Clock = defaults.Clock(cfg.Clock)
 
 	if cfg.Bus == nil {
 		cfg.Bus = events.NewBus(DefaultBusSize, cfg.Clock)
 	}
 
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
+	cfg.Logger = defaults.Logger(cfg.Logger)
 
 	if cfg.History == 0 {
 		cfg.History = DefaultHistory

@@ -15,7 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/internal/defaults"
 	"github.com/aegis-os/aegis/timesync"
 )
 
@@ -44,9 +44,7 @@ type Server struct {
 
 // New returns a Server.
 func New(cfg Config) *Server {
-	if cfg.Clock == nil {
-		cfg.Clock = clock.Real()
-	}
+	cfg.Clock = defaults.Now(cfg.Clock)
 
 	return &Server{cfg: cfg}
 }

@@ -8,7 +8,6 @@ package join
 import (
 	"context"
 	"crypto"
-	"crypto/rand"
 	"crypto/x509"
 	"errors"
 	"io"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/internal/defaults"
 	"github.com/aegis-os/aegis/internal/wire"
 	"github.com/aegis-os/aegis/token"
 )
@@ -147,17 +147,9 @@ func setDefaults(cfg *Config) {
 		cfg.Transport = GRPCTransport{CAs: cfg.CAs, Source: cfg.Source}
 	}
 
-	if cfg.Clock == nil {
-		cfg.Clock = clock.Real()
-	}
-
-	if cfg.Rand == nil {
-		cfg.Rand = rand.Reader
-	}
-
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
+	cfg.Clock = defaults.Clock(cfg.Clock)
+	cfg.Rand = defaults.Rand(cfg.Rand)
+	cfg.Logger = defaults.Logger(cfg.Logger)
 }
 
 // nodeHosts lists the CSR's SANs: the hostname first, then the rest, each once.

@@ -3,7 +3,6 @@ package join
 import (
 	"context"
 	"crypto/tls"
-	"net"
 
 	securityapi "github.com/siderolabs/talos/pkg/machinery/api/security"
 	"google.golang.org/grpc"
@@ -11,6 +10,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/aegis-os/aegis/ca"
+	"github.com/aegis-os/aegis/internal/grpcopt"
 	"github.com/aegis-os/aegis/internal/wire"
 	"github.com/aegis-os/aegis/token"
 )
@@ -30,16 +30,7 @@ type GRPCTransport struct {
 func (t GRPCTransport) Certificate(ctx context.Context, endpoint string, tok token.Token, csrPEM []byte) ([]byte, []byte, error) {
 	creds := credentials.NewTLS(&tls.Config{RootCAs: t.CAs.Pool(), MinVersion: tls.VersionTLS13})
 
-	opts := []grpc.DialOption{grpc.WithTransportCredentials(creds)}
-
-	if t.Source != "" {
-		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(t.Source)}}
-		opts = append(opts, grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
-			return d.DialContext(ctx, "tcp", addr)
-		}))
-	}
-
-	conn, err := grpc.NewClient(endpoint, opts...)
+	conn, err := grpc.NewClient(endpoint, grpc.WithTransportCredentials(creds), grpcopt.DialFrom(t.Source))
 	if err != nil {
 		return nil, nil, err
 	}

@@ -19,6 +19,7 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/internal/defaults"
 )
 
 // runcRuntime is the shim containerd runs each container with.
@@ -85,9 +86,7 @@ func Container(cfg ContainerConfig) Runner {
 		cfg.GracePeriod = DefaultGracePeriod
 	}
 
-	if cfg.Clock == nil {
-		cfg.Clock = clock.Real()
-	}
+	cfg.Clock = defaults.Clock(cfg.Clock)
 
 	if cfg.Log == nil {
 		cfg.Log = io.Discard

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/internal/defaults"
 )
 
 const (
@@ -50,9 +51,7 @@ func Process(cfg ProcessConfig) Runner {
 		cfg.GracePeriod = DefaultGracePeriod
 	}
 
-	if cfg.Clock == nil {
-		cfg.Clock = clock.Real()
-	}
+	cfg.Clock = defaults.Clock(cfg.Clock)
 
 	if cfg.Log == nil {
 		cfg.Log = io.Discard

@@ -8,6 +8,7 @@ import (
 
 	"github.com/aegis-os/aegis/internal/backoff"
 	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/internal/defaults"
 )
 
 // Policy says when a finished run is started again.
@@ -78,9 +79,7 @@ func Restart(inner Runner, cfg RestartConfig) Runner {
 		cfg.StableAfter = DefaultStableAfter
 	}
 
-	if cfg.Clock == nil {
-		cfg.Clock = clock.Real()
-	}
+	cfg.Clock = defaults.Clock(cfg.Clock)
 
 	return &restart{inner: inner, cfg: cfg}
 }

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/aegis-os/aegis/internal/testutil"
+	"github.com/aegis-os/aegis/internal/testutil/etcdtest"
 	"github.com/aegis-os/aegis/trustd/tokenstore"
 	"github.com/aegis-os/aegis/trustd/tokenstore/etcdstore"
 	"github.com/aegis-os/aegis/trustd/tokenstore/storetest"
@@ -163,7 +164,7 @@ func useAll(ctx context.Context, s *etcdstore.Store, ids ...string) func() ([]to
 // the 7 that queued behind it), where one transaction per use would take 8
 // or more.
 func TestBatchedUses(t *testing.T) {
-	e, _ := startEtcd(t)
+	e, _ := etcdtest.Start(t)
 	g := newGatedStore(t, e)
 	ctx := context.Background()
 
@@ -210,7 +211,7 @@ func TestBatchedUses(t *testing.T) {
 // others: the unchanged record is written on its own, and the changed one
 // is changed again from the record as it is now.
 func TestBatchSplit(t *testing.T) {
-	e, _ := startEtcd(t)
+	e, _ := etcdtest.Start(t)
 	a, b := newGatedStore(t, e), newGatedStore(t, e)
 	ctx := context.Background()
 
@@ -252,7 +253,7 @@ func TestBatchSplit(t *testing.T) {
 // TestGivenUpNotCounted checks that a use whose caller gave up while it
 // waited for its batch is never counted.
 func TestGivenUpNotCounted(t *testing.T) {
-	e, _ := startEtcd(t)
+	e, _ := etcdtest.Start(t)
 	g := newGatedStore(t, e)
 	ctx := context.Background()
 
@@ -286,7 +287,7 @@ func TestGivenUpNotCounted(t *testing.T) {
 // in the order they came: a use queued after a revocation in the same
 // batch is refused, the one before it counted.
 func TestBatchInOrder(t *testing.T) {
-	e, _ := startEtcd(t)
+	e, _ := etcdtest.Start(t)
 	g := newGatedStore(t, e)
 	ctx := context.Background()
 
@@ -334,7 +335,7 @@ func TestBatchInOrder(t *testing.T) {
 // queued in a batch is refused with ErrUnavailable within the store's
 // timeout, none left waiting.
 func TestBatchFailsClosed(t *testing.T) {
-	e, stop := startEtcd(t)
+	e, stop := etcdtest.Start(t)
 	g := newGatedStore(t, e)
 	ctx := context.Background()
 

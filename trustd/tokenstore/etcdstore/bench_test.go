@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/aegis-os/aegis/ca"
+	"github.com/aegis-os/aegis/internal/testutil/etcdtest"
 	"github.com/aegis-os/aegis/trustd/tokenstore"
 	"github.com/aegis-os/aegis/trustd/tokenstore/boltstore"
 	"github.com/aegis-os/aegis/trustd/tokenstore/etcdstore"
@@ -32,9 +33,9 @@ func BenchmarkLimitedToken(b *testing.B) {
 			return s
 		},
 		"etcd": func(b *testing.B) tokenstore.Store {
-			e, _ := startEtcd(b)
+			e, _ := etcdtest.Start(b)
 
-			s, err := etcdstore.New(etcdstore.Config{Client: newClient(b, e)})
+			s, err := etcdstore.New(etcdstore.Config{Client: etcdtest.Client(b, e)})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -42,9 +43,9 @@ func BenchmarkLimitedToken(b *testing.B) {
 			return s
 		},
 		"etcd-read-first": func(b *testing.B) tokenstore.Store {
-			e, _ := startEtcd(b)
+			e, _ := etcdtest.Start(b)
 
-			s, err := etcdstore.NewReadFirst(etcdstore.Config{Client: newClient(b, e)})
+			s, err := etcdstore.NewReadFirst(etcdstore.Config{Client: etcdtest.Client(b, e)})
 			if err != nil {
 				b.Fatal(err)
 			}

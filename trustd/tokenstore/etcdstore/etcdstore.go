@@ -24,6 +24,7 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/aegis-os/aegis/internal/etcdutil"
 	"github.com/aegis-os/aegis/trustd/tokenstore"
 )
 
@@ -286,28 +287,13 @@ func (s *Store) Prune(ctx context.Context, endedBefore time.Time) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 
-	resp, err := s.cli.Get(ctx, s.prefix, clientv3.WithPrefix())
+	n, err := etcdutil.Prune(ctx, s.cli, s.prefix, func(value []byte) bool {
+		r, err := tokenstore.UnmarshalRecord(value)
+
+		return err == nil && r.Ended().Before(endedBefore) // a corrupt record is left for the operator to see
+	})
 	if err != nil {
-		return 0, unavailable(err)
-	}
-
-	n := 0
-
-	for _, kv := range resp.Kvs {
-		r, err := tokenstore.UnmarshalRecord(kv.Value)
-		if err != nil || !r.Ended().Before(endedBefore) {
-			continue // a corrupt record is left for the operator to see
-		}
-
-		del, err := s.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(string(kv.Key)), "=", kv.ModRevision)).
-			Then(clientv3.OpDelete(string(kv.Key))).Commit()
-		if err != nil {
-			return n, unavailable(err)
-		}
-
-		if del.Succeeded {
-			n++
-		}
+		return n, unavailable(err)
 	}
 
 	return n, nil

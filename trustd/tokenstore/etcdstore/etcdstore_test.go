@@ -4,86 +4,21 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"net/url"
-	"sync"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/server/v3/embed"
-	"go.uber.org/zap"
 
 	"github.com/aegis-os/aegis/internal/testutil"
+	"github.com/aegis-os/aegis/internal/testutil/etcdtest"
 	"github.com/aegis-os/aegis/trustd/tokenstore"
 	"github.com/aegis-os/aegis/trustd/tokenstore/etcdstore"
 	"github.com/aegis-os/aegis/trustd/tokenstore/storetest"
 )
 
-// startEtcd runs a one-member etcd on loopback ports for the test.
-func startEtcd(t testing.TB) (e *embed.Etcd, stop func()) {
-	t.Helper()
-
-	cfg := embed.NewConfig()
-	cfg.Dir = t.TempDir()
-	cfg.Logger, cfg.LogLevel = "zap", "error"
-	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
-
-	client, peer := freeURL(t), freeURL(t)
-	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{client}, []url.URL{client}
-	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}
-	cfg.InitialCluster = cfg.Name + "=" + peer.String()
-
-	e, err := embed.StartEtcd(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	var once sync.Once
-
-	t.Cleanup(func() { once.Do(e.Close) })
-	stop = func() { once.Do(e.Close) }
-
-	select {
-	case <-e.Server.ReadyNotify():
-	case <-time.After(time.Minute):
-		t.Fatal("etcd did not become ready")
-	}
-
-	return e, stop
-}
-
-func freeURL(t testing.TB) url.URL {
-	t.Helper()
-
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	defer l.Close()
-
-	return url.URL{Scheme: "http", Host: l.Addr().String()}
-}
-
-func newClient(t testing.TB, e *embed.Etcd) *clientv3.Client {
-	t.Helper()
-
-	cli, err := clientv3.New(clientv3.Config{
-		Endpoints: []string{e.Clients[0].Addr().String()}, DialTimeout: 2 * time.Second, Logger: zap.NewNop(),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	t.Cleanup(func() { cli.Close() })
-
-	return cli
-}
-
 func TestConformance(t *testing.T) {
-	e, _ := startEtcd(t)
-	cli := newClient(t, e)
+	e, _ := etcdtest.Start(t)
+	cli := etcdtest.Client(t, e)
 	prefixes := map[tokenstore.Store]string{}
 	n := 0
 
@@ -113,8 +48,8 @@ func TestConformance(t *testing.T) {
 // TestUnavailable checks that a store whose etcd is gone refuses with
 // ErrUnavailable within its timeout instead of hanging or answering.
 func TestUnavailable(t *testing.T) {
-	e, stop := startEtcd(t)
-	cli := newClient(t, e)
+	e, stop := etcdtest.Start(t)
+	cli := etcdtest.Client(t, e)
 
 	s, err := etcdstore.New(etcdstore.Config{Client: cli, Timeout: time.Second})
 	if err != nil {
@@ -137,5 +72,35 @@ func TestUnavailable(t *testing.T) {
 		if err := op(); !errors.Is(err, tokenstore.ErrUnavailable) {
 			t.Errorf("%s: %v, want ErrUnavailable", name, err)
 		}
+	}
+}
+
+// TestPruneLeavesCorruptRecord: a record that does not parse is left for
+// the operator to see, while an ended one goes.
+func TestPruneLeavesCorruptRecord(t *testing.T) {
+	e, _ := etcdtest.Start(t)
+	cli := etcdtest.Client(t, e)
+	ctx := context.Background()
+
+	s, err := etcdstore.New(etcdstore.Config{Client: cli})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if err := s.Create(ctx, storetest.NewRecord(t, "abc123", 0, 1)); err != nil {
+		t.Fatal(err)
+	}
+
+	if _, err := cli.Put(ctx, etcdstore.DefaultPrefix+"bad", "not a record"); err != nil {
+		t.Fatal(err)
+	}
+
+	if n, err := s.Prune(ctx, testutil.Epoch.Add(48*time.Hour)); err != nil || n != 1 {
+		t.Fatalf("Prune = %d, %v; want the ended record alone deleted", n, err)
+	}
+
+	resp, err := cli.Get(ctx, etcdstore.DefaultPrefix, clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil || len(resp.Kvs) != 1 || string(resp.Kvs[0].Key) != etcdstore.DefaultPrefix+"bad" {
+		t.Fatalf("left %v (%v), want the corrupt record alone", resp.Kvs, err)
 	}
 }

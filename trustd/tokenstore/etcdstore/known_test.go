@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/aegis-os/aegis/internal/testutil"
+	"github.com/aegis-os/aegis/internal/testutil/etcdtest"
 	"github.com/aegis-os/aegis/trustd/tokenstore"
 	"github.com/aegis-os/aegis/trustd/tokenstore/etcdstore"
 	"github.com/aegis-os/aegis/trustd/tokenstore/storetest"
@@ -17,10 +18,10 @@ import (
 // make stale. A change from a stale record must never count on it: the
 // transaction's revision compare sends it back to the record as it is.
 func TestStaleKnownRecord(t *testing.T) {
-	e, _ := startEtcd(t)
+	e, _ := etcdtest.Start(t)
 	ctx := context.Background()
 	open := func() *etcdstore.Store {
-		s, err := etcdstore.New(etcdstore.Config{Client: newClient(t, e)})
+		s, err := etcdstore.New(etcdstore.Config{Client: etcdtest.Client(t, e)})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/aegis-os/aegis/internal/clock"
 	"github.com/aegis-os/aegis/internal/testutil"
+	"github.com/aegis-os/aegis/internal/testutil/etcdtest"
 	"github.com/aegis-os/aegis/token"
 	"github.com/aegis-os/aegis/trustd"
 	"github.com/aegis-os/aegis/trustd/tokenauth"
@@ -123,7 +124,7 @@ func (cp *controlPlane) issue(t *testing.T, tok string) error {
 // the control plane has seen the token: it authenticates on the record it
 // kept, and the transaction's revision compare is the freshness check.
 func TestOneRoundPerIssuance(t *testing.T) {
-	e, _ := startEtcd(t)
+	e, _ := etcdtest.Start(t)
 
 	for name, handover := range map[string]bool{"etcd store": false, "handover on etcd": true} {
 		t.Run(name, func(t *testing.T) {
@@ -161,7 +162,7 @@ func TestOneRoundPerIssuance(t *testing.T) {
 // goes stale when the other changes the token, and an issuance on the
 // stale record must be judged on the record as it is.
 func TestStaleKeptRecord(t *testing.T) {
-	e, _ := startEtcd(t)
+	e, _ := etcdtest.Start(t)
 	a, b := newControlPlane(t, e), newControlPlane(t, e)
 	ctx := context.Background()
 
@@ -266,7 +267,7 @@ func TestStaleKeptRecord(t *testing.T) {
 // TestUseIfRefusal checks that a refusal by the check counts nothing, and
 // that the check sees the record as it is, not as it was kept.
 func TestUseIfRefusal(t *testing.T) {
-	e, _ := startEtcd(t)
+	e, _ := etcdtest.Start(t)
 	a, b := newControlPlane(t, e), newControlPlane(t, e)
 	ctx := context.Background()
 

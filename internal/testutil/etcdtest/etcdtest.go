@@ -1,0 +1,83 @@
+// Package etcdtest runs a real one-member etcd, in process, for the tests of
+// the stores Aegis keeps in etcd.
+package etcdtest
+
+import (
+	"net"
+	"net/url"
+	"sync"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
+)
+
+// readyTimeout bounds etcd's start: a member with an empty data directory
+// elects itself in well under a second, even on a loaded machine.
+const readyTimeout = time.Minute
+
+// Start runs a one-member etcd on free loopback ports until the test ends;
+// stop ends it early (a test of the store without quorum), and may be
+// called more than once.
+func Start(tb testing.TB) (e *embed.Etcd, stop func()) {
+	tb.Helper()
+
+	cfg := embed.NewConfig()
+	cfg.Dir = tb.TempDir()
+	cfg.Logger, cfg.LogLevel = "zap", "error"
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
+
+	client, peer := freeURL(tb), freeURL(tb)
+	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{client}, []url.URL{client}
+	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}
+	cfg.InitialCluster = cfg.Name + "=" + peer.String()
+
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+
+	var once sync.Once
+
+	stop = func() { once.Do(e.Close) }
+	tb.Cleanup(stop)
+
+	select {
+	case <-e.Server.ReadyNotify():
+	case <-time.After(readyTimeout):
+		tb.Fatal("etcd did not become ready")
+	}
+
+	return e, stop
+}
+
+// Client returns a client of e, closed when the test ends.
+func Client(tb testing.TB, e *embed.Etcd) *clientv3.Client {
+	tb.Helper()
+
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints: []string{e.Clients[0].Addr().String()}, DialTimeout: 2 * time.Second, Logger: zap.NewNop(),
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+
+	tb.Cleanup(func() { _ = cli.Close() })
+
+	return cli
+}
+
+func freeURL(tb testing.TB) url.URL {
+	tb.Helper()
+
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+
+	defer l.Close()
+
+	return url.URL{Scheme: "http", Host: l.Addr().String()}
+}

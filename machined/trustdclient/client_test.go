@@ -1,0 +1,353 @@
+package trustdclient_test
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+
+	"github.com/aegis-os/aegis/api/membership"
+	"github.com/aegis-os/aegis/api/revocations"
+	"github.com/aegis-os/aegis/ca"
+	membershippkg "github.com/aegis-os/aegis/machined/membership"
+	"github.com/aegis-os/aegis/machined/revocation"
+	"github.com/aegis-os/aegis/machined/trustdclient"
+	"github.com/aegis-os/aegis/trustd/trustdtest"
+)
+
+// fakeTrustd serves the two node-facing services of trustd over TLS and
+// counts the connections it accepts and the client certificates it sees.
+type fakeTrustd struct {
+	revocations.UnimplementedNodeRevocationServiceServer
+	membership.UnimplementedMembershipServiceServer
+
+	addr string
+	srv  *grpc.Server
+
+	mu      sync.Mutex
+	dials   int
+	serials []string // the client certificate's serial at each handshake
+}
+
+func (f *fakeTrustd) Serials(context.Context, *revocations.SerialsRequest) (*revocations.SerialsResponse, error) {
+	return &revocations.SerialsResponse{}, nil
+}
+
+func (f *fakeTrustd) Heartbeat(context.Context, *membership.HeartbeatRequest) (*membership.HeartbeatResponse, error) {
+	return &membership.HeartbeatResponse{}, nil
+}
+
+// seen is how many connections f accepted and the certificates they
+// presented.
+func (f *fakeTrustd) seen() (int, []string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+
+	return f.dials, append([]string(nil), f.serials...)
+}
+
+// countingListener counts what it accepts.
+type countingListener struct {
+	net.Listener
+	f *fakeTrustd
+}
+
+func (l countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil {
+		l.f.mu.Lock()
+		l.f.dials++
+		l.f.mu.Unlock()
+	}
+
+	return c, err
+}
+
+func startTrustd(t *testing.T, authority *ca.CA) *fakeTrustd {
+	t.Helper()
+
+	pair := trustdtest.ServerKeyPair(t, authority, "127.0.0.1")
+	f := &fakeTrustd{}
+
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	f.addr = lis.Addr().String()
+	f.srv = grpc.NewServer(grpc.Creds(credentials.NewTLS(&tls.Config{
+		MinVersion:     tls.VersionTLS13,
+		GetCertificate: pair.GetCertificate,
+		ClientAuth:     tls.RequireAnyClientCert,
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			f.mu.Lock()
+			f.serials = append(f.serials, cs.PeerCertificates[0].SerialNumber.Text(16))
+			f.mu.Unlock()
+
+			return nil
+		},
+	})))
+	revocations.RegisterNodeRevocationServiceServer(f.srv, f)
+	membership.RegisterMembershipServiceServer(f.srv, f)
+
+	go func() { _ = f.srv.Serve(countingListener{lis, f}) }()
+
+	t.Cleanup(f.srv.Stop)
+
+	return f
+}
+
+// nodeCert is a node certificate that a test can renew.
+type nodeCert struct {
+	authority *ca.CA
+	current   atomic.Pointer[tls.Certificate]
+}
+
+func newNodeCert(t *testing.T, authority *ca.CA) *nodeCert {
+	t.Helper()
+
+	n := &nodeCert{authority: authority}
+	n.renew(t)
+
+	return n
+}
+
+// renew issues a new node certificate and returns its serial.
+func (n *nodeCert) renew(t *testing.T) string {
+	t.Helper()
+
+	crt, key := trustdtest.ServerCertificate(t, n.authority, "127.0.0.1")
+
+	pair, err := tls.X509KeyPair(crt, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	n.current.Store(&pair)
+
+	leaf, err := x509.ParseCertificate(pair.Certificate[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	return leaf.SerialNumber.Text(16)
+}
+
+func (n *nodeCert) get(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+	return n.current.Load(), nil
+}
+
+func newClient(t *testing.T, authority *ca.CA, cert *nodeCert, endpoints ...string) *trustdclient.Client {
+	t.Helper()
+
+	cas, err := ca.NewAcceptedSet(time.Now(), authority.Cert)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	c, err := trustdclient.New(trustdclient.Config{
+		Endpoints: endpoints, Certificate: cert.get, AcceptedCAs: cas.Pool, Source: "127.0.0.1",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	t.Cleanup(func() { _ = c.Close() })
+
+	return c
+}
+
+func testCA(t *testing.T) *ca.CA {
+	t.Helper()
+
+	authority, err := ca.Generate(ca.Config{CommonName: "trustdclient test CA"})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	return authority
+}
+
+func testContext(t *testing.T) context.Context {
+	t.Helper()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+
+	return ctx
+}
+
+// TestPollerAndHeartbeatsShareOneConnection polls the revocation list and
+// sends heartbeats, twice each, through one Client: trustd sees one
+// connection.
+func TestPollerAndHeartbeatsShareOneConnection(t *testing.T) {
+	ctx := testContext(t)
+	authority := testCA(t)
+	trustd := startTrustd(t, authority)
+	client := newClient(t, authority, newNodeCert(t, authority), trustd.addr)
+
+	list, err := revocation.OpenList(revocation.ListConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	poller, err := revocation.NewPoller(revocation.PollerConfig{Trustd: client, List: list})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	sender := membershippkg.Sender{Trustd: client}
+
+	for range 2 {
+		if !poller.PollOnce(ctx) {
+			t.Fatal("the poll was not answered")
+		}
+
+		if err := sender.Send(ctx, &membershippkg.Member{Hostname: "worker-1"}); err != nil {
+			t.Fatalf("heartbeat: %v", err)
+		}
+	}
+
+	if dials, handshakes := trustd.seen(); dials != 1 || len(handshakes) != 1 {
+		t.Fatalf("%d connections and %d handshakes for 2 polls and 2 heartbeats, want 1 and 1", dials, len(handshakes))
+	}
+}
+
+// call asks once through c and reports which endpoint answered.
+func call(ctx context.Context, c *trustdclient.Client) (string, error) {
+	return c.Call(ctx, func(ctx context.Context, conn grpc.ClientConnInterface) error {
+		_, err := revocations.NewNodeRevocationServiceClient(conn).Serials(ctx, &revocations.SerialsRequest{})
+
+		return err
+	})
+}
+
+// TestRenewedCertificateOnTheNextConnection renews the node certificate
+// between calls: the kept connection goes on with the certificate it was
+// made with; the next connection, made when its endpoint fails, presents
+// the renewed one.
+func TestRenewedCertificateOnTheNextConnection(t *testing.T) {
+	ctx := testContext(t)
+	authority := testCA(t)
+	first, second := startTrustd(t, authority), startTrustd(t, authority)
+	cert := newNodeCert(t, authority)
+	client := newClient(t, authority, cert, first.addr, second.addr)
+
+	if ep, err := call(ctx, client); err != nil || ep != first.addr {
+		t.Fatalf("answered by %q (%v), want %s", ep, err, first.addr)
+	}
+
+	_, before := first.seen()
+	renewed := cert.renew(t)
+
+	if ep, err := call(ctx, client); err != nil || ep != first.addr {
+		t.Fatalf("after the renewal, answered by %q (%v), want %s", ep, err, first.addr)
+	}
+
+	if dials, after := first.seen(); dials != 1 || len(after) != 1 || after[0] != before[0] || after[0] == renewed {
+		t.Fatalf("first endpoint: %d connections, certificates %v, want the one before the renewal, %v", dials, after, before)
+	}
+
+	first.srv.Stop()
+
+	if ep, err := call(ctx, client); err != nil || ep != second.addr {
+		t.Fatalf("with the first endpoint down, answered by %q (%v), want %s", ep, err, second.addr)
+	}
+
+	if _, got := second.seen(); len(got) != 1 || got[0] != renewed {
+		t.Fatalf("second endpoint saw certificates %v, want the renewed one, %s", got, renewed)
+	}
+}
+
+// TestFailedEndpointRotates calls with the first endpoint down: the second
+// answers, and the next call starts with it.
+func TestFailedEndpointRotates(t *testing.T) {
+	ctx := testContext(t)
+	authority := testCA(t)
+	up := startTrustd(t, authority)
+
+	down, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	downAddr := down.Addr().String()
+	_ = down.Close()
+
+	client := newClient(t, authority, newNodeCert(t, authority), downAddr, up.addr)
+
+	var tried []string
+
+	for range 2 {
+		ep, err := client.Call(ctx, func(ctx context.Context, conn grpc.ClientConnInterface) error {
+			_, err := revocations.NewNodeRevocationServiceClient(conn).Serials(ctx, &revocations.SerialsRequest{})
+			tried = append(tried, conn.(*grpc.ClientConn).Target())
+
+			return err
+		})
+		if err != nil || ep != up.addr {
+			t.Fatalf("answered by %q (%v), want %s", ep, err, up.addr)
+		}
+	}
+
+	if want := []string{downAddr, up.addr, up.addr}; strings.Join(tried, " ") != strings.Join(want, " ") {
+		t.Fatalf("tried %v, want %v", tried, want)
+	}
+}
+
+// TestClosed: a closed Client refuses calls, and none reaches trustd.
+func TestClosed(t *testing.T) {
+	authority := testCA(t)
+	trustd := startTrustd(t, authority)
+	client := newClient(t, authority, newNodeCert(t, authority), trustd.addr)
+
+	if err := client.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	if _, err := call(testContext(t), client); !errors.Is(err, trustdclient.ErrClosed) {
+		t.Fatalf("call on a closed client: %v, want %v", err, trustdclient.ErrClosed)
+	}
+
+	if dials, _ := trustd.seen(); dials != 0 {
+		t.Fatalf("%d connections from a closed client", dials)
+	}
+}
+
+func TestNewRefuses(t *testing.T) {
+	cert := func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &tls.Certificate{}, nil }
+	pool := x509.NewCertPool
+
+	many := make([]string, trustdclient.MaxEndpoints+1)
+	for i := range many {
+		many[i] = "cp.example"
+	}
+
+	for _, tt := range []struct {
+		name string
+		cfg  trustdclient.Config
+		want string
+	}{
+		{"no endpoint", trustdclient.Config{Certificate: cert, AcceptedCAs: pool}, "no control-plane endpoint"},
+		{"too many endpoints", trustdclient.Config{Endpoints: many, Certificate: cert, AcceptedCAs: pool}, "more than"},
+		{"no certificate", trustdclient.Config{Endpoints: []string{"cp"}, AcceptedCAs: pool}, "node certificate"},
+		{"no CAs", trustdclient.Config{Endpoints: []string{"cp"}, Certificate: cert}, "accepted CAs"},
+		{"bad endpoint", trustdclient.Config{Endpoints: []string{"[cp"}, Certificate: cert, AcceptedCAs: pool}, `endpoint "[cp"`},
+		{"bad source", trustdclient.Config{Endpoints: []string{"cp"}, Certificate: cert, AcceptedCAs: pool, Source: "cp"}, `source "cp"`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := trustdclient.New(tt.cfg); err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("New: %v, want an error saying %q", err, tt.want)
+			}
+		})
+	}
+}
