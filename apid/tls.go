@@ -263,3 +263,18 @@ func handshakeKind(err error) string {
 		return "handshake"
 	}
 }
+
+// forwardCredential names the forwarding certificate a new connection to
+// another node presents now: its DER, or "" when there is none.
+func (s *Server) forwardCredential() string {
+	if s.forward == nil {
+		return ""
+	}
+
+	c, err := s.forward.GetClientCertificate(&tls.CertificateRequestInfo{})
+	if err != nil || c == nil || len(c.Certificate) == 0 {
+		return ""
+	}
+
+	return string(c.Certificate[0])
+}

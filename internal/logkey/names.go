@@ -177,4 +177,6 @@ const (
 	ApplyMode = "apply_mode"
 	// ConfigFields are the field paths a machine config change touched.
 	ConfigFields = "config_fields"
+	// Step is the step of a CA rotation.
+	Step = "step"
 )

@@ -108,6 +108,10 @@ func classify(cur, cfg *certs.MachineConfig) (changeSet, error) {
 			class = certs.ChangeReboot
 		}
 
+		if certs.IsOSCAField(f) && certs.IsCARotationStep(cur, cfg) {
+			class = certs.ChangeLive
+		}
+
 		switch class {
 		case certs.ChangeLive:
 			c.live = append(c.live, f)
@@ -121,7 +125,8 @@ func classify(cur, cfg *certs.MachineConfig) (changeSet, error) {
 	if len(c.identity) > 0 {
 		return changeSet{}, machineapi.Refuse(machineapi.ErrBadRequest, fmt.Sprintf(
 			"the new machine config changes the node's identity (%s): applying a config never turns a node between control plane "+
-				"and worker, moves it to another cluster or address, or swaps its CAs; a CA changes by rotation, through machine.acceptedCAs",
+				"and worker, moves it to another cluster or address, or swaps its CAs; a CA changes by rotation (aegisctl rotate-ca): "+
+				"machine.ca takes a CA already in machine.acceptedCAs, and the CA it replaces stays there",
 			strings.Join(c.identity, ", ")))
 	}
 
@@ -230,9 +235,11 @@ func (n *Node) applyLive(cfg *certs.MachineConfig, c changeSet) {
 	n.store.Update(func(r *node.Resources) {
 		r.AcceptedCas = cfg.AcceptedCAs().PEM()
 
-		if cfg.OSCA() != nil {
+		if osCA := cfg.OSCA(); osCA != nil {
 			r.TrustdToken = cfg.Machine.Token
 			r.WorkerSans = slices.Clone(cfg.Cluster.WorkerSANs)
+			// trustd signs from the CA in effect: a rotation step.
+			r.OsCa = &node.KeyPair{Crt: osCA.CertPEM, Key: osCA.KeyPEM}
 		}
 	})
 

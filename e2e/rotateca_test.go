@@ -1,0 +1,361 @@
+package e2e
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/siderolabs/talos/pkg/machinery/client"
+
+	"github.com/aegis-os/aegis/api/rotation"
+	"github.com/aegis-os/aegis/ca"
+	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/machined/localcluster"
+)
+
+// The CA rotation tests' cluster: one control plane, two workers.
+const rotateCIDR = "127.6.14.0/28"
+
+// TestRotateCA rotates the OS CA of a 1+2 cluster through aegisctl:
+// a rollback from step 1 leaves the cluster as it was; a rotation stopped
+// after step 1 and after step 2 and resumed completes while 8 clients call
+// Version on every node, switching to the new client config between steps
+// 2 and 3, with zero failed calls.
+func TestRotateCA(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster")
+	}
+
+	c := startClusterIn(t, "rotca", rotateCIDR, 2)
+	admin := talosClient(t, c.admin())
+
+	waitUntil(t, "every node is a member", func() bool { return membersAre(testContext(t), admin, c.Nodes) == nil })
+
+	t.Run("dry run and rollback from step 1", func(t *testing.T) { checkRotateRollback(t, c) })
+	t.Run("rotation under load, resumed after steps 1 and 2", func(t *testing.T) { checkRotateUnderLoad(t, c) })
+}
+
+// acceptedOf reads the accepted CAs of every node's config on disk, which
+// ApplyConfiguration replaces with the config in effect.
+func acceptedOf(t *testing.T, c *cliCluster) map[string][]*x509.Certificate {
+	t.Helper()
+
+	out := map[string][]*x509.Certificate{}
+
+	for _, n := range c.Nodes {
+		cfg, err := certs.LoadMachineConfig(c.ConfigPath(n), time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		out[n.Name] = cfg.AcceptedCAs().Certificates()
+	}
+
+	return out
+}
+
+func sameCAs(a, b []*x509.Certificate) bool {
+	if len(a) != len(b) {
+		return false
+	}
+
+	for i := range a {
+		if !a[i].Equal(b[i]) {
+			return false
+		}
+	}
+
+	return true
+}
+
+func checkRotateRollback(t *testing.T, c *cliCluster) {
+	before := acceptedOf(t, c)
+
+	dry := c.ok(t, c.admin(), "rotate-ca")
+	if !strings.Contains(dry, "Dry run") || !strings.Contains(dry, "stop working") {
+		t.Errorf("dry run output:\n%s", dry)
+	}
+
+	if got := acceptedOf(t, c); !equalAccepted(got, before) {
+		t.Fatal("a dry run changed the accepted CAs")
+	}
+
+	c.ok(t, c.admin(), "rotate-ca", "--dry-run=false", "--until-step", "1")
+
+	for name, cas := range acceptedOf(t, c) {
+		if len(cas) != len(before[name])+1 {
+			t.Fatalf("%s accepts %d CAs after step 1, want %d", name, len(cas), len(before[name])+1)
+		}
+	}
+
+	// A second run neither starts another rotation nor goes on unasked.
+	if res := c.ctl(t, c.admin(), "rotate-ca", "--dry-run=false"); res.code == 0 || !strings.Contains(res.stderr, "--resume") {
+		t.Errorf("a run over a rotation in progress: code %d, %s", res.code, res.stderr)
+	}
+
+	c.ok(t, c.admin(), "rotate-ca", "--dry-run=false", "--rollback")
+
+	if got := acceptedOf(t, c); !equalAccepted(got, before) {
+		t.Fatal("the rollback did not restore the accepted CAs")
+	}
+
+	if _, err := os.Stat(c.admin() + ".rotate-os-ca.pem"); !os.IsNotExist(err) {
+		t.Errorf("the new CA's key file is left after a rollback: %v", err)
+	}
+
+	c.ok(t, c.admin(), "-n", c.all(), "version")
+}
+
+func equalAccepted(a, b map[string][]*x509.Certificate) bool {
+	if len(a) != len(b) {
+		return false
+	}
+
+	for k := range a {
+		if !sameCAs(a[k], b[k]) {
+			return false
+		}
+	}
+
+	return true
+}
+
+// callLoad is clients calling Version on every node until stopped.
+type callLoad struct {
+	client        atomic.Pointer[client.Client]
+	calls, failed atomic.Int64
+	firstErr      atomic.Value
+	stop          chan struct{}
+	wg            sync.WaitGroup
+}
+
+func startLoad(t *testing.T, c *cliCluster, cl *client.Client, workers int) *callLoad {
+	l := &callLoad{stop: make(chan struct{})}
+	l.client.Store(cl)
+
+	for range workers {
+		l.wg.Go(func() {
+			for {
+				select {
+				case <-l.stop:
+					return
+				default:
+				}
+
+				l.call(t, c)
+			}
+		})
+	}
+
+	return l
+}
+
+func (l *callLoad) call(t *testing.T, c *cliCluster) {
+	ctx, cancel := context.WithTimeout(client.WithNodes(context.Background(), c.Addresses()...), timeout)
+	defer cancel()
+
+	resp, err := l.client.Load().Version(ctx)
+
+	l.calls.Add(1)
+
+	if err == nil && len(resp.GetMessages()) != len(c.Nodes) {
+		err = errorf("%d replies, want %d", len(resp.GetMessages()), len(c.Nodes))
+	}
+
+	for _, m := range resp.GetMessages() {
+		if e := m.GetMetadata().GetError(); err == nil && e != "" { //nolint:staticcheck // the field apid fills
+			err = errorf("%s: %s", m.GetMetadata().GetHostname(), e)
+		}
+	}
+
+	if err != nil {
+		l.failed.Add(1)
+		l.firstErr.CompareAndSwap(nil, err.Error())
+		t.Logf("failed call: %v", err)
+	}
+}
+
+func (l *callLoad) end() (calls, failed int64) {
+	close(l.stop)
+	l.wg.Wait()
+
+	return l.calls.Load(), l.failed.Load()
+}
+
+var stepDone = regexp.MustCompile(`(?m)^(step \d) \([^)]*\): done in (\S+)$`)
+
+func checkRotateUnderLoad(t *testing.T, c *cliCluster) {
+	oldCfg := filepath.Join(c.dir, "old-admin")
+	copyFile(t, c.admin(), oldCfg)
+
+	l := startLoad(t, c, talosClient(t, c.admin()), 8)
+	defer func() {
+		select {
+		case <-l.stop:
+		default:
+			l.end()
+		}
+	}()
+
+	start := time.Now()
+	out := c.ok(t, c.admin(), "rotate-ca", "--dry-run=false", "--until-step", "1")
+
+	// A worker renews through trustd during the rotation.
+	renewWorker(t, c)
+
+	out += c.ok(t, c.admin(), "rotate-ca", "--dry-run=false", "--resume", "--until-step", "2")
+	if !strings.Contains(out, "keep working until step 3") {
+		t.Errorf("step 2 does not say old client configs keep working:\n%s", out)
+	}
+
+	// The clients switch to the new client config between steps 2 and 3.
+	l.client.Store(talosClient(t, c.admin()))
+
+	out += c.ok(t, c.admin(), "rotate-ca", "--dry-run=false", "--resume")
+	elapsed := time.Since(start)
+
+	calls, failed := l.end()
+	for _, m := range stepDone.FindAllStringSubmatch(out, -1) {
+		t.Logf("FIGURE rotate-ca 1+2 nodes: %s took %s", m[1], m[2])
+	}
+
+	t.Logf("FIGURE rotate-ca 1+2 nodes: whole rotation (three CLI runs and a worker renewal) %s; %d Version calls on 3 nodes made, %d failed",
+		elapsed.Round(time.Millisecond), calls, failed)
+
+	if failed != 0 || calls == 0 {
+		t.Fatalf("%d of %d calls failed during the rotation: %v", failed, calls, l.firstErr.Load())
+	}
+
+	checkOnlyNewCA(t, c, oldCfg)
+}
+
+// renewWorker has a worker re-issue its certificate through trustd.
+func renewWorker(t *testing.T, c *cliCluster) {
+	t.Helper()
+
+	w := workerOf(c)
+	before := serverCertOf(t, w.Address)
+
+	callReissue(t, c, w.Address)
+
+	if after := serverCertOf(t, w.Address); after.Equal(before) {
+		t.Fatal("the worker serves the same certificate after its renewal")
+	}
+}
+
+// checkOnlyNewCA: every node accepts the new CA alone, and a client
+// certificate of the old CA is refused everywhere.
+func checkOnlyNewCA(t *testing.T, c *cliCluster, oldCfg string) {
+	t.Helper()
+
+	newCtx, oldCtx := contextOf(t, c.admin()), contextOf(t, oldCfg)
+
+	newCA, err := ca.ParseCertificate(newCtx.CA)
+	if err != nil {
+		t.Fatalf("the client config's CA bundle holds more than the new CA: %v", err)
+	}
+
+	for name, cas := range acceptedOf(t, c) {
+		if len(cas) != 1 || !cas[0].Equal(newCA) {
+			t.Errorf("%s accepts %d CAs, not the new one alone", name, len(cas))
+		}
+	}
+
+	pair, err := tls.X509KeyPair(oldCtx.Crt, oldCtx.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	roots := x509.NewCertPool()
+	roots.AddCert(newCA)
+
+	for _, n := range c.Nodes {
+		if got := serverCertOf(t, n.Address); got.CheckSignatureFrom(newCA) != nil {
+			t.Errorf("%s serves a certificate not from the new CA", n.Name)
+		}
+
+		cl, err := client.New(testContext(t), client.WithEndpoints(n.Address),
+			client.WithTLSConfig(&tls.Config{RootCAs: roots, Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS13}))
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		if _, err := cl.Version(testContext(t)); err == nil {
+			t.Errorf("%s served a client certificate of the old CA", n.Name)
+		}
+
+		cl.Close() //nolint:errcheck // done
+	}
+
+	if res := c.ctl(t, oldCfg, "version"); res.code == 0 {
+		t.Error("the old client config still works after step 3")
+	}
+}
+
+func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+
+	data, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if err = os.WriteFile(to, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func workerOf(c *cliCluster) localcluster.Node {
+	for _, n := range c.Nodes {
+		if n.Type == certs.NodeWorker {
+			return n
+		}
+	}
+
+	return localcluster.Node{}
+}
+
+// serverCertOf is the certificate a node's apid serves now: what a client
+// gets before it verifies anything.
+func serverCertOf(t *testing.T, addr string) *x509.Certificate {
+	t.Helper()
+
+	conn, err := tls.Dial("tcp", net.JoinHostPort(addr, "50000"), &tls.Config{
+		InsecureSkipVerify: true, //nolint:gosec // the certificate is read, not trusted
+		MinVersion:         tls.VersionTLS13,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+
+	return conn.ConnectionState().PeerCertificates[0]
+}
+
+// callReissue asks a node, through the endpoint, to re-issue its certificates.
+func callReissue(t *testing.T, c *cliCluster, addr string) {
+	t.Helper()
+
+	admin := talosClient(t, c.admin())
+
+	resp, err := rotation.NewRotationServiceClient(admin.Conn()).Reissue(client.WithNode(testContext(t), addr), &rotation.ReissueRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if len(resp.GetMessages()) != 1 || len(resp.GetMessages()[0].GetCertificates()) == 0 {
+		t.Fatalf("re-issue reply: %v", resp)
+	}
+}

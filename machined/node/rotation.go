@@ -1,0 +1,40 @@
+package node
+
+import (
+	"context"
+	"crypto/x509"
+	"fmt"
+
+	"github.com/aegis-os/aegis/machined/rotation"
+)
+
+// rotationStore is the CA rotation state in the node's etcd, or
+// rotation.ErrNoEtcd.
+func (n *Node) rotationStore() (*rotation.Store, error) {
+	n.mu.Lock()
+	e := n.etcd
+	n.mu.Unlock()
+
+	if e == nil {
+		return nil, rotation.ErrNoEtcd
+	}
+
+	cli, err := e.Client()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", rotation.ErrUnavailable, err)
+	}
+
+	return rotation.NewStore(rotation.StoreConfig{Client: cli})
+}
+
+// reissue re-issues the node's certificates now from the CA in effect: a
+// CA rotation's way to move every node to the new CA without waiting for
+// renewals.
+func (n *Node) reissue(ctx context.Context) (map[string]*x509.Certificate, error) {
+	b := n.currentBoot()
+	if b == nil || b.certs == nil {
+		return nil, errNoCertificatesYet
+	}
+
+	return b.certs.reissue(ctx)
+}
