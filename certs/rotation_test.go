@@ -57,9 +57,15 @@ func TestIsCARotationStep(t *testing.T) {
 	}{
 		{"no change of CA", base, accepted, true},
 		{"outright swap, the new CA not accepted first", base,
-			edit(base, func(c *certs.MachineConfig) { c.Machine.CA = swapped; c.Machine.AcceptedCAs = []certs.CertAndKey{oldCA} }), false},
+			edit(base, func(c *certs.MachineConfig) {
+				c.Machine.CA = swapped
+				c.Machine.AcceptedCAs = []certs.CertAndKey{oldCA}
+			}), false},
 		{"swap to an accepted CA, the old one kept", accepted,
-			edit(base, func(c *certs.MachineConfig) { c.Machine.CA = swapped; c.Machine.AcceptedCAs = []certs.CertAndKey{oldCA} }), true},
+			edit(base, func(c *certs.MachineConfig) {
+				c.Machine.CA = swapped
+				c.Machine.AcceptedCAs = []certs.CertAndKey{oldCA}
+			}), true},
 		{"swap to an accepted CA, the old one dropped", accepted,
 			edit(base, func(c *certs.MachineConfig) { c.Machine.CA = swapped; c.Machine.AcceptedCAs = nil }), false},
 	}
