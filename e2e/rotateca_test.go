@@ -43,6 +43,31 @@ func TestRotateCA(t *testing.T) {
 
 	t.Run("dry run and rollback from step 1", func(t *testing.T) { checkRotateRollback(t, c) })
 	t.Run("rotation under load, resumed after steps 1 and 2", func(t *testing.T) { checkRotateUnderLoad(t, c) })
+	t.Run("a member down stops the rotation, named", func(t *testing.T) { checkRotateMemberDown(t, c) })
+}
+
+// checkRotateMemberDown: with a worker stopped, a rotation refuses to
+// start, names the worker and changes nothing.
+func checkRotateMemberDown(t *testing.T, c *cliCluster) {
+	before := acceptedOf(t, c)
+	w := c.Nodes[len(c.Nodes)-1]
+
+	if err := c.StopNode(w.Name); err != nil {
+		t.Fatal(err)
+	}
+
+	res := c.ctl(t, c.admin(), "rotate-ca", "--dry-run=false")
+	if res.code == 0 || !strings.Contains(res.stderr, w.Address) || !strings.Contains(res.stderr, "locked out") {
+		t.Fatalf("a rotation with %s down: code %d\n%s%s", w.Name, res.code, res.stdout, res.stderr)
+	}
+
+	if got := acceptedOf(t, c); !equalAccepted(got, before) {
+		t.Fatal("a rotation that stopped for a member down changed the accepted CAs")
+	}
+
+	if res := c.ctl(t, c.admin(), "rotate-ca", "--dry-run=false", "--resume"); res.code == 0 || !strings.Contains(res.stderr, "no rotation") {
+		t.Fatalf("a rotation was recorded although none started: %s", res.stderr)
+	}
 }
 
 // acceptedOf reads the accepted CAs of every node's config on disk, which

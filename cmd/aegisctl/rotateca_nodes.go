@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"github.com/siderolabs/talos/pkg/machinery/client"
@@ -191,7 +190,3 @@ func (r *rotator) callEveryone(ctx context.Context) error {
 
 	return nil
 }
-
-// rotateCallTimeout bounds one call of the rotation to one node: a node
-// that does not answer in that time is taken as down.
-const rotateCallTimeout = 30 * time.Second

@@ -22,6 +22,9 @@ import (
 
 // readRecord reads the recorded rotation from the endpoint's etcd.
 func (r *rotator) readRecord(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, rotateCallTimeout)
+	defer cancel()
+
 	resp, err := rotation.NewRotationServiceClient(r.client().Conn()).Get(ctx, &rotation.GetRequest{Ca: r.kind.name()})
 	if err == nil {
 		err = failedNodes(resp)
@@ -44,6 +47,9 @@ func (r *rotator) record(ctx context.Context, step int32) error {
 }
 
 func (r *rotator) put(ctx context.Context, next *rotation.Rotation) error {
+	ctx, cancel := context.WithTimeout(ctx, rotateCallTimeout)
+	defer cancel()
+
 	resp, err := rotation.NewRotationServiceClient(r.client().Conn()).Put(ctx, &rotation.PutRequest{Rotation: next, ExpectedRevision: r.rev})
 	if err == nil {
 		err = failedNodes(resp)
@@ -180,7 +186,10 @@ func (r *rotator) loadNewCA() (*ca.CA, error) {
 // new CA with the roles of the one in use, writes it with the CA bundle
 // the node gives (old and new), switches to it and calls every member.
 func (r *rotator) newClientConfig(ctx context.Context) error {
-	resp, err := r.client().GenerateClientConfiguration(ctx, &machine.GenerateClientConfigurationRequest{
+	callCtx, cancel := context.WithTimeout(ctx, rotateCallTimeout)
+	defer cancel()
+
+	resp, err := r.client().GenerateClientConfiguration(callCtx, &machine.GenerateClientConfigurationRequest{
 		Roles: r.s.cert.Subject.Organization, CrtTtl: durationpb.New(r.s.cert.NotAfter.Sub(r.s.cert.NotBefore)),
 	})
 	if err == nil {

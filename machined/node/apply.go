@@ -232,8 +232,13 @@ func (n *Node) applyLive(cfg *certs.MachineConfig, c changeSet) {
 	// The resource API shows the config in effect, never the one booted.
 	n.setMachineConfig(cfg.Marshal())
 
+	accepted := cfg.AcceptedCAs().PEM()
+	if c := n.certController(); c != nil {
+		accepted = c.acceptedFor(cfg)
+	}
+
 	n.store.Update(func(r *node.Resources) {
-		r.AcceptedCas = cfg.AcceptedCAs().PEM()
+		r.AcceptedCas = accepted
 
 		if osCA := cfg.OSCA(); osCA != nil {
 			r.TrustdToken = cfg.Machine.Token

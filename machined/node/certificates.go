@@ -50,9 +50,11 @@ type certController struct {
 	clock     clock.Clock
 	log       *slog.Logger
 
-	// mu guards renewers, one per certificate kind, set once obtain is done.
-	mu       sync.Mutex
-	renewers []kindRenewer
+	// mu guards renewers, one per certificate kind, set once obtain is
+	// done, and lastReply, the CAs of trustd's last reply (a worker's).
+	mu        sync.Mutex
+	renewers  []kindRenewer
+	lastReply *ca.AcceptedSet
 }
 
 // kindRenewer is the renewal loop of one of the node's certificates.
@@ -206,6 +208,10 @@ func (c *certController) join(ctx context.Context) ([]func(context.Context) erro
 				return nil, err
 			}
 
+			c.mu.Lock()
+			c.lastReply = res.CAs
+			c.mu.Unlock()
+
 			merged, ignored := mergeCAs(cfg.AcceptedCAs(), res.CAs)
 			for _, subject := range ignored {
 				c.log.Warn("CA in trustd's reply ignored: no CA the node trusts signed it", slog.String(logkey.CA, subject))
@@ -307,6 +313,26 @@ func (c *certController) reissue(ctx context.Context) (map[string]*x509.Certific
 	}
 
 	return out, nil
+}
+
+// acceptedFor is the accepted set of the node under cfg, as a PEM bundle:
+// on a worker, cfg's CAs merged with trustd's last reply by the rule of a
+// renewal (mergeCAs). So a live change of the accepted CAs and trustd's
+// reply never fight: the config decides, a CA it drops stays dropped
+// unless a CA it keeps signed it, and what the reply added under the
+// config's CAs is kept until the next renewal says otherwise.
+func (c *certController) acceptedFor(cfg *certs.MachineConfig) []byte {
+	c.mu.Lock()
+	reply := c.lastReply
+	c.mu.Unlock()
+
+	if reply == nil {
+		return cfg.AcceptedCAs().PEM()
+	}
+
+	merged, _ := mergeCAs(cfg.AcceptedCAs(), reply)
+
+	return merged
 }
 
 // mergeCAs adds to the PEM bundle of trusted the CAs of reply that one of

@@ -31,10 +31,22 @@ func (n *Node) rotationStore() (*rotation.Store, error) {
 // CA rotation's way to move every node to the new CA without waiting for
 // renewals.
 func (n *Node) reissue(ctx context.Context) (map[string]*x509.Certificate, error) {
-	b := n.currentBoot()
-	if b == nil || b.certs == nil {
+	c := n.certController()
+	if c == nil {
 		return nil, errNoCertificatesYet
 	}
 
-	return b.certs.reissue(ctx)
+	return c.reissue(ctx)
+}
+
+// certController is the current boot's, or nil before it has one.
+func (n *Node) certController() *certController {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+
+	if n.booted == nil {
+		return nil
+	}
+
+	return n.booted.certs
 }
