@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -65,7 +66,7 @@ control planes hold it.`,
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		kind, ok := caKinds[f.kind]
 		if !ok {
-			return fmt.Errorf("--ca %q: want one of %s", f.kind, strings.Join(slices.Sorted(mapKeysOf(caKinds)), ", "))
+			return fmt.Errorf("--ca %q: want one of %s", f.kind, strings.Join(slices.Sorted(maps.Keys(caKinds)), ", "))
 		}
 
 		if f.untilStep < 0 || f.untilStep > rot.StepDone {
@@ -84,16 +85,6 @@ control planes hold it.`,
 	}
 
 	return cmd
-}
-
-func mapKeysOf[V any](m map[string]V) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 // rotator drives one run of rotate-ca.

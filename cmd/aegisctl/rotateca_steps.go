@@ -92,13 +92,19 @@ func (r *rotator) start(ctx context.Context) error {
 		return err
 	}
 
+	// Recorded first: of two runs started at once, only the one whose
+	// compare-and-swap wins keeps a key.
+	if err = r.put(ctx, &rotation.Rotation{Ca: r.kind.name(), Step: rot.StepStarted, OldCa: ca.EncodeCertificate(old), NewCa: newCA.CertPEM}); err != nil {
+		return err
+	}
+
 	if err = writeFile(r.keyPath, append(append([]byte{}, newCA.CertPEM...), newCA.KeyPEM...), 0o600, true); err != nil {
-		return fmt.Errorf("keeping the new CA until step 2: %w", err)
+		return fmt.Errorf("keeping the new CA until step 2: %w (undo the recorded start with --rollback)", err)
 	}
 
 	fmt.Fprintf(r.out, "new %s CA %s (%s), key kept in %s (mode 0600) until step 2\n", r.kind.name(), newCA.Cert.Subject, ca.Fingerprint(newCA.Cert), r.keyPath)
 
-	return r.put(ctx, &rotation.Rotation{Ca: r.kind.name(), Step: rot.StepStarted, OldCa: ca.EncodeCertificate(old), NewCa: newCA.CertPEM})
+	return nil
 }
 
 // rotatedName is the new CA's common name: the old one's, without the
