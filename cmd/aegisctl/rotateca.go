@@ -64,9 +64,9 @@ control planes hold it.`,
 	fl.IntVar(&f.untilStep, "until-step", 0, "stop after this step (1 or 2), to resume later; 0 runs every step")
 
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		kind, ok := caKinds[f.kind]
+		kind, ok := caKinds()[f.kind]
 		if !ok {
-			return fmt.Errorf("--ca %q: want one of %s", f.kind, strings.Join(slices.Sorted(maps.Keys(caKinds)), ", "))
+			return fmt.Errorf("--ca %q: want one of %s", f.kind, strings.Join(slices.Sorted(maps.Keys(caKinds())), ", "))
 		}
 
 		if f.untilStep < 0 || f.untilStep > rot.StepDone {
@@ -144,7 +144,7 @@ func (r *rotator) runSteps(ctx context.Context, steps []int32) error {
 	run := map[int32]func(context.Context) error{rot.StepAccepted: r.step1, rot.StepIssuing: r.step2, rot.StepDone: r.step3}
 
 	for _, step := range steps {
-		name := fmt.Sprintf("step %d (%s)", step, rotationSteps[step])
+		name := fmt.Sprintf("step %d (%s)", step, stepName(step))
 		if err := r.timed(ctx, name, run[step]); err != nil {
 			return fmt.Errorf("%s: %w\nthe rotation stopped after step %d; run again with --resume once the cause is fixed", name, err, r.rec.GetStep())
 		}
@@ -198,7 +198,7 @@ func (r *rotator) printPlan(ctx context.Context, action rotationAction, steps []
 	}
 
 	for _, s := range steps {
-		fmt.Fprintf(r.out, "would run step %d: %s\n", s, rotationSteps[s])
+		fmt.Fprintf(r.out, "would run step %d: %s\n", s, stepName(s))
 	}
 
 	if slices.Contains(steps, rot.StepDone) {

@@ -93,8 +93,8 @@ func samePEM(pemBytes []byte, cert *x509.Certificate) bool {
 	return err == nil && c.Equal(cert)
 }
 
-// caKinds are the kinds --ca takes.
-var caKinds = map[string]caKind{"os": osCA{}}
+// caKinds returns the kinds --ca takes, by name.
+func caKinds() map[string]caKind { return map[string]caKind{"os": osCA{}} }
 
 // rotationAction is what a run of rotate-ca does.
 type rotationAction int
@@ -108,11 +108,18 @@ const (
 	actionRollback
 )
 
-// rotationSteps names the steps, by the number the record keeps.
-var rotationSteps = map[int32]string{
-	rot.StepAccepted: "accept the new CA on every node",
-	rot.StepIssuing:  "issue from the new CA, new client config",
-	rot.StepDone:     "re-issue every certificate from the new CA, drop the old CA",
+// stepName names a step, by the number the record keeps.
+func stepName(step int32) string {
+	switch step {
+	case rot.StepAccepted:
+		return "accept the new CA on every node"
+	case rot.StepIssuing:
+		return "issue from the new CA, new client config"
+	case rot.StepDone:
+		return "re-issue every certificate from the new CA, drop the old CA"
+	default:
+		return fmt.Sprintf("step %d", step)
+	}
 }
 
 // errNotRollbackable refuses a rollback once the new CA issues.

@@ -14,8 +14,8 @@ import (
 	"github.com/aegis-os/aegis/ca"
 )
 
-// Kinds are the CA kinds a rotation is recorded for.
-var Kinds = []string{"os"}
+// Kinds returns the CA kinds a rotation is recorded for.
+func Kinds() []string { return []string{"os"} }
 
 // Steps of a rotation, as Rotation.step records the last one completed.
 const (
@@ -46,8 +46,8 @@ func Check(r *rotation.Rotation, now time.Time) error {
 		return fmt.Errorf("%w: rotation: required", ErrBadRecord)
 	}
 
-	if !slices.Contains(Kinds, r.GetCa()) {
-		return fmt.Errorf("%w: ca: %q is not one of %v", ErrBadRecord, r.GetCa(), Kinds)
+	if !slices.Contains(Kinds(), r.GetCa()) {
+		return fmt.Errorf("%w: ca: %q is not one of %v", ErrBadRecord, r.GetCa(), Kinds())
 	}
 
 	if r.GetStep() < StepRolledBack || r.GetStep() > StepDone {

@@ -75,8 +75,8 @@ func (s *Server) Register(g *grpc.Server) { rotation.RegisterRotationServiceServ
 
 // Get answers the recorded rotation of a kind.
 func (s *Server) Get(ctx context.Context, req *rotation.GetRequest) (*rotation.GetResponse, error) {
-	if !slices.Contains(Kinds, req.GetCa()) {
-		return nil, status.Errorf(codes.InvalidArgument, "rotation: ca: %q is not one of %v", req.GetCa(), Kinds)
+	if !slices.Contains(Kinds(), req.GetCa()) {
+		return nil, status.Errorf(codes.InvalidArgument, "rotation: ca: %q is not one of %v", req.GetCa(), Kinds())
 	}
 
 	store, err := s.cfg.Store()
