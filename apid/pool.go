@@ -1,6 +1,7 @@
 package apid
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -48,7 +49,7 @@ type poolConfig struct {
 	// another one is retired: a CA rotation re-issues that certificate,
 	// and a peer that has dropped the old CA refuses every call on a
 	// connection still authenticated by it. Nil never retires.
-	credential func() string
+	credential func() []byte
 }
 
 // pool keeps one connection per node address and shares it between calls.
@@ -83,7 +84,7 @@ type pooled struct {
 	holders  map[identity]int
 	nonAdmin int
 	// credential is what poolConfig.credential said when it was dialed.
-	credential string
+	credential []byte
 }
 
 func newPool(cfg poolConfig) *pool {
@@ -107,13 +108,13 @@ func (p *pool) get(t target, c caller) (*grpc.ClientConn, func(), error) {
 	now := p.cfg.clock.Now()
 	p.sweepLocked(now)
 
-	cred := ""
+	var cred []byte
 	if p.cfg.credential != nil {
 		cred = p.cfg.credential()
 	}
 
 	e := p.conns[t.addr]
-	if e != nil && e.credential != cred {
+	if e != nil && !bytes.Equal(e.credential, cred) {
 		p.retireLocked(t.addr, e)
 		e = nil
 	}

@@ -25,7 +25,7 @@ func TestPoolRetiresOnCredentialChange(t *testing.T) {
 			return grpc.NewClient("passthrough:///"+tg.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 		},
 		clock: clock.NewFake(time.Unix(0, 0)), max: 4, perCaller: 1 << 10, idle: time.Minute,
-		credential: func() string { return cred },
+		credential: func() []byte { return []byte(cred) },
 	})
 	t.Cleanup(p.close)
 

@@ -265,16 +265,17 @@ func handshakeKind(err error) string {
 }
 
 // forwardCredential names the forwarding certificate a new connection to
-// another node presents now: its DER, or "" when there is none.
-func (s *Server) forwardCredential() string {
+// another node presents now: its DER (shared, not copied: a pair is never
+// modified once set), or nil when there is none.
+func (s *Server) forwardCredential() []byte {
 	if s.forward == nil {
-		return ""
+		return nil
 	}
 
 	c, err := s.forward.GetClientCertificate(&tls.CertificateRequestInfo{})
 	if err != nil || c == nil || len(c.Certificate) == 0 {
-		return ""
+		return nil
 	}
 
-	return string(c.Certificate[0])
+	return c.Certificate[0]
 }
