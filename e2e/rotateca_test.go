@@ -1,12 +1,14 @@
 package e2e
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -43,7 +45,54 @@ func TestRotateCA(t *testing.T) {
 
 	t.Run("dry run and rollback from step 1", func(t *testing.T) { checkRotateRollback(t, c) })
 	t.Run("rotation under load, resumed after steps 1 and 2", func(t *testing.T) { checkRotateUnderLoad(t, c) })
+	t.Run("the CLI killed in step 2, then resumed", func(t *testing.T) { checkRotateKilled(t, c) })
 	t.Run("a member down stops the rotation, named", func(t *testing.T) { checkRotateMemberDown(t, c) })
+}
+
+// checkRotateKilled kills the CLI (SIGKILL) as it starts step 2: --resume
+// completes the rotation from whatever it left.
+func checkRotateKilled(t *testing.T, c *cliCluster) {
+	cmd := exec.Command(filepath.Join(binDir, "aegisctl"), "--aegisconfig", c.admin(), "rotate-ca", "--dry-run=false")
+	cmd.Env = []string{"HOME=" + c.home, "PATH=" + os.Getenv("PATH")}
+
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if err = cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+
+	killed := false
+
+	scanner := bufio.NewScanner(out)
+	for scanner.Scan() {
+		if strings.HasPrefix(scanner.Text(), "step 2 (") && !killed {
+			killed = cmd.Process.Kill() == nil
+		}
+	}
+
+	_ = cmd.Wait() // killed: its status says so
+
+	if !killed {
+		t.Fatal("the CLI ended before step 2")
+	}
+
+	c.ok(t, c.admin(), "rotate-ca", "--dry-run=false", "--resume")
+
+	newCA, err := ca.ParseCertificate(contextOf(t, c.admin()).CA)
+	if err != nil {
+		t.Fatalf("the client config's CA bundle is not the new CA alone: %v", err)
+	}
+
+	for name, cas := range acceptedOf(t, c) {
+		if len(cas) != 1 || !cas[0].Equal(newCA) {
+			t.Errorf("%s accepts %d CAs, not the newest alone", name, len(cas))
+		}
+	}
+
+	c.ok(t, c.admin(), "-n", c.all(), "version")
 }
 
 // checkRotateMemberDown: with a worker stopped, a rotation refuses to
@@ -235,6 +284,11 @@ func checkRotateUnderLoad(t *testing.T, c *cliCluster) {
 	start := time.Now()
 	out := c.ok(t, c.admin(), "rotate-ca", "--dry-run=false", "--until-step", "1")
 
+	// Until step 2 the new CA's key is kept beside the client config, 0600.
+	if fi, err := os.Stat(c.admin() + ".rotate-os-ca.pem"); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("the new CA's key file after step 1: %v, %v", fi, err)
+	}
+
 	// A worker renews through trustd during the rotation.
 	renewWorker(t, c)
 
@@ -264,6 +318,10 @@ func checkRotateUnderLoad(t *testing.T, c *cliCluster) {
 	}
 
 	checkOnlyNewCA(t, c, oldCfg)
+
+	if _, err := os.Stat(c.admin() + ".rotate-os-ca.pem"); !os.IsNotExist(err) {
+		t.Errorf("the new CA's key file is left after the rotation: %v", err)
+	}
 }
 
 // renewWorker has a worker re-issue its certificate through trustd.

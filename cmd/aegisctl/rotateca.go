@@ -152,6 +152,12 @@ func (r *rotator) runSteps(ctx context.Context, steps []int32) error {
 		if err := r.record(ctx, step); err != nil {
 			return err
 		}
+
+		if step >= rot.StepIssuing {
+			if err := r.dropKeyFile(); err != nil {
+				return err
+			}
+		}
 	}
 
 	if r.rec.GetStep() < rot.StepDone {

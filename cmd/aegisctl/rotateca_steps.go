@@ -158,8 +158,14 @@ func (r *rotator) step2(ctx context.Context) error {
 
 	fmt.Fprintf(r.out, "wrote the new client config to %s; client configs that trust only the old CA keep working until step 3\n", r.s.path)
 
-	// The control planes hold the key now, in their 0600 configs.
-	if err = os.Remove(r.keyPath); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	return nil
+}
+
+// dropKeyFile removes the new CA's key file once step 2 is recorded: the
+// control planes hold the key then, in their 0600 configs. Not before: a
+// step 2 interrupted after the file went would have no key to resume with.
+func (r *rotator) dropKeyFile() error {
+	if err := os.Remove(r.keyPath); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
 
@@ -355,7 +361,7 @@ func (r *rotator) rollback(ctx context.Context) error {
 		return err
 	}
 
-	if err = os.Remove(r.keyPath); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err = r.dropKeyFile(); err != nil {
 		return err
 	}
 
