@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,6 +23,7 @@ import (
 	"github.com/aegis-os/aegis/api/rotation"
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/internal/testutil"
 	"github.com/aegis-os/aegis/machined/localcluster"
 )
 
@@ -117,6 +119,39 @@ func checkRotateMemberDown(t *testing.T, c *cliCluster) {
 	if res := c.ctl(t, c.admin(), "rotate-ca", "--dry-run=false", "--resume"); res.code == 0 || !strings.Contains(res.stderr, "no rotation") {
 		t.Fatalf("a rotation was recorded although none started: %s", res.stderr)
 	}
+}
+
+// The three-control-plane rotation's cluster.
+const rotate3CIDR = "127.6.15.0/28"
+
+// TestRotateCAThreeControlPlanes rotates the OS CA of a 3+2 cluster (three
+// etcd members) under the same load: zero failed calls.
+func TestRotateCAThreeControlPlanes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster")
+	}
+
+	needBinaries(t)
+
+	lc, err := localcluster.Create(context.Background(), localcluster.Options{
+		Name: "rotca3", ControlPlanes: 3, Workers: 2, CIDR: netip.MustParsePrefix(rotate3CIDR),
+		StateDir: testutil.ShortTempDir(t), BinDir: binDir, Timeout: waitTimeout, Runtime: certs.RuntimeProcess,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	t.Cleanup(func() {
+		if err := lc.Destroy(); err != nil {
+			t.Errorf("destroying the cluster: %v", err)
+		}
+	})
+
+	c := &cliCluster{Cluster: lc, home: t.TempDir(), dir: t.TempDir()}
+	admin := talosClient(t, c.admin())
+
+	waitUntil(t, "every node is a member", func() bool { return membersAre(testContext(t), admin, c.Nodes) == nil })
+	checkRotateUnderLoad(t, c)
 }
 
 // acceptedOf reads the accepted CAs of every node's config on disk, which
@@ -307,11 +342,11 @@ func checkRotateUnderLoad(t *testing.T, c *cliCluster) {
 
 	calls, failed := l.end()
 	for _, m := range stepDone.FindAllStringSubmatch(out, -1) {
-		t.Logf("FIGURE rotate-ca 1+2 nodes: %s took %s", m[1], m[2])
+		t.Logf("FIGURE rotate-ca %s: %s took %s", shape(c), m[1], m[2])
 	}
 
-	t.Logf("FIGURE rotate-ca 1+2 nodes: whole rotation (three CLI runs and two worker renewals) %s; %d Version calls on 3 nodes made, %d failed",
-		elapsed.Round(time.Millisecond), calls, failed)
+	t.Logf("FIGURE rotate-ca %s: whole rotation (three CLI runs and two worker renewals) %s; %d Version calls on %d nodes made, %d failed",
+		shape(c), elapsed.Round(time.Millisecond), calls, len(c.Nodes), failed)
 
 	if failed != 0 || calls == 0 {
 		t.Fatalf("%d of %d calls failed during the rotation: %v", failed, calls, l.firstErr.Load())
@@ -443,4 +478,11 @@ func callReissue(t *testing.T, c *cliCluster, addr string) {
 	if len(resp.GetMessages()) != 1 || len(resp.GetMessages()[0].GetCertificates()) == 0 {
 		t.Fatalf("re-issue reply: %v", resp)
 	}
+}
+
+// shape is the cluster's "control planes+workers".
+func shape(c *cliCluster) string {
+	cps := len(c.ControlPlanes())
+
+	return fmt.Sprintf("%d+%d nodes", cps, len(c.Nodes)-cps)
 }
