@@ -337,7 +337,7 @@ func checkRotateUnderLoad(t *testing.T, c *cliCluster) {
 	l.client.Store(talosClient(t, c.admin()))
 	renewWorker(t, c)
 
-	out += c.ok(t, c.admin(), "rotate-ca", "--dry-run=false", "--resume")
+	out += c.ok(t, c.admin(), "rotate-ca", "--dry-run=false", "--resume", "--secrets", c.SecretsPath())
 	elapsed := time.Since(start)
 
 	calls, failed := l.end()
@@ -357,6 +357,28 @@ func checkRotateUnderLoad(t *testing.T, c *cliCluster) {
 	if _, err := os.Stat(c.admin() + ".rotate-os-ca.pem"); !os.IsNotExist(err) {
 		t.Errorf("the new CA's key file is left after the rotation: %v", err)
 	}
+
+	checkLateWorkerJoins(t, c)
+}
+
+// checkLateWorkerJoins: a worker whose config is generated from the
+// secrets bundle the rotation updated joins the rotated cluster.
+func checkLateWorkerJoins(t *testing.T, c *cliCluster) {
+	t.Helper()
+
+	last := netip.MustParseAddr(c.Nodes[len(c.Nodes)-1].Address)
+
+	n, err := c.AddNode(testContext(t), localcluster.NodeSpec{Name: "late-worker", Type: certs.NodeWorker, Address: last.Next().String()}, waitTimeout)
+	if err != nil {
+		t.Fatalf("a worker made from the updated secrets bundle: %v", err)
+	}
+
+	c.ok(t, c.admin(), "-n", n.Address, "version")
+
+	// A rotation reaches the members the cluster lists: the next one
+	// waits for this worker's entry.
+	admin := talosClient(t, c.admin())
+	waitUntil(t, "the late worker is a member", func() bool { return membersAre(testContext(t), admin, c.Nodes) == nil })
 }
 
 // renewWorker has a worker re-issue its certificate through trustd.

@@ -22,6 +22,7 @@ type rotateFlags struct {
 	dryRun           bool
 	resume, rollback bool
 	untilStep        int
+	secrets          string
 }
 
 func newRotateCACommand(e *env) *cobra.Command {
@@ -48,7 +49,9 @@ unless --dry-run=false is given.
 
 Until step 2 has run, the new CA's key is kept beside the client config in
 a file of mode 0600 (CLIENTCONFIG.rotate-os-ca.pem); it is removed once the
-control planes hold it.`,
+control planes hold it. --secrets names the secrets bundle the cluster was
+made from: when the rotation ends its OS CA becomes the new one (0600), so
+that configs generated from it afterwards join the rotated cluster.`,
 		Example: `  aegisctl rotate-ca
   aegisctl rotate-ca --dry-run=false
   aegisctl rotate-ca --dry-run=false --until-step 2
@@ -62,6 +65,7 @@ control planes hold it.`,
 	fl.BoolVar(&f.resume, "resume", false, "complete the rotation in progress")
 	fl.BoolVar(&f.rollback, "rollback", false, "undo the rotation in progress (before step 2)")
 	fl.IntVar(&f.untilStep, "until-step", 0, "stop after this step (1 or 2), to resume later; 0 runs every step")
+	fl.StringVar(&f.secrets, "secrets", "", "a secrets bundle whose OS CA the rotation replaces when it ends, so configs generated from it join the rotated cluster")
 
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		kind, ok := caKinds()[f.kind]
@@ -123,6 +127,10 @@ func (r *rotator) run(ctx context.Context) error {
 		return err
 	}
 
+	if err = r.checkSecrets(ctx); err != nil {
+		return err
+	}
+
 	steps := stepsToRun(first, int32(r.flags.untilStep))
 	if r.flags.dryRun {
 		return r.printPlan(ctx, action, steps)
@@ -164,6 +172,8 @@ func (r *rotator) runSteps(ctx context.Context, steps []int32) error {
 		fmt.Fprintf(r.out, "stopped after step %d as asked; complete the rotation with 'aegisctl rotate-ca --dry-run=false --resume'\n", r.rec.GetStep())
 	} else {
 		fmt.Fprintf(r.out, "rotation of the %s CA done: only the new CA is accepted on the %d members\n", r.kind.name(), len(r.members))
+
+		return r.updateSecrets(ctx)
 	}
 
 	return nil
