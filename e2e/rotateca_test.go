@@ -48,7 +48,41 @@ func TestRotateCA(t *testing.T) {
 	t.Run("dry run and rollback from step 1", func(t *testing.T) { checkRotateRollback(t, c) })
 	t.Run("rotation under load, resumed after steps 1 and 2", func(t *testing.T) { checkRotateUnderLoad(t, c) })
 	t.Run("the CLI killed in step 2, then resumed", func(t *testing.T) { checkRotateKilled(t, c) })
+	t.Run("a worker that joins after step 1 is caught up", func(t *testing.T) { checkRotateCatchUp(t, c) })
 	t.Run("a member down stops the rotation, named", func(t *testing.T) { checkRotateMemberDown(t, c) })
+}
+
+// checkRotateCatchUp: a worker made from the secrets bundle joins while a
+// rotation waits after step 1; --resume brings it to step 1 first, and it
+// ends on the new CA alone like the others.
+func checkRotateCatchUp(t *testing.T, c *cliCluster) {
+	c.ok(t, c.admin(), "rotate-ca", "--dry-run=false", "--until-step", "1")
+
+	last := netip.MustParseAddr(c.Nodes[len(c.Nodes)-1].Address)
+	if _, err := c.AddNode(testContext(t), localcluster.NodeSpec{Name: "joined-mid-rotation", Type: certs.NodeWorker, Address: last.Next().String()}, waitTimeout); err != nil {
+		t.Fatal(err)
+	}
+
+	admin := talosClient(t, c.admin())
+	waitUntil(t, "the new worker is a member", func() bool { return membersAre(testContext(t), admin, c.Nodes) == nil })
+
+	out := c.ok(t, c.admin(), "rotate-ca", "--dry-run=false", "--resume", "--secrets", c.SecretsPath())
+	if !strings.Contains(out, "catching up with step 1: done") {
+		t.Errorf("no catch-up:\n%s", out)
+	}
+
+	newCA, err := ca.ParseCertificate(contextOf(t, c.admin()).CA)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	for name, cas := range acceptedOf(t, c) {
+		if len(cas) != 1 || !cas[0].Equal(newCA) {
+			t.Errorf("%s accepts %d CAs, not the newest alone", name, len(cas))
+		}
+	}
+
+	c.ok(t, c.admin(), "-n", c.all(), "version")
 }
 
 // checkRotateKilled kills the CLI (SIGKILL) as it starts step 2: --resume
@@ -81,7 +115,7 @@ func checkRotateKilled(t *testing.T, c *cliCluster) {
 		t.Fatal("the CLI ended before step 2")
 	}
 
-	c.ok(t, c.admin(), "rotate-ca", "--dry-run=false", "--resume")
+	c.ok(t, c.admin(), "rotate-ca", "--dry-run=false", "--resume", "--secrets", c.SecretsPath())
 
 	newCA, err := ca.ParseCertificate(contextOf(t, c.admin()).CA)
 	if err != nil {

@@ -140,9 +140,13 @@ func (r *rotator) run(ctx context.Context) error {
 	case actionRollback:
 		return r.timed(ctx, "rollback", r.rollback)
 	case actionStart:
-		if err = r.start(ctx); err != nil {
-			return err
-		}
+		err = r.start(ctx)
+	case actionResume:
+		err = r.timed(ctx, fmt.Sprintf("catching up with step %d", r.rec.GetStep()), r.catchUp)
+	}
+
+	if err != nil {
+		return err
 	}
 
 	return r.runSteps(ctx, steps)

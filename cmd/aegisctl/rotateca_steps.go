@@ -3,10 +3,8 @@ package main
 import (
 	"context"
 	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"strings"
 
@@ -139,16 +137,7 @@ func (r *rotator) step2(ctx context.Context) error {
 		return err
 	}
 
-	old := r.recOld()
-
-	err = r.editAll(ctx, func(c *certs.MachineConfig) { r.kind.issueFrom(c, newCA, old) }, func(c *certs.MachineConfig) error {
-		if !r.kind.issuing(c).Equal(newCA.Cert) || !r.kind.accepts(c, old) {
-			return errors.New("does not issue from the new CA while accepting the old one")
-		}
-
-		return nil
-	})
-	if err != nil {
+	if err = r.issueFromNew(ctx, newCA); err != nil {
 		return err
 	}
 
@@ -157,17 +146,6 @@ func (r *rotator) step2(ctx context.Context) error {
 	}
 
 	fmt.Fprintf(r.out, "wrote the new client config to %s; client configs that trust only the old CA keep working until step 3\n", r.s.path)
-
-	return nil
-}
-
-// dropKeyFile removes the new CA's key file once step 2 is recorded: the
-// control planes hold the key then, in their 0600 configs. Not before: a
-// step 2 interrupted after the file went would have no key to resume with.
-func (r *rotator) dropKeyFile() error {
-	if err := os.Remove(r.keyPath); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
-	}
 
 	return nil
 }
@@ -316,75 +294,4 @@ func (r *rotator) reissue(ctx context.Context, m member, newCA *x509.Certificate
 	}
 
 	return nil
-}
-
-// rollback drops the new CA from every node. Workers that an interrupted
-// step 2 left issuing from it go back to the old CA first; a control plane
-// left so holds only the new CA's key, and the rotation must be completed.
-func (r *rotator) rollback(ctx context.Context) error {
-	newCA, old := r.recNew(), r.recOld()
-
-	err := r.verifyAll(ctx, func(c *certs.MachineConfig) error {
-		if c.Machine.Type.IsControlPlane() && r.kind.issuing(c).Equal(newCA) {
-			return errNotRollbackable
-		}
-
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-
-	err = r.editAll(ctx, func(c *certs.MachineConfig) { r.kind.revert(c, old, newCA) }, func(c *certs.MachineConfig) error {
-		if !r.kind.issuing(c).Equal(old) {
-			return errors.New("does not issue from the old CA")
-		}
-
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-
-	err = r.editAll(ctx, func(c *certs.MachineConfig) { r.kind.drop(c, newCA) }, func(c *certs.MachineConfig) error {
-		if r.kind.accepts(c, newCA) {
-			return errors.New("still accepts the new CA")
-		}
-
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-
-	if err = r.record(ctx, rot.StepRolledBack); err != nil {
-		return err
-	}
-
-	if err = r.dropKeyFile(); err != nil {
-		return err
-	}
-
-	fmt.Fprintf(r.out, "rolled back: the cluster accepts the old %s CA only, as before\n", r.kind.name())
-
-	return nil
-}
-
-// splitPEM separates the certificate blocks of a key file from the others
-// (its key).
-func splitPEM(data []byte) (crt, key []byte) {
-	for {
-		block, rest := pem.Decode(data)
-		if block == nil {
-			return crt, key
-		}
-
-		if block.Type == "CERTIFICATE" {
-			crt = append(crt, pem.EncodeToMemory(block)...)
-		} else {
-			key = append(key, pem.EncodeToMemory(block)...)
-		}
-
-		data = rest
-	}
 }
