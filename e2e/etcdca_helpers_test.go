@@ -15,6 +15,8 @@ import (
 	"github.com/aegis-os/aegis/api/tokens"
 	"github.com/aegis-os/aegis/machined/localcluster"
 	"github.com/siderolabs/talos/pkg/machinery/client"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // tokenWriter creates tokens through each control plane in turn: each is a
@@ -23,8 +25,13 @@ type tokenWriter struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	ok     atomic.Int64
-	mu     sync.Mutex
-	failed []error
+	// retried counts writes that failed with Unavailable and succeeded
+	// when sent again: a write in flight on a member as it stops can be
+	// lost with it (etcd's client resends only what never left), and a
+	// client of a rolling restart resends it, as any etcd client must.
+	retried atomic.Int64
+	mu      sync.Mutex
+	failed  []error
 }
 
 func startTokenWriter(t *testing.T, a admin, cps []localcluster.Node) *tokenWriter {
@@ -66,22 +73,53 @@ func (w *tokenWriter) createAndRevoke(ctx context.Context, tc tokens.TokenServic
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 
-	resp, err := tc.Create(ctx, &tokens.CreateRequest{MaxUses: 1, Description: "writer"})
+	var resp *tokens.CreateResponse
+
+	err := w.once(ctx, func() (err error) {
+		resp, err = tc.Create(ctx, &tokens.CreateRequest{MaxUses: 1, Description: "writer"})
+
+		return err
+	})
 	if err != nil {
 		return err
 	}
 
 	id, _, _ := strings.Cut(resp.GetMessages()[0].GetToken(), ".")
-	_, err = tc.Revoke(ctx, &tokens.RevokeRequest{Id: id})
+
+	return w.once(ctx, func() error {
+		_, err := tc.Revoke(ctx, &tokens.RevokeRequest{Id: id})
+
+		return err
+	})
+}
+
+// once sends a write, and sends it once more if it failed with
+// Unavailable; a second failure is a failure. (A create sent twice may
+// leave one unrevoked token behind, which expires; a revoke is idempotent.)
+func (w *tokenWriter) once(ctx context.Context, write func() error) error {
+	err := write()
+	if status.Code(err) != codes.Unavailable {
+		return err
+	}
+
+	select {
+	case <-ctx.Done():
+		return err
+	case <-time.After(200 * time.Millisecond):
+	}
+
+	if err = write(); err == nil {
+		w.retried.Add(1)
+	}
 
 	return err
 }
 
-func (w *tokenWriter) stop() (int64, []error) {
+func (w *tokenWriter) stop() (ok, retried int64, failed []error) {
 	w.cancel()
 	w.wg.Wait()
 
-	return w.ok.Load(), w.failed
+	return w.ok.Load(), w.retried.Load(), w.failed
 }
 
 // portWatch records when each member's client port refuses connections.
