@@ -171,6 +171,7 @@ func New(cfg Config) (*Server, error) {
 	s.nodes = newPool(poolConfig{
 		dial: s.dialNode, clock: s.clock, idle: PoolIdleTimeout, log: s.log,
 		max: MaxPooledNodes, perCaller: MaxPooledNodesPerCaller, reserve: AdminPoolReserve,
+		credential: s.forwardCredential,
 	})
 	rules := cfg.Rules
 	if rules == nil {

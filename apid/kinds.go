@@ -19,6 +19,7 @@ import (
 	_ "github.com/aegis-os/aegis/api/certificates"
 	_ "github.com/aegis-os/aegis/api/machineconfig"
 	_ "github.com/aegis-os/aegis/api/membership"
+	_ "github.com/aegis-os/aegis/api/rotation"
 	_ "github.com/aegis-os/aegis/api/tokens"
 )
 

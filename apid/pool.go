@@ -1,6 +1,7 @@
 package apid
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -43,6 +44,12 @@ type poolConfig struct {
 	max, perCaller, reserve int
 	idle                    time.Duration
 	log                     *slog.Logger
+	// credential names the certificate a new connection would present
+	// (the node's forwarding certificate). A pooled connection made with
+	// another one is retired: a CA rotation re-issues that certificate,
+	// and a peer that has dropped the old CA refuses every call on a
+	// connection still authenticated by it. Nil never retires.
+	credential func() []byte
 }
 
 // pool keeps one connection per node address and shares it between calls.
@@ -63,6 +70,9 @@ type pool struct {
 	held     map[identity]int
 	nonAdmin int
 	closed   bool
+	// retired are connections left by a credential change that still
+	// carry calls; each is closed when its last call ends.
+	retired map[*pooled]bool
 }
 
 type pooled struct {
@@ -73,6 +83,8 @@ type pooled struct {
 	// who are not admins.
 	holders  map[identity]int
 	nonAdmin int
+	// credential is what poolConfig.credential said when it was dialed.
+	credential []byte
 }
 
 func newPool(cfg poolConfig) *pool {
@@ -80,7 +92,7 @@ func newPool(cfg poolConfig) *pool {
 		cfg.log = slog.New(slog.DiscardHandler)
 	}
 
-	return &pool{cfg: cfg, conns: map[string]*pooled{}, held: map[identity]int{}}
+	return &pool{cfg: cfg, conns: map[string]*pooled{}, held: map[identity]int{}, retired: map[*pooled]bool{}}
 }
 
 // get returns the connection to t for c and a release func the caller
@@ -96,7 +108,17 @@ func (p *pool) get(t target, c caller) (*grpc.ClientConn, func(), error) {
 	now := p.cfg.clock.Now()
 	p.sweepLocked(now)
 
+	var cred []byte
+	if p.cfg.credential != nil {
+		cred = p.cfg.credential()
+	}
+
 	e := p.conns[t.addr]
+	if e != nil && !bytes.Equal(e.credential, cred) {
+		p.retireLocked(t.addr, e)
+		e = nil
+	}
+
 	if err := p.admitLocked(e, c); err != nil {
 		return nil, nil, err
 	}
@@ -111,7 +133,7 @@ func (p *pool) get(t target, c caller) (*grpc.ClientConn, func(), error) {
 			return nil, nil, err
 		}
 
-		e = &pooled{conn: conn, holders: map[identity]int{}}
+		e = &pooled{conn: conn, holders: map[identity]int{}, credential: cred}
 		p.conns[t.addr] = e
 	}
 
@@ -170,6 +192,25 @@ func (p *pool) release(e *pooled, c caller) {
 
 	p.holdLocked(e, c, -1)
 	e.lastUsed = p.cfg.clock.Now()
+
+	if p.retired[e] && e.active == 0 {
+		delete(p.retired, e)
+		p.closeConn("", e)
+	}
+}
+
+// retireLocked takes a connection out of the pool: new calls get a new
+// one, and the calls it carries end on it undisturbed.
+func (p *pool) retireLocked(addr string, e *pooled) {
+	delete(p.conns, addr)
+
+	if e.active == 0 {
+		p.closeConn(addr, e)
+
+		return
+	}
+
+	p.retired[e] = true
 }
 
 // sweepLocked closes connections unused for longer than the idle timeout.
@@ -205,7 +246,10 @@ func (p *pool) evictLocked() bool {
 
 func (p *pool) closeLocked(addr string, e *pooled) {
 	delete(p.conns, addr)
+	p.closeConn(addr, e)
+}
 
+func (p *pool) closeConn(addr string, e *pooled) {
 	if err := e.conn.Close(); err != nil {
 		p.cfg.log.Debug("closing a node connection", slog.String(logkey.Node, addr), slog.String(logkey.Error, err.Error()))
 	}
@@ -228,4 +272,10 @@ func (p *pool) close() {
 	for addr, e := range p.conns {
 		p.closeLocked(addr, e)
 	}
+
+	for e := range p.retired {
+		p.closeConn("", e)
+	}
+
+	clear(p.retired)
 }

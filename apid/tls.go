@@ -273,3 +273,19 @@ func handshakeKind(err error) string {
 		return "handshake"
 	}
 }
+
+// forwardCredential names the forwarding certificate a new connection to
+// another node presents now: its DER (shared, not copied: a pair is never
+// modified once set), or nil when there is none.
+func (s *Server) forwardCredential() []byte {
+	if s.forward == nil {
+		return nil
+	}
+
+	c, err := s.forward.GetClientCertificate(&tls.CertificateRequestInfo{})
+	if err != nil || c == nil || len(c.Certificate) == 0 {
+		return nil
+	}
+
+	return c.Certificate[0]
+}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/aegis-os/aegis/api/certificates"
 	"github.com/aegis-os/aegis/api/revocations"
+	"github.com/aegis-os/aegis/api/rotation"
 	"github.com/aegis-os/aegis/api/tokens"
 	"github.com/aegis-os/aegis/internal/wire"
 )
@@ -25,14 +26,15 @@ var ErrNoPeerCertificate = errors.New("authz: no caller certificate passed on")
 // certificate's roles, name and lifetime, which roles alone do not carry;
 // the methods that hand out or withdraw other credentials (client
 // configurations, join tokens, client certificates) name the caller's
-// certificate in their audit record.
+// certificate in their audit record, and a CA rotation records who started it.
 func NeedsPeerCertificate(method string) bool {
 	switch method {
 	case certificates.CertificateService_Renew_FullMethodName,
 		machine.MachineService_GenerateClientConfiguration_FullMethodName,
 		tokens.TokenService_Create_FullMethodName,
 		tokens.TokenService_Revoke_FullMethodName,
-		revocations.RevocationService_Revoke_FullMethodName:
+		revocations.RevocationService_Revoke_FullMethodName,
+		rotation.RotationService_Put_FullMethodName:
 		return true
 	default:
 		return false

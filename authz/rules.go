@@ -13,6 +13,7 @@ import (
 	"github.com/aegis-os/aegis/api/machineconfig"
 	"github.com/aegis-os/aegis/api/membership"
 	"github.com/aegis-os/aegis/api/revocations"
+	"github.com/aegis-os/aegis/api/rotation"
 	"github.com/aegis-os/aegis/api/tokens"
 	"github.com/aegis-os/aegis/authz/role"
 )
@@ -26,7 +27,8 @@ type Rules map[string]role.Set
 // DefaultRules returns a new copy of Aegis's method table: every method of
 // machine.MachineService, cluster.ClusterService, cosi.resource.State,
 // time.TimeService, aegis.tokens.TokenService,
-// aegis.certificates.CertificateService, aegis.revocations.RevocationService
+// aegis.certificates.CertificateService, aegis.revocations.RevocationService,
+// aegis.rotation.RotationService
 // and aegis.membership.MembershipService, with Talos's split between readers,
 // operators, etcd backups and admins. os:impersonator alone is allowed
 // nothing: it only carries other callers' roles.
@@ -132,6 +134,9 @@ func DefaultRules() Rules {
 		tokens.TokenService_Revoke_FullMethodName,
 		revocations.RevocationService_Revoke_FullMethodName,
 		revocations.RevocationService_List_FullMethodName,
+		rotation.RotationService_Get_FullMethodName,
+		rotation.RotationService_Put_FullMethodName,
+		rotation.RotationService_Reissue_FullMethodName,
 		machineconfig.MachineConfigService_Get_FullMethodName,
 		// Served by trustd to nodes holding their own certificate, never
 		// through apid: no role of a person writes a node's entry.

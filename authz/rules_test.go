@@ -12,6 +12,7 @@ import (
 	"github.com/aegis-os/aegis/api/certificates"
 	_ "github.com/aegis-os/aegis/api/machineconfig" // registers the service walked below
 	_ "github.com/aegis-os/aegis/api/revocations"   // registers the service walked below
+	_ "github.com/aegis-os/aegis/api/rotation"      // registers the service walked below
 	"github.com/aegis-os/aegis/api/tokens"
 	"github.com/aegis-os/aegis/authz"
 	"github.com/aegis-os/aegis/authz/role"
@@ -26,6 +27,7 @@ var servedServices = []protoreflect.FullName{
 	"aegis.revocations.RevocationService",
 	"aegis.membership.MembershipService",
 	"aegis.machineconfig.MachineConfigService",
+	"aegis.rotation.RotationService",
 	"cluster.ClusterService",
 	"cosi.resource.State",
 	"time.TimeService",

@@ -79,6 +79,11 @@ type Renewer struct {
 
 	mu      sync.Mutex
 	current *x509.Certificate
+	// renewing serializes calls of Config.Renew: the loop's and RenewNow's.
+	renewing sync.Mutex
+	// wake tells the loop that RenewNow replaced the certificate, so it
+	// times the next renewal from the new one.
+	wake chan struct{}
 }
 
 // New checks cfg and returns a renewer; Run starts it.
@@ -99,7 +104,7 @@ func New(cfg Config) (*Renewer, error) {
 	cfg.Rand = defaults.Rand(cfg.Rand)
 	cfg.Logger = defaults.Logger(cfg.Logger)
 
-	return &Renewer{cfg: cfg, current: cfg.Current}, nil
+	return &Renewer{cfg: cfg, current: cfg.Current, wake: make(chan struct{}, 1)}, nil
 }
 
 // Current returns the certificate in use.
@@ -118,10 +123,16 @@ func (r *Renewer) Run(ctx context.Context) error {
 
 		// Re-check after every wake-up: a timer is only a hint, and the
 		// clock may have been set back meanwhile.
-		for now := r.cfg.Clock.Now(); !shouldRenew(now, cur, jitter); now = r.cfg.Clock.Now() {
-			if !clock.Sleep(ctx, r.cfg.Clock, RenewAt(cur, jitter).Sub(now)) {
+		woken := false
+		for now := r.cfg.Clock.Now(); !woken && !shouldRenew(now, cur, jitter); now = r.cfg.Clock.Now() {
+			var ok bool
+			if woken, ok = r.sleep(ctx, RenewAt(cur, jitter).Sub(now)); !ok {
 				return nil
 			}
+		}
+
+		if woken {
+			continue
 		}
 
 		next, ok := r.renew(ctx, cur)
@@ -138,19 +149,68 @@ func (r *Renewer) Run(ctx context.Context) error {
 	}
 }
 
+// sleep waits d, or until RenewNow has replaced the certificate (woken),
+// or until ctx ends (not ok).
+func (r *Renewer) sleep(ctx context.Context, d time.Duration) (woken, ok bool) {
+	t := r.cfg.Clock.NewTimer(d)
+	defer t.Stop()
+
+	select {
+	case <-ctx.Done():
+		return false, false
+	case <-r.wake:
+		return true, true
+	case <-t.C():
+		return false, true
+	}
+}
+
+// RenewNow obtains a new certificate at once, as a CA rotation needs
+// (the node's certificates re-issued from the new CA), and returns it; the
+// loop then times the next renewal from it. A failure leaves the current
+// certificate in use and is returned, not retried.
+func (r *Renewer) RenewNow(ctx context.Context) (*x509.Certificate, error) {
+	next, err := r.renewOnce(ctx)
+	if err != nil {
+		return nil, err
+	}
+
+	r.mu.Lock()
+	r.current = next
+	r.mu.Unlock()
+
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+
+	r.cfg.Logger.Info("certificate renewed on request",
+		slog.String(logkey.Subject, next.Subject.String()), slog.Time(logkey.NotAfter, next.NotAfter))
+
+	return next, nil
+}
+
+func (r *Renewer) renewOnce(ctx context.Context) (*x509.Certificate, error) {
+	r.renewing.Lock()
+	defer r.renewing.Unlock()
+
+	next, err := r.cfg.Renew(ctx)
+	if err == nil && next == nil {
+		err = errors.New("renewal: renew returned no certificate")
+	}
+
+	return next, err
+}
+
 // renew calls Renew until it succeeds or ctx ends, backing off between
 // failures. The old certificate stays in use meanwhile.
 func (r *Renewer) renew(ctx context.Context, cur *x509.Certificate) (*x509.Certificate, bool) {
 	retry := backoff.Backoff{Min: r.cfg.RetryMin, Max: r.cfg.RetryMax, Rand: r.cfg.Rand}
 
 	for {
-		next, err := r.cfg.Renew(ctx)
-		if err == nil && next != nil {
-			return next, true
-		}
-
+		next, err := r.renewOnce(ctx)
 		if err == nil {
-			err = errors.New("renewal: renew returned no certificate")
+			return next, true
 		}
 
 		wait := r.retryWait(&retry, cur)

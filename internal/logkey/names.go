@@ -186,4 +186,6 @@ const (
 	RestartWaited = "restart_waited"
 	// DownFor is how long a service was down for a restart.
 	DownFor = "down_for"
+	// Step is the step of a CA rotation.
+	Step = "step"
 )

@@ -144,6 +144,10 @@ func classify(cur, cfg *certs.MachineConfig) (changeSet, error) {
 			class = certs.ChangeLive
 		}
 
+		if certs.IsOSCAField(f) && certs.IsCARotationStep(cur, cfg) {
+			class = certs.ChangeLive
+		}
+
 		switch class {
 		case certs.ChangeLive:
 			c.live = append(c.live, f)
@@ -157,7 +161,8 @@ func classify(cur, cfg *certs.MachineConfig) (changeSet, error) {
 	if len(c.identity) > 0 {
 		return changeSet{}, machineapi.Refuse(machineapi.ErrBadRequest, fmt.Sprintf(
 			"the new machine config changes the node's identity (%s): applying a config never turns a node between control plane "+
-				"and worker, moves it to another cluster or address, or swaps its CAs; a CA changes by rotation, through machine.acceptedCAs "+
+				"and worker, moves it to another cluster or address, or swaps its CAs; a CA changes by rotation (aegisctl rotate-ca): "+
+				"machine.ca takes a CA already in machine.acceptedCAs, and the CA it replaces stays there "+
 				"(cluster.etcd.acceptedCAs for the etcd CA)",
 			strings.Join(c.identity, ", ")))
 	}
@@ -265,12 +270,19 @@ func (n *Node) applyLive(cfg *certs.MachineConfig, c changeSet) {
 	// The resource API shows the config in effect, never the one booted.
 	n.setMachineConfig(cfg.Marshal())
 
-	n.store.Update(func(r *node.Resources) {
-		r.AcceptedCas = cfg.AcceptedCAs().PEM()
+	accepted := cfg.AcceptedCAs().PEM()
+	if c := n.certController(); c != nil {
+		accepted = c.acceptedFor(cfg)
+	}
 
-		if cfg.OSCA() != nil {
+	n.store.Update(func(r *node.Resources) {
+		r.AcceptedCas = accepted
+
+		if osCA := cfg.OSCA(); osCA != nil {
 			r.TrustdToken, r.PreviousTrustdTokens = cfg.Machine.Token, previousTokens(cfg)
 			r.WorkerSans = slices.Clone(cfg.Cluster.WorkerSANs)
+			// trustd signs from the CA in effect: a rotation step.
+			r.OsCa = &node.KeyPair{Crt: osCA.CertPEM, Key: osCA.KeyPEM}
 		}
 	})
 

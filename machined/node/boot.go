@@ -211,11 +211,15 @@ func (n *Node) publishTime(svc *timesync.Service) {
 // boot back in use, if they are still usable; the certificates service
 // obtains the others and renews them all.
 func (n *Node) phaseCertificates(ctx context.Context, b *bootState, bg *sync.WaitGroup) error {
-	b.certs = &certController{
+	certs := &certController{
 		cfg: b.cfg, current: n.current, store: n.store, layout: n.layout, hostname: b.hostname, addresses: b.addresses,
 		hosts: ca.ServerHosts(b.hostname, b.addresses, b.cfg.Machine.CertSANs), ttl: n.cfg.NodeCertTTL,
 		clock: n.clock, log: n.log,
 	}
+
+	n.mu.Lock() // a re-issue and ApplyConfig reach the controller through the boot
+	b.certs = certs
+	n.mu.Unlock()
 
 	b.certs.loadHeld()
 

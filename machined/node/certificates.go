@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/netip"
@@ -48,6 +49,18 @@ type certController struct {
 	ttl       time.Duration
 	clock     clock.Clock
 	log       *slog.Logger
+
+	// mu guards renewers, one per certificate kind, set once obtain is
+	// done, and lastReply, the CAs of trustd's last reply (a worker's).
+	mu        sync.Mutex
+	renewers  []kindRenewer
+	lastReply *ca.AcceptedSet
+}
+
+// kindRenewer is the renewal loop of one of the node's certificates.
+type kindRenewer struct {
+	kind certKind
+	r    *renewal.Renewer
 }
 
 // run obtains the certificates the node lacks (a held one still usable is
@@ -80,12 +93,10 @@ func (c *certController) obtain(ctx context.Context) ([]func(context.Context) er
 }
 
 func (c *certController) issueLocally(ctx context.Context) ([]func(context.Context) error, error) {
-	iss, err := ca.NewIssuer(ca.IssuerConfig{CA: c.cfg.OSCA(), Clock: c.clock})
-	if err != nil {
-		return nil, err
-	}
-
-	var loops []func(context.Context) error
+	var (
+		loops []func(context.Context) error
+		err   error
+	)
 
 	for _, kind := range c.kinds() {
 		cn, hosts := c.hostname, c.hosts
@@ -93,7 +104,14 @@ func (c *certController) issueLocally(ctx context.Context) ([]func(context.Conte
 			hosts = nil
 		}
 
+		// From the CA in effect: a rotation makes another CA the issuing
+		// one without a reboot.
 		issue := func(context.Context) (*x509.Certificate, error) {
+			iss, err := ca.NewIssuer(ca.IssuerConfig{CA: c.config().OSCA(), Clock: c.clock})
+			if err != nil {
+				return nil, err
+			}
+
 			issued, keyPEM, err := iss.IssueNewKey(ca.KeyRequest{CommonName: cn, Hosts: hosts, Profile: kind.profile, TTL: c.ttl})
 			if err != nil {
 				return nil, err
@@ -111,7 +129,7 @@ func (c *certController) issueLocally(ctx context.Context) ([]func(context.Conte
 			}
 		}
 
-		loop, err := c.renewer(first, issue)
+		loop, err := c.renewer(kind, first, issue)
 		if err != nil {
 			return nil, err
 		}
@@ -190,6 +208,10 @@ func (c *certController) join(ctx context.Context) ([]func(context.Context) erro
 				return nil, err
 			}
 
+			c.mu.Lock()
+			c.lastReply = res.CAs
+			c.mu.Unlock()
+
 			merged, ignored := mergeCAs(cfg.AcceptedCAs(), res.CAs)
 			for _, subject := range ignored {
 				c.log.Warn("CA in trustd's reply ignored: no CA the node trusts signed it", slog.String(logkey.CA, subject))
@@ -217,7 +239,7 @@ func (c *certController) join(ctx context.Context) ([]func(context.Context) erro
 		}
 	}
 
-	loop, err := c.renewer(cert, joinOnce(again))
+	loop, err := c.renewer(serverKind, cert, joinOnce(again))
 	if err != nil {
 		return nil, err
 	}
@@ -250,13 +272,67 @@ func (c *certController) joinNames() (source, cn string, sans []string) {
 	return source, cn, sans
 }
 
-func (c *certController) renewer(cur *x509.Certificate, renew func(context.Context) (*x509.Certificate, error)) (func(context.Context) error, error) {
+func (c *certController) renewer(kind certKind, cur *x509.Certificate, renew func(context.Context) (*x509.Certificate, error)) (func(context.Context) error, error) {
 	r, err := renewal.New(renewal.Config{Current: cur, Renew: renew, Clock: c.clock, Logger: c.log})
 	if err != nil {
 		return nil, err
 	}
 
+	c.mu.Lock()
+	c.renewers = append(c.renewers, kindRenewer{kind: kind, r: r})
+	c.mu.Unlock()
+
 	return r.Run, nil
+}
+
+// errNoCertificatesYet answers a re-issue asked for before the node has
+// obtained its certificates.
+var errNoCertificatesYet = errors.New("node: the node has not obtained its certificates yet")
+
+// reissue renews every certificate of the node now, from the CA in effect
+// (a worker's through trustd), and returns them by kind. It stops at the
+// first failure: the certificates not renewed stay in use.
+func (c *certController) reissue(ctx context.Context) (map[string]*x509.Certificate, error) {
+	c.mu.Lock()
+	renewers := slices.Clone(c.renewers)
+	c.mu.Unlock()
+
+	if len(renewers) < len(c.kinds()) {
+		return nil, errNoCertificatesYet
+	}
+
+	out := map[string]*x509.Certificate{}
+
+	for _, kr := range renewers {
+		cert, err := kr.r.RenewNow(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("node: re-issuing the %s certificate: %w", kr.kind.name, err)
+		}
+
+		out[kr.kind.name] = cert
+	}
+
+	return out, nil
+}
+
+// acceptedFor is the accepted set of the node under cfg, as a PEM bundle:
+// on a worker, cfg's CAs merged with trustd's last reply by the rule of a
+// renewal (mergeCAs). So a live change of the accepted CAs and trustd's
+// reply never fight: the config decides, a CA it drops stays dropped
+// unless a CA it keeps signed it, and what the reply added under the
+// config's CAs is kept until the next renewal says otherwise.
+func (c *certController) acceptedFor(cfg *certs.MachineConfig) []byte {
+	c.mu.Lock()
+	reply := c.lastReply
+	c.mu.Unlock()
+
+	if reply == nil {
+		return cfg.AcceptedCAs().PEM()
+	}
+
+	merged, _ := mergeCAs(cfg.AcceptedCAs(), reply)
+
+	return merged
 }
 
 // mergeCAs adds to the PEM bundle of trusted the CAs of reply that one of

@@ -26,6 +26,7 @@ import (
 	"github.com/aegis-os/aegis/machined/resourceapi"
 	"github.com/aegis-os/aegis/machined/resources"
 	"github.com/aegis-os/aegis/machined/revocation"
+	"github.com/aegis-os/aegis/machined/rotation"
 	"github.com/aegis-os/aegis/machined/timeapi"
 )
 
@@ -78,6 +79,10 @@ func (n *Node) listen() (*sockets, error) {
 	certapi.New(certapi.Config{Authority: clientIssuer{n}, Revoked: n.isRevoked, Logger: n.log}).Register(api)
 	revocation.NewServer(revocation.ServerConfig{
 		Store: n.revocationStore, Local: n.revoked, Clock: n.clock, Logger: n.log,
+	}).Register(api)
+
+	rotation.NewServer(rotation.ServerConfig{
+		Store: n.rotationStore, Reissue: n.reissue, Clock: n.clock, Logger: n.log,
 	}).Register(api)
 
 	var members membership.Reader

@@ -1,0 +1,52 @@
+package node
+
+import (
+	"context"
+	"crypto/x509"
+	"fmt"
+
+	"github.com/aegis-os/aegis/machined/rotation"
+)
+
+// rotationStore is the CA rotation state in the node's etcd, or
+// rotation.ErrNoEtcd.
+func (n *Node) rotationStore() (*rotation.Store, error) {
+	n.mu.Lock()
+	e := n.etcd
+	n.mu.Unlock()
+
+	if e == nil {
+		return nil, rotation.ErrNoEtcd
+	}
+
+	cli, err := e.Client()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", rotation.ErrUnavailable, err)
+	}
+
+	return rotation.NewStore(rotation.StoreConfig{Client: cli})
+}
+
+// reissue re-issues the node's certificates now from the CA in effect: a
+// CA rotation's way to move every node to the new CA without waiting for
+// renewals.
+func (n *Node) reissue(ctx context.Context) (map[string]*x509.Certificate, error) {
+	c := n.certController()
+	if c == nil {
+		return nil, errNoCertificatesYet
+	}
+
+	return c.reissue(ctx)
+}
+
+// certController is the current boot's, or nil before it has one.
+func (n *Node) certController() *certController {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+
+	if n.booted == nil {
+		return nil
+	}
+
+	return n.booted.certs
+}
