@@ -64,7 +64,7 @@ func TestRotateEtcdCA(t *testing.T) {
 	t.Run("rotation under writes", func(t *testing.T) { checkEtcdRotation(t, c, old) })
 	t.Run("a control plane down stops the rotation, named", func(t *testing.T) { checkEtcdMemberDown(t, c) })
 
-	resp, err := rotation.NewRotationServiceClient(talos.Conn()).Get(ctx, &rotation.GetRequest{Ca: "os"})
+	resp, err := rotation.NewRotationServiceClient(talos.Conn()).Get(etcdCtx(t), &rotation.GetRequest{Ca: "os"})
 	if err != nil {
 		t.Fatal(err)
 	}
