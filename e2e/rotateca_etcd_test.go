@@ -32,9 +32,10 @@ const rotateEtcdTimeout = 2 * etcdTimeout
 // aegisctl rotate-ca --ca etcd: the dry run names the members and skips the
 // worker; a rotation whose CLI is killed in step 1 is rolled back to the
 // old CA alone; a rotation then completes while a writer creates and
-// revokes tokens through every control plane, with no failed write, and
-// etcd refuses a client certificate of the old CA at the end. The OS CA's
-// rotation record is never touched.
+// revokes tokens through every control plane, with no failed write, etcd
+// refuses a client certificate of the old CA at the end and --secrets puts
+// the new etcd CA into the bundle; with a control plane down, a rotation
+// is refused, naming it. The OS CA's rotation record is never touched.
 func TestRotateEtcdCA(t *testing.T) {
 	lc := etcdCluster(t, "rotetcd", "127.9.46.0/24", 3, 1, false)
 	c := &cliCluster{Cluster: lc, home: t.TempDir(), dir: t.TempDir()}
@@ -137,10 +138,11 @@ func checkEtcdRollback(t *testing.T, c *cliCluster, old *x509.Certificate) {
 // client certificate of the old CA.
 func checkEtcdRotation(t *testing.T, c *cliCluster, old *ca.CA) {
 	cps := c.ControlPlanes()
+	osBefore := bundleOf(t, c).Certs.OS.Crt
 	w := startTokenWriter(t, clusterAdmin(t, c.Cluster), cps)
 
 	start := time.Now()
-	res := runRotateEtcd(t, c)
+	res := runRotateEtcd(t, c, "--secrets", c.SecretsPath())
 	took := time.Since(start)
 
 	ok, failed := w.stop()
@@ -175,6 +177,12 @@ func checkEtcdRotation(t *testing.T, c *cliCluster, old *ca.CA) {
 		if !cfg.Cert.Equal(newCA.Cert) {
 			t.Errorf("%s issues from another etcd CA than %s", cp.Name, cps[0].Name)
 		}
+	}
+
+	bundle := bundleOf(t, c)
+	if !strings.Contains(res.stdout, "etcd CA is the new one") || string(bundle.Certs.Etcd.Crt) != string(newCA.CertPEM) ||
+		string(bundle.Certs.OS.Crt) != string(osBefore) {
+		t.Error("--secrets: the bundle's etcd CA is not the new one, or its OS CA changed")
 	}
 
 	verifyDropped(t, c, old, newCA)
@@ -256,6 +264,18 @@ func checkWorkerUntouched(t *testing.T, c *cliCluster) {
 			t.Errorf("the rotation gave worker %s an etcd CA", n.Name)
 		}
 	}
+}
+
+// bundleOf is the cluster's secrets bundle as it is on disk.
+func bundleOf(t *testing.T, c *cliCluster) *certs.Bundle {
+	t.Helper()
+
+	b, err := certs.LoadBundle(c.SecretsPath(), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	return b
 }
 
 // etcdCAOf is the etcd CA in n's config on disk, which ApplyConfiguration
