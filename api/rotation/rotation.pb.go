@@ -32,7 +32,7 @@ const (
 // private key.
 type Rotation struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The CA kind: "os".
+	// The CA kind: "os" or "etcd".
 	Ca string `protobuf:"bytes,1,opt,name=ca,proto3" json:"ca,omitempty"`
 	// The last step completed: 0 started, 1 new CA accepted everywhere,
 	// 2 new CA issuing, 3 old CA dropped (done); -1 rolled back.

@@ -51,16 +51,26 @@ Until step 2 has run, the new CA's key is kept beside the client config in
 a file of mode 0600 (CLIENTCONFIG.rotate-os-ca.pem); it is removed once the
 control planes hold it. --secrets names the secrets bundle the cluster was
 made from: when the rotation ends its OS CA becomes the new one (0600), so
-that configs generated from it afterwards join the rotated cluster.`,
+that configs generated from it afterwards join the rotated cluster.
+
+--ca etcd rotates the etcd CA (cluster.etcd.ca) the same way, on the control
+planes only (workers hold no etcd CA and are skipped): 1. the new etcd CA is
+accepted, 2. etcd's certificates are issued from it, 3. the old one is
+dropped. Each change restarts the etcd members one at a time; each step is
+verified on every control plane from what its running etcd member loaded.
+The client config does not change. Its key is kept until step 2 as above
+(CLIENTCONFIG.rotate-etcd-ca.pem, mode 0600); --secrets updates the bundle's
+etcd CA. The two kinds are recorded apart and may be rotated independently.`,
 		Example: `  aegisctl rotate-ca
   aegisctl rotate-ca --dry-run=false
   aegisctl rotate-ca --dry-run=false --until-step 2
-  aegisctl rotate-ca --dry-run=false --resume`,
+  aegisctl rotate-ca --dry-run=false --resume
+  aegisctl rotate-ca --ca etcd --dry-run=false`,
 		Args: cobra.NoArgs,
 	}
 
 	fl := cmd.Flags()
-	fl.StringVar(&f.kind, "ca", "os", "the CA to rotate: os")
+	fl.StringVar(&f.kind, "ca", "os", "the CA to rotate: os or etcd")
 	fl.BoolVar(&f.dryRun, "dry-run", true, "show what would be done, change nothing")
 	fl.BoolVar(&f.resume, "resume", false, "complete the rotation in progress")
 	fl.BoolVar(&f.rollback, "rollback", false, "undo the rotation in progress (before step 2)")
@@ -101,6 +111,7 @@ type rotator struct {
 	keyPath string
 
 	members []member
+	skipped int // members that do not hold the CA
 	rec     *rotation.Rotation
 	rev     int64
 }
@@ -156,8 +167,13 @@ func (r *rotator) runSteps(ctx context.Context, steps []int32) error {
 	run := map[int32]func(context.Context) error{rot.StepAccepted: r.step1, rot.StepIssuing: r.step2, rot.StepDone: r.step3}
 
 	for _, step := range steps {
-		name := fmt.Sprintf("step %d (%s)", step, stepName(step))
-		if err := r.timed(ctx, name, run[step]); err != nil {
+		name := fmt.Sprintf("step %d (%s)", step, r.kind.stepName(step))
+		err := r.timed(ctx, name, run[step])
+		if err == nil {
+			err = r.kind.verify(ctx, r, step)
+		}
+
+		if err != nil {
 			return fmt.Errorf("%s: %w\nthe rotation stopped after step %d; run again with --resume once the cause is fixed", name, err, r.rec.GetStep())
 		}
 
@@ -218,10 +234,14 @@ func (r *rotator) printPlan(ctx context.Context, action rotationAction, steps []
 	}
 
 	for _, s := range steps {
-		fmt.Fprintf(r.out, "would run step %d: %s\n", s, stepName(s))
+		fmt.Fprintf(r.out, "would run step %d: %s\n", s, r.kind.stepName(s))
 	}
 
-	if slices.Contains(steps, rot.StepDone) {
+	if r.skipped > 0 {
+		fmt.Fprintf(r.out, "skipped: %d workers, which hold no %s CA\n", r.skipped, r.kind.name())
+	}
+
+	if slices.Contains(steps, rot.StepDone) && r.kind.clientFollows() {
 		fmt.Fprintln(r.out, "at step 3, client configs that trust only the old CA stop working")
 	}
 

@@ -41,7 +41,7 @@ func (r *rotator) loadMembers(ctx context.Context) error {
 		return fmt.Errorf("reading the cluster's members: %w", err)
 	}
 
-	r.members = nil
+	r.members, r.skipped = nil, 0
 
 	for _, list := range resp.GetMessages() {
 		for _, m := range list.GetMembers() {
@@ -49,7 +49,14 @@ func (r *rotator) loadMembers(ctx context.Context) error {
 				continue
 			}
 
-			r.members = append(r.members, member{addr: m.GetAddresses()[0], host: m.GetHostname(), controlPlane: m.GetRole() != "worker"})
+			mem := member{addr: m.GetAddresses()[0], host: m.GetHostname(), controlPlane: m.GetRole() != "worker"}
+			if !r.kind.holds(mem) {
+				r.skipped++
+
+				continue
+			}
+
+			r.members = append(r.members, mem)
 		}
 	}
 

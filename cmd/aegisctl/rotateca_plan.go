@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/x509"
 	"errors"
 	"fmt"
@@ -14,9 +15,8 @@ import (
 
 // caKind is what a rotation changes for one kind of CA: which fields of a
 // machine config hold it, and how each step edits them. Every edit is
-// idempotent, so a resumed rotation may apply a step again. The OS CA is
-// the one kind implemented; another (the etcd CA) plugs in as another
-// caKind.
+// idempotent, so a resumed rotation may apply a step again. The OS CA and
+// the etcd CA (rotateca_etcd.go) are the kinds.
 type caKind interface {
 	// name is the kind as --ca and the rotation record name it.
 	name() string
@@ -35,6 +35,23 @@ type caKind interface {
 	// revert undoes issueFrom on a worker (which holds no CA key), the
 	// new CA staying accepted: a rollback of an interrupted step 2.
 	revert(cfg *certs.MachineConfig, old, newCA *x509.Certificate)
+	// holds reports whether a member holds this CA at all: the rotation
+	// changes and verifies only those.
+	holds(m member) bool
+	// held is the CA with its key as a control plane's config holds it.
+	held(cfg *certs.MachineConfig) *ca.CA
+	// bundled is where a secrets bundle keeps this CA.
+	bundled(b *certs.Bundle) **certs.CertAndKey
+	// clientFollows reports whether the client config and the nodes' API
+	// certificates come from this CA: then step 2 writes a new client
+	// config and step 3 re-issues every certificate first.
+	clientFollows() bool
+	// verify checks, after the edits of step (or of a rollback) and the
+	// config checks every kind gets, what the running services of every
+	// member loaded, where the config in effect does not tell it.
+	verify(ctx context.Context, r *rotator, step int32) error
+	// stepName names a step.
+	stepName(step int32) string
 }
 
 // osCA is the OS CA: machine.ca and machine.acceptedCAs.
@@ -86,6 +103,20 @@ func (osCA) drop(cfg *certs.MachineConfig, cert *x509.Certificate) {
 	cfg.Machine.AcceptedCAs = slices.DeleteFunc(cfg.Machine.AcceptedCAs, func(a certs.CertAndKey) bool { return samePEM(a.Crt, cert) })
 }
 
+func (osCA) holds(member) bool { return true }
+
+func (osCA) held(cfg *certs.MachineConfig) *ca.CA { return cfg.OSCA() }
+
+func (osCA) bundled(b *certs.Bundle) **certs.CertAndKey { return &b.Certs.OS }
+
+func (osCA) clientFollows() bool { return true }
+
+// verify adds nothing: the OS CA in effect is the config's, which the
+// steps check, and steps 2 and 3 check the client config on every member.
+func (osCA) verify(context.Context, *rotator, int32) error { return nil }
+
+func (osCA) stepName(step int32) string { return stepName(step) }
+
 // samePEM reports whether a PEM certificate is cert.
 func samePEM(pemBytes []byte, cert *x509.Certificate) bool {
 	c, err := ca.ParseCertificate(pemBytes)
@@ -94,7 +125,7 @@ func samePEM(pemBytes []byte, cert *x509.Certificate) bool {
 }
 
 // caKinds returns the kinds --ca takes, by name.
-func caKinds() map[string]caKind { return map[string]caKind{"os": osCA{}} }
+func caKinds() map[string]caKind { return map[string]caKind{"os": osCA{}, "etcd": etcdCA{}} }
 
 // rotationAction is what a run of rotate-ca does.
 type rotationAction int

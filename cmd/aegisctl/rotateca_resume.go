@@ -35,11 +35,12 @@ func (r *rotator) catchUp(ctx context.Context) error {
 		return err
 	}
 
-	if cp.OSCA() == nil || !cp.OSCA().Cert.Equal(r.recNew()) {
+	held := r.kind.held(cp)
+	if held == nil || !held.Cert.Equal(r.recNew()) {
 		return fmt.Errorf("%s does not hold the new CA although step 2 is recorded", r.members[0])
 	}
 
-	if err = r.issueFromNew(ctx, cp.OSCA()); err != nil {
+	if err = r.issueFromNew(ctx, held); err != nil {
 		return fmt.Errorf("bringing every member to step 2: %w", err)
 	}
 
@@ -82,6 +83,10 @@ func (r *rotator) rollback(ctx context.Context) error {
 		return nil
 	})
 	if err != nil {
+		return err
+	}
+
+	if err = r.kind.verify(ctx, r, rot.StepRolledBack); err != nil {
 		return err
 	}
 

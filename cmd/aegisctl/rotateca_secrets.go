@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"fmt"
 
+	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/certs"
 )
 
@@ -21,7 +22,12 @@ func (r *rotator) checkSecrets(ctx context.Context) error {
 		return fmt.Errorf("--secrets: %w", err)
 	}
 
-	held, err := b.OSCA(r.e.clock.Now())
+	slot := r.kind.bundled(b)
+	if *slot == nil {
+		return fmt.Errorf("--secrets %s holds no %s CA", r.flags.secrets, r.kind.name())
+	}
+
+	held, err := ca.Parse((*slot).Crt, (*slot).Key, r.e.clock.Now())
 	if err != nil {
 		return fmt.Errorf("--secrets %s: %w", r.flags.secrets, err)
 	}
@@ -55,11 +61,12 @@ func (r *rotator) updateSecrets(ctx context.Context) error {
 		return err
 	}
 
-	if cp.OSCA() == nil {
+	held := r.kind.held(cp)
+	if held == nil {
 		return fmt.Errorf("%s holds no CA key to put into %s", r.members[0], r.flags.secrets)
 	}
 
-	b.Certs.OS = &certs.CertAndKey{Crt: cp.Machine.CA.Crt, Key: cp.Machine.CA.Key}
+	*r.kind.bundled(b) = &certs.CertAndKey{Crt: held.CertPEM, Key: held.KeyPEM}
 	if err = b.Save(r.flags.secrets, true); err != nil {
 		return err
 	}

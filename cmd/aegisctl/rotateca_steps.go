@@ -141,6 +141,10 @@ func (r *rotator) step2(ctx context.Context) error {
 		return err
 	}
 
+	if !r.kind.clientFollows() {
+		return nil
+	}
+
 	if err = r.newClientConfig(ctx); err != nil {
 		return err
 	}
@@ -247,11 +251,13 @@ func (r *rotator) switchClientConfig(ctx context.Context, caPEM, crt, key []byte
 func (r *rotator) step3(ctx context.Context) error {
 	newCA, old := r.recNew(), r.recOld()
 
-	fmt.Fprintln(r.out, "step 3: client configs that trust only the old CA stop working now")
+	if r.kind.clientFollows() {
+		fmt.Fprintln(r.out, "step 3: client configs that trust only the old CA stop working now")
 
-	for _, m := range r.members {
-		if err := r.reissue(ctx, m, newCA); err != nil {
-			return err
+		for _, m := range r.members {
+			if err := r.reissue(ctx, m, newCA); err != nil {
+				return err
+			}
 		}
 	}
 
@@ -262,7 +268,7 @@ func (r *rotator) step3(ctx context.Context) error {
 
 		return nil
 	})
-	if err != nil {
+	if err != nil || !r.kind.clientFollows() {
 		return err
 	}
 

@@ -15,7 +15,7 @@ import (
 )
 
 // Kinds returns the CA kinds a rotation is recorded for.
-func Kinds() []string { return []string{"os"} }
+func Kinds() []string { return []string{"os", "etcd"} }
 
 // Steps of a rotation, as Rotation.step records the last one completed.
 const (

@@ -32,6 +32,7 @@ func TestCheck(t *testing.T) {
 	}{
 		{"good", func(*rotation.Rotation) {}, true},
 		{"rolled back", func(r *rotation.Rotation) { r.Step = rot.StepRolledBack }, true},
+		{"the etcd CA's rotation", func(r *rotation.Rotation) { r.Ca = "etcd" }, true},
 		{"unknown kind", func(r *rotation.Rotation) { r.Ca = "kubernetes" }, false},
 		{"step past the end", func(r *rotation.Rotation) { r.Step = 4 }, false},
 		{"a key beside the new CA", func(r *rotation.Rotation) { r.NewCa = append(r.NewCa, newCA.KeyPEM...) }, false},

@@ -17,7 +17,7 @@ import (
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/ca/catest"
 	"github.com/aegis-os/aegis/internal/clock"
-	"github.com/aegis-os/aegis/internal/etcdtest"
+	"github.com/aegis-os/aegis/internal/testutil/etcdtest"
 	rot "github.com/aegis-os/aegis/machined/rotation"
 )
 
@@ -26,7 +26,8 @@ import (
 // the clock, and stay until the rotation ends; a key is refused; etcd gone
 // is Unavailable, a node without etcd FailedPrecondition.
 func TestServerRecord(t *testing.T) {
-	cli, stop := etcdtest.Start(t)
+	e, stop := etcdtest.Start(t)
+	cli := etcdtest.Client(t, e)
 	now := time.Now()
 	clk := clock.NewFake(now)
 

@@ -1,0 +1,140 @@
+package main
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aegis-os/aegis/ca"
+	"github.com/aegis-os/aegis/ca/catest"
+	"github.com/aegis-os/aegis/certs"
+	rot "github.com/aegis-os/aegis/machined/rotation"
+)
+
+// TestEtcdCAEdits walks a control plane's config through the steps with
+// the etcd kind: each edit is idempotent, passes the check the step makes
+// of it and is a change a node accepts (the etcd CA changes only as step 2
+// does); step 1 again after step 2, as a resumed rotation runs it, changes
+// nothing; the OS CA is never touched.
+func TestEtcdCAEdits(t *testing.T) {
+	now := time.Now()
+	osCA, oldCA, newCA := catest.NewCA(t, ca.Ed25519, now), catest.NewCA(t, ca.ECDSAP256, now), catest.NewCA(t, ca.ECDSAP256, now)
+	k := etcdCA{}
+	cfg := etcdMachineConfig(t, osCA, oldCA, now)
+	start := cfg
+
+	steps := []struct {
+		edit  func(c *certs.MachineConfig)
+		check func(c *certs.MachineConfig) bool
+	}{
+		{func(c *certs.MachineConfig) { k.accept(c, newCA.Cert) }, func(c *certs.MachineConfig) bool {
+			return k.accepts(c, newCA.Cert) && k.issuing(c).Equal(oldCA.Cert)
+		}},
+		{func(c *certs.MachineConfig) { k.issueFrom(c, newCA, oldCA.Cert) }, func(c *certs.MachineConfig) bool {
+			return k.issuing(c).Equal(newCA.Cert) && k.accepts(c, oldCA.Cert) && k.held(c).Cert.Equal(newCA.Cert)
+		}},
+		{func(c *certs.MachineConfig) { k.accept(c, newCA.Cert) }, func(c *certs.MachineConfig) bool {
+			return len(c.Cluster.Etcd.AcceptedCAs) == 1 // step 1 again: only the old CA stays accepted
+		}},
+		{func(c *certs.MachineConfig) { k.drop(c, oldCA.Cert) }, func(c *certs.MachineConfig) bool {
+			return !k.accepts(c, oldCA.Cert) && len(c.EtcdTrustedCAs()) == 1
+		}},
+	}
+
+	for i, step := range steps {
+		next := applyTwice(t, cfg, step.edit, now)
+		if err := certs.CheckEtcdCAChange(cfg, next); err != nil {
+			t.Fatalf("edit %d: %v", i+1, err)
+		}
+
+		if !step.check(next) {
+			t.Fatalf("edit %d does not pass its check", i+1)
+		}
+
+		if !next.OSCA().Cert.Equal(start.OSCA().Cert) || len(next.Machine.AcceptedCAs) != 0 {
+			t.Fatalf("edit %d changed the OS CA", i+1)
+		}
+
+		cfg = next
+	}
+}
+
+// TestEtcdCARollbackEdit: dropping the new CA after step 1 gives back the
+// config the rotation started from.
+func TestEtcdCARollbackEdit(t *testing.T) {
+	now := time.Now()
+	osCA, oldCA, newCA := catest.NewCA(t, ca.Ed25519, now), catest.NewCA(t, ca.ECDSAP256, now), catest.NewCA(t, ca.ECDSAP256, now)
+	k := etcdCA{}
+	start := etcdMachineConfig(t, osCA, oldCA, now)
+
+	accepted := applyTwice(t, start, func(c *certs.MachineConfig) { k.accept(c, newCA.Cert) }, now)
+	back := applyTwice(t, accepted, func(c *certs.MachineConfig) { k.drop(c, newCA.Cert) }, now)
+
+	if fields, err := certs.ChangedFields(start, back); err != nil || len(fields) != 0 {
+		t.Fatalf("the rollback left %v changed (%v)", fields, err)
+	}
+
+	if k.accepts(back, newCA.Cert) {
+		t.Fatal("the rollback still accepts the new CA")
+	}
+}
+
+// TestEtcdCAKind: the etcd kind is chosen by --ca etcd, changes control
+// planes only, keeps no client config and names its own steps; its record
+// is its own.
+func TestEtcdCAKind(t *testing.T) {
+	k, ok := caKinds()["etcd"]
+	if !ok {
+		t.Fatal("--ca etcd is not a kind")
+	}
+
+	if k.holds(member{addr: "10.0.0.5"}) || !k.holds(member{addr: "10.0.0.2", controlPlane: true}) {
+		t.Fatal("the etcd kind does not hold to control planes only")
+	}
+
+	if !(osCA{}).holds(member{addr: "10.0.0.5"}) {
+		t.Fatal("the OS kind skips workers")
+	}
+
+	if k.clientFollows() || !(osCA{}).clientFollows() {
+		t.Fatal("only the OS CA issues the client config")
+	}
+
+	if !strings.Contains(k.stepName(rot.StepDone), "etcd") || strings.Contains(k.stepName(rot.StepIssuing), "client config") {
+		t.Fatalf("etcd steps named %q, %q", k.stepName(rot.StepIssuing), k.stepName(rot.StepDone))
+	}
+
+	if !slices.Contains(rot.Kinds(), k.name()) {
+		t.Fatalf("the rotation service records no %q kind: %v", k.name(), rot.Kinds())
+	}
+
+	b := &certs.Bundle{Certs: &certs.BundleCerts{}}
+	if k.bundled(b) != &b.Certs.Etcd || (osCA{}).bundled(b) != &b.Certs.OS {
+		t.Fatal("a kind's CA is kept in another field of the secrets bundle")
+	}
+}
+
+// etcdMachineConfig is a control plane's config with etcd CA etcd.
+func etcdMachineConfig(t *testing.T, osAuthority, etcd *ca.CA, now time.Time) *certs.MachineConfig {
+	t.Helper()
+
+	c := &certs.MachineConfig{
+		Version: certs.MachineConfigVersion,
+		Machine: certs.MachineSpec{
+			Type: certs.NodeControlPlane, Token: "abcdef.0123456789abcdef",
+			CA:   certs.CertAndKey{Crt: osAuthority.CertPEM, Key: osAuthority.KeyPEM},
+			Time: certs.TimeSpec{TrustHostClock: true},
+		},
+		Cluster: certs.ClusterSpec{
+			Name: "test", ControlPlane: certs.ControlPlaneSpec{Endpoints: []string{"127.0.0.2"}},
+			Etcd: certs.EtcdSpec{CA: &certs.CertAndKey{Crt: etcd.CertPEM, Key: etcd.KeyPEM}},
+		},
+	}
+
+	if err := c.Validate("test", now); err != nil {
+		t.Fatal(err)
+	}
+
+	return c
+}
