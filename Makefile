@@ -7,6 +7,9 @@ OUT      := _out
 FUZZTIME ?= 10s
 BENCHTIME ?= 1s
 QUICK    ?=
+# Bound of one test package's run: the end-to-end package runs for about
+# ten minutes on two cores, which is go test's own default bound.
+TEST_TIMEOUT ?= 25m
 BENCHOUT := $(OUT)/bench
 # Loopback range of the cluster `make conformance` creates.
 CONFORMANCE_CIDR ?= 127.8.0.0/24
@@ -57,7 +60,7 @@ lint:
 
 ## test: install deps, lint, run every test (slow end-to-end tests included), then the conformance suite
 test: deps lint
-	$(GO) test -count=1 ./...
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 	@$(MAKE) --no-print-directory conformance
 
 ## conformance: create a local cluster in CONFORMANCE_CIDR, run the conformance suite against it, destroy it
@@ -66,7 +69,7 @@ conformance: deps build
 
 ## e2e: run only the end-to-end tests (real processes on loopback addresses 127.0.x-127.9.x)
 e2e:
-	$(GO) test -count=1 ./e2e/...
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./e2e/...
 
 CLUSTER_NAME ?= aegis-local
 # Loopback range and state folder of `make run`'s cluster, as aegisctl
