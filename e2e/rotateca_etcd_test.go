@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/x509"
@@ -80,23 +79,9 @@ func TestRotateEtcdCA(t *testing.T) {
 // new etcd CA: --rollback leaves every member trusting and issuing from the
 // old CA alone, and removes the key file.
 func checkEtcdRollback(t *testing.T, c *cliCluster, old *x509.Certificate) {
-	cmd := exec.Command(filepath.Join(binDir, "aegisctl"), "--aegisconfig", c.admin(), "rotate-ca", "--ca", "etcd", "--dry-run=false")
-	cmd.Env = []string{"HOME=" + c.home, "PATH=" + os.Getenv("PATH")}
-
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	if err = cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-
-	scanner := bufio.NewScanner(out)
-	for scanner.Scan() {
-		if strings.HasPrefix(scanner.Text(), "step 1 (") {
-			break
-		}
+	cli := startRotation(t, c, "--ca", "etcd", "--dry-run=false")
+	if !cli.waitFor("step 1 (") {
+		t.Fatal("the CLI ended before step 1")
 	}
 
 	first := c.ControlPlanes()[0]
@@ -106,11 +91,7 @@ func checkEtcdRollback(t *testing.T, c *cliCluster, old *x509.Certificate) {
 		return err == nil && len(cfg.Cluster.Etcd.AcceptedCAs) > 0
 	})
 
-	if err = cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-
-	_ = cmd.Wait() // killed: its status says so
+	cli.kill(t)
 
 	res := runRotateEtcd(t, c, "--rollback")
 	if res.code != 0 || !strings.Contains(res.stdout, "rolled back") {

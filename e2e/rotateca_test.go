@@ -88,32 +88,12 @@ func checkRotateCatchUp(t *testing.T, c *cliCluster) {
 // checkRotateKilled kills the CLI (SIGKILL) as it starts step 2: --resume
 // completes the rotation from whatever it left.
 func checkRotateKilled(t *testing.T, c *cliCluster) {
-	cmd := exec.Command(filepath.Join(binDir, "aegisctl"), "--aegisconfig", c.admin(), "rotate-ca", "--dry-run=false")
-	cmd.Env = []string{"HOME=" + c.home, "PATH=" + os.Getenv("PATH")}
-
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	if err = cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-
-	killed := false
-
-	scanner := bufio.NewScanner(out)
-	for scanner.Scan() {
-		if strings.HasPrefix(scanner.Text(), "step 2 (") && !killed {
-			killed = cmd.Process.Kill() == nil
-		}
-	}
-
-	_ = cmd.Wait() // killed: its status says so
-
-	if !killed {
+	cli := startRotation(t, c, "--dry-run=false")
+	if !cli.waitFor("step 2 (") {
 		t.Fatal("the CLI ended before step 2")
 	}
+
+	cli.kill(t)
 
 	c.ok(t, c.admin(), "rotate-ca", "--dry-run=false", "--resume", "--secrets", c.SecretsPath())
 
@@ -541,4 +521,55 @@ func shape(c *cliCluster) string {
 	cps := len(c.ControlPlanes())
 
 	return fmt.Sprintf("%d+%d nodes", cps, len(c.Nodes)-cps)
+}
+
+// rotationCLI is a rotate-ca run in the background, read line by line, for
+// the tests that kill it at a given point.
+type rotationCLI struct {
+	cmd     *exec.Cmd
+	scanner *bufio.Scanner
+}
+
+// startRotation starts aegisctl rotate-ca with args as the cluster's admin.
+func startRotation(t *testing.T, c *cliCluster, args ...string) *rotationCLI {
+	t.Helper()
+
+	cmd := exec.Command(filepath.Join(binDir, "aegisctl"), append([]string{"--aegisconfig", c.admin(), "rotate-ca"}, args...)...)
+	cmd.Env = []string{"HOME=" + c.home, "PATH=" + os.Getenv("PATH")}
+
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if err = cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+
+	return &rotationCLI{cmd: cmd, scanner: bufio.NewScanner(out)}
+}
+
+// waitFor reads the CLI's output until a line starts with prefix, and
+// reports whether one did before the output ended.
+func (r *rotationCLI) waitFor(prefix string) bool {
+	for r.scanner.Scan() {
+		if strings.HasPrefix(r.scanner.Text(), prefix) {
+			return true
+		}
+	}
+
+	return false
+}
+
+// kill ends the CLI at once, as an operator's lost session would.
+func (r *rotationCLI) kill(t *testing.T) {
+	t.Helper()
+
+	if err := r.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+
+	_ = r.cmd.Wait() // killed: its status says so
 }
