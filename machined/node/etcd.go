@@ -12,6 +12,7 @@ import (
 	"github.com/aegis-os/aegis/machined/machineapi"
 	"github.com/aegis-os/aegis/machined/system"
 	"github.com/aegis-os/aegis/machined/system/health"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // setUpEtcd makes the node's etcd at its first boot (a control plane whose
@@ -178,4 +179,24 @@ func (c etcdReady) Wait(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// etcdClient is the client of the node's etcd for a store of the cluster's
+// state: noEtcd when the node runs no etcd, unavailable (wrapping the
+// cause) when its client cannot be had.
+func (n *Node) etcdClient(noEtcd, unavailable error) (*clientv3.Client, error) {
+	n.mu.Lock()
+	e := n.etcd
+	n.mu.Unlock()
+
+	if e == nil {
+		return nil, noEtcd
+	}
+
+	cli, err := e.Client()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", unavailable, err)
+	}
+
+	return cli, nil
 }

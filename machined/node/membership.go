@@ -153,17 +153,9 @@ func (n *Node) acceptedCAs() *ca.AcceptedSet {
 
 // memberStore is the member list in the local etcd: a control plane's.
 func (n *Node) memberStore() (*membership.Store, error) {
-	n.mu.Lock()
-	e := n.etcd
-	n.mu.Unlock()
-
-	if e == nil {
-		return nil, errNoEtcd
-	}
-
-	cli, err := e.Client()
+	cli, err := n.etcdClient(errNoEtcd, membership.ErrUnavailable)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", membership.ErrUnavailable, err)
+		return nil, err
 	}
 
 	return membership.New(membership.Config{Client: cli, Clock: n.clock})

@@ -3,7 +3,6 @@ package node
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/netip"
 	"sync"
@@ -136,17 +135,9 @@ func (n *Node) followEtcdRevocations(ctx context.Context) {
 
 // revocationStore is the list in the node's etcd, or revocation.ErrNoEtcd.
 func (n *Node) revocationStore() (*revocation.Store, error) {
-	n.mu.Lock()
-	e := n.etcd
-	n.mu.Unlock()
-
-	if e == nil {
-		return nil, revocation.ErrNoEtcd
-	}
-
-	cli, err := e.Client()
+	cli, err := n.etcdClient(revocation.ErrNoEtcd, revocation.ErrUnavailable)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", revocation.ErrUnavailable, err)
+		return nil, err
 	}
 
 	return revocation.NewStore(revocation.StoreConfig{Client: cli, Clock: n.clock, Logger: n.log})

@@ -3,7 +3,6 @@ package node
 import (
 	"context"
 	"crypto/x509"
-	"fmt"
 
 	"github.com/aegis-os/aegis/machined/rotation"
 )
@@ -11,17 +10,9 @@ import (
 // rotationStore is the CA rotation state in the node's etcd, or
 // rotation.ErrNoEtcd.
 func (n *Node) rotationStore() (*rotation.Store, error) {
-	n.mu.Lock()
-	e := n.etcd
-	n.mu.Unlock()
-
-	if e == nil {
-		return nil, rotation.ErrNoEtcd
-	}
-
-	cli, err := e.Client()
+	cli, err := n.etcdClient(rotation.ErrNoEtcd, rotation.ErrUnavailable)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", rotation.ErrUnavailable, err)
+		return nil, err
 	}
 
 	return rotation.NewStore(rotation.StoreConfig{Client: cli})
