@@ -2,10 +2,14 @@ package bench
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
+	"os"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,31 +21,87 @@ import (
 )
 
 // joinStorms runs JoinStorms storms of JoinClients clients against the
-// control plane's trustd.
+// control plane's trustd, then JoinFloorStorms of JoinFloorClients with the
+// CPU time of every process they make work: the control plane's and the
+// harness's, whose clients make the keys, CSRs and TLS handshakes.
 func (r *run) joinStorms(ctx context.Context, e *clusterEnv) error {
 	base, err := joinConfig(e)
 	if err != nil {
 		return err
 	}
 
-	j := &JoinStorm{Clients: r.plan.JoinClients}
+	if r.res.Join, err = r.stormSeries(ctx, "join storm", r.plan.JoinClients, r.plan.JoinStorms, base, nil); err != nil {
+		return err
+	}
+
+	procs := maps.Clone(e.cpProcs)
+	procs["harness"] = os.Getpid()
+
+	r.res.JoinFloor, err = r.stormSeries(ctx, "join storm, CPU measured", r.plan.JoinFloorClients, r.plan.JoinFloorStorms, base, procs)
+
+	return err
+}
+
+// stormSeries runs storms storms of n clients, each on base, and measures
+// the CPU time of procs (by name) around each one; none if procs is empty.
+func (r *run) stormSeries(ctx context.Context, label string, n, storms int, base join.Config, procs map[string]int) (*JoinStorm, error) {
+	j := &JoinStorm{Clients: n}
 
 	var all []time.Duration
 
-	for i := range r.plan.JoinStorms {
-		total, lat, retries, err := storm(ctx, r.plan.JoinClients, base)
+	for i := range storms {
+		before := cpuTimes(procs)
+
+		total, lat, retries, err := storm(ctx, n, base)
 		if err != nil {
-			return err
+			return nil, err
 		}
 
-		r.logf("join storm %d/%d: %d clients in %s, %d retries", i+1, r.plan.JoinStorms, r.plan.JoinClients, formatDuration(total), retries)
+		line := fmt.Sprintf("%s %d/%d: %d clients in %s, %d retries", label, i+1, storms, n, formatDuration(total), retries)
+		if len(procs) > 0 {
+			cpu, by := cpuSpent(before, cpuTimes(procs))
+			j.CPU = append(j.CPU, cpu)
+			line += fmt.Sprintf(", %s of CPU (%s)", formatDuration(cpu), by)
+		}
+
+		r.logf("%s", line)
 		j.Totals, j.Retries, all = append(j.Totals, total), j.Retries+retries, append(all, lat...)
 	}
 
 	j.Latency = Summarize(all)
-	r.res.Join = j
 
-	return nil
+	return j, nil
+}
+
+// cpuTimes reads the CPU time of each process so far, by name.
+func cpuTimes(procs map[string]int) map[string]time.Duration {
+	out := make(map[string]time.Duration, len(procs))
+	for name, pid := range procs {
+		out[name] = cpuTime([]int{pid})
+	}
+
+	return out
+}
+
+// cpuSpent is the CPU time spent between two readings, in all and by
+// process ("trustd 1.2s, harness 0.9s, ..."), the largest first.
+func cpuSpent(before, after map[string]time.Duration) (time.Duration, string) {
+	names := slices.SortedFunc(maps.Keys(after), func(a, b string) int {
+		return cmp.Compare(after[b]-before[b], after[a]-before[a])
+	})
+
+	var (
+		total time.Duration
+		parts []string
+	)
+
+	for _, name := range names {
+		d := after[name] - before[name]
+		total += d
+		parts = append(parts, name+" "+formatDuration(d))
+	}
+
+	return total, strings.Join(parts, ", ")
 }
 
 // joinConfig is a worker's join configuration for the cluster, less the

@@ -26,9 +26,12 @@ type Plan struct {
 	// ClusterWorkers join the run's control plane: 1 + ClusterWorkers
 	// nodes take the apid, fan-out and join loads.
 	ClusterWorkers int
-	// JoinClients join at once, JoinStorms times.
-	JoinClients int
-	JoinStorms  int
+	// JoinClients join at once, JoinStorms times; then JoinFloorClients,
+	// JoinFloorStorms times, with the CPU time of the storm measured.
+	JoinClients      int
+	JoinStorms       int
+	JoinFloorClients int
+	JoinFloorStorms  int
 	// APIDCalls is the calls per case (direct, through apid) one after the
 	// other; APIDWorkers callers then share a connection for
 	// APIDParallelCalls calls per case.
@@ -60,7 +63,7 @@ var FullPlan = Plan{
 	Name: "full", Rounds: 10,
 	IssueCalls: 5000, IssueNewConnCalls: 2000, SaturatedCalls: 5000,
 	BootReps: 10, ClusterWorkers: 19,
-	JoinClients: 200, JoinStorms: 5,
+	JoinClients: 200, JoinStorms: 5, JoinFloorClients: 1000, JoinFloorStorms: 5,
 	APIDCalls: 5000, APIDWorkers: 8, APIDParallelCalls: 50000, Handshakes: 2000,
 	FanOutNodes: []int{1, 5, 20}, FanOutCalls: 500, EtcdKeys: 10000,
 	RuntimeBootReps: 5, RuntimeWorkers: 4, RuntimeFanOut: []int{1, 5},
@@ -73,7 +76,7 @@ var QuickPlan = Plan{
 	Name: "quick", Rounds: 5,
 	IssueCalls: 1000, IssueNewConnCalls: 400, SaturatedCalls: 1000,
 	BootReps: 3, ClusterWorkers: 19,
-	JoinClients: 200, JoinStorms: 2,
+	JoinClients: 200, JoinStorms: 2, JoinFloorClients: 1000, JoinFloorStorms: 2,
 	APIDCalls: 1000, APIDWorkers: 8, APIDParallelCalls: 5000, Handshakes: 400,
 	FanOutNodes: []int{1, 5, 20}, FanOutCalls: 150, EtcdKeys: 10000,
 	RuntimeBootReps: 2, RuntimeWorkers: 4, RuntimeFanOut: []int{1, 5},
@@ -97,10 +100,11 @@ var (
 	TrustdIPs = []string{"127.7.2.1", "127.7.2.2"}
 	// CfsslIPs are the cfssl servers, per CA key type.
 	CfsslIPs = []string{"127.7.3.1", "127.7.3.2"}
-	// JoinSources holds the join storm's clients, one address each (.1
-	// on): a token obtains a certificate for the address it calls from,
-	// as a worker joins from its own.
-	JoinSources = netip.MustParsePrefix("127.7.10.0/24")
+	// JoinSources holds the join storms' clients, one address each (the
+	// block's first on): a token obtains a certificate for the address it
+	// calls from, as a worker joins from its own. A /22 holds the 1,000 of
+	// the larger storm.
+	JoinSources = netip.MustParsePrefix("127.7.16.0/22")
 	// IssueSource is the address the issuance clients call from, and the
 	// one name their requests carry: what a token obtains from trustd.
 	IssueSource = "127.7.9.9"

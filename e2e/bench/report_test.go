@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -41,6 +42,13 @@ func fixture() Results {
 		Join: &JoinStorm{
 			Clients: 200, Totals: []time.Duration{3 * time.Second, 2 * time.Second, 4 * time.Second},
 			Latency: us(600, 1_000_000, 2_900_000, 1_100_000), Retries: 2,
+		},
+		// Each storm's total ÷ floor: 3s ÷ 2s, 2s ÷ 2s, 4s ÷ 4s; the
+		// median of the totals over that of the floors would be 1.5×.
+		JoinFloor: &JoinStorm{
+			Clients: 1000, Totals: []time.Duration{3 * time.Second, 2 * time.Second, 4 * time.Second},
+			CPU:     []time.Duration{4 * time.Second, 4 * time.Second, 8 * time.Second},
+			Latency: us(3000, 1_500_000, 3_900_000, 1_600_000), Retries: 40,
 		},
 		APID: &APIDCalls{
 			Direct: cs(3000, 200, 700, 250, 180, 90), Via: cs(3000, 500, 1500, 600, 550, 300),
@@ -149,7 +157,7 @@ func TestGoals(t *testing.T) {
 		"ed25519: trustd ÷ cfssl serve, 32 callers (saturated rate)":                      false, // 2500/s ÷ 2000/s
 		"ed25519: trustd server CPU per certificate ÷ in-process bound CPU":               true,  // 250µs ÷ 125µs
 		"join storm of 200: total":                                                        false, // median 3s
-		"join storm of 1000: total ÷ CPU floor":                                           false, // not measured
+		"join storm of 1000: total ÷ CPU floor":                                           true,  // median of 1.5×, 1.0×, 1.0×
 		"apid ÷ straight to machined (median latency)":                                    false, // 2.5×
 		"fan-out to 5 nodes: median ÷ CPU floor":                                          true,  // 1.4ms ÷ (2.8ms / 2)
 		"fan-out to 20 nodes: median ÷ CPU floor":                                         true,  // 2.8ms ÷ (11ms / 2)
@@ -171,6 +179,39 @@ func TestGoals(t *testing.T) {
 	for _, g := range (Results{}).Goals() {
 		if g.Met || g.Measured != missing {
 			t.Errorf("goal %q met without a figure: %+v", g.Name, g)
+		}
+	}
+}
+
+// TestJoinFloorRatio: a storm's ratio is its own total over its own CPU
+// ÷ the cores, the median over storms; no figure without the CPU of every
+// storm or the count of cores.
+func TestJoinFloorRatio(t *testing.T) {
+	s := func(v ...int) []time.Duration {
+		out := make([]time.Duration, len(v))
+		for i, ms := range v {
+			out[i] = time.Duration(ms) * time.Millisecond
+		}
+
+		return out
+	}
+
+	for _, tt := range []struct {
+		name        string
+		totals, cpu []time.Duration
+		cpus        int
+		want        float64
+	}{
+		{"one storm", s(1300), s(2000), 2, 1.3},
+		{"median of three", s(3000, 2000, 4000), s(4000, 4000, 8000), 2, 1.0},
+		{"four cores", s(1000), s(2000), 4, 2.0},
+		{"CPU not measured", s(1000), nil, 2, 0},
+		{"CPU of some storms only", s(1000, 1000), s(2000), 2, 0},
+		{"cores unknown", s(1000), s(2000), 0, 0},
+	} {
+		j := &JoinStorm{Clients: 1000, Totals: tt.totals, CPU: tt.cpu}
+		if got := j.FloorRatio(tt.cpus); math.Abs(got-tt.want) > 1e-9 {
+			t.Errorf("%s: FloorRatio = %v, want %v", tt.name, got, tt.want)
 		}
 	}
 }

@@ -1,20 +1,25 @@
 package bench
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // Results are the figures of one run, typed by what was measured. A nil
 // part was not measured (it failed, or the run was stopped before it).
 // Sections and Goals turn them into the report.
 type Results struct {
-	Issuance []Issuance   `json:"issuance,omitempty"`
-	Join     *JoinStorm   `json:"join,omitempty"`
-	APID     *APIDCalls   `json:"apid,omitempty"`
-	FanOut   []FanOut     `json:"fan_out,omitempty"`
-	Boot     *Boot        `json:"boot,omitempty"`
-	Memory   []Memory     `json:"memory,omitempty"`
-	Flood    *ConnFlood   `json:"connection_flood,omitempty"`
-	Streams  *StreamFlood `json:"stream_flood,omitempty"`
-	Etcd     *Etcd        `json:"etcd,omitempty"`
+	Issuance []Issuance `json:"issuance,omitempty"`
+	Join     *JoinStorm `json:"join,omitempty"`
+	// JoinFloor is the larger storm, measured against its CPU floor.
+	JoinFloor *JoinStorm   `json:"join_floor,omitempty"`
+	APID      *APIDCalls   `json:"apid,omitempty"`
+	FanOut    []FanOut     `json:"fan_out,omitempty"`
+	Boot      *Boot        `json:"boot,omitempty"`
+	Memory    []Memory     `json:"memory,omitempty"`
+	Flood     *ConnFlood   `json:"connection_flood,omitempty"`
+	Streams   *StreamFlood `json:"stream_flood,omitempty"`
+	Etcd      *Etcd        `json:"etcd,omitempty"`
 	// TokenStores compares the etcd and bbolt token stores.
 	TokenStores *TokenStores `json:"token_stores,omitempty"`
 	// Runtimes compares the process and containerd runtimes, the
@@ -63,10 +68,41 @@ type JoinStorm struct {
 	Latency Summary `json:"latency"`
 	// Retries counts failed attempts the join clients retried.
 	Retries int `json:"retries"`
+	// CPU holds, per storm, the CPU time of every process the storm made
+	// work (the control plane's and the harness's); empty if not measured.
+	CPU []time.Duration `json:"cpu_ns,omitempty"`
 }
 
 // Total is the median of the storms' totals.
 func (j *JoinStorm) Total() time.Duration { return Summarize(j.Totals).Median }
+
+// Floor is the median of the storms' CPU floors: CPU time ÷ cpus, the
+// least time any schedule of the work on cpus cores could take. Zero if
+// not measured.
+func (j *JoinStorm) Floor(cpus int) time.Duration {
+	if len(j.CPU) == 0 || cpus <= 0 {
+		return 0
+	}
+
+	return Summarize(j.CPU).Median / time.Duration(cpus)
+}
+
+// FloorRatio is the median over storms of each storm's total ÷ its CPU
+// floor; zero if not measured.
+func (j *JoinStorm) FloorRatio(cpus int) float64 {
+	if len(j.CPU) != len(j.Totals) || len(j.CPU) == 0 || cpus <= 0 {
+		return 0
+	}
+
+	ratios := make([]float64, len(j.CPU))
+	for i, cpu := range j.CPU {
+		ratios[i] = Ratio(float64(j.Totals[i]), float64(cpu)/float64(cpus))
+	}
+
+	slices.Sort(ratios)
+
+	return ratios[(len(ratios)-1)/2]
+}
 
 // APIDCalls compares Version through apid with Version straight to
 // machined's socket, and measures new mTLS connections to apid.

@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"strings"
+	"time"
 )
 
 // Sections lays the results out as the report's tables, in the order they
@@ -18,7 +19,7 @@ func (r Results) Sections() []Section {
 		out = append(out, s)
 	}
 
-	if r.Join != nil {
+	if r.Join != nil || r.JoinFloor != nil {
 		out = append(out, r.joinSection())
 	}
 
@@ -130,7 +131,27 @@ func (r Results) issuanceSection() Section {
 }
 
 func (r Results) joinSection() Section {
-	j := r.Join
+	var rows []Row
+
+	for _, j := range []*JoinStorm{r.Join, r.JoinFloor} {
+		if j != nil {
+			rows = append(rows, r.stormRow(j))
+		}
+	}
+
+	return Section{
+		Title: "join storm",
+		How: "trustd/join clients against the control plane's trustd; latency per client from the start, " +
+			"total until the last certificate (median over storms), rate = clients / total; " +
+			"CPU/call is the storm's CPU time per client over the control plane's processes and the harness's, " +
+			"its floor that CPU time ÷ the cores",
+		Rows: rows,
+	}
+}
+
+// stormRow is one size of storm; with its CPU measured, the note gives
+// the floor and each storm's total ÷ floor (median over storms).
+func (r Results) stormRow(j *JoinStorm) Row {
 	row := Row{
 		Name:    fmt.Sprintf("%d clients: key, CSR, join, all at once", j.Clients),
 		Latency: &j.Latency,
@@ -139,12 +160,12 @@ func (r Results) joinSection() Section {
 		Note:    fmt.Sprintf("%d storm(s), %d attempts retried", len(j.Totals), j.Retries),
 	}
 
-	return Section{
-		Title: "join storm",
-		How: "trustd/join clients against the control plane's trustd; latency per client from the start, " +
-			"total until the last certificate (median over storms), rate = clients / total",
-		Rows: []Row{row},
+	if floor := j.Floor(r.CPUs); floor > 0 {
+		row.CPU = Summarize(j.CPU).Median / time.Duration(j.Clients)
+		row.Note += fmt.Sprintf("; CPU floor %s, total ÷ floor %.2f×", formatDuration(floor), j.FloorRatio(r.CPUs))
 	}
+
+	return row
 }
 
 func (r Results) apidSection() Section {

@@ -7,7 +7,6 @@ import (
 	"net/netip"
 	"os"
 	"strconv"
-	"time"
 
 	"github.com/aegis-os/aegis/api/tokens"
 	"github.com/aegis-os/aegis/ca"
@@ -214,22 +213,6 @@ func (r *run) storeStorms(ctx context.Context, c *localcluster.Cluster) (*JoinSt
 		return nil, err
 	}
 
-	j := &JoinStorm{Clients: r.plan.JoinClients}
-
-	var all []time.Duration
-
-	for i := range r.plan.JoinStorms {
-		total, lat, retries, err := storm(ctx, r.plan.JoinClients, base)
-		if err != nil {
-			return nil, err
-		}
-
-		r.logf("token stores: join storm %d/%d over %d control planes, stored token: %d clients in %s, %d retries",
-			i+1, r.plan.JoinStorms, len(base.Endpoints), r.plan.JoinClients, formatDuration(total), retries)
-		j.Totals, j.Retries, all = append(j.Totals, total), j.Retries+retries, append(all, lat...)
-	}
-
-	j.Latency = Summarize(all)
-
-	return j, nil
+	return r.stormSeries(ctx, fmt.Sprintf("token stores: join storm over %d control planes, stored token", len(base.Endpoints)),
+		r.plan.JoinClients, r.plan.JoinStorms, base, nil)
 }
