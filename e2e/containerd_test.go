@@ -157,6 +157,29 @@ func memoryLimit(t *testing.T, pid int) string {
 	return ""
 }
 
+// openFilesLimit is the soft and hard limit on open files of process pid,
+// from /proc/PID/limits.
+func openFilesLimit(t *testing.T, pid int) string {
+	t.Helper()
+
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/limits", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	for line := range strings.Lines(string(data)) {
+		if rest, ok := strings.CutPrefix(line, "Max open files"); ok {
+			if f := strings.Fields(rest); len(f) >= 2 {
+				return f[0] + " " + f[1]
+			}
+		}
+	}
+
+	t.Fatalf("no open files limit in /proc/%d/limits", pid)
+
+	return ""
+}
+
 // rootReadOnly reports whether pid's root mount is read-only.
 func rootReadOnly(t *testing.T, pid int) bool {
 	t.Helper()
@@ -234,6 +257,10 @@ func TestContainerdConfinement(t *testing.T) {
 
 			if got := memoryLimit(t, pid); got != strconv.Itoa(limits[id]) {
 				t.Errorf("%s memory limit %s", id, got)
+			}
+
+			if got := openFilesLimit(t, pid); got != "8192 8192" {
+				t.Errorf("%s: open files limit (soft hard) %s, want 8192 8192", id, got)
 			}
 
 			if !rootReadOnly(t, pid) {

@@ -31,6 +31,15 @@ const (
 	// and grows with the data; a few hundred MiB hold far more than a
 	// node's tokens and membership.
 	etcdMemoryLimit = 512 << 20
+	// containerOpenFiles is every container's limit on open files, where
+	// containerd's default is 1024: apid admits 1024 client connections
+	// and trustd 512 (their limits.go), and each also holds listeners,
+	// connections of its own (apid's backends and peers, the etcd clients)
+	// and files, while a connection refused at accept holds a descriptor
+	// until it is closed. Running out would refuse the legitimate callers
+	// the connection caps are there to protect; eight times apid's cap is
+	// room for all of it, and still bounded.
+	containerOpenFiles = 8192
 	// containerOOMScoreAdj keeps the node's API and signer among the last
 	// processes the kernel kills when memory runs out, as Talos does. A
 	// score below machined's own needs CAP_SYS_RESOURCE (see oomScoreAdj).
@@ -217,7 +226,7 @@ func (c *containerSpec) runnerFor(p runner.ProcessConfig) runner.Runner {
 	return runner.Container(runner.ContainerConfig{
 		Client: c.rt.daemon.Client(), ID: c.id, Image: c.rt.images[c.id].Name, Args: p.Args,
 		Env: []string{"GOMEMLIMIT=" + strconv.FormatInt(limit/10*8, 10)}, UID: u.UID, GID: u.GID,
-		Mounts: c.mounts, MemoryLimit: limit, OOMScoreAdj: oomScoreAdj(),
+		Mounts: c.mounts, MemoryLimit: limit, OOMScoreAdj: oomScoreAdj(), OpenFiles: containerOpenFiles,
 		CgroupsPath: c.rt.cgroupParent + "/" + c.id, RuncRoot: c.rt.daemon.RuncRoot(), FIFODir: c.rt.daemon.FIFODir(),
 		Log: p.Log, Clock: p.Clock,
 	})

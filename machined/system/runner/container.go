@@ -56,6 +56,10 @@ type ContainerConfig struct {
 	MemoryLimit int64
 	// OOMScoreAdj of the process.
 	OOMScoreAdj int
+	// OpenFiles is the process's limit on open files (RLIMIT_NOFILE, soft
+	// and hard alike). Zero keeps containerd's default, 1024, which is
+	// below what a server admitting 1024 connections needs.
+	OpenFiles uint64
 	// CgroupsPath is the container's cgroup; empty means containerd's
 	// default (namespace/ID), which two nodes on one machine would share.
 	CgroupsPath string
@@ -229,6 +233,10 @@ func (c *container) spec(img client.Image) []oci.SpecOpts {
 
 	if c.cfg.CgroupsPath != "" {
 		opts = append(opts, oci.WithCgroup(c.cfg.CgroupsPath))
+	}
+
+	if c.cfg.OpenFiles > 0 {
+		opts = append(opts, oci.WithRlimit(&specs.POSIXRlimit{Type: "RLIMIT_NOFILE", Hard: c.cfg.OpenFiles, Soft: c.cfg.OpenFiles}))
 	}
 
 	return opts
