@@ -82,6 +82,15 @@ const (
 	// full table of connections held about a fifth more memory.
 	ReadBufferSize = 0
 
+	// WindowSize is the HTTP/2 flow-control window of a connection and of
+	// each call, fixed. A request is a few KiB at most (MaxRequestSize), so
+	// the default 64 KiB never holds one back; a fixed window also turns
+	// off gRPC's bandwidth estimator, which pinged the client on the first
+	// request data after each answered ping: on calls one after the other,
+	// a PING out and its ACK in, each a TLS record and a syscall, on every
+	// certificate.
+	WindowSize = 64 << 10
+
 	// RequestTimeout bounds the work on one request (token store access
 	// and signing).
 	RequestTimeout = 30 * time.Second
