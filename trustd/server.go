@@ -128,6 +128,8 @@ func (s *Server) serverOptions() []grpc.ServerOption {
 		grpc.MaxConcurrentStreams(MaxConcurrentStreams),
 		grpc.ConnectionTimeout(HandshakeTimeout),
 		grpc.ReadBufferSize(ReadBufferSize),
+		grpc.StaticStreamWindowSize(WindowSize),
+		grpc.StaticConnWindowSize(WindowSize),
 		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: MaxIdle}),
 		grpc.InTapHandle(s.tap),
 		grpc.StatsHandler(auditStats{s: s}),

@@ -1,0 +1,33 @@
+package main
+
+import (
+	"runtime/debug"
+	"testing"
+
+	"github.com/aegis-os/aegis/trustd"
+)
+
+// TestTuneGC: trustd runs with trustd.GCPercent unless GOGC says
+// otherwise, and then leaves the runtime's setting alone.
+func TestTuneGC(t *testing.T) {
+	prev := debug.SetGCPercent(100)
+	t.Cleanup(func() { debug.SetGCPercent(prev) })
+
+	unset := func(string) (string, bool) { return "", false }
+	if got := tuneGC(unset); got != trustd.GCPercent {
+		t.Fatalf("without GOGC: %d, want %d", got, trustd.GCPercent)
+	}
+
+	if now := debug.SetGCPercent(100); now != trustd.GCPercent {
+		t.Fatalf("without GOGC the runtime runs at %d, want %d", now, trustd.GCPercent)
+	}
+
+	set := func(k string) (string, bool) { return "100", k == "GOGC" }
+	if got := tuneGC(set); got != 100 {
+		t.Fatalf("with GOGC=100: %d, want 100", got)
+	}
+
+	if now := debug.SetGCPercent(100); now != 100 {
+		t.Fatalf("with GOGC=100 the runtime runs at %d", now)
+	}
+}
