@@ -1,0 +1,210 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/version"
+	"go.etcd.io/etcd/pkg/v3/flags"
+	"go.etcd.io/etcd/server/v3/embed"
+	"google.golang.org/grpc"
+
+	"github.com/aegis-os/aegis/internal/clock"
+)
+
+// streamGrace is how long a stopping member lets its clients' calls end by
+// themselves before it ends the streams still open. etcd's own stop waits
+// its whole request timeout (7 s with the default election timeout) for
+// them, and watches and lease keep-alives never end by themselves: the
+// member's client port stayed closed that long at each restart of a
+// rotation. A unary call (a write waiting for its apply) ends within a
+// few milliseconds on a healthy cluster; the streams ended here are
+// resumed by etcd's clients on another member.
+const streamGrace = time.Second
+
+// serve runs an etcd member configured by etcd's flags until SIGTERM or
+// SIGINT, and returns the exit code.
+func serve(args []string) int {
+	cfg, err := parseConfig(args)
+	if errors.Is(err, errVersion) {
+		fmt.Printf("etcd Version: %s\n", version.Version)
+
+		return 0
+	}
+
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "etcd: %v\n", err)
+
+		return 2
+	}
+
+	grpc.EnableTracing = false
+
+	cfg.SetupGlobalLoggers()
+
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+
+	m, err := startMember(cfg)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "etcd: %v\n", err)
+
+		return 1
+	}
+
+	select {
+	case s := <-sig:
+		cfg.GetLogger().Info("stopping etcd on " + s.String())
+		m.stop(streamGrace)
+
+		return 0
+	case err := <-m.etcd.Err():
+		cfg.GetLogger().Error("etcd failed: " + fmt.Sprint(err))
+		m.stop(streamGrace)
+
+		return 1
+	case <-m.etcd.Server.StopNotify():
+		// Removed from its cluster: etcd's own entry point exits 0 too.
+		m.stop(streamGrace)
+
+		return 0
+	}
+}
+
+// errVersion: the command line asks for the version.
+var errVersion = errors.New("version asked")
+
+// parseConfig reads etcd's command line as etcd's own entry point does:
+// every flag of embed.Config, and the initial cluster state.
+func parseConfig(args []string) (*embed.Config, error) {
+	cfg := embed.NewConfig()
+	fs := flag.NewFlagSet("etcd", flag.ContinueOnError)
+	cfg.AddFlags(fs)
+
+	state := flags.NewSelectiveStringValue(embed.ClusterStateFlagNew, embed.ClusterStateFlagExisting)
+	fs.Var(state, "initial-cluster-state", "new to bootstrap a cluster, existing to join one")
+
+	printVersion := fs.Bool("version", false, "print the version and exit")
+
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+
+	if *printVersion {
+		return nil, errVersion
+	}
+
+	if fs.NArg() != 0 {
+		return nil, fmt.Errorf("%q is not a flag", fs.Arg(0))
+	}
+
+	// AddFlags leaves the values of list and URL flags in the flag set.
+	cfg.ListenPeerUrls = flags.UniqueURLsFromFlag(fs, "listen-peer-urls")
+	cfg.AdvertisePeerUrls = flags.UniqueURLsFromFlag(fs, "initial-advertise-peer-urls")
+	cfg.ListenClientUrls = flags.UniqueURLsFromFlag(fs, "listen-client-urls")
+	cfg.ListenClientHttpUrls = flags.UniqueURLsFromFlag(fs, "listen-client-http-urls")
+	cfg.AdvertiseClientUrls = flags.UniqueURLsFromFlag(fs, "advertise-client-urls")
+	cfg.ListenMetricsUrls = flags.UniqueURLsFromFlag(fs, "listen-metrics-urls")
+	cfg.CORS = flags.UniqueURLsMapFromFlag(fs, "cors")
+	cfg.HostWhitelist = flags.UniqueStringsMapFromFlag(fs, "host-whitelist")
+	cfg.ClientTLSInfo.AllowedHostnames = flags.StringsFromFlag(fs, "client-cert-allowed-hostname")
+	cfg.PeerTLSInfo.AllowedCNs = flags.StringsFromFlag(fs, "peer-cert-allowed-cn")
+	cfg.PeerTLSInfo.AllowedHostnames = flags.StringsFromFlag(fs, "peer-cert-allowed-hostname")
+	cfg.CipherSuites = flags.StringsFromFlag(fs, "cipher-suites")
+	cfg.MaxConcurrentStreams = flags.Uint32FromFlag(fs, "max-concurrent-streams")
+	cfg.LogOutputs = flags.UniqueStringsFromFlag(fs, "log-outputs")
+	cfg.ClusterState = state.String()
+
+	fs.Visit(func(f *flag.Flag) { cfg.FlagsExplicitlySet[f.Name] = true })
+
+	if cfg.Dir == "" {
+		return nil, errors.New("--data-dir is required")
+	}
+
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+
+	return cfg, nil
+}
+
+// member is a started etcd server and the gRPC servers of its client
+// ports.
+type member struct {
+	etcd *embed.Etcd
+
+	mu   sync.Mutex
+	grpc []*grpc.Server
+}
+
+// startMember starts the server and waits until it has joined its cluster
+// (or stopped trying).
+func startMember(cfg *embed.Config) (*member, error) {
+	m := &member{}
+	cfg.ServiceRegister = func(s *grpc.Server) {
+		m.mu.Lock()
+		m.grpc = append(m.grpc, s)
+		m.mu.Unlock()
+	}
+
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		return nil, err
+	}
+
+	m.etcd = e
+
+	select {
+	case <-e.Server.ReadyNotify():
+	case <-e.Server.StopNotify():
+	}
+
+	return m, nil
+}
+
+// stop closes the member as etcd does (its client ports first, then raft,
+// handing the leadership to another member, then its peer port), except
+// that streams still open grace after the stop began are ended.
+func (m *member) stop(grace time.Duration) {
+	stopGracefully(clock.Real(), m.etcd.Close, m.endStreams, grace)
+}
+
+// endStreams ends every call still open on the member's client ports.
+func (m *member) endStreams() {
+	m.mu.Lock()
+	servers := append([]*grpc.Server(nil), m.grpc...)
+	m.mu.Unlock()
+
+	for _, s := range servers {
+		s.Stop()
+	}
+}
+
+// stopGracefully runs closeFn and, if it has not returned after grace,
+// endStreams (once) while it goes on; it returns when closeFn does.
+func stopGracefully(c clock.Clock, closeFn, endStreams func(), grace time.Duration) {
+	done := make(chan struct{})
+
+	go func() {
+		defer close(done)
+		closeFn()
+	}()
+
+	t := c.NewTimer(grace)
+	defer t.Stop()
+
+	select {
+	case <-done:
+		return
+	case <-t.C():
+		endStreams()
+	}
+
+	<-done
+}

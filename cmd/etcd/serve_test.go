@@ -1,0 +1,140 @@
+package main
+
+import (
+	"context"
+	"net"
+	"net/url"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/aegis-os/aegis/internal/clock"
+)
+
+func TestStopGracefully(t *testing.T) {
+	t.Run("a close that ends within the grace ends no stream", func(t *testing.T) {
+		var ended atomic.Bool
+
+		stopGracefully(clock.NewFake(time.Unix(0, 0)), func() {}, func() { ended.Store(true) }, time.Second)
+
+		if ended.Load() {
+			t.Fatal("streams ended although the close returned within the grace")
+		}
+	})
+
+	t.Run("streams open after the grace are ended, and the close is awaited", func(t *testing.T) {
+		fake := clock.NewFake(time.Unix(0, 0))
+		streams := make(chan struct{})
+		returned := make(chan struct{})
+
+		go func() {
+			defer close(returned)
+			// The close waits for the streams, as etcd's does.
+			stopGracefully(fake, func() { <-streams }, func() { close(streams) }, time.Second)
+		}()
+
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+
+		if err := fake.WaitForTimers(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+
+		fake.Advance(999 * time.Millisecond)
+
+		select {
+		case <-returned:
+			t.Fatal("returned before the grace ended")
+		case <-streams:
+			t.Fatal("streams ended before the grace")
+		default:
+		}
+
+		fake.Advance(time.Millisecond)
+
+		select {
+		case <-returned:
+		case <-ctx.Done():
+			t.Fatal("the streams were not ended after the grace")
+		}
+	})
+}
+
+// TestMemberStopEndsStreams runs a real member with a watch open on it:
+// etcd's own stop would wait its 7 s request timeout for the watch.
+func TestMemberStopEndsStreams(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an etcd member")
+	}
+
+	client, peer := freeURL(t), freeURL(t)
+	cfg, err := parseConfig([]string{
+		"--name", "m", "--data-dir", t.TempDir(),
+		"--listen-client-urls", client, "--advertise-client-urls", client,
+		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+		"--initial-cluster", "m=" + peer, "--initial-cluster-state", "new",
+		"--log-level", "error",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	m, err := startMember(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{client}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close() //nolint:errcheck // test client
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	// A lease kept alive and a watch: the two streams machined and trustd
+	// keep open on their members.
+	lease, err := cli.Grant(ctx, 30)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if _, err := cli.KeepAlive(ctx, lease.ID); err != nil {
+		t.Fatal(err)
+	}
+
+	wch := cli.Watch(clientv3.WithRequireLeader(ctx), "k")
+
+	if _, err := cli.Put(ctx, "k", "v"); err != nil {
+		t.Fatal(err)
+	}
+
+	<-wch
+
+	start := time.Now()
+	m.stop(streamGrace)
+
+	if took := time.Since(start); took > streamGrace+3*time.Second {
+		t.Fatalf("the stop took %v with a watch open", took)
+	}
+}
+
+// freeURL is an http URL on a free loopback port.
+func freeURL(t *testing.T) string {
+	t.Helper()
+
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close() //nolint:errcheck // only its port was wanted
+
+	return (&url.URL{Scheme: "http", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))}).String()
+}
