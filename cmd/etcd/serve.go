@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"sync"
@@ -13,6 +14,7 @@ import (
 	"go.etcd.io/etcd/api/v3/version"
 	"go.etcd.io/etcd/pkg/v3/flags"
 	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
 	"google.golang.org/grpc"
 
 	"github.com/aegis-os/aegis/internal/clock"
@@ -48,6 +50,7 @@ func serve(args []string) int {
 
 	cfg.SetupGlobalLoggers()
 
+	// From before the start: a member waiting for its cluster stops too.
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 
@@ -60,12 +63,12 @@ func serve(args []string) int {
 
 	select {
 	case s := <-sig:
-		cfg.GetLogger().Info("stopping etcd on " + s.String())
+		cfg.GetLogger().Info("stopping etcd", zap.String("signal", s.String()))
 		m.stop(streamGrace)
 
 		return 0
 	case err := <-m.etcd.Err():
-		cfg.GetLogger().Error("etcd failed: " + fmt.Sprint(err))
+		cfg.GetLogger().Error("etcd failed", zap.Error(err))
 		m.stop(streamGrace)
 
 		return 1
@@ -85,6 +88,8 @@ var errVersion = errors.New("version asked")
 func parseConfig(args []string) (*embed.Config, error) {
 	cfg := embed.NewConfig()
 	fs := flag.NewFlagSet("etcd", flag.ContinueOnError)
+	// The caller reports the error; etcd's flag defaults are too many to print.
+	fs.SetOutput(io.Discard)
 	cfg.AddFlags(fs)
 
 	state := flags.NewSelectiveStringValue(embed.ClusterStateFlagNew, embed.ClusterStateFlagExisting)
@@ -143,8 +148,8 @@ type member struct {
 	grpc []*grpc.Server
 }
 
-// startMember starts the server and waits until it has joined its cluster
-// (or stopped trying).
+// startMember starts the server. It does not wait for the member to join
+// its cluster, which takes a quorum: a stop is obeyed meanwhile too.
 func startMember(cfg *embed.Config) (*member, error) {
 	m := &member{}
 	cfg.ServiceRegister = func(s *grpc.Server) {
@@ -160,11 +165,6 @@ func startMember(cfg *embed.Config) (*member, error) {
 
 	m.etcd = e
 
-	select {
-	case <-e.Server.ReadyNotify():
-	case <-e.Server.StopNotify():
-	}
-
 	return m, nil
 }
 
@@ -172,7 +172,21 @@ func startMember(cfg *embed.Config) (*member, error) {
 // handing the leadership to another member, then its peer port), except
 // that streams still open grace after the stop began are ended.
 func (m *member) stop(grace time.Duration) {
-	stopGracefully(clock.Real(), m.etcd.Close, m.endStreams, grace)
+	stopGracefully(clock.Real(), m.close, m.endStreams, grace)
+}
+
+// close closes the member. Its client ports serve only once it is ready
+// (has joined its cluster, which takes a quorum), and etcd's Close waits
+// for them: a member not ready stops its raft first, which ends that wait.
+// It has served no client, and a stop of raft loses nothing it persisted.
+func (m *member) close() {
+	select {
+	case <-m.etcd.Server.ReadyNotify():
+	default:
+		m.etcd.Server.Stop()
+	}
+
+	m.etcd.Close()
 }
 
 // endStreams ends every call still open on the member's client ports.

@@ -64,6 +64,35 @@ func TestStopGracefully(t *testing.T) {
 	})
 }
 
+func TestParseConfig(t *testing.T) {
+	base := []string{"--name", "m", "--data-dir", "/var/lib/etcd"}
+
+	cfg, err := parseConfig(append(base, "--listen-client-urls", "https://127.0.0.1:2379",
+		"--advertise-client-urls", "https://127.0.0.1:2379", "--initial-cluster-state", "existing",
+		"--log-outputs", "stderr"))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if len(cfg.ListenClientUrls) != 1 || cfg.ListenClientUrls[0].Host != "127.0.0.1:2379" ||
+		cfg.ClusterState != "existing" || cfg.LogOutputs[0] != "stderr" || !cfg.FlagsExplicitlySet["initial-cluster-state"] {
+		t.Errorf("flags not carried over: %v %q %v", cfg.ListenClientUrls, cfg.ClusterState, cfg.LogOutputs)
+	}
+
+	for name, args := range map[string][]string{
+		"a word that is no flag":   append(base, "serve"),
+		"an unknown cluster state": append(base, "--initial-cluster-state", "maybe"),
+		"an unknown flag":          append(base, "--no-such-flag"),
+		"no data directory":        {"--name", "m"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if _, err := parseConfig(args); err == nil {
+				t.Fatal("accepted")
+			}
+		})
+	}
+}
+
 // TestMemberStopEndsStreams runs a real member with a watch open on it:
 // etcd's own stop would wait its 7 s request timeout for the watch.
 func TestMemberStopEndsStreams(t *testing.T) {
@@ -86,6 +115,12 @@ func TestMemberStopEndsStreams(t *testing.T) {
 	m, err := startMember(cfg)
 	if err != nil {
 		t.Fatal(err)
+	}
+
+	select {
+	case <-m.etcd.Server.ReadyNotify():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the member did not become ready")
 	}
 
 	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{client}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
@@ -121,6 +156,50 @@ func TestMemberStopEndsStreams(t *testing.T) {
 
 	if took := time.Since(start); took > streamGrace+3*time.Second {
 		t.Fatalf("the stop took %v with a watch open", took)
+	}
+}
+
+// TestMemberStopBeforeReady stops a member that waits for the other
+// member of its initial cluster: it stops without it.
+func TestMemberStopBeforeReady(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an etcd member")
+	}
+
+	client, peer, other := freeURL(t), freeURL(t), freeURL(t)
+	cfg, err := parseConfig([]string{
+		"--name", "m", "--data-dir", t.TempDir(),
+		"--listen-client-urls", client, "--advertise-client-urls", client,
+		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+		"--initial-cluster", "m=" + peer + ",n=" + other, "--initial-cluster-state", "new",
+		"--log-level", "error",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	m, err := startMember(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	stopped := make(chan struct{})
+
+	go func() {
+		defer close(stopped)
+		m.stop(streamGrace)
+	}()
+
+	select {
+	case <-stopped:
+	case <-time.After(streamGrace + 5*time.Second):
+		t.Fatal("a member waiting for its cluster did not stop")
+	}
+
+	select {
+	case <-m.etcd.Server.ReadyNotify():
+		t.Fatal("the member became ready without its cluster")
+	default:
 	}
 }
 
