@@ -100,22 +100,7 @@ func TestMemberStopEndsStreams(t *testing.T) {
 		t.Skip("starts an etcd member")
 	}
 
-	client, peer := freeURL(t), freeURL(t)
-	cfg, err := parseConfig([]string{
-		"--name", "m", "--data-dir", t.TempDir(),
-		"--listen-client-urls", client, "--advertise-client-urls", client,
-		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-		"--initial-cluster", "m=" + peer, "--initial-cluster-state", "new",
-		"--log-level", "error",
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	m, err := startMember(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, client := startTestMember(t, "")
 
 	select {
 	case <-m.etcd.Server.ReadyNotify():
@@ -166,22 +151,7 @@ func TestMemberStopBeforeReady(t *testing.T) {
 		t.Skip("starts an etcd member")
 	}
 
-	client, peer, other := freeURL(t), freeURL(t), freeURL(t)
-	cfg, err := parseConfig([]string{
-		"--name", "m", "--data-dir", t.TempDir(),
-		"--listen-client-urls", client, "--advertise-client-urls", client,
-		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-		"--initial-cluster", "m=" + peer + ",n=" + other, "--initial-cluster-state", "new",
-		"--log-level", "error",
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	m, err := startMember(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, _ := startTestMember(t, ",n="+freeURL(t))
 
 	stopped := make(chan struct{})
 
@@ -201,6 +171,32 @@ func TestMemberStopBeforeReady(t *testing.T) {
 		t.Fatal("the member became ready without its cluster")
 	default:
 	}
+}
+
+// startTestMember starts member m of a new cluster of m and others (",NAME=URL…"),
+// plain HTTP on loopback, and returns it and its client URL.
+func startTestMember(t *testing.T, others string) (*member, string) {
+	t.Helper()
+
+	client, peer := freeURL(t), freeURL(t)
+
+	cfg, err := parseConfig([]string{
+		"--name", "m", "--data-dir", t.TempDir(),
+		"--listen-client-urls", client, "--advertise-client-urls", client,
+		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+		"--initial-cluster", "m=" + peer + others, "--initial-cluster-state", "new",
+		"--log-level", "error",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	m, err := startMember(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	return m, client
 }
 
 // freeURL is an http URL on a free loopback port.
