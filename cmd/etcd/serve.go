@@ -109,21 +109,7 @@ func parseConfig(args []string) (*embed.Config, error) {
 		return nil, fmt.Errorf("%q is not a flag", fs.Arg(0))
 	}
 
-	// AddFlags leaves the values of list and URL flags in the flag set.
-	cfg.ListenPeerUrls = flags.UniqueURLsFromFlag(fs, "listen-peer-urls")
-	cfg.AdvertisePeerUrls = flags.UniqueURLsFromFlag(fs, "initial-advertise-peer-urls")
-	cfg.ListenClientUrls = flags.UniqueURLsFromFlag(fs, "listen-client-urls")
-	cfg.ListenClientHttpUrls = flags.UniqueURLsFromFlag(fs, "listen-client-http-urls")
-	cfg.AdvertiseClientUrls = flags.UniqueURLsFromFlag(fs, "advertise-client-urls")
-	cfg.ListenMetricsUrls = flags.UniqueURLsFromFlag(fs, "listen-metrics-urls")
-	cfg.CORS = flags.UniqueURLsMapFromFlag(fs, "cors")
-	cfg.HostWhitelist = flags.UniqueStringsMapFromFlag(fs, "host-whitelist")
-	cfg.ClientTLSInfo.AllowedHostnames = flags.StringsFromFlag(fs, "client-cert-allowed-hostname")
-	cfg.PeerTLSInfo.AllowedCNs = flags.StringsFromFlag(fs, "peer-cert-allowed-cn")
-	cfg.PeerTLSInfo.AllowedHostnames = flags.StringsFromFlag(fs, "peer-cert-allowed-hostname")
-	cfg.CipherSuites = flags.StringsFromFlag(fs, "cipher-suites")
-	cfg.MaxConcurrentStreams = flags.Uint32FromFlag(fs, "max-concurrent-streams")
-	cfg.LogOutputs = flags.UniqueStringsFromFlag(fs, "log-outputs")
+	fromFlagSet(cfg, fs)
 	cfg.ClusterState = state.String()
 
 	fs.Visit(func(f *flag.Flag) { cfg.FlagsExplicitlySet[f.Name] = true })
@@ -137,6 +123,38 @@ func parseConfig(args []string) (*embed.Config, error) {
 	}
 
 	return cfg, nil
+}
+
+// fromFlagSet sets what AddFlags leaves in the flag set: the list and URL
+// flags.
+func fromFlagSet(cfg *embed.Config, fs *flag.FlagSet) {
+	cfg.ListenPeerUrls = flags.UniqueURLsFromFlag(fs, "listen-peer-urls")
+	cfg.AdvertisePeerUrls = flags.UniqueURLsFromFlag(fs, "initial-advertise-peer-urls")
+	cfg.ListenClientUrls = flags.UniqueURLsFromFlag(fs, "listen-client-urls")
+	cfg.ListenClientHttpUrls = flags.UniqueURLsFromFlag(fs, "listen-client-http-urls")
+	cfg.AdvertiseClientUrls = flags.UniqueURLsFromFlag(fs, "advertise-client-urls")
+	cfg.ListenMetricsUrls = flags.UniqueURLsFromFlag(fs, "listen-metrics-urls")
+	cfg.DiscoveryCfg.Endpoints = flags.UniqueStringsFromFlag(fs, "discovery-endpoints")
+	cfg.CORS = flags.UniqueURLsMapFromFlag(fs, "cors")
+	cfg.HostWhitelist = flags.UniqueStringsMapFromFlag(fs, "host-whitelist")
+	cfg.ClientTLSInfo.AllowedHostnames = flags.StringsFromFlag(fs, "client-cert-allowed-hostname")
+	cfg.PeerTLSInfo.AllowedCNs = flags.StringsFromFlag(fs, "peer-cert-allowed-cn")
+	cfg.PeerTLSInfo.AllowedHostnames = flags.StringsFromFlag(fs, "peer-cert-allowed-hostname")
+	cfg.CipherSuites = flags.StringsFromFlag(fs, "cipher-suites")
+	cfg.MaxConcurrentStreams = flags.Uint32FromFlag(fs, "max-concurrent-streams")
+	cfg.LogOutputs = flags.UniqueStringsFromFlag(fs, "log-outputs")
+
+	// As etcd's entry point: client URLs listened on and not advertised
+	// are an error (Validate), not localhost's default.
+	if flags.IsSet(fs, "listen-client-urls") && !flags.IsSet(fs, "advertise-client-urls") {
+		cfg.AdvertiseClientUrls = nil
+	}
+
+	// Discovery replaces the default initial cluster.
+	discovery := cfg.DNSCluster != "" || cfg.DNSClusterServiceName != "" || len(cfg.DiscoveryCfg.Endpoints) > 0
+	if discovery && !flags.IsSet(fs, "initial-cluster") {
+		cfg.InitialCluster = ""
+	}
 }
 
 // member is a started etcd server and the gRPC servers of its client

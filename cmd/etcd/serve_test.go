@@ -80,10 +80,11 @@ func TestParseConfig(t *testing.T) {
 	}
 
 	for name, args := range map[string][]string{
-		"a word that is no flag":   append(base, "serve"),
-		"an unknown cluster state": append(base, "--initial-cluster-state", "maybe"),
-		"an unknown flag":          append(base, "--no-such-flag"),
-		"no data directory":        {"--name", "m"},
+		"a word that is no flag":     append(base, "serve"),
+		"an unknown cluster state":   append(base, "--initial-cluster-state", "maybe"),
+		"an unknown flag":            append(base, "--no-such-flag"),
+		"no data directory":          {"--name", "m"},
+		"client URLs not advertised": append(base, "--listen-client-urls", "http://127.0.0.1:2379"),
 	} {
 		t.Run(name, func(t *testing.T) {
 			if _, err := parseConfig(args); err == nil {
