@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/aegis-os/aegis/api/rotation"
 	"github.com/aegis-os/aegis/ca"
+	"github.com/aegis-os/aegis/ca/catest"
 	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/cmd/aegisctl/etcdrotation"
 	"github.com/aegis-os/aegis/machined/localcluster"
@@ -27,15 +29,23 @@ import (
 const rotateEtcdTimeout = 2 * etcdTimeout
 
 // TestRotateEtcdCA rotates the etcd CA of three control planes and a
-// worker (process runtime: the test is about etcd, not containers) with
-// aegisctl rotate-ca --ca etcd: the dry run names the members and skips the
-// worker; a rotation whose CLI is killed in step 1 is rolled back to the
-// old CA alone; a rotation stopped after step 2 and resumed completes
-// while a writer creates and revokes tokens through every control plane,
-// with no failed write; etcd refuses a client certificate of the old CA at
-// the end and --secrets puts the new etcd CA into the bundle; with a
-// control plane down, a rotation is refused, naming it. The OS CA's
-// rotation record is never touched.
+// worker (process runtime: the test is about etcd, not containers), on one
+// cluster for every case:
+//   - aegisctl rotate-ca --ca etcd's dry run names the members and skips
+//     the worker; an outright swap of the etcd CA is refused;
+//   - a rotation whose CLI is killed in step 1 is rolled back to the old CA
+//     alone;
+//   - a rotation stopped after step 2 and resumed completes while a writer
+//     creates and revokes tokens through every control plane, with no
+//     failed write: quorum held; each member restarts once per change of
+//     its trusted CAs, never two at once (their ports are watched), and
+//     trustd follows without a restart; etcd refuses a client certificate
+//     of the old CA at the end, the worker holds no etcd CA and --secrets
+//     puts the new etcd CA into the bundle;
+//   - a step applied to every control plane at once takes its turns;
+//   - with a control plane down, a rotation is refused, naming it.
+//
+// The OS CA's rotation record is never touched.
 func TestRotateEtcdCA(t *testing.T) {
 	lc := etcdCluster(t, "rotetcd", "127.9.46.0/24", 3, 1, false)
 	c := &cliCluster{Cluster: lc, home: t.TempDir(), dir: t.TempDir()}
@@ -61,8 +71,11 @@ func TestRotateEtcdCA(t *testing.T) {
 		}
 	})
 
+	t.Run("an outright swap is refused", func(t *testing.T) {
+		checkEtcdSwapRefused(ctx, t, talos, cps[0].Address, catest.NewCA(t, ca.ECDSAP256, time.Now().Add(-time.Minute)))
+	})
 	t.Run("the CLI killed in step 1, rolled back", func(t *testing.T) { checkEtcdRollback(t, c, old.Cert) })
-	t.Run("rotation under writes", func(t *testing.T) { checkEtcdRotation(t, c, old) })
+	t.Run("rotation under writes", func(t *testing.T) { checkEtcdRotation(t, c, talos, old) })
 	t.Run("a control plane down stops the rotation, named", func(t *testing.T) { checkEtcdMemberDown(t, c) })
 
 	resp, err := rotation.NewRotationServiceClient(talos.Conn()).Get(etcdCtx(t), &rotation.GetRequest{Ca: "os"})
@@ -114,37 +127,60 @@ func checkEtcdRollback(t *testing.T, c *cliCluster, old *x509.Certificate) {
 	}
 }
 
-// checkEtcdRotation runs the whole rotation while tokens are written
-// through every control plane: no write fails, every control plane ends
-// on the new etcd CA alone, the worker holds none, and etcd refuses a
-// client certificate of the old CA.
-func checkEtcdRotation(t *testing.T, c *cliCluster, old *ca.CA) {
+// checkEtcdRotation runs the whole rotation, then a step applied to every
+// control plane at once, while tokens are written through every control
+// plane and the members' ports are watched: no write fails, each member's
+// ports close once per restart (three), never two members' at once, and
+// trustd does not restart. After the rotation every control plane is on
+// the new etcd CA alone, the worker holds none, and etcd refuses a client
+// certificate of the old CA.
+func checkEtcdRotation(t *testing.T, c *cliCluster, talos *client.Client, old *ca.CA) {
+	ctx := etcdCtx(t)
 	cps := c.ControlPlanes()
-	osBefore := bundleOf(t, c).Certs.OS.Crt
-	w := startTokenWriter(t, clusterAdmin(t, c.Cluster), cps)
+	nodes := make([]string, len(cps))
 
-	// Stopped after step 2 and resumed: the resume catches every member
-	// up with step 2 from the new CA a control plane holds.
-	start := time.Now()
-	first := runRotateEtcd(t, c, "--until-step", "2")
-	res := runRotateEtcd(t, c, "--resume", "--secrets", c.SecretsPath())
-	took := time.Since(start)
-
-	ok, retried, failed := w.stop()
-
-	if first.code != 0 || res.code != 0 || !strings.Contains(res.stdout, "catching up with step 2: done") {
-		t.Fatalf("rotate-ca --ca etcd: exit %d, then (--resume) %d\n%s%s%s%s", first.code, res.code, first.stdout, first.stderr, res.stdout, res.stderr)
+	for i, cp := range cps {
+		nodes[i] = cp.Address
 	}
 
-	res.stdout = first.stdout + res.stdout
+	osBefore := bundleOf(t, c).Certs.OS.Crt
+	trustds := servicePIDs(ctx, t, talos, nodes, "trustd")
+	w := startTokenWriter(t, clusterAdmin(t, c.Cluster), cps)
+	watch := watchEtcdPorts(cps)
 
-	t.Logf("FIGURE rotate-ca --ca etcd on 3 control planes: %s; %d tokens created and revoked through etcd, %d writes sent twice, %d failed",
-		took.Round(time.Millisecond), ok, retried, len(failed))
+	newCA := rotateEtcdResumed(t, c)
 
-	for _, line := range strings.Split(res.stdout, "\n") {
-		if strings.Contains(line, ": done in ") {
-			t.Logf("FIGURE   %s", line)
+	if newCA.Cert.Equal(old.Cert) {
+		t.Fatal("the etcd CA did not change")
+	}
+
+	for _, cp := range cps {
+		if !etcdCAOf(t, c, cp).Cert.Equal(newCA.Cert) {
+			t.Errorf("%s issues from another etcd CA than %s", cp.Name, cps[0].Name)
 		}
+	}
+
+	if string(bundleOf(t, c).Certs.Etcd.Crt) != string(newCA.CertPEM) || string(bundleOf(t, c).Certs.OS.Crt) != string(osBefore) {
+		t.Error("--secrets: the bundle's etcd CA is not the new one, or its OS CA changed")
+	}
+
+	verifyDropped(t, c, old, newCA)
+	checkWorkerUntouched(t, c)
+	checkOldEtcdCARefused(t, cps[0], old, newCA)
+
+	// A step sent to every control plane at once (another CA accepted):
+	// the members take their turns by themselves.
+	third := catest.NewCA(t, ca.ECDSAP256, time.Now().Add(-time.Minute))
+	checkConcurrentAccept(ctx, t, talos, &etcdrotation.Rotation{Client: talos, Nodes: nodes, Old: newCA.Cert, New: third})
+
+	ok, retried, failed := w.stop()
+	downs := watch.stop()
+
+	t.Logf("FIGURE etcd CA rotation: %d tokens created and revoked through etcd, %d writes sent twice (Unavailable as a member stopped), %d failed",
+		ok, retried, len(failed))
+
+	for _, d := range downs {
+		t.Logf("FIGURE etcd CA rotation: %s's %s port closed for %s", d.node, d.port, d.took.Round(time.Millisecond))
 	}
 
 	if len(failed) > 0 {
@@ -155,27 +191,40 @@ func checkEtcdRotation(t *testing.T, c *cliCluster, old *ca.CA) {
 		t.Errorf("only %d writes during the rotation: the writer did not run", ok)
 	}
 
-	newCA := etcdCAOf(t, c, cps[0])
-	if newCA.Cert.Equal(old.Cert) {
-		t.Fatal("the etcd CA did not change")
+	// Step 1, step 3, and the step applied at once.
+	checkEtcdDowntimes(t, downs, 3)
+
+	// trustd's etcd client followed the trusted CAs without a restart.
+	for node, pid := range servicePIDs(ctx, t, talos, nodes, "trustd") {
+		if pid != trustds[node] {
+			t.Errorf("trustd restarted on %s during the rotation: PID %d, was %d", node, pid, trustds[node])
+		}
+	}
+}
+
+// rotateEtcdResumed runs rotate-ca --ca etcd until step 2, then resumes it
+// with --secrets: the resume catches every member up with step 2 from the
+// new CA a control plane holds. It returns the new etcd CA.
+func rotateEtcdResumed(t *testing.T, c *cliCluster) *ca.CA {
+	start := time.Now()
+	first := runRotateEtcd(t, c, "--until-step", "2")
+	res := runRotateEtcd(t, c, "--resume", "--secrets", c.SecretsPath())
+	took := time.Since(start)
+
+	if first.code != 0 || res.code != 0 || !strings.Contains(res.stdout, "catching up with step 2: done") ||
+		!strings.Contains(res.stdout, "etcd CA is the new one") {
+		t.Fatalf("rotate-ca --ca etcd: exit %d, then (--resume) %d\n%s%s%s%s", first.code, res.code, first.stdout, first.stderr, res.stdout, res.stderr)
 	}
 
-	for _, cp := range cps {
-		cfg := etcdCAOf(t, c, cp)
-		if !cfg.Cert.Equal(newCA.Cert) {
-			t.Errorf("%s issues from another etcd CA than %s", cp.Name, cps[0].Name)
+	t.Logf("FIGURE rotate-ca --ca etcd on 3 control planes: %s", took.Round(time.Millisecond))
+
+	for _, line := range strings.Split(first.stdout+res.stdout, "\n") {
+		if strings.Contains(line, ": done in ") {
+			t.Logf("FIGURE   %s", line)
 		}
 	}
 
-	bundle := bundleOf(t, c)
-	if !strings.Contains(res.stdout, "etcd CA is the new one") || string(bundle.Certs.Etcd.Crt) != string(newCA.CertPEM) ||
-		string(bundle.Certs.OS.Crt) != string(osBefore) {
-		t.Error("--secrets: the bundle's etcd CA is not the new one, or its OS CA changed")
-	}
-
-	verifyDropped(t, c, old, newCA)
-	checkWorkerUntouched(t, c)
-	checkOldEtcdCARefused(t, cps[0], old, newCA)
+	return etcdCAOf(t, c, c.ControlPlanes()[0])
 }
 
 // verifyDropped checks with etcdrotation's Verify what every running
@@ -209,7 +258,10 @@ func verifyDropped(t *testing.T, c *cliCluster, old, newCA *ca.CA) {
 func checkEtcdMemberDown(t *testing.T, c *cliCluster) {
 	cps := c.ControlPlanes()
 	down := cps[len(cps)-1]
-	before := etcdCAOf(t, c, cps[0])
+	before, err := certs.LoadMachineConfig(c.ConfigPath(cps[0]), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	if err := c.StopNode(down.Name); err != nil {
 		t.Fatal(err)
@@ -226,7 +278,7 @@ func checkEtcdMemberDown(t *testing.T, c *cliCluster) {
 			t.Fatal(err)
 		}
 
-		if !cfg.EtcdCA().Cert.Equal(before.Cert) || len(cfg.Cluster.Etcd.AcceptedCAs) != 0 {
+		if !cfg.EtcdCA().Cert.Equal(before.EtcdCA().Cert) || !reflect.DeepEqual(cfg.Cluster.Etcd.AcceptedCAs, before.Cluster.Etcd.AcceptedCAs) {
 			t.Errorf("a rotation that stopped for %s changed %s's etcd CAs", down.Name, cp.Name)
 		}
 	}
