@@ -22,6 +22,7 @@ type options struct {
 	socket                  string
 	nodeSocket              string
 	listen                  string
+	pprof                   string
 	self                    []string
 	names                   []string
 	watchInterval           time.Duration
@@ -63,6 +64,7 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.listen, "listen", ":"+strconv.Itoa(wire.APIDPort), "address to listen on")
 	fs.Var((*stringList)(&o.self), "self", "a name or address clients use for this node (repeatable)")
 	fs.Var((*stringList)(&o.names), "node-name", "a DNS name of another node clients may route to, such as the control-plane endpoint (repeatable); other names are refused")
+	fs.StringVar(&o.pprof, "pprof-listen", "", "serve Go's CPU and heap profiles at http://`ADDR`/debug/pprof/ (loopback IP:PORT only; default off)")
 	fs.DurationVar(&o.watchInterval, "watch-interval", defaultWatchInterval, "how often files are checked for replacement")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", defaultShutdownTimeout, "grace period for open calls on SIGTERM")
 	o.Register(fs)

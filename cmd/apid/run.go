@@ -19,6 +19,7 @@ import (
 	"github.com/aegis-os/aegis/internal/daemonflag"
 	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/internal/metrics"
+	"github.com/aegis-os/aegis/internal/pprofserve"
 	"github.com/aegis-os/aegis/renewal"
 )
 
@@ -163,6 +164,13 @@ func serve(ctx context.Context, o *options, log *slog.Logger) error {
 		f.watch(watchCtx, o, log)
 	}
 
+	if err := startPprof(watchCtx, o.pprof, log); err != nil {
+		lis.Close()
+		endpoint.Close() //nolint:errcheck // failing already
+
+		return err
+	}
+
 	go func() {
 		if err := endpoint.Serve(watchCtx); err != nil {
 			log.Error("metrics endpoint stopped", slog.String(logkey.Error, err.Error()))
@@ -212,4 +220,25 @@ func serveUntil(ctx context.Context, srv *apid.Server, lis net.Listener, o *opti
 	srv.Shutdown(sctx)
 
 	return <-errc
+}
+
+// startPprof serves Go's profiles on addr (--pprof-listen) until ctx
+// ends; without the flag, nothing is opened.
+func startPprof(ctx context.Context, addr string, log *slog.Logger) error {
+	if addr == "" {
+		return nil
+	}
+
+	lis, err := pprofserve.Listen(addr)
+	if err != nil {
+		return fmt.Errorf("apid: %w", err)
+	}
+
+	go func() {
+		if err := pprofserve.Serve(ctx, lis, log); err != nil {
+			log.Error("profiles endpoint stopped", slog.String(logkey.Error, err.Error()))
+		}
+	}()
+
+	return nil
 }

@@ -37,6 +37,7 @@ import (
 	"time"
 
 	"github.com/aegis-os/aegis/internal/daemonflag"
+	"github.com/aegis-os/aegis/internal/pprofserve"
 	"github.com/aegis-os/aegis/trustd"
 )
 
@@ -141,12 +142,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	defer d.close()
 
 	if opts.pprof != "" {
-		lis, err := listenPprof(opts.pprof)
+		lis, err := pprofserve.Listen(opts.pprof)
 		if err != nil {
 			return err
 		}
 
-		d.background = append(d.background, func(ctx context.Context) error { return servePprof(ctx, lis, log) })
+		d.background = append(d.background, func(ctx context.Context) error { return pprofserve.Serve(ctx, lis, log) })
 	}
 
 	return d.run(ctx)

@@ -1,4 +1,7 @@
-package main
+// Package pprofserve serves Go's profiles (/debug/pprof/) for
+// performance work, on a loopback address only, to the daemons that offer
+// --pprof-listen.
+package pprofserve
 
 import (
 	"context"
@@ -14,15 +17,15 @@ import (
 	"github.com/aegis-os/aegis/internal/logkey"
 )
 
-// pprofReadTimeout bounds a profile request's headers; profiles
+// readTimeout bounds a profile request's headers; profiles
 // themselves stream for as long as they were asked (?seconds=N).
-const pprofReadTimeout = 5 * time.Second
+const readTimeout = 5 * time.Second
 
-// listenPprof opens Go's profiling endpoints (/debug/pprof/…) on addr,
+// Listen opens Go's profiling endpoints (/debug/pprof/…) on addr,
 // which must be a loopback address: profiles show the process's code
 // paths and heap, so they are never offered to the network. The
 // endpoint is off unless --pprof-listen names it; it serves plain HTTP.
-func listenPprof(addr string) (net.Listener, error) {
+func Listen(addr string) (net.Listener, error) {
 	ap, err := netip.ParseAddrPort(addr)
 	if err != nil {
 		return nil, fmt.Errorf("--pprof-listen %q: want IP:PORT: %w", addr, err)
@@ -40,8 +43,8 @@ func listenPprof(addr string) (net.Listener, error) {
 	return lis, nil
 }
 
-// servePprof serves the profiles on lis until ctx ends.
-func servePprof(ctx context.Context, lis net.Listener, log *slog.Logger) error {
+// Serve serves the profiles on lis until ctx ends.
+func Serve(ctx context.Context, lis net.Listener, log *slog.Logger) error {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
@@ -49,7 +52,7 @@ func servePprof(ctx context.Context, lis net.Listener, log *slog.Logger) error {
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: pprofReadTimeout}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: readTimeout}
 
 	go func() {
 		<-ctx.Done()
