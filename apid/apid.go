@@ -237,6 +237,8 @@ func (s *Server) newGRPCServer(rules authz.Rules, calls *metrics.GRPC) *grpc.Ser
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: KeepaliveMinTime, PermitWithoutStream: true}),
 		grpc.ConnectionTimeout(HandshakeTimeout),
 		grpc.ReadBufferSize(ReadBufferSize),
+		grpc.StaticStreamWindowSize(WindowSize),
+		grpc.StaticConnWindowSize(ConnWindowSize),
 		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: MaxIdle}),
 		grpc.StatsHandler(connStats{s.conns.StatsHandler()}),
 		grpc.InTapHandle(s.tap),

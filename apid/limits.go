@@ -189,10 +189,14 @@ const (
 	// no polling: each open call's end is timed at its chain's NotAfter.
 	StreamRecheckInterval = 5 * time.Second
 
-	// WindowSize is the HTTP/2 flow-control window of apid's connections
-	// to machined and to other nodes, per stream and fixed (gRPC's minimum):
-	// it bounds what apid holds of a follow its caller does not read. gRPC
-	// would otherwise grow windows to megabytes on a fast link.
+	// WindowSize is the HTTP/2 flow-control window of apid's connections,
+	// per stream and fixed (gRPC's minimum). To machined and to other
+	// nodes it bounds what apid holds of a follow its caller does not
+	// read; gRPC would otherwise grow windows to megabytes on a fast link.
+	// On the connections of apid's clients a fixed window also turns off
+	// gRPC's bandwidth estimator, which pinged the client on the first
+	// request data after each answered ping: a PING out and its ACK in, a
+	// TLS record and a system call each, on calls made one after the other.
 	WindowSize = 64 << 10
 
 	// ConnWindowSize is the connection's window on the same connections:
