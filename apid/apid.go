@@ -146,6 +146,7 @@ func New(cfg Config) (*Server, error) {
 
 	conns, err := connlimit.New(connlimit.Config{
 		PerSource: MaxConnectionsPerSource, Total: MaxConnections, FirstCall: FirstCallTimeout,
+		SlotWait: SlotWait, MaxWaiting: MaxWaiting,
 		Logger: s.log, Clock: s.clock,
 	})
 	if err != nil {

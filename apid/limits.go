@@ -37,6 +37,17 @@ const (
 	// sixteenth of MaxConnections.
 	MaxConnectionsPerSource = 64
 
+	// SlotWait is how long a connection may wait for a slot once all
+	// MaxConnections are taken and none can be taken from a larger source,
+	// instead of being closed at once: a burst of short-lived clients
+	// waits for the ones ahead of it rather than failing. A waiter holds
+	// only its socket, and its handshake timeout starts when it gets a slot.
+	SlotWait = 2 * time.Second
+
+	// MaxWaiting bounds the connections waiting for a slot: as many again
+	// as the slots, a socket each; beyond it they are closed at once.
+	MaxWaiting = MaxConnections
+
 	// HandshakeTimeout bounds the TLS handshake and HTTP/2 preface of a
 	// connection; gRPC's default of two minutes let a connection that
 	// never sends a ClientHello hold its descriptor that long. The
