@@ -16,6 +16,7 @@ type waiter struct {
 	src   string
 	lis   *listener
 	timer clock.Timer
+	left  chan struct{} // closed when the waiter leaves the queue for a slot or a close
 }
 
 // listener is a net.Listener bounded by a Limiter. One goroutine accepts
@@ -27,6 +28,7 @@ type listener struct {
 
 	start  sync.Once
 	out    chan *conn    // admitted connections, for Accept
+	errs   chan error    // temporary errors of the listener, for Accept
 	ended  chan struct{} // closed when acceptLoop returns
 	err    error         // why acceptLoop returned; set before ended closes
 	closed chan struct{} // closed by Close
@@ -38,8 +40,8 @@ func newListener(lis net.Listener, l *Limiter) *listener {
 		Listener: lis, l: l,
 		// Room for every waiter the Limiter may hold, and one more from
 		// acceptLoop, so that a slot given under the lock never blocks.
-		out:   make(chan *conn, l.cfg.MaxWaiting+1),
-		ended: make(chan struct{}), closed: make(chan struct{}),
+		out:  make(chan *conn, l.cfg.MaxWaiting+1),
+		errs: make(chan error), ended: make(chan struct{}), closed: make(chan struct{}),
 	}
 }
 
@@ -52,6 +54,8 @@ func (w *listener) Accept() (net.Conn, error) {
 	select {
 	case c := <-w.out:
 		return c, nil
+	case err := <-w.errs:
+		return nil, err
 	case <-w.ended:
 		// A connection handed over before the end is still served.
 		select {
@@ -64,16 +68,29 @@ func (w *listener) Accept() (net.Conn, error) {
 }
 
 // acceptLoop accepts until the listener fails or is closed, handing
-// admitted connections to Accept.
+// admitted connections to Accept. A temporary error (out of descriptors,
+// say) is handed over too, and the loop goes on once Accept has returned
+// it, so that the server's own backoff paces the retries as before.
 func (w *listener) acceptLoop() {
 	defer close(w.ended)
 
 	for {
 		raw, err := w.Listener.Accept()
 		if err != nil {
-			w.err = err
+			if !temporary(err) {
+				w.err = err
 
-			return
+				return
+			}
+
+			select {
+			case w.errs <- err:
+				continue
+			case <-w.closed:
+				w.err = err
+
+				return
+			}
 		}
 
 		if c := w.l.offer(raw, w.Addr(), w); c != nil {
@@ -121,7 +138,7 @@ func (l *Limiter) enqueueLocked(raw net.Conn, src string, w *listener) bool {
 	default:
 	}
 
-	wt := &waiter{raw: raw, src: src, lis: w, timer: l.cfg.Clock.NewTimer(l.cfg.SlotWait)}
+	wt := &waiter{raw: raw, src: src, lis: w, timer: l.cfg.Clock.NewTimer(l.cfg.SlotWait), left: make(chan struct{})}
 	l.waiting = append(l.waiting, wt)
 	l.waitingBy[src]++
 
@@ -135,7 +152,7 @@ func (l *Limiter) enqueueLocked(raw net.Conn, src string, w *listener) bool {
 func (l *Limiter) expire(wt *waiter) {
 	select {
 	case <-wt.timer.C():
-	case <-wt.lis.closed:
+	case <-wt.left:
 		return
 	}
 
@@ -163,6 +180,7 @@ func (l *Limiter) unqueueLocked(wt *waiter) bool {
 	}
 
 	l.waiting = slices.Delete(l.waiting, i, i+1)
+	close(wt.left)
 
 	if l.waitingBy[wt.src]--; l.waitingBy[wt.src] == 0 {
 		delete(l.waitingBy, wt.src)
@@ -234,4 +252,12 @@ func checkWaitConfig(cfg Config) error {
 	}
 
 	return nil
+}
+
+// temporary reports whether a listener's error passes, as net/http and
+// gRPC judge it before they accept again.
+func temporary(err error) bool {
+	var t interface{ Temporary() bool }
+
+	return errors.As(err, &t) && t.Temporary()
 }

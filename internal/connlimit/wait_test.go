@@ -2,7 +2,9 @@ package connlimit
 
 import (
 	"context"
+	"errors"
 	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -210,5 +212,47 @@ func TestNewRefusesBadWaitConfig(t *testing.T) {
 		if _, err := New(cfg); err == nil {
 			t.Errorf("%s: no error", name)
 		}
+	}
+}
+
+// tempErr is a temporary listener error, as EMFILE is.
+type tempErr struct{}
+
+func (tempErr) Error() string   { return "too many open files" }
+func (tempErr) Temporary() bool { return true }
+func (tempErr) Timeout() bool   { return false }
+
+// flakyListener fails once with a temporary error, then hands out conns.
+type flakyListener struct {
+	fakeListener
+
+	failed atomic.Bool
+}
+
+func (f *flakyListener) Accept() (net.Conn, error) {
+	if f.failed.CompareAndSwap(false, true) {
+		return nil, tempErr{}
+	}
+
+	return f.fakeListener.Accept()
+}
+
+// TestTemporaryErrorsPassThrough: a temporary error of the listener reaches
+// the server (whose backoff paces its retries) and accepting goes on.
+func TestTemporaryErrorsPassThrough(t *testing.T) {
+	l := newLimiter(t, 1, 2, clock.NewFake(time.Now()))
+	conns := make(chan net.Conn, 1)
+	lis := l.Wrap(&flakyListener{fakeListener: fakeListener{conns: conns}})
+
+	defer lis.Close() //nolint:errcheck // the test's own listener
+
+	if _, err := lis.Accept(); !errors.As(err, new(tempErr)) {
+		t.Fatalf("Accept: %v, want the temporary error", err)
+	}
+
+	conns <- newFake("127.0.0.2")
+
+	if c := accept(t, lis); c == nil {
+		t.Fatal("no connection after a temporary error")
 	}
 }
