@@ -146,6 +146,7 @@ func New(cfg Config) (*Server, error) {
 
 	conns, err := connlimit.New(connlimit.Config{
 		PerSource: MaxConnectionsPerSource, Total: MaxConnections, FirstCall: FirstCallTimeout,
+		SlotWait: SlotWait, MaxWaiting: MaxWaiting,
 		Logger: s.log, Clock: s.clock,
 	})
 	if err != nil {
@@ -237,6 +238,8 @@ func (s *Server) newGRPCServer(rules authz.Rules, calls *metrics.GRPC) *grpc.Ser
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: KeepaliveMinTime, PermitWithoutStream: true}),
 		grpc.ConnectionTimeout(HandshakeTimeout),
 		grpc.ReadBufferSize(ReadBufferSize),
+		grpc.StaticStreamWindowSize(WindowSize),
+		grpc.StaticConnWindowSize(ConnWindowSize),
 		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: MaxIdle}),
 		grpc.StatsHandler(connStats{s.conns.StatsHandler()}),
 		grpc.InTapHandle(s.tap),

@@ -37,6 +37,17 @@ const (
 	// sixteenth of MaxConnections.
 	MaxConnectionsPerSource = 64
 
+	// SlotWait is how long a connection may wait for a slot once all
+	// MaxConnections are taken and none can be taken from a larger source,
+	// instead of being closed at once: a burst of short-lived clients
+	// waits for the ones ahead of it rather than failing. A waiter holds
+	// only its socket, and its handshake timeout starts when it gets a slot.
+	SlotWait = 2 * time.Second
+
+	// MaxWaiting bounds the connections waiting for a slot: as many again
+	// as the slots, a socket each; beyond it they are closed at once.
+	MaxWaiting = MaxConnections
+
 	// HandshakeTimeout bounds the TLS handshake and HTTP/2 preface of a
 	// connection; gRPC's default of two minutes let a connection that
 	// never sends a ClientHello hold its descriptor that long. The
@@ -189,10 +200,14 @@ const (
 	// no polling: each open call's end is timed at its chain's NotAfter.
 	StreamRecheckInterval = 5 * time.Second
 
-	// WindowSize is the HTTP/2 flow-control window of apid's connections
-	// to machined and to other nodes, per stream and fixed (gRPC's minimum):
-	// it bounds what apid holds of a follow its caller does not read. gRPC
-	// would otherwise grow windows to megabytes on a fast link.
+	// WindowSize is the HTTP/2 flow-control window of apid's connections,
+	// per stream and fixed (gRPC's minimum). To machined and to other
+	// nodes it bounds what apid holds of a follow its caller does not
+	// read; gRPC would otherwise grow windows to megabytes on a fast link.
+	// On the connections of apid's clients a fixed window also turns off
+	// gRPC's bandwidth estimator, which pinged the client on the first
+	// request data after each answered ping: a PING out and its ACK in, a
+	// TLS record and a system call each, on calls made one after the other.
 	WindowSize = 64 << 10
 
 	// ConnWindowSize is the connection's window on the same connections:

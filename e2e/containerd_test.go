@@ -285,6 +285,22 @@ func TestContainerdConfinement(t *testing.T) {
 			}
 		})
 	}
+
+	// The fresh node imported its three images one at a time: imports
+	// made at once lock each other out of containerd's one ingest
+	// reference for an archive's index.json, and wait in backoff.
+	t.Run("images imported without lock waits", func(t *testing.T) {
+		data, err := os.ReadFile(l.ServiceLog("containerd"))
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		for line := range strings.Lines(string(data)) {
+			if strings.Contains(line, "locked for") {
+				t.Errorf("an import waited for another's lock:\n%s", line)
+			}
+		}
+	})
 }
 
 func TestContainerdRestarts(t *testing.T) {

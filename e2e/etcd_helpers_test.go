@@ -108,6 +108,11 @@ func votersAre(ctx context.Context, c *client.Client, node string, names ...stri
 		return err
 	}
 
+	return checkVoters(ms, names...)
+}
+
+// checkVoters checks that ms holds exactly the named members, all voting.
+func checkVoters(ms map[string]*machine.EtcdMember, names ...string) error {
 	if len(ms) != len(names) {
 		return fmt.Errorf("%d members, want %d: %v", len(ms), len(names), ms)
 	}

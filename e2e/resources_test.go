@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
+	"fmt"
 	"os"
 	"slices"
 	"strings"
@@ -258,9 +259,20 @@ func checkEtcdMember(t *testing.T, admin *client.Client, ctx context.Context, n 
 		return
 	}
 
+	// The member is recorded once the node's etcd answers, which can be
+	// a moment after the cluster is up.
+	eventually(t, n.Name+": the local etcd member recorded", func() error {
+		list, err = safe.StateListAll[*etcd.Member](ctx, admin.COSI)
+		if err == nil && list.Len() != 1 {
+			err = fmt.Errorf("etcd members %v", list)
+		}
+
+		return err
+	})
+
 	st, err := admin.EtcdStatus(ctx)
-	if err != nil || list.Len() != 1 {
-		t.Fatalf("%s: etcd members %v, status %v", n.Name, list, err)
+	if err != nil {
+		t.Fatalf("%s: etcd status: %v", n.Name, err)
 	}
 
 	if got, want := list.Get(0).TypedSpec().MemberID, etcd.FormatMemberID(st.GetMessages()[0].GetMemberStatus().GetMemberId()); got != want {

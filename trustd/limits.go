@@ -49,6 +49,18 @@ const (
 	// source to a sixteenth of MaxConnections.
 	MaxConnectionsPerSource = 32
 
+	// SlotWait is how long a connection may wait for a slot once all
+	// MaxConnections are taken by sources holding one each (a join storm
+	// of more nodes than slots), instead of being closed at once and
+	// retrying after the client's backoff of 0.5–1 s. Joins end within
+	// milliseconds, so slots free quickly; a waiter holds only its socket,
+	// and its handshake timeout starts when it gets a slot.
+	SlotWait = 2 * time.Second
+
+	// MaxWaiting bounds the connections waiting for a slot: as many again
+	// as the slots, a socket each; beyond it they are closed at once.
+	MaxWaiting = MaxConnections
+
 	// HandshakeTimeout bounds a connection's TLS handshake and HTTP/2
 	// preface, so a client that connects and says nothing releases its
 	// slot. Both take one round trip and a signature; seconds are plenty

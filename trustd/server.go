@@ -64,6 +64,7 @@ func New(cfg Config) (*Server, error) {
 
 	conns, err := connlimit.New(connlimit.Config{
 		PerSource: MaxConnectionsPerSource, Total: MaxConnections, FirstCall: FirstCallTimeout,
+		SlotWait: SlotWait, MaxWaiting: MaxWaiting,
 		Logger: cfg.Logger, Clock: cfg.Clock,
 	})
 	if err != nil {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"os"
 	"runtime/debug"
 
 	"github.com/aegis-os/aegis/trustd"
@@ -24,6 +23,3 @@ func tuneGC(lookup func(string) (string, bool)) int {
 
 	return trustd.GCPercent
 }
-
-// osLookupEnv is the environment tuneGC reads in the binary.
-var osLookupEnv = os.LookupEnv

@@ -29,6 +29,7 @@ func Cases() []*Case {
 		talosAPICases(),
 		machineConfigCases(),
 		previousTokenCases(),
+		pingCases(),
 		resetCases(),
 	)
 }

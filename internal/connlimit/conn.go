@@ -29,6 +29,7 @@ type conn struct {
 	called    chan struct{} // closed when state becomes stateCalled
 	done      chan struct{} // closed by Close
 	closeOnce sync.Once
+	draining  bool // set once by Close's first call: linger closes the socket
 
 	released bool // guarded by l.mu
 }
@@ -49,7 +50,11 @@ func connKey(remote, local net.Addr) string {
 // Close closes the connection and frees its slot. A connection that made
 // no call and was not closed by the limiter (a failed TLS handshake, most
 // often) is closed gracefully, within the bound of MaxLingering: see
-// LingerTimeout.
+// LingerTimeout. Once that started, later calls of Close leave the socket
+// to the drain: a server often closes a failed handshake twice (crypto/tls's
+// Conn, then gRPC the connection under it), and closing the socket at the
+// second call would reset it with the client's data unread, the very
+// reset the drain is there to prevent.
 func (c *conn) Close() error {
 	first := false
 
@@ -58,19 +63,36 @@ func (c *conn) Close() error {
 
 		c.l.release(c)
 		close(c.done)
+
+		c.draining = c.state.Load() == stateWaiting && c.shutWrite()
 	})
 
-	if first && c.state.Load() == stateWaiting && c.l.startLinger() {
-		if tcp, ok := c.Conn.(*net.TCPConn); ok && tcp.CloseWrite() == nil {
-			go c.linger(tcp)
+	switch {
+	case c.draining && first:
+		go c.linger(c.Conn.(*net.TCPConn))
 
-			return nil
-		}
+		return nil
+	case c.draining:
+		return nil
+	default:
+		return c.Conn.Close()
+	}
+}
 
-		c.l.endLinger()
+// shutWrite takes one of the MaxLingering graceful closes and shuts the
+// write side of a TCP connection; it reports whether both happened.
+func (c *conn) shutWrite() bool {
+	if !c.l.startLinger() {
+		return false
 	}
 
-	return c.Conn.Close()
+	if tcp, ok := c.Conn.(*net.TCPConn); ok && tcp.CloseWrite() == nil {
+		return true
+	}
+
+	c.l.endLinger()
+
+	return false
 }
 
 // linger drains what the peer still sends until it closes its side, the

@@ -27,8 +27,17 @@ type Config struct {
 	// Logger receives the records of refused connections, at most one per
 	// RefusalLogInterval. Nil discards.
 	Logger *slog.Logger
-	// Clock times FirstCall and the refusal records. Nil means the system clock.
+	// Clock times FirstCall, SlotWait and the refusal records. Nil means
+	// the system clock.
 	Clock clock.Clock
+	// SlotWait is how long a connection may wait for a slot when every
+	// slot is taken and none can be freed by eviction; zero refuses it at
+	// once. A connection over its source's cap is refused at once either
+	// way.
+	SlotWait time.Duration
+	// MaxWaiting bounds the connections waiting for a slot at once; beyond
+	// it they are refused. Required when SlotWait is set.
+	MaxWaiting int
 }
 
 // Stats counts what a Limiter did.
@@ -43,6 +52,9 @@ type Stats struct {
 	Evicted int
 	// Expired counts connections closed for starting no call within FirstCall.
 	Expired int
+	// Waited counts connections that waited for a slot and got one; those
+	// whose wait ran out count as Refused.
+	Waited int
 }
 
 // Limiter holds the connection table of one server. Wrap its listeners
@@ -59,6 +71,9 @@ type Limiter struct {
 	lastLog  time.Time
 
 	lingering atomic.Int32 // connections being closed gracefully
+
+	waiting   []*waiter      // oldest first (wait.go)
+	waitingBy map[string]int // waiters by source
 }
 
 // source is the open connections of one source, oldest first.
@@ -77,10 +92,17 @@ func New(cfg Config) (*Limiter, error) {
 		return nil, errors.New("connlimit: FirstCall must be positive")
 	}
 
+	if err := checkWaitConfig(cfg); err != nil {
+		return nil, err
+	}
+
 	cfg.Logger = defaults.Logger(cfg.Logger)
 	cfg.Clock = defaults.Clock(cfg.Clock)
 
-	return &Limiter{cfg: cfg, sources: map[string]*sourceConns{}, byAddr: map[string]*conn{}}, nil
+	return &Limiter{
+		cfg: cfg, sources: map[string]*sourceConns{}, byAddr: map[string]*conn{},
+		waitingBy: map[string]int{},
+	}, nil
 }
 
 // startLinger takes one of the MaxLingering graceful closes, if one is
@@ -105,50 +127,39 @@ func (l *Limiter) Stats() Stats {
 	return l.stats
 }
 
-// Wrap returns lis bounded by l. Closing it closes lis; connections already
-// accepted stay open.
+// Wrap returns lis bounded by l. Closing it closes lis and the
+// connections still waiting for a slot; connections already accepted stay
+// open.
 func (l *Limiter) Wrap(lis net.Listener) net.Listener {
-	return &listener{Listener: lis, l: l}
+	return newListener(lis, l)
 }
 
-type listener struct {
-	net.Listener
-	l *Limiter
-}
-
-// Accept returns the next connection that gets a slot, closing those that
-// do not; it waits only for connections to arrive, never for a slot.
-func (w *listener) Accept() (net.Conn, error) {
-	for {
-		raw, err := w.Listener.Accept()
-		if err != nil {
-			return nil, err
-		}
-
-		if c := w.l.admit(raw, w.Addr()); c != nil {
-			return c, nil
-		}
-	}
-}
-
-// admit gives raw a slot, taking one from the largest source if needed, and
-// starts its FirstCall watch; it closes raw and returns nil when raw gets
-// no slot.
+// admit is offer without waiting: raw gets a slot now or is closed.
 func (l *Limiter) admit(raw net.Conn, lisAddr net.Addr) *conn {
+	return l.offer(raw, lisAddr, nil)
+}
+
+// offer gives raw a slot, taking one from the largest source if needed, and
+// starts its FirstCall watch. When no slot can be had, raw waits for one
+// on w (see Config.SlotWait) if it may, and offer returns nil; otherwise
+// offer closes raw and returns nil.
+func (l *Limiter) offer(raw net.Conn, lisAddr net.Addr, w *listener) *conn {
 	src := sourceOf(raw.RemoteAddr())
 
 	l.mu.Lock()
 	victim, ok := l.makeRoom(src)
 
 	if !ok {
+		if l.belowSourceCapLocked(src) && l.enqueueLocked(raw, src, w) {
+			l.mu.Unlock()
+
+			return nil
+		}
+
 		refused := l.refusedLocked()
 		l.mu.Unlock()
 		_ = raw.Close()
-
-		if refused > 0 {
-			l.cfg.Logger.Warn("connections refused: source or total connection cap reached",
-				slog.String(logkey.Listener, lisAddr.String()), slog.String(logkey.Source, src), slog.Int(logkey.Refused, refused))
-		}
+		l.logRefusals(lisAddr, src, refused)
 
 		return nil
 	}
@@ -166,14 +177,34 @@ func (l *Limiter) admit(raw net.Conn, lisAddr net.Addr) *conn {
 	return c
 }
 
+// logRefusals records refused connections, when refusedLocked said to.
+func (l *Limiter) logRefusals(lisAddr net.Addr, src string, refused int) {
+	if refused > 0 {
+		l.cfg.Logger.Warn("connections refused: source or total connection cap reached",
+			slog.String(logkey.Listener, lisAddr.String()), slog.String(logkey.Source, src), slog.Int(logkey.Refused, refused))
+	}
+}
+
+// heldLocked is how many connections src holds: open, or waiting for a slot.
+func (l *Limiter) heldLocked(src string) int {
+	have := l.waitingBy[src]
+	if s := l.sources[src]; s != nil {
+		have += len(s.conns)
+	}
+
+	return have
+}
+
+// belowSourceCapLocked reports whether src may hold one more connection.
+func (l *Limiter) belowSourceCapLocked(src string) bool {
+	return l.heldLocked(src) < l.cfg.PerSource
+}
+
 // makeRoom reports whether a connection of src may be admitted; when every
 // slot is taken it frees one by evicting, and returns the connection to
 // close once the lock is released.
 func (l *Limiter) makeRoom(src string) (*conn, bool) {
-	have := 0
-	if s := l.sources[src]; s != nil {
-		have = len(s.conns)
-	}
+	have := l.heldLocked(src)
 
 	if have >= l.cfg.PerSource {
 		return nil, false
@@ -259,6 +290,7 @@ func (l *Limiter) release(c *conn) {
 
 	if !c.released {
 		l.removeLocked(c)
+		l.admitWaiterLocked()
 	}
 }
 

@@ -2,6 +2,7 @@ package connlimit
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"testing"
@@ -13,8 +14,16 @@ import (
 // TestCloseBeforeACallLetsTheLastWordArrive: a server that refuses a
 // connection before any call (a TLS alert, say) and closes it with the
 // client's data unread must not reset it: the client reads the last bytes
-// and then an orderly end, even though it wrote after them.
+// and then an orderly end, even though it wrote after them. It must hold
+// when the server closes twice, as gRPC does after a failed TLS handshake
+// (crypto/tls's Conn closes the connection under it, then gRPC does).
 func TestCloseBeforeACallLetsTheLastWordArrive(t *testing.T) {
+	for _, closes := range []int{1, 2} {
+		t.Run(fmt.Sprintf("closed %d times", closes), func(t *testing.T) { checkLastWordArrives(t, closes) })
+	}
+}
+
+func checkLastWordArrives(t *testing.T, closes int) {
 	raw, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -44,7 +53,10 @@ func TestCloseBeforeACallLetsTheLastWordArrive(t *testing.T) {
 		time.Sleep(50 * time.Millisecond) // the rest of the client's data arrives, unread
 
 		_, err = c.Write([]byte("refused"))
-		served <- errors.Join(err, c.Close())
+		for range closes {
+			err = errors.Join(err, c.Close())
+		}
+		served <- err
 	}()
 
 	client, err := net.Dial("tcp", raw.Addr().String())

@@ -10,6 +10,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"sync"
 
 	"os"
 	"path/filepath"
@@ -41,6 +42,9 @@ type Daemon struct {
 	cfg    Config
 	socket string
 	client *client.Client
+
+	// importing makes imports one at a time (see importArchive).
+	importing sync.Mutex
 }
 
 // New prepares a node's containerd: the paths, not the process.

@@ -64,7 +64,16 @@ func (d *Daemon) EnsureImage(ctx context.Context, path string, want ociimage.Ver
 	return nil
 }
 
+// importArchive imports the archive at path into containerd's content
+// store. Imports run one at a time: containerd's importer writes every
+// archive's index.json under the one ingest reference "tar-index.json",
+// so imports made at once lock each other out, and the losers wait in the
+// client's random backoff (up to seconds) rather than queueing. Unpacking,
+// the larger part, still runs alongside the next import.
 func (d *Daemon) importArchive(ctx context.Context, path string) error {
+	d.importing.Lock()
+	defer d.importing.Unlock()
+
 	f, err := os.Open(path)
 	if err != nil {
 		return fmt.Errorf("containerd: image archive: %w", err)

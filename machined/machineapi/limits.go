@@ -21,6 +21,16 @@ const (
 	// system (internal/reclaim).
 	ReclaimAfter = 128
 
+	// WindowSize and ConnWindowSize are the fixed HTTP/2 flow-control
+	// windows of a call and of a connection on the API socket, apid's own
+	// (apid.WindowSize, apid.ConnWindowSize). Requests are small, and
+	// uploads (a snapshot to recover) cross a Unix socket; a fixed window
+	// turns off gRPC's bandwidth estimator, which pinged apid on the first
+	// request data after each answered ping: a PING and its ACK on calls
+	// made one after the other.
+	WindowSize     = 64 << 10
+	ConnWindowSize = 1 << 20
+
 	// MaxProcesses bounds the processes one Processes reply lists: a
 	// node's own tree is a few dozen (machined, its services, containerd
 	// and its shims); a few thousand keep the reply under a megabyte

@@ -35,10 +35,11 @@ const (
 	// containerd's default is 1024: apid admits 1024 client connections
 	// and trustd 512 (their limits.go), and each also holds listeners,
 	// connections of its own (apid's backends and peers, the etcd clients)
-	// and files, while a connection refused at accept holds a descriptor
-	// until it is closed. Running out would refuse the legitimate callers
-	// the connection caps are there to protect; eight times apid's cap is
-	// room for all of it, and still bounded.
+	// and files, while a connection waiting for a slot (as many again as
+	// the cap) or refused at accept holds a descriptor until it is closed.
+	// Running out would refuse the legitimate callers the connection caps
+	// are there to protect; eight times apid's cap is room for all of it,
+	// and still bounded.
 	containerOpenFiles = 8192
 	// containerOOMScoreAdj keeps the node's API and signer among the last
 	// processes the kernel kills when memory runs out, as Talos does. A

@@ -11,7 +11,11 @@ import (
 // open files above what their connection caps admit, with room for the
 // descriptors a server holds besides its callers' connections.
 func TestContainerOpenFilesCoverConnectionCaps(t *testing.T) {
-	for name, connections := range map[string]int{"apid": apid.MaxConnections, "trustd": trustd.MaxConnections} {
+	// Open connections and those waiting for a slot each hold a descriptor.
+	for name, connections := range map[string]int{
+		"apid":   apid.MaxConnections + apid.MaxWaiting,
+		"trustd": trustd.MaxConnections + trustd.MaxWaiting,
+	} {
 		if containerOpenFiles < 2*connections {
 			t.Errorf("containerOpenFiles %d leaves %s (%d connections) too little room", containerOpenFiles, name, connections)
 		}

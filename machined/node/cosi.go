@@ -10,6 +10,7 @@ import (
 
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 
+	"github.com/aegis-os/aegis/internal/clock"
 	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/machined/etcd"
 	"github.com/aegis-os/aegis/machined/resourceapi"
@@ -21,6 +22,10 @@ import (
 // etcdStatusTimeout bounds the query of the local etcd member's ID after a
 // change of the etcd service.
 const etcdStatusTimeout = 10 * time.Second
+
+// etcdMemberRetry is how long after a failed query of the local member's
+// ID it is asked again while etcd runs.
+const etcdMemberRetry = time.Second
 
 // The node's resources (resourceapi) follow its state where that state
 // changes: the machine status where the node publishes it (machineStatus),
@@ -36,7 +41,7 @@ func (n *Node) followResources(ctx context.Context) {
 
 	go n.followStore(ctx)
 	go n.followServices(ctx, etcdRunning)
-	go n.followEtcd(ctx, etcdRunning)
+	go n.followEtcd(ctx, etcdRunning, n.setEtcdMember)
 }
 
 // followStore sets the identity and certificate resources at every change
@@ -143,21 +148,45 @@ func latest[T any](ch chan T, v T) {
 	ch <- v
 }
 
-// followEtcd sets the etcd member at each change followServices reports,
-// away from the services loop: asking etcd may take a while.
-func (n *Node) followEtcd(ctx context.Context, running <-chan bool) {
+// followEtcd sets the etcd member (with set: setEtcdMember) at each change
+// followServices reports, away from the services loop: asking etcd may
+// take a while. A query that
+// fails while etcd runs (it has only just started listening, or is busy)
+// is asked again every etcdMemberRetry until it answers or etcd stops, so
+// that one failure does not leave the member unknown until etcd's next
+// restart.
+func (n *Node) followEtcd(ctx context.Context, running <-chan bool, set func(context.Context, bool) bool) {
+	var (
+		last  bool
+		retry clock.Timer
+	)
+
 	for {
+		var again <-chan time.Time
+		if retry != nil {
+			again = retry.C()
+		}
+
 		select {
-		case r := <-running:
-			n.setEtcdMember(ctx, r)
+		case last = <-running:
+			if retry != nil {
+				retry.Stop()
+			}
+		case <-again:
 		case <-ctx.Done():
 			return
+		}
+
+		retry = nil
+		if !set(ctx, last) && ctx.Err() == nil {
+			retry = n.clock.NewTimer(etcdMemberRetry)
 		}
 	}
 }
 
-// setEtcdMember sets the local member's ID while etcd runs.
-func (n *Node) setEtcdMember(ctx context.Context, running bool) {
+// setEtcdMember sets the local member's ID while etcd runs, and removes it
+// when etcd does not; it reports false when etcd runs but did not say.
+func (n *Node) setEtcdMember(ctx context.Context, running bool) bool {
 	n.mu.Lock()
 	e := n.etcd
 	n.mu.Unlock()
@@ -165,7 +194,7 @@ func (n *Node) setEtcdMember(ctx context.Context, running bool) {
 	if !running || e == nil {
 		n.resourceErr("etcd member", n.res.SetEtcdMember(0, false))
 
-		return
+		return true
 	}
 
 	ctx, cancel := context.WithTimeout(ctx, etcdStatusTimeout)
@@ -173,12 +202,14 @@ func (n *Node) setEtcdMember(ctx context.Context, running bool) {
 
 	st, err := e.Status(ctx)
 	if err != nil {
-		n.log.Warn("etcd member not known", slog.String(logkey.Error, err.Error()))
+		n.log.Warn("etcd member not known; asking again shortly", slog.String(logkey.Error, err.Error()))
 
-		return
+		return false
 	}
 
 	n.resourceErr("etcd member", n.res.SetEtcdMember(st.GetMemberId(), true))
+
+	return true
 }
 
 // refreshMachineStatus sets MachineStatuses/machine from the stage and

@@ -134,6 +134,7 @@ func newAPIServer(log *slog.Logger, admission *machineapi.Admission, first ...gr
 
 	return grpc.NewServer(append(opts,
 		grpcopt.StreamWorkers(), grpc.UnknownServiceHandler(notServed),
+		grpc.StaticStreamWindowSize(machineapi.WindowSize), grpc.StaticConnWindowSize(machineapi.ConnWindowSize),
 		grpc.ChainUnaryInterceptor(healthprobe.Unary(credentialAudit(log), injector.UnaryServerInterceptor(), authorizer.UnaryServerInterceptor())...),
 		grpc.ChainStreamInterceptor(healthprobe.Stream(injector.StreamServerInterceptor(), authorizer.StreamServerInterceptor())...),
 	)...)

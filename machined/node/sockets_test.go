@@ -54,7 +54,9 @@ func TestSocketServersRecoverPanics(t *testing.T) {
 	}
 }
 
-func serveBufconn(t *testing.T, srv *grpc.Server) *grpc.ClientConn {
+// serveBufconn serves srv in memory and dials it, plaintext unless opts
+// give other credentials.
+func serveBufconn(t *testing.T, srv *grpc.Server, opts ...grpc.DialOption) *grpc.ClientConn {
 	t.Helper()
 
 	lis := bufconn.Listen(1 << 16)
@@ -63,9 +65,10 @@ func serveBufconn(t *testing.T, srv *grpc.Server) *grpc.ClientConn {
 
 	t.Cleanup(srv.Stop)
 
-	conn, err := grpc.NewClient("passthrough:///bufconn",
+	conn, err := grpc.NewClient("passthrough:///bufconn", append([]grpc.DialOption{
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+	}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
