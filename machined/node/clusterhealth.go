@@ -16,6 +16,7 @@ import (
 
 	"github.com/aegis-os/aegis/authz"
 	"github.com/aegis-os/aegis/authz/role"
+	"github.com/aegis-os/aegis/internal/grpcopt"
 	"github.com/aegis-os/aegis/internal/wire"
 	"github.com/aegis-os/aegis/machined/clusterhealth"
 )
@@ -53,7 +54,8 @@ func (p prober) Probe(ctx context.Context, address string) (clusterhealth.Probe,
 		GetClientCertificate: p.impersonator,
 	})
 
-	conn, err := grpc.NewClient(net.JoinHostPort(address, strconv.Itoa(wire.APIDPort)), grpc.WithTransportCredentials(creds))
+	conn, err := grpc.NewClient(net.JoinHostPort(address, strconv.Itoa(wire.APIDPort)),
+		append([]grpc.DialOption{grpc.WithTransportCredentials(creds)}, grpcopt.FixedWindows()...)...)
 	if err != nil {
 		return clusterhealth.Probe{}, err
 	}

@@ -15,6 +15,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/internal/grpcopt"
 	"github.com/aegis-os/aegis/machined/system"
 	"github.com/aegis-os/aegis/machined/system/health"
 	"github.com/aegis-os/aegis/machined/system/logs"
@@ -132,7 +133,7 @@ func grpcHealthCheck(addr, serverName string, roots func() *x509.CertPool) healt
 	return func(ctx context.Context) error {
 		creds := credentials.NewTLS(&tls.Config{RootCAs: roots(), ServerName: serverName, MinVersion: tls.VersionTLS13})
 
-		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
+		conn, err := grpc.NewClient(addr, append([]grpc.DialOption{grpc.WithTransportCredentials(creds)}, grpcopt.FixedWindows()...)...)
 		if err != nil {
 			return err
 		}

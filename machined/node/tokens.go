@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/aegis-os/aegis/api/tokens"
+	"github.com/aegis-os/aegis/internal/grpcopt"
 )
 
 // tokenProxy serves the TokenService by forwarding each call to trustd,
@@ -22,7 +23,8 @@ type tokenProxy struct {
 }
 
 func newTokenProxy(n *Node) (*tokenProxy, error) {
-	conn, err := grpc.NewClient("unix:"+n.layout.TokensSocket(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient("unix:"+n.layout.TokensSocket(),
+		append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, grpcopt.FixedWindows()...)...)
 	if err != nil {
 		return nil, err
 	}

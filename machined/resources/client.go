@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/aegis-os/aegis/api/node"
+	"github.com/aegis-os/aegis/internal/grpcopt"
 	"github.com/aegis-os/aegis/internal/logkey"
 )
 
@@ -19,7 +20,8 @@ const reconnectDelay = time.Second
 
 // Dial connects to a service socket of machined.
 func Dial(socket string) (*grpc.ClientConn, error) {
-	conn, err := grpc.NewClient("unix:"+socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient("unix:"+socket,
+		append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, grpcopt.FixedWindows()...)...)
 	if err != nil {
 		return nil, fmt.Errorf("resources: %w", err)
 	}

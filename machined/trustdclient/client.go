@@ -137,8 +137,11 @@ func (c *Client) conn(endpoint string) (*grpc.ClientConn, error) {
 
 	host, _, _ := net.SplitHostPort(endpoint) // checked by New
 
-	conn, err := grpc.NewClient(endpoint,
-		grpc.WithTransportCredentials(&perHandshake{host: host, config: c.tlsConfig}), grpcopt.DialFrom(c.cfg.Source))
+	opts := append([]grpc.DialOption{
+		grpc.WithTransportCredentials(&perHandshake{host: host, config: c.tlsConfig}), grpcopt.DialFrom(c.cfg.Source),
+	}, grpcopt.FixedWindows()...)
+
+	conn, err := grpc.NewClient(endpoint, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("trustdclient: %w", err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/aegis-os/aegis/api/membership"
 	"github.com/aegis-os/aegis/api/revocations"
 	"github.com/aegis-os/aegis/ca"
+	"github.com/aegis-os/aegis/internal/testutil/h2ping"
 	membershippkg "github.com/aegis-os/aegis/machined/membership"
 	"github.com/aegis-os/aegis/machined/revocation"
 	"github.com/aegis-os/aegis/machined/trustdclient"
@@ -25,13 +26,15 @@ import (
 )
 
 // fakeTrustd serves the two node-facing services of trustd over TLS and
-// counts the connections it accepts and the client certificates it sees.
+// counts the connections it accepts, the client certificates it sees and
+// the PINGs its clients send.
 type fakeTrustd struct {
 	revocations.UnimplementedNodeRevocationServiceServer
 	membership.UnimplementedMembershipServiceServer
 
-	addr string
-	srv  *grpc.Server
+	addr  string
+	srv   *grpc.Server
+	pings h2ping.Counter
 
 	mu      sync.Mutex
 	dials   int
@@ -84,7 +87,7 @@ func startTrustd(t *testing.T, authority *ca.CA) *fakeTrustd {
 	}
 
 	f.addr = lis.Addr().String()
-	f.srv = grpc.NewServer(grpc.Creds(credentials.NewTLS(&tls.Config{
+	f.srv = grpc.NewServer(grpc.Creds(f.pings.ServerCredentials(credentials.NewTLS(&tls.Config{
 		MinVersion:     tls.VersionTLS13,
 		GetCertificate: pair.GetCertificate,
 		ClientAuth:     tls.RequireAnyClientCert,
@@ -95,7 +98,7 @@ func startTrustd(t *testing.T, authority *ca.CA) *fakeTrustd {
 
 			return nil
 		},
-	})))
+	}))))
 	revocations.RegisterNodeRevocationServiceServer(f.srv, f)
 	membership.RegisterMembershipServiceServer(f.srv, f)
 
@@ -219,6 +222,19 @@ func TestPollerAndHeartbeatsShareOneConnection(t *testing.T) {
 
 	if dials, handshakes := trustd.seen(); dials != 1 || len(handshakes) != 1 {
 		t.Fatalf("%d connections and %d handshakes for 2 polls and 2 heartbeats, want 1 and 1", dials, len(handshakes))
+	}
+
+	// The client's fixed flow-control windows: gRPC's bandwidth estimator
+	// would have pinged trustd after the first answer and after each
+	// answered ping, calls one after the other on a kept connection.
+	if err := client.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	trustd.srv.GracefulStop()
+
+	if got, err := trustd.pings.Pings(); got != 0 || err != nil {
+		t.Fatalf("the client sent %d pings over 4 calls (frames read: %v)", got, err)
 	}
 }
 

@@ -30,7 +30,9 @@ type GRPCTransport struct {
 func (t GRPCTransport) Certificate(ctx context.Context, endpoint string, tok token.Token, csrPEM []byte) ([]byte, []byte, error) {
 	creds := credentials.NewTLS(&tls.Config{RootCAs: t.CAs.Pool(), MinVersion: tls.VersionTLS13})
 
-	conn, err := grpc.NewClient(endpoint, grpc.WithTransportCredentials(creds), grpcopt.DialFrom(t.Source))
+	opts := append([]grpc.DialOption{grpc.WithTransportCredentials(creds), grpcopt.DialFrom(t.Source)}, grpcopt.FixedWindows()...)
+
+	conn, err := grpc.NewClient(endpoint, opts...)
 	if err != nil {
 		return nil, nil, err
 	}
