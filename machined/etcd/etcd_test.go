@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/ca/catest"
@@ -222,5 +223,106 @@ func TestCertificates(t *testing.T) {
 
 	if !got["ca"].Equal(e.cfg.CA.Cert) || got["server"].NotAfter.IsZero() {
 		t.Fatalf("certificates %v", got)
+	}
+}
+
+func TestUnstarted(t *testing.T) {
+	list := []member{
+		{id: 1, name: "cp-1"},
+		{id: 2},
+		{id: 3},
+		{id: 4, name: "cp-4", learner: true},
+	}
+
+	if got := unstarted(list, 3); !slices.Equal(got, []uint64{2}) {
+		t.Fatalf("unstarted = %v, want [2]: the members other than self with no name", got)
+	}
+}
+
+// TestAwaitEarlierIsBounded: a joining control plane starts at once when
+// no learner was added before it, waits for one that was (saying so once),
+// and no longer than learnerWait when that learner never starts; it stops
+// waiting when its context ends.
+func TestAwaitEarlierIsBounded(t *testing.T) {
+	fake := clock.NewFake(testutil.Epoch)
+
+	// No endpoints: no other control plane ever answers, as when the
+	// earlier learner's node is gone with the cluster out of reach.
+	e, err := New(Config{
+		Name: "cp-2", Address: "127.0.0.1", Dir: t.TempDir(), Binary: "/nonexistent/etcd",
+		CA: catest.NewCA(t, ca.ECDSAP256, testutil.Epoch), ClusterToken: "test", Clock: fake,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	plan := startPlan{state: existingCluster, initial: "cp-1=https://127.0.0.2:2380,cp-2=https://127.0.0.1:2380"}
+
+	got, err := e.awaitEarlier(t.Context(), plan, joinOrder{self: 2}, func(bool, string) { t.Error("notified with no earlier learner") })
+	if err != nil || got != plan {
+		t.Fatalf("no earlier learner: %+v, %v; want the plan at once", got, err)
+	}
+
+	type result struct {
+		plan  startPlan
+		err   error
+		notes []string
+	}
+
+	wait := func(ctx context.Context) chan result {
+		done := make(chan result, 1)
+
+		go func() {
+			var notes []string
+
+			p, err := e.awaitEarlier(ctx, plan, joinOrder{self: 2, earlier: []uint64{1}}, func(_ bool, msg string) { notes = append(notes, msg) })
+			done <- result{p, err, notes}
+		}()
+
+		return done
+	}
+
+	done := wait(t.Context())
+	start := fake.Now()
+	giveUp := time.Now().Add(time.Minute)
+
+	for {
+		select {
+		case r := <-done:
+			if r.err != nil || r.plan != plan || len(r.notes) != 1 {
+				t.Fatalf("earlier learner never started: %+v, %v, notes %q; want the plan after learnerWait, one note", r.plan, r.err, r.notes)
+			}
+
+			if waited := fake.Now().Sub(start); waited < learnerWait {
+				t.Fatalf("gave up after %s, before learnerWait (%s)", waited, learnerWait)
+			}
+
+			ctx, cancel := context.WithCancel(t.Context())
+			done = wait(ctx)
+
+			if err := fake.WaitForTimers(t.Context(), 1); err != nil {
+				t.Fatal(err)
+			}
+
+			cancel()
+
+			if r := <-done; !errors.Is(r.err, context.Canceled) {
+				t.Fatalf("cancelled: %v, want context.Canceled", r.err)
+			}
+
+			return
+		default:
+		}
+
+		switch {
+		case time.Now().After(giveUp):
+			t.Fatal("awaitEarlier neither returned nor waited")
+		case fake.Pending() == 0: // between two looks
+			time.Sleep(time.Millisecond)
+		case fake.Now().Sub(start) > learnerWait:
+			t.Fatalf("still waiting after %s", fake.Now().Sub(start))
+		default:
+			fake.Advance(learnerPoll)
+		}
 	}
 }

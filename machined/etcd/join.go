@@ -17,6 +17,7 @@ import (
 
 	"github.com/aegis-os/aegis/internal/atomicfile"
 	"github.com/aegis-os/aegis/internal/logkey"
+	"github.com/aegis-os/aegis/machined/system/runner"
 )
 
 // errNoCluster: no other control plane answers with a cluster.
@@ -112,9 +113,13 @@ func members(ms []*etcdserverpb.Member) []member {
 
 // join adds this node as a learner of the cluster the other control planes
 // run (or takes up the learner an earlier attempt added and never started)
-// and plans a start with the existing cluster.
-func (e *Etcd) join(ctx context.Context) (startPlan, error) {
-	var plan startPlan
+// and plans a start with the existing cluster. It also returns where the
+// member stands among the learners joining with it (see awaitEarlier).
+func (e *Etcd) join(ctx context.Context) (startPlan, joinOrder, error) {
+	var (
+		plan  startPlan
+		order joinOrder
+	)
 
 	err := e.withPeers(ctx, func(ctx context.Context, cli *clientv3.Client) error {
 		resp, err := cli.MemberList(ctx)
@@ -124,10 +129,12 @@ func (e *Etcd) join(ctx context.Context) (startPlan, error) {
 
 		list := members(resp.Members)
 
-		id, list, err := e.addSelf(ctx, cli, list)
+		id, list, earlier, err := e.addSelf(ctx, cli, list)
 		if err != nil {
 			return err
 		}
+
+		order = joinOrder{self: id, earlier: earlier}
 
 		// Another control plane may have joined since: the member starts
 		// with the membership of now, which etcd checks against its own.
@@ -146,37 +153,127 @@ func (e *Etcd) join(ctx context.Context) (startPlan, error) {
 		return nil
 	})
 
-	return plan, err
+	return plan, order, err
 }
 
-// addSelf returns this node's member ID among list, adding it as a learner
-// first. A member of this node's peer URL that has started before has lost
-// its data with this node: it is removed and added afresh.
-func (e *Etcd) addSelf(ctx context.Context, cli *clientv3.Client, list []member) (uint64, []member, error) {
+// joinOrder is a joining member's ID and the learners added before it that
+// had not started then.
+type joinOrder struct {
+	self    uint64
+	earlier []uint64
+}
+
+// unstarted returns the IDs of the members of list, other than self, that
+// have not started (etcd names a member once it has published itself).
+func unstarted(list []member, self uint64) []uint64 {
+	var out []uint64
+
+	for _, m := range list {
+		if m.id != self && m.name == "" {
+			out = append(out, m.id)
+		}
+	}
+
+	return out
+}
+
+// awaitEarlier waits, up to learnerWait, until none of the learners added
+// before this one is still to start, and returns the start plan again with
+// the names they published. A member starting with an existing cluster asks
+// every other member for its version before it serves: a learner whose
+// server has bound its peer port but is itself still asking the others
+// answers nothing, and each question waits out etcd's request timeout
+// (7 s by default, twice). Control planes that joined together asked each
+// other and lost 14 s; one at a time, in the order they were added, each
+// finds the earlier one serving and the later ones not yet listening
+// (refused at once). An earlier learner that never starts costs the wait
+// and no more.
+func (e *Etcd) awaitEarlier(ctx context.Context, plan startPlan, order joinOrder, notify runner.Notify) (startPlan, error) {
+	if len(order.earlier) == 0 {
+		return plan, nil
+	}
+
+	deadline := e.cfg.Clock.Now().Add(learnerWait)
+	shown := false
+
+	for {
+		list, err := e.peerMembers(ctx)
+		if err == nil {
+			waiting := slices.ContainsFunc(unstarted(list, order.self), func(m uint64) bool { return slices.Contains(order.earlier, m) })
+			if !waiting {
+				if slices.ContainsFunc(list, func(m member) bool { return m.id == order.self }) {
+					plan.initial = initialCluster(list, order.self, e.cfg.Name)
+				}
+
+				return plan, nil
+			}
+		}
+
+		if !e.cfg.Clock.Now().Before(deadline) {
+			e.log.Warn("a control plane that joined before this one has not started its member; starting anyway")
+
+			return plan, nil
+		}
+
+		if !shown {
+			notify(false, "waiting for the control plane that joined before this one to start its member")
+			shown = true
+		}
+
+		t := e.cfg.Clock.NewTimer(learnerPoll)
+
+		select {
+		case <-ctx.Done():
+			t.Stop()
+
+			return startPlan{}, ctx.Err()
+		case <-t.C():
+		}
+	}
+}
+
+// addSelf returns this node's member ID and the membership, adding the
+// node as a learner first, and the learners added before it that had not
+// started: those of the membership etcd answered the addition with, which
+// holds the members added before this one and none after. A member of this
+// node's peer URL that has started before has lost its data with this
+// node: it is removed and added afresh. A learner an earlier attempt added
+// is taken up with no earlier learners, since which came before it is not
+// known.
+func (e *Etcd) addSelf(ctx context.Context, cli *clientv3.Client, list []member) (uint64, []member, []uint64, error) {
 	i := slices.IndexFunc(list, func(m member) bool { return slices.Contains(m.peerURLs, e.peerURL()) })
 
 	if i >= 0 && list[i].name == "" {
-		return list[i].id, list, nil
+		return list[i].id, list, nil, nil
 	}
 
 	if i >= 0 {
 		e.log.Warn("removing this node's old member, whose data is gone", slog.String(logkey.MemberID, formatID(list[i].id)))
 
 		if _, err := cli.MemberRemove(ctx, list[i].id); err != nil {
-			return 0, nil, fmt.Errorf("removing this node's old member: %w", translate(err))
+			return 0, nil, nil, fmt.Errorf("removing this node's old member: %w", translate(err))
 		}
 	}
 
-	added, err := cli.MemberAddAsLearner(ctx, []string{e.peerURL()})
+	// Raft holds one membership change at a time and drops a second
+	// proposed meanwhile without an answer: of two control planes adding
+	// themselves at once, one waits for nothing. It gives up soon and asks
+	// again (an addition that did apply is then found and taken up).
+	addCtx, cancel := context.WithTimeout(ctx, memberAddTimeout)
+	defer cancel()
+
+	added, err := cli.MemberAddAsLearner(addCtx, []string{e.peerURL()})
 	if err != nil {
 		if errors.Is(err, rpctypes.ErrTooManyLearners) {
-			return 0, nil, errors.New("another control plane is joining; waiting for its promotion")
+			return 0, nil, nil, errors.New("another control plane is joining; waiting for its promotion")
 		}
 
-		return 0, nil, fmt.Errorf("adding this node as a learner: %w", translate(err))
+		return 0, nil, nil, fmt.Errorf("adding this node as a learner: %w", translate(err))
 	}
 
-	return added.Member.ID, members(added.Members), nil
+	list = members(added.Members)
+
+	return added.Member.ID, list, unstarted(list, added.Member.ID), nil
 }
 
 // removed reports whether the other control planes answer with a cluster

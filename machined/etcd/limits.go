@@ -16,9 +16,19 @@ const (
 	// callTimeout bounds one membership or status call, so that an API call
 	// or a boot never hangs on an etcd without quorum.
 	callTimeout = 5 * time.Second
-	// discoverPeriod is how often a control plane that has neither data nor
-	// a bootstrap looks for an existing cluster to join.
+	// discoverPeriod is how often, on average, a control plane that has
+	// neither data nor a bootstrap looks for an existing cluster to join.
 	discoverPeriod = 500 * time.Millisecond
+	// memberAddTimeout bounds the addition of this node as a learner, well
+	// under callTimeout: a membership change applies within milliseconds
+	// here, and one proposed while another is pending is dropped unanswered.
+	memberAddTimeout = time.Second
+	// learnerWait bounds how long a joining control plane waits for the
+	// learners added before it to start their members (awaitEarlier): one
+	// starts in well under a second, and a learner that never starts
+	// costs a join no more than this; learnerPoll is how often it looks.
+	learnerWait = 10 * time.Second
+	learnerPoll = 250 * time.Millisecond
 	// promotePeriod is how often a learner asks to be promoted: etcd refuses
 	// until the learner has caught up with the leader.
 	promotePeriod = 500 * time.Millisecond

@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/machined/system/runner"
@@ -148,9 +150,9 @@ func (e *Etcd) waitForPlan(ctx context.Context, notify runner.Notify) (startPlan
 			return e.planBootstrap(ctx, req)
 		}
 
-		plan, err := e.join(ctx)
+		plan, order, err := e.join(ctx)
 		if err == nil {
-			return plan, nil
+			return e.awaitEarlier(ctx, plan, order, notify)
 		}
 
 		// One event per change of reason, not one per look.
@@ -159,7 +161,7 @@ func (e *Etcd) waitForPlan(ctx context.Context, notify runner.Notify) (startPlan
 			shown = msg
 		}
 
-		t := e.cfg.Clock.NewTimer(discoverPeriod)
+		t := e.cfg.Clock.NewTimer(discoverDelay())
 
 		select {
 		case <-ctx.Done():
@@ -172,6 +174,13 @@ func (e *Etcd) waitForPlan(ctx context.Context, notify runner.Notify) (startPlan
 
 		t.Stop()
 	}
+}
+
+// discoverDelay is discoverPeriod give or take half of it, at random:
+// control planes that boot together find the cluster at the same moment,
+// and two membership changes proposed at once lose one (see addSelf).
+func discoverDelay() time.Duration {
+	return discoverPeriod/2 + rand.N(discoverPeriod)
 }
 
 // planBootstrap starts a cluster of this member alone.
