@@ -47,15 +47,13 @@ func (c *Counter) Credentials(inner credentials.TransportCredentials) credential
 // send on the connections it accepts is read as HTTP/2 frames after
 // decryption.
 func (c *Counter) ServerCredentials(inner credentials.TransportCredentials) credentials.TransportCredentials {
-	return creds{TransportCredentials: inner, c: c, server: true}
+	return creds{TransportCredentials: inner, c: c}
 }
 
 type creds struct {
 	credentials.TransportCredentials
 
 	c *Counter
-	// server is true when the wrapped credentials are a server's.
-	server bool
 }
 
 func (w creds) ClientHandshake(ctx context.Context, authority string, raw net.Conn) (net.Conn, credentials.AuthInfo, error) {
@@ -77,7 +75,7 @@ func (w creds) ServerHandshake(raw net.Conn) (net.Conn, credentials.AuthInfo, er
 }
 
 func (w creds) Clone() credentials.TransportCredentials {
-	return creds{TransportCredentials: w.TransportCredentials.Clone(), c: w.c, server: w.server}
+	return creds{TransportCredentials: w.TransportCredentials.Clone(), c: w.c}
 }
 
 // tee returns conn with what it reads handed to a frame reader too; a
