@@ -36,17 +36,17 @@ func elfBinary(t *testing.T, machine elf.Machine, typ elf.Type, progs []elf.Prog
 	return buf.Bytes()
 }
 
-// staticELF is a static executable of the machine's architecture (amd64 or
-// arm64) holding tail.
+// staticELF is a static executable of the machine's architecture holding
+// tail; elfBinary writes 64-bit little-endian files only.
 func staticELF(t *testing.T, tail string) []byte {
 	t.Helper()
 
-	m := elf.EM_X86_64
-	if runtime.GOARCH == "arm64" {
-		m = elf.EM_AARCH64
+	a, ok := elfArches[runtime.GOARCH]
+	if !ok || a.class != elf.ELFCLASS64 || a.order != binary.LittleEndian {
+		t.Skipf("no test ELF file for %s", runtime.GOARCH)
 	}
 
-	return elfBinary(t, m, elf.ET_EXEC, []elf.ProgType{elf.PT_LOAD}, tail)
+	return elfBinary(t, a.machine, elf.ET_EXEC, []elf.ProgType{elf.PT_LOAD}, tail)
 }
 
 func TestCheckBinary(t *testing.T) {
