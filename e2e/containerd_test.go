@@ -128,6 +128,14 @@ func statusFields(t *testing.T, pid int) map[string]string {
 func memoryLimit(t *testing.T, pid int) string {
 	t.Helper()
 
+	return cgroupValue(t, pid, "memory", "memory.limit_in_bytes", "memory.max")
+}
+
+// cgroupValue reads a file of pid's cgroup: v1file under the v1
+// controller's hierarchy, or v2file in the unified one.
+func cgroupValue(t *testing.T, pid int, controller, v1file, v2file string) string {
+	t.Helper()
+
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
 	if err != nil {
 		t.Fatal(err)
@@ -140,19 +148,19 @@ func memoryLimit(t *testing.T, pid int) string {
 		}
 
 		switch {
-		case parts[1] == "memory":
-			b, err := os.ReadFile(filepath.Join("/sys/fs/cgroup/memory", parts[2], "memory.limit_in_bytes"))
+		case parts[1] == controller:
+			b, err := os.ReadFile(filepath.Join("/sys/fs/cgroup", controller, parts[2], v1file))
 			if err == nil {
 				return strings.TrimSpace(string(b))
 			}
 		case parts[0] == "0" && parts[1] == "":
-			if b, err := os.ReadFile(filepath.Join("/sys/fs/cgroup", parts[2], "memory.max")); err == nil {
+			if b, err := os.ReadFile(filepath.Join("/sys/fs/cgroup", parts[2], v2file)); err == nil {
 				return strings.TrimSpace(string(b))
 			}
 		}
 	}
 
-	t.Fatalf("no memory cgroup for %d", pid)
+	t.Fatalf("no %s cgroup for %d", controller, pid)
 
 	return ""
 }
@@ -258,6 +266,13 @@ func TestContainerdConfinement(t *testing.T) {
 			if got := memoryLimit(t, pid); got != strconv.Itoa(limits[id]) {
 				t.Errorf("%s memory limit %s", id, got)
 			}
+
+			// The limit on tasks is the node's containerPidsLimit.
+			if got := cgroupValue(t, pid, "pids", "pids.max", "pids.max"); got != "1024" {
+				t.Errorf("%s: pids.max %s, want 1024", id, got)
+			}
+
+			t.Logf("%s: %s tasks", id, cgroupValue(t, pid, "pids", "pids.current", "pids.current"))
 
 			if got := openFilesLimit(t, pid); got != "8192 8192" {
 				t.Errorf("%s: open files limit (soft hard) %s, want 8192 8192", id, got)

@@ -96,6 +96,7 @@ func TestEtcdCluster(t *testing.T) {
 		}
 	})
 
+	t.Run("peer port admits peers only", func(t *testing.T) { checkPeerPortAdmitsPeersOnly(t, c, cps[1]) })
 	t.Run("maintenance", func(t *testing.T) { checkMaintenance(t, admin, cps) })
 	t.Run("bootstrap refused", func(t *testing.T) { checkBootstrapRefused(t, admin, cps, worker) })
 	t.Run("bad input", func(t *testing.T) { checkEtcdBadInput(t, admin, cps[0]) })

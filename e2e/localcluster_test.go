@@ -191,20 +191,81 @@ func TestClusterCreateRefusals(t *testing.T) {
 func failingBinaries(t *testing.T) string {
 	t.Helper()
 
+	return crashingBinaries(t, "apid")
+}
+
+// crashingBinaries is a bin dir with the real binaries but for service's,
+// a script that says why on stderr and exits at once.
+func crashingBinaries(t *testing.T, service string) string {
+	t.Helper()
+
 	dir := t.TempDir()
 
-	for _, name := range []string{"machined", "trustd", "etcd"} {
+	for _, name := range []string{"machined", "apid", "trustd", "etcd"} {
+		if name == service {
+			continue
+		}
+
 		if err := os.Symlink(filepath.Join(binDir, name), filepath.Join(dir, name)); err != nil {
 			t.Fatal(err)
 		}
 	}
 
-	script := "#!/bin/sh\necho 'apid: refusing to start for this test' >&2\nexit 1\n"
-	if err := os.WriteFile(filepath.Join(dir, "apid"), []byte(script), 0o755); err != nil {
+	script := "#!/bin/sh\necho '" + service + ": refusing to start for this test' >&2\nexit 1\n"
+	if err := os.WriteFile(filepath.Join(dir, service), []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
 
 	return dir
+}
+
+// TestClusterCreateFailsFastOnCrashLoop creates a cluster whose apid (or
+// trustd) exits at once: cluster create gives up within seconds, not at its
+// three-minute timeout, names the node, the service and its last log
+// lines, and leaves no process and no folder behind.
+func TestClusterCreateFailsFastOnCrashLoop(t *testing.T) {
+	needBinaries(t)
+
+	// The node boots in a few seconds, and the service's third exit comes
+	// within about 4 s of its first (restart delays of 1 s, then 2 s).
+	const bound = 30 * time.Second
+
+	for i, service := range []string{"apid", "trustd"} {
+		t.Run(service, func(t *testing.T) {
+			bin := crashingBinaries(t, service)
+			dir := testutil.ShortTempDir(t)
+			state := filepath.Join(dir, "clusters")
+
+			start := time.Now()
+			out, err := aegisctl(t, dir, "cluster", "create", "--name", "crash", "--state-dir", state, "--bin-dir", bin,
+				"--cidr", "127.9."+strconv.Itoa(6+i)+".0/24", "--workers", "0", "--runtime", "process")
+			took := time.Since(start)
+
+			if err == nil {
+				t.Fatalf("cluster create succeeded:\n%s", out)
+			}
+
+			t.Logf("failed after %s:\n%s", took.Round(time.Millisecond), out)
+
+			if took > bound {
+				t.Errorf("cluster create took %s to fail, want under %s", took, bound)
+			}
+
+			for _, want := range []string{"node crash-controlplane-1", "service " + service + " exited 3 times", service + ": refusing to start for this test"} {
+				if !strings.Contains(out, want) {
+					t.Errorf("output lacks %q", want)
+				}
+			}
+
+			if _, err := os.Stat(filepath.Join(state, "crash")); !os.IsNotExist(err) {
+				t.Errorf("cluster folder left behind: %v", err)
+			}
+
+			if pids := append(processesUnder(dir), processesUnder(bin)...); len(pids) > 0 {
+				t.Errorf("processes left running: %v", pids)
+			}
+		})
+	}
 }
 
 // processesUnder lists the live processes whose command line names dir.

@@ -5,6 +5,8 @@
 //
 // Each archive is written to a temporary file and renamed into place, so a
 // reader never sees half of one. The same binaries give the same archives.
+// A binary that cannot run in the image (not a static Linux executable of
+// the machine's architecture) is refused, with how to build it.
 package main
 
 import (

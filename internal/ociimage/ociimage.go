@@ -44,7 +44,9 @@ type User struct {
 type Spec struct {
 	// Name is the image reference, such as "aegis.local/apid:v1".
 	Name string
-	// Binary is the path of the static executable put at /usr/local/bin/<base name>.
+	// Binary is the path of the static executable put at /usr/local/bin/<base name>:
+	// a Linux ELF executable of the image's architecture (the machine's,
+	// runtime.GOARCH) without a program interpreter. Write refuses any other.
 	Binary string
 	// User owns nothing in the image; it is named in /etc/passwd and is the
 	// image's default user.
@@ -64,6 +66,10 @@ func Write(w io.Writer, spec Spec) (digest.Digest, error) {
 	bin, err := os.ReadFile(spec.Binary)
 	if err != nil {
 		return "", fmt.Errorf("ociimage: %w", err)
+	}
+
+	if err := checkBinary(spec.Binary, bin, runtime.GOARCH); err != nil {
+		return "", err
 	}
 
 	layer, err := rootfs(spec, bin)

@@ -13,11 +13,13 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 )
 
+// writeBinary writes a static executable of the machine's architecture
+// that holds content.
 func writeBinary(t *testing.T, content string) string {
 	t.Helper()
 
 	p := filepath.Join(t.TempDir(), "apid")
-	if err := os.WriteFile(p, []byte(content), 0o755); err != nil {
+	if err := os.WriteFile(p, staticELF(t, content), 0o755); err != nil {
 		t.Fatal(err)
 	}
 

@@ -53,7 +53,8 @@ type Config struct {
 	// Accepted are etcd CAs trusted besides CA (an etcd CA rotation's
 	// overlap); SetCAs changes them. Nil trusts CA alone.
 	Accepted []*x509.Certificate
-	// Hosts are the SANs of etcd's server and peer certificates.
+	// Hosts are the SANs of etcd's server and peer certificates; the peer
+	// certificate adds PeerName.
 	Hosts []string
 	// CertTTL is the lifetime of etcd's certificates, renewed at half-life.
 	CertTTL time.Duration

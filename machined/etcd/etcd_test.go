@@ -112,6 +112,41 @@ func TestArgs(t *testing.T) {
 				t.Errorf("%s: %s missing: mTLS only", tt.plan.state, flag)
 			}
 		}
+
+		if i := slices.Index(args, "--peer-cert-allowed-hostname"); i < 0 || args[i+1] != PeerName {
+			t.Errorf("%s: the peer port admits more than peer certificates: %q", tt.plan.state, args)
+		}
+	}
+}
+
+// TestOnlyPeerCertificateNamesPeer issues the member's certificates, a
+// certSAN naming PeerName included: only the peer certificate names it,
+// what the peer port admits.
+func TestOnlyPeerCertificateNamesPeer(t *testing.T) {
+	e, err := New(Config{
+		Name: "cp-1", Address: "127.0.0.1", Dir: t.TempDir(), Binary: "/nonexistent/etcd", Hosts: []string{"127.0.0.1", "cp-1", PeerName},
+		CA: catest.NewCA(t, ca.ECDSAP256, testutil.Epoch), ClusterToken: "test", Clock: clock.NewFake(testutil.Epoch),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if err := os.MkdirAll(e.pkiDir(), 0o700); err != nil {
+		t.Fatal(err)
+	}
+
+	if _, err := e.IssueCertificates(); err != nil {
+		t.Fatal(err)
+	}
+
+	for name, c := range e.Certificates() {
+		if name == "ca" {
+			continue
+		}
+
+		if got, want := c.VerifyHostname(PeerName) == nil, name == "peer"; got != want {
+			t.Errorf("%s certificate (SANs %v) names %s: %v, want %v", name, c.DNSNames, PeerName, got, want)
+		}
 	}
 }
 

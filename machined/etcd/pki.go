@@ -20,6 +20,14 @@ import (
 // the member trusts: peer and client traffic is mTLS only.
 var certNames = []string{"server", "peer", "client"}
 
+// PeerName is a DNS SAN that only the members' peer certificates carry,
+// and the only one etcd's peer port admits (--peer-cert-allowed-hostname):
+// the client certificate, which trustd's user also holds, comes from the
+// same etcd CA and would otherwise pass for a member. The member checks it
+// too on the peer it dials. The .invalid name resolves nowhere: it marks
+// the role, it names no host.
+const PeerName = "peer.etcd.aegis.invalid"
+
 func (e *Etcd) certFile(name string) string { return filepath.Join(e.pkiDir(), name+".crt") }
 func (e *Etcd) keyFile(name string) string  { return filepath.Join(e.pkiDir(), name+".key") }
 func (e *Etcd) caFile() string              { return filepath.Join(e.pkiDir(), "ca.crt") }
@@ -71,9 +79,15 @@ func (e *Etcd) issue(name string) (*x509.Certificate, error) {
 		return nil, err
 	}
 
-	hosts := e.cfg.Hosts
-	if name == "client" {
-		hosts = nil
+	var hosts []string
+
+	switch name {
+	case "server":
+		// Only a peer certificate may carry PeerName, even if a node's
+		// certSANs name it.
+		hosts = slices.DeleteFunc(slices.Clone(e.cfg.Hosts), func(h string) bool { return h == PeerName })
+	case "peer":
+		hosts = append(slices.DeleteFunc(slices.Clone(e.cfg.Hosts), func(h string) bool { return h == PeerName }), PeerName)
 	}
 
 	issued, keyPEM, err := iss.IssueNewKey(ca.KeyRequest{

@@ -85,7 +85,8 @@ func (s clusterState) String() string {
 }
 
 // args are the server's flags: mTLS for clients and peers with the files
-// of pkiDir, the node's address for both, and the cluster to start with.
+// of pkiDir (peers proving PeerName), the node's address for both, and the
+// cluster to start with.
 func (e *Etcd) args(p startPlan) []string {
 	args := []string{
 		"--name", e.cfg.Name,
@@ -98,6 +99,7 @@ func (e *Etcd) args(p startPlan) []string {
 		"--trusted-ca-file", e.caFile(), "--client-cert-auth",
 		"--peer-cert-file", e.certFile("peer"), "--peer-key-file", e.keyFile("peer"),
 		"--peer-trusted-ca-file", e.caFile(), "--peer-client-cert-auth",
+		"--peer-cert-allowed-hostname", PeerName,
 		"--initial-cluster-token", e.cfg.ClusterToken,
 		"--logger", "zap", "--log-outputs", "stderr",
 		"--auto-compaction-mode", "periodic", "--auto-compaction-retention", "5m",

@@ -208,7 +208,8 @@ func nodeAddress(cidr netip.Prefix, i int) (netip.Addr, error) {
 // node detached from the caller, and waits until every node's services are
 // up and every worker has joined. On any failure it stops what it started
 // and removes what it wrote, and the error says why (with the last log lines
-// of a node that failed).
+// of a node that failed). A service that keeps exiting fails it at once,
+// naming the node and the service, rather than at the timeout.
 func Create(ctx context.Context, opts Options) (*Cluster, error) {
 	if err := opts.setDefaults(); err != nil {
 		return nil, err
@@ -234,7 +235,9 @@ func Create(ctx context.Context, opts Options) (*Cluster, error) {
 	}
 
 	if err == nil {
-		err = c.waitUp(ctx, opts.Timeout, opts.Progress)
+		err = c.watchCrashLoops(ctx, c.Nodes, make([]int64, len(c.Nodes)), func(ctx context.Context) error {
+			return c.waitUp(ctx, opts.Timeout, opts.Progress)
+		})
 	}
 
 	if err == nil && opts.ClientConfig != "" {

@@ -141,7 +141,9 @@ func (c *Cluster) StartNode(ctx context.Context, name string, timeout time.Durat
 		return n, err
 	}
 
-	return n, c.waitNodeReady(ctx, n, offset, timeout)
+	return n, c.watchCrashLoops(ctx, []Node{n}, []int64{offset}, func(ctx context.Context) error {
+		return c.waitNodeReady(ctx, n, offset, timeout)
+	})
 }
 
 // waitNodeReady waits until n's log, from offset on, reports the node ready.

@@ -31,6 +31,15 @@ const (
 	// and grows with the data; a few hundred MiB hold far more than a
 	// node's tokens and membership.
 	etcdMemoryLimit = 512 << 20
+	// containerPidsLimit bounds the tasks (processes and threads) of each
+	// container's cgroup. The services never fork; a Go program's threads
+	// are about one per CPU (GOMAXPROCS) plus one per system call blocked
+	// in the kernel (file I/O, etcd's fsyncs), a few dozen on this
+	// machine under the floods of the e2e tests. 1024 leaves room for
+	// machines with hundreds of CPUs, while a thread leak or a fork bomb
+	// in a service fails that service instead of using up the process IDs
+	// of the whole node (pid_max is 32768 on many kernels).
+	containerPidsLimit = 1024
 	// containerOpenFiles is every container's limit on open files, where
 	// containerd's default is 1024: apid admits 1024 client connections
 	// and trustd 512 (their limits.go), and each also holds listeners,
@@ -177,6 +186,8 @@ type containerSpec struct {
 	mounts []runner.Mount
 	// memory is the cgroup's limit; zero means containerMemoryLimit.
 	memory int64
+	// pids is the cgroup's limit on tasks; zero means containerPidsLimit.
+	pids int64
 	// share gives the service's user the files it needs, before each start.
 	share func(u ociimage.User) error
 }
@@ -217,6 +228,12 @@ func (c *containerSpec) runner(p *processService) runner.Runner {
 // runnerFor runs what p describes (its arguments, log and clock) as the
 // service's container.
 func (c *containerSpec) runnerFor(p runner.ProcessConfig) runner.Runner {
+	return runner.Container(c.config(p))
+}
+
+// config is the container that runs what p describes, with the service's
+// user, mounts and limits.
+func (c *containerSpec) config(p runner.ProcessConfig) runner.ContainerConfig {
 	u := c.user()
 
 	limit := c.memory
@@ -224,13 +241,18 @@ func (c *containerSpec) runnerFor(p runner.ProcessConfig) runner.Runner {
 		limit = containerMemoryLimit
 	}
 
-	return runner.Container(runner.ContainerConfig{
+	pids := c.pids
+	if pids == 0 {
+		pids = containerPidsLimit
+	}
+
+	return runner.ContainerConfig{
 		Client: c.rt.daemon.Client(), ID: c.id, Image: c.rt.images[c.id].Name, Args: p.Args,
 		Env: []string{"GOMEMLIMIT=" + strconv.FormatInt(limit/10*8, 10)}, UID: u.UID, GID: u.GID,
-		Mounts: c.mounts, MemoryLimit: limit, OOMScoreAdj: oomScoreAdj(), OpenFiles: containerOpenFiles,
+		Mounts: c.mounts, MemoryLimit: limit, PidsLimit: pids, OOMScoreAdj: oomScoreAdj(), OpenFiles: containerOpenFiles,
 		CgroupsPath: c.rt.cgroupParent + "/" + c.id, RuncRoot: c.rt.daemon.RuncRoot(), FIFODir: c.rt.daemon.FIFODir(),
 		Log: p.Log, Clock: p.Clock,
-	})
+	}
 }
 
 // giveTo makes each path owned by u, nothing else.

@@ -1,9 +1,14 @@
 package node
 
 import (
+	"slices"
+	"strconv"
 	"testing"
 
 	"github.com/aegis-os/aegis/apid"
+	"github.com/aegis-os/aegis/machined/containerd"
+	"github.com/aegis-os/aegis/machined/layout"
+	"github.com/aegis-os/aegis/machined/system/runner"
 	"github.com/aegis-os/aegis/trustd"
 )
 
@@ -18,6 +23,34 @@ func TestContainerOpenFilesCoverConnectionCaps(t *testing.T) {
 	} {
 		if containerOpenFiles < 2*connections {
 			t.Errorf("containerOpenFiles %d leaves %s (%d connections) too little room", containerOpenFiles, name, connections)
+		}
+	}
+}
+
+// TestContainersHaveLimits checks the containers of apid, trustd and etcd:
+// each has a memory limit with its GOMEMLIMIT and a limit on its tasks.
+func TestContainersHaveLimits(t *testing.T) {
+	n := &Node{layout: layout.Layout{State: t.TempDir()}, ctr: &containerRuntime{daemon: &containerd.Daemon{}}}
+
+	apid, trustd := &processService{id: "apid"}, &processService{id: "trustd"}
+	n.confineAPID(apid)
+	n.confineTrustd(trustd, true)
+
+	for _, tt := range []struct {
+		spec         *containerSpec
+		memory, pids int64
+	}{
+		{apid.container, containerMemoryLimit, containerPidsLimit},
+		{trustd.container, containerMemoryLimit, containerPidsLimit},
+		{n.confineEtcd(), etcdMemoryLimit, containerPidsLimit},
+	} {
+		cfg := tt.spec.config(runner.ProcessConfig{})
+		if cfg.MemoryLimit != tt.memory || !slices.Contains(cfg.Env, "GOMEMLIMIT="+strconv.FormatInt(tt.memory/10*8, 10)) {
+			t.Errorf("%s: memory limit %d, env %q; want %d", tt.spec.id, cfg.MemoryLimit, cfg.Env, tt.memory)
+		}
+
+		if cfg.PidsLimit != tt.pids {
+			t.Errorf("%s: pids limit %d, want %d", tt.spec.id, cfg.PidsLimit, tt.pids)
 		}
 	}
 }

@@ -54,6 +54,10 @@ type ContainerConfig struct {
 	Mounts []Mount
 	// MemoryLimit of the container's cgroup in bytes; zero means none.
 	MemoryLimit int64
+	// PidsLimit is the most tasks (processes and threads) the container's
+	// cgroup may hold (pids.max); zero means none, so that a thread leak
+	// or a fork bomb in the service may use up the node's process IDs.
+	PidsLimit int64
 	// OOMScoreAdj of the process.
 	OOMScoreAdj int
 	// OpenFiles is the process's limit on open files (RLIMIT_NOFILE, soft
@@ -227,8 +231,20 @@ func (c *container) spec(img client.Image) []oci.SpecOpts {
 		withOOMScoreAdj(c.cfg.OOMScoreAdj),
 	}
 
+	return append(opts, c.limits()...)
+}
+
+// limits are the spec's resource limits and the container's cgroup: the
+// part of the spec that needs no image.
+func (c *container) limits() []oci.SpecOpts {
+	var opts []oci.SpecOpts
+
 	if c.cfg.MemoryLimit > 0 {
 		opts = append(opts, oci.WithMemoryLimit(uint64(c.cfg.MemoryLimit)))
+	}
+
+	if c.cfg.PidsLimit > 0 {
+		opts = append(opts, oci.WithPidsLimit(c.cfg.PidsLimit))
 	}
 
 	if c.cfg.CgroupsPath != "" {
