@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -21,8 +22,14 @@ type StoreConfig struct {
 	Client *clientv3.Client
 	// Prefix of the keys; empty means DefaultPrefix.
 	Prefix string
+	// LineagePrefix is where the links of renewals live; empty means
+	// DefaultLineagePrefix.
+	LineagePrefix string
 	// Max bounds the entries; zero means MaxEntries.
 	Max int
+	// MaxLineage bounds the live certificates of one family of renewals;
+	// zero means MaxLineage.
+	MaxLineage int
 	// Timeout bounds one operation; zero means DefaultTimeout.
 	Timeout time.Duration
 	// Clock decides which entries have expired. Nil means the system clock.
@@ -31,9 +38,10 @@ type StoreConfig struct {
 	Logger *slog.Logger
 }
 
-// Store is the cluster's revocation list in etcd, one key per serial. Every
-// read is linearizable; without quorum every operation fails with
-// ErrUnavailable.
+// Store is the cluster's revocation list in etcd, one key per serial, and
+// the lineage of renewals (Record), so that a revocation covers every
+// certificate renewed from the one revoked. Every read is linearizable;
+// without quorum every operation fails with ErrUnavailable.
 type Store struct{ cfg StoreConfig }
 
 // NewStore returns the store of cfg; it does not contact etcd.
@@ -46,8 +54,16 @@ func NewStore(cfg StoreConfig) (*Store, error) {
 		cfg.Prefix = DefaultPrefix
 	}
 
+	if cfg.LineagePrefix == "" {
+		cfg.LineagePrefix = DefaultLineagePrefix
+	}
+
 	if cfg.Max <= 0 {
 		cfg.Max = MaxEntries
+	}
+
+	if cfg.MaxLineage <= 0 {
+		cfg.MaxLineage = MaxLineage
 	}
 
 	if cfg.Timeout <= 0 {
@@ -62,72 +78,169 @@ func NewStore(cfg StoreConfig) (*Store, error) {
 
 func (s *Store) key(serial string) string { return s.cfg.Prefix + serial }
 
-// Revoke records e. A serial already revoked keeps its first record, which
-// is returned with existed set. A full list is pruned of expired entries
-// before the revocation is refused with ErrFull.
-func (s *Store) Revoke(ctx context.Context, e Entry) (rec Entry, existed bool, err error) {
+// Covered is the record of one certificate a revocation covers.
+type Covered struct {
+	// Entry is the record etcd holds: the first one when the certificate
+	// was already revoked.
+	Entry
+	// Existed says the certificate was already revoked.
+	Existed bool
+}
+
+// Revocation is what Revoke recorded.
+type Revocation struct {
+	// Covered is the certificate asked for.
+	Covered
+	// Descendants are the live certificates renewed from it, directly or
+	// not, sorted by serial: the revocation covers them too.
+	Descendants []Covered
+}
+
+// Revoke records e, and an entry for every live certificate renewed from
+// e's, however indirectly (never its ancestors or siblings), dated and
+// attributed like e. A serial already revoked keeps its first record. A
+// full list is pruned of expired entries before the revocation is refused
+// with ErrFull.
+//
+// A renewal recorded while the revocation runs is either seen or refused:
+// the entries are written, then a last transaction checks that no link was
+// recorded since the lineage was read; when one was, the lineage is read
+// again. A renewal recorded after that finds its parent revoked (Record).
+func (s *Store) Revoke(ctx context.Context, e Entry) (Revocation, error) {
 	if err := e.check(); err != nil {
-		return Entry{}, false, err
+		return Revocation{}, err
 	}
 
 	if e.Expired(s.cfg.Clock.Now()) {
-		return Entry{}, false, fmt.Errorf("%w: serial %s: the certificate expired at %s and is refused anyway",
+		return Revocation{}, fmt.Errorf("%w: serial %s: the certificate expired at %s and is refused anyway",
 			ErrBadEntry, e.Serial, e.NotAfter.UTC().Format(time.RFC3339))
-	}
-
-	data, err := marshalEntry(e)
-	if err != nil {
-		return Entry{}, false, err
 	}
 
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
 
-	if err := s.room(ctx); err != nil {
-		return Entry{}, false, err
+	// Every attempt that fails saw a new certificate in the family, which
+	// MaxLineage bounds: the loop ends even against a thief renewing as
+	// fast as it can.
+	for range s.cfg.MaxLineage + maxAttempts {
+		lin, rev, err := s.readLineage(ctx)
+		if err != nil {
+			return Revocation{}, err
+		}
+
+		wanted := []Entry{e}
+		for _, l := range lin.descendants(e.Serial, s.cfg.Clock.Now()) {
+			wanted = append(wanted, Entry{Serial: l.Child, NotAfter: l.NotAfter, RevokedAt: e.RevokedAt, RevokedBy: e.RevokedBy,
+				Reason: e.Reason})
+		}
+
+		recs, done, err := s.revokeAll(ctx, wanted, s.unchanged(lin, e.Serial, rev))
+		if err != nil {
+			return Revocation{}, err
+		}
+
+		if done {
+			return Revocation{Covered: recs[0], Descendants: recs[1:]}, nil
+		}
 	}
 
-	resp, err := s.cfg.Client.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(s.key(e.Serial)), "=", 0)).
-		Then(clientv3.OpPut(s.key(e.Serial), string(data))).
-		Else(clientv3.OpGet(s.key(e.Serial))).
-		Commit()
-	if err != nil {
-		return Entry{}, false, unavailable(err)
-	}
-
-	if resp.Succeeded {
-		return e, false, nil
-	}
-
-	kvs := resp.Responses[0].GetResponseRange().GetKvs()
-	if len(kvs) == 0 {
-		return Entry{}, false, fmt.Errorf("%w: serial %s changed during the revocation", ErrUnavailable, e.Serial)
-	}
-
-	old, err := unmarshalEntry(kvs[0].Value)
-
-	return old, true, err
+	return Revocation{}, fmt.Errorf("%w: serial %s: certificates kept being renewed during the revocation", ErrUnavailable, e.Serial)
 }
 
-// room makes sure one more entry fits: the count is checked, and when full
+// revokeAll writes the entries of wanted that etcd does not hold, in
+// transactions of at most maxTxnPuts, each refusing to overwrite an entry
+// written in between (the first record is kept), and returns every entry
+// as etcd holds it. done is false when a link was recorded below the
+// serial since the lineage was read, or
+// an entry appeared in between (unchanged fails): the caller reads the
+// lineage again.
+func (s *Store) revokeAll(ctx context.Context, wanted []Entry, unchanged []clientv3.Cmp) ([]Covered, bool, error) {
+	recs := make([]Covered, len(wanted))
+
+	var missing []int
+
+	for i, w := range wanted {
+		resp, err := s.cfg.Client.Get(ctx, s.key(w.Serial))
+		if err != nil {
+			return nil, false, unavailable(err)
+		}
+
+		if len(resp.Kvs) == 0 {
+			recs[i], missing = Covered{Entry: w}, append(missing, i)
+
+			continue
+		}
+
+		old, err := unmarshalEntry(resp.Kvs[0].Value)
+		if err != nil {
+			return nil, false, err
+		}
+
+		recs[i] = Covered{Entry: old, Existed: true}
+	}
+
+	if err := s.room(ctx, len(missing)); err != nil {
+		return nil, false, err
+	}
+
+	for chunk := range slices.Chunk(missing, maxTxnPuts) {
+		var (
+			cmps []clientv3.Cmp
+			puts []clientv3.Op
+		)
+
+		for _, i := range chunk {
+			data, err := marshalEntry(recs[i].Entry)
+			if err != nil {
+				return nil, false, err
+			}
+
+			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(s.key(recs[i].Serial)), "=", 0))
+			puts = append(puts, clientv3.OpPut(s.key(recs[i].Serial), string(data)))
+		}
+
+		resp, err := s.cfg.Client.Txn(ctx).If(cmps...).Then(puts...).Commit()
+		if err != nil {
+			return nil, false, unavailable(err)
+		}
+
+		if !resp.Succeeded {
+			return nil, false, nil
+		}
+	}
+
+	// Every entry is written: a link recorded below the serial since the
+	// lineage was read is one the revocation may have missed.
+	resp, err := s.cfg.Client.Txn(ctx).If(unchanged...).Commit()
+	if err != nil {
+		return nil, false, unavailable(err)
+	}
+
+	return recs, resp.Succeeded, nil
+}
+
+// room makes sure n more entries fit: the count is checked, and when full
 // the expired entries are pruned and the count checked again. Two
 // revocations racing at the bound may both pass: the bound is on size, and
-// one entry over it costs nothing.
-func (s *Store) room(ctx context.Context) error {
+// a few entries over it cost nothing.
+func (s *Store) room(ctx context.Context, n int) error {
+	if n == 0 {
+		return nil
+	}
+
 	for pruned := false; ; pruned = true {
 		resp, err := s.cfg.Client.Get(ctx, s.cfg.Prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
 		if err != nil {
 			return unavailable(err)
 		}
 
-		if resp.Count < int64(s.cfg.Max) {
+		if resp.Count+int64(n) <= int64(s.cfg.Max) {
 			return nil
 		}
 
 		if pruned {
-			return fmt.Errorf("%w: %d certificates not yet expired are revoked (limit %d); rotate the CA instead",
-				ErrFull, resp.Count, s.cfg.Max)
+			return fmt.Errorf("%w: %d certificates not yet expired are revoked, and this revocation adds %d (limit %d); rotate the CA instead",
+				ErrFull, resp.Count, n, s.cfg.Max)
 		}
 
 		if _, err := s.prune(ctx); err != nil {
@@ -172,13 +285,21 @@ func (s *Store) read(ctx context.Context) ([]Entry, int64, error) {
 	return out, resp.Header.Revision, nil
 }
 
-// Prune deletes the entries whose certificates have expired and returns
-// how many.
+// Prune deletes the entries whose certificates have expired, and the links
+// of renewals no revocation needs any more, and returns how many entries
+// and links.
 func (s *Store) Prune(ctx context.Context) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
 
-	return s.prune(ctx)
+	n, err := s.prune(ctx)
+	if err != nil {
+		return n, err
+	}
+
+	links, err := s.pruneLineage(ctx)
+
+	return n + links, err
 }
 
 // prune deletes expired entries, and those that do not parse: no entry
