@@ -39,7 +39,7 @@ const refusalDeadline = 15 * time.Second
 // through either node is refused, the Events follows it holds on both are
 // ended, a new connection is refused at the handshake, and its renewal is
 // refused; the time from the revoke's answer to the refusal on each node is
-// logged. With etcd stopped the control plane refuses a revocation with
+// logged. A revocation covers the certificates renewed from the one revoked. With etcd stopped the control plane refuses a revocation with
 // Unavailable and apid keeps enforcing the list; a restarted worker that
 // cannot reach the control plane keeps it too.
 func TestClientCertificateRevocation(t *testing.T) {
@@ -92,6 +92,7 @@ func TestClientCertificateRevocation(t *testing.T) {
 	t.Run("aegisctl", func(t *testing.T) {
 		checkRevokeCLI(t, &cliCluster{Cluster: c, home: t.TempDir(), dir: t.TempDir()}, cp, worker)
 	})
+	t.Run("renewed from a revoked certificate", func(t *testing.T) { checkRevokeLineage(t, a, cp, worker) })
 	t.Run("without etcd", func(t *testing.T) { checkRevokeWithoutEtcd(t, a, victim, cp) })
 	t.Run("worker restarted alone", func(t *testing.T) { checkWorkerKeepsList(t, c, victim, worker, serial) })
 }
