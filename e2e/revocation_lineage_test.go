@@ -4,20 +4,21 @@ import (
 	"context"
 	"crypto/tls"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/siderolabs/talos/pkg/machinery/api/machine"
+	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/emptypb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/siderolabs/talos/pkg/machinery/api/machine"
-	"google.golang.org/grpc"
-
 	"github.com/aegis-os/aegis/api/certificates"
 	"github.com/aegis-os/aegis/api/revocations"
 	"github.com/aegis-os/aegis/ca"
+	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/machined/localcluster"
 	"github.com/aegis-os/aegis/renewal"
 )
@@ -124,4 +125,52 @@ func checkRevokeLineage(t *testing.T, a admin, cp, worker localcluster.Node) {
 			}
 		}
 	}
+}
+
+// checkRevokeCLICoversRenewal: a client config renewed once (what a thief
+// with a leaked config does first) is refused on every node once the
+// certificate it was renewed from is revoked by serial, and aegisctl says
+// that the revocation covers two certificates, naming the renewed one.
+func checkRevokeCLICoversRenewal(t *testing.T, c *cliCluster, cp, worker localcluster.Node) {
+	cfg := c.configNew(t, "renewed", "--roles", "os:admin")
+	leaked := configSerial(t, cfg)
+
+	c.ok(t, cfg, "config", "renew")
+
+	renewed := configSerial(t, cfg)
+	out := c.ok(t, c.admin(), "config", "revoke", leaked, "--reason", "leaked")
+
+	if !strings.Contains(out, "covers:") || !strings.Contains(out, "2 certificates (it and 1 renewed from it)") ||
+		!strings.Contains(out, "renewed from it:") || !strings.Contains(out, renewed) {
+		t.Errorf("config revoke %s does not say it covers the renewed %s:\n%s", leaked, renewed, out)
+	}
+
+	for _, n := range []localcluster.Node{cp, worker} {
+		waitUntil(t, "the renewed config refused by "+n.Name, func() bool {
+			return c.ctl(t, cfg, "-e", n.Address, "version").code != 0
+		})
+	}
+}
+
+// configSerial is the serial of the current context's certificate in the
+// client config at path.
+func configSerial(t *testing.T, path string) string {
+	t.Helper()
+
+	cfg, err := certs.LoadClientConfig(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	_, cc, err := cfg.Current()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	cert, err := ca.ParseCertificate(cc.Crt)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	return cert.SerialNumber.Text(16)
 }
