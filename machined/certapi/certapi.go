@@ -4,7 +4,10 @@
 // with the same roles and common name and at most the same lifetime as the
 // certificate it presented, which apid verified and passes on
 // (authz.CertificateFromMetadata). Only control planes hold the CA key;
-// elsewhere the service answers FailedPrecondition.
+// elsewhere the service answers FailedPrecondition. Every renewal is
+// recorded in the cluster's etcd before the new certificate is returned
+// (Config.Lineage), so that revoking a certificate revokes what was renewed
+// from it.
 package certapi
 
 import (

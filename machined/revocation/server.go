@@ -159,7 +159,7 @@ func (s *Server) toStatus(err error) error {
 		return status.Error(codes.FailedPrecondition, err.Error())
 	case errors.Is(err, ErrFull):
 		return status.Error(codes.ResourceExhausted, err.Error())
-	case errors.Is(err, ErrBadEntry), errors.Is(err, ErrRevoked), errors.Is(err, ErrLineageFull):
+	case errors.Is(err, ErrBadEntry):
 		return status.Error(codes.InvalidArgument, err.Error())
 	}
 
