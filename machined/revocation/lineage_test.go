@@ -185,8 +185,12 @@ func TestRevokeRacesRenewals(t *testing.T) {
 	for round := range 5 {
 		root := fmt.Sprintf("%x0", round+1)
 		renewed := make(chan []string, 1)
+		started := make(chan struct{})
+		start := sync.OnceFunc(func() { close(started) })
 
 		go func() {
+			defer start() // a chain that stopped early
+
 			var chain []string
 
 			parent := root
@@ -201,10 +205,15 @@ func TestRevokeRacesRenewals(t *testing.T) {
 				}
 
 				chain, parent = append(chain, child), child
+				if len(chain) == 2 {
+					start()
+				}
 			}
 
 			renewed <- chain
 		}()
+
+		<-started // the revocation races a chain already growing
 
 		rev, err := revoker.Revoke(ctx, entry(root, 10*time.Hour))
 		if err != nil {
