@@ -165,7 +165,7 @@ func revokedTable(w io.Writer, resp *revocations.RevokeResponse, now time.Time) 
 		fmt.Fprintf(w, "covers:\t%s\n", coverage(len(m.GetDescendants())))
 
 		for _, d := range m.GetDescendants() {
-			fmt.Fprintf(w, "renewed from it:\t%s (expires %s)\n", d.GetSerial(), when(d.GetNotAfter().AsTime(), now))
+			fmt.Fprintf(w, "renewed from it:\t%s, expires %s\n", d.GetSerial(), when(d.GetNotAfter().AsTime(), now))
 		}
 	}
 }
