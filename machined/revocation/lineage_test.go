@@ -101,6 +101,19 @@ func TestRevokeCoversDescendants(t *testing.T) {
 		}
 	}
 
+	t.Run("an expired certificate's revocation covers what was renewed from it", func(t *testing.T) {
+		record(t, s, link("b0", "b1", 10*time.Hour))
+
+		rev, err := s.Revoke(ctx, entry("b0", time.Hour)) // b0 expired an hour ago; b1, renewed from it, is live
+		if err != nil || !slices.Equal(covered(rev), []string{"b1"}) || rev.Descendants[0].Existed {
+			t.Fatalf("the revocation of the expired b0: %+v, %v; want b1 revoked", rev, err)
+		}
+
+		if _, err := s.Revoke(ctx, entry("ee", time.Hour)); !errors.Is(err, revocation.ErrBadEntry) {
+			t.Fatalf("revocation of an expired certificate with nothing renewed from it: %v, want ErrBadEntry", err)
+		}
+	})
+
 	t.Run("revoking again keeps the first records and covers what is new", func(t *testing.T) {
 		again, err := s.Revoke(ctx, entry("a", 10*time.Hour))
 		if err != nil {

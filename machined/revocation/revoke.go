@@ -31,7 +31,9 @@ type Revocation struct {
 // e's, however indirectly (never its ancestors or siblings), dated and
 // attributed like e. A serial already revoked keeps its first record. A
 // full list is pruned of expired entries before the revocation is refused
-// with ErrFull.
+// with ErrFull. An expired certificate is refused by its expiry already:
+// its revocation records only what was renewed from it, and is refused
+// with ErrBadEntry when none of that is live.
 //
 // A renewal recorded while the revocation runs is either seen or refused:
 // the entries are written, then a last transaction checks that no link was
@@ -40,11 +42,6 @@ type Revocation struct {
 func (s *Store) Revoke(ctx context.Context, e Entry) (Revocation, error) {
 	if err := e.check(); err != nil {
 		return Revocation{}, err
-	}
-
-	if e.Expired(s.cfg.Clock.Now()) {
-		return Revocation{}, fmt.Errorf("%w: serial %s: the certificate expired at %s and is refused anyway",
-			ErrBadEntry, e.Serial, e.NotAfter.UTC().Format(time.RFC3339))
 	}
 
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
@@ -59,10 +56,21 @@ func (s *Store) Revoke(ctx context.Context, e Entry) (Revocation, error) {
 			return Revocation{}, err
 		}
 
-		wanted := []Entry{e}
-		for _, l := range lin.descendants(e.Serial, s.cfg.Clock.Now()) {
+		now := s.cfg.Clock.Now()
+
+		var wanted []Entry
+		if !e.Expired(now) {
+			wanted = append(wanted, e)
+		}
+
+		for _, l := range lin.descendants(e.Serial, now) {
 			wanted = append(wanted, Entry{Serial: l.Child, NotAfter: l.NotAfter, RevokedAt: e.RevokedAt, RevokedBy: e.RevokedBy,
 				Reason: e.Reason})
+		}
+
+		if len(wanted) == 0 {
+			return Revocation{}, fmt.Errorf("%w: serial %s: the certificate expired at %s and is refused anyway, and nothing renewed from it is live",
+				ErrBadEntry, e.Serial, e.NotAfter.UTC().Format(time.RFC3339))
 		}
 
 		recs, done, err := s.revokeAll(ctx, wanted, s.unchanged(lin, e.Serial, rev))
@@ -70,7 +78,12 @@ func (s *Store) Revoke(ctx context.Context, e Entry) (Revocation, error) {
 			return Revocation{}, err
 		}
 
-		if done {
+		switch {
+		case !done:
+			continue
+		case e.Expired(now):
+			return Revocation{Covered: Covered{Entry: e}, Descendants: recs}, nil
+		default:
 			return Revocation{Covered: recs[0], Descendants: recs[1:]}, nil
 		}
 	}

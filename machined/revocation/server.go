@@ -93,7 +93,7 @@ func (s *Server) Revoke(ctx context.Context, req *revocations.RevokeRequest) (*r
 		return nil, s.toStatus(err)
 	}
 
-	if !rev.Existed {
+	if !rev.Existed && !rev.Expired(now) {
 		s.audit(rev.Entry, "")
 	}
 
