@@ -16,7 +16,9 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/client"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/aegis-os/aegis/api/revocations"
 	"github.com/aegis-os/aegis/internal/etcdsnap"
 	"github.com/aegis-os/aegis/machined/layout"
 	"github.com/aegis-os/aegis/machined/localcluster"
@@ -97,6 +99,12 @@ func TestEtcdCluster(t *testing.T) {
 	})
 
 	t.Run("peer port admits peers only", func(t *testing.T) { checkPeerPortAdmitsPeersOnly(t, c, cps[1]) })
+
+	// A renewal recorded now lives through the restarts below and the
+	// snapshot: the recovered cluster's revocation of the parent covers it.
+	parent := newAdminCertificate(t, clusterAdmin(t, c), cps[0].Address)
+	renewed := renewCertificate(t, parent, cps[0].Address)
+
 	t.Run("maintenance", func(t *testing.T) { checkMaintenance(t, admin, cps) })
 	t.Run("bootstrap refused", func(t *testing.T) { checkBootstrapRefused(t, admin, cps, worker) })
 	t.Run("bad input", func(t *testing.T) { checkEtcdBadInput(t, admin, cps[0]) })
@@ -107,7 +115,7 @@ func TestEtcdCluster(t *testing.T) {
 	t.Run("snapshot by role", func(t *testing.T) { checkSnapshotRoles(t, c, admin, cps[0], snapshot) })
 	t.Run("leave and come back", func(t *testing.T) { checkLeave(t, c, admin, cps, names) })
 	t.Run("removed member starts afresh", func(t *testing.T) { checkRemoved(t, admin, cps, names) })
-	t.Run("recover into a new cluster", func(t *testing.T) { checkRecover(t, snapshot) })
+	t.Run("recover into a new cluster", func(t *testing.T) { checkRecover(t, snapshot, parent, renewed) })
 }
 
 func checkBootstrapRefused(t *testing.T, admin *client.Client, cps []localcluster.Node, worker localcluster.Node) {
@@ -344,7 +352,10 @@ func checkLeave(t *testing.T, c *localcluster.Cluster, admin *client.Client, cps
 	}
 }
 
-func checkRecover(t *testing.T, snapshot string) {
+// checkRecover recovers the snapshot into a new cluster of one control
+// plane: the keys written before it are there, and so is the lineage of a
+// renewal recorded before it (revoking the parent covers the child).
+func checkRecover(t *testing.T, snapshot string, parent, renewed revokedCert) {
 	c := etcdCluster(t, "recover", "127.9.9.0/24", 1, 0, true)
 	admin := talosClient(t, c.ClientConfigPath())
 	cp := c.ControlPlanes()[0]
@@ -384,6 +395,17 @@ func checkRecover(t *testing.T, snapshot string) {
 
 	if err = votersAre(ctx, admin, cp.Address, cp.Name); err != nil {
 		t.Error(err)
+	}
+
+	rev, err := revocations.NewRevocationServiceClient(clusterAdmin(t, c).conn(t, cp.Address)).Revoke(ctx,
+		&revocations.RevokeRequest{Serial: parent.leaf.SerialNumber.Text(16), NotAfter: timestamppb.New(parent.leaf.NotAfter)})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if d := rev.GetMessages()[0].GetDescendants(); len(d) != 1 || d[0].GetSerial() != renewed.leaf.SerialNumber.Text(16) {
+		t.Errorf("after the restore, the revocation of %s covers %v, want the certificate renewed from it before the snapshot",
+			parent.leaf.SerialNumber.Text(16), d)
 	}
 
 	err = admin.EtcdLeaveCluster(ctx, &machine.EtcdLeaveClusterRequest{})

@@ -39,7 +39,7 @@ const refusalDeadline = 15 * time.Second
 // through either node is refused, the Events follows it holds on both are
 // ended, a new connection is refused at the handshake, and its renewal is
 // refused; the time from the revoke's answer to the refusal on each node is
-// logged. With etcd stopped the control plane refuses a revocation with
+// logged. A revocation covers the certificates renewed from the one revoked. With etcd stopped the control plane refuses a revocation with
 // Unavailable and apid keeps enforcing the list; a restarted worker that
 // cannot reach the control plane keeps it too.
 func TestClientCertificateRevocation(t *testing.T) {
@@ -90,8 +90,11 @@ func TestClientCertificateRevocation(t *testing.T) {
 	t.Run("renewal refused", func(t *testing.T) { checkRenewalRefused(t, victim, cp) })
 	t.Run("listed", func(t *testing.T) { checkListed(t, a, cp, worker, serial) })
 	t.Run("aegisctl", func(t *testing.T) {
-		checkRevokeCLI(t, &cliCluster{Cluster: c, home: t.TempDir(), dir: t.TempDir()}, cp, worker)
+		cli := &cliCluster{Cluster: c, home: t.TempDir(), dir: t.TempDir()}
+		checkRevokeCLI(t, cli, cp, worker)
+		checkRevokeCLICoversRenewal(t, cli, cp, worker)
 	})
+	t.Run("renewed from a revoked certificate", func(t *testing.T) { checkRevokeLineage(t, a, cp, worker) })
 	t.Run("without etcd", func(t *testing.T) { checkRevokeWithoutEtcd(t, a, victim, cp) })
 	t.Run("worker restarted alone", func(t *testing.T) { checkWorkerKeepsList(t, c, victim, worker, serial) })
 }
@@ -354,7 +357,8 @@ func checkRevokeCLI(t *testing.T, c *cliCluster, cp, worker localcluster.Node) {
 	cfg := c.configNew(t, "self", "--roles", "os:admin")
 
 	res := c.ctl(t, cfg, "config", "revoke", "--reason", "cli")
-	if res.code != 0 || !strings.Contains(res.stderr, "warning: revoking the client certificate of context") {
+	if res.code != 0 || !strings.Contains(res.stderr, "warning: revoking the client certificate of context") ||
+		!strings.Contains(res.stdout, "covers:") || !strings.Contains(res.stdout, "1 certificate (none was renewed from it)") {
 		t.Fatalf("self-revocation: exit %d\n%s%s", res.code, res.stdout, res.stderr)
 	}
 

@@ -173,9 +173,13 @@ func (x *RevokeRequest) GetReason() string {
 }
 
 type Revoked struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Metadata      *common.Metadata       `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
-	Revocation    *Revocation            `protobuf:"bytes,2,opt,name=revocation,proto3" json:"revocation,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Metadata *common.Metadata       `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	// The certificate asked for: its first record when it was already revoked.
+	Revocation *Revocation `protobuf:"bytes,2,opt,name=revocation,proto3" json:"revocation,omitempty"`
+	// The live certificates renewed from it, directly or not, sorted by
+	// serial: the revocation covers them too (1 + their number in all).
+	Descendants   []*Revocation `protobuf:"bytes,3,rep,name=descendants,proto3" json:"descendants,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -220,6 +224,13 @@ func (x *Revoked) GetMetadata() *common.Metadata {
 func (x *Revoked) GetRevocation() *Revocation {
 	if x != nil {
 		return x.Revocation
+	}
+	return nil
+}
+
+func (x *Revoked) GetDescendants() []*Revocation {
+	if x != nil {
+		return x.Descendants
 	}
 	return nil
 }
@@ -498,12 +509,13 @@ const file_revocations_revocations_proto_rawDesc = "" +
 	"\rRevokeRequest\x12\x16\n" +
 	"\x06serial\x18\x01 \x01(\tR\x06serial\x127\n" +
 	"\tnot_after\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\bnotAfter\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason\"v\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"\xb7\x01\n" +
 	"\aRevoked\x12,\n" +
 	"\bmetadata\x18\x01 \x01(\v2\x10.common.MetadataR\bmetadata\x12=\n" +
 	"\n" +
 	"revocation\x18\x02 \x01(\v2\x1d.aegis.revocations.RevocationR\n" +
-	"revocation\"H\n" +
+	"revocation\x12?\n" +
+	"\vdescendants\x18\x03 \x03(\v2\x1d.aegis.revocations.RevocationR\vdescendants\"H\n" +
 	"\x0eRevokeResponse\x126\n" +
 	"\bmessages\x18\x01 \x03(\v2\x1a.aegis.revocations.RevokedR\bmessages\"\r\n" +
 	"\vListRequest\"\x7f\n" +
@@ -553,22 +565,23 @@ var file_revocations_revocations_proto_depIdxs = []int32{
 	9,  // 2: aegis.revocations.RevokeRequest.not_after:type_name -> google.protobuf.Timestamp
 	10, // 3: aegis.revocations.Revoked.metadata:type_name -> common.Metadata
 	0,  // 4: aegis.revocations.Revoked.revocation:type_name -> aegis.revocations.Revocation
-	2,  // 5: aegis.revocations.RevokeResponse.messages:type_name -> aegis.revocations.Revoked
-	10, // 6: aegis.revocations.RevocationList.metadata:type_name -> common.Metadata
-	0,  // 7: aegis.revocations.RevocationList.revocations:type_name -> aegis.revocations.Revocation
-	5,  // 8: aegis.revocations.ListResponse.messages:type_name -> aegis.revocations.RevocationList
-	0,  // 9: aegis.revocations.SerialsResponse.revocations:type_name -> aegis.revocations.Revocation
-	1,  // 10: aegis.revocations.RevocationService.Revoke:input_type -> aegis.revocations.RevokeRequest
-	4,  // 11: aegis.revocations.RevocationService.List:input_type -> aegis.revocations.ListRequest
-	7,  // 12: aegis.revocations.NodeRevocationService.Serials:input_type -> aegis.revocations.SerialsRequest
-	3,  // 13: aegis.revocations.RevocationService.Revoke:output_type -> aegis.revocations.RevokeResponse
-	6,  // 14: aegis.revocations.RevocationService.List:output_type -> aegis.revocations.ListResponse
-	8,  // 15: aegis.revocations.NodeRevocationService.Serials:output_type -> aegis.revocations.SerialsResponse
-	13, // [13:16] is the sub-list for method output_type
-	10, // [10:13] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	0,  // 5: aegis.revocations.Revoked.descendants:type_name -> aegis.revocations.Revocation
+	2,  // 6: aegis.revocations.RevokeResponse.messages:type_name -> aegis.revocations.Revoked
+	10, // 7: aegis.revocations.RevocationList.metadata:type_name -> common.Metadata
+	0,  // 8: aegis.revocations.RevocationList.revocations:type_name -> aegis.revocations.Revocation
+	5,  // 9: aegis.revocations.ListResponse.messages:type_name -> aegis.revocations.RevocationList
+	0,  // 10: aegis.revocations.SerialsResponse.revocations:type_name -> aegis.revocations.Revocation
+	1,  // 11: aegis.revocations.RevocationService.Revoke:input_type -> aegis.revocations.RevokeRequest
+	4,  // 12: aegis.revocations.RevocationService.List:input_type -> aegis.revocations.ListRequest
+	7,  // 13: aegis.revocations.NodeRevocationService.Serials:input_type -> aegis.revocations.SerialsRequest
+	3,  // 14: aegis.revocations.RevocationService.Revoke:output_type -> aegis.revocations.RevokeResponse
+	6,  // 15: aegis.revocations.RevocationService.List:output_type -> aegis.revocations.ListResponse
+	8,  // 16: aegis.revocations.NodeRevocationService.Serials:output_type -> aegis.revocations.SerialsResponse
+	14, // [14:17] is the sub-list for method output_type
+	11, // [11:14] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_revocations_revocations_proto_init() }

@@ -33,8 +33,9 @@ const (
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 type RevocationServiceClient interface {
-	// Revoke records a client certificate's serial in the cluster's list; every
-	// apid refuses the certificate from then on.
+	// Revoke records a client certificate's serial in the cluster's list, and
+	// the serial of every live certificate renewed from it, however
+	// indirectly; every apid refuses them from then on, and none is renewed.
 	Revoke(ctx context.Context, in *RevokeRequest, opts ...grpc.CallOption) (*RevokeResponse, error)
 	// List shows the revocations of certificates that have not expired.
 	List(ctx context.Context, in *ListRequest, opts ...grpc.CallOption) (*ListResponse, error)
@@ -72,8 +73,9 @@ func (c *revocationServiceClient) List(ctx context.Context, in *ListRequest, opt
 // All implementations must embed UnimplementedRevocationServiceServer
 // for forward compatibility.
 type RevocationServiceServer interface {
-	// Revoke records a client certificate's serial in the cluster's list; every
-	// apid refuses the certificate from then on.
+	// Revoke records a client certificate's serial in the cluster's list, and
+	// the serial of every live certificate renewed from it, however
+	// indirectly; every apid refuses them from then on, and none is renewed.
 	Revoke(context.Context, *RevokeRequest) (*RevokeResponse, error)
 	// List shows the revocations of certificates that have not expired.
 	List(context.Context, *ListRequest) (*ListResponse, error)

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/aegis-os/aegis/api/revocations"
 	"github.com/aegis-os/aegis/api/tokens"
 	"github.com/aegis-os/aegis/internal/testutil/golden"
 )
@@ -209,4 +210,26 @@ func anyEvent(payload proto.Message) (*machine.Event, error) {
 	return &machine.Event{Data: &anypb.Any{
 		TypeUrl: "talos/runtime/" + string(payload.ProtoReflect().Descriptor().FullName()), Value: value,
 	}}, nil
+}
+
+func TestRevokeOutput(t *testing.T) {
+	now := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
+	ts := func(d time.Duration) *timestamppb.Timestamp { return timestamppb.New(now.Add(d)) }
+	rev := func(serial string, life time.Duration) *revocations.Revocation {
+		return &revocations.Revocation{Serial: serial, NotAfter: ts(life), RevokedAt: ts(0), RevokedBy: "O=os:admin, CN=admin", Reason: "laptop lost"}
+	}
+
+	for name, descendants := range map[string][]*revocations.Revocation{
+		"revoke-alone.golden":   nil,
+		"revoke-renewed.golden": {rev("9c01d7e2", 24*time.Hour), rev("a17f", 48*time.Hour)},
+	} {
+		resp := &revocations.RevokeResponse{Messages: []*revocations.Revoked{{Revocation: rev("5f3a09c2e1d4b7a8", time.Hour), Descendants: descendants}}}
+
+		var out bytes.Buffer
+		if err := printReply(&out, formatTable, resp, false, func(w io.Writer) { revokedTable(w, resp, now) }); err != nil {
+			t.Fatal(err)
+		}
+
+		golden.Compare(t, name, out.Bytes())
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/siderolabs/talos/pkg/machinery/client"
@@ -29,8 +30,11 @@ func newConfigRevokeCommand(e *env) *cobra.Command {
 		Long: `Record a client certificate's serial in the cluster's revocation list (in etcd,
 through a control-plane endpoint). Every apid of the cluster then refuses the
 certificate, at the handshake and on the open connections' next call, and
-ends the streams it holds; a revoked certificate is never renewed. The entry
-leaves the list when the certificate expires.
+ends the streams it holds; a revoked certificate is never renewed. The
+revocation covers every certificate renewed from the one named ('aegisctl
+config renew'), however many renewals down, but not the one it was renewed
+from: the reply says how many certificates it covers and lists the renewed
+ones. Each entry leaves the list when its certificate expires.
 
 Name the certificate by its serial (hexadecimal, as 'openssl x509 -serial'
 prints it), by a context of the client config (--of-context), or give
@@ -72,6 +76,13 @@ nothing is recorded; every apid keeps enforcing the list it has.`,
 			resp, err := revocations.NewRevocationServiceClient(s.client.Conn()).Revoke(ctx, req)
 			if err != nil {
 				return s.explain(err)
+			}
+
+			own := s.cert.SerialNumber.Text(16)
+			for _, m := range resp.GetMessages() {
+				if slices.ContainsFunc(m.GetDescendants(), func(d *revocations.Revocation) bool { return d.GetSerial() == own }) {
+					fmt.Fprintf(e.stderr, "warning: the client certificate of context %q, which this command uses, was renewed from %s and is revoked with it\n", s.name, target)
+				}
 			}
 
 			return printReply(e.stdout, *format, resp, false, func(w io.Writer) { revokedTable(w, resp, e.clock.Now()) })
@@ -150,7 +161,26 @@ func revokedTable(w io.Writer, resp *revocations.RevokeResponse, now time.Time) 
 		if r.GetReason() != "" {
 			fmt.Fprintf(w, "reason:\t%s\n", r.GetReason())
 		}
+
+		fmt.Fprintf(w, "covers:\t%s\n", coverage(len(m.GetDescendants())))
+
+		for _, d := range m.GetDescendants() {
+			fmt.Fprintf(w, "renewed from it:\t%s, expires %s\n", d.GetSerial(), when(d.GetNotAfter().AsTime(), now))
+		}
 	}
+}
+
+// coverage says how many certificates a revocation covers: the one named
+// and those renewed from it.
+func coverage(descendants int) string {
+	switch descendants {
+	case 0:
+		return "1 certificate (none was renewed from it)"
+	case 1:
+		return "2 certificates (it and 1 renewed from it)"
+	}
+
+	return fmt.Sprintf("%d certificates (it and %d renewed from it)", descendants+1, descendants)
 }
 
 func newConfigRevocationsCommand(e *env) *cobra.Command {

@@ -101,6 +101,9 @@ const (
 	// was asked with.
 	AskingSerial     = "asking_serial"
 	AskingCommonName = "asking_common_name"
+	// RenewedFrom is the revoked certificate a certificate was renewed
+	// from, in the audit record of a revocation that covers it as such.
+	RenewedFrom = "renewed_from"
 	// Expires is a token's expiry.
 	Expires = "expires"
 	// MaxUses is how many times a token may be used.

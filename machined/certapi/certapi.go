@@ -4,7 +4,10 @@
 // with the same roles and common name and at most the same lifetime as the
 // certificate it presented, which apid verified and passes on
 // (authz.CertificateFromMetadata). Only control planes hold the CA key;
-// elsewhere the service answers FailedPrecondition.
+// elsewhere the service answers FailedPrecondition. Every renewal is
+// recorded in the cluster's etcd before the new certificate is returned
+// (Config.Lineage), so that revoking a certificate revokes what was renewed
+// from it.
 package certapi
 
 import (
@@ -26,6 +29,7 @@ import (
 	"github.com/aegis-os/aegis/internal/defaults"
 	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/internal/requestid"
+	"github.com/aegis-os/aegis/machined/revocation"
 )
 
 // Audit record messages.
@@ -49,6 +53,16 @@ type Authority interface {
 	ClientIssuer() (*ca.Issuer, []byte, error)
 }
 
+// Lineage is where renewals are recorded: the cluster's revocation store
+// in etcd (revocation.Store.Record).
+type Lineage interface {
+	// Record keeps, durably, that l.Child was renewed from l.Parent. It
+	// fails with revocation.ErrRevoked when the parent is revoked,
+	// revocation.ErrLineageFull when its family is at its bound, and
+	// revocation.ErrUnavailable when etcd does not answer.
+	Record(ctx context.Context, l revocation.Link) error
+}
+
 // Config configures a Server. Authority is required.
 type Config struct {
 	Authority Authority
@@ -59,6 +73,11 @@ type Config struct {
 	// (lowercase hexadecimal): a revoked certificate is never renewed. Nil
 	// revokes nothing.
 	Revoked func(serial string) bool
+	// Lineage records every renewal before its certificate is returned, so
+	// that revoking a certificate revokes what was renewed from it; it
+	// refuses the renewal of a revoked certificate. Nil records nothing
+	// (tests of other parts: a node always sets it).
+	Lineage Lineage
 	// Logger receives one audit record per decision. Nil discards.
 	Logger *slog.Logger
 	// Rand makes the references of internal errors. Nil means crypto/rand.
@@ -106,7 +125,7 @@ func (s *Server) Renew(ctx context.Context, req *certificates.RenewRequest) (*ce
 		}
 	}
 
-	issued, caPEM, err := s.renew(req, presented, perr)
+	issued, caPEM, err := s.renew(ctx, req, presented, perr)
 	if err != nil {
 		// A status is the caller's to read; anything else is a failure of
 		// the node, recorded with its cause and a reference, and answered
@@ -136,7 +155,7 @@ func (s *Server) Renew(ctx context.Context, req *certificates.RenewRequest) (*ce
 
 // renew makes the decision. A refusal is a status; any other error is the
 // node's own failure.
-func (s *Server) renew(req *certificates.RenewRequest, presented *x509.Certificate, perr error) (*ca.Issued, []byte, error) {
+func (s *Server) renew(ctx context.Context, req *certificates.RenewRequest, presented *x509.Certificate, perr error) (*ca.Issued, []byte, error) {
 	if perr != nil {
 		return nil, nil, status.Error(codes.PermissionDenied, "renewal needs the caller's client certificate, and none was passed on")
 	}
@@ -185,5 +204,39 @@ func (s *Server) renew(req *certificates.RenewRequest, presented *x509.Certifica
 		return nil, nil, err
 	}
 
+	if err := s.record(ctx, presented, issued.Cert); err != nil {
+		return nil, nil, err
+	}
+
 	return issued, caPEM, nil
+}
+
+// record keeps the renewal's link before the certificate leaves the node:
+// a certificate whose link is not kept would escape the revocation of its
+// parent, so a failure refuses the renewal.
+func (s *Server) record(ctx context.Context, parent, child *x509.Certificate) error {
+	if s.cfg.Lineage == nil {
+		return nil
+	}
+
+	l := revocation.Link{
+		Parent: revocation.SerialOf(parent.SerialNumber), Child: revocation.SerialOf(child.SerialNumber), NotAfter: child.NotAfter,
+	}
+
+	err := s.cfg.Lineage.Record(ctx, l)
+
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, revocation.ErrRevoked):
+		return status.Errorf(codes.PermissionDenied,
+			"the client certificate (serial %s) is revoked, or renewed from a revoked one: a revoked certificate is not renewed", l.Parent)
+	case errors.Is(err, revocation.ErrLineageFull):
+		return status.Error(codes.ResourceExhausted, err.Error())
+	case errors.Is(err, revocation.ErrUnavailable), errors.Is(err, revocation.ErrNoEtcd):
+		return status.Error(codes.Unavailable,
+			"renewal refused: it is recorded in the cluster state in etcd first, which is unavailable (no quorum?); try again")
+	}
+
+	return err
 }

@@ -143,6 +143,20 @@ func (n *Node) revocationStore() (*revocation.Store, error) {
 	return revocation.NewStore(revocation.StoreConfig{Client: cli, Clock: n.clock, Logger: n.log})
 }
 
+// renewals records the renewals of client certificates in the cluster's
+// etcd (certapi.Lineage); a node without it refuses to renew.
+type renewals struct{ n *Node }
+
+// Record keeps l in etcd.
+func (r renewals) Record(ctx context.Context, l revocation.Link) error {
+	store, err := r.n.revocationStore()
+	if err != nil {
+		return err
+	}
+
+	return store.Record(ctx, l)
+}
+
 // listenSource is the address a worker calls from: its listen address when
 // it has one, as for its join.
 func listenSource(b *bootState) string {

@@ -76,7 +76,7 @@ func (n *Node) listen() (*sockets, error) {
 	resourceapi.NewServer(n.res).Register(api)
 	timeapi.New(timeapi.Config{Source: n.timeSource, Clock: n.clock}).Register(api)
 	tokens.RegisterTokenServiceServer(api, tokenProxy)
-	certapi.New(certapi.Config{Authority: clientIssuer{n}, Revoked: n.isRevoked, Logger: n.log}).Register(api)
+	certapi.New(certapi.Config{Authority: clientIssuer{n}, Revoked: n.isRevoked, Lineage: renewals{n}, Logger: n.log}).Register(api)
 	revocation.NewServer(revocation.ServerConfig{
 		Store: n.revocationStore, Local: n.revoked, Clock: n.clock, Logger: n.log,
 	}).Register(api)

@@ -3,7 +3,10 @@
 // directory (List, which survives a restart and a control plane that cannot
 // be reached), and on its way to workers, which run no etcd (Poller). apid
 // refuses a certificate whose serial the list holds; an entry leaves the
-// list when its certificate expires.
+// list when its certificate expires. Revocation follows lineage: the Store
+// also keeps which certificate each renewal was issued for (Link), and a
+// revocation adds an entry for every live certificate renewed from the one
+// revoked, so that the enforcing side needs no lookup beyond the list.
 package revocation
 
 import (

@@ -46,6 +46,33 @@ const (
 	// the next.
 	PollTimeout = 2 * time.Second
 
+	// MaxLineage bounds the live certificates of one family: a first
+	// certificate and every certificate renewed from it, however
+	// indirectly. A revocation covers a whole family at once, so the bound
+	// keeps a thief who renews a leaked certificate in a loop from growing
+	// what a revocation must write past what the list holds. An honest
+	// client renews before its certificate expires and holds two or three
+	// live ones at a time; 64 leaves room for retries and for copies of a
+	// config renewed on several machines.
+	MaxLineage = 64
+
+	// maxTxnPuts bounds the entries one etcd transaction of a revocation
+	// writes: etcd refuses a transaction of more than 128 operations (its
+	// --max-txn-ops default).
+	maxTxnPuts = 64
+
+	// maxTxnCompares bounds the comparisons of one transaction, under
+	// etcd's 128 (--max-txn-ops applies to them too); a family of
+	// MaxLineage live certificates fits with room for expired ones.
+	maxTxnCompares = 100
+
+	// maxAttempts bounds how often a renewal reads the lineage again
+	// because another renewal of its family changed it in between (a
+	// revocation may try MaxLineage more times: each failed attempt saw one
+	// more certificate of the family); renewals are rare, so running out
+	// means something renews in a loop.
+	maxAttempts = 8
+
 	// followRetry is how long the follow of etcd waits before it reads the
 	// list again after its watch broke (etcd restarting, quorum lost).
 	followRetry = time.Second
@@ -53,3 +80,7 @@ const (
 
 // DefaultPrefix is where the entries live in etcd, one key per serial.
 const DefaultPrefix = "/aegis/revocations/"
+
+// DefaultLineagePrefix is where the links of renewals live in etcd, one key
+// per renewal: PARENT/CHILD, serials as entries hold them.
+const DefaultLineagePrefix = "/aegis/lineage/"

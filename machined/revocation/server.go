@@ -61,8 +61,9 @@ func NewServer(cfg ServerConfig) *Server {
 // Register adds the server to a gRPC server.
 func (s *Server) Register(g *grpc.Server) { revocations.RegisterRevocationServiceServer(g, s) }
 
-// Revoke records the request's serial in etcd. The caller's certificate,
-// which apid passes on, names who revoked it.
+// Revoke records the request's serial in etcd, with every live
+// certificate renewed from it. The caller's certificate, which apid passes
+// on, names who revoked it.
 func (s *Server) Revoke(ctx context.Context, req *revocations.RevokeRequest) (*revocations.RevokeResponse, error) {
 	serial, err := ParseSerial(req.GetSerial())
 	if err != nil {
@@ -87,17 +88,39 @@ func (s *Server) Revoke(ctx context.Context, req *revocations.RevokeRequest) (*r
 		return nil, s.toStatus(err)
 	}
 
-	rec, existed, err := store.Revoke(ctx, e)
+	rev, err := store.Revoke(ctx, e)
 	if err != nil {
 		return nil, s.toStatus(err)
 	}
 
-	if !existed {
-		s.cfg.Logger.Info(msgRevoked, slog.String(logkey.Serial, rec.Serial), slog.Time(logkey.NotAfter, rec.NotAfter),
-			slog.String(logkey.Subject, rec.RevokedBy), slog.String(logkey.Reason, rec.Reason))
+	if !rev.Existed && !rev.Expired(now) {
+		s.audit(rev.Entry, "")
 	}
 
-	return &revocations.RevokeResponse{Messages: []*revocations.Revoked{{Revocation: ToProto(rec)}}}, nil
+	out := &revocations.Revoked{Revocation: ToProto(rev.Entry)}
+	for _, d := range rev.Descendants {
+		if !d.Existed {
+			s.audit(d.Entry, rev.Serial)
+		}
+
+		out.Descendants = append(out.Descendants, ToProto(d.Entry))
+	}
+
+	return &revocations.RevokeResponse{Messages: []*revocations.Revoked{out}}, nil
+}
+
+// audit records the revocation of e; renewedFrom names the revoked
+// certificate it was renewed from, when the revocation covers it as such.
+func (s *Server) audit(e Entry, renewedFrom string) {
+	attrs := []any{
+		slog.String(logkey.Serial, e.Serial), slog.Time(logkey.NotAfter, e.NotAfter),
+		slog.String(logkey.Subject, e.RevokedBy), slog.String(logkey.Reason, e.Reason),
+	}
+	if renewedFrom != "" {
+		attrs = append(attrs, slog.String(logkey.RenewedFrom, renewedFrom))
+	}
+
+	s.cfg.Logger.Info(msgRevoked, attrs...)
 }
 
 // List answers the cluster's list from etcd on a control plane, and the

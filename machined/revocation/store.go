@@ -21,8 +21,14 @@ type StoreConfig struct {
 	Client *clientv3.Client
 	// Prefix of the keys; empty means DefaultPrefix.
 	Prefix string
+	// LineagePrefix is where the links of renewals live; empty means
+	// DefaultLineagePrefix.
+	LineagePrefix string
 	// Max bounds the entries; zero means MaxEntries.
 	Max int
+	// MaxLineage bounds the live certificates of one family of renewals;
+	// zero means MaxLineage.
+	MaxLineage int
 	// Timeout bounds one operation; zero means DefaultTimeout.
 	Timeout time.Duration
 	// Clock decides which entries have expired. Nil means the system clock.
@@ -31,9 +37,10 @@ type StoreConfig struct {
 	Logger *slog.Logger
 }
 
-// Store is the cluster's revocation list in etcd, one key per serial. Every
-// read is linearizable; without quorum every operation fails with
-// ErrUnavailable.
+// Store is the cluster's revocation list in etcd, one key per serial, and
+// the lineage of renewals (Record), so that a revocation covers every
+// certificate renewed from the one revoked. Every read is linearizable;
+// without quorum every operation fails with ErrUnavailable.
 type Store struct{ cfg StoreConfig }
 
 // NewStore returns the store of cfg; it does not contact etcd.
@@ -46,8 +53,16 @@ func NewStore(cfg StoreConfig) (*Store, error) {
 		cfg.Prefix = DefaultPrefix
 	}
 
+	if cfg.LineagePrefix == "" {
+		cfg.LineagePrefix = DefaultLineagePrefix
+	}
+
 	if cfg.Max <= 0 {
 		cfg.Max = MaxEntries
+	}
+
+	if cfg.MaxLineage <= 0 {
+		cfg.MaxLineage = MaxLineage
 	}
 
 	if cfg.Timeout <= 0 {
@@ -62,72 +77,28 @@ func NewStore(cfg StoreConfig) (*Store, error) {
 
 func (s *Store) key(serial string) string { return s.cfg.Prefix + serial }
 
-// Revoke records e. A serial already revoked keeps its first record, which
-// is returned with existed set. A full list is pruned of expired entries
-// before the revocation is refused with ErrFull.
-func (s *Store) Revoke(ctx context.Context, e Entry) (rec Entry, existed bool, err error) {
-	if err := e.check(); err != nil {
-		return Entry{}, false, err
-	}
-
-	if e.Expired(s.cfg.Clock.Now()) {
-		return Entry{}, false, fmt.Errorf("%w: serial %s: the certificate expired at %s and is refused anyway",
-			ErrBadEntry, e.Serial, e.NotAfter.UTC().Format(time.RFC3339))
-	}
-
-	data, err := marshalEntry(e)
-	if err != nil {
-		return Entry{}, false, err
-	}
-
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
-	defer cancel()
-
-	if err := s.room(ctx); err != nil {
-		return Entry{}, false, err
-	}
-
-	resp, err := s.cfg.Client.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(s.key(e.Serial)), "=", 0)).
-		Then(clientv3.OpPut(s.key(e.Serial), string(data))).
-		Else(clientv3.OpGet(s.key(e.Serial))).
-		Commit()
-	if err != nil {
-		return Entry{}, false, unavailable(err)
-	}
-
-	if resp.Succeeded {
-		return e, false, nil
-	}
-
-	kvs := resp.Responses[0].GetResponseRange().GetKvs()
-	if len(kvs) == 0 {
-		return Entry{}, false, fmt.Errorf("%w: serial %s changed during the revocation", ErrUnavailable, e.Serial)
-	}
-
-	old, err := unmarshalEntry(kvs[0].Value)
-
-	return old, true, err
-}
-
-// room makes sure one more entry fits: the count is checked, and when full
+// room makes sure n more entries fit: the count is checked, and when full
 // the expired entries are pruned and the count checked again. Two
 // revocations racing at the bound may both pass: the bound is on size, and
-// one entry over it costs nothing.
-func (s *Store) room(ctx context.Context) error {
+// a few entries over it cost nothing.
+func (s *Store) room(ctx context.Context, n int) error {
+	if n == 0 {
+		return nil
+	}
+
 	for pruned := false; ; pruned = true {
 		resp, err := s.cfg.Client.Get(ctx, s.cfg.Prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
 		if err != nil {
 			return unavailable(err)
 		}
 
-		if resp.Count < int64(s.cfg.Max) {
+		if resp.Count+int64(n) <= int64(s.cfg.Max) {
 			return nil
 		}
 
 		if pruned {
-			return fmt.Errorf("%w: %d certificates not yet expired are revoked (limit %d); rotate the CA instead",
-				ErrFull, resp.Count, s.cfg.Max)
+			return fmt.Errorf("%w: %d certificates not yet expired are revoked, and this revocation adds %d (limit %d); rotate the CA instead",
+				ErrFull, resp.Count, n, s.cfg.Max)
 		}
 
 		if _, err := s.prune(ctx); err != nil {
@@ -172,13 +143,21 @@ func (s *Store) read(ctx context.Context) ([]Entry, int64, error) {
 	return out, resp.Header.Revision, nil
 }
 
-// Prune deletes the entries whose certificates have expired and returns
-// how many.
+// Prune deletes the entries whose certificates have expired, and the links
+// of renewals no revocation needs any more, and returns how many entries
+// and links.
 func (s *Store) Prune(ctx context.Context) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
 
-	return s.prune(ctx)
+	n, err := s.prune(ctx)
+	if err != nil {
+		return n, err
+	}
+
+	links, err := s.pruneLineage(ctx)
+
+	return n + links, err
 }
 
 // prune deletes expired entries, and those that do not parse: no entry

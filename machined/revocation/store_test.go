@@ -27,34 +27,34 @@ func TestStore(t *testing.T) {
 		first := entry("a1", time.Hour)
 		first.Reason = "lost"
 
-		if _, existed, err := s.Revoke(ctx, first); err != nil || existed {
-			t.Fatalf("Revoke: existed %v, %v", existed, err)
+		if rev, err := s.Revoke(ctx, first); err != nil || rev.Existed {
+			t.Fatalf("Revoke: existed %v, %v", rev.Existed, err)
 		}
 
-		rec, existed, err := s.Revoke(ctx, entry("a1", 2*time.Hour))
-		if err != nil || !existed || rec.Reason != "lost" {
-			t.Fatalf("second Revoke: %+v, existed %v, %v; want the first record", rec, existed, err)
+		rec, err := s.Revoke(ctx, entry("a1", 2*time.Hour))
+		if err != nil || !rec.Existed || rec.Reason != "lost" {
+			t.Fatalf("second Revoke: %+v, %v; want the first record", rec, err)
 		}
 	})
 
 	t.Run("an expired certificate is refused", func(t *testing.T) {
-		if _, _, err := s.Revoke(ctx, entry("e1", -time.Minute)); !errors.Is(err, revocation.ErrBadEntry) {
+		if _, err := s.Revoke(ctx, entry("e1", -time.Minute)); !errors.Is(err, revocation.ErrBadEntry) {
 			t.Fatalf("Revoke of an expired certificate: %v, want ErrBadEntry", err)
 		}
 	})
 
 	t.Run("bounded, room made by pruning", func(t *testing.T) {
-		if _, _, err := s.Revoke(ctx, entry("a2", 2*time.Hour)); err != nil {
+		if _, err := s.Revoke(ctx, entry("a2", 2*time.Hour)); err != nil {
 			t.Fatal(err)
 		}
 
-		if _, _, err := s.Revoke(ctx, entry("a3", 3*time.Hour)); !errors.Is(err, revocation.ErrFull) {
+		if _, err := s.Revoke(ctx, entry("a3", 3*time.Hour)); !errors.Is(err, revocation.ErrFull) {
 			t.Fatalf("a third revocation in a list of two: %v, want ErrFull", err)
 		}
 
 		clk.Advance(time.Hour + time.Second) // a1 expires
 
-		if _, _, err := s.Revoke(ctx, entry("a3", 3*time.Hour)); err != nil {
+		if _, err := s.Revoke(ctx, entry("a3", 3*time.Hour)); err != nil {
 			t.Fatalf("with a1 expired: %v", err)
 		}
 
@@ -78,7 +78,7 @@ func TestStore(t *testing.T) {
 		// Prune to make room, then revoke: the follower sees the new list.
 		clk.Advance(time.Hour)
 
-		if _, _, err := s.Revoke(ctx, entry("b1", 4*time.Hour)); err != nil {
+		if _, err := s.Revoke(ctx, entry("b1", 4*time.Hour)); err != nil {
 			t.Fatal(err)
 		}
 
@@ -106,7 +106,7 @@ func TestStore(t *testing.T) {
 	t.Run("fails closed without etcd", func(t *testing.T) {
 		stop()
 
-		if _, _, err := s.Revoke(ctx, entry("c1", 5*time.Hour)); !errors.Is(err, revocation.ErrUnavailable) {
+		if _, err := s.Revoke(ctx, entry("c1", 5*time.Hour)); !errors.Is(err, revocation.ErrUnavailable) {
 			t.Fatalf("Revoke without etcd: %v, want ErrUnavailable", err)
 		}
 
