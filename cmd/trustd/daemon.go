@@ -44,7 +44,7 @@ type daemon struct {
 	bolt    *boltstore.Store
 	etcd    *clientv3.Client // of the etcd token store, on a control plane running etcd
 	store   tokenstore.Store
-	names   trustd.Names // the record of node names, beside the etcd token store
+	names   *formedNames // the record of node names, beside the etcd token store; nil without etcd
 	audit   *auditLogs
 	server  *trustd.Server
 	tokens  *tokenSocket

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/netip"
+	"time"
 
 	"github.com/aegis-os/aegis/machined/membership"
 	"github.com/aegis-os/aegis/trustd"
@@ -22,9 +23,19 @@ func (d *daemon) openNames(members *membership.Store, formed func() bool) error 
 		return err
 	}
 
-	d.names = formedNames{store: store, formed: formed}
+	d.names = &formedNames{store: store, formed: formed}
 
 	return nil
+}
+
+// recordOfNames is the record trustd checks names against: none without
+// etcd.
+func (d *daemon) recordOfNames() trustd.Names {
+	if d.names == nil {
+		return nil
+	}
+
+	return d.names
 }
 
 // memberEntries reads the member list as the names' record needs it.
@@ -87,4 +98,29 @@ func (f formedNames) Check(ctx context.Context, name string, source netip.Addr) 
 
 func (f formedNames) Bind(ctx context.Context, b trustd.Binding) error {
 	return f.unlessUnformed(f.store.Bind(ctx, b))
+}
+
+// proven records the name a worker's heartbeat proves with its node
+// certificate (membership.ServerConfig.Names): a name another node's live
+// certificate carries is refused as not the caller's.
+func (f formedNames) proven(ctx context.Context, hostname string, addresses []string, notAfter time.Time) error {
+	b := trustd.Binding{Name: hostname, NotAfter: notAfter}
+
+	for _, a := range addresses {
+		addr, err := netip.ParseAddr(a)
+		if err != nil {
+			return err
+		}
+
+		b.Addresses = append(b.Addresses, addr)
+	}
+
+	b.Source = b.Addresses[0]
+
+	err := f.unlessUnformed(f.store.Ensure(ctx, b))
+	if errors.Is(err, trustd.ErrNameHeld) {
+		return errors.Join(membership.ErrNotOwner, err)
+	}
+
+	return err
 }

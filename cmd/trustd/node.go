@@ -248,7 +248,7 @@ func (d *daemon) buildNode(src *nodeSource, opts options) error {
 	d.server, err = trustd.New(trustd.Config{
 		Signer: src, CAs: src, Authenticator: auth, TimeGate: &src.gate, Certificate: &src.keyPair, ControlPlanes: src,
 		Revocations: src, Audit: d.audit.audit, Refusals: d.audit.refusals, Logger: d.log, CertTTL: d.certTTL,
-		Metrics: d.metrics, Services: services, Names: d.names,
+		Metrics: d.metrics, Services: services, Names: d.recordOfNames(),
 	})
 	if err != nil {
 		return err
@@ -276,6 +276,7 @@ func (d *daemon) membershipService(store *membership.Store, cas trustd.CAProvide
 
 	srv := membership.NewServer(membership.ServerConfig{
 		Writer: store, AcceptedCAs: func() *x509.CertPool { return cas.AcceptedCAs().Pool() }, Logger: d.log,
+		Names: d.names.proven,
 	})
 
 	return func(g grpc.ServiceRegistrar) { srv.Register(g) }

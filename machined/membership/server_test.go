@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"net"
 	"testing"
 	"time"
@@ -160,6 +161,49 @@ func TestHeartbeatNeedsTheNodesOwnCertificate(t *testing.T) {
 			}
 		})
 	}
+
+	t.Run("the name recorded as proven", func(t *testing.T) {
+		var got string
+
+		srv := membershippkg.NewServer(membershippkg.ServerConfig{
+			Writer: rec, AcceptedCAs: func() *x509.CertPool { return pool }, Clock: clk,
+			Names: func(_ context.Context, hostname string, addresses []string, notAfter time.Time) error {
+				if got = hostname; hostname == "worker-1" && notAfter.Equal(node.Leaf.NotAfter) && addresses[0] == "10.0.0.5" {
+					return errors.Join(membershippkg.ErrNotOwner, errors.New("another node's certificate carries it"))
+				}
+
+				return nil
+			},
+		})
+
+		g := grpc.NewServer(grpc.Creds(credentials.NewTLS(&tls.Config{
+			Certificates: []tls.Certificate{serverCert}, ClientAuth: tls.RequestClientCert, MinVersion: tls.VersionTLS13,
+		})))
+		srv.Register(g)
+
+		lis2, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		go g.Serve(lis2) //nolint:errcheck // stopped below
+		defer g.Stop()
+
+		conn, err := grpc.NewClient(lis2.Addr().String(), grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{
+			RootCAs: pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{node},
+		})))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+
+		rec.got = nil
+
+		_, err = membership.NewMembershipServiceClient(conn).Heartbeat(context.Background(), &membership.HeartbeatRequest{Member: entry("worker-1", "10.0.0.5")})
+		if status.Code(err) != codes.PermissionDenied || got != "worker-1" || rec.got != nil {
+			t.Fatalf("Heartbeat with the name held elsewhere: %v (recorded %q, entry %v), want PermissionDenied and no entry", err, got, rec.got)
+		}
+	})
 
 	t.Run("heartbeats too frequent", func(t *testing.T) {
 		if err := heartbeat(&node, entry("worker-1", "10.0.0.5")); status.Code(err) != codes.ResourceExhausted {

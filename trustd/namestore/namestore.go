@@ -163,16 +163,18 @@ func (s *Store) Check(ctx context.Context, name string, source netip.Addr) error
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 
-	if err := s.refuseListed(ctx, name, source); err != nil {
-		return err
-	}
-
 	cur, err := s.read(ctx, name)
 	if err != nil {
 		return err
 	}
 
-	return s.refuseHeld(name, cur, source)
+	if err := s.refuseHeld(name, cur, source); err != nil {
+		return err
+	}
+
+	// A node that joined before the record was reachable is known by
+	// its entry alone.
+	return s.refuseListed(ctx, name, source)
 }
 
 // Bind binds b.Name to b.Addresses until b.NotAfter, unless another node
@@ -199,6 +201,27 @@ func (s *Store) Bind(ctx context.Context, b trustd.Binding) error {
 	}
 
 	return fmt.Errorf("namestore: the binding of %s changed concurrently %d times", b.Name, bindAttempts)
+}
+
+// Ensure binds b unless a live binding to b's addresses already covers it
+// (until b.NotAfter or later): a node proving its name by the certificate
+// it presents costs one read when the record already knows it.
+func (s *Store) Ensure(ctx context.Context, b trustd.Binding) error {
+	rctx, cancel := context.WithTimeout(ctx, callTimeout)
+	cur, err := s.read(rctx, b.Name)
+
+	cancel()
+
+	if err != nil {
+		return err
+	}
+
+	if old := cur.b; old != nil && !old.NotAfter.Before(b.NotAfter) &&
+		!slices.ContainsFunc(b.Addresses, func(a netip.Addr) bool { return !slices.Contains(old.Addresses, a) }) {
+		return nil
+	}
+
+	return s.Bind(ctx, b)
 }
 
 // write puts the new binding if the key is still at cur's revision.

@@ -90,6 +90,31 @@ func TestNameRecord(t *testing.T) {
 		}
 	})
 
+	t.Run("a name proven again", func(t *testing.T) {
+		b := binding("worker-2", "10.0.0.12", clk.Now().Add(time.Hour))
+		if err := s.Ensure(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+
+		rev := func() int64 {
+			resp, err := cli.Get(ctx, namestore.DefaultPrefix+"worker-2")
+			if err != nil || len(resp.Kvs) != 1 {
+				t.Fatalf("the binding in etcd: %v, %v", resp, err)
+			}
+
+			return resp.Kvs[0].ModRevision
+		}
+
+		before := rev()
+		if err := s.Ensure(ctx, b); err != nil || rev() != before {
+			t.Fatalf("a binding already known written again: %v", err)
+		}
+
+		if err := s.Ensure(ctx, binding("worker-2", "10.0.0.13", clk.Now().Add(time.Hour))); !errors.Is(err, trustd.ErrNameHeld) {
+			t.Fatalf("another address proving the name: %v, want ErrNameHeld", err)
+		}
+	})
+
 	t.Run("a live member's name", func(t *testing.T) {
 		if err := s.Check(ctx, "worker-9", addr("10.0.0.7")); !errors.Is(err, trustd.ErrNameHeld) {
 			t.Fatalf("another address: %v, want ErrNameHeld", err)
