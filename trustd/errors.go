@@ -67,7 +67,10 @@ func toStatus(err error, ref string) error {
 
 // countsAsFailure reports whether a refusal is the caller's fault and so
 // counts against its rate limit. A closed time gate is the node's state,
-// not the caller's; internal errors are ours.
+// not the caller's; internal errors are ours. A name held by another node
+// is not counted either: a node replaced at a new address retries with a
+// valid token until the old certificate ends, and its refusals must keep
+// naming the holder rather than turn into ResourceExhausted.
 func countsAsFailure(err error) bool {
 	return errors.Is(err, ErrInvalidToken) || errors.Is(err, ErrBadRequest) || errors.Is(err, ErrReservedName)
 }
