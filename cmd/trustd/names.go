@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/aegis-os/aegis/machined/membership"
@@ -117,7 +119,18 @@ func (f formedNames) proven(ctx context.Context, hostname string, addresses []st
 
 	b.Source = b.Addresses[0]
 
-	err := f.unlessUnformed(f.store.Ensure(ctx, b))
+	// A worker that took a name before a control plane of that name
+	// joined loses it: its heartbeats are refused, and its entry ages out.
+	cps, err := f.ControlPlaneNames(ctx)
+	if err != nil {
+		return err
+	}
+
+	if slices.Contains(cps, hostname) {
+		return fmt.Errorf("%w: %s is a control plane's name", membership.ErrNotOwner, hostname)
+	}
+
+	err = f.unlessUnformed(f.store.Ensure(ctx, b))
 	if errors.Is(err, trustd.ErrNameHeld) {
 		return errors.Join(membership.ErrNotOwner, err)
 	}

@@ -15,6 +15,7 @@ import (
 	"math"
 	"net/netip"
 	"slices"
+	"sync"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -56,6 +57,10 @@ type Entry struct {
 // Store is the names' record in etcd. It is safe for concurrent use.
 type Store struct {
 	cfg Config
+
+	mu         sync.Mutex
+	cps        []string  // the control planes' names last read
+	cpsExpires time.Time // when they are read again
 }
 
 var _ trustd.Names = (*Store)(nil)
@@ -95,8 +100,29 @@ type current struct {
 }
 
 // ControlPlaneNames returns the names of etcd's members and of the
-// control planes' membership entries, canonical.
+// control planes' membership entries, canonical, as read at most
+// controlPlanesFresh ago: every worker heartbeat asks.
 func (s *Store) ControlPlaneNames(ctx context.Context) ([]string, error) {
+	now := s.cfg.Clock.Now()
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+
+	if now.Before(s.cpsExpires) {
+		return slices.Clone(s.cps), nil
+	}
+
+	names, err := s.readControlPlaneNames(ctx)
+	if err != nil {
+		return nil, err
+	}
+
+	s.cps, s.cpsExpires = names, now.Add(controlPlanesFresh)
+
+	return slices.Clone(names), nil
+}
+
+func (s *Store) readControlPlaneNames(ctx context.Context) ([]string, error) {
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 
