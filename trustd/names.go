@@ -36,10 +36,16 @@ type Names interface {
 // Binding is a name as a certificate carries it: the node's addresses and
 // the end of the certificate's life.
 type Binding struct {
-	Name      string
-	Source    netip.Addr
+	// Name is the name bound, canonical.
+	Name string
+	// Source is the address the request came from; a binding it already
+	// holds is extended.
+	Source netip.Addr
+	// Addresses are those the name is bound to: Source and the
+	// certificate's IP addresses.
 	Addresses []netip.Addr
-	NotAfter  time.Time
+	// NotAfter is when the certificate, and so the binding, ends.
+	NotAfter time.Time
 }
 
 // requestNames are the DNS names a CSR asks for, the common name included

@@ -49,8 +49,11 @@ type Config struct {
 
 // Entry is a member list entry as the record reads it.
 type Entry struct {
-	Name         string
-	Addresses    []netip.Addr
+	// Name is the entry's hostname.
+	Name string
+	// Addresses are the entry's addresses, which hold its name.
+	Addresses []netip.Addr
+	// ControlPlane marks a control plane's entry, whose name is reserved.
 	ControlPlane bool
 }
 
