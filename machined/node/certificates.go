@@ -51,10 +51,14 @@ type certController struct {
 	log       *slog.Logger
 
 	// mu guards renewers, one per certificate kind, set once obtain is
-	// done, and lastReply, the CAs of trustd's last reply (a worker's).
+	// done, lastReply, the CAs of trustd's last reply (a worker's), and
+	// lastNameRenewal.
 	mu        sync.Mutex
 	renewers  []kindRenewer
 	lastReply *ca.AcceptedSet
+	// lastNameRenewal is when a refused heartbeat last made a worker
+	// renew for its name (renewForName).
+	lastNameRenewal time.Time
 }
 
 // kindRenewer is the renewal loop of one of the node's certificates.
@@ -187,23 +191,18 @@ func (j *joinClients) get() (*join.Client, *certs.MachineConfig, error) {
 func (c *certController) join(ctx context.Context) ([]func(context.Context) error, error) {
 	source, cn, sans := c.joinNames()
 
-	first := &joinClients{c: c, cn: cn, source: source, sans: sans, maxAttempts: func(*certs.MachineConfig) int { return 0 }}
-	again := &joinClients{c: c, cn: cn, source: source, sans: sans, maxAttempts: func(cfg *certs.MachineConfig) int {
+	first := c.joinPair(source, cn, sans, func(*certs.MachineConfig) int { return 0 })
+	again := c.joinPair(source, cn, sans, func(cfg *certs.MachineConfig) int {
 		return len(cfg.Cluster.ControlPlane.Endpoints)
-	}}
+	})
 
-	if _, _, err := first.get(); err != nil {
+	if _, _, err := first.named.get(); err != nil {
 		return nil, err
 	}
 
-	joinOnce := func(clients *joinClients) func(ctx context.Context) (*x509.Certificate, error) {
+	joinOnce := func(clients joinPair) func(ctx context.Context) (*x509.Certificate, error) {
 		return func(ctx context.Context) (*x509.Certificate, error) {
-			client, cfg, err := clients.get()
-			if err != nil {
-				return nil, err
-			}
-
-			res, err := client.Join(ctx)
+			res, cfg, err := clients.join(ctx)
 			if err != nil {
 				return nil, err
 			}
