@@ -130,7 +130,10 @@ func (r *request) bindNames() error {
 		return nil
 	}
 
-	addrs := []netip.Addr{r.source.Unmap().WithZone("")}
+	var addrs []netip.Addr
+	if src := r.source.Unmap().WithZone(""); src.IsValid() {
+		addrs = append(addrs, src)
+	}
 
 	for _, ip := range r.csr.Request.IPAddresses {
 		if a, ok := netip.AddrFromSlice(ip); ok && !slices.Contains(addrs, a.Unmap()) {
@@ -141,7 +144,8 @@ func (r *request) bindNames() error {
 	notAfter := r.s.cfg.Clock.Now().Add(r.s.cfg.CertTTL)
 
 	for _, name := range names {
-		if err := r.s.cfg.Names.Bind(r.ctx, Binding{Name: name, Source: addrs[0], Addresses: addrs, NotAfter: notAfter}); err != nil {
+		b := Binding{Name: name, Source: r.source.Unmap().WithZone(""), Addresses: addrs, NotAfter: notAfter}
+		if err := r.s.cfg.Names.Bind(r.ctx, b); err != nil {
 			return namesError(err)
 		}
 	}
