@@ -48,10 +48,17 @@ func TestHeartbeatProvesName(t *testing.T) {
 
 	stop()
 
+	// etcd is gone: each call waits out its context, kept short here.
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+
 	formed = false
 	if err := f.Check(ctx, "worker-2", netip.MustParseAddr("10.0.0.7")); err != nil {
 		t.Fatalf("before the formation, without etcd: %v, want no record", err)
 	}
+
+	ctx, cancel = context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
 
 	formed = true
 	if err := f.Check(ctx, "worker-2", netip.MustParseAddr("10.0.0.7")); err == nil {

@@ -161,7 +161,7 @@ func TestNameRecord(t *testing.T) {
 	t.Run("etcd gone", func(t *testing.T) {
 		stop()
 
-		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		ctx, cancel := context.WithTimeout(ctx, time.Second)
 		defer cancel()
 
 		if err := s.Check(ctx, "worker-1", addr("10.0.0.6")); err == nil || errors.Is(err, trustd.ErrNameHeld) {
