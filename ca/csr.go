@@ -209,3 +209,10 @@ func checkCommonName(cn string) error {
 
 	return nil
 }
+
+// CanonicalName is the form in which Aegis compares and records a node's
+// name: lower case, without a final dot. DNS names are case-insensitive,
+// so two spellings of one name must never be two names.
+func CanonicalName(name string) string {
+	return strings.ToLower(strings.TrimSuffix(name, "."))
+}

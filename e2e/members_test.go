@@ -35,8 +35,8 @@ const membersHeartbeat = time.Second
 // and two workers: every node in the member list with its role, a member's
 // hostname as routing target, the cluster health check passing, then
 // failing with a worker's apid frozen (naming the node and apid) and with
-// a control plane's etcd stopped (naming the member), and a killed worker
-// aging out of the list.
+// a control plane's etcd stopped (naming the member), a killed worker
+// aging out of the list, and no worker taking a name it does not hold.
 func TestMembershipAndClusterHealth(t *testing.T) {
 	needBinaries(t)
 
@@ -179,6 +179,8 @@ func TestMembershipAndClusterHealth(t *testing.T) {
 
 		t.Logf("%s left the list %s after it was killed (heartbeat %s)", gone.Name, time.Since(start).Round(100*time.Millisecond), membersHeartbeat)
 	})
+
+	t.Run("names proven by certificates", func(t *testing.T) { checkNamesProven(t, c, workers[0], workers[1]) })
 }
 
 // membersAre checks that the endpoint lists exactly nodes, each with its

@@ -102,6 +102,34 @@ func Parse(unsafe []string) (*Policy, error) {
 // Unrestricted reports whether the policy allows every name.
 func (p *Policy) Unrestricted() bool { return p == nil || (!p.closed && len(p.dns)+len(p.nets) == 0) }
 
+// HasDNSPatterns reports whether the policy names DNS patterns. A token
+// without any may still obtain one name, the node's own (WithName).
+func (p *Policy) HasDNSPatterns() bool { return p != nil && len(p.dns) > 0 }
+
+// WithName returns a copy of the policy that also permits exactly name,
+// which must be a valid DNS name: the node's own name, for a token that
+// names no DNS pattern. Whether the name is free is for the caller to
+// decide. An unrestricted policy is returned as it is.
+func (p *Policy) WithName(name string) (*Policy, error) {
+	if p.Unrestricted() {
+		return p, nil
+	}
+
+	d, err := parseDNSPattern(name)
+	if err != nil {
+		return nil, err
+	}
+
+	if d.wild {
+		return nil, fmt.Errorf("%w: %q is a pattern, not a name", ErrBadPattern, name)
+	}
+
+	out := &Policy{closed: p.closed, nets: p.nets}
+	out.dns = append(append(out.dns, p.dns...), d)
+
+	return out, nil
+}
+
 // Strings returns the patterns in canonical form: DNS patterns lower-cased,
 // networks as CIDRs, single addresses without a prefix length.
 func (p *Policy) Strings() []string {

@@ -244,3 +244,25 @@ func addrOrZero(s string) netip.Addr {
 
 	return a
 }
+
+// TestWithName: a caller's policy with the node's own name permits that
+// name, in any case, and no other; a pattern is no name.
+func TestWithName(t *testing.T) {
+	base := sanpolicy.ForCaller(mustParse(t, "10.5.0.0/24"), netip.MustParseAddr("10.0.0.9"))
+	if base.HasDNSPatterns() || !mustParse(t, "node-*.example").HasDNSPatterns() {
+		t.Fatal("HasDNSPatterns is wrong")
+	}
+
+	p, err := base.WithName("Worker-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if !p.PermitsDNS("worker-1") || p.PermitsDNS("worker-2") || !p.PermitsIP(netip.MustParseAddr("10.0.0.9")) || base.PermitsDNS("worker-1") {
+		t.Fatal("WithName permits the wrong names, or changed the policy it copied")
+	}
+
+	if _, err := base.WithName("worker-*"); !errors.Is(err, sanpolicy.ErrBadPattern) {
+		t.Fatalf("a pattern as name: %v, want ErrBadPattern", err)
+	}
+}

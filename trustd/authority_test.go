@@ -18,9 +18,10 @@ import (
 )
 
 // TestWhatATokenObtains: a token obtains a certificate for the address the
-// call comes from and for what the token explicitly allows, never for a
-// control plane's address or name (the server's own, from its
-// certificate, or one the config names), whatever the token allows.
+// call comes from, for what the token explicitly allows and, when it allows
+// no name, for one name, the node's own; never for a control plane's
+// address or name (the server's own, from its certificate, or one the
+// config names), whatever the token allows.
 func TestWhatATokenObtains(t *testing.T) {
 	env := trustdtest.Start(t, trustdtest.Options{GateOpen: true, ControlPlanes: []string{"127.0.1.2:50001", "CP-2.example", "[fd00::1]"}})
 	ctx := testContext(t)
@@ -44,12 +45,14 @@ func TestWhatATokenObtains(t *testing.T) {
 	}{
 		{name: "static token, the caller's own address", source: "127.0.1.30", token: static, csr: csr("127.0.1.30", "127.0.1.30")},
 		{name: "static token, another address", source: "127.0.1.31", token: static, csr: csr("127.0.1.31", "127.0.1.32"), code: codes.InvalidArgument, names: "127.0.1.32"},
-		{name: "static token, a name", source: "127.0.1.33", token: static, csr: csr("127.0.1.33", "127.0.1.33", "worker-1"), code: codes.InvalidArgument, names: "worker-1"},
-		{name: "static token, a name as common name", source: "127.0.1.34", token: static, csr: csr("worker-1", "127.0.1.34"), code: codes.InvalidArgument, names: "worker-1"},
+		{name: "static token, the node's own name", source: "127.0.1.33", token: static, csr: csr("127.0.1.33", "127.0.1.33", "worker-1")},
+		{name: "static token, its name as common name", source: "127.0.1.34", token: static, csr: csr("worker-4", "127.0.1.34", "Worker-4")},
+		{name: "static token, two names", source: "127.0.1.44", token: static, csr: csr("worker-5", "127.0.1.44", "worker-6"), code: codes.InvalidArgument, names: "[worker-5 worker-6]"},
 		{name: "static token, the server's own address", source: "127.0.1.35", token: static, csr: csr("127.0.1.35", trustdtest.ListenIP), code: denied, names: trustdtest.ListenIP},
 		{name: "static token from the control plane's address", source: trustdtest.ListenIP, token: static, csr: csr(trustdtest.ListenIP, trustdtest.ListenIP), code: denied, names: trustdtest.ListenIP},
 		{name: "token without SANs, its own address", source: "127.0.1.36", token: open, csr: csr("127.0.1.36", "127.0.1.36")},
-		{name: "token without SANs, a name", source: "127.0.1.37", token: open, csr: csr("node-1", "node-1"), code: codes.InvalidArgument, names: "node-1"},
+		{name: "token without SANs, its name", source: "127.0.1.37", token: open, csr: csr("node-1", "node-1")},
+		{name: "token without SANs, two names", source: "127.0.1.45", token: open, csr: csr("node-1", "node-1", "node-2"), code: codes.InvalidArgument, names: "node-2"},
 		{name: "wide token, names it allows", source: "127.0.1.38", token: wide, csr: csr("node-1.example", "node-1.example", "127.0.1.77")},
 		{name: "wide token, a configured control plane's address", source: "127.0.1.39", token: wide, csr: csr("node-2.example", "127.0.1.2"), code: denied, names: "127.0.1.2"},
 		{name: "wide token, a control plane's name in any case", source: "127.0.1.40", token: wide, csr: csr("node-3.example", "cp-2.EXAMPLE"), code: denied, names: "cp-2.EXAMPLE"},

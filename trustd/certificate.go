@@ -65,14 +65,17 @@ func (s *Server) certificate(ctx context.Context, in *securityapi.CertificateReq
 	return resp, st
 }
 
-// run applies the checks in their fixed order (token, time, CSR), spends a
-// use of the token only when all passed, and signs.
+// run applies the checks in their fixed order (token, time, CSR, names),
+// spends a use of the token only when all passed, binds the names, and
+// signs.
 func (r *request) run(unsafeCSR []byte) (*securityapi.CertificateResponse, error) {
 	for _, step := range []func() error{
 		r.authenticate,
 		r.checkTime,
 		func() error { return r.checkCSR(unsafeCSR) },
+		r.checkNames,
 		r.consume,
+		r.bindNames,
 	} {
 		if err := step(); err != nil {
 			return nil, err
@@ -128,7 +131,12 @@ func (r *request) checkCSR(unsafe []byte) error {
 		return fmt.Errorf("%w: %s", ErrReservedName, name)
 	}
 
-	if err = checkPolicy(sanpolicy.ForCaller(r.grant.AllowedSANs, r.source), csr); err != nil {
+	policy, err := r.callerPolicy(csr)
+	if err == nil {
+		err = checkPolicy(policy, csr)
+	}
+
+	if err != nil {
 		return fmt.Errorf("%w: %w", ErrBadRequest, err)
 	}
 

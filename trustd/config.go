@@ -121,6 +121,13 @@ type Config struct {
 	// this node's own, which trustd always reads from its server
 	// certificate (Certificate). Nil means only those.
 	ControlPlanes ControlPlanes
+	// Names is the cluster's record of node names: a token request naming
+	// a name is refused when a control plane holds it or another node's
+	// live certificate carries it, and the name is bound to the request's
+	// addresses before the certificate is returned. Nil keeps no record:
+	// a name is then refused only when reserved (ControlPlanes and this
+	// node's own certificate), as for trustd on its own, without etcd.
+	Names Names
 	// Audit receives one record per certificate issued, through its
 	// handler: the certificate is sent once the handler has returned, and
 	// withheld if it returned an error (a durable log returns once the

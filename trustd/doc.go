@@ -8,9 +8,10 @@
 // caller's source must be under its failure limit (ResourceExhausted, before
 // any other work); the token must authenticate (Unauthenticated); the time
 // gate must be open (FailedPrecondition); the CSR must pass ca.ParseCSR and
-// the token's allowed SANs (InvalidArgument). Only then is one use of the
-// token spent, atomically, and the certificate signed under the server
-// profile. Every decision leaves an audit record: an issuance its own, in
+// the token's allowed SANs (InvalidArgument); its names must be held by no
+// control plane and no other node (PermissionDenied; Config.Names). Only
+// then is one use of the token spent, atomically, the names bound to the
+// caller's addresses, and the certificate signed under the server profile. Every decision leaves an audit record: an issuance its own, in
 // Config.Audit; a refusal one in Config.Refusals, written in full when it
 // is the first of its source in RefusalInterval (or an internal error),
 // else counted in the source's summary at the interval's end.
@@ -19,5 +20,6 @@
 // machined can run it with its own signer, token store, time service and
 // certificate source. Token formats live in token (beside ca), the token store
 // in trustd/tokenstore, the authenticator in trustd/tokenauth, the token
-// management API in trustd/tokenapi and the join client in trustd/join.
+// management API in trustd/tokenapi, the record of names in trustd/namestore
+// and the join client in trustd/join.
 package trustd

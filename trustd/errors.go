@@ -22,6 +22,13 @@ var (
 	// ErrReservedName: the CSR names a control plane's address or name,
 	// which no token may obtain; the error names it.
 	ErrReservedName = errors.New("trustd: a token never obtains a certificate for a control plane's address or name")
+	// ErrNameHeld: the CSR names a name bound to another node's live
+	// certificate; the error names the holder and until when.
+	ErrNameHeld = errors.New("trustd: the name is held by another node")
+	// ErrNamesUnavailable: the cluster's record of names (etcd) cannot
+	// answer, so no certificate naming a name is issued until it does.
+	ErrNamesUnavailable = errors.New("trustd: the cluster's record of node names is unavailable (etcd unreachable or without quorum); " +
+		"certificates naming a name are refused until it recovers")
 	// ErrStoreUnavailable: the cluster's token store (etcd) cannot answer,
 	// so stored tokens are refused; the machine config's token still works.
 	ErrStoreUnavailable = errors.New("trustd: the cluster's token store is unavailable (etcd unreachable or without quorum); " +
@@ -44,8 +51,11 @@ func toStatus(err error, ref string) error {
 		return status.Error(codes.FailedPrecondition, ErrTimeNotSynced.Error())
 	case errors.Is(err, ErrBadRequest):
 		return status.Error(codes.InvalidArgument, err.Error())
-	case errors.Is(err, ErrReservedName):
+	case errors.Is(err, ErrReservedName), errors.Is(err, ErrNameHeld):
+		// The name is not the caller's to have: the error says whose it is.
 		return status.Error(codes.PermissionDenied, err.Error())
+	case errors.Is(err, ErrNamesUnavailable):
+		return status.Error(codes.Unavailable, ErrNamesUnavailable.Error())
 	case errors.Is(err, ErrStoreUnavailable):
 		return status.Error(codes.Unavailable, ErrStoreUnavailable.Error())
 	case errors.Is(err, ErrRateLimited):
@@ -57,7 +67,10 @@ func toStatus(err error, ref string) error {
 
 // countsAsFailure reports whether a refusal is the caller's fault and so
 // counts against its rate limit. A closed time gate is the node's state,
-// not the caller's; internal errors are ours.
+// not the caller's; internal errors are ours. A name held by another node
+// is not counted either: a node replaced at a new address retries with a
+// valid token until the old certificate ends, and its refusals must keep
+// naming the holder rather than turn into ResourceExhausted.
 func countsAsFailure(err error) bool {
 	return errors.Is(err, ErrInvalidToken) || errors.Is(err, ErrBadRequest) || errors.Is(err, ErrReservedName)
 }

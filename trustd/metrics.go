@@ -16,6 +16,8 @@ const (
 	reasonTimeNotSynced    = "time_not_synced"
 	reasonBadRequest       = "bad_request"
 	reasonReservedName     = "reserved_name"
+	reasonNameHeld         = "name_held"
+	reasonNamesUnavailable = "names_unavailable"
 	reasonStoreUnavailable = "store_unavailable"
 	reasonRateLimited      = "rate_limited"
 	reasonOther            = "other"
@@ -33,6 +35,8 @@ func refusalReason(err error) string {
 		{ErrTimeNotSynced, reasonTimeNotSynced},
 		{ErrBadRequest, reasonBadRequest},
 		{ErrReservedName, reasonReservedName},
+		{ErrNameHeld, reasonNameHeld},
+		{ErrNamesUnavailable, reasonNamesUnavailable},
 		{ErrStoreUnavailable, reasonStoreUnavailable},
 		{ErrRateLimited, reasonRateLimited},
 	} {

@@ -44,6 +44,7 @@ type daemon struct {
 	bolt    *boltstore.Store
 	etcd    *clientv3.Client // of the etcd token store, on a control plane running etcd
 	store   tokenstore.Store
+	names   *formedNames // the record of node names, beside the etcd token store; nil without etcd
 	audit   *auditLogs
 	server  *trustd.Server
 	tokens  *tokenSocket

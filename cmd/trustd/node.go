@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -233,15 +234,21 @@ func (d *daemon) buildNode(src *nodeSource, opts options) error {
 
 	src.follow(auth)
 
-	services, err := d.membershipService(src)
+	members, err := d.memberStore()
 	if err != nil {
 		return err
 	}
 
+	if err = d.openNames(members, etcdFiles{dir: filepath.Join(opts.state, "etcd")}.formed); err != nil {
+		return err
+	}
+
+	services := d.membershipService(members, src)
+
 	d.server, err = trustd.New(trustd.Config{
 		Signer: src, CAs: src, Authenticator: auth, TimeGate: &src.gate, Certificate: &src.keyPair, ControlPlanes: src,
 		Revocations: src, Audit: d.audit.audit, Refusals: d.audit.refusals, Logger: d.log, CertTTL: d.certTTL,
-		Metrics: d.metrics, Services: services,
+		Metrics: d.metrics, Services: services, Names: d.recordOfNames(),
 	})
 	if err != nil {
 		return err
@@ -250,21 +257,27 @@ func (d *daemon) buildNode(src *nodeSource, opts options) error {
 	return d.listenTokens(opts.state)
 }
 
-// membershipService records the heartbeats of workers in etcd, when this
-// control plane runs etcd: a worker has no etcd of its own.
-func (d *daemon) membershipService(cas trustd.CAProvider) (func(grpc.ServiceRegistrar), error) {
+// memberStore is the cluster's member list in etcd, when this control
+// plane runs etcd: nil otherwise.
+func (d *daemon) memberStore() (*membership.Store, error) {
 	if d.etcd == nil {
 		return nil, nil
 	}
 
-	store, err := membership.New(membership.Config{Client: d.etcd})
-	if err != nil {
-		return nil, err
+	return membership.New(membership.Config{Client: d.etcd})
+}
+
+// membershipService records the heartbeats of workers in etcd, when this
+// control plane runs etcd: a worker has no etcd of its own.
+func (d *daemon) membershipService(store *membership.Store, cas trustd.CAProvider) func(grpc.ServiceRegistrar) {
+	if store == nil {
+		return nil
 	}
 
 	srv := membership.NewServer(membership.ServerConfig{
 		Writer: store, AcceptedCAs: func() *x509.CertPool { return cas.AcceptedCAs().Pool() }, Logger: d.log,
+		Names: d.names.proven,
 	})
 
-	return func(g grpc.ServiceRegistrar) { srv.Register(g) }, nil
+	return func(g grpc.ServiceRegistrar) { srv.Register(g) }
 }

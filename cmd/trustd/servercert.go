@@ -94,5 +94,5 @@ func serverHosts(cfg *certs.MachineConfig, listen string) []string {
 		hostname, _ = os.Hostname()
 	}
 
-	return ca.ServerHosts(hostname, addresses, cfg.Machine.CertSANs)
+	return ca.ServerHosts(ca.CanonicalName(hostname), addresses, cfg.Machine.CertSANs)
 }

@@ -44,7 +44,8 @@ var (
 	// ErrInvalid: the entry is malformed.
 	ErrInvalid = errors.New("membership: invalid entry")
 	// ErrNotOwner: the caller's certificate does not name the entry's
-	// addresses, or a worker claimed a control plane's entry or name.
+	// hostname or addresses, or a worker claimed a control plane's entry
+	// or name.
 	ErrNotOwner = errors.New("membership: entry not owned by the caller")
 	// ErrUnavailable: etcd did not answer (no quorum, not running).
 	ErrUnavailable = errors.New("membership: etcd unavailable")
@@ -62,6 +63,10 @@ func Check(m *Member) error {
 
 	if err := ca.CheckDNSName(m.GetHostname()); err != nil {
 		return fmt.Errorf("%w: hostname %q: %v", ErrInvalid, m.GetHostname(), err)
+	}
+
+	if h := m.GetHostname(); h != ca.CanonicalName(h) {
+		return fmt.Errorf("%w: hostname %q is not in canonical form %q", ErrInvalid, h, ca.CanonicalName(h))
 	}
 
 	if n := len(m.GetAddresses()); n == 0 || n > MaxAddresses {
@@ -103,8 +108,16 @@ func CheckAddress(a string) error {
 }
 
 // CheckOwner checks that cert, the caller's verified node certificate,
-// names every address of the entry: only the node itself writes it.
+// names the entry's hostname (as a DNS name) and every address of the
+// entry: only the node itself writes it, and a name is the node's only
+// when its certificate proves it. An entry without a hostname (Leave's)
+// is checked for its addresses alone.
 func CheckOwner(cert *x509.Certificate, m *Member) error {
+	if h := m.GetHostname(); h != "" && !slices.ContainsFunc(cert.DNSNames, func(n string) bool { return ca.CanonicalName(n) == h }) {
+		return fmt.Errorf("%w: the certificate does not name hostname %s (a node's certificate must carry its name; "+
+			"a node renews or re-joins to get one)", ErrNotOwner, h)
+	}
+
 	for _, a := range m.GetAddresses() {
 		addr := netip.MustParseAddr(a)
 

@@ -31,6 +31,7 @@ func TestCheck(t *testing.T) {
 		{"valid", entry("node-1", "10.0.0.1", "fd00::1"), ""},
 		{"nil", nil, "no entry"},
 		{"hostname not DNS", entry("node_1", "10.0.0.1"), "hostname"},
+		{"hostname not canonical", entry("Node-1", "10.0.0.1"), "canonical"},
 		{"no address", entry("node-1"), "0 addresses"},
 		{"too many addresses", entry("node-1", tooMany...), "17 addresses"},
 		{"address with port", entry("node-1", "10.0.0.1:50000"), "not a canonical IP"},
@@ -59,14 +60,26 @@ func TestCheck(t *testing.T) {
 }
 
 func TestCheckOwner(t *testing.T) {
-	cert := &x509.Certificate{IPAddresses: []net.IP{net.ParseIP("10.0.0.1"), net.ParseIP("fd00::1")}}
+	cert := &x509.Certificate{DNSNames: []string{"Node-1"}, IPAddresses: []net.IP{net.ParseIP("10.0.0.1"), net.ParseIP("fd00::1")}}
 
 	if err := membership.CheckOwner(cert, entry("node-1", "10.0.0.1", "fd00::1")); err != nil {
-		t.Fatalf("own addresses refused: %v", err)
+		t.Fatalf("own name and addresses refused: %v", err)
 	}
 
-	err := membership.CheckOwner(cert, entry("node-1", "10.0.0.1", "10.0.0.2"))
-	if !errors.Is(err, membership.ErrNotOwner) || !strings.Contains(err.Error(), "10.0.0.2") {
-		t.Fatalf("another node's address: %v, want ErrNotOwner naming it", err)
+	for _, tt := range []struct {
+		name, want string
+		m          *membership.Member
+	}{
+		{"another node's address", "10.0.0.2", entry("node-1", "10.0.0.1", "10.0.0.2")},
+		{"a name the certificate does not carry", "hostname cp-1", entry("cp-1", "10.0.0.1")},
+	} {
+		if err := membership.CheckOwner(cert, tt.m); !errors.Is(err, membership.ErrNotOwner) || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: %v, want ErrNotOwner naming %q", tt.name, err, tt.want)
+		}
+	}
+
+	// Leave's entry has an address and no name.
+	if err := membership.CheckOwner(cert, &membership.Member{Addresses: []string{"10.0.0.1"}}); err != nil {
+		t.Errorf("an address alone: %v", err)
 	}
 }

@@ -41,6 +41,14 @@ type ServerConfig struct {
 	// AcceptedCAs are the CAs a heartbeat's node certificate must chain
 	// to; asked at every call. Required with Writer.
 	AcceptedCAs func() *x509.CertPool
+	// Names records that the caller's certificate proves its entry's
+	// hostname, bound to the entry's addresses until the certificate
+	// expires, before the entry is written: a worker that joined while the
+	// record was out of reach is in it from its first heartbeat on. A
+	// refusal wraps ErrNotOwner (another node's live certificate carries
+	// the name); any other failure is taken for etcd's. Nil records
+	// nothing.
+	Names func(ctx context.Context, hostname string, addresses []string, notAfter time.Time) error
 	// Logger receives refusals and internal errors. Nil discards.
 	Logger *slog.Logger
 	// Clock is the time a certificate is checked at. Nil is the system's.
@@ -110,6 +118,10 @@ func (s *Server) Heartbeat(ctx context.Context, req *membership.HeartbeatRequest
 		return nil, s.toStatus("heartbeat", err)
 	}
 
+	if err := s.recordName(ctx, cert, req.GetMember()); err != nil {
+		return nil, s.toStatus("heartbeat", err)
+	}
+
 	if err := s.cfg.Writer.Put(ctx, req.GetMember(), RoleWorker); err != nil {
 		return nil, s.toStatus("heartbeat", err)
 	}
@@ -145,6 +157,21 @@ func (s *Server) Leave(ctx context.Context, req *membership.LeaveRequest) (*memb
 	s.cfg.Logger.Info("membership entry removed", slog.String(logkey.Address, req.GetAddress()))
 
 	return &membership.LeaveResponse{}, nil
+}
+
+// recordName binds the entry's hostname, which cert proves, in the
+// record of names.
+func (s *Server) recordName(ctx context.Context, cert *x509.Certificate, m *Member) error {
+	if s.cfg.Names == nil {
+		return nil
+	}
+
+	err := s.cfg.Names(ctx, m.GetHostname(), m.GetAddresses(), cert.NotAfter)
+	if err != nil && !errors.Is(err, ErrNotOwner) {
+		return fmt.Errorf("%w: recording name %s: %w", ErrUnavailable, m.GetHostname(), err)
+	}
+
+	return err
 }
 
 // errTooOften: a node sent heartbeats faster than MinHeartbeatSpacing.

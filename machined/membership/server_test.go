@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"net"
 	"testing"
 	"time"
@@ -40,15 +41,20 @@ func (r *recorder) Put(_ context.Context, m *membershippkg.Member, role string) 
 	return nil
 }
 
-// issue makes a TLS certificate of profile naming ips, signed by iss.
-func issue(t *testing.T, iss *ca.Issuer, profile ca.Profile, ips ...string) tls.Certificate {
+// issue makes a TLS certificate of profile naming hosts (addresses and
+// DNS names), signed by iss.
+func issue(t *testing.T, iss *ca.Issuer, profile ca.Profile, hosts ...string) tls.Certificate {
 	t.Helper()
 
 	key := catest.Key(t, ca.Ed25519)
 
 	tmpl := &x509.CertificateRequest{}
-	for _, ip := range ips {
-		tmpl.IPAddresses = append(tmpl.IPAddresses, net.ParseIP(ip))
+	for _, h := range hosts {
+		if ip := net.ParseIP(h); ip != nil {
+			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+		} else {
+			tmpl.DNSNames = append(tmpl.DNSNames, h)
+		}
 	}
 
 	csr, err := ca.ParseCSR(catest.CSR(t, key, tmpl))
@@ -70,9 +76,10 @@ func issue(t *testing.T, iss *ca.Issuer, profile ca.Profile, ips ...string) tls.
 }
 
 // TestHeartbeatNeedsTheNodesOwnCertificate: only a node certificate of the
-// cluster that names every address of the entry records it, as a worker's;
-// no certificate, another CA's, a person's client certificate or another
-// node's addresses are refused.
+// cluster that names the entry's hostname and every address of the entry
+// records it, as a worker's; no certificate, another CA's, a person's
+// client certificate, another node's addresses or a name the certificate
+// does not carry are refused.
 func TestHeartbeatNeedsTheNodesOwnCertificate(t *testing.T) {
 	now := time.Now()
 	clusterCA, otherCA := catest.NewCA(t, ca.Ed25519, now), catest.NewCA(t, ca.Ed25519, now)
@@ -116,7 +123,8 @@ func TestHeartbeatNeedsTheNodesOwnCertificate(t *testing.T) {
 		return err
 	}
 
-	node := issue(t, iss, ca.ProfileServer, "10.0.0.5")
+	node := issue(t, iss, ca.ProfileServer, "10.0.0.5", "worker-1")
+	nameless := issue(t, iss, ca.ProfileServer, "10.0.0.5")
 	stranger := issue(t, other, ca.ProfileServer, "10.0.0.5")
 	person := issue(t, iss, ca.ProfileClient)
 
@@ -131,6 +139,9 @@ func TestHeartbeatNeedsTheNodesOwnCertificate(t *testing.T) {
 		{"a person's client certificate", &person, entry("worker-1", "10.0.0.5"), codes.Unauthenticated},
 		{"another node's address", &node, entry("worker-1", "10.0.0.5", "10.0.0.6"), codes.PermissionDenied},
 		{"malformed entry", &node, entry("worker_1", "10.0.0.5"), codes.InvalidArgument},
+		{"a name the certificate does not carry", &node, entry("cp-1", "10.0.0.5"), codes.PermissionDenied},
+		{"a certificate without a name", &nameless, entry("worker-1", "10.0.0.5"), codes.PermissionDenied},
+		{"own name in another case", &node, entry("Worker-1", "10.0.0.5"), codes.InvalidArgument},
 		{"own entry", &node, entry("worker-1", "10.0.0.5"), codes.OK},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -150,6 +161,49 @@ func TestHeartbeatNeedsTheNodesOwnCertificate(t *testing.T) {
 			}
 		})
 	}
+
+	t.Run("the name recorded as proven", func(t *testing.T) {
+		var got string
+
+		srv := membershippkg.NewServer(membershippkg.ServerConfig{
+			Writer: rec, AcceptedCAs: func() *x509.CertPool { return pool }, Clock: clk,
+			Names: func(_ context.Context, hostname string, addresses []string, notAfter time.Time) error {
+				if got = hostname; hostname == "worker-1" && notAfter.Equal(node.Leaf.NotAfter) && addresses[0] == "10.0.0.5" {
+					return errors.Join(membershippkg.ErrNotOwner, errors.New("another node's certificate carries it"))
+				}
+
+				return nil
+			},
+		})
+
+		g := grpc.NewServer(grpc.Creds(credentials.NewTLS(&tls.Config{
+			Certificates: []tls.Certificate{serverCert}, ClientAuth: tls.RequestClientCert, MinVersion: tls.VersionTLS13,
+		})))
+		srv.Register(g)
+
+		lis2, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		go g.Serve(lis2) //nolint:errcheck // stopped below
+		defer g.Stop()
+
+		conn, err := grpc.NewClient(lis2.Addr().String(), grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{
+			RootCAs: pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{node},
+		})))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+
+		rec.got = nil
+
+		_, err = membership.NewMembershipServiceClient(conn).Heartbeat(context.Background(), &membership.HeartbeatRequest{Member: entry("worker-1", "10.0.0.5")})
+		if status.Code(err) != codes.PermissionDenied || got != "worker-1" || rec.got != nil {
+			t.Fatalf("Heartbeat with the name held elsewhere: %v (recorded %q, entry %v), want PermissionDenied and no entry", err, got, rec.got)
+		}
+	})
 
 	t.Run("heartbeats too frequent", func(t *testing.T) {
 		if err := heartbeat(&node, entry("worker-1", "10.0.0.5")); status.Code(err) != codes.ResourceExhausted {

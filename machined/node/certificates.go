@@ -51,10 +51,14 @@ type certController struct {
 	log       *slog.Logger
 
 	// mu guards renewers, one per certificate kind, set once obtain is
-	// done, and lastReply, the CAs of trustd's last reply (a worker's).
+	// done, lastReply, the CAs of trustd's last reply (a worker's), and
+	// lastNameRenewal.
 	mu        sync.Mutex
 	renewers  []kindRenewer
 	lastReply *ca.AcceptedSet
+	// lastNameRenewal is when a refused heartbeat last made a worker
+	// renew for its name (renewForName).
+	lastNameRenewal time.Time
 }
 
 // kindRenewer is the renewal loop of one of the node's certificates.
@@ -187,23 +191,18 @@ func (j *joinClients) get() (*join.Client, *certs.MachineConfig, error) {
 func (c *certController) join(ctx context.Context) ([]func(context.Context) error, error) {
 	source, cn, sans := c.joinNames()
 
-	first := &joinClients{c: c, cn: cn, source: source, sans: sans, maxAttempts: func(*certs.MachineConfig) int { return 0 }}
-	again := &joinClients{c: c, cn: cn, source: source, sans: sans, maxAttempts: func(cfg *certs.MachineConfig) int {
+	first := c.joinPair(source, cn, sans, func(*certs.MachineConfig) int { return 0 })
+	again := c.joinPair(source, cn, sans, func(cfg *certs.MachineConfig) int {
 		return len(cfg.Cluster.ControlPlane.Endpoints)
-	}}
+	})
 
-	if _, _, err := first.get(); err != nil {
+	if _, _, err := first.named.get(); err != nil {
 		return nil, err
 	}
 
-	joinOnce := func(clients *joinClients) func(ctx context.Context) (*x509.Certificate, error) {
+	joinOnce := func(clients joinPair) func(ctx context.Context) (*x509.Certificate, error) {
 		return func(ctx context.Context) (*x509.Certificate, error) {
-			client, cfg, err := clients.get()
-			if err != nil {
-				return nil, err
-			}
-
-			res, err := client.Join(ctx)
+			res, cfg, err := clients.join(ctx)
 			if err != nil {
 				return nil, err
 			}
@@ -250,15 +249,17 @@ func (c *certController) join(ctx context.Context) ([]func(context.Context) erro
 // joinNames are what a worker asks trustd for. A token obtains by default
 // only the address its call comes from (and what the token allows), so the
 // worker binds its listen address, when it has one, as the source of the
-// call and asks for its own addresses and the config's certSANs: not
-// 127.0.0.1, which every control plane names too, nor its hostname, which
-// it cannot show is its own. The common name is the first address.
+// call and asks for its own addresses, its hostname and the config's
+// certSANs: not 127.0.0.1, which every control plane names too. trustd
+// grants the hostname when no control plane and no other node holds it,
+// and binds it to the worker's addresses. The common name is the first
+// address.
 func (c *certController) joinNames() (source, cn string, sans []string) {
 	if a, err := netip.ParseAddr(c.cfg.Machine.ListenAddress); err == nil && !a.IsUnspecified() {
 		source = a.String()
 	}
 
-	for _, h := range append(slices.Clone(c.addresses), c.cfg.Machine.CertSANs...) {
+	for _, h := range slices.Concat(c.addresses, c.ownName(), c.cfg.Machine.CertSANs) {
 		if h != "" && !slices.Contains(sans, h) {
 			sans = append(sans, h)
 		}
@@ -270,6 +271,17 @@ func (c *certController) joinNames() (source, cn string, sans []string) {
 	}
 
 	return source, cn, sans
+}
+
+// ownName is the node's hostname as a SAN its certificate must carry, when
+// it is a DNS name (one that is not cannot be a SAN, and the node is then
+// known by its address alone).
+func (c *certController) ownName() []string {
+	if ca.CheckDNSName(c.hostname) != nil {
+		return nil
+	}
+
+	return []string{c.hostname}
 }
 
 func (c *certController) renewer(kind certKind, cur *x509.Certificate, renew func(context.Context) (*x509.Certificate, error)) (func(context.Context) error, error) {

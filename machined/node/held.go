@@ -179,7 +179,10 @@ func (c *certController) held(kind certKind) *x509.Certificate {
 // hostsOf is what a held certificate of kind must be valid for to be used:
 // a control plane's server certificate every name it would be issued for
 // (a config that gained a certSAN gets a new one), a worker's the node's
-// addresses (trustd decides which other names a worker gets).
+// addresses and its name (trustd decides which other names a worker
+// gets). A worker holding a certificate from before names were proven
+// joins again at boot for one that carries its name: its heartbeats are
+// refused without it.
 func (c *certController) hostsOf(kind certKind) []string {
 	switch {
 	case kind.name != serverKind.name:
@@ -187,7 +190,7 @@ func (c *certController) hostsOf(kind certKind) []string {
 	case c.cfg.OSCA() != nil:
 		return c.hosts
 	default:
-		return c.addresses
+		return slices.Concat(c.addresses, c.ownName())
 	}
 }
 

@@ -105,10 +105,18 @@ func (n *Node) publishMembers(members []*membership.Member) {
 	n.resourceErr("members", n.res.SetMembers(infos))
 }
 
+// workerBeat sends the worker's entry; a refusal for want of the node's
+// name in its certificate (one from a control plane of the previous
+// version) makes it renew the certificate.
 func (n *Node) workerBeat(b *bootState) func(context.Context) error {
 	sender := n.workerSender(b)
 
-	return func(ctx context.Context) error { return sender.Send(ctx, n.ownEntry(b)) }
+	return func(ctx context.Context) error {
+		err := sender.Send(ctx, n.ownEntry(b))
+		b.certs.renewForName(ctx, err)
+
+		return err
+	}
 }
 
 // workerSender reaches the control planes' trustd with the worker's node

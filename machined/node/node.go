@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 
+	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/internal/clock"
 	"github.com/aegis-os/aegis/internal/defaults"
@@ -409,10 +410,12 @@ func (n *Node) closeLogs() {
 	}
 }
 
-// hostname is the config's hostname, else the host's.
+// hostname is the config's hostname, else the host's, in canonical form
+// (ca.CanonicalName): the node's name as its certificate proves it and its
+// member entry records it.
 func hostname(cfg *certs.MachineConfig) string {
 	if cfg.Machine.Hostname != "" {
-		return cfg.Machine.Hostname
+		return ca.CanonicalName(cfg.Machine.Hostname)
 	}
 
 	h, err := os.Hostname()
@@ -420,7 +423,7 @@ func hostname(cfg *certs.MachineConfig) string {
 		return "localhost"
 	}
 
-	return h
+	return ca.CanonicalName(h)
 }
 
 // addresses are the node's addresses: its listen address, else every

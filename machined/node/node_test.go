@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"crypto/rand"
 	"crypto/x509"
 	"log/slog"
@@ -95,12 +96,14 @@ func TestNodeNameArgs(t *testing.T) {
 	}
 }
 
-// A worker asks trustd only for what it can show: its own addresses (the
-// listen address bound as the call's source) and its certSANs, never
-// 127.0.0.1 or its hostname.
+// A worker asks trustd for what it can show: its own addresses (the
+// listen address bound as the call's source), its name, which trustd
+// grants when no other node holds it, and its certSANs; never 127.0.0.1,
+// nor a hostname that is no DNS name.
 func TestJoinNames(t *testing.T) {
 	tests := []struct {
 		name      string
+		hostname  string
 		listen    string
 		addresses []string
 		certSANs  []string
@@ -108,22 +111,42 @@ func TestJoinNames(t *testing.T) {
 		cn        string
 		sans      []string
 	}{
-		{name: "listen address", listen: "127.0.0.5", addresses: []string{"127.0.0.5"}, source: "127.0.0.5", cn: "127.0.0.5", sans: []string{"127.0.0.5"}},
-		{name: "with certSANs", listen: "10.0.0.5", addresses: []string{"10.0.0.5"}, certSANs: []string{"w.example", "10.0.0.5"}, source: "10.0.0.5", cn: "10.0.0.5", sans: []string{"10.0.0.5", "w.example"}},
-		{name: "all addresses", listen: "0.0.0.0", addresses: []string{"10.0.0.5", "10.0.1.5"}, cn: "10.0.0.5", sans: []string{"10.0.0.5", "10.0.1.5"}},
-		{name: "nothing known", cn: "worker-1"},
+		{name: "listen address", listen: "127.0.0.5", addresses: []string{"127.0.0.5"}, source: "127.0.0.5", cn: "127.0.0.5", sans: []string{"127.0.0.5", "worker-1"}},
+		{name: "with certSANs", listen: "10.0.0.5", addresses: []string{"10.0.0.5"}, certSANs: []string{"w.example", "10.0.0.5", "worker-1"}, source: "10.0.0.5", cn: "10.0.0.5", sans: []string{"10.0.0.5", "worker-1", "w.example"}},
+		{name: "all addresses", listen: "0.0.0.0", addresses: []string{"10.0.0.5", "10.0.1.5"}, cn: "10.0.0.5", sans: []string{"10.0.0.5", "10.0.1.5", "worker-1"}},
+		{name: "nothing known", cn: "worker-1", sans: []string{"worker-1"}},
+		{name: "hostname no DNS name", hostname: "worker_1", listen: "127.0.0.5", addresses: []string{"127.0.0.5"}, source: "127.0.0.5", cn: "127.0.0.5", sans: []string{"127.0.0.5"}},
 	}
 
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := &certs.MachineConfig{Machine: certs.MachineSpec{ListenAddress: tt.listen, CertSANs: tt.certSANs}}
-			c := &certController{cfg: cfg, hostname: "worker-1", addresses: tt.addresses}
+			c := &certController{cfg: cfg, hostname: cmp.Or(tt.hostname, "worker-1"), addresses: tt.addresses}
 
 			source, cn, sans := c.joinNames()
 			if source != tt.source || cn != tt.cn || !slices.Equal(sans, tt.sans) {
 				t.Fatalf("joinNames = %q, %q, %v; want %q, %q, %v", source, cn, sans, tt.source, tt.cn, tt.sans)
 			}
 		})
+	}
+}
+
+// TestWorkerHeldCertificateNeedsItsName: a worker does not put in use a
+// held certificate that does not carry its name (one from before names
+// were proven), so it joins again for one its heartbeats are accepted with.
+func TestWorkerHeldCertificateNeedsItsName(t *testing.T) {
+	c := &certController{cfg: &certs.MachineConfig{}, hostname: "worker-1", addresses: []string{"127.0.0.5"}}
+	if got := c.hostsOf(serverKind); !slices.Equal(got, []string{"127.0.0.5", "worker-1"}) {
+		t.Fatalf("a held worker certificate must be valid for %v, want its address and name", got)
+	}
+}
+
+// TestNodeNameIsCanonical: the node's name is compared and recorded in
+// one form, whatever case the config wrote it in.
+func TestNodeNameIsCanonical(t *testing.T) {
+	cfg := &certs.MachineConfig{Machine: certs.MachineSpec{Hostname: "Worker-1.Example"}}
+	if got := hostname(cfg); got != "worker-1.example" {
+		t.Fatalf("hostname = %q, want worker-1.example", got)
 	}
 }
 

@@ -58,6 +58,8 @@ type Options struct {
 	// ControlPlanes are the control planes' hosts besides the server's own
 	// (ListenIP and the name "trustd", from its certificate).
 	ControlPlanes []string
+	// Names is the cluster's record of node names. Nil keeps none.
+	Names trustd.Names
 	// Audit and Refusals receive the server's audit records. Nil means
 	// Env.Audit's recorder.
 	Audit, Refusals *slog.Logger
@@ -162,6 +164,7 @@ func newServer(tb testing.TB, e *Env, opts Options) *trustd.Server {
 		ControlPlanes: hostList(opts.ControlPlanes),
 		Revocations:   opts.Revocations,
 		Metrics:       opts.Metrics,
+		Names:         opts.Names,
 	})
 	must(tb, err)
 

@@ -1,0 +1,139 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"time"
+
+	"github.com/aegis-os/aegis/machined/membership"
+	"github.com/aegis-os/aegis/trustd"
+	"github.com/aegis-os/aegis/trustd/namestore"
+)
+
+// openNames keeps the record of node names in the cluster's etcd, beside
+// the token store, when this control plane runs etcd.
+func (d *daemon) openNames(members *membership.Store, formed func() bool) error {
+	if d.etcd == nil {
+		return nil
+	}
+
+	store, err := namestore.New(namestore.Config{Client: d.etcd, Members: memberEntries(members)})
+	if err != nil {
+		return err
+	}
+
+	d.names = &formedNames{store: store, formed: formed}
+
+	return nil
+}
+
+// recordOfNames is the record trustd checks names against: none without
+// etcd.
+func (d *daemon) recordOfNames() trustd.Names {
+	if d.names == nil {
+		return nil
+	}
+
+	return d.names
+}
+
+// memberEntries reads the member list as the names' record needs it.
+func memberEntries(members *membership.Store) func(ctx context.Context) ([]namestore.Entry, error) {
+	return func(ctx context.Context) ([]namestore.Entry, error) {
+		list, err := members.List(ctx)
+		if err != nil {
+			return nil, err
+		}
+
+		out := make([]namestore.Entry, 0, len(list))
+
+		for _, m := range list {
+			e := namestore.Entry{Name: m.GetHostname(), ControlPlane: m.GetRole() == membership.RoleControlPlane}
+
+			for _, a := range m.GetAddresses() {
+				if addr, err := netip.ParseAddr(a); err == nil {
+					e.Addresses = append(e.Addresses, addr)
+				}
+			}
+
+			out = append(out, e)
+		}
+
+		return out, nil
+	}
+}
+
+// formedNames fails closed once the local etcd member is part of a formed
+// cluster. Before that, a record that cannot be reached is no record: the
+// cluster has no shared state yet (the token store keeps its tokens in
+// bbolt until then), a name is checked against the reserved set alone,
+// and a node that joined then is protected from the formation on by its
+// member entry, and bound at its next renewal. A control plane still
+// joining reaches the others' etcd, and so their record.
+type formedNames struct {
+	store  *namestore.Store
+	formed func() bool
+}
+
+// unlessUnformed passes err on, but for a failure to reach the record
+// before the cluster is formed.
+func (f formedNames) unlessUnformed(err error) error {
+	if err != nil && !errors.Is(err, trustd.ErrNameHeld) && !f.formed() {
+		return nil
+	}
+
+	return err
+}
+
+func (f formedNames) ControlPlaneNames(ctx context.Context) ([]string, error) {
+	names, err := f.store.ControlPlaneNames(ctx)
+
+	return names, f.unlessUnformed(err)
+}
+
+func (f formedNames) Check(ctx context.Context, name string, source netip.Addr) error {
+	return f.unlessUnformed(f.store.Check(ctx, name, source))
+}
+
+func (f formedNames) Bind(ctx context.Context, b trustd.Binding) error {
+	return f.unlessUnformed(f.store.Bind(ctx, b))
+}
+
+// proven records the name a worker's heartbeat proves with its node
+// certificate (membership.ServerConfig.Names): a name another node's live
+// certificate carries is refused as not the caller's.
+func (f formedNames) proven(ctx context.Context, hostname string, addresses []string, notAfter time.Time) error {
+	b := trustd.Binding{Name: hostname, NotAfter: notAfter}
+
+	for _, a := range addresses {
+		addr, err := netip.ParseAddr(a)
+		if err != nil {
+			return err
+		}
+
+		b.Addresses = append(b.Addresses, addr)
+	}
+
+	b.Source = b.Addresses[0]
+
+	// A worker that took a name before a control plane of that name
+	// joined loses it: its heartbeats are refused, and its entry ages out.
+	cps, err := f.ControlPlaneNames(ctx)
+	if err != nil {
+		return err
+	}
+
+	if slices.Contains(cps, hostname) {
+		return fmt.Errorf("%w: %s is a control plane's name", membership.ErrNotOwner, hostname)
+	}
+
+	err = f.unlessUnformed(f.store.Ensure(ctx, b))
+	if errors.Is(err, trustd.ErrNameHeld) {
+		return errors.Join(membership.ErrNotOwner, err)
+	}
+
+	return err
+}
