@@ -25,12 +25,15 @@ var errReplyTooLarge = errors.New("apid: merged reply exceeds the message size l
 // reply for a unary method, interleaved as they come for a stream. A node's
 // failure is an entry of the reply, not a failure of the call.
 type fanOut struct {
-	s         *Server
-	ctx       context.Context
-	cancel    context.CancelFunc
-	method    string
-	md        metadata.MD
-	caller    caller
+	s      *Server
+	ctx    context.Context
+	cancel context.CancelFunc
+	method string
+	md     metadata.MD
+	caller caller
+	// secrets, when the call carries them, are refused per node to
+	// every node whose proven role does not match.
+	secrets   *secretsCall
 	streaming bool
 	nodes     []*nodeCall
 	wg        sync.WaitGroup
@@ -52,12 +55,12 @@ type nodeCall struct {
 	replies [][]byte
 }
 
-func (s *Server) fanOut(ss grpc.ServerStream, method string, md metadata.MD, targets []target, c caller) error {
+func (s *Server) fanOut(ss grpc.ServerStream, method string, md metadata.MD, targets []target, c caller, secrets *secretsCall) error {
 	ctx, cancel := withMergeReserve(ss.Context())
 	defer cancel()
 
 	f := &fanOut{
-		s: s, ctx: ctx, cancel: cancel, method: method, md: md, caller: c,
+		s: s, ctx: ctx, cancel: cancel, method: method, md: md, caller: c, secrets: secrets,
 		streaming: streamsReplies(method),
 		out:       make(chan []byte, StreamBuffer),
 		quit:      make(chan struct{}),
@@ -182,6 +185,10 @@ func (f *fanOut) run(n *nodeCall) {
 }
 
 func (f *fanOut) open(ctx context.Context, n *nodeCall) (grpc.ClientStream, func(), error) {
+	if err := checkSecrets(f.secrets, n.target); err != nil {
+		return nil, nil, err
+	}
+
 	conn, release, err := f.s.backend(n.target, f.caller)
 	if err != nil {
 		return nil, nil, err

@@ -48,6 +48,8 @@ func tgt(t *testing.T, name string) target {
 		t.Fatal(err)
 	}
 
+	nn.members = testMembers{}
+
 	tg, err := nn.parseTarget(name)
 	if err != nil {
 		t.Fatal(err)
@@ -143,7 +145,7 @@ func TestPoolBound(t *testing.T) {
 	}
 
 	p.mu.Lock()
-	_, kept := p.conns["10.0.0.2:50000"]
+	_, kept := p.conns[tgt(t, "10.0.0.2").connKey()]
 	p.mu.Unlock()
 
 	if !kept {

@@ -86,7 +86,8 @@ func (n *Node) controlPlaneBeat(b *bootState) func(context.Context) error {
 }
 
 // publishMembers gives apid the members' names (each hostname routes to
-// the member's first address) and the resource API the member list.
+// the member's first address) with the role each entry proves, and the
+// resource API the member list.
 func (n *Node) publishMembers(members []*membership.Member) {
 	var (
 		names []*node.MemberName
@@ -94,7 +95,7 @@ func (n *Node) publishMembers(members []*membership.Member) {
 	)
 
 	for _, m := range members {
-		names = append(names, &node.MemberName{Hostname: m.GetHostname(), Address: m.GetAddresses()[0]})
+		names = append(names, &node.MemberName{Hostname: m.GetHostname(), Address: m.GetAddresses()[0], Role: m.GetRole()})
 		infos = append(infos, resourceapi.MemberInfo{
 			Hostname: m.GetHostname(), Addresses: m.GetAddresses(),
 			ControlPlane: m.GetRole() == membership.RoleControlPlane, Version: m.GetVersion(),
