@@ -185,7 +185,7 @@ func (f *fanOut) run(n *nodeCall) {
 }
 
 func (f *fanOut) open(ctx context.Context, n *nodeCall) (grpc.ClientStream, func(), error) {
-	if err := checkSecrets(f.secrets, n.target); err != nil {
+	if err := f.s.checkSecrets(f.method, f.secrets, n.target); err != nil {
 		return nil, nil, err
 	}
 
@@ -219,10 +219,11 @@ func (f *fanOut) send(n *nodeCall, cs grpc.ClientStream) {
 }
 
 // fail turns a node's error into its entry in the reply. An unreachable
-// node was logged, with the cause, where it was found.
+// node, and one kept from the call's secrets, was logged where it was
+// found.
 func (f *fanOut) fail(n *nodeCall, err error) {
 	st := status.Convert(f.s.toStatus(f.method, err))
-	if st.Code() != codes.Canceled && !errors.As(err, new(*nodeUnreachableError)) {
+	if st.Code() != codes.Canceled && !errors.As(err, new(*nodeUnreachableError)) && !errors.As(err, new(*wrongRoleError)) {
 		f.s.log.Info("node call failed", slog.String(logkey.Method, f.method), slog.String(logkey.Node, n.target.name),
 			slog.String(logkey.Code, st.Code().String()), slog.String(logkey.Error, st.Message()))
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/aegis-os/aegis/apid"
 	"github.com/aegis-os/aegis/apid/apidtest"
 	"github.com/aegis-os/aegis/authz/role"
+	"github.com/aegis-os/aegis/internal/logtest"
 )
 
 // TestMemberNameNeedsTheNamedPeer: a member's hostname routes to its
@@ -118,7 +119,8 @@ const applyMethod = "/machine.MachineService/ApplyConfiguration"
 // checks its own role.
 func TestSecretsGoOnlyToTheirRole(t *testing.T) {
 	p := apidtest.NewPKI(t)
-	cp := apidtest.StartNode(t, p, apidtest.NodeConfig{IP: testIP, Hostname: "cp-1"})
+	log := &logtest.Sink{}
+	cp := apidtest.StartNode(t, p, apidtest.NodeConfig{IP: testIP, Hostname: "cp-1", Logger: log.Logger()})
 	worker := apidtest.StartNode(t, p, apidtest.NodeConfig{IP: testIP, Hostname: "worker-1", Worker: true})
 	unproven := apidtest.StartNode(t, p, apidtest.NodeConfig{IP: testIP, Hostname: "odd-1"})
 	p.AddMember("odd-1", unproven.IP, "")
@@ -189,5 +191,19 @@ func TestSecretsGoOnlyToTheirRole(t *testing.T) {
 
 	if calls := cp.Backend.CallsTo(applyMethod); len(calls) != 1 {
 		t.Errorf("the control plane received %d ApplyConfiguration calls, want the fan-out's one", len(calls))
+	}
+
+	// One record per node kept from the secrets: four single calls, two
+	// nodes of the fan-out.
+	if recs := log.Find(t, "call carrying secrets refused", "grpc.method", applyMethod); len(recs) != 6 {
+		t.Errorf("%d records of refused secrets, want 6:\n%s", len(recs), log.String())
+	}
+
+	if log.First(t, "call carrying secrets refused", "node", "odd-1", "node_role", "unproven", "secrets_for", "controlplane") == nil {
+		t.Errorf("no record naming odd-1 as unproven:\n%s", log.String())
+	}
+
+	if len(log.Find(t, "node call failed", "grpc.code", "FailedPrecondition")) != 0 {
+		t.Errorf("a refusal logged twice:\n%s", log.String())
 	}
 }

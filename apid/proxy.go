@@ -82,13 +82,13 @@ func (s *Server) route(ss grpc.ServerStream, method string, md metadata.MD, rt r
 	case routeNodes:
 		return s.fanOut(ss, method, md, rt.targets, c, secrets)
 	case routeNode:
-		if err := checkSecrets(secrets, rt.targets[0]); err != nil {
+		if err := s.checkSecrets(method, secrets, rt.targets[0]); err != nil {
 			return err
 		}
 
 		return s.forwardOne(ss, method, md, rt.targets[0], c)
 	default:
-		if err := checkSecrets(secrets, target{local: true, role: s.names.selfRole}); err != nil {
+		if err := s.checkSecrets(method, secrets, target{local: true, role: s.names.selfRole}); err != nil {
 			return err
 		}
 

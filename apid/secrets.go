@@ -4,11 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"go.yaml.in/yaml/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/aegis-os/aegis/internal/logkey"
 )
 
 // A call whose request holds key material goes only to a node whose proven
@@ -116,6 +119,32 @@ func checkSecrets(sc *secretsCall, t target) error {
 	}
 
 	return &wrongRoleError{node: t.name, role: t.role, secrets: *sc}
+}
+
+// msgSecretsRefused is the audit record of secrets kept from a node.
+const msgSecretsRefused = "call carrying secrets refused"
+
+// checkSecrets is checkSecrets with its audit record: one per node kept
+// from the call's secrets.
+func (s *Server) checkSecrets(method string, sc *secretsCall, t target) error {
+	err := checkSecrets(sc, t)
+	if err == nil {
+		return nil
+	}
+
+	node, role := t.name, t.role
+	if node == "" {
+		node = "(this node)"
+	}
+
+	if role == "" {
+		role = "unproven"
+	}
+
+	s.log.Warn(msgSecretsRefused, slog.String(logkey.Method, method),
+		slog.String(logkey.Node, node), slog.String(logkey.NodeRole, role), slog.String(logkey.SecretsFor, sc.role))
+
+	return err
 }
 
 // readSecrets reads, for a method carrying secrets, the role they are for.
