@@ -68,16 +68,19 @@ type Config struct {
 	// port on an entry (a listen address) is ignored. Empty means every
 	// target is forwarded.
 	Self []string
-	// Names lists the DNS names of other nodes that clients may use in
-	// `node`/`nodes`, such as the control-plane endpoints. A target is an
-	// address, a name of Self or one of these; any other name is refused
-	// without a lookup.
+	// Names lists the configuration's control-plane endpoints (DNS names
+	// or addresses; a port is ignored). Clients may name them in
+	// `node`/`nodes`, and a node named so is taken for a control plane.
 	Names []string
-	// Members resolves the hostname of a cluster member to its address,
-	// from the membership list machined keeps; it is asked at every call.
-	// A target that is no address and no name of Self or Names must be a
-	// member's hostname. Nil means no member names are known.
+	// Members finds the cluster's live members, from the membership list
+	// machined keeps; it is asked at every call. A target that is not
+	// this node and not in Names must be a member's hostname or address.
+	// Nil means no members are known.
 	Members MemberResolver
+	// Role is this node's role, from its own machine config
+	// (RoleControlPlane or RoleWorker). "" means unknown: a call carrying
+	// secrets is then refused here too (see secrets.go).
+	Role string
 	// NodePort is the port of every node's apid: targets carry no port.
 	// Zero means wire.APIDPort (50000).
 	NodePort int
@@ -161,6 +164,7 @@ func New(cfg Config) (*Server, error) {
 	}
 
 	names.members = cfg.Members
+	names.selfRole = cfg.Role
 
 	s.names = names
 

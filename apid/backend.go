@@ -49,7 +49,7 @@ func (s *Server) dialNode(t target) (*grpc.ClientConn, error) {
 	bo.MaxDelay = NodeBackoffMaxDelay
 
 	conn, err := grpc.NewClient("passthrough:///"+t.addr,
-		grpc.WithTransportCredentials(credentials.NewTLS(s.forwardTLS(t.host))),
+		grpc.WithTransportCredentials(credentials.NewTLS(s.forwardTLS(t))),
 		grpc.WithContextDialer(dialTCP),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: KeepaliveTime, Timeout: KeepaliveTimeout}),
 		grpc.WithIdleTimeout(ConnIdleTimeout),
@@ -111,18 +111,23 @@ func callerOf(ctx context.Context, roles role.Set) caller {
 // names this node's network and the other node's certificate, so it is
 // logged, not sent.
 // With deadline set, the caller's deadline passed before the node
-// answered.
+// answered; with misnamed, the peer at the node's address did not prove
+// to be that node (errNodeMisnamed), so nothing was sent to it.
 type nodeUnreachableError struct {
 	node     string
 	deadline bool
+	misnamed bool
 }
 
 func (e *nodeUnreachableError) Error() string {
-	if e.deadline {
+	switch {
+	case e.misnamed:
+		return "apid: node " + e.node + " unreachable: the peer at its address does not prove to be " + e.node + ", nothing was sent"
+	case e.deadline:
 		return "apid: node " + e.node + " unreachable before the deadline"
+	default:
+		return "apid: node " + e.node + " unreachable"
 	}
-
-	return "apid: node " + e.node + " unreachable"
 }
 
 // code is the gRPC code of e.
@@ -147,7 +152,12 @@ func (s *Server) unreachable(ctx context.Context, method, node string, err error
 		return status.Error(codes.Canceled, context.Canceled.Error())
 	}
 
-	return &nodeUnreachableError{node: node, deadline: errors.Is(ctx.Err(), context.DeadlineExceeded)}
+	// gRPC passes a failed handshake on as text only: the refusal of
+	// verifyNode is found by its message.
+	return &nodeUnreachableError{
+		node: node, deadline: errors.Is(ctx.Err(), context.DeadlineExceeded),
+		misnamed: strings.Contains(err.Error(), errNodeMisnamed.Error()),
+	}
 }
 
 // isHopHeader reports metadata keys that belong to one HTTP/2 hop, or that

@@ -22,7 +22,7 @@ func (s *Server) toStatus(method string, err error) error {
 	}
 
 	switch {
-	case errors.Is(err, ErrBadRouting), errors.Is(err, errNoFanOut):
+	case errors.Is(err, ErrBadRouting), errors.Is(err, errNoFanOut), errors.Is(err, errUnreadableSecrets):
 		return status.Error(codes.InvalidArgument, err.Error())
 	case errors.Is(err, errNoForwarding):
 		return status.Error(codes.PermissionDenied, err.Error())
@@ -32,6 +32,12 @@ func (s *Server) toStatus(method string, err error) error {
 		return status.Error(codes.Unauthenticated, err.Error())
 	case errors.Is(err, errPoolClosed):
 		return status.Error(codes.Unavailable, err.Error())
+	}
+
+	// Secrets for another role: the call could run once the node (or the
+	// config) is the right one.
+	if we := (*wrongRoleError)(nil); errors.As(err, &we) {
+		return status.Error(codes.FailedPrecondition, we.Error())
 	}
 
 	if ue := (*nodeUnreachableError)(nil); errors.As(err, &ue) {

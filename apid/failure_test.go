@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/emptypb"
 
+	"github.com/aegis-os/aegis/apid"
 	"github.com/aegis-os/aegis/apid/apidtest"
 	"github.com/aegis-os/aegis/authz/role"
 	"github.com/aegis-os/aegis/internal/logtest"
@@ -41,6 +42,7 @@ func blackhole(t *testing.T, p *apidtest.PKI) string {
 	t.Helper()
 
 	lis, ip := p.Listen(t, blackholeIP)
+	p.AddMember(ip, ip, apid.RoleControlPlane) // a member that hangs
 
 	var (
 		mu    sync.Mutex

@@ -25,12 +25,15 @@ var errReplyTooLarge = errors.New("apid: merged reply exceeds the message size l
 // reply for a unary method, interleaved as they come for a stream. A node's
 // failure is an entry of the reply, not a failure of the call.
 type fanOut struct {
-	s         *Server
-	ctx       context.Context
-	cancel    context.CancelFunc
-	method    string
-	md        metadata.MD
-	caller    caller
+	s      *Server
+	ctx    context.Context
+	cancel context.CancelFunc
+	method string
+	md     metadata.MD
+	caller caller
+	// secrets, when the call carries them, are refused per node to
+	// every node whose proven role does not match.
+	secrets   *secretsCall
 	streaming bool
 	nodes     []*nodeCall
 	wg        sync.WaitGroup
@@ -52,12 +55,12 @@ type nodeCall struct {
 	replies [][]byte
 }
 
-func (s *Server) fanOut(ss grpc.ServerStream, method string, md metadata.MD, targets []target, c caller) error {
+func (s *Server) fanOut(ss grpc.ServerStream, method string, md metadata.MD, targets []target, c caller, secrets *secretsCall) error {
 	ctx, cancel := withMergeReserve(ss.Context())
 	defer cancel()
 
 	f := &fanOut{
-		s: s, ctx: ctx, cancel: cancel, method: method, md: md, caller: c,
+		s: s, ctx: ctx, cancel: cancel, method: method, md: md, caller: c, secrets: secrets,
 		streaming: streamsReplies(method),
 		out:       make(chan []byte, StreamBuffer),
 		quit:      make(chan struct{}),
@@ -182,6 +185,10 @@ func (f *fanOut) run(n *nodeCall) {
 }
 
 func (f *fanOut) open(ctx context.Context, n *nodeCall) (grpc.ClientStream, func(), error) {
+	if err := f.s.checkSecrets(f.method, f.secrets, n.target); err != nil {
+		return nil, nil, err
+	}
+
 	conn, release, err := f.s.backend(n.target, f.caller)
 	if err != nil {
 		return nil, nil, err
@@ -212,10 +219,11 @@ func (f *fanOut) send(n *nodeCall, cs grpc.ClientStream) {
 }
 
 // fail turns a node's error into its entry in the reply. An unreachable
-// node was logged, with the cause, where it was found.
+// node, and one kept from the call's secrets, was logged where it was
+// found.
 func (f *fanOut) fail(n *nodeCall, err error) {
 	st := status.Convert(f.s.toStatus(f.method, err))
-	if st.Code() != codes.Canceled && !errors.As(err, new(*nodeUnreachableError)) {
+	if st.Code() != codes.Canceled && !errors.As(err, new(*nodeUnreachableError)) && !errors.As(err, new(*wrongRoleError)) {
 		f.s.log.Info("node call failed", slog.String(logkey.Method, f.method), slog.String(logkey.Node, n.target.name),
 			slog.String(logkey.Code, st.Code().String()), slog.String(logkey.Error, st.Message()))
 	}

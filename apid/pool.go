@@ -52,7 +52,8 @@ type poolConfig struct {
 	credential func() []byte
 }
 
-// pool keeps one connection per node address and shares it between calls.
+// pool keeps one connection per node (its address, and the member name
+// its certificate was checked for) and shares it between calls.
 // A connection unused for longer than idle is closed; when the pool is at
 // its bound, the connection unused for longest makes room. A connection in
 // use is never closed by the pool, so no call is cut short.
@@ -113,9 +114,11 @@ func (p *pool) get(t target, c caller) (*grpc.ClientConn, func(), error) {
 		cred = p.cfg.credential()
 	}
 
-	e := p.conns[t.addr]
+	key := t.connKey()
+
+	e := p.conns[key]
 	if e != nil && !bytes.Equal(e.credential, cred) {
-		p.retireLocked(t.addr, e)
+		p.retireLocked(key, e)
 		e = nil
 	}
 
@@ -134,7 +137,7 @@ func (p *pool) get(t target, c caller) (*grpc.ClientConn, func(), error) {
 		}
 
 		e = &pooled{conn: conn, holders: map[identity]int{}, credential: cred}
-		p.conns[t.addr] = e
+		p.conns[key] = e
 	}
 
 	p.holdLocked(e, c, 1)

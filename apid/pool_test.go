@@ -48,6 +48,8 @@ func tgt(t *testing.T, name string) target {
 		t.Fatal(err)
 	}
 
+	nn.members = testMembers{}
+
 	tg, err := nn.parseTarget(name)
 	if err != nil {
 		t.Fatal(err)
@@ -143,7 +145,7 @@ func TestPoolBound(t *testing.T) {
 	}
 
 	p.mu.Lock()
-	_, kept := p.conns["10.0.0.2:50000"]
+	_, kept := p.conns[tgt(t, "10.0.0.2").connKey()]
 	p.mu.Unlock()
 
 	if !kept {
@@ -226,3 +228,30 @@ func TestPoolAdminReserve(t *testing.T) {
 
 // testIdentity is a made-up client identity for the pool's tests.
 func testIdentity(name string) identity { return sha256.Sum256([]byte(name)) }
+
+// TestPoolKeepsNameCheckedConnectionsApart: a connection whose peer was
+// checked for an address alone does not carry a call for a member's name,
+// which needs the name checked too, and two names at one address (a stale
+// entry and a live one) get a connection each.
+func TestPoolKeepsNameCheckedConnectionsApart(t *testing.T) {
+	p, dials := testPool(t, clock.NewFake(time.Unix(0, 0)), 4)
+
+	byAddr := tgt(t, "10.0.0.5")
+	byName := byAddr
+	byName.name, byName.memberName = "worker-1", "worker-1"
+	other := byName
+	other.name, other.memberName = "cp-9", "cp-9"
+
+	for _, tg := range []target{byAddr, byName, other, byName} {
+		_, release, err := p.get(tg, admin)
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		release()
+	}
+
+	if *dials != 3 {
+		t.Fatalf("%d dials, want one per address and name checked", *dials)
+	}
+}

@@ -62,16 +62,38 @@ func (s *Server) handle(_ any, ss grpc.ServerStream) error {
 	md := outgoingMetadata(ctx, in, method, roles)
 	c := callerOf(ctx, roles)
 
-	switch rt.kind {
-	case routeNodes:
-		err = s.fanOut(ss, method, md, rt.targets, c)
-	case routeNode:
-		err = s.forwardOne(ss, method, md, rt.targets[0], c)
-	default:
-		err = s.pipe(ss, s.local, "", method, md)
+	ss, secrets, err := readSecrets(ss, method)
+	if err != nil {
+		return s.toStatus(method, ended(guarded, err))
 	}
 
-	return s.toStatus(method, ended(guarded, err))
+	if rs, ok := ss.(*replayStream); ok {
+		defer rs.release()
+	}
+
+	return s.toStatus(method, ended(guarded, s.route(ss, method, md, rt, c, secrets)))
+}
+
+// route passes the call on where rt says. A call carrying secrets goes
+// only to nodes whose proven role matches them; each other node is
+// refused before anything is sent to it.
+func (s *Server) route(ss grpc.ServerStream, method string, md metadata.MD, rt route, c caller, secrets *secretsCall) error {
+	switch rt.kind {
+	case routeNodes:
+		return s.fanOut(ss, method, md, rt.targets, c, secrets)
+	case routeNode:
+		if err := s.checkSecrets(method, secrets, rt.targets[0]); err != nil {
+			return err
+		}
+
+		return s.forwardOne(ss, method, md, rt.targets[0], c)
+	default:
+		if err := s.checkSecrets(method, secrets, target{local: true, role: s.names.selfRole}); err != nil {
+			return err
+		}
+
+		return s.pipe(ss, s.local, "", method, md)
+	}
 }
 
 // routeOf decides where a call goes. A call forwarded by another node (its
@@ -84,6 +106,12 @@ func (s *Server) routeOf(ctx context.Context, md metadata.MD, method string) (ro
 
 	rt, err := s.names.parseRoute(md)
 	if err != nil {
+		if s.forward == nil && errors.Is(err, errNotClusterNode) {
+			// A worker knows no members: any other node is one it
+			// would not forward to anyway.
+			return route{}, errNoForwarding
+		}
+
 		return route{}, err
 	}
 

@@ -37,12 +37,35 @@ type target struct {
 	// (IPv4-mapped IPv6 as IPv4) or a lowercase DNS name. Fan-out replies
 	// carry it as their hostname and errors name the node by it.
 	name string
-	// addr is the host:port dialed: name on the API port.
+	// addr is the host:port dialed: name on the API port, or a member's
+	// address for a member's hostname.
 	addr string
-	// host is the name the node's server certificate must carry.
+	// host is the name the node's server certificate must carry: the
+	// address dialed, or a control-plane endpoint's DNS name.
 	host string
+	// memberName is, for a target named by a member's hostname, that
+	// hostname: the certificate must name it as well as host, so that an
+	// entry whose name or address another node holds reaches nobody.
+	memberName string
+	// role is the node's proven role (RoleControlPlane, RoleWorker), or
+	// "" when nothing proves it.
+	role string
 	// local marks this node, served by the local machined.
 	local bool
+}
+
+// Roles a node is proven to have, as membership entries and machine
+// configs spell them.
+const (
+	RoleControlPlane = "controlplane"
+	RoleWorker       = "worker"
+)
+
+// connKey identifies the connection a call to t goes through: a
+// connection whose peer was checked for an address alone does not carry
+// a call for a member's name, which needs the name checked too.
+func (t target) connKey() string {
+	return t.addr + " " + t.memberName
 }
 
 // key identifies the node a target reaches: every name of this node is one
@@ -55,26 +78,46 @@ func (t target) key() string {
 	return t.addr
 }
 
-// MemberResolver resolves a cluster member's hostname (canonical: lower
-// case, no final dot) to its canonical address.
-type MemberResolver interface {
-	MemberAddress(name string) (string, bool)
+// Member is a live membership entry as apid routes to it.
+type Member struct {
+	// Hostname is canonical: lower case, no final dot.
+	Hostname string
+	// Address is the canonical address the member is reached at.
+	Address string
+	// Role is what the entry's writer proved: RoleControlPlane for an
+	// entry a control plane wrote through etcd, RoleWorker for one
+	// trustd's heartbeat server recorded.
+	Role string
 }
 
-// nodeNames are the names apid accepts in `node`/`nodes` besides
-// addresses: one of the node's own names, a name its configuration gives
-// another node (the control-plane endpoints), or the hostname of a
-// cluster member, which routes to the member's address. Any other name is
-// refused without a lookup, so a caller cannot make apid resolve or dial
-// hosts of its choosing.
+// MemberResolver finds the cluster's live members, by hostname (canonical)
+// or by canonical address.
+type MemberResolver interface {
+	MemberByName(name string) (Member, bool)
+	MemberByAddress(addr string) (Member, bool)
+}
+
+// errNotClusterNode refuses a target that is no node of the cluster: apid
+// dials only nodes it knows, never a host of the caller's choosing.
+var errNotClusterNode = fmt.Errorf("%w: not a node of this cluster", ErrBadRouting)
+
+// nodeNames are the nodes apid accepts in `node`/`nodes`: this node by
+// any of its names and addresses, a control-plane endpoint of its
+// configuration (name or address), or a live cluster member by its
+// hostname or address. Anything else is refused without a lookup or a
+// dial, so a caller cannot make apid reach hosts of its choosing.
 type nodeNames struct {
-	// members resolves member hostnames; nil knows none.
+	// members resolves live members; nil knows none.
 	members MemberResolver
 	// port is the API port of every node.
 	port int
 	// self holds this node's canonical names and addresses.
 	self map[string]bool
-	// others holds the canonical DNS names of other nodes.
+	// selfRole is this node's role, from its own configuration; "" is
+	// unknown.
+	selfRole string
+	// others holds the control-plane endpoints: canonical names and
+	// addresses.
 	others map[string]bool
 }
 
@@ -149,28 +192,53 @@ func (nn *nodeNames) parseTargets(values []string) ([]target, error) {
 	return targets, nil
 }
 
-// parseTarget reads one node: an address, or a name the node knows.
+// parseTarget reads one node: this node, a control-plane endpoint, or a
+// live member. A member named by its hostname is reached at its address,
+// and its certificate must name both.
 func (nn *nodeNames) parseTarget(value string) (target, error) {
 	name, err := CanonicalNode(value)
 	if err != nil {
 		return target{}, err
 	}
 
-	t := target{name: name, addr: net.JoinHostPort(name, strconv.Itoa(nn.port)), host: name, local: nn.self[name]}
+	t := target{name: name, addr: net.JoinHostPort(name, strconv.Itoa(nn.port)), host: name}
 
-	if _, err := netip.ParseAddr(name); err == nil || t.local || nn.others[name] {
+	switch {
+	case nn.self[name]:
+		t.local, t.role = true, nn.selfRole
+
 		return t, nil
-	}
+	case nn.others[name]:
+		t.role = RoleControlPlane
 
-	// A member's name is reached at its address, and its certificate
-	// checked for that address: a worker's names only its addresses.
-	if nn.members != nil {
-		if addr, ok := nn.members.MemberAddress(name); ok {
-			return target{name: name, addr: net.JoinHostPort(addr, strconv.Itoa(nn.port)), host: addr, local: nn.self[addr]}, nil
+		return t, nil
+	case nn.members == nil:
+	case isAddr(name):
+		if m, ok := nn.members.MemberByAddress(name); ok {
+			t.role = m.Role
+
+			return t, nil
+		}
+	default:
+		if m, ok := nn.members.MemberByName(name); ok {
+			if nn.self[m.Address] {
+				return target{name: name, local: true, role: nn.selfRole}, nil
+			}
+
+			return target{
+				name: name, addr: net.JoinHostPort(m.Address, strconv.Itoa(nn.port)), host: m.Address,
+				memberName: name, role: m.Role,
+			}, nil
 		}
 	}
 
-	return target{}, fmt.Errorf("%w: node %q is not a known node name (give its address)", ErrBadRouting, value)
+	return target{}, fmt.Errorf("%w: node %q is neither this node, a control-plane endpoint nor a live member", errNotClusterNode, value)
+}
+
+func isAddr(name string) bool {
+	_, err := netip.ParseAddr(name)
+
+	return err == nil
 }
 
 // CanonicalNode returns the canonical form of a node named in routing

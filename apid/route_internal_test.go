@@ -13,16 +13,45 @@ import (
 )
 
 // testNames are the names of the route tests: this node is 10.0.0.9,
-// cp-9 and cp-9.example; cp.example names another node.
+// cp-9 and cp-9.example; cp.example and 10.1.0.1 are control-plane
+// endpoints; every address of 10.0.0.0/16, 127.0.0.4 and fd00::1 is a
+// live member.
 func testNames(t testing.TB) *nodeNames {
 	t.Helper()
 
-	nn, err := newNodeNames(50000, []string{"10.0.0.9:50000", "cp-9", "CP-9.example."}, []string{"cp.example"})
+	nn, err := newNodeNames(50000, []string{"10.0.0.9:50000", "cp-9", "CP-9.example."}, []string{"cp.example", "10.1.0.1"})
 	if err != nil {
 		t.Fatal(err)
 	}
 
+	nn.members = testMembers{}
+
 	return nn
+}
+
+// testMembers is a MemberResolver: named members by hostname, and any
+// address of 10.0.0.0/16, 127.0.0.4 and fd00::1 as a worker's.
+type testMembers map[string]Member
+
+func (m testMembers) MemberByName(name string) (Member, bool) {
+	mb, ok := m[name]
+
+	return mb, ok
+}
+
+func (m testMembers) MemberByAddress(addr string) (Member, bool) {
+	for _, mb := range m {
+		if mb.Address == addr {
+			return mb, true
+		}
+	}
+
+	a := netip.MustParseAddr(addr)
+	if netip.MustParsePrefix("10.0.0.0/16").Contains(a) || addr == "127.0.0.4" || addr == "fd00::1" {
+		return Member{Hostname: "m-" + addr, Address: addr, Role: RoleWorker}, true
+	}
+
+	return Member{}, false
 }
 
 func TestParseRoute(t *testing.T) {
@@ -76,14 +105,19 @@ func TestParseRoute(t *testing.T) {
 		{name: "ipv6 port", md: metadata.Pairs("node", "[fd00::1]:7"), bad: "ports are not allowed"},
 		{name: "name port", md: metadata.Pairs("node", "cp.example:50000"), bad: "ports are not allowed"},
 		{name: "empty port", md: metadata.Pairs("node", "10.0.0.1:"), bad: "ports are not allowed"},
-		{name: "unknown name", md: metadata.Pairs("node", "attacker.example"), bad: `"attacker.example" is not a known node name`},
-		{name: "unknown name in nodes", md: metadata.Pairs("nodes", "10.0.0.1,localhost"), bad: `"localhost" is not a known node name`},
+		{name: "unknown name", md: metadata.Pairs("node", "attacker.example"), bad: `"attacker.example" is neither this node`},
+		{name: "unknown name in nodes", md: metadata.Pairs("nodes", "10.0.0.1,localhost"), bad: `"localhost" is neither this node`},
+		{name: "endpoint address", md: metadata.Pairs("node", "10.1.0.1"), kind: routeNode, addrs: []string{"10.1.0.1:50000"}},
+		{name: "loopback, no member", md: metadata.Pairs("node", "127.0.0.1"), bad: `"127.0.0.1" is neither this node`},
+		{name: "ipv6 loopback, no member", md: metadata.Pairs("node", "::1"), bad: `"::1" is neither this node`},
+		{name: "metadata service", md: metadata.Pairs("node", "169.254.169.254"), bad: `"169.254.169.254" is neither this node`},
+		{name: "no member in nodes", md: metadata.Pairs("nodes", "10.0.0.1,10.2.0.1"), bad: `"10.2.0.1" is neither this node`},
 		{name: "scheme", md: metadata.Pairs("node", "unix:///run/machined.sock"), bad: "not an IP address or a DNS name"},
 		{name: "path", md: metadata.Pairs("node", "10.0.0.1/x"), bad: "not an IP address or a DNS name"},
 		{name: "bracketed name", md: metadata.Pairs("node", "[cp.example]"), bad: "not an IP address or a DNS name"},
 		{name: "underscore", md: metadata.Pairs("node", "cp_1"), bad: "not an IP address or a DNS name"},
 		{name: "wildcard", md: metadata.Pairs("node", "*.example"), bad: "not an IP address or a DNS name"},
-		{name: "longest name", md: metadata.Pairs("node", longName(MaxTargetLength)), bad: "not a known node name"},
+		{name: "longest name", md: metadata.Pairs("node", longName(MaxTargetLength)), bad: "is neither this node"},
 		{name: "user", md: metadata.Pairs("node", "root@10.0.0.1"), bad: "not an IP address or a DNS name"},
 		{name: "zone", md: metadata.Pairs("node", "fe80::1%eth0"), bad: "zones are not allowed"},
 		{name: "unspecified", md: metadata.Pairs("node", "0.0.0.0"), bad: "not a node address"},
@@ -251,22 +285,28 @@ func checkFuzzedTarget(t *testing.T, nn *nodeNames, tg target) {
 		t.Fatalf("unknown name %q accepted", host)
 	}
 
+	if !tg.local && !nn.others[host] {
+		if _, ok := nn.members.MemberByAddress(host); !ok {
+			t.Fatalf("address %q of no member accepted", host)
+		}
+	}
+
 	if again, err := CanonicalNode(tg.name); err != nil || again != tg.name {
 		t.Fatalf("canonical %q is not a fixed point: %q, %v", tg.name, again, err)
 	}
 }
 
-// memberMap is a MemberResolver over a map.
-type memberMap map[string]string
-
-func (m memberMap) MemberAddress(name string) (string, bool) { a, ok := m[name]; return a, ok }
-
 // TestRouteByMemberName: a member's hostname routes to its address, is
-// deduplicated with it, and its certificate is checked for the address;
-// a name no member has is refused, and names the node knows itself win.
+// deduplicated with it, and its certificate is checked for the address
+// and the name; a name no member has is refused, and names the node knows
+// itself win.
 func TestRouteByMemberName(t *testing.T) {
 	nn := testNames(t)
-	nn.members = memberMap{"worker-1": "10.0.0.5", "cp-9": "10.0.0.77", "self-alias": "10.0.0.9"}
+	nn.members = testMembers{
+		"worker-1":   {Hostname: "worker-1", Address: "10.0.0.5", Role: RoleWorker},
+		"cp-9":       {Hostname: "cp-9", Address: "10.0.0.77", Role: RoleControlPlane},
+		"self-alias": {Hostname: "self-alias", Address: "10.0.0.9", Role: RoleControlPlane},
+	}
 
 	rt, err := nn.parseRoute(metadata.Pairs("nodes", "Worker-1.,10.0.0.5,cp-9,self-alias"))
 	if err != nil {
@@ -277,7 +317,8 @@ func TestRouteByMemberName(t *testing.T) {
 		t.Fatalf("targets %+v, want worker-1 once and this node once", rt.targets)
 	}
 
-	if w := rt.targets[0]; w.name != "worker-1" || w.addr != "10.0.0.5:50000" || w.host != "10.0.0.5" || w.local {
+	if w := rt.targets[0]; w.name != "worker-1" || w.addr != "10.0.0.5:50000" || w.host != "10.0.0.5" || w.memberName != "worker-1" ||
+		w.role != RoleWorker || w.local {
 		t.Errorf("worker-1 target %+v", w)
 	}
 

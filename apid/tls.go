@@ -172,24 +172,32 @@ func (c *caPoolCache) get(set *ca.AcceptedSet) (*x509.CertPool, error) {
 // The node's server certificate is checked in verifyNode against the CAs
 // accepted at the time of each handshake, which a fixed RootCAs could not
 // follow through a rotation.
-func (s *Server) forwardTLS(host string) *tls.Config {
+func (s *Server) forwardTLS(t target) *tls.Config {
 	return &tls.Config{
 		MinVersion:           tls.VersionTLS13,
-		ServerName:           host,
+		ServerName:           t.host,
 		GetClientCertificate: s.forward.GetClientCertificate,
 		// Verification is not skipped: VerifyConnection does it in full.
 		InsecureSkipVerify: true, //nolint:gosec
 		VerifyConnection: func(cs tls.ConnectionState) error {
-			return s.verifyNode(cs, host)
+			return s.verifyNode(cs, t)
 		},
 		Time: s.clock.Now,
 		Rand: s.rand,
 	}
 }
 
+// errNodeMisnamed refuses a peer whose certificate does not name the node
+// apid was asked for: a squatted address, or a stale member entry whose
+// address another node now has. The handshake fails, so not one byte of
+// the call reaches that peer.
+var errNodeMisnamed = errors.New("apid: the node's certificate does not name it")
+
 // verifyNode checks another node's server certificate: it chains to an
-// accepted CA, is valid now, carries ServerAuth, and names host.
-func (s *Server) verifyNode(cs tls.ConnectionState, host string) error {
+// accepted CA, is valid now, carries ServerAuth, and names t: its host
+// (the address dialed, or an endpoint's DNS name) and, for a member named
+// by its hostname, that hostname too.
+func (s *Server) verifyNode(cs tls.ConnectionState, t target) error {
 	if len(cs.PeerCertificates) == 0 {
 		return errors.New("apid: node presented no certificate")
 	}
@@ -204,8 +212,14 @@ func (s *Server) verifyNode(cs tls.ConnectionState, host string) error {
 		return fmt.Errorf("apid: node certificate: %w", err)
 	}
 
-	if err := leaf.VerifyHostname(host); err != nil {
-		return fmt.Errorf("apid: node certificate: %w", err)
+	for _, name := range []string{t.host, t.memberName} {
+		if name == "" {
+			continue
+		}
+
+		if err := leaf.VerifyHostname(name); err != nil {
+			return fmt.Errorf("%w: %s: %w", errNodeMisnamed, name, err)
+		}
 	}
 
 	return nil

@@ -95,11 +95,17 @@ func TestRoutingRefusesPortsAndUnknownNames(t *testing.T) {
 		{"nodes with a port", "ports are not allowed", func(ctx context.Context) context.Context {
 			return client.WithNodes(ctx, nodeIPs[1], "[::ffff:"+nodeIPs[1]+"]:50000")
 		}},
-		{"node by an unknown name", `"nothing.invalid" is not a known node name`, func(ctx context.Context) context.Context {
+		{"node by an unknown name", `"nothing.invalid" is neither this node`, func(ctx context.Context) context.Context {
 			return client.WithNode(ctx, "nothing.invalid")
 		}},
-		{"nodes with an unknown name", `"localhost" is not a known node name`, func(ctx context.Context) context.Context {
+		{"nodes with an unknown name", `"localhost" is neither this node`, func(ctx context.Context) context.Context {
 			return client.WithNodes(ctx, nodeIPs[1], "localhost")
+		}},
+		{"node at an address of no cluster node", `"169.254.169.254" is neither this node`, func(ctx context.Context) context.Context {
+			return client.WithNode(ctx, "169.254.169.254")
+		}},
+		{"nodes with loopback", `"127.0.0.1" is neither this node`, func(ctx context.Context) context.Context {
+			return client.WithNodes(ctx, nodeIPs[1], "127.0.0.1")
 		}},
 	}
 
@@ -172,6 +178,16 @@ func TestUnreachableNodeHidesDialDetail(t *testing.T) {
 	}
 }
 
+// hangingIPs are the addresses of hangingNodes(n).
+func hangingIPs(n int) []string {
+	ips := make([]string, n)
+	for i := range ips {
+		ips[i] = fmt.Sprintf("127.0.%d.%d", 3+i/250, 1+i%250)
+	}
+
+	return ips
+}
+
 // hangingNodes listens on n addresses from 127.0.3.1 on, on the API port,
 // accepts connections and never answers: nodes that hang. It returns the
 // addresses and a count of the connections accepted.
@@ -185,9 +201,7 @@ func hangingNodes(t *testing.T, n int) ([]string, *atomic.Int64) {
 		ips      []string
 	)
 
-	for i := range n {
-		ip := fmt.Sprintf("127.0.%d.%d", 3+i/250, 1+i%250)
-
+	for _, ip := range hangingIPs(n) {
 		lis, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(wire.APIDPort)))
 		if err != nil {
 			t.Fatal(err)
@@ -229,7 +243,7 @@ func hangingNodes(t *testing.T, n int) ([]string, *atomic.Int64) {
 // connection for each until its connect timeout. An admin's forwarded
 // call meanwhile still gets a connection.
 func TestReaderCannotStarveAdmin(t *testing.T) {
-	c := startCluster(t)
+	c := startCluster(t, hangingIPs(256)...)
 	reader := c.talos(t, nodeIPs[0], role.Reader)
 	admin := c.talos(t, nodeIPs[0], role.Admin)
 	hang, accepted := hangingNodes(t, 256)

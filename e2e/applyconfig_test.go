@@ -143,6 +143,7 @@ func TestApplyConfiguration(t *testing.T) {
 
 	t.Run("invalid config: every problem, nothing changed", func(t *testing.T) { checkApplyInvalid(t, e) })
 	t.Run("identity change refused", func(t *testing.T) { checkApplyIdentity(t, e) })
+	t.Run("a control plane's config refused to the worker", func(t *testing.T) { checkApplyWrongRole(t, e) })
 	t.Run("no-reboot of a reboot-only field refused", func(t *testing.T) { checkApplyNeedsReboot(t, e) })
 	t.Run("dry run", func(t *testing.T) { checkApplyDryRun(t, e) })
 	t.Run("time servers live", func(t *testing.T) { checkApplyTimeLive(t, e) })
@@ -195,6 +196,57 @@ func checkApplyIdentity(t *testing.T, e *applyEnv) {
 	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "cluster.name") {
 		t.Fatalf("want InvalidArgument naming cluster.name, got %v", err)
 	}
+}
+
+// checkApplyWrongRole: the control plane's config, which carries the
+// cluster's CA keys, is refused by apid before it is sent to the worker,
+// routed through the control plane or at the worker's own apid, naming
+// both roles. (machined's own refusal of the other machine type is
+// TestClassifyRefusesTheOtherMachineType.)
+func checkApplyWrongRole(t *testing.T, e *applyEnv) {
+	disk := e.onDisk(t)
+	seen := strings.Count(e.machinedLog(t), "ApplyConfiguration")
+
+	data, err := os.ReadFile(e.ConfigPath(e.ControlPlanes()[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	req := &machine.ApplyConfigurationRequest{Data: data, Mode: machine.ApplyConfigurationRequest_NO_REBOOT, DryRun: true}
+	want := "is a worker; the configuration is for a controlplane: refused, it carries the cluster's CA keys"
+
+	_, err = e.apply(t, req)
+	if st := status.Convert(err); st.Code() != codes.FailedPrecondition || st.Message() != "apid: node "+e.worker.Address+" "+want {
+		t.Errorf("routed through the control plane: %v, want FailedPrecondition naming the worker and both roles", err)
+	}
+
+	direct := e.nodeTalos(t, e.worker)
+	if _, err = direct.ApplyConfiguration(ctx(t), req); status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "this node "+want) {
+		t.Errorf("at the worker's apid: %v, want FailedPrecondition", err)
+	}
+
+	if !bytes.Equal(e.onDisk(t), disk) {
+		t.Error("the config file changed")
+	}
+
+	if strings.Count(e.machinedLog(t), "ApplyConfiguration") != seen {
+		t.Error("the worker's machined logged an ApplyConfiguration")
+	}
+}
+
+// nodeTalos is a Talos client of the cluster's admin connected to n's own
+// apid.
+func (e *applyEnv) nodeTalos(t *testing.T, n localcluster.Node) *client.Client {
+	t.Helper()
+
+	cli, err := e.NodeClient(context.Background(), n)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	t.Cleanup(func() { cli.Close() }) //nolint:errcheck // closing a client in cleanup
+
+	return cli
 }
 
 func checkApplyNeedsReboot(t *testing.T, e *applyEnv) {

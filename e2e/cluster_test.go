@@ -44,17 +44,22 @@ type apidNode struct {
 }
 
 // cluster is three apid processes sharing a PKI; the third is a worker
-// without an impersonator certificate.
+// without an impersonator certificate. The file mode has no member list:
+// every node is given the others, the stopped and the hanging node's
+// addresses and the test's own (startCluster's others) as control-plane
+// endpoints, the only other nodes it routes to.
 type cluster struct {
 	pki   *apidtest.PKI
 	nodes []*apidNode
+	known []string
 }
 
-func startCluster(t *testing.T) *cluster {
+func startCluster(t *testing.T, others ...string) *cluster {
 	t.Helper()
 	needBinaries(t)
 
-	c := &cluster{pki: apidtest.NewPKI(t)}
+	c := &cluster{pki: apidtest.NewPKI(t), known: append(append([]string{}, nodeIPs...), hangingIP, deadIP)}
+	c.known = append(c.known, others...)
 
 	for i, ip := range nodeIPs {
 		c.nodes = append(c.nodes, c.start(t, ip, "node-"+string(rune('1'+i)), i < 2))
@@ -81,9 +86,15 @@ func (c *cluster) start(t *testing.T, ip, hostname string, forwarding bool) *api
 		"--watch-interval", "100ms", "--shutdown-timeout", "2s",
 	}
 
+	for _, k := range c.known {
+		args = append(args, "--node-name", k)
+	}
+
 	if forwarding {
 		impCert, impKey := c.pki.Impersonator(t).Write(t, n.dir, "impersonator")
-		args = append(args, "--impersonator-cert", impCert, "--impersonator-key", impKey)
+		args = append(args, "--impersonator-cert", impCert, "--impersonator-key", impKey, "--role", "controlplane")
+	} else {
+		args = append(args, "--role", "worker")
 	}
 
 	n.cmd = exec.Command(filepath.Join(binDir, "apid"), args...)

@@ -207,8 +207,12 @@ type Resources struct {
 	// still accepted, each until its expiry, the overlap of a static token
 	// rotation (trustd).
 	PreviousTrustdTokens []*PreviousToken `protobuf:"bytes,13,rep,name=previous_trustd_tokens,json=previousTrustdTokens,proto3" json:"previous_trustd_tokens,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// The node's role from its own machine config: "controlplane" or
+	// "worker" (apid: a call carrying secrets goes only to a node of their
+	// role).
+	Role          string `protobuf:"bytes,14,opt,name=role,proto3" json:"role,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Resources) Reset() {
@@ -332,6 +336,13 @@ func (x *Resources) GetPreviousTrustdTokens() []*PreviousToken {
 	return nil
 }
 
+func (x *Resources) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
 // PreviousToken is a former trustd token and when trustd stops accepting it.
 type PreviousToken struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -439,11 +450,14 @@ func (x *RevokedSerial) GetNotAfter() *timestamppb.Timestamp {
 	return nil
 }
 
-// MemberName is a member's hostname and the address it routes to.
+// MemberName is a member's hostname, the address it routes to, and the
+// role its entry proves: "controlplane" for an entry a control plane wrote
+// through etcd, "worker" for one trustd's heartbeat server recorded.
 type MemberName struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Hostname      string                 `protobuf:"bytes,1,opt,name=hostname,proto3" json:"hostname,omitempty"`
 	Address       string                 `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
+	Role          string                 `protobuf:"bytes,3,opt,name=role,proto3" json:"role,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -492,6 +506,13 @@ func (x *MemberName) GetAddress() string {
 	return ""
 }
 
+func (x *MemberName) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
 var File_node_node_proto protoreflect.FileDescriptor
 
 const file_node_node_proto_rawDesc = "" +
@@ -505,7 +526,7 @@ const file_node_node_proto_rawDesc = "" +
 	"\n" +
 	"TimeStatus\x12\x16\n" +
 	"\x06synced\x18\x01 \x01(\bR\x06synced\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage\"\xd0\x04\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"\xe4\x04\n" +
 	"\tResources\x12+\n" +
 	"\x06server\x18\x01 \x01(\v2\x13.aegis.node.KeyPairR\x06server\x127\n" +
 	"\fimpersonator\x18\x02 \x01(\v2\x13.aegis.node.KeyPairR\fimpersonator\x12!\n" +
@@ -521,17 +542,19 @@ const file_node_node_proto_rawDesc = "" +
 	"workerSans\x123\n" +
 	"\arevoked\x18\v \x03(\v2\x19.aegis.node.RevokedSerialR\arevoked\x120\n" +
 	"\amembers\x18\f \x03(\v2\x16.aegis.node.MemberNameR\amembers\x12O\n" +
-	"\x16previous_trustd_tokens\x18\r \x03(\v2\x19.aegis.node.PreviousTokenR\x14previousTrustdTokens\"[\n" +
+	"\x16previous_trustd_tokens\x18\r \x03(\v2\x19.aegis.node.PreviousTokenR\x14previousTrustdTokens\x12\x12\n" +
+	"\x04role\x18\x0e \x01(\tR\x04role\"[\n" +
 	"\rPreviousToken\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\x124\n" +
 	"\aexpires\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\aexpires\"`\n" +
 	"\rRevokedSerial\x12\x16\n" +
 	"\x06serial\x18\x01 \x01(\tR\x06serial\x127\n" +
-	"\tnot_after\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\bnotAfter\"B\n" +
+	"\tnot_after\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\bnotAfter\"V\n" +
 	"\n" +
 	"MemberName\x12\x1a\n" +
 	"\bhostname\x18\x01 \x01(\tR\bhostname\x12\x18\n" +
-	"\aaddress\x18\x02 \x01(\tR\aaddress2I\n" +
+	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +
+	"\x04role\x18\x03 \x01(\tR\x04role2I\n" +
 	"\vNodeService\x12:\n" +
 	"\x05Watch\x12\x18.aegis.node.WatchRequest\x1a\x15.aegis.node.Resources0\x01B$Z\"github.com/aegis-os/aegis/api/nodeb\x06proto3"
 

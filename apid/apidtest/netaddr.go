@@ -2,6 +2,8 @@ package apidtest
 
 import (
 	"net"
+
+	"github.com/aegis-os/aegis/apid"
 	"net/netip"
 	"strconv"
 	"sync"
@@ -71,12 +73,15 @@ func (p *PKI) Listen(tb testing.TB, ip string) (net.Listener, string) {
 }
 
 // DeadNode returns an address, at ip or after it, where nothing listens on
-// the cluster's port: a node that is down.
+// the cluster's port: a node that is down, still a live member (its entry
+// has not aged out yet).
 func (p *PKI) DeadNode(tb testing.TB, ip string) string {
 	tb.Helper()
 
 	lis, addr := p.Listen(tb, ip)
 	lis.Close()
+
+	p.AddMember(addr, addr, apid.RoleControlPlane)
 
 	return addr
 }

@@ -22,7 +22,8 @@ type NodeConfig struct {
 	// every node of its PKI (PKI.Listen); if another node has it, the
 	// next free one. Its server certificate names it. Required.
 	IP string
-	// Hostname is the backend's node name. Empty means the address.
+	// Hostname is the backend's node name, and the member name of the
+	// node (its server certificate names it too). Empty means the address.
 	Hostname string
 	// Worker leaves the node without an impersonator certificate: it
 	// forwards nothing.
@@ -65,8 +66,15 @@ func StartNode(tb testing.TB, p *PKI, cfg NodeConfig) *Node {
 		Backend:     StartBackend(tb, BackendConfig{Hostname: cfg.Hostname, Register: cfg.Register}),
 		Addr:        lis.Addr().String(),
 		IP:          ip,
-		Certificate: p.Server(tb, ip).KeyPair(tb),
+		Certificate: p.Server(tb, serverHosts(ip, cfg.Hostname)...).KeyPair(tb),
 	}
+
+	role := apid.RoleControlPlane
+	if cfg.Worker {
+		role = apid.RoleWorker
+	}
+
+	p.AddMember(cfg.Hostname, ip, role)
 
 	accepted := cfg.AcceptedCAs
 	if accepted == nil {
@@ -79,6 +87,8 @@ func StartNode(tb testing.TB, p *PKI, cfg NodeConfig) *Node {
 		AcceptedCAs:    accepted,
 		MachinedSocket: n.Backend.Socket(),
 		Self:           []string{ip},
+		Members:        p.Members(),
+		Role:           role,
 		NodePort:       p.NodePort(),
 		Logger:         cfg.Logger,
 		Clock:          cfg.Clock,
@@ -103,6 +113,20 @@ func StartNode(tb testing.TB, p *PKI, cfg NodeConfig) *Node {
 	tb.Cleanup(n.Stop)
 
 	return n
+}
+
+// serverHosts are what a node's server certificate names: its address,
+// and its hostname when that is a DNS name.
+func serverHosts(ip, hostname string) []string {
+	if hostname == ip {
+		return []string{ip}
+	}
+
+	if name, err := apid.CanonicalNode(hostname); err == nil && name == hostname {
+		return []string{ip, hostname}
+	}
+
+	return []string{ip}
 }
 
 // Stop stops the node at once and waits until Serve has returned, its

@@ -21,9 +21,10 @@ import (
 // outside apid (the Talos client) check certificates against the real
 // clock, so everything is valid around the real time, not a fake one.
 type PKI struct {
-	CA     *ca.CA
-	issuer *ca.Issuer
-	net    nodeNet
+	CA      *ca.CA
+	issuer  *ca.Issuer
+	net     nodeNet
+	members members
 }
 
 // Pair is a certificate and its key, in PEM.

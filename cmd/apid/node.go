@@ -20,7 +20,10 @@ import (
 // turn from worker into control plane without a restart of machined.
 type nodeFiles struct {
 	files
-	self  []string
+	self []string
+	// role is the node's role from its machine config, settled by the
+	// first update like forwarding.
+	role  string
 	ready chan struct{}
 }
 
@@ -64,6 +67,7 @@ func (n *nodeFiles) apply(res *node.Resources) error {
 
 	if first {
 		n.self = append([]string{}, res.GetAddresses()...)
+		n.role = res.GetRole()
 
 		// A host name that is no DNS name (an underscore) cannot name the
 		// node in routing metadata; its addresses still do.

@@ -25,6 +25,7 @@ type options struct {
 	pprof                   string
 	self                    []string
 	names                   []string
+	role                    string
 	watchInterval           time.Duration
 	shutdownTimeout         time.Duration
 	daemonflag.Flags
@@ -63,7 +64,8 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.nodeSocket, "node-socket", "", "machined's apid socket to take certificates and CAs from, instead of the files")
 	fs.StringVar(&o.listen, "listen", ":"+strconv.Itoa(wire.APIDPort), "address to listen on")
 	fs.Var((*stringList)(&o.self), "self", "a name or address clients use for this node (repeatable)")
-	fs.Var((*stringList)(&o.names), "node-name", "a DNS name of another node clients may route to, such as the control-plane endpoint (repeatable); other names are refused")
+	fs.Var((*stringList)(&o.names), "node-name", "a control-plane endpoint (DNS name or address) clients may route to (repeatable); other nodes must be live members")
+	fs.StringVar(&o.role, "role", "", "this node's role, controlplane or worker (file mode; --node-socket reads it from machined); calls carrying secrets are refused without it")
 	fs.StringVar(&o.pprof, "pprof-listen", "", "serve Go's CPU and heap profiles at http://`ADDR`/debug/pprof/ (loopback IP:PORT only; default off)")
 	fs.DurationVar(&o.watchInterval, "watch-interval", defaultWatchInterval, "how often files are checked for replacement")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", defaultShutdownTimeout, "grace period for open calls on SIGTERM")
@@ -98,6 +100,10 @@ func (o *options) check(extra int) error {
 		return errors.New("--cert, --key and --ca are required (or --node-socket)")
 	case (o.impCertPath == "") != (o.impKeyPath == ""):
 		return errors.New("--impersonator-cert and --impersonator-key go together")
+	case o.nodeSocket != "" && o.role != "":
+		return errors.New("--node-socket replaces --role")
+	case o.role != "" && o.role != "controlplane" && o.role != "worker":
+		return fmt.Errorf("--role %q: want controlplane or worker", o.role)
 	case o.watchInterval <= 0 || o.shutdownTimeout < 0:
 		return errors.New("--watch-interval must be positive and --shutdown-timeout not negative")
 	}

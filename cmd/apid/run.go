@@ -118,7 +118,7 @@ func serve(ctx context.Context, o *options, log *slog.Logger) error {
 	watchCtx, stopWatching := context.WithCancel(ctx)
 	defer stopWatching()
 
-	f, self, err := load(watchCtx, o, log)
+	f, self, role, err := load(watchCtx, o, log)
 	if err != nil {
 		return err
 	}
@@ -144,6 +144,7 @@ func serve(ctx context.Context, o *options, log *slog.Logger) error {
 		Names:          o.names,
 		Metrics:        reg,
 		Members:        &f.members,
+		Role:           role,
 		Logger:         log,
 	}
 	if f.forward != nil {
@@ -181,20 +182,21 @@ func serve(ctx context.Context, o *options, log *slog.Logger) error {
 }
 
 // load reads the certificates and CAs from the files, or follows them from
-// machined's socket; the second result adds names meaning this node.
-func load(ctx context.Context, o *options, log *slog.Logger) (*files, []string, error) {
+// machined's socket; the second result adds names meaning this node, the
+// third is its role (--role in the file mode).
+func load(ctx context.Context, o *options, log *slog.Logger) (*files, []string, string, error) {
 	if o.nodeSocket == "" {
 		f, err := loadFiles(o)
 
-		return f, nil, err
+		return f, nil, o.role, err
 	}
 
 	n, err := loadNode(ctx, o, log)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, "", err
 	}
 
-	return &n.files, n.self, nil
+	return &n.files, n.self, n.role, nil
 }
 
 func serveUntil(ctx context.Context, srv *apid.Server, lis net.Listener, o *options, log *slog.Logger) error {

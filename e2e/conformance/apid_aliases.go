@@ -17,13 +17,14 @@ import (
 const noNodeIP = "127.8.255.253"
 
 // aliasCases are what apid makes of the spellings of a node: one node
-// under many spellings is one node, a port or a name apid does not know
-// is refused, and a node it cannot reach is named without the dial error.
+// under many spellings is one node, and a port, a name apid does not know
+// or an address of no cluster node is refused without a dial.
 func aliasCases() []*Case {
 	invalid := codes.InvalidArgument.String()
 	nodes, node := wire.MetadataNodes, wire.MetadataNode
 	aliases := "TARGET,::ffff:TARGET,0::ffff:TARGET,[::ffff:TARGET],0:0:0:0:0:ffff:TARGET"
-	unreachable := "Unavailable: apid: node " + noNodeIP + " unreachable"
+	notNode := "InvalidArgument: apid: bad routing metadata: not a node of this cluster: node %q is neither this node, " +
+		"a control-plane endpoint nor a live member"
 
 	return []*Case{
 		aliasRepliesCase("nodes naming the target under five spellings × Version", "OK, 1 reply from TARGET",
@@ -35,8 +36,9 @@ func aliasCases() []*Case {
 		callCase("nodes with a bracketed address and port × Events", invalid, pickReader, []string{nodes, "[::ffff:TARGET]:50000"}, callEvents),
 		callCase("node naming an unknown DNS name × ServiceRestart", invalid, pickAdmin, []string{node, "nothing.invalid"}, callRestart),
 		callCase("nodes naming localhost × Logs", invalid, pickReader, []string{nodes, "TARGET,localhost"}, callLogs),
-		messageCase("node where no node runs × Version: no dial detail", unreachable, []string{node, "::ffff:" + noNodeIP}),
-		entryCase("nodes where no node runs × Version: the entry has no dial detail", unreachable, []string{nodes, "TARGET," + noNodeIP}),
+		messageCase("node where no node runs × Version: refused, not dialed", fmt.Sprintf(notNode, "::ffff:"+noNodeIP),
+			[]string{node, "::ffff:" + noNodeIP}),
+		entryCase("nodes where no node runs × Version: the whole call refused", codes.InvalidArgument.String(), []string{nodes, "TARGET," + noNodeIP}),
 	}
 }
 

@@ -15,6 +15,7 @@ func Cases() []*Case {
 		roleCases(),
 		routingCases(),
 		aliasCases(),
+		provenCases(),
 		limitCases(),
 		trustdCases(),
 		authorityCases(),

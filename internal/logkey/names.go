@@ -55,6 +55,11 @@ const (
 	Panic = "panic"
 	// Node is a target node of a routed call.
 	Node = "node"
+	// NodeRole is the role a target node is proven to have
+	// ("controlplane", "worker", or "unproven").
+	NodeRole = "node_role"
+	// SecretsFor is the role the secrets of a refused call are for.
+	SecretsFor = "secrets_for"
 	// Address is a listening address.
 	Address = "address"
 	// Socket is a Unix socket's path.

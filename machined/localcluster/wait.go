@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"github.com/siderolabs/talos/pkg/machinery/client"
 	clientconfig "github.com/siderolabs/talos/pkg/machinery/client/config"
 )
@@ -142,16 +143,16 @@ func (c *Cluster) servicesUp(ctx context.Context, cli *client.Client) error {
 	callCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 
-	resp, err := cli.ServiceList(client.WithNodes(callCtx, c.Addresses()...))
+	msgs, err := c.serviceLists(callCtx, cli)
 	if err != nil {
 		return fmt.Errorf("localcluster: asking the nodes for their services: %w", err)
 	}
 
-	if len(resp.GetMessages()) != len(c.Nodes) {
-		return fmt.Errorf("localcluster: %d of %d nodes answered", len(resp.GetMessages()), len(c.Nodes))
+	if len(msgs) != len(c.Nodes) {
+		return fmt.Errorf("localcluster: %d of %d nodes answered", len(msgs), len(c.Nodes))
 	}
 
-	for _, m := range resp.GetMessages() {
+	for _, m := range msgs {
 		for _, s := range m.GetServices() {
 			if c.skipBootstrap && s.GetId() == "etcd" {
 				continue
@@ -164,6 +165,67 @@ func (c *Cluster) servicesUp(ctx context.Context, cli *client.Client) error {
 	}
 
 	return nil
+}
+
+// serviceLists asks every node for its services through the first control
+// plane's apid, which reaches the control planes (its endpoints) and the
+// members. Without etcd there is no member list: each worker is then
+// asked at its own apid.
+func (c *Cluster) serviceLists(ctx context.Context, cli *client.Client) ([]*machine.ServiceList, error) {
+	routed, direct := c.Addresses(), []Node(nil)
+
+	if c.skipBootstrap {
+		routed = nil
+
+		for _, n := range c.Nodes {
+			if n.Type.IsControlPlane() {
+				routed = append(routed, n.Address)
+			} else {
+				direct = append(direct, n)
+			}
+		}
+	}
+
+	resp, err := cli.ServiceList(client.WithNodes(ctx, routed...))
+	if err != nil {
+		return nil, err
+	}
+
+	msgs := resp.GetMessages()
+
+	for _, n := range direct {
+		wc, err := c.NodeClient(ctx, n)
+		if err != nil {
+			return nil, err
+		}
+
+		resp, err := wc.ServiceList(ctx)
+		wc.Close() //nolint:errcheck // short-lived client
+
+		if err != nil {
+			return nil, err
+		}
+
+		msgs = append(msgs, resp.GetMessages()...)
+	}
+
+	return msgs, nil
+}
+
+// NodeClient returns a Talos API client with the cluster's admin
+// credentials that connects to node n's own apid.
+func (c *Cluster) NodeClient(ctx context.Context, n Node) (*client.Client, error) {
+	cfg, err := clientconfig.Open(c.ClientConfigPath())
+	if err != nil {
+		return nil, fmt.Errorf("localcluster: %w", err)
+	}
+
+	cli, err := client.New(ctx, client.WithConfig(cfg), client.WithEndpoints(n.Address))
+	if err != nil {
+		return nil, fmt.Errorf("localcluster: %w", err)
+	}
+
+	return cli, nil
 }
 
 // Client returns a Talos API client with the cluster's admin credentials.

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/netip"
 	"slices"
 	"strconv"
 	"sync"
@@ -22,6 +21,7 @@ import (
 	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/internal/wire"
 	"github.com/aegis-os/aegis/machined/etcd"
+	"github.com/aegis-os/aegis/machined/membership"
 	"github.com/aegis-os/aegis/machined/system"
 	"github.com/aegis-os/aegis/machined/trustdclient"
 	"github.com/aegis-os/aegis/timesync"
@@ -130,7 +130,7 @@ func (n *Node) phaseConfig(_ context.Context, b *bootState, _ *sync.WaitGroup) e
 	n.setMachineConfig(cfg.Marshal())
 
 	n.store.Update(func(r *node.Resources) {
-		r.Hostname, r.Addresses = b.hostname, addrs
+		r.Hostname, r.Addresses, r.Role = b.hostname, addrs, roleOf(cfg)
 		r.AcceptedCas = cfg.AcceptedCAs().PEM()
 		r.TrustdToken, r.OsCa, r.ControlPlaneHosts, r.WorkerSans = "", nil, nil, nil
 		r.PreviousTrustdTokens = nil
@@ -281,10 +281,10 @@ func (n *Node) phaseServices(ctx context.Context, b *bootState, bg *sync.WaitGro
 	return n.services.WaitUp(ctx, ids...)
 }
 
-// nodeNameArgs are apid's --node-name flags: the names of the
-// control-plane endpoints, the only names of other nodes this node knows
-// until membership is kept; apid refuses any other name in routing
-// metadata. Addresses need no flag.
+// nodeNameArgs are apid's --node-name flags: the control-plane
+// endpoints, names and addresses, which apid routes to as control planes
+// besides the live members; apid refuses any other node in routing
+// metadata.
 func nodeNameArgs(cfg *certs.MachineConfig) []string {
 	var args []string
 
@@ -294,12 +294,19 @@ func nodeNameArgs(cfg *certs.MachineConfig) []string {
 			host = h
 		}
 
-		if _, err := netip.ParseAddr(host); err != nil {
-			args = append(args, "--node-name", host)
-		}
+		args = append(args, "--node-name", host)
 	}
 
 	return args
+}
+
+// roleOf is the node's role as membership entries and apid spell it.
+func roleOf(cfg *certs.MachineConfig) string {
+	if cfg.Machine.Type.IsControlPlane() {
+		return membership.RoleControlPlane
+	}
+
+	return membership.RoleWorker
 }
 
 // metricsArgs is the --metrics-listen flag of apid or trustd when the

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/netip"
 	"sync"
+	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
 
@@ -26,6 +27,8 @@ func (n *Node) startMembership(ctx context.Context, b *bootState, bg *sync.WaitG
 
 	if b.cfg.Machine.Type.IsControlPlane() {
 		beat = n.controlPlaneBeat(b)
+
+		bg.Go(func() { membership.Until(ctx, n.clock, memberListInterval, n.log, n.refreshMembers) })
 	} else {
 		beat = n.workerBeat(b)
 	}
@@ -85,24 +88,58 @@ func (n *Node) controlPlaneBeat(b *bootState) func(context.Context) error {
 	}
 }
 
-// publishMembers gives apid the members' names (each hostname routes to
-// the member's first address) and the resource API the member list.
+// memberListInterval is how often a control plane reads the member list
+// for apid between its own heartbeats: apid routes only to listed members,
+// so a worker whose first heartbeat another control plane recorded is
+// reachable within about this, not a whole heartbeat interval later. It
+// is one range read of the local etcd per control plane, whatever the
+// cluster's size.
+const memberListInterval = 2 * time.Second
+
+// refreshMembers publishes the member list as etcd holds it now.
+func (n *Node) refreshMembers(ctx context.Context) error {
+	store, err := n.memberStore()
+	if err != nil {
+		return err
+	}
+
+	members, err := store.List(ctx)
+	if err != nil {
+		return err
+	}
+
+	n.publishMemberNames(members)
+
+	return nil
+}
+
+// publishMembers gives apid the members' names and the resource API the
+// member list.
 func (n *Node) publishMembers(members []*membership.Member) {
-	var (
-		names []*node.MemberName
-		infos []resourceapi.MemberInfo
-	)
+	infos := make([]resourceapi.MemberInfo, 0, len(members))
 
 	for _, m := range members {
-		names = append(names, &node.MemberName{Hostname: m.GetHostname(), Address: m.GetAddresses()[0]})
 		infos = append(infos, resourceapi.MemberInfo{
 			Hostname: m.GetHostname(), Addresses: m.GetAddresses(),
 			ControlPlane: m.GetRole() == membership.RoleControlPlane, Version: m.GetVersion(),
 		})
 	}
 
-	n.store.Update(func(r *node.Resources) { r.Members = names })
+	n.publishMemberNames(members)
 	n.resourceErr("members", n.res.SetMembers(infos))
+}
+
+// publishMemberNames gives apid the members' names: each hostname routes
+// to the member's first address, with the role its entry proves. An
+// unchanged list changes nothing (Store.Update).
+func (n *Node) publishMemberNames(members []*membership.Member) {
+	names := make([]*node.MemberName, 0, len(members))
+
+	for _, m := range members {
+		names = append(names, &node.MemberName{Hostname: m.GetHostname(), Address: m.GetAddresses()[0], Role: m.GetRole()})
+	}
+
+	n.store.Update(func(r *node.Resources) { r.Members = names })
 }
 
 // workerBeat sends the worker's entry; a refusal for want of the node's

@@ -90,7 +90,10 @@ func TestNodeNameArgs(t *testing.T) {
 		Endpoints: []string{"127.5.0.2", "cp.example", "cp-2.example:50001", "[fd00::1]:50001", "fd00::2"},
 	}}}
 
-	want := []string{"--node-name", "cp.example", "--node-name", "cp-2.example"}
+	want := []string{
+		"--node-name", "127.5.0.2", "--node-name", "cp.example", "--node-name", "cp-2.example",
+		"--node-name", "fd00::1", "--node-name", "fd00::2",
+	}
 	if got := nodeNameArgs(cfg); !slices.Equal(got, want) {
 		t.Fatalf("nodeNameArgs = %q, want %q", got, want)
 	}

@@ -60,13 +60,13 @@ func (s *Store) Current() (*node.Resources, <-chan struct{}) {
 type View func(all *node.Resources) *node.Resources
 
 // APIDView is what apid reads: its certificates, the accepted CAs, the
-// node's addresses and hostname, the revocation list and the cluster's
-// member names.
+// node's addresses, hostname and role, the revocation list and the
+// cluster's member names.
 func APIDView(all *node.Resources) *node.Resources {
 	return &node.Resources{
 		Server: all.GetServer(), Impersonator: all.GetImpersonator(), AcceptedCas: all.GetAcceptedCas(),
 		Addresses: all.GetAddresses(), Hostname: all.GetHostname(), Revoked: all.GetRevoked(),
-		Members: all.GetMembers(),
+		Members: all.GetMembers(), Role: all.GetRole(),
 	}
 }
 
