@@ -86,7 +86,9 @@ func TestFollow(t *testing.T) {
 	}
 
 	// Another node's writes, through its own client.
-	writer, err := membership.New(membership.Config{Client: etcdtest.Client(t, e), Clock: clk})
+	cli := etcdtest.Client(t, e)
+
+	writer, err := membership.New(membership.Config{Client: cli, Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,6 +133,25 @@ func TestFollow(t *testing.T) {
 		m.Version = "v1.0.1"
 
 		if err := writer.Put(ctx, m, membership.RoleWorker); err != nil {
+			t.Fatal(err)
+		}
+
+		f.expect(t, "cp-1", "worker-1", "worker-2")
+	})
+
+	t.Run("a damaged entry is skipped", func(t *testing.T) {
+		if _, err := cli.Put(ctx, "/aegis/members/10.0.0.9", "not a member"); err != nil {
+			t.Fatal(err)
+		}
+
+		// Nothing a reader sees changed: the next list is the next change's.
+		if err := writer.Put(ctx, longEntry("worker-9", "10.0.0.9"), membership.RoleWorker); err != nil {
+			t.Fatal(err)
+		}
+
+		f.expect(t, "cp-1", "worker-1", "worker-2", "worker-9")
+
+		if _, err := cli.Put(ctx, "/aegis/members/10.0.0.9", "damaged again"); err != nil {
 			t.Fatal(err)
 		}
 
