@@ -35,6 +35,11 @@ const (
 	// MinInterval is never refused, while a node that sends in a loop
 	// costs etcd two writes a second, not thousands.
 	MinHeartbeatSpacing = MinInterval / 2
+	// followRetryMax caps Follow's backoff while etcd cannot be read (a
+	// control plane waiting for its bootstrap, or without quorum): the list
+	// comes back within two seconds of etcd, as soon as the poll it
+	// replaced, at one read per two seconds at worst.
+	followRetryMax = 2 * time.Second
 	// callTimeout bounds one heartbeat or one read of the list: etcd and
 	// the control planes are on the cluster's own network.
 	callTimeout = 5 * time.Second

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"math"
 	"slices"
 	"strings"
@@ -24,15 +26,25 @@ const prefix = "/aegis/members/"
 type Config struct {
 	// Client is the etcd client. Required.
 	Client *clientv3.Client
-	// Clock stamps last_seen and ages entries out on read. Nil means the
-	// system clock.
+	// Clock stamps last_seen, ages entries out on read and times Follow's
+	// retries. Nil means the system clock.
 	Clock clock.Clock
+	// Rand jitters Follow's retries. Nil means crypto/rand.
+	Rand io.Reader
+	// Logger receives Follow's failures. Nil discards.
+	Logger *slog.Logger
 }
 
 // Store is the member list in etcd. It is safe for concurrent use.
 type Store struct {
 	cli   *clientv3.Client
 	clock clock.Clock
+	rand  io.Reader
+	log   *slog.Logger
+
+	// afterLoad, when set by a test, runs after each of Follow's reads,
+	// before its watch starts.
+	afterLoad func()
 }
 
 // New makes a Store.
@@ -41,9 +53,9 @@ func New(cfg Config) (*Store, error) {
 		return nil, errors.New("membership: Client is required")
 	}
 
-	cfg.Clock = defaults.Clock(cfg.Clock)
-
-	return &Store{cli: cfg.Client, clock: cfg.Clock}, nil
+	return &Store{
+		cli: cfg.Client, clock: defaults.Clock(cfg.Clock), rand: defaults.Rand(cfg.Rand), log: defaults.Logger(cfg.Logger),
+	}, nil
 }
 
 func key(m *Member) string { return prefix + m.GetAddresses()[0] }
@@ -201,14 +213,10 @@ func (s *Store) read(ctx context.Context) ([]*Member, map[string]stored, error) 
 	for _, kv := range resp.Kvs {
 		keys[string(kv.Key)] = stored{rev: kv.ModRevision, lease: clientv3.LeaseID(kv.Lease)}
 
-		m := &Member{}
-		// An entry that does not parse or check is skipped, never served:
-		// only Put writes here, so it is damage, not a member.
-		if proto.Unmarshal(kv.Value, m) != nil || Check(m) != nil || string(kv.Key) != key(m) {
-			continue
+		// An entry that does not decode is skipped, never served.
+		if m := decode(kv); m != nil {
+			out = append(out, m)
 		}
-
-		out = append(out, m)
 	}
 
 	slices.SortFunc(out, func(a, b *Member) int { return strings.Compare(a.GetHostname(), b.GetHostname()) })

@@ -5,14 +5,16 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"sync"
-	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/aegis-os/aegis/api/node"
 	"github.com/aegis-os/aegis/ca"
+	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/internal/version"
 	"github.com/aegis-os/aegis/machined/membership"
 	"github.com/aegis-os/aegis/machined/resourceapi"
@@ -20,15 +22,15 @@ import (
 
 // startMembership keeps the node's entry in the cluster's member list
 // fresh until the boot ends: a control plane writes it into etcd itself
-// and then publishes the members' names for apid's routing; a worker sends
-// it to a control plane's trustd with its node certificate.
+// and follows the list there for apid's routing and the resource API; a
+// worker sends it to a control plane's trustd with its node certificate.
 func (n *Node) startMembership(ctx context.Context, b *bootState, bg *sync.WaitGroup) {
 	var beat func(context.Context) error
 
 	if b.cfg.Machine.Type.IsControlPlane() {
 		beat = n.controlPlaneBeat(b)
 
-		bg.Go(func() { membership.Until(ctx, n.clock, memberListInterval, n.log, n.refreshMembers) })
+		bg.Go(func() { n.followMembers(ctx) })
 	} else {
 		beat = n.workerBeat(b)
 	}
@@ -73,73 +75,53 @@ func (n *Node) controlPlaneBeat(b *bootState) func(context.Context) error {
 			return err
 		}
 
-		if err := store.Put(ctx, n.ownEntry(b), membership.RoleControlPlane); err != nil {
-			return err
-		}
-
-		members, err := store.List(ctx)
-		if err != nil {
-			return err
-		}
-
-		n.publishMembers(members)
-
-		return nil
+		return store.Put(ctx, n.ownEntry(b), membership.RoleControlPlane)
 	}
 }
 
-// memberListInterval is how often a control plane reads the member list
-// for apid between its own heartbeats: apid routes only to listed members,
-// so a worker whose first heartbeat another control plane recorded is
-// reachable within about this, not a whole heartbeat interval later. It
-// is one range read of the local etcd per control plane, whatever the
-// cluster's size.
-const memberListInterval = 2 * time.Second
+// followMembers publishes the member list each time it changes in the
+// node's etcd, from the moment the node has an etcd client (its etcd is
+// set up and its clock synced) until ctx ends: a worker whose entry any
+// control plane records is routed to as soon as etcd commits it, and all
+// control planes show the same list.
+func (n *Node) followMembers(ctx context.Context) {
+	var store *membership.Store
 
-// refreshMembers publishes the member list as etcd holds it now.
-func (n *Node) refreshMembers(ctx context.Context) error {
-	store, err := n.memberStore()
-	if err != nil {
-		return err
+	for {
+		var err error
+
+		if store, err = n.memberStore(); err == nil {
+			break
+		}
+
+		n.log.Debug("member list: no etcd client yet", slog.String(logkey.Error, err.Error()))
+
+		if !clock.Sleep(ctx, n.clock, membership.RetryInterval) {
+			return
+		}
 	}
 
-	members, err := store.List(ctx)
-	if err != nil {
-		return err
-	}
-
-	n.publishMemberNames(members)
-
-	return nil
+	store.Follow(ctx, n.publishMembers)
 }
 
 // publishMembers gives apid the members' names and the resource API the
-// member list.
+// member list. Each hostname routes to the member's first address, with
+// the role its entry proves; an unchanged list changes nothing
+// (Store.Update).
 func (n *Node) publishMembers(members []*membership.Member) {
 	infos := make([]resourceapi.MemberInfo, 0, len(members))
+	names := make([]*node.MemberName, 0, len(members))
 
 	for _, m := range members {
 		infos = append(infos, resourceapi.MemberInfo{
 			Hostname: m.GetHostname(), Addresses: m.GetAddresses(),
 			ControlPlane: m.GetRole() == membership.RoleControlPlane, Version: m.GetVersion(),
 		})
-	}
-
-	n.publishMemberNames(members)
-	n.resourceErr("members", n.res.SetMembers(infos))
-}
-
-// publishMemberNames gives apid the members' names: each hostname routes
-// to the member's first address, with the role its entry proves. An
-// unchanged list changes nothing (Store.Update).
-func (n *Node) publishMemberNames(members []*membership.Member) {
-	names := make([]*node.MemberName, 0, len(members))
-
-	for _, m := range members {
 		names = append(names, &node.MemberName{Hostname: m.GetHostname(), Address: m.GetAddresses()[0], Role: m.GetRole()})
 	}
 
 	n.store.Update(func(r *node.Resources) { r.Members = names })
+	n.resourceErr("members", n.res.SetMembers(infos))
 }
 
 // workerBeat sends the worker's entry; a refusal for want of the node's
@@ -203,7 +185,7 @@ func (n *Node) memberStore() (*membership.Store, error) {
 		return nil, err
 	}
 
-	return membership.New(membership.Config{Client: cli, Clock: n.clock})
+	return membership.New(membership.Config{Client: cli, Clock: n.clock, Logger: n.log})
 }
 
 var errNoEtcd = fmt.Errorf("%w: etcd is not set up on this node", membership.ErrUnavailable)

@@ -1,0 +1,5 @@
+package membership
+
+// SetAfterLoad makes f run after each of s.Follow's reads, before its watch
+// starts: a test changes etcd in between.
+func SetAfterLoad(s *Store, f func()) { s.afterLoad = f }
