@@ -148,6 +148,13 @@ func TestReset(t *testing.T) {
 			t.Fatalf("%s did not remove its member entry:\n%s", w.Name, log)
 		}
 
+		// Its name left with it: the node that replaces it, at another
+		// address, obtains it at once.
+		const replacement = "127.9.41.200" // in the cluster's range, no node's
+		if err := requestName(t, loadConfig(t, c.ConfigPath(w)), c.ControlPlanes()[0], replacement, w.Name); err != nil {
+			t.Fatalf("%s's name from %s after it left: %v, want it free", w.Name, replacement, err)
+		}
+
 		left, err := os.ReadDir(c.StatePath(w))
 		if err != nil || len(left) != 0 {
 			t.Fatalf("state directory after the reset: %v, %v", left, err)

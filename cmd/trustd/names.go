@@ -137,3 +137,26 @@ func (f formedNames) proven(ctx context.Context, hostname string, addresses []st
 
 	return err
 }
+
+// release frees the names a leaving worker's certificate proves
+// (membership.ServerConfig.Release), each where it is bound to that
+// certificate's addresses alone.
+func (f formedNames) release(ctx context.Context, names, addresses []string) error {
+	addrs := make([]netip.Addr, 0, len(addresses))
+
+	for _, a := range addresses {
+		addr, err := netip.ParseAddr(a)
+		if err != nil {
+			return err
+		}
+
+		addrs = append(addrs, addr)
+	}
+
+	var errs []error
+	for _, name := range names {
+		errs = append(errs, f.unlessUnformed(f.store.Release(ctx, name, addrs)))
+	}
+
+	return errors.Join(errs...)
+}

@@ -46,6 +46,25 @@ func TestHeartbeatProvesName(t *testing.T) {
 		}
 	}
 
+	// The worker leaves: its name is free for the node that replaces it,
+	// at another address; a leaving node that does not hold a name frees
+	// nothing.
+	if err := f.release(ctx, []string{"worker-1"}, []string{"10.0.0.9"}); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := f.Check(ctx, "worker-1", netip.MustParseAddr("10.0.0.6")); !errors.Is(err, trustd.ErrNameHeld) {
+		t.Fatalf("released by another node: %v, want still bound to the worker", err)
+	}
+
+	if err := f.release(ctx, []string{"worker-1"}, []string{"10.0.0.5"}); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := f.proven(ctx, "worker-1", []string{"10.0.0.6"}, until); err != nil {
+		t.Fatalf("the replacement at a new address after the worker left: %v", err)
+	}
+
 	stop()
 
 	// etcd is gone: each call waits out its context, kept short here.

@@ -276,7 +276,7 @@ func (d *daemon) membershipService(store *membership.Store, cas trustd.CAProvide
 
 	srv := membership.NewServer(membership.ServerConfig{
 		Writer: store, AcceptedCAs: func() *x509.CertPool { return cas.AcceptedCAs().Pool() }, Logger: d.log,
-		Names: d.names.proven,
+		Names: d.names.proven, Release: d.names.release,
 	})
 
 	return func(g grpc.ServiceRegistrar) { srv.Register(g) }

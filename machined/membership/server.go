@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -49,6 +50,12 @@ type ServerConfig struct {
 	// the name); any other failure is taken for etcd's. Nil records
 	// nothing.
 	Names func(ctx context.Context, hostname string, addresses []string, notAfter time.Time) error
+	// Release frees, as a node leaves, the names its certificate proves,
+	// where the record binds them to the certificate's addresses alone: a
+	// node that left does not keep its name from the node that replaces
+	// it. A failure is taken for etcd's. Nil releases nothing (the names
+	// then end with the certificate).
+	Release func(ctx context.Context, names, addresses []string) error
 	// Logger receives refusals and internal errors. Nil discards.
 	Logger *slog.Logger
 	// Clock is the time a certificate is checked at. Nil is the system's.
@@ -154,6 +161,10 @@ func (s *Server) Leave(ctx context.Context, req *membership.LeaveRequest) (*memb
 		return nil, s.toStatus("leave", err)
 	}
 
+	if err := s.releaseNames(ctx, cert); err != nil {
+		return nil, s.toStatus("leave", err)
+	}
+
 	s.cfg.Logger.Info("membership entry removed", slog.String(logkey.Address, req.GetAddress()))
 
 	return &membership.LeaveResponse{}, nil
@@ -172,6 +183,26 @@ func (s *Server) recordName(ctx context.Context, cert *x509.Certificate, m *Memb
 	}
 
 	return err
+}
+
+// releaseNames frees the names cert proves, bound to its addresses.
+func (s *Server) releaseNames(ctx context.Context, cert *x509.Certificate) error {
+	if s.cfg.Release == nil || len(cert.DNSNames) == 0 {
+		return nil
+	}
+
+	addresses := make([]string, 0, len(cert.IPAddresses))
+	for _, ip := range cert.IPAddresses {
+		if a, ok := netip.AddrFromSlice(ip); ok {
+			addresses = append(addresses, a.Unmap().String())
+		}
+	}
+
+	if err := s.cfg.Release(ctx, cert.DNSNames, addresses); err != nil {
+		return fmt.Errorf("%w: releasing names %v: %w", ErrUnavailable, cert.DNSNames, err)
+	}
+
+	return nil
 }
 
 // errTooOften: a node sent heartbeats faster than MinHeartbeatSpacing.

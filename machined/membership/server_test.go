@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"net"
+	"slices"
 	"testing"
 	"time"
 
@@ -90,7 +91,16 @@ func TestHeartbeatNeedsTheNodesOwnCertificate(t *testing.T) {
 
 	rec := &recorder{}
 	clk := clock.NewFake(now)
-	srv := membershippkg.NewServer(membershippkg.ServerConfig{Writer: rec, AcceptedCAs: func() *x509.CertPool { return pool }, Clock: clk})
+	var released []string // names and addresses Leave released, in order
+
+	srv := membershippkg.NewServer(membershippkg.ServerConfig{
+		Writer: rec, AcceptedCAs: func() *x509.CertPool { return pool }, Clock: clk,
+		Release: func(_ context.Context, names, addresses []string) error {
+			released = append(slices.Clone(names), addresses...)
+
+			return nil
+		},
+	})
 
 	serverCert := issue(t, iss, ca.ProfileServer, "127.0.0.1")
 	g := grpc.NewServer(grpc.Creds(credentials.NewTLS(&tls.Config{
@@ -247,10 +257,16 @@ func TestHeartbeatNeedsTheNodesOwnCertificate(t *testing.T) {
 			{"not an address", &node, "10.0.0.05", codes.InvalidArgument},
 			{"own entry", &node, "10.0.0.5", codes.OK},
 		} {
-			rec.deleted = ""
+			rec.deleted, released = "", nil
 
 			if err := leave(tt.cert, tt.address); status.Code(err) != tt.code {
 				t.Fatalf("%s: Leave: %v, want %s", tt.name, err, tt.code)
+			}
+
+			// The names the certificate proves are released with its
+			// addresses, and only by a Leave that removed the entry.
+			if want := []string{"worker-1", "10.0.0.5"}; tt.code == codes.OK != slices.Equal(released, want) {
+				t.Fatalf("%s: released %v, want %v only when the entry was removed", tt.name, released, want)
 			}
 
 			if (rec.deleted != "") != (tt.code == codes.OK) || (tt.code == codes.OK && rec.role != membershippkg.RoleWorker) {

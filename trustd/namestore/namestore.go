@@ -338,3 +338,45 @@ func (s *Store) read(ctx context.Context, name string) (current, error) {
 
 	return cur, nil
 }
+
+// Release frees name when its binding names no address but the leaving
+// node's (addresses: those its certificate proves), so that a node that
+// leaves the cluster does not keep its name from the node that replaces
+// it. A binding that also names another node's address, or none at all,
+// is left as it is. The delete compares the key's revision with the one
+// read, so a binding written meanwhile is never removed.
+func (s *Store) Release(ctx context.Context, name string, addresses []netip.Addr) error {
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+
+	for range bindAttempts {
+		cur, err := s.read(ctx, name)
+		if err != nil {
+			return err
+		}
+
+		if cur.b == nil || slices.ContainsFunc(cur.b.Addresses, func(a netip.Addr) bool { return !slices.Contains(addresses, a) }) {
+			return nil
+		}
+
+		k := s.cfg.Prefix + name
+
+		resp, err := s.cfg.Client.Txn(ctx).
+			If(clientv3.Compare(clientv3.ModRevision(k), "=", cur.rev)).
+			Then(clientv3.OpDelete(k)).
+			Commit()
+		if err != nil {
+			return fmt.Errorf("namestore: releasing %s: %w", name, err)
+		}
+
+		if resp.Succeeded {
+			if cur.lease != 0 {
+				_, _ = s.cfg.Client.Revoke(ctx, cur.lease) // best effort: it would expire anyway
+			}
+
+			return nil
+		}
+	}
+
+	return fmt.Errorf("namestore: the binding of %s changed concurrently %d times", name, bindAttempts)
+}

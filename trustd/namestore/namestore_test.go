@@ -125,6 +125,34 @@ func TestNameRecord(t *testing.T) {
 		}
 	})
 
+	t.Run("a name released as its node leaves", func(t *testing.T) {
+		until := clk.Now().Add(time.Hour)
+		if err := s.Bind(ctx, binding("worker-3", "10.0.0.30", until)); err != nil {
+			t.Fatal(err)
+		}
+
+		// Another node leaving cannot free it.
+		if err := s.Release(ctx, "worker-3", []netip.Addr{addr("10.0.0.31")}); err != nil {
+			t.Fatal(err)
+		}
+
+		if err := s.Check(ctx, "worker-3", addr("10.0.0.31")); !errors.Is(err, trustd.ErrNameHeld) {
+			t.Fatalf("after a release by another node: %v, want still held", err)
+		}
+
+		if err := s.Release(ctx, "worker-3", []netip.Addr{addr("10.0.0.30"), addr("10.0.1.30")}); err != nil {
+			t.Fatal(err)
+		}
+
+		if err := s.Bind(ctx, binding("worker-3", "10.0.0.31", until)); err != nil {
+			t.Fatalf("the replacement at a new address after the holder left: %v", err)
+		}
+
+		if err := s.Release(ctx, "no-such-name", []netip.Addr{addr("10.0.0.30")}); err != nil {
+			t.Fatalf("releasing a name never bound: %v", err)
+		}
+	})
+
 	t.Run("concurrent bindings of one name", func(t *testing.T) {
 		const n = 8
 
