@@ -266,8 +266,6 @@ func (n *Node) phaseServices(ctx context.Context, b *bootState, bg *sync.WaitGro
 		return err
 	}
 
-	n.startMembership(ctx, b, bg)
-
 	// etcd waits for a bootstrap or a cluster to join, which may come long
 	// after the boot: the node is ready without it, as in Talos.
 	var ids []string
@@ -278,7 +276,25 @@ func (n *Node) phaseServices(ctx context.Context, b *bootState, bg *sync.WaitGro
 		}
 	}
 
-	return n.services.WaitUp(ctx, ids...)
+	if err := n.services.WaitUp(ctx, ids...); err != nil {
+		return err
+	}
+
+	// The heartbeats start once the node has its certificate, which they
+	// present; a worker is a listed member by the time it is ready. A
+	// connection to trustd that failed before, for want of it, is tried
+	// again at once.
+	n.mu.Lock()
+	tc := b.trustd
+	n.mu.Unlock()
+
+	if tc != nil {
+		tc.Retry()
+	}
+
+	n.startMembership(ctx, b, bg)
+
+	return ctx.Err()
 }
 
 // nodeNameArgs are apid's --node-name flags: the control-plane

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"sync"
+	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
 
@@ -24,19 +25,48 @@ import (
 // fresh until the boot ends: a control plane writes it into etcd itself
 // and follows the list there for apid's routing and the resource API; a
 // worker sends it to a control plane's trustd with its node certificate.
+// It returns once a worker's first heartbeat was answered, or after
+// firstHeartbeatWait, whichever comes first (a control plane: at once).
 func (n *Node) startMembership(ctx context.Context, b *bootState, bg *sync.WaitGroup) {
 	var beat func(context.Context) error
+
+	first := make(chan struct{})
+	answered := sync.OnceFunc(func() { close(first) })
 
 	if b.cfg.Machine.Type.IsControlPlane() {
 		beat = n.controlPlaneBeat(b)
 
 		bg.Go(func() { n.followMembers(ctx) })
+		answered()
 	} else {
 		beat = n.workerBeat(b)
 	}
 
-	bg.Go(func() { membership.Until(ctx, n.clock, n.cfg.HeartbeatInterval, n.log, n.unlessLeaving(beat)) })
+	bg.Go(func() {
+		membership.Until(ctx, n.clock, n.cfg.HeartbeatInterval, n.log, func(ctx context.Context) error {
+			defer answered()
+
+			return n.unlessLeaving(beat)(ctx)
+		})
+	})
+
+	t := n.clock.NewTimer(firstHeartbeatWait)
+	defer t.Stop()
+
+	select {
+	case <-first:
+	case <-t.C():
+	case <-ctx.Done():
+	}
 }
+
+// firstHeartbeatWait bounds how long a worker's boot waits for the answer
+// to its first heartbeat. apid routes only to listed members, so a worker
+// that said it was ready before it was listed would be refused to callers
+// for a moment; a control plane that cannot record the entry (its etcd not
+// bootstrapped yet answers at once; one without quorum only after its own
+// timeout) must not hold the boot for longer than this.
+const firstHeartbeatWait = 5 * time.Second
 
 // unlessLeaving skips the heartbeats of a node that a reset takes out of
 // the cluster, so that none writes its entry back after it was removed.

@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
 
 	"github.com/aegis-os/aegis/internal/clock"
 	"github.com/aegis-os/aegis/internal/defaults"
@@ -159,6 +160,24 @@ func (c *Client) tlsConfig(host string) *tls.Config {
 		RootCAs:              c.cfg.AcceptedCAs(),
 		GetClientCertificate: c.cfg.Certificate,
 		Time:                 c.cfg.Clock.Now,
+	}
+}
+
+// Retry drops every kept connection that failed, so that the next call
+// makes a new one at once instead of failing until gRPC's reconnect
+// backoff (a second or more) ends: a node calls it once it has the
+// certificate that it presents, so that a connection refused before (no
+// certificate yet) does not fail its first calls.
+func (c *Client) Retry() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+
+	for ep, conn := range c.conns {
+		if conn.GetState() == connectivity.TransientFailure {
+			_ = conn.Close()
+
+			delete(c.conns, ep)
+		}
 	}
 }
 

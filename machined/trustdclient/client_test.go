@@ -367,3 +367,45 @@ func TestNewRefuses(t *testing.T) {
 		})
 	}
 }
+
+// TestRetryOnceTheCertificateIsThere: a connection refused for want of the
+// node's certificate waits out gRPC's reconnect backoff (a second at
+// least), and calls in the meantime fail at once; once the certificate is
+// there, Retry makes the next call connect at once.
+func TestRetryOnceTheCertificateIsThere(t *testing.T) {
+	ctx := testContext(t)
+	authority := testCA(t)
+	trustd := startTrustd(t, authority)
+	cert := &nodeCert{authority: authority}
+	client, err := trustdclient.New(trustdclient.Config{
+		Endpoints: []string{trustd.addr}, Source: "127.0.0.1",
+		Certificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			if c := cert.current.Load(); c != nil {
+				return c, nil
+			}
+
+			return nil, errors.New("no certificate yet")
+		},
+		AcceptedCAs: func() *x509.CertPool { p := x509.NewCertPool(); p.AddCert(authority.Cert); return p },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	t.Cleanup(func() { _ = client.Close() })
+
+	if _, err := call(ctx, client); err == nil {
+		t.Fatal("a call without a certificate answered")
+	}
+
+	cert.renew(t)
+	client.Retry()
+
+	// Well inside the shortest backoff gRPC waits after a failure.
+	ctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+
+	if _, err := call(ctx, client); err != nil {
+		t.Fatalf("the first call once the certificate is there, after Retry: %v", err)
+	}
+}
