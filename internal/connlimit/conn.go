@@ -1,6 +1,7 @@
 package connlimit
 
 import (
+	"container/list"
 	"io"
 	"net"
 	"sync"
@@ -31,7 +32,8 @@ type conn struct {
 	closeOnce sync.Once
 	draining  bool // set once by Close's first call: linger closes the socket
 
-	released bool // guarded by l.mu
+	released bool          // guarded by l.mu
+	elem     *list.Element // in l.uncalled, guarded by l.mu; nil once off it
 }
 
 func newConn(raw net.Conn, l *Limiter, src string) *conn {

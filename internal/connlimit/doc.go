@@ -1,17 +1,28 @@
 // Package connlimit bounds the connections of a TCP listener, so that no
 // client, and no single source of clients, can hold a server's connections
-// and keep others out.
+// and keep others out, and so that anonymous connections from however many
+// sources cannot keep out the callers a server already serves.
 //
 // A Limiter wraps a net.Listener. A connection over its source's cap is
-// closed at once, and when every slot is taken the newest connection takes
-// the slot of the oldest connection without a call from the source holding
-// the most, if there is one. Otherwise it waits for a slot, up to
+// closed at once. When every slot is taken, the newest connection takes the
+// slot of the oldest connection that has made no call (an idle connection
+// or an unfinished handshake), whatever its source: such a connection has
+// proved nothing yet, and the oldest has had the longest to make its call.
+// A connection that has made a call is never evicted, so a flood from many
+// addresses churns only its own connections and never caps the callers a
+// server keeps (a cluster's nodes, its clients). Only when every slot holds
+// a connection that made a call does a newcomer wait for a slot, up to
 // Config.SlotWait and behind at most Config.MaxWaiting others (oldest
 // first), holding only its socket, and is closed when none frees in time;
 // without SlotWait it is closed at once.
 // A connection that has started no call within Config.FirstCall is closed,
 // whether its TLS handshake finished or not. The Limiter learns of calls
-// through its gRPC stats handler (StatsHandler).
+// through its gRPC stats handler (StatsHandler), or MarkCalled for a
+// server that is not gRPC.
+//
+// Memory stays bounded by the caps: a connection costs one entry in the
+// table and one timer goroutine while it holds a slot, a waiter its socket
+// and a timer, and nothing is kept of a connection once it is closed.
 //
 // What belongs to gRPC stays there: the deadline of the TLS handshake and
 // HTTP/2 preface (grpc.ConnectionTimeout) and the graceful close of a

@@ -1,6 +1,7 @@
 package connlimit
 
 import (
+	"container/list"
 	"errors"
 	"log/slog"
 	"net"
@@ -48,7 +49,7 @@ type Stats struct {
 	// or with every slot taken.
 	Refused int
 	// Evicted counts connections without a call closed to make room for a
-	// source holding fewer.
+	// newer one when every slot was taken.
 	Evicted int
 	// Expired counts connections closed for starting no call within FirstCall.
 	Expired int
@@ -63,9 +64,14 @@ type Stats struct {
 type Limiter struct {
 	cfg Config
 
-	mu       sync.Mutex
-	sources  map[string]*sourceConns
-	byAddr   map[string]*conn // by connKey, for the stats handler
+	mu      sync.Mutex
+	sources map[string]int   // open connections by source
+	byAddr  map[string]*conn // by connKey, for the stats handler
+	// uncalled holds the open connections, oldest first, until they are
+	// found to have made a call: the candidates for eviction. A call is
+	// recorded without the lock (markCalled), so a connection that made one
+	// leaves the list when an eviction walks past it, at most once.
+	uncalled *list.List
 	stats    Stats
 	refusals int // since the last record
 	lastLog  time.Time
@@ -74,11 +80,6 @@ type Limiter struct {
 
 	waiting   []*waiter      // oldest first (wait.go)
 	waitingBy map[string]int // waiters by source
-}
-
-// source is the open connections of one source, oldest first.
-type sourceConns struct {
-	conns []*conn
 }
 
 // New checks cfg and returns a Limiter with no connection.
@@ -100,7 +101,7 @@ func New(cfg Config) (*Limiter, error) {
 	cfg.Clock = defaults.Clock(cfg.Clock)
 
 	return &Limiter{
-		cfg: cfg, sources: map[string]*sourceConns{}, byAddr: map[string]*conn{},
+		cfg: cfg, sources: map[string]int{}, byAddr: map[string]*conn{}, uncalled: list.New(),
 		waitingBy: map[string]int{},
 	}, nil
 }
@@ -139,7 +140,8 @@ func (l *Limiter) admit(raw net.Conn, lisAddr net.Addr) *conn {
 	return l.offer(raw, lisAddr, nil)
 }
 
-// offer gives raw a slot, taking one from the largest source if needed, and
+// offer gives raw a slot, taking one from a connection without a call if
+// needed (makeRoom), and
 // starts its FirstCall watch. When no slot can be had, raw waits for one
 // on w (see Config.SlotWait) if it may, and offer returns nil; otherwise
 // offer closes raw and returns nil.
@@ -187,12 +189,7 @@ func (l *Limiter) logRefusals(lisAddr net.Addr, src string, refused int) {
 
 // heldLocked is how many connections src holds: open, or waiting for a slot.
 func (l *Limiter) heldLocked(src string) int {
-	have := l.waitingBy[src]
-	if s := l.sources[src]; s != nil {
-		have += len(s.conns)
-	}
-
-	return have
+	return l.waitingBy[src] + l.sources[src]
 }
 
 // belowSourceCapLocked reports whether src may hold one more connection.
@@ -204,9 +201,7 @@ func (l *Limiter) belowSourceCapLocked(src string) bool {
 // slot is taken it frees one by evicting, and returns the connection to
 // close once the lock is released.
 func (l *Limiter) makeRoom(src string) (*conn, bool) {
-	have := l.heldLocked(src)
-
-	if have >= l.cfg.PerSource {
+	if l.heldLocked(src) >= l.cfg.PerSource {
 		return nil, false
 	}
 
@@ -214,7 +209,7 @@ func (l *Limiter) makeRoom(src string) (*conn, bool) {
 		return nil, true
 	}
 
-	victim := l.evictableLocked(have)
+	victim := l.evictableLocked()
 	if victim == nil {
 		return nil, false
 	}
@@ -225,40 +220,36 @@ func (l *Limiter) makeRoom(src string) (*conn, bool) {
 	return victim, true
 }
 
-// evictableLocked picks the oldest connection without a call of the source
-// holding the most connections, provided that source would still hold more
-// than one of have connections does after admitting it; it marks the
-// connection evicted so that a call can no longer claim it.
-func (l *Limiter) evictableLocked(have int) *conn {
-	var largest *sourceConns
+// evictableLocked picks the oldest open connection that has made no call,
+// whatever its source: an idle connection or an unfinished handshake holds
+// a slot for nothing yet, and the oldest of them has had the longest to
+// make its call. A connection that made a call is never picked, so callers
+// that proved themselves keep their slots however many anonymous sources
+// connect. It marks the connection evicted so that a call can no longer
+// claim it.
+func (l *Limiter) evictableLocked() *conn {
+	for e := l.uncalled.Front(); e != nil; {
+		next := e.Next()
+		c := e.Value.(*conn)
 
-	for _, s := range l.sources {
-		if largest == nil || len(s.conns) > len(largest.conns) {
-			largest = s
-		}
-	}
-
-	if largest == nil || len(largest.conns) <= have+1 {
-		return nil
-	}
-
-	for _, c := range largest.conns {
 		if c.state.CompareAndSwap(stateWaiting, stateClosed) {
 			return c
 		}
+
+		if c.state.Load() == stateCalled {
+			l.uncalled.Remove(e)
+			c.elem = nil
+		}
+
+		e = next
 	}
 
 	return nil
 }
 
 func (l *Limiter) addLocked(c *conn) {
-	s := l.sources[c.source]
-	if s == nil {
-		s = &sourceConns{}
-		l.sources[c.source] = s
-	}
-
-	s.conns = append(s.conns, c)
+	l.sources[c.source]++
+	c.elem = l.uncalled.PushBack(c)
 	l.byAddr[c.key] = c
 	l.stats.Open++
 }
@@ -269,16 +260,12 @@ func (l *Limiter) removeLocked(c *conn) {
 	l.stats.Open--
 	delete(l.byAddr, c.key)
 
-	s := l.sources[c.source]
-	for i, o := range s.conns {
-		if o == c {
-			s.conns = append(s.conns[:i], s.conns[i+1:]...)
-
-			break
-		}
+	if c.elem != nil {
+		l.uncalled.Remove(c.elem)
+		c.elem = nil
 	}
 
-	if len(s.conns) == 0 {
+	if l.sources[c.source]--; l.sources[c.source] == 0 {
 		delete(l.sources, c.source)
 	}
 }
