@@ -1,7 +1,6 @@
 package connlimit
 
 import (
-	"container/list"
 	"io"
 	"net"
 	"sync"
@@ -32,8 +31,7 @@ type conn struct {
 	closeOnce sync.Once
 	draining  bool // set once by Close's first call: linger closes the socket
 
-	released bool          // guarded by l.mu
-	elem     *list.Element // in l.uncalled, guarded by l.mu; nil once off it
+	released bool // guarded by l.mu
 }
 
 func newConn(raw net.Conn, l *Limiter, src string) *conn {
@@ -107,10 +105,12 @@ func (c *conn) linger(tcp *net.TCPConn) {
 	_ = tcp.Close()
 }
 
-// markCalled records that a call started, which ends the FirstCall watch.
+// markCalled records that a call started, which ends the FirstCall watch
+// and makes the connection one the Limiter never evicts.
 func (c *conn) markCalled() {
 	if c.state.CompareAndSwap(stateWaiting, stateCalled) {
 		close(c.called)
+		c.l.called(c)
 	}
 }
 

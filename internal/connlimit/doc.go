@@ -5,14 +5,19 @@
 //
 // A Limiter wraps a net.Listener. A connection over its source's cap is
 // closed at once. When every slot is taken, the newest connection takes the
-// slot of the oldest connection that has made no call (an idle connection
-// or an unfinished handshake), whatever its source: such a connection has
-// proved nothing yet, and the oldest has had the longest to make its call.
-// A connection that has made a call is never evicted, so a flood from many
-// addresses churns only its own connections and never caps the callers a
-// server keeps (a cluster's nodes, its clients). Only when every slot holds
-// a connection that made a call does a newcomer wait for a slot, up to
-// Config.SlotWait and behind at most Config.MaxWaiting others (oldest
+// slot of one that has made no call (an idle connection or an unfinished
+// handshake), which has proved nothing yet: of the source holding the most
+// such connections, its oldest, and between sources holding as many, of
+// the one that came to hold that many first. A connection that has made a
+// call is never evicted, so a flood from any number of addresses churns
+// only its own connections and never caps the callers a server keeps (a
+// cluster's nodes, its clients). A newcomer alone on its source is evicted
+// only once no source holds more than one connection without a call, which
+// takes a flood from as many addresses as there are slots; even then it
+// keeps its slot while the connections ahead of it go first, time for a
+// client to finish its handshake and make its call. Only when every slot
+// holds a connection that made a call does a newcomer wait for a slot, up
+// to Config.SlotWait and behind at most Config.MaxWaiting others (oldest
 // first), holding only its socket, and is closed when none frees in time;
 // without SlotWait it is closed at once.
 // A connection that has started no call within Config.FirstCall is closed,

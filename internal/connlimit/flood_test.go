@@ -13,84 +13,140 @@ func floodSource(i int) string {
 	return fmt.Sprintf("127.%d.%d.%d", 100+i/62500, i/250%250, 1+i%250)
 }
 
-// TestFloodFromManySources: a flood from more sources than slots, one or
-// two connections each and none making a call, takes no slot from the
-// connections that made calls, never locks out a newcomer, and churns only
-// its own connections, oldest first.
-func TestFloodFromManySources(t *testing.T) {
-	const (
-		perSource = 4
-		total     = 64
-		callers   = 16
-		sources   = 2000
-	)
+// manyFlood is a Limiter filled with callers, and a flood of it.
+type manyFlood struct {
+	t     *testing.T
+	l     *Limiter
+	kept  []*fakeConn // connections that must never be evicted
+	flood []*fakeConn // the flood's connections, in the order made
+	next  int         // the next flood source
+}
 
-	l := newLimiter(t, perSource, total, clock.NewFake(time.Now()))
+const (
+	manyPerSource = 4
+	manyTotal     = 64
+	manyCallers   = 16
+	manySources   = 1000
+)
 
-	var kept []*fakeConn
+func newManyFlood(t *testing.T) *manyFlood {
+	f := &manyFlood{t: t, l: newLimiter(t, manyPerSource, manyTotal, clock.NewFake(time.Now()))}
 
-	for i := range callers {
-		c, raw := admitFrom(l, fmt.Sprintf("127.0.0.%d", 2+i/2))
+	for i := range manyCallers {
+		c, raw := admitFrom(f.l, fmt.Sprintf("127.0.0.%d", 2+i/2))
 		c.markCalled()
 
-		kept = append(kept, raw)
+		f.kept = append(f.kept, raw)
 	}
 
-	var flood []*fakeConn
+	return f
+}
 
-	flooding := func(from, to int) {
-		t.Helper()
+// from makes per connections from each of n new sources, none of which
+// calls; every one must be admitted.
+func (f *manyFlood) from(n, per int) {
+	f.t.Helper()
 
-		for i := from; i < to; i++ {
-			for range 1 + i%2 {
-				c, raw := admitFrom(l, floodSource(i))
-				if c == nil {
-					t.Fatalf("flood source %d refused with %d open", i, l.Stats().Open)
+	for range n {
+		src := floodSource(f.next)
+		f.next++
+
+		for range per {
+			c, raw := admitFrom(f.l, src)
+			if c == nil {
+				f.t.Fatalf("flood source %s refused with %d open", src, f.l.Stats().Open)
+			}
+
+			f.flood = append(f.flood, raw)
+		}
+	}
+}
+
+// check fails when a connection of kept was evicted, or the table holds
+// more than its slots or anything of evicted connections.
+func (f *manyFlood) check() {
+	f.t.Helper()
+
+	for i, raw := range f.kept {
+		if raw.closed.Load() {
+			f.t.Fatalf("kept connection %d (%v) was evicted", i, raw.remote)
+		}
+	}
+
+	if got := f.l.Stats(); got.Open != manyTotal {
+		f.t.Fatalf("stats %+v, want %d open", got, manyTotal)
+	}
+
+	f.l.mu.Lock()
+	defer f.l.mu.Unlock()
+
+	if len(f.l.byAddr) != manyTotal || len(f.l.sources) > manyTotal {
+		f.t.Fatalf("%d connections and %d sources in the table, want %d at most", len(f.l.byAddr), len(f.l.sources), manyTotal)
+	}
+}
+
+// TestFloodFromManySources: a flood from many more sources than slots, one
+// connection each and none making a call, is admitted at every connection
+// and churns only its own, oldest first; the connections that made calls
+// keep their slots.
+func TestFloodFromManySources(t *testing.T) {
+	f := newManyFlood(t)
+	f.from(manySources, 1)
+	f.check()
+
+	if got := f.l.Stats(); got.Refused != 0 || got.Evicted != len(f.flood)-(manyTotal-len(f.kept)) {
+		t.Fatalf("stats %+v, want none refused and %d evicted", got, len(f.flood)-(manyTotal-len(f.kept)))
+	}
+
+	left := manyTotal - len(f.kept)
+	for i, raw := range f.flood {
+		if want := i < len(f.flood)-left; raw.closed.Load() != want {
+			t.Fatalf("flood connection %d of %d: closed %v, want %v (the oldest are evicted first)", i, len(f.flood), raw.closed.Load(), want)
+		}
+	}
+}
+
+// TestFloodSparesNewcomers: a newcomer, its source's only connection,
+// keeps its slot until its call while fewer sources than slots flood, each
+// as many connections as it may, even as the oldest connection without a
+// call; once it made its call, it keeps it through any flood.
+func TestFloodSparesNewcomers(t *testing.T) {
+	f := newManyFlood(t)
+	few := make([]string, (manyTotal-manyCallers)/2)
+
+	for i := range few {
+		few[i] = floodSource(manySources + i)
+	}
+
+	// Round after round, each source adds a connection until it holds its
+	// cap; beyond it, it is refused.
+	rounds := func(n int) {
+		for range n {
+			for _, src := range few {
+				if c, raw := admitFrom(f.l, src); c != nil {
+					f.flood = append(f.flood, raw)
 				}
-
-				flood = append(flood, raw)
 			}
 		}
 	}
 
-	flooding(0, sources/2)
+	rounds(manyPerSource)
 
-	// A joiner in the middle of the flood gets a slot at once, and keeps
-	// it once it has made its call, however many sources come after.
-	joiner, joinerRaw := admitFrom(l, "127.0.1.1")
+	joiner, raw := admitFrom(f.l, "127.0.1.1")
 	if joiner == nil {
 		t.Fatal("a newcomer was refused during the flood")
 	}
 
+	f.kept = append(f.kept, raw)
+
+	rounds(manySources)
+	f.check()
+
+	if got := f.l.Stats(); got.Evicted == 0 {
+		t.Fatalf("stats %+v: the flood never churned", got)
+	}
+
 	joiner.markCalled()
-
-	kept = append(kept, joinerRaw)
-
-	flooding(sources/2, sources)
-
-	for i, raw := range kept {
-		if raw.closed.Load() {
-			t.Fatalf("connection %d, which made a call, was evicted", i)
-		}
-	}
-
-	// The flood holds the slots left, with its newest connections.
-	left := total - len(kept)
-	for i, raw := range flood {
-		if want := i < len(flood)-left; raw.closed.Load() != want {
-			t.Fatalf("flood connection %d of %d: closed %v, want %v (the oldest are evicted first)", i, len(flood), raw.closed.Load(), want)
-		}
-	}
-
-	if got := l.Stats(); got.Open != total || got.Refused != 0 || got.Evicted != len(flood)-left {
-		t.Fatalf("stats %+v, want %d open, none refused, %d evicted", got, total, len(flood)-left)
-	}
-
-	// Nothing is kept of the evicted connections.
-	l.mu.Lock()
-	defer l.mu.Unlock()
-
-	if len(l.byAddr) != total || l.uncalled.Len() > total {
-		t.Fatalf("%d connections in the table and %d in the eviction list, want %d at most", len(l.byAddr), l.uncalled.Len(), total)
-	}
+	f.from(manySources, 1)
+	f.check()
 }

@@ -1,7 +1,6 @@
 package connlimit
 
 import (
-	"container/list"
 	"errors"
 	"log/slog"
 	"net"
@@ -64,14 +63,10 @@ type Stats struct {
 type Limiter struct {
 	cfg Config
 
-	mu      sync.Mutex
-	sources map[string]int   // open connections by source
-	byAddr  map[string]*conn // by connKey, for the stats handler
-	// uncalled holds the open connections, oldest first, until they are
-	// found to have made a call: the candidates for eviction. A call is
-	// recorded without the lock (markCalled), so a connection that made one
-	// leaves the list when an eviction walks past it, at most once.
-	uncalled *list.List
+	mu       sync.Mutex
+	sources  map[string]*sourceConns
+	byAddr   map[string]*conn // by connKey, for the stats handler
+	ranks    ranks            // sources by their connections without a call (evict.go)
 	stats    Stats
 	refusals int // since the last record
 	lastLog  time.Time
@@ -101,7 +96,7 @@ func New(cfg Config) (*Limiter, error) {
 	cfg.Clock = defaults.Clock(cfg.Clock)
 
 	return &Limiter{
-		cfg: cfg, sources: map[string]int{}, byAddr: map[string]*conn{}, uncalled: list.New(),
+		cfg: cfg, sources: map[string]*sourceConns{}, byAddr: map[string]*conn{}, ranks: newRanks(cfg.PerSource),
 		waitingBy: map[string]int{},
 	}, nil
 }
@@ -189,7 +184,12 @@ func (l *Limiter) logRefusals(lisAddr net.Addr, src string, refused int) {
 
 // heldLocked is how many connections src holds: open, or waiting for a slot.
 func (l *Limiter) heldLocked(src string) int {
-	return l.waitingBy[src] + l.sources[src]
+	have := l.waitingBy[src]
+	if s := l.sources[src]; s != nil {
+		have += s.open
+	}
+
+	return have
 }
 
 // belowSourceCapLocked reports whether src may hold one more connection.
@@ -220,36 +220,15 @@ func (l *Limiter) makeRoom(src string) (*conn, bool) {
 	return victim, true
 }
 
-// evictableLocked picks the oldest open connection that has made no call,
-// whatever its source: an idle connection or an unfinished handshake holds
-// a slot for nothing yet, and the oldest of them has had the longest to
-// make its call. A connection that made a call is never picked, so callers
-// that proved themselves keep their slots however many anonymous sources
-// connect. It marks the connection evicted so that a call can no longer
-// claim it.
-func (l *Limiter) evictableLocked() *conn {
-	for e := l.uncalled.Front(); e != nil; {
-		next := e.Next()
-		c := e.Value.(*conn)
-
-		if c.state.CompareAndSwap(stateWaiting, stateClosed) {
-			return c
-		}
-
-		if c.state.Load() == stateCalled {
-			l.uncalled.Remove(e)
-			c.elem = nil
-		}
-
-		e = next
+func (l *Limiter) addLocked(c *conn) {
+	s := l.sources[c.source]
+	if s == nil {
+		s = &sourceConns{}
+		l.sources[c.source] = s
 	}
 
-	return nil
-}
-
-func (l *Limiter) addLocked(c *conn) {
-	l.sources[c.source]++
-	c.elem = l.uncalled.PushBack(c)
+	s.open++
+	l.addUncalledLocked(s, c)
 	l.byAddr[c.key] = c
 	l.stats.Open++
 }
@@ -260,12 +239,10 @@ func (l *Limiter) removeLocked(c *conn) {
 	l.stats.Open--
 	delete(l.byAddr, c.key)
 
-	if c.elem != nil {
-		l.uncalled.Remove(c.elem)
-		c.elem = nil
-	}
+	s := l.sources[c.source]
+	l.dropUncalledLocked(s, c)
 
-	if l.sources[c.source]--; l.sources[c.source] == 0 {
+	if s.open--; s.open == 0 {
 		delete(l.sources, c.source)
 	}
 }
