@@ -128,7 +128,7 @@ func (c *conn) watchFirstCall(clk clock.Clock, d time.Duration) {
 	}
 
 	if c.state.CompareAndSwap(stateWaiting, stateClosed) {
-		c.l.expired()
+		c.l.expired(c)
 		_ = c.Close()
 	}
 }

@@ -6,20 +6,20 @@
 // A Limiter wraps a net.Listener. A connection over its source's cap is
 // closed at once. When every slot is taken, the newest connection takes the
 // slot of one that has made no call (an idle connection or an unfinished
-// handshake), which has proved nothing yet: of the source holding the most
-// such connections, its oldest, and between sources holding as many, of
-// the one that came to hold that many first. A connection that has made a
-// call is never evicted, so a flood from any number of addresses churns
-// only its own connections and never caps the callers a server keeps (a
-// cluster's nodes, its clients). A newcomer alone on its source is evicted
-// only once no source holds more than one connection without a call, which
-// takes a flood from as many addresses as there are slots; even then it
-// keeps its slot while the connections ahead of it go first, time for a
-// client to finish its handshake and make its call. Only when every slot
-// holds a connection that made a call does a newcomer wait for a slot, up
-// to Config.SlotWait and behind at most Config.MaxWaiting others (oldest
-// first), holding only its socket, and is closed when none frees in time;
-// without SlotWait it is closed at once.
+// handshake), which has proved nothing yet. Sources whose connections were
+// closed for making no call within the last SuspectFor (a flood's, after
+// its first round) give theirs first; then, among sources alike, the one
+// holding the most connections without a call gives its oldest, and
+// between sources holding as many, the one that came to hold that many
+// first. A connection that has made a call is never evicted, so a flood
+// from any number of addresses churns only its own connections and never
+// caps the callers a server keeps (a cluster's nodes, its clients), and a
+// newcomer from an address that wasted no slot lately goes last, whatever
+// the flood's rate: time for it to finish its handshake and make its call.
+// Only when every slot holds a connection that made a call does a newcomer
+// wait for a slot, up to Config.SlotWait and behind at most
+// Config.MaxWaiting others (oldest first), holding only its socket, and is
+// closed when none frees in time; without SlotWait it is closed at once.
 // A connection that has started no call within Config.FirstCall is closed,
 // whether its TLS handshake finished or not. The Limiter learns of calls
 // through its gRPC stats handler (StatsHandler), or MarkCalled for a
@@ -27,7 +27,8 @@
 //
 // Memory stays bounded by the caps: a connection costs one entry in the
 // table and one timer goroutine while it holds a slot, a waiter its socket
-// and a timer, and nothing is kept of a connection once it is closed.
+// and a timer, a suspect source one entry of at most MaxSuspects, and
+// nothing is kept of a connection once it is closed.
 //
 // What belongs to gRPC stays there: the deadline of the TLS handshake and
 // HTTP/2 preface (grpc.ConnectionTimeout) and the graceful close of a

@@ -7,59 +7,80 @@ import (
 
 // sourceConns is what the table holds of one source.
 type sourceConns struct {
+	key  string
 	open int // open connections, with or without a call
 	// uncalled are the open connections that have made no call, oldest
 	// first: at most Config.PerSource.
 	uncalled []*conn
-	// rank is the source's entry in Limiter.ranks[len(uncalled)]; nil when
-	// it holds no connection without a call.
-	rank *list.Element
+	// rank is the source's entry in Limiter.ranks[class][len(uncalled)];
+	// nil when it holds no connection without a call.
+	rank  *list.Element
+	class int
 }
 
-// ranks sorts sources by how many connections without a call they hold:
-// ranks[n] lists the sources holding n, in the order they came to hold n.
-// An eviction takes from the front of the highest rank, in constant time
-// whatever the number of sources.
-type ranks []*list.List
+// Classes of sources, in the order their connections are evicted.
+const (
+	classSuspect = iota // wasted a slot lately (suspects)
+	classOther
+	classes
+)
 
-func newRanks(perSource int) ranks {
-	r := make(ranks, perSource+1)
-	for i := range r {
-		r[i] = list.New()
+// ranks sorts sources by class, then by how many connections without a
+// call they hold: ranks[class][n] lists the sources of class holding n, in
+// the order they came to hold n. An eviction takes from the front of the
+// highest rank of the first class that has one, in constant time whatever
+// the number of sources.
+type ranks [classes][]*list.List
+
+func newRanks(perSource int) *ranks {
+	var r ranks
+
+	for c := range r {
+		r[c] = make([]*list.List, perSource+1)
+		for n := range r[c] {
+			r[c][n] = list.New()
+		}
 	}
 
-	return r
+	return &r
 }
 
-// move files s under the rank of its connections without a call now,
-// after it held from of them.
-func (r ranks) move(s *sourceConns, from int) {
-	if s.rank != nil {
-		r[from].Remove(s.rank)
-		s.rank = nil
-	}
-
-	if n := len(s.uncalled); n > 0 {
-		s.rank = r[n].PushBack(s)
-	}
-}
-
-// top is the source holding the most connections without a call, the
-// first to hold that many; nil when there is none.
-func (r ranks) top() *sourceConns {
-	for n := len(r) - 1; n > 0; n-- {
-		if e := r[n].Front(); e != nil {
-			return e.Value.(*sourceConns)
+// top is the source whose oldest connection without a call goes first;
+// nil when there is none.
+func (r *ranks) top() *sourceConns {
+	for _, byCount := range r {
+		for n := len(byCount) - 1; n > 0; n-- {
+			if e := byCount[n].Front(); e != nil {
+				return e.Value.(*sourceConns)
+			}
 		}
 	}
 
 	return nil
 }
 
+// rankLocked files s under its class and the count of its connections
+// without a call now, after it held from of them.
+func (l *Limiter) rankLocked(s *sourceConns, from int) {
+	if s.rank != nil {
+		l.ranks[s.class][from].Remove(s.rank)
+		s.rank = nil
+	}
+
+	if n := len(s.uncalled); n > 0 {
+		s.class = classOther
+		if l.suspects.has(s.key, l.cfg.Clock.Now()) {
+			s.class = classSuspect
+		}
+
+		s.rank = l.ranks[s.class][n].PushBack(s)
+	}
+}
+
 // addUncalledLocked records c, new, as a connection without a call.
 func (l *Limiter) addUncalledLocked(s *sourceConns, c *conn) {
 	s.uncalled = append(s.uncalled, c)
-	l.ranks.move(s, len(s.uncalled)-1)
+	l.rankLocked(s, len(s.uncalled)-1)
 }
 
 // dropUncalledLocked forgets c as a connection without a call, if it was
@@ -71,7 +92,7 @@ func (l *Limiter) dropUncalledLocked(s *sourceConns, c *conn) {
 	}
 
 	s.uncalled = slices.Delete(s.uncalled, i, i+1)
-	l.ranks.move(s, len(s.uncalled)+1)
+	l.rankLocked(s, len(s.uncalled)+1)
 }
 
 // called records that c made a call: it is no longer one to evict.
@@ -84,15 +105,24 @@ func (l *Limiter) called(c *conn) {
 	}
 }
 
-// evictableLocked picks a connection that has made no call, of the source
-// holding the most such connections (the first to hold that many, when
-// several do), its oldest; nil when every connection has made a call. A
-// connection that made a call is never picked, so callers that proved
-// themselves keep their slots however many anonymous sources connect; and
-// a newcomer, its source's only connection, is picked only once no source
-// holds more than one, which a flood from few addresses cannot bring
-// about. It marks the connection evicted so that a call can no longer
-// claim it.
+// wastedLocked records that a connection of src was closed for making no
+// call: src is a suspect for SuspectFor.
+func (l *Limiter) wastedLocked(src string) {
+	l.suspects.strike(src, l.cfg.Clock.Now())
+
+	if s := l.sources[src]; s != nil && s.rank != nil && s.class != classSuspect {
+		l.rankLocked(s, len(s.uncalled))
+	}
+}
+
+// evictableLocked picks a connection that has made no call: of a suspect
+// source first (suspects), then of the source holding the most such
+// connections (the first to hold that many, when several do), its oldest;
+// nil when every connection has made a call. A connection that made a
+// call is never picked, so callers that proved themselves keep their slots
+// however many anonymous sources connect; and a newcomer from an address
+// that wasted no slot lately, its source's only connection, goes last. It
+// marks the connection evicted so that a call can no longer claim it.
 func (l *Limiter) evictableLocked() *conn {
 	for {
 		s := l.ranks.top()

@@ -150,3 +150,31 @@ func TestFloodSparesNewcomers(t *testing.T) {
 	f.from(manySources, 1)
 	f.check()
 }
+
+// TestFloodSourcesBecomeSuspects: sources whose connections were evicted
+// lose their slots first when they come back, so a newcomer from an
+// address that wasted none keeps its slot, even as the oldest connection
+// without a call of sources holding one each, through round after round of
+// a flood from many more sources than slots.
+func TestFloodSourcesBecomeSuspects(t *testing.T) {
+	f := newManyFlood(t)
+
+	round := func() {
+		f.next = 0
+		f.from(manySources, 1)
+	}
+
+	round()
+
+	joiner, raw := admitFrom(f.l, "127.0.1.1")
+	if joiner == nil {
+		t.Fatal("a newcomer was refused during the flood")
+	}
+
+	f.kept = append(f.kept, raw)
+
+	for range 3 {
+		round()
+		f.check()
+	}
+}

@@ -66,7 +66,8 @@ type Limiter struct {
 	mu       sync.Mutex
 	sources  map[string]*sourceConns
 	byAddr   map[string]*conn // by connKey, for the stats handler
-	ranks    ranks            // sources by their connections without a call (evict.go)
+	ranks    *ranks           // sources by their connections without a call (evict.go)
+	suspects *suspects        // sources that wasted a slot lately (suspects.go)
 	stats    Stats
 	refusals int // since the last record
 	lastLog  time.Time
@@ -96,7 +97,8 @@ func New(cfg Config) (*Limiter, error) {
 	cfg.Clock = defaults.Clock(cfg.Clock)
 
 	return &Limiter{
-		cfg: cfg, sources: map[string]*sourceConns{}, byAddr: map[string]*conn{}, ranks: newRanks(cfg.PerSource),
+		cfg: cfg, sources: map[string]*sourceConns{}, byAddr: map[string]*conn{},
+		ranks: newRanks(cfg.PerSource), suspects: newSuspects(MaxSuspects),
 		waitingBy: map[string]int{},
 	}, nil
 }
@@ -215,6 +217,7 @@ func (l *Limiter) makeRoom(src string) (*conn, bool) {
 	}
 
 	l.removeLocked(victim)
+	l.wastedLocked(victim.source)
 	l.stats.Evicted++
 
 	return victim, true
@@ -223,7 +226,7 @@ func (l *Limiter) makeRoom(src string) (*conn, bool) {
 func (l *Limiter) addLocked(c *conn) {
 	s := l.sources[c.source]
 	if s == nil {
-		s = &sourceConns{}
+		s = &sourceConns{key: c.source}
 		l.sources[c.source] = s
 	}
 
@@ -258,9 +261,11 @@ func (l *Limiter) release(c *conn) {
 	}
 }
 
-func (l *Limiter) expired() {
+// expired counts c, closed for starting no call within FirstCall.
+func (l *Limiter) expired(c *conn) {
 	l.mu.Lock()
 	l.stats.Expired++
+	l.wastedLocked(c.source)
 	l.mu.Unlock()
 }
 

@@ -24,6 +24,17 @@ const (
 	// with "broken pipe" instead of the reason. Shutting the write side and
 	// draining lets the alert arrive, followed by an orderly end.
 	LingerTimeout = 500 * time.Millisecond
+	// SuspectFor is how long a source whose connection was closed for
+	// making no call (evicted from a full table, or past its FirstCall)
+	// stays a suspect, whose connections are evicted before any other's:
+	// a flood's sources are struck again at every round, while a client
+	// struck once by mistake is trusted again within a minute.
+	SuspectFor = time.Minute
+	// MaxSuspects bounds the suspects kept: a flood from more addresses
+	// than this has its oldest strikes forgotten (some 100 bytes each, so
+	// under a megabyte in all), which only lets those sources compete with
+	// newcomers again as they would without the set.
+	MaxSuspects = 8192
 	// maxLingerRead bounds what one graceful close reads and discards.
 	maxLingerRead = 64 << 10
 )
