@@ -95,10 +95,13 @@ func (l *Limiter) dropUncalledLocked(s *sourceConns, c *conn) {
 	l.rankLocked(s, len(s.uncalled)+1)
 }
 
-// called records that c made a call: it is no longer one to evict.
+// called records that c made a call: it is no longer one to evict, and
+// its source is no longer a suspect.
 func (l *Limiter) called(c *conn) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+
+	l.suspects.clear(c.source)
 
 	if s := l.sources[c.source]; s != nil && !c.released {
 		l.dropUncalledLocked(s, c)
@@ -106,7 +109,7 @@ func (l *Limiter) called(c *conn) {
 }
 
 // wastedLocked records that a connection of src was closed for making no
-// call: src is a suspect for SuspectFor.
+// call: a strike against src (suspects).
 func (l *Limiter) wastedLocked(src string) {
 	l.suspects.strike(src, l.cfg.Clock.Now())
 

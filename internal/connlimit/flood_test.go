@@ -152,10 +152,10 @@ func TestFloodSparesNewcomers(t *testing.T) {
 }
 
 // TestFloodSourcesBecomeSuspects: sources whose connections were evicted
-// lose their slots first when they come back, so a newcomer from an
-// address that wasted none keeps its slot, even as the oldest connection
-// without a call of sources holding one each, through round after round of
-// a flood from many more sources than slots.
+// round after round lose their slots first when they come back, so a
+// newcomer keeps its slot, even as the oldest connection without a call of
+// sources holding one each, through a flood from many more sources than
+// slots; so does one evicted once by the flood, which made a call since.
 func TestFloodSourcesBecomeSuspects(t *testing.T) {
 	f := newManyFlood(t)
 
@@ -164,14 +164,30 @@ func TestFloodSourcesBecomeSuspects(t *testing.T) {
 		f.from(manySources, 1)
 	}
 
+	// The flood's first connection from a newcomer's source is evicted
+	// with the flood's first round; it calls over its next.
+	_, evicted := admitFrom(f.l, "127.0.1.2")
+
 	round()
 
-	joiner, raw := admitFrom(f.l, "127.0.1.1")
-	if joiner == nil {
-		t.Fatal("a newcomer was refused during the flood")
+	if !evicted.closed.Load() {
+		t.Fatal("the first round of the flood evicted no connection without a call")
 	}
 
+	again, raw := admitFrom(f.l, "127.0.1.2")
+	again.markCalled()
 	f.kept = append(f.kept, raw)
+
+	round()
+
+	for _, ip := range []string{"127.0.1.1", "127.0.1.2"} {
+		c, raw := admitFrom(f.l, ip)
+		if c == nil {
+			t.Fatalf("a newcomer from %s was refused during the flood", ip)
+		}
+
+		f.kept = append(f.kept, raw)
+	}
 
 	for range 3 {
 		round()

@@ -24,12 +24,16 @@ const (
 	// with "broken pipe" instead of the reason. Shutting the write side and
 	// draining lets the alert arrive, followed by an orderly end.
 	LingerTimeout = 500 * time.Millisecond
-	// SuspectFor is how long a source whose connection was closed for
-	// making no call (evicted from a full table, or past its FirstCall)
-	// stays a suspect, whose connections are evicted before any other's:
-	// a flood's sources are struck again at every round, while a client
-	// struck once by mistake is trusted again within a minute.
-	SuspectFor = time.Minute
+	// SuspectFor and SuspectStrikes: a source whose connections were
+	// closed for making no call (evicted from a full table, or past their
+	// FirstCall) twice, each within a minute of the one before, is a
+	// suspect, whose connections are evicted before any other's, until it
+	// makes a call or a minute passes without a strike. A flood's sources
+	// are struck again at every round; a client evicted once in its
+	// handshake by a flood's first round is not a suspect, and one that
+	// got through once is trusted again.
+	SuspectFor     = time.Minute
+	SuspectStrikes = 2
 	// MaxSuspects bounds the suspects kept: a flood from more addresses
 	// than this has its oldest strikes forgotten (some 100 bytes each, so
 	// under a megabyte in all), which only lets those sources compete with

@@ -8,18 +8,26 @@ import (
 
 func TestSuspects(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
+	at := func(s time.Duration) time.Time { return now.Add(s * time.Second) }
 	s := newSuspects(3)
 
 	for i := range 4 {
-		s.strike(fmt.Sprintf("127.0.0.%d", i), now.Add(time.Duration(i)*time.Second))
+		s.strike(fmt.Sprintf("127.0.0.%d", i), at(time.Duration(i)))
 	}
 
-	// Struck again: kept over those struck longer ago.
-	s.strike("127.0.0.1", now.Add(4*time.Second))
-	s.strike("127.0.0.4", now.Add(5*time.Second))
+	// Struck again: a suspect, and kept over those struck longer ago.
+	s.strike("127.0.0.1", at(4))
+	s.strike("127.0.0.4", at(5))
+	s.strike("127.0.0.4", at(5))
 
-	for src, want := range map[string]bool{"127.0.0.0": false, "127.0.0.1": true, "127.0.0.2": false, "127.0.0.3": true, "127.0.0.4": true} {
-		if got := s.has(src, now.Add(5*time.Second)); got != want {
+	for src, want := range map[string]bool{
+		"127.0.0.0": false, // forgotten: the table is full
+		"127.0.0.1": true,  // twice
+		"127.0.0.2": false, // forgotten
+		"127.0.0.3": false, // once
+		"127.0.0.4": true,
+	} {
+		if got := s.has(src, at(5)); got != want {
 			t.Errorf("%s a suspect: %v, want %v", src, got, want)
 		}
 	}
@@ -28,12 +36,22 @@ func TestSuspects(t *testing.T) {
 		t.Fatalf("%d suspects kept, want at most 3", s.struck.Len())
 	}
 
-	// SuspectFor after its last strike, a source is forgotten.
-	if s.has("127.0.0.1", now.Add(4*time.Second+SuspectFor)) {
+	// A call clears a suspect.
+	s.clear("127.0.0.4")
+
+	if s.has("127.0.0.4", at(5)) {
+		t.Fatal("a suspect that made a call")
+	}
+
+	// SuspectFor after its last strike, a source is forgotten; a strike
+	// after that counts as its first.
+	if s.has("127.0.0.1", at(4).Add(SuspectFor)) {
 		t.Fatal("a suspect past SuspectFor")
 	}
 
-	if _, kept := s.byKey["127.0.0.1"]; kept || s.struck.Len() != 2 {
-		t.Fatalf("a source past SuspectFor still kept: %d kept", s.struck.Len())
+	s.strike("127.0.0.3", at(3).Add(SuspectFor))
+
+	if s.has("127.0.0.3", at(3).Add(SuspectFor)) {
+		t.Fatal("a strike SuspectFor after the one before made a suspect")
 	}
 }
