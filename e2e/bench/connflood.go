@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -192,7 +191,8 @@ func joins(ctx context.Context, base join.Config, n int, name string) (Summary, 
 
 // floodedMemory floods trustd and apid together from p.Sources sources,
 // each trying to hold an idle TLS, a silent and a half-hello connection to
-// each, and reads both servers' memory before, during and after.
+// each, from a flood process of its own (floodproc.go), and reads both
+// servers' memory before, during and after.
 func (r *run) floodedMemory(ctx context.Context, e *clusterEnv, p ConnFloodPlan, res *ConnFlood) error {
 	base, err := joinConfig(e)
 	if err != nil {
@@ -204,61 +204,56 @@ func (r *run) floodedMemory(ctx context.Context, e *clusterEnv, p ConnFloodPlan,
 		return err
 	}
 
-	servers := []struct {
-		name string
-		port int
-		tls  *tls.Config
-	}{
-		{"trustd", wire.TrustdPort, trustdTLS(e, base.CAs)},
-		{"apid", wire.APIDPort, admin},
+	names, spec := []string{"trustd", "apid"}, floodSpec{Sources: p.Sources, Redial: floodRedial}
+	for _, port := range []int{wire.TrustdPort, wire.APIDPort} {
+		spec.Targets = append(spec.Targets, net.JoinHostPort(e.cp.Address, strconv.Itoa(port)))
 	}
 
 	if err = sleep(ctx, r.plan.Settle); err != nil {
 		return err
 	}
 
-	samplers := make([]*rssSampler, len(servers))
-	floods := make([][]*flood.Flood, len(servers))
-
-	for i, s := range servers {
-		samplers[i] = &rssSampler{pid: e.cpProcs[s.name]}
+	samplers := make([]*rssSampler, len(names))
+	for i, name := range names {
+		samplers[i] = &rssSampler{pid: e.cpProcs[name]}
 		samplers[i].idle = samplers[i].read()
+	}
 
-		for src := range p.Sources {
-			floods[i] = append(floods[i], flood.Start(ctx, flood.Config{
-				Target: net.JoinHostPort(e.cp.Address, strconv.Itoa(s.port)), Source: floodSource(src), TLS: s.tls,
-				Idle: 1, Silent: 1, HalfHello: 1, Redial: floodRedial,
-			}))
-		}
+	fp, err := startFlood(spec)
+	if err != nil {
+		return err
 	}
 
 	r.logf("connection flood: %d sources flood trustd and apid for %s, %d joins and %d Version calls meanwhile", p.Sources, p.Hold, p.Joins, p.Joins)
 
-	open, err := r.holdWhileJoining(ctx, p, base, adminCall{tls: admin, node: e.cp.Address}, samplers, floods, res)
-
-	for _, fs := range floods {
-		stopAll(fs)
+	err = r.holdWhileJoining(ctx, p, base, adminCall{tls: admin, node: e.cp.Address}, samplers, res)
+	if serr := fp.stop(); err == nil {
+		err = serr
 	}
 
 	if err != nil {
 		return err
 	}
 
-	for i, s := range servers {
-		res.Memory = append(res.Memory, FloodedRSS{Process: s.name, Idle: samplers[i].idle, Peak: samplers[i].peak, Open: open[i]})
+	open := fp.held()
+	for i, name := range names {
+		res.Memory = append(res.Memory, FloodedRSS{Process: name, Idle: samplers[i].idle, Peak: samplers[i].peak, Open: open[i]})
 	}
 
 	return r.readAfter(ctx, p.After, samplers, res)
 }
 
 // holdWhileJoining makes p.Joins joins, then as many admin calls of
-// Version, while the floods run, and lets them run until p.Hold has passed;
-// it returns the most connections each server's floods held.
-func (r *run) holdWhileJoining(ctx context.Context, p ConnFloodPlan, base join.Config, admin adminCall, samplers []*rssSampler, floods [][]*flood.Flood, res *ConnFlood) ([]int64, error) {
+// Version, while the flood runs, and lets it run until p.Hold has passed,
+// sampling the servers' memory.
+func (r *run) holdWhileJoining(ctx context.Context, p ConnFloodPlan, base join.Config, admin adminCall, samplers []*rssSampler, res *ConnFlood) error {
 	sctx, stop := context.WithCancel(ctx)
-	sampled := make(chan []int64, 1)
+	sampled := make(chan struct{})
 
-	go func() { sampled <- holdAndSample(sctx, p.Hold, samplers, floods) }()
+	go func() {
+		defer close(sampled)
+		holdAndSample(sctx, p.Hold, samplers)
+	}()
 
 	var err error
 
@@ -269,11 +264,11 @@ func (r *run) holdWhileJoining(ctx context.Context, p ConnFloodPlan, base join.C
 		stop()
 	}
 
-	open := <-sampled
+	<-sampled
 
 	stop()
 
-	return open, err
+	return err
 }
 
 // readAfter reads the servers' memory at each of after, counted from now.
@@ -295,25 +290,22 @@ func (r *run) readAfter(ctx context.Context, after []time.Duration, samplers []*
 	return nil
 }
 
-// holdAndSample lets the floods run for d, sampling the servers' memory
-// and the floods' open connections; it returns the most open per server.
-func holdAndSample(ctx context.Context, d time.Duration, samplers []*rssSampler, floods [][]*flood.Flood) []int64 {
-	open := make([]int64, len(floods))
+// holdAndSample lets the flood run for d, sampling the servers' memory.
+func holdAndSample(ctx context.Context, d time.Duration, samplers []*rssSampler) {
 	end := time.After(d)
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
 
 	for {
-		for i, s := range samplers {
+		for _, s := range samplers {
 			s.sample()
-			open[i] = max(open[i], openOf(floods[i]))
 		}
 
 		select {
 		case <-ctx.Done():
-			return open
+			return
 		case <-end:
-			return open
+			return
 		case <-tick.C:
 		}
 	}

@@ -57,7 +57,7 @@ func (r Results) connFloodSection() Section {
 			"first with no flood, then while one source holds its maximum of idle TLS connections to trustd " +
 			"(HTTP/2 preface sent, no call) and keeps opening silent ones; then flooding sources hold idle TLS, " +
 			"silent and half-ClientHello connections to trustd and apid together (one of each kind per source and server, " +
-			"made again a second after the server closes it), while workers join and then an admin calls Version through " +
+			"made again a second after the server closes it, from a niced process of their own), while workers join and then an admin calls Version through " +
 			"apid over a new connection each time: VmRSS before, the highest sampled during, and some time after",
 		Rows: []Row{
 			{Name: "joins, no flood", Latency: &f.Quiet},
