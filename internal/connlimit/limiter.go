@@ -138,10 +138,9 @@ func (l *Limiter) admit(raw net.Conn, lisAddr net.Addr) *conn {
 }
 
 // offer gives raw a slot, taking one from a connection without a call if
-// needed (makeRoom), and
-// starts its FirstCall watch. When no slot can be had, raw waits for one
-// on w (see Config.SlotWait) if it may, and offer returns nil; otherwise
-// offer closes raw and returns nil.
+// need be (makeRoom), and starts its FirstCall watch. When no slot can be
+// had, raw waits for one on w (see Config.SlotWait) if it may, and offer
+// returns nil; otherwise offer closes raw and returns nil.
 func (l *Limiter) offer(raw net.Conn, lisAddr net.Addr, w *listener) *conn {
 	src := sourceOf(raw.RemoteAddr())
 
