@@ -31,7 +31,8 @@ type conn struct {
 	closeOnce sync.Once
 	draining  bool // set once by Close's first call: linger closes the socket
 
-	released bool // guarded by l.mu
+	released bool      // guarded by l.mu
+	admitted time.Time // when it got its slot; set once under l.mu
 }
 
 func newConn(raw net.Conn, l *Limiter, src string) *conn {

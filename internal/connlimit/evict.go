@@ -124,9 +124,13 @@ func (l *Limiter) wastedLocked(src string) {
 // nil when every connection has made a call. A connection that made a
 // call is never picked, so callers that proved themselves keep their slots
 // however many anonymous sources connect; and a newcomer from an address
-// that wasted no slot lately, its source's only connection, goes last. It
-// marks the connection evicted so that a call can no longer claim it.
-func (l *Limiter) evictableLocked() *conn {
+// that wasted no slot lately, its source's only connection, goes last.
+// When spareYoung, a connection of a source that is no suspect is picked
+// only once MinEvictAge old: a burst of honest clients larger than the
+// table (a join storm) then waits for slots rather than evicting each
+// other in their handshakes. It marks the connection evicted so that a
+// call can no longer claim it.
+func (l *Limiter) evictableLocked(spareYoung bool) *conn {
 	for {
 		s := l.ranks.top()
 		if s == nil {
@@ -134,6 +138,10 @@ func (l *Limiter) evictableLocked() *conn {
 		}
 
 		c := s.uncalled[0]
+		if spareYoung && s.class != classSuspect && l.cfg.Clock.Now().Sub(c.admitted) < MinEvictAge {
+			return nil
+		}
+
 		if c.state.CompareAndSwap(stateWaiting, stateClosed) {
 			return c
 		}

@@ -145,7 +145,7 @@ func (l *Limiter) offer(raw net.Conn, lisAddr net.Addr, w *listener) *conn {
 	src := sourceOf(raw.RemoteAddr())
 
 	l.mu.Lock()
-	victim, ok := l.makeRoom(src)
+	victim, ok := l.makeRoom(src, l.mayWaitLocked(w))
 
 	if !ok {
 		if l.belowSourceCapLocked(src) && l.enqueueLocked(raw, src, w) {
@@ -200,8 +200,9 @@ func (l *Limiter) belowSourceCapLocked(src string) bool {
 
 // makeRoom reports whether a connection of src may be admitted; when every
 // slot is taken it frees one by evicting, and returns the connection to
-// close once the lock is released.
-func (l *Limiter) makeRoom(src string) (*conn, bool) {
+// close once the lock is released. A newcomer that mayWait spares young
+// connections (evictableLocked).
+func (l *Limiter) makeRoom(src string, mayWait bool) (*conn, bool) {
 	if l.heldLocked(src) >= l.cfg.PerSource {
 		return nil, false
 	}
@@ -210,7 +211,7 @@ func (l *Limiter) makeRoom(src string) (*conn, bool) {
 		return nil, true
 	}
 
-	victim := l.evictableLocked()
+	victim := l.evictableLocked(mayWait)
 	if victim == nil {
 		return nil, false
 	}
@@ -230,6 +231,7 @@ func (l *Limiter) addLocked(c *conn) {
 	}
 
 	s.open++
+	c.admitted = l.cfg.Clock.Now()
 	l.addUncalledLocked(s, c)
 	l.byAddr[c.key] = c
 	l.stats.Open++

@@ -39,6 +39,15 @@ const (
 	// under a megabyte in all), which only lets those sources compete with
 	// newcomers again as they would without the set.
 	MaxSuspects = 8192
+	// MinEvictAge is how old a connection without a call, of a source
+	// that is no suspect, must be before a newcomer that may wait for a
+	// slot (Config.SlotWait, with room in the queue) takes its slot rather
+	// than waiting. A join storm larger than the table makes its calls
+	// within a second; evicting its members in their handshakes made a
+	// quarter of a 1,000-node storm retry. A newcomer that may not wait
+	// takes the slot whatever its age, so a flood that fills the queue too
+	// cannot keep newcomers out.
+	MinEvictAge = time.Second
 	// maxLingerRead bounds what one graceful close reads and discards.
 	maxLingerRead = 64 << 10
 )

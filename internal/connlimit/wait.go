@@ -125,6 +125,12 @@ func (w *listener) Close() error {
 	return err
 }
 
+// mayWaitLocked reports whether a newcomer on w would wait for a slot,
+// when none is free: the Limiter waits at all and its queue has room.
+func (l *Limiter) mayWaitLocked(w *listener) bool {
+	return w != nil && l.cfg.SlotWait > 0 && len(l.waiting) < l.cfg.MaxWaiting
+}
+
 // enqueueLocked makes raw wait for a slot, when the Limiter waits at all,
 // its queue has room and w is open; it reports whether raw waits.
 func (l *Limiter) enqueueLocked(raw net.Conn, src string, w *listener) bool {

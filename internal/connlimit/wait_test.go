@@ -260,3 +260,43 @@ func TestTemporaryErrorsPassThrough(t *testing.T) {
 		t.Fatal("no connection after a temporary error")
 	}
 }
+
+// TestYoungConnectionsAreSpared: with every slot taken by connections
+// without a call younger than MinEvictAge, of sources that are no
+// suspects (a join storm larger than the table), a newcomer waits for a
+// slot rather than evicting one; once they are that old, a newcomer takes
+// the oldest's slot.
+func TestYoungConnectionsAreSpared(t *testing.T) {
+	l, clk, lis, conns := waitingLimiter(t, 1, 2, 4)
+
+	var storm []*fakeConn
+
+	for _, ip := range []string{"127.0.0.2", "127.0.0.3"} {
+		c := newFake(ip)
+		conns <- c
+		accept(t, lis)
+
+		storm = append(storm, c)
+	}
+
+	conns <- newFake("127.0.0.4")
+
+	waitUntil(t, "a connection waiting", func() bool { return waiting(l) == 1 })
+
+	if storm[0].closed.Load() || storm[1].closed.Load() || l.Stats().Evicted != 0 {
+		t.Fatalf("a young connection was evicted: stats %+v", l.Stats())
+	}
+
+	clk.Advance(MinEvictAge)
+
+	late := newFake("127.0.0.5")
+	conns <- late
+
+	if got := accept(t, lis); got.RemoteAddr() != late.remote {
+		t.Fatalf("accepted %v, want the newcomer %v", got.RemoteAddr(), late.remote)
+	}
+
+	if !storm[0].closed.Load() || storm[1].closed.Load() {
+		t.Fatalf("evicted: oldest %v, newer %v; want the oldest only", storm[0].closed.Load(), storm[1].closed.Load())
+	}
+}
