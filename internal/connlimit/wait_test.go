@@ -300,3 +300,54 @@ func TestYoungConnectionsAreSpared(t *testing.T) {
 		t.Fatalf("evicted: oldest %v, newer %v; want the oldest only", storm[0].closed.Load(), storm[1].closed.Load())
 	}
 }
+
+// TestWaiterTakesAnAgedSlot: a newcomer waiting behind young connections
+// without a call takes the oldest's slot once it is MinEvictAge old,
+// rather than waiting out SlotWait for a slot that a flood never frees.
+func TestWaiterTakesAnAgedSlot(t *testing.T) {
+	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
+
+	l, err := New(Config{PerSource: 1, Total: 2, FirstCall: time.Minute, Clock: clk, SlotWait: 2 * MinEvictAge, MaxWaiting: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	conns := make(chan net.Conn, 4)
+	lis := l.Wrap(fakeListener{conns: conns})
+
+	t.Cleanup(func() { _ = lis.Close() })
+
+	var flood []*fakeConn
+
+	for _, ip := range []string{"127.0.0.2", "127.0.0.3"} {
+		c := newFake(ip)
+		conns <- c
+		accept(t, lis)
+
+		flood = append(flood, c)
+	}
+
+	joiner := newFake("127.0.0.4")
+	conns <- joiner
+
+	waitUntil(t, "the newcomer waiting", func() bool { return waiting(l) == 1 })
+
+	// Two FirstCall watches and the waiter's timer.
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+
+	if err = clk.WaitForTimers(ctx, 3); err != nil {
+		t.Fatal(err)
+	}
+
+	clk.Advance(MinEvictAge)
+
+	if got := accept(t, lis); got.RemoteAddr() != joiner.remote {
+		t.Fatalf("accepted %v, want the waiter %v", got.RemoteAddr(), joiner.remote)
+	}
+
+	if !flood[0].closed.Load() || flood[1].closed.Load() || joiner.closed.Load() {
+		t.Fatalf("closed: oldest %v, newer %v, waiter %v; want the oldest only",
+			flood[0].closed.Load(), flood[1].closed.Load(), joiner.closed.Load())
+	}
+}
