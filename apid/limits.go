@@ -40,7 +40,8 @@ const (
 	MaxConnectionsPerSource = 64
 
 	// SlotWait is how long a connection may wait for a slot once all
-	// MaxConnections hold connections that made a call,
+	// MaxConnections hold connections that made a call or are too young to
+	// evict (connlimit.MinEvictAge),
 	// instead of being closed at once: a burst of short-lived clients
 	// waits for the ones ahead of it rather than failing. A waiter holds
 	// only its socket, and its handshake timeout starts when it gets a slot.

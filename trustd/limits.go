@@ -52,8 +52,9 @@ const (
 	MaxConnectionsPerSource = 32
 
 	// SlotWait is how long a connection may wait for a slot once all
-	// MaxConnections hold connections that made a call (a join storm of
-	// more nodes than slots), instead of being closed at once and
+	// MaxConnections hold connections that made a call or are too young
+	// to evict (a join storm of more nodes than slots; see
+	// connlimit.MinEvictAge), instead of being closed at once and
 	// retrying after the client's backoff of 0.5–1 s. Joins end within
 	// milliseconds, so slots free quickly; a waiter holds only its socket,
 	// and its handshake timeout starts when it gets a slot.

@@ -16,10 +16,15 @@
 // caps the callers a server keeps (a cluster's nodes, its clients), and a
 // newcomer from an address that wasted no slot lately goes last, whatever
 // the flood's rate: time for it to finish its handshake and make its call.
-// Only when every slot holds a connection that made a call does a newcomer
-// wait for a slot, up to Config.SlotWait and behind at most
-// Config.MaxWaiting others (oldest first), holding only its socket, and is
-// closed when none frees in time; without SlotWait it is closed at once.
+// A newcomer that may wait for a slot (Config.SlotWait, with room among
+// Config.MaxWaiting waiters) spares the connections of sources that are no
+// suspects until they are MinEvictAge old, so that a burst of honest
+// clients larger than the table (a join storm) waits rather than evicting
+// its own members in their handshakes; a waiter takes a slot as soon as
+// one is released, or MinEvictAge into its wait by eviction, and is closed
+// when neither came within SlotWait. A newcomer that may not wait evicts
+// whatever the age; when every slot holds a connection that made a call,
+// it is closed at once.
 // A connection that has started no call within Config.FirstCall is closed,
 // whether its TLS handshake finished or not. The Limiter learns of calls
 // through its gRPC stats handler (StatsHandler), or MarkCalled for a
