@@ -167,8 +167,8 @@ func (l *Limiter) enqueueLocked(raw net.Conn, src string, w *listener) bool {
 }
 
 // expire refuses wt once its SlotWait is over, unless it got a slot or was
-// dropped before; MinEvictAge into the wait, it takes a slot by eviction
-// if one can be had.
+// dropped before; MinEvictAge into the wait and at its end, it takes a slot
+// by eviction if one can be had.
 func (l *Limiter) expire(wt *waiter) {
 	select {
 	case <-wt.timer.C():
@@ -178,16 +178,15 @@ func (l *Limiter) expire(wt *waiter) {
 
 	l.mu.Lock()
 
+	if victim := l.takeForWaiterLocked(wt); victim != nil {
+		l.mu.Unlock()
+		_ = victim.Close()
+
+		return
+	}
+
 	if wt.recheck {
 		wt.recheck = false
-
-		if victim := l.takeForWaiterLocked(wt); victim != nil {
-			l.mu.Unlock()
-			_ = victim.Close()
-
-			return
-		}
-
 		wt.timer = l.cfg.Clock.NewTimer(l.cfg.SlotWait - MinEvictAge)
 		l.mu.Unlock()
 		l.expire(wt)

@@ -264,8 +264,8 @@ func TestTemporaryErrorsPassThrough(t *testing.T) {
 // TestYoungConnectionsAreSpared: with every slot taken by connections
 // without a call younger than MinEvictAge, of sources that are no
 // suspects (a join storm larger than the table), a newcomer waits for a
-// slot rather than evicting one; once they are that old, a newcomer takes
-// the oldest's slot.
+// slot rather than evicting one; once they are that old, it takes the
+// oldest's slot.
 func TestYoungConnectionsAreSpared(t *testing.T) {
 	l, clk, lis, conns := waitingLimiter(t, 1, 2, 4)
 
@@ -279,7 +279,8 @@ func TestYoungConnectionsAreSpared(t *testing.T) {
 		storm = append(storm, c)
 	}
 
-	conns <- newFake("127.0.0.4")
+	waiter := newFake("127.0.0.4")
+	conns <- waiter
 
 	waitUntil(t, "a connection waiting", func() bool { return waiting(l) == 1 })
 
@@ -287,13 +288,12 @@ func TestYoungConnectionsAreSpared(t *testing.T) {
 		t.Fatalf("a young connection was evicted: stats %+v", l.Stats())
 	}
 
+	// At the end of its wait (SlotWait is MinEvictAge here), the waiter
+	// takes the slot of the oldest, now old enough.
 	clk.Advance(MinEvictAge)
 
-	late := newFake("127.0.0.5")
-	conns <- late
-
-	if got := accept(t, lis); got.RemoteAddr() != late.remote {
-		t.Fatalf("accepted %v, want the newcomer %v", got.RemoteAddr(), late.remote)
+	if got := accept(t, lis); got.RemoteAddr() != waiter.remote {
+		t.Fatalf("accepted %v, want the waiter %v", got.RemoteAddr(), waiter.remote)
 	}
 
 	if !storm[0].closed.Load() || storm[1].closed.Load() {
