@@ -32,6 +32,7 @@ const (
 	manyTries       = 7
 	manyTryTimeout  = 5 * time.Second
 	manyTryEvery    = 500 * time.Millisecond
+	manySettle      = 2 * trustd.SlotWait
 	manyFloodRedial = time.Second
 )
 
@@ -71,6 +72,12 @@ func testFloodFromManySources(t *testing.T, c *localcluster.Cluster, a admin) {
 	for _, s := range servers {
 		startManySources(t, net.JoinHostPort(cp.Address, strconv.Itoa(s.port)), s.tls, s.total)
 	}
+
+	// In its first seconds a flood from fresh addresses looks like a join
+	// storm, whose members a newcomer waits behind (connlimit.MinEvictAge,
+	// SlotWait); the tries start once the servers have closed the flood's
+	// connections for a few rounds and know its sources (suspects).
+	time.Sleep(manySettle)
 
 	// The tries are spread over a few seconds, so that the later ones
 	// meet the flood churning: sources whose connection was evicted make
