@@ -27,8 +27,10 @@ const (
 	// goroutine, TLS state and gRPC's buffers; a node's clients (operators
 	// and the apid of other nodes, one pooled connection each) need a
 	// fraction of it, and the bound keeps a flood from exhausting file
-	// descriptors and memory. When every slot is taken a new source takes
-	// one from the source holding the most (see internal/connlimit).
+	// descriptors and memory. When every slot is taken a new connection
+	// takes the slot of the oldest one that has made no call (see
+	// internal/connlimit), never of one that has: other nodes and
+	// operators keep their connections whatever a flood does.
 	MaxConnections = 1024
 
 	// MaxConnectionsPerSource bounds the open connections of one source
@@ -38,7 +40,8 @@ const (
 	MaxConnectionsPerSource = 64
 
 	// SlotWait is how long a connection may wait for a slot once all
-	// MaxConnections are taken and none can be taken from a larger source,
+	// MaxConnections hold connections that made a call or are too young to
+	// evict (connlimit.MinEvictAge),
 	// instead of being closed at once: a burst of short-lived clients
 	// waits for the ones ahead of it rather than failing. A waiter holds
 	// only its socket, and its handshake timeout starts when it gets a slot.

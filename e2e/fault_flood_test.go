@@ -43,6 +43,7 @@ const floodWorker = "127.8.13.250"
 // (handshake done, HTTP/2 preface sent, no call) and floods connections
 // that never send a ClientHello or stop halfway through one. Meanwhile a
 // worker with a valid token joins through trustd and an admin calls apid.
+// Then many sources, a few connections each, hold every slot of both.
 func TestConnectionFlood(t *testing.T) {
 	needBinaries(t)
 
@@ -95,6 +96,8 @@ func TestConnectionFlood(t *testing.T) {
 			return nil
 		})
 	})
+
+	t.Run("many sources", func(t *testing.T) { testFloodFromManySources(t, c, a) })
 }
 
 // startFlood starts cfg from floodSource, stopped when the test ends, and

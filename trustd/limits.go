@@ -39,8 +39,10 @@ const (
 	// MaxConnections bounds the open connections. Each costs a TLS
 	// handshake and buffers; a cluster's nodes need far fewer, and the
 	// bound keeps a flood from exhausting memory. When every slot is taken
-	// a new source takes one from the source holding the most (see
-	// internal/connlimit), so sources that flood together still leave room.
+	// a new connection takes the slot of the oldest one that has made no
+	// call (see internal/connlimit), never of one that has: a flood from
+	// any number of sources churns its own connections, while joining
+	// nodes get a slot and keep it once they call.
 	MaxConnections = 512
 
 	// MaxConnectionsPerSource bounds the open connections of one source
@@ -50,8 +52,9 @@ const (
 	MaxConnectionsPerSource = 32
 
 	// SlotWait is how long a connection may wait for a slot once all
-	// MaxConnections are taken by sources holding one each (a join storm
-	// of more nodes than slots), instead of being closed at once and
+	// MaxConnections hold connections that made a call or are too young
+	// to evict (a join storm of more nodes than slots; see
+	// connlimit.MinEvictAge), instead of being closed at once and
 	// retrying after the client's backoff of 0.5–1 s. Joins end within
 	// milliseconds, so slots free quickly; a waiter holds only its socket,
 	// and its handshake timeout starts when it gets a slot.

@@ -38,6 +38,12 @@ type options struct {
 }
 
 func main() {
+	// The connection-flood stage runs its flood in a process of its own:
+	// this binary again.
+	if bench.FloodChild() {
+		return
+	}
+
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 

@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -10,7 +9,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/aegis-os/aegis/apid"
 	"github.com/aegis-os/aegis/e2e/flood"
 	"github.com/aegis-os/aegis/internal/wire"
 	"github.com/aegis-os/aegis/trustd"
@@ -23,8 +21,10 @@ type ConnFloodPlan struct {
 	// one source holds its maximum of idle connections.
 	Joins int
 	// Sources flood trustd and apid together for Hold, each trying to hold
-	// twice its cap, so that the servers' totals are reached too; Joins
-	// more joins are made meanwhile.
+	// an idle TLS, a silent and a half-ClientHello connection to each, so
+	// that together they try to hold several times both servers' tables
+	// while no source comes near its own cap; Joins more joins, then as
+	// many admin calls of Version through apid, are made meanwhile.
 	Sources int
 	Hold    time.Duration
 	// After are the times after the flood when the servers' memory is read
@@ -36,16 +36,17 @@ type ConnFloodPlan struct {
 
 // ConnFloodPlans are the stage's loads, by Plan.Name.
 var ConnFloodPlans = map[string]ConnFloodPlan{
-	"full":  {Joins: 200, Sources: 24, Hold: 30 * time.Second, After: []time.Duration{10 * time.Second, 150 * time.Second}},
-	"quick": {Joins: 50, Sources: 24, Hold: 10 * time.Second, After: []time.Duration{10 * time.Second}},
+	"full":  {Joins: 200, Sources: 2000, Hold: 30 * time.Second, After: []time.Duration{10 * time.Second, 150 * time.Second}},
+	"quick": {Joins: 50, Sources: 2000, Hold: 10 * time.Second, After: []time.Duration{10 * time.Second}},
 }
 
 // Where the stage's servers listen and its floods come from.
 var (
 	// ConnFloodCIDR holds the stage's one-node cluster.
 	ConnFloodCIDR = netip.MustParsePrefix("127.7.4.0/24")
-	// ConnFloodSources are the flooding source addresses, from the first.
-	ConnFloodSources = netip.MustParsePrefix("127.7.5.0/24")
+	// ConnFloodSources hold the flooding source addresses (floodSource):
+	// room for 2,000 sources, 250 of each /24.
+	ConnFloodSources = netip.MustParsePrefix("127.7.24.0/21")
 	// ConnFloodJoiner is the address the stage's joins come from and ask
 	// for, as a worker asks for its own address: in the cluster's range,
 	// above its one node.
@@ -66,6 +67,11 @@ type ConnFlood struct {
 	Quiet   Summary `json:"joins_quiet"`
 	Flooded Summary `json:"joins_flooded"`
 	Full    Summary `json:"joins_sources_flooding"`
+	// Versions are an admin's calls of Version through apid, each over a
+	// new connection, while Sources sources flood; VersionFailures counts
+	// those that failed, which Versions leaves out.
+	Versions        Summary `json:"versions_sources_flooding"`
+	VersionFailures int     `json:"version_failures"`
 	// Sources flooded trustd and apid together for the memory figures.
 	Sources int          `json:"sources"`
 	Memory  []FloodedRSS `json:"memory"`
@@ -184,8 +190,9 @@ func joins(ctx context.Context, base join.Config, n int, name string) (Summary, 
 }
 
 // floodedMemory floods trustd and apid together from p.Sources sources,
-// each trying to hold twice its cap in idle TLS, silent and half-hello
-// connections, and reads both servers' memory before, during and after.
+// each trying to hold an idle TLS, a silent and a half-hello connection to
+// each, from a flood process of its own (floodproc.go), and reads both
+// servers' memory before, during and after.
 func (r *run) floodedMemory(ctx context.Context, e *clusterEnv, p ConnFloodPlan, res *ConnFlood) error {
 	base, err := joinConfig(e)
 	if err != nil {
@@ -197,74 +204,71 @@ func (r *run) floodedMemory(ctx context.Context, e *clusterEnv, p ConnFloodPlan,
 		return err
 	}
 
-	servers := []struct {
-		name      string
-		port, cap int
-		tls       *tls.Config
-	}{
-		{"trustd", wire.TrustdPort, trustd.MaxConnectionsPerSource, trustdTLS(e, base.CAs)},
-		{"apid", wire.APIDPort, apid.MaxConnectionsPerSource, admin},
+	names, spec := []string{"trustd", "apid"}, floodSpec{Sources: p.Sources, Redial: floodRedial}
+	for _, port := range []int{wire.TrustdPort, wire.APIDPort} {
+		spec.Targets = append(spec.Targets, net.JoinHostPort(e.cp.Address, strconv.Itoa(port)))
 	}
 
 	if err = sleep(ctx, r.plan.Settle); err != nil {
 		return err
 	}
 
-	samplers := make([]*rssSampler, len(servers))
-	floods := make([][]*flood.Flood, len(servers))
-
-	for i, s := range servers {
-		samplers[i] = &rssSampler{pid: e.cpProcs[s.name]}
+	samplers := make([]*rssSampler, len(names))
+	for i, name := range names {
+		samplers[i] = &rssSampler{pid: e.cpProcs[name]}
 		samplers[i].idle = samplers[i].read()
-
-		for src := range p.Sources {
-			floods[i] = append(floods[i], flood.Start(ctx, flood.Config{
-				Target: net.JoinHostPort(e.cp.Address, strconv.Itoa(s.port)), Source: floodSource(src), TLS: s.tls,
-				Idle: s.cap, Silent: s.cap / 2, HalfHello: s.cap / 2, Redial: floodRedial,
-			}))
-		}
 	}
 
-	r.logf("connection flood: %d sources flood trustd and apid for %s, %d joins meanwhile", p.Sources, p.Hold, p.Joins)
+	fp, err := startFlood(spec)
+	if err != nil {
+		return err
+	}
 
-	open, err := r.holdWhileJoining(ctx, p, base, samplers, floods, res)
+	r.logf("connection flood: %d sources flood trustd and apid for %s, %d joins and %d Version calls meanwhile", p.Sources, p.Hold, p.Joins, p.Joins)
 
-	for _, fs := range floods {
-		stopAll(fs)
+	err = r.holdWhileJoining(ctx, p, base, adminCall{tls: admin, node: e.cp.Address}, samplers, res)
+	if serr := fp.stop(); err == nil {
+		err = serr
 	}
 
 	if err != nil {
 		return err
 	}
 
-	for i, s := range servers {
-		res.Memory = append(res.Memory, FloodedRSS{Process: s.name, Idle: samplers[i].idle, Peak: samplers[i].peak, Open: open[i]})
+	open := fp.held()
+	for i, name := range names {
+		res.Memory = append(res.Memory, FloodedRSS{Process: name, Idle: samplers[i].idle, Peak: samplers[i].peak, Open: open[i]})
 	}
 
 	return r.readAfter(ctx, p.After, samplers, res)
 }
 
-// holdWhileJoining makes p.Joins joins while the floods run, and lets
-// them run until p.Hold has passed; it returns the most connections each
-// server's floods held.
-func (r *run) holdWhileJoining(ctx context.Context, p ConnFloodPlan, base join.Config, samplers []*rssSampler, floods [][]*flood.Flood, res *ConnFlood) ([]int64, error) {
+// holdWhileJoining makes p.Joins joins, then as many admin calls of
+// Version, while the flood runs, and lets it run until p.Hold has passed,
+// sampling the servers' memory.
+func (r *run) holdWhileJoining(ctx context.Context, p ConnFloodPlan, base join.Config, admin adminCall, samplers []*rssSampler, res *ConnFlood) error {
 	sctx, stop := context.WithCancel(ctx)
-	sampled := make(chan []int64, 1)
+	sampled := make(chan struct{})
 
-	go func() { sampled <- holdAndSample(sctx, p.Hold, samplers, floods) }()
+	go func() {
+		defer close(sampled)
+		holdAndSample(sctx, p.Hold, samplers)
+	}()
 
 	var err error
 
 	res.Full, err = joins(ctx, base, p.Joins, "sources")
-	if err != nil {
+	if err == nil {
+		res.Versions, res.VersionFailures = admin.versions(ctx, p.Joins)
+	} else {
 		stop()
 	}
 
-	open := <-sampled
+	<-sampled
 
 	stop()
 
-	return open, err
+	return err
 }
 
 // readAfter reads the servers' memory at each of after, counted from now.
@@ -286,25 +290,22 @@ func (r *run) readAfter(ctx context.Context, after []time.Duration, samplers []*
 	return nil
 }
 
-// holdAndSample lets the floods run for d, sampling the servers' memory
-// and the floods' open connections; it returns the most open per server.
-func holdAndSample(ctx context.Context, d time.Duration, samplers []*rssSampler, floods [][]*flood.Flood) []int64 {
-	open := make([]int64, len(floods))
+// holdAndSample lets the flood run for d, sampling the servers' memory.
+func holdAndSample(ctx context.Context, d time.Duration, samplers []*rssSampler) {
 	end := time.After(d)
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
 
 	for {
-		for i, s := range samplers {
+		for _, s := range samplers {
 			s.sample()
-			open[i] = max(open[i], openOf(floods[i]))
 		}
 
 		select {
 		case <-ctx.Done():
-			return open
+			return
 		case <-end:
-			return open
+			return
 		case <-tick.C:
 		}
 	}

@@ -5,17 +5,48 @@ import (
 	"time"
 )
 
-// GoalFloodedJoinP99 is the goal for joins while one source holds its
-// maximum of connections to trustd: p99 under it.
-const GoalFloodedJoinP99 = time.Second
+// The goals of the connection-flood stage: p99 of joins while one source
+// holds its maximum of connections to trustd, and of joins and of an
+// admin's Version while many sources flood trustd and apid together; the
+// servers' highest VmRSS during that flood.
+const (
+	GoalFloodedJoinP99    = time.Second
+	GoalFloodedVersionP99 = time.Second
+	GoalFloodedRSS        = 256 << 20
+)
 
-func (r Results) connFloodGoal() Goal {
-	name := "join p99 while one source holds its maximum of connections"
-	if r.Flood == nil {
-		return under(name, 0, GoalFloodedJoinP99)
+func (r Results) connFloodGoals() []Goal {
+	f := r.Flood
+	if f == nil {
+		f = &ConnFlood{}
 	}
 
-	return under(name, r.Flood.Flooded.P99, GoalFloodedJoinP99)
+	sources := fmt.Sprintf("%d sources flood trustd and apid", f.Sources)
+	out := []Goal{
+		under("join p99 while one source holds its maximum of connections", f.Flooded.P99, GoalFloodedJoinP99),
+		under("join p99 while "+sources, f.Full.P99, GoalFloodedJoinP99),
+		under("admin Version through apid, new connection, p99 while "+sources, f.Versions.P99, GoalFloodedVersionP99),
+	}
+
+	// A failed call has no latency: the goal is missed, whatever the p99.
+	if f.VersionFailures > 0 {
+		out[2].Met = false
+		out[2].Measured += fmt.Sprintf(" (%d failed)", f.VersionFailures)
+	}
+
+	for _, name := range []string{"trustd", "apid"} {
+		g := Goal{Name: name + " VmRSS while " + sources, Target: "< " + formatMiB(GoalFloodedRSS), Measured: missing}
+
+		for _, m := range f.Memory {
+			if m.Process == name && m.Peak > 0 {
+				g.Measured, g.Met = formatMiB(m.Peak), m.Peak < GoalFloodedRSS
+			}
+		}
+
+		out = append(out, g)
+	}
+
+	return out
 }
 
 func (r Results) connFloodSection() Section {
@@ -25,8 +56,9 @@ func (r Results) connFloodSection() Section {
 		How: "joins one after the other on a one-node cluster, each a new worker with its own key and connection, " +
 			"first with no flood, then while one source holds its maximum of idle TLS connections to trustd " +
 			"(HTTP/2 preface sent, no call) and keeps opening silent ones; then flooding sources hold idle TLS, " +
-			"silent and half-ClientHello connections to trustd and apid together: VmRSS before, the highest sampled " +
-			"during, and some time after",
+			"silent and half-ClientHello connections to trustd and apid together (one of each kind per source and server, " +
+			"made again a second after the server closes it, from a niced process of their own), while workers join and then an admin calls Version through " +
+			"apid over a new connection each time: VmRSS before, the highest sampled during, and some time after",
 		Rows: []Row{
 			{Name: "joins, no flood", Latency: &f.Quiet},
 			{
@@ -36,6 +68,10 @@ func (r Results) connFloodSection() Section {
 			{
 				Name: fmt.Sprintf("joins while %d sources hold every slot they can", f.Sources), Latency: &f.Full,
 				Ratios: []Relative{medianOfSummary("no flood", f.Full, f.Quiet)},
+			},
+			{
+				Name:    fmt.Sprintf("admin Version through apid, new connection, while %d sources hold every slot they can", f.Sources),
+				Latency: &f.Versions, Note: fmt.Sprintf("%d failed", f.VersionFailures),
 			},
 		},
 	}

@@ -4,12 +4,21 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
 	"sync"
 	"time"
+
+	"github.com/siderolabs/talos/pkg/machinery/api/machine"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/e2e/flood"
+	"github.com/aegis-os/aegis/internal/wire"
 )
 
 // rssSampler keeps the highest VmRSS of a process.
@@ -62,14 +71,12 @@ func stopAll(fs []*flood.Flood) {
 	wg.Wait()
 }
 
-// floodSource is the i-th flooding source address.
+// floodSource is the i-th flooding source address: 250 of each /24 of
+// ConnFloodSources, from .1, so that none ends in .0 or .255.
 func floodSource(i int) string {
-	a := ConnFloodSources.Addr().Next().Next()
-	for range i {
-		a = a.Next()
-	}
+	b := ConnFloodSources.Addr().As4()
 
-	return a.String()
+	return netip.AddrFrom4([4]byte{b[0], b[1], b[2] + byte(i/250), byte(1 + i%250)}).String()
 }
 
 // trustdTLS is a joining node's TLS config for the cluster's trustd.
@@ -102,4 +109,47 @@ func adminTLS(e *clusterEnv) (*tls.Config, error) {
 	return &tls.Config{
 		RootCAs: set.Pool(), ServerName: e.cp.Address, Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS13,
 	}, nil
+}
+
+// adminCall is an admin's call of Version through a node's apid.
+type adminCall struct {
+	tls  *tls.Config
+	node string
+}
+
+// versions calls Version n times one after the other, each over a new
+// connection as a command-line client makes, and returns the latencies of
+// those that succeeded and the count of those that failed.
+func (a adminCall) versions(ctx context.Context, n int) (Summary, int) {
+	lat := make([]time.Duration, 0, n)
+	failed := 0
+
+	for range n {
+		t0 := time.Now()
+		if err := a.version(ctx); err != nil {
+			failed++
+
+			continue
+		}
+
+		lat = append(lat, time.Since(t0))
+	}
+
+	return Summarize(lat), failed
+}
+
+func (a adminCall) version(ctx context.Context) error {
+	conn, err := grpc.NewClient(net.JoinHostPort(a.node, strconv.Itoa(wire.APIDPort)),
+		grpc.WithTransportCredentials(credentials.NewTLS(a.tls)))
+	if err != nil {
+		return err
+	}
+	defer conn.Close() //nolint:errcheck // a client connection
+
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+
+	_, err = machine.NewMachineServiceClient(conn).Version(ctx, &emptypb.Empty{})
+
+	return err
 }

@@ -44,8 +44,10 @@ func (r Results) Goals() []Goal {
 	out = append(out, r.joinGoal(), r.joinFloorGoal(), r.apidGoal())
 	out = append(out, r.fanOutGoals()...)
 
-	return append(out, r.bootGoal(), r.memoryGoal(), r.connFloodGoal(),
-		r.etcdClusterGoal(), r.etcdSingleGoal(), r.tokenStoreGoal(), r.tokenStoreConcurrentGoal(), r.containerdBootGoal(true), r.containerdBootGoal(false))
+	out = append(out, r.bootGoal(), r.memoryGoal())
+	out = append(out, r.connFloodGoals()...)
+
+	return append(out, r.etcdClusterGoal(), r.etcdSingleGoal(), r.tokenStoreGoal(), r.tokenStoreConcurrentGoal(), r.containerdBootGoal(true), r.containerdBootGoal(false))
 }
 
 // containerdBootGoal is the control plane's median boot on the containerd

@@ -31,7 +31,8 @@ type conn struct {
 	closeOnce sync.Once
 	draining  bool // set once by Close's first call: linger closes the socket
 
-	released bool // guarded by l.mu
+	released bool      // guarded by l.mu
+	admitted time.Time // when it got its slot; set once under l.mu
 }
 
 func newConn(raw net.Conn, l *Limiter, src string) *conn {
@@ -105,10 +106,12 @@ func (c *conn) linger(tcp *net.TCPConn) {
 	_ = tcp.Close()
 }
 
-// markCalled records that a call started, which ends the FirstCall watch.
+// markCalled records that a call started, which ends the FirstCall watch
+// and makes the connection one the Limiter never evicts.
 func (c *conn) markCalled() {
 	if c.state.CompareAndSwap(stateWaiting, stateCalled) {
 		close(c.called)
+		c.l.called(c)
 	}
 }
 
@@ -126,7 +129,7 @@ func (c *conn) watchFirstCall(clk clock.Clock, d time.Duration) {
 	}
 
 	if c.state.CompareAndSwap(stateWaiting, stateClosed) {
-		c.l.expired()
+		c.l.expired(c)
 		_ = c.Close()
 	}
 }

@@ -1,17 +1,39 @@
 // Package connlimit bounds the connections of a TCP listener, so that no
 // client, and no single source of clients, can hold a server's connections
-// and keep others out.
+// and keep others out, and so that anonymous connections from however many
+// sources cannot keep out the callers a server already serves.
 //
 // A Limiter wraps a net.Listener. A connection over its source's cap is
-// closed at once, and when every slot is taken the newest connection takes
-// the slot of the oldest connection without a call from the source holding
-// the most, if there is one. Otherwise it waits for a slot, up to
-// Config.SlotWait and behind at most Config.MaxWaiting others (oldest
-// first), holding only its socket, and is closed when none frees in time;
-// without SlotWait it is closed at once.
+// closed at once. When every slot is taken, the newest connection takes the
+// slot of one that has made no call (an idle connection or an unfinished
+// handshake), which has proved nothing yet. Sources whose connections were
+// closed for making no call within the last SuspectFor (a flood's, after
+// its first round) give theirs first; then, among sources alike, the one
+// holding the most connections without a call gives its oldest, and
+// between sources holding as many, the one that came to hold that many
+// first. A connection that has made a call is never evicted, so a flood
+// from any number of addresses churns only its own connections and never
+// caps the callers a server keeps (a cluster's nodes, its clients), and a
+// newcomer from an address that wasted no slot lately goes last, whatever
+// the flood's rate: time for it to finish its handshake and make its call.
+// A newcomer that may wait for a slot (Config.SlotWait, with room among
+// Config.MaxWaiting waiters) spares the connections of sources that are no
+// suspects until they are MinEvictAge old, so that a burst of honest
+// clients larger than the table (a join storm) waits rather than evicting
+// its own members in their handshakes; a waiter takes a slot as soon as
+// one is released, or MinEvictAge into its wait by eviction, and is closed
+// when neither came within SlotWait. A newcomer that may not wait evicts
+// whatever the age; when every slot holds a connection that made a call,
+// it is closed at once.
 // A connection that has started no call within Config.FirstCall is closed,
 // whether its TLS handshake finished or not. The Limiter learns of calls
-// through its gRPC stats handler (StatsHandler).
+// through its gRPC stats handler (StatsHandler), or MarkCalled for a
+// server that is not gRPC.
+//
+// Memory stays bounded by the caps: a connection costs one entry in the
+// table and one timer goroutine while it holds a slot, a waiter its socket
+// and a timer, a suspect source one entry of at most MaxSuspects, and
+// nothing is kept of a connection once it is closed.
 //
 // What belongs to gRPC stays there: the deadline of the TLS handshake and
 // HTTP/2 preface (grpc.ConnectionTimeout) and the graceful close of a

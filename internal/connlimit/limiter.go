@@ -48,7 +48,7 @@ type Stats struct {
 	// or with every slot taken.
 	Refused int
 	// Evicted counts connections without a call closed to make room for a
-	// source holding fewer.
+	// newer one when every slot was taken.
 	Evicted int
 	// Expired counts connections closed for starting no call within FirstCall.
 	Expired int
@@ -66,6 +66,8 @@ type Limiter struct {
 	mu       sync.Mutex
 	sources  map[string]*sourceConns
 	byAddr   map[string]*conn // by connKey, for the stats handler
+	ranks    *ranks           // sources by their connections without a call (evict.go)
+	suspects *suspects        // sources that wasted a slot lately (suspects.go)
 	stats    Stats
 	refusals int // since the last record
 	lastLog  time.Time
@@ -74,11 +76,6 @@ type Limiter struct {
 
 	waiting   []*waiter      // oldest first (wait.go)
 	waitingBy map[string]int // waiters by source
-}
-
-// source is the open connections of one source, oldest first.
-type sourceConns struct {
-	conns []*conn
 }
 
 // New checks cfg and returns a Limiter with no connection.
@@ -101,6 +98,7 @@ func New(cfg Config) (*Limiter, error) {
 
 	return &Limiter{
 		cfg: cfg, sources: map[string]*sourceConns{}, byAddr: map[string]*conn{},
+		ranks: newRanks(cfg.PerSource), suspects: newSuspects(MaxSuspects),
 		waitingBy: map[string]int{},
 	}, nil
 }
@@ -139,15 +137,15 @@ func (l *Limiter) admit(raw net.Conn, lisAddr net.Addr) *conn {
 	return l.offer(raw, lisAddr, nil)
 }
 
-// offer gives raw a slot, taking one from the largest source if needed, and
-// starts its FirstCall watch. When no slot can be had, raw waits for one
-// on w (see Config.SlotWait) if it may, and offer returns nil; otherwise
-// offer closes raw and returns nil.
+// offer gives raw a slot, taking one from a connection without a call if
+// need be (makeRoom), and starts its FirstCall watch. When no slot can be
+// had, raw waits for one on w (see Config.SlotWait) if it may, and offer
+// returns nil; otherwise offer closes raw and returns nil.
 func (l *Limiter) offer(raw net.Conn, lisAddr net.Addr, w *listener) *conn {
 	src := sourceOf(raw.RemoteAddr())
 
 	l.mu.Lock()
-	victim, ok := l.makeRoom(src)
+	victim, ok := l.makeRoom(src, l.mayWaitLocked(w))
 
 	if !ok {
 		if l.belowSourceCapLocked(src) && l.enqueueLocked(raw, src, w) {
@@ -189,7 +187,7 @@ func (l *Limiter) logRefusals(lisAddr net.Addr, src string, refused int) {
 func (l *Limiter) heldLocked(src string) int {
 	have := l.waitingBy[src]
 	if s := l.sources[src]; s != nil {
-		have += len(s.conns)
+		have += s.open
 	}
 
 	return have
@@ -202,11 +200,10 @@ func (l *Limiter) belowSourceCapLocked(src string) bool {
 
 // makeRoom reports whether a connection of src may be admitted; when every
 // slot is taken it frees one by evicting, and returns the connection to
-// close once the lock is released.
-func (l *Limiter) makeRoom(src string) (*conn, bool) {
-	have := l.heldLocked(src)
-
-	if have >= l.cfg.PerSource {
+// close once the lock is released. A newcomer that mayWait spares young
+// connections (evictableLocked).
+func (l *Limiter) makeRoom(src string, mayWait bool) (*conn, bool) {
+	if l.heldLocked(src) >= l.cfg.PerSource {
 		return nil, false
 	}
 
@@ -214,51 +211,28 @@ func (l *Limiter) makeRoom(src string) (*conn, bool) {
 		return nil, true
 	}
 
-	victim := l.evictableLocked(have)
+	victim := l.evictableLocked(mayWait)
 	if victim == nil {
 		return nil, false
 	}
 
 	l.removeLocked(victim)
+	l.wastedLocked(victim.source)
 	l.stats.Evicted++
 
 	return victim, true
 }
 
-// evictableLocked picks the oldest connection without a call of the source
-// holding the most connections, provided that source would still hold more
-// than one of have connections does after admitting it; it marks the
-// connection evicted so that a call can no longer claim it.
-func (l *Limiter) evictableLocked(have int) *conn {
-	var largest *sourceConns
-
-	for _, s := range l.sources {
-		if largest == nil || len(s.conns) > len(largest.conns) {
-			largest = s
-		}
-	}
-
-	if largest == nil || len(largest.conns) <= have+1 {
-		return nil
-	}
-
-	for _, c := range largest.conns {
-		if c.state.CompareAndSwap(stateWaiting, stateClosed) {
-			return c
-		}
-	}
-
-	return nil
-}
-
 func (l *Limiter) addLocked(c *conn) {
 	s := l.sources[c.source]
 	if s == nil {
-		s = &sourceConns{}
+		s = &sourceConns{key: c.source}
 		l.sources[c.source] = s
 	}
 
-	s.conns = append(s.conns, c)
+	s.open++
+	c.admitted = l.cfg.Clock.Now()
+	l.addUncalledLocked(s, c)
 	l.byAddr[c.key] = c
 	l.stats.Open++
 }
@@ -270,15 +244,9 @@ func (l *Limiter) removeLocked(c *conn) {
 	delete(l.byAddr, c.key)
 
 	s := l.sources[c.source]
-	for i, o := range s.conns {
-		if o == c {
-			s.conns = append(s.conns[:i], s.conns[i+1:]...)
+	l.dropUncalledLocked(s, c)
 
-			break
-		}
-	}
-
-	if len(s.conns) == 0 {
+	if s.open--; s.open == 0 {
 		delete(l.sources, c.source)
 	}
 }
@@ -294,9 +262,11 @@ func (l *Limiter) release(c *conn) {
 	}
 }
 
-func (l *Limiter) expired() {
+// expired counts c, closed for starting no call within FirstCall.
+func (l *Limiter) expired(c *conn) {
 	l.mu.Lock()
 	l.stats.Expired++
+	l.wastedLocked(c.source)
 	l.mu.Unlock()
 }
 

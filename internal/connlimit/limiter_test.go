@@ -106,49 +106,44 @@ func TestPerSourceCap(t *testing.T) {
 	}
 }
 
-func TestTotalCapTakesFromTheLargestSource(t *testing.T) {
+func TestFullTableEvictsTheOldestWithoutACall(t *testing.T) {
 	l := newLimiter(t, 3, 4, clock.NewFake(time.Now()))
 
-	var flood []*fakeConn
+	caller, _ := admitFrom(l, "127.0.0.2")
+	caller.markCalled()
 
-	for range 3 {
-		_, raw := admitFrom(l, "127.0.0.2")
-		flood = append(flood, raw)
-	}
+	_, oldest := admitFrom(l, "127.0.0.3")
+	_, older := admitFrom(l, "127.0.0.2")
+	admitFrom(l, "127.0.0.4")
 
-	admitFrom(l, "127.0.0.3")
-
-	// Every slot is taken: each new source gets one from the flooding source,
-	// oldest first, until the flood holds no more than any other source.
-	for i, ip := range []string{"127.0.0.4", "127.0.0.5"} {
-		if c, _ := admitFrom(l, ip); c == nil {
-			t.Fatalf("source %s refused", ip)
+	// Every slot is taken: each newcomer takes the slot of the oldest
+	// connection without a call, whatever its source; the caller keeps its.
+	for i, victim := range []*fakeConn{oldest, older} {
+		if c, _ := admitFrom(l, "127.0.0.5"); c == nil {
+			t.Fatalf("newcomer %d refused", i+1)
 		}
 
-		if !flood[i].closed.Load() {
-			t.Fatalf("the flood's connection %d was not evicted", i)
+		if !victim.closed.Load() {
+			t.Fatalf("newcomer %d: the oldest connection without a call was not evicted", i+1)
 		}
 	}
 
-	c, raw := admitFrom(l, "127.0.0.6")
-	if c != nil || !raw.closed.Load() {
-		t.Fatal("a connection was admitted with every source at one connection and every slot taken")
+	if caller.state.Load() != stateCalled {
+		t.Fatal("the connection that made a call was evicted")
 	}
 
-	if got := l.Stats(); got.Open != 4 || got.Evicted != 2 || got.Refused != 1 {
-		t.Fatalf("stats %+v, want 4 open, 2 evicted, 1 refused", got)
+	if got := l.Stats(); got.Open != 4 || got.Evicted != 2 || got.Refused != 0 {
+		t.Fatalf("stats %+v, want 4 open, 2 evicted, none refused", got)
 	}
 }
 
 func TestConnectionsWithACallAreNotEvicted(t *testing.T) {
 	l := newLimiter(t, 3, 4, clock.NewFake(time.Now()))
 
-	for range 3 {
-		c, _ := admitFrom(l, "127.0.0.2")
+	for _, ip := range []string{"127.0.0.2", "127.0.0.2", "127.0.0.2", "127.0.0.3"} {
+		c, _ := admitFrom(l, ip)
 		c.markCalled()
 	}
-
-	admitFrom(l, "127.0.0.3")
 
 	if c, _ := admitFrom(l, "127.0.0.4"); c != nil {
 		t.Fatal("a connection with a call was evicted")

@@ -24,6 +24,30 @@ const (
 	// with "broken pipe" instead of the reason. Shutting the write side and
 	// draining lets the alert arrive, followed by an orderly end.
 	LingerTimeout = 500 * time.Millisecond
+	// SuspectFor and SuspectStrikes: a source whose connections were
+	// closed for making no call (evicted from a full table, or past their
+	// FirstCall) twice, each within a minute of the one before, is a
+	// suspect, whose connections are evicted before any other's, until it
+	// makes a call or a minute passes without a strike. A flood's sources
+	// are struck again at every round; a client evicted once in its
+	// handshake by a flood's first round is not a suspect, and one that
+	// got through once is trusted again.
+	SuspectFor     = time.Minute
+	SuspectStrikes = 2
+	// MaxSuspects bounds the suspects kept: a flood from more addresses
+	// than this has its oldest strikes forgotten (some 100 bytes each, so
+	// under a megabyte in all), which only lets those sources compete with
+	// newcomers again as they would without the set.
+	MaxSuspects = 8192
+	// MinEvictAge is how old a connection without a call, of a source
+	// that is no suspect, must be before a newcomer that may wait for a
+	// slot (Config.SlotWait, with room in the queue) takes its slot rather
+	// than waiting. A join storm larger than the table makes its calls
+	// within a second; evicting its members in their handshakes made a
+	// quarter of a 1,000-node storm retry. A newcomer that may not wait
+	// takes the slot whatever its age, so a flood that fills the queue too
+	// cannot keep newcomers out.
+	MinEvictAge = time.Second
 	// maxLingerRead bounds what one graceful close reads and discards.
 	maxLingerRead = 64 << 10
 )

@@ -17,6 +17,9 @@ type waiter struct {
 	lis   *listener
 	timer clock.Timer
 	left  chan struct{} // closed when the waiter leaves the queue for a slot or a close
+	// recheck is set while timer runs to MinEvictAge rather than to the
+	// end of SlotWait; guarded by the Limiter's lock.
+	recheck bool
 }
 
 // listener is a net.Listener bounded by a Limiter. One goroutine accepts
@@ -125,6 +128,12 @@ func (w *listener) Close() error {
 	return err
 }
 
+// mayWaitLocked reports whether a newcomer on w would wait for a slot,
+// when none is free: the Limiter waits at all and its queue has room.
+func (l *Limiter) mayWaitLocked(w *listener) bool {
+	return w != nil && l.cfg.SlotWait > 0 && len(l.waiting) < l.cfg.MaxWaiting
+}
+
 // enqueueLocked makes raw wait for a slot, when the Limiter waits at all,
 // its queue has room and w is open; it reports whether raw waits.
 func (l *Limiter) enqueueLocked(raw net.Conn, src string, w *listener) bool {
@@ -138,7 +147,17 @@ func (l *Limiter) enqueueLocked(raw net.Conn, src string, w *listener) bool {
 	default:
 	}
 
-	wt := &waiter{raw: raw, src: src, lis: w, timer: l.cfg.Clock.NewTimer(l.cfg.SlotWait), left: make(chan struct{})}
+	wt := &waiter{raw: raw, src: src, lis: w, left: make(chan struct{})}
+
+	// A waiter looks for a slot to take once more MinEvictAge on, when
+	// the young connections it spared may have grown old (evictableLocked).
+	if l.cfg.SlotWait > MinEvictAge {
+		wt.recheck = true
+		wt.timer = l.cfg.Clock.NewTimer(MinEvictAge)
+	} else {
+		wt.timer = l.cfg.Clock.NewTimer(l.cfg.SlotWait)
+	}
+
 	l.waiting = append(l.waiting, wt)
 	l.waitingBy[src]++
 
@@ -148,7 +167,8 @@ func (l *Limiter) enqueueLocked(raw net.Conn, src string, w *listener) bool {
 }
 
 // expire refuses wt once its SlotWait is over, unless it got a slot or was
-// dropped before.
+// dropped before; MinEvictAge into the wait and at its end, it takes a slot
+// by eviction if one can be had.
 func (l *Limiter) expire(wt *waiter) {
 	select {
 	case <-wt.timer.C():
@@ -157,6 +177,23 @@ func (l *Limiter) expire(wt *waiter) {
 	}
 
 	l.mu.Lock()
+
+	if victim := l.takeForWaiterLocked(wt); victim != nil {
+		l.mu.Unlock()
+		_ = victim.Close()
+
+		return
+	}
+
+	if wt.recheck {
+		wt.recheck = false
+		wt.timer = l.cfg.Clock.NewTimer(l.cfg.SlotWait - MinEvictAge)
+		l.mu.Unlock()
+		l.expire(wt)
+
+		return
+	}
+
 	queued := l.unqueueLocked(wt)
 
 	refused := 0
@@ -189,6 +226,28 @@ func (l *Limiter) unqueueLocked(wt *waiter) bool {
 	return true
 }
 
+// takeForWaiterLocked gives wt, still waiting, the slot of a connection
+// that may be evicted for a newcomer that waits (evictableLocked), and
+// returns that connection, to close once the lock is released; nil when
+// there is none.
+func (l *Limiter) takeForWaiterLocked(wt *waiter) *conn {
+	if slices.Index(l.waiting, wt) < 0 {
+		return nil
+	}
+
+	victim := l.evictableLocked(true)
+	if victim == nil {
+		return nil
+	}
+
+	l.removeLocked(victim)
+	l.wastedLocked(victim.source)
+	l.stats.Evicted++
+	l.admitLocked(wt)
+
+	return victim
+}
+
 // admitWaiterLocked gives a free slot to the oldest waiter, if any, and
 // hands its connection to its listener's Accept.
 func (l *Limiter) admitWaiterLocked() {
@@ -196,7 +255,12 @@ func (l *Limiter) admitWaiterLocked() {
 		return
 	}
 
-	wt := l.waiting[0]
+	l.admitLocked(l.waiting[0])
+}
+
+// admitLocked gives wt a slot and hands its connection to its listener's
+// Accept.
+func (l *Limiter) admitLocked(wt *waiter) {
 	l.unqueueLocked(wt)
 	wt.timer.Stop()
 

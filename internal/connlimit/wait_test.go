@@ -79,7 +79,8 @@ func waiting(l *Limiter) int {
 	return len(l.waiting)
 }
 
-// fill offers one connection from each of ips and accepts them all.
+// fill offers one connection from each of ips, accepts them all and has
+// each make a call, so that none can be evicted.
 func fill(t *testing.T, lis net.Listener, conns chan<- net.Conn, ips ...string) []net.Conn {
 	t.Helper()
 
@@ -87,14 +88,17 @@ func fill(t *testing.T, lis net.Listener, conns chan<- net.Conn, ips ...string) 
 
 	for _, ip := range ips {
 		conns <- newFake(ip)
-		open = append(open, accept(t, lis))
+
+		c := accept(t, lis)
+		c.(*conn).markCalled()
+		open = append(open, c)
 	}
 
 	return open
 }
 
-// TestFullTableWaitsForASlot: with every slot taken by sources holding one
-// connection each (nothing to evict), new connections wait instead of
+// TestFullTableWaitsForASlot: with every slot taken by connections that
+// made a call (nothing to evict), new connections wait instead of
 // being refused, and take freed slots oldest first.
 func TestFullTableWaitsForASlot(t *testing.T) {
 	l, _, lis, conns := waitingLimiter(t, 1, 2, 4)
@@ -134,11 +138,11 @@ func TestWaitRunsOut(t *testing.T) {
 
 	waitUntil(t, "a connection waiting", func() bool { return waiting(l) == 1 })
 
-	// Two FirstCall watches and the wait.
+	// The wait's timer (the FirstCall watches ended with the calls).
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
 
-	if err := clk.WaitForTimers(ctx, 3); err != nil {
+	if err := clk.WaitForTimers(ctx, 1); err != nil {
 		t.Fatal(err)
 	}
 
@@ -254,5 +258,96 @@ func TestTemporaryErrorsPassThrough(t *testing.T) {
 
 	if c := accept(t, lis); c == nil {
 		t.Fatal("no connection after a temporary error")
+	}
+}
+
+// TestYoungConnectionsAreSpared: with every slot taken by connections
+// without a call younger than MinEvictAge, of sources that are no
+// suspects (a join storm larger than the table), a newcomer waits for a
+// slot rather than evicting one; once they are that old, it takes the
+// oldest's slot.
+func TestYoungConnectionsAreSpared(t *testing.T) {
+	l, clk, lis, conns := waitingLimiter(t, 1, 2, 4)
+
+	var storm []*fakeConn
+
+	for _, ip := range []string{"127.0.0.2", "127.0.0.3"} {
+		c := newFake(ip)
+		conns <- c
+		accept(t, lis)
+
+		storm = append(storm, c)
+	}
+
+	waiter := newFake("127.0.0.4")
+	conns <- waiter
+
+	waitUntil(t, "a connection waiting", func() bool { return waiting(l) == 1 })
+
+	if storm[0].closed.Load() || storm[1].closed.Load() || l.Stats().Evicted != 0 {
+		t.Fatalf("a young connection was evicted: stats %+v", l.Stats())
+	}
+
+	// At the end of its wait (SlotWait is MinEvictAge here), the waiter
+	// takes the slot of the oldest, now old enough.
+	clk.Advance(MinEvictAge)
+
+	if got := accept(t, lis); got.RemoteAddr() != waiter.remote {
+		t.Fatalf("accepted %v, want the waiter %v", got.RemoteAddr(), waiter.remote)
+	}
+
+	if !storm[0].closed.Load() || storm[1].closed.Load() {
+		t.Fatalf("evicted: oldest %v, newer %v; want the oldest only", storm[0].closed.Load(), storm[1].closed.Load())
+	}
+}
+
+// TestWaiterTakesAnAgedSlot: a newcomer waiting behind young connections
+// without a call takes the oldest's slot once it is MinEvictAge old,
+// rather than waiting out SlotWait for a slot that a flood never frees.
+func TestWaiterTakesAnAgedSlot(t *testing.T) {
+	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
+
+	l, err := New(Config{PerSource: 1, Total: 2, FirstCall: time.Minute, Clock: clk, SlotWait: 2 * MinEvictAge, MaxWaiting: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	conns := make(chan net.Conn, 4)
+	lis := l.Wrap(fakeListener{conns: conns})
+
+	t.Cleanup(func() { _ = lis.Close() })
+
+	var flood []*fakeConn
+
+	for _, ip := range []string{"127.0.0.2", "127.0.0.3"} {
+		c := newFake(ip)
+		conns <- c
+		accept(t, lis)
+
+		flood = append(flood, c)
+	}
+
+	joiner := newFake("127.0.0.4")
+	conns <- joiner
+
+	waitUntil(t, "the newcomer waiting", func() bool { return waiting(l) == 1 })
+
+	// Two FirstCall watches and the waiter's timer.
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+
+	if err = clk.WaitForTimers(ctx, 3); err != nil {
+		t.Fatal(err)
+	}
+
+	clk.Advance(MinEvictAge)
+
+	if got := accept(t, lis); got.RemoteAddr() != joiner.remote {
+		t.Fatalf("accepted %v, want the waiter %v", got.RemoteAddr(), joiner.remote)
+	}
+
+	if !flood[0].closed.Load() || flood[1].closed.Load() || joiner.closed.Load() {
+		t.Fatalf("closed: oldest %v, newer %v, waiter %v; want the oldest only",
+			flood[0].closed.Load(), flood[1].closed.Load(), joiner.closed.Load())
 	}
 }
