@@ -14,8 +14,9 @@ import (
 )
 
 // formEtcd bootstraps etcd on the first control plane, as talosctl cluster
-// create does, then waits until every control plane is a voting member and
-// every service of every node is up.
+// create does, then waits until every control plane is a voting member,
+// every service of every node is up, and every control plane lists every
+// node as a member.
 func (c *Cluster) formEtcd(ctx context.Context, deadline time.Time, progress io.Writer, start time.Time) error {
 	if c.skipBootstrap {
 		return c.checkServices(ctx, deadline)
@@ -41,7 +42,17 @@ func (c *Cluster) formEtcd(ctx context.Context, deadline time.Time, progress io.
 
 	fmt.Fprintf(progress, "[%5.1fs] %-28s %-12s %d voting members\n", time.Since(start).Seconds(), "etcd", "", len(c.ControlPlanes()))
 
-	return c.checkServices(ctx, deadline)
+	if err = c.checkServices(ctx, deadline); err != nil {
+		return err
+	}
+
+	if err = c.waitMembers(ctx, cli, deadline); err != nil {
+		return err
+	}
+
+	fmt.Fprintf(progress, "[%5.1fs] %-28s %-12s every node listed by every control plane\n", time.Since(start).Seconds(), "members", "")
+
+	return nil
 }
 
 // Bootstrap asks the first control plane to form the etcd cluster,
