@@ -66,40 +66,40 @@ func memberEntries(members *membership.Store) func(ctx context.Context) ([]names
 	}
 }
 
-// formedNames fails closed once the local etcd member is part of a formed
-// cluster. Before that, a record that cannot be reached is no record: the
-// cluster has no shared state yet (the token store keeps its tokens in
-// bbolt until then), a name is checked against the reserved set alone,
-// and a node that joined then is protected from the formation on by its
-// member entry, and bound at its next renewal. A control plane still
-// joining reaches the others' etcd, and so their record.
+// formedNames keeps no record before the local etcd member is part of a
+// formed cluster, as the token store keeps its tokens in bbolt until then:
+// there is no shared state yet, a name is checked against the reserved set
+// alone, and a node that joined then is protected from the formation on by
+// its member entry and bound at its first heartbeat. Asking an etcd that
+// does not answer yet would only cost every join before the bootstrap the
+// record's timeout. From the formation on, it fails closed.
 type formedNames struct {
 	store  *namestore.Store
 	formed func() bool
 }
 
-// unlessUnformed passes err on, but for a failure to reach the record
-// before the cluster is formed.
-func (f formedNames) unlessUnformed(err error) error {
-	if err != nil && !errors.Is(err, trustd.ErrNameHeld) && !f.formed() {
-		return nil
+func (f formedNames) ControlPlaneNames(ctx context.Context) ([]string, error) {
+	if !f.formed() {
+		return nil, nil
 	}
 
-	return err
-}
-
-func (f formedNames) ControlPlaneNames(ctx context.Context) ([]string, error) {
-	names, err := f.store.ControlPlaneNames(ctx)
-
-	return names, f.unlessUnformed(err)
+	return f.store.ControlPlaneNames(ctx)
 }
 
 func (f formedNames) Check(ctx context.Context, name string, source netip.Addr) error {
-	return f.unlessUnformed(f.store.Check(ctx, name, source))
+	if !f.formed() {
+		return nil
+	}
+
+	return f.store.Check(ctx, name, source)
 }
 
 func (f formedNames) Bind(ctx context.Context, b trustd.Binding) error {
-	return f.unlessUnformed(f.store.Bind(ctx, b))
+	if !f.formed() {
+		return nil
+	}
+
+	return f.store.Bind(ctx, b)
 }
 
 // proven records the name a worker's heartbeat proves with its node
@@ -130,7 +130,11 @@ func (f formedNames) proven(ctx context.Context, hostname string, addresses []st
 		return fmt.Errorf("%w: %s is a control plane's name", membership.ErrNotOwner, hostname)
 	}
 
-	err = f.unlessUnformed(f.store.Ensure(ctx, b))
+	if !f.formed() {
+		return nil
+	}
+
+	err = f.store.Ensure(ctx, b)
 	if errors.Is(err, trustd.ErrNameHeld) {
 		return errors.Join(membership.ErrNotOwner, err)
 	}
@@ -153,9 +157,13 @@ func (f formedNames) release(ctx context.Context, names, addresses []string) err
 		addrs = append(addrs, addr)
 	}
 
+	if !f.formed() {
+		return nil
+	}
+
 	var errs []error
 	for _, name := range names {
-		errs = append(errs, f.unlessUnformed(f.store.Release(ctx, name, addrs)))
+		errs = append(errs, f.store.Release(ctx, name, addrs))
 	}
 
 	return errors.Join(errs...)

@@ -84,3 +84,43 @@ func TestHeartbeatProvesName(t *testing.T) {
 		t.Fatal("once formed, without etcd: no error, want a failure")
 	}
 }
+
+// TestUnformedClusterAnswersAtOnce: before the local etcd member is part of
+// a formed cluster, neither the record of names nor the member list is
+// asked (they would wait out etcd's timeout on every join and heartbeat):
+// a name is free, a heartbeat is Unavailable at once. The stores are nil
+// here, so a call to either would panic.
+func TestUnformedClusterAnswersAtOnce(t *testing.T) {
+	ctx := context.Background()
+	unformed := func() bool { return false }
+	f := formedNames{formed: unformed}
+
+	if err := f.Check(ctx, "worker-1", netip.MustParseAddr("10.0.0.5")); err != nil {
+		t.Fatalf("Check: %v", err)
+	}
+
+	if err := f.Bind(ctx, trustd.Binding{Name: "worker-1"}); err != nil {
+		t.Fatalf("Bind: %v", err)
+	}
+
+	if names, err := f.ControlPlaneNames(ctx); err != nil || names != nil {
+		t.Fatalf("ControlPlaneNames: %v, %v", names, err)
+	}
+
+	if err := f.proven(ctx, "worker-1", []string{"10.0.0.5"}, time.Now().Add(time.Hour)); err != nil {
+		t.Fatalf("proven: %v", err)
+	}
+
+	if err := f.release(ctx, []string{"worker-1"}, []string{"10.0.0.5"}); err != nil {
+		t.Fatalf("release: %v", err)
+	}
+
+	w := formedWriter{formed: unformed}
+	if err := w.Put(ctx, &membership.Member{}, membership.RoleWorker); !errors.Is(err, membership.ErrUnavailable) {
+		t.Fatalf("Put: %v, want ErrUnavailable", err)
+	}
+
+	if err := w.Delete(ctx, "10.0.0.5", membership.RoleWorker); !errors.Is(err, membership.ErrUnavailable) {
+		t.Fatalf("Delete: %v, want ErrUnavailable", err)
+	}
+}

@@ -267,6 +267,34 @@ func (d *daemon) memberStore() (*membership.Store, error) {
 	return membership.New(membership.Config{Client: d.etcd})
 }
 
+// formedWriter answers at once, Unavailable, while the local etcd member
+// is not part of a formed cluster: there is no member list to write to
+// yet, and a write would wait out etcd's timeout while the worker waits
+// for its answer.
+type formedWriter struct {
+	store  *membership.Store
+	formed func() bool
+}
+
+// errNotFormed: the cluster's etcd is not formed yet.
+var errNotFormed = fmt.Errorf("%w: the cluster's etcd is not bootstrapped yet", membership.ErrUnavailable)
+
+func (w formedWriter) Put(ctx context.Context, m *membership.Member, role string) error {
+	if !w.formed() {
+		return errNotFormed
+	}
+
+	return w.store.Put(ctx, m, role)
+}
+
+func (w formedWriter) Delete(ctx context.Context, address, role string) error {
+	if !w.formed() {
+		return errNotFormed
+	}
+
+	return w.store.Delete(ctx, address, role)
+}
+
 // membershipService records the heartbeats of workers in etcd, when this
 // control plane runs etcd: a worker has no etcd of its own.
 func (d *daemon) membershipService(store *membership.Store, cas trustd.CAProvider) func(grpc.ServiceRegistrar) {
@@ -275,7 +303,7 @@ func (d *daemon) membershipService(store *membership.Store, cas trustd.CAProvide
 	}
 
 	srv := membership.NewServer(membership.ServerConfig{
-		Writer: store, AcceptedCAs: func() *x509.CertPool { return cas.AcceptedCAs().Pool() }, Logger: d.log,
+		Writer: formedWriter{store: store, formed: d.names.formed}, AcceptedCAs: func() *x509.CertPool { return cas.AcceptedCAs().Pool() }, Logger: d.log,
 		Names: d.names.proven, Release: d.names.release,
 	})
 
