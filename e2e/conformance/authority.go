@@ -34,6 +34,8 @@ func authorityCases() []*Case {
 			func(e *Env, source string) []string { return []string{source, e.Target} }),
 		tokenCase("static token: certificate naming the control plane's name", codes.PermissionDenied, staticToken,
 			func(e *Env, source string) []string { return []string{source, e.targetName()} }),
+		tokenCase("static token: certificate naming a worker's name, held by that worker", codes.PermissionDenied, staticToken,
+			func(e *Env, source string) []string { return []string{source, e.nodeName(e.Worker)} }),
 		tokenCase("static token: certificate for a worker's address, not the caller's", codes.InvalidArgument, staticToken,
 			func(e *Env, _ string) []string { return []string{e.Worker} }),
 		tokenCase("token allowing the control plane's network: its address still refused", codes.PermissionDenied, restricted,
@@ -52,14 +54,18 @@ func authorityCases() []*Case {
 
 // targetName is the target control plane's node name, which its server
 // certificate carries.
-func (e *Env) targetName() string {
+func (e *Env) targetName() string { return e.nodeName(e.Target) }
+
+// nodeName is the name of the node at address, which its certificate
+// carries (the address itself when no node has it).
+func (e *Env) nodeName(address string) string {
 	for _, n := range e.cluster.Nodes {
-		if n.Address == e.Target {
+		if n.Address == address {
 			return n.Name
 		}
 	}
 
-	return e.Target
+	return address
 }
 
 // tokenCase asks the target's trustd, with tok, for a certificate whose
