@@ -26,8 +26,8 @@ import (
 	"github.com/aegis-os/aegis/authz/role"
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/client/join"
 	"github.com/aegis-os/aegis/internal/wire"
-	"github.com/aegis-os/aegis/trustd/join"
 )
 
 // The authority tests' cluster (one control plane) lives in

@@ -14,11 +14,11 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/aegis-os/aegis/apid"
+	"github.com/aegis-os/aegis/client/join"
 	"github.com/aegis-os/aegis/e2e/flood"
 	"github.com/aegis-os/aegis/internal/wire"
 	"github.com/aegis-os/aegis/machined/localcluster"
 	"github.com/aegis-os/aegis/trustd"
-	"github.com/aegis-os/aegis/trustd/join"
 )
 
 // The flood of many sources: each source holds one connection to each

@@ -19,9 +19,9 @@ import (
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/ca/catest"
 	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/client/rotationstate"
 	"github.com/aegis-os/aegis/cmd/aegisctl/etcdrotation"
 	"github.com/aegis-os/aegis/machined/localcluster"
-	rot "github.com/aegis-os/aegis/machined/rotation"
 )
 
 // rotateEtcdTimeout bounds one run of rotate-ca --ca etcd: each of its
@@ -244,7 +244,7 @@ func verifyDropped(t *testing.T, c *cliCluster, old, newCA *ca.CA) {
 		t.Fatal(err)
 	}
 
-	if got := resp.GetMessages()[0].GetRotation(); got.GetStep() != rot.StepDone || got.GetCa() != "etcd" {
+	if got := resp.GetMessages()[0].GetRotation(); got.GetStep() != rotationstate.StepDone || got.GetCa() != "etcd" {
 		t.Errorf("the etcd rotation's record: %v", got)
 	}
 

@@ -21,5 +21,5 @@
 // certificate source. Token formats live in token (beside ca), the token store
 // in trustd/tokenstore, the authenticator in trustd/tokenauth, the token
 // management API in trustd/tokenapi, the record of names in trustd/namestore
-// and the join client in trustd/join.
+// and the join client in client/join.
 package trustd

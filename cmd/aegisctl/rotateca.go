@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/aegis-os/aegis/api/rotation"
-	rot "github.com/aegis-os/aegis/machined/rotation"
+	"github.com/aegis-os/aegis/client/rotationstate"
 )
 
 // rotateFlags are rotate-ca's flags.
@@ -83,7 +83,7 @@ etcd CA. The two kinds are recorded apart and may be rotated independently.`,
 			return fmt.Errorf("--ca %q: want one of %s", f.kind, strings.Join(slices.Sorted(maps.Keys(caKinds())), ", "))
 		}
 
-		if f.untilStep < 0 || f.untilStep > rot.StepDone {
+		if f.untilStep < 0 || f.untilStep > rotationstate.StepDone {
 			return fmt.Errorf("--until-step %d: want 1, 2, or 0 for every step", f.untilStep)
 		}
 
@@ -164,7 +164,7 @@ func (r *rotator) run(ctx context.Context) error {
 }
 
 func (r *rotator) runSteps(ctx context.Context, steps []int32) error {
-	run := map[int32]func(context.Context) error{rot.StepAccepted: r.step1, rot.StepIssuing: r.step2, rot.StepDone: r.step3}
+	run := map[int32]func(context.Context) error{rotationstate.StepAccepted: r.step1, rotationstate.StepIssuing: r.step2, rotationstate.StepDone: r.step3}
 
 	for _, step := range steps {
 		name := fmt.Sprintf("step %d (%s)", step, r.kind.stepName(step))
@@ -181,14 +181,14 @@ func (r *rotator) runSteps(ctx context.Context, steps []int32) error {
 			return err
 		}
 
-		if step >= rot.StepIssuing {
+		if step >= rotationstate.StepIssuing {
 			if err := r.dropKeyFile(); err != nil {
 				return err
 			}
 		}
 	}
 
-	if r.rec.GetStep() < rot.StepDone {
+	if r.rec.GetStep() < rotationstate.StepDone {
 		fmt.Fprintf(r.out, "stopped after step %d as asked; complete the rotation with 'aegisctl rotate-ca --dry-run=false --resume'\n", r.rec.GetStep())
 	} else {
 		fmt.Fprintf(r.out, "rotation of the %s CA done: only the new CA is accepted on the %d members\n", r.kind.name(), len(r.members))
@@ -241,7 +241,7 @@ func (r *rotator) printPlan(ctx context.Context, action rotationAction, steps []
 		fmt.Fprintf(r.out, "skipped: %d workers, which hold no %s CA\n", r.skipped, r.kind.name())
 	}
 
-	if slices.Contains(steps, rot.StepDone) && r.kind.clientFollows() {
+	if slices.Contains(steps, rotationstate.StepDone) && r.kind.clientFollows() {
 		fmt.Fprintln(r.out, "at step 3, client configs that trust only the old CA stop working")
 	}
 

@@ -9,8 +9,8 @@ import (
 
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/client/rotationstate"
 	"github.com/aegis-os/aegis/cmd/aegisctl/etcdrotation"
-	rot "github.com/aegis-os/aegis/machined/rotation"
 )
 
 // etcdCA is the etcd CA: cluster.etcd.ca and cluster.etcd.acceptedCAs of
@@ -107,13 +107,13 @@ func (etcdCA) verify(ctx context.Context, r *rotator, step int32) error {
 	var es etcdrotation.Step
 
 	switch step {
-	case rot.StepAccepted:
+	case rotationstate.StepAccepted:
 		es = etcdrotation.Accept
-	case rot.StepIssuing:
+	case rotationstate.StepIssuing:
 		es = etcdrotation.Issue
-	case rot.StepDone:
+	case rotationstate.StepDone:
 		es = etcdrotation.Drop
-	case rot.StepRolledBack:
+	case rotationstate.StepRolledBack:
 		es, old, newCA = etcdrotation.Drop, newCA, old
 	default:
 		return fmt.Errorf("no check for step %d", step)
@@ -137,11 +137,11 @@ func (etcdCA) verify(ctx context.Context, r *rotator, step int32) error {
 
 func (etcdCA) stepName(step int32) string {
 	switch step {
-	case rot.StepAccepted:
+	case rotationstate.StepAccepted:
 		return "accept the new etcd CA on every control plane"
-	case rot.StepIssuing:
+	case rotationstate.StepIssuing:
 		return "issue etcd's certificates from the new etcd CA"
-	case rot.StepDone:
+	case rotationstate.StepDone:
 		return "drop the old etcd CA"
 	default:
 		return stepName(step)

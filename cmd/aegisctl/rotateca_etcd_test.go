@@ -9,7 +9,7 @@ import (
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/ca/catest"
 	"github.com/aegis-os/aegis/certs"
-	rot "github.com/aegis-os/aegis/machined/rotation"
+	"github.com/aegis-os/aegis/client/rotationstate"
 )
 
 // TestEtcdCAEdits walks a control plane's config through the steps with
@@ -101,12 +101,12 @@ func TestEtcdCAKind(t *testing.T) {
 		t.Fatal("only the OS CA issues the client config")
 	}
 
-	if !strings.Contains(k.stepName(rot.StepDone), "etcd") || strings.Contains(k.stepName(rot.StepIssuing), "client config") {
-		t.Fatalf("etcd steps named %q, %q", k.stepName(rot.StepIssuing), k.stepName(rot.StepDone))
+	if !strings.Contains(k.stepName(rotationstate.StepDone), "etcd") || strings.Contains(k.stepName(rotationstate.StepIssuing), "client config") {
+		t.Fatalf("etcd steps named %q, %q", k.stepName(rotationstate.StepIssuing), k.stepName(rotationstate.StepDone))
 	}
 
-	if !slices.Contains(rot.Kinds(), k.name()) {
-		t.Fatalf("the rotation service records no %q kind: %v", k.name(), rot.Kinds())
+	if !slices.Contains(rotationstate.Kinds(), k.name()) {
+		t.Fatalf("the rotation service records no %q kind: %v", k.name(), rotationstate.Kinds())
 	}
 
 	b := &certs.Bundle{Certs: &certs.BundleCerts{}}

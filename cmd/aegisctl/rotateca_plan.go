@@ -10,7 +10,7 @@ import (
 	"github.com/aegis-os/aegis/api/rotation"
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/certs"
-	rot "github.com/aegis-os/aegis/machined/rotation"
+	"github.com/aegis-os/aegis/client/rotationstate"
 )
 
 // caKind is what a rotation changes for one kind of CA: which fields of a
@@ -142,11 +142,11 @@ const (
 // stepName names a step, by the number the record keeps.
 func stepName(step int32) string {
 	switch step {
-	case rot.StepAccepted:
+	case rotationstate.StepAccepted:
 		return "accept the new CA on every node"
-	case rot.StepIssuing:
+	case rotationstate.StepIssuing:
 		return "issue from the new CA, new client config"
-	case rot.StepDone:
+	case rotationstate.StepDone:
 		return "re-issue every certificate from the new CA, drop the old CA"
 	default:
 		return fmt.Sprintf("step %d", step)
@@ -159,7 +159,7 @@ var errNotRollbackable = errors.New("the new CA already issues certificates (ste
 // decide picks the action of a run from the recorded rotation (nil: none
 // ever recorded) and the flags, and the first step to run.
 func decide(rec *rotation.Rotation, resume, rollback bool) (rotationAction, int32, error) {
-	inProgress := rot.InProgress(rec)
+	inProgress := rotationstate.InProgress(rec)
 
 	switch {
 	case resume && rollback:
@@ -169,25 +169,25 @@ func decide(rec *rotation.Rotation, resume, rollback bool) (rotationAction, int3
 	case inProgress && !resume && !rollback:
 		return 0, 0, fmt.Errorf("a rotation started by %q at %s has completed step %d: complete it with --resume, or undo it with --rollback (before step 2)",
 			rec.GetStartedBy(), rec.GetStartedAt().AsTime().UTC().Format("2006-01-02 15:04:05Z"), rec.GetStep())
-	case rollback && rec.GetStep() >= rot.StepIssuing:
+	case rollback && rec.GetStep() >= rotationstate.StepIssuing:
 		return 0, 0, errNotRollbackable
 	case rollback:
-		return actionRollback, rot.StepRolledBack, nil
+		return actionRollback, rotationstate.StepRolledBack, nil
 	case resume:
 		return actionResume, rec.GetStep() + 1, nil
 	default:
-		return actionStart, rot.StepAccepted, nil
+		return actionStart, rotationstate.StepAccepted, nil
 	}
 }
 
 // stepsToRun are the steps from first up to until (0: all).
 func stepsToRun(first, until int32) []int32 {
-	if until <= 0 || until > rot.StepDone {
-		until = rot.StepDone
+	if until <= 0 || until > rotationstate.StepDone {
+		until = rotationstate.StepDone
 	}
 
 	var out []int32
-	for s := max(first, rot.StepAccepted); s <= until; s++ {
+	for s := max(first, rotationstate.StepAccepted); s <= until; s++ {
 		out = append(out, s)
 	}
 

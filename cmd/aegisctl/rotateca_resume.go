@@ -10,7 +10,7 @@ import (
 
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/certs"
-	rot "github.com/aegis-os/aegis/machined/rotation"
+	"github.com/aegis-os/aegis/client/rotationstate"
 )
 
 // catchUp applies again, to every member, the config changes of the steps
@@ -20,13 +20,13 @@ import (
 // changes. After step 2 the new CA's key comes from a control plane that
 // holds it, not from the key file, which is gone by then.
 func (r *rotator) catchUp(ctx context.Context) error {
-	if r.rec.GetStep() >= rot.StepAccepted {
+	if r.rec.GetStep() >= rotationstate.StepAccepted {
 		if err := r.step1(ctx); err != nil {
 			return fmt.Errorf("bringing every member to step 1: %w", err)
 		}
 	}
 
-	if r.rec.GetStep() < rot.StepIssuing {
+	if r.rec.GetStep() < rotationstate.StepIssuing {
 		return nil
 	}
 
@@ -86,11 +86,11 @@ func (r *rotator) rollback(ctx context.Context) error {
 		return err
 	}
 
-	if err = r.kind.verify(ctx, r, rot.StepRolledBack); err != nil {
+	if err = r.kind.verify(ctx, r, rotationstate.StepRolledBack); err != nil {
 		return err
 	}
 
-	if err = r.record(ctx, rot.StepRolledBack); err != nil {
+	if err = r.record(ctx, rotationstate.StepRolledBack); err != nil {
 		return err
 	}
 

@@ -15,7 +15,7 @@ import (
 	"github.com/aegis-os/aegis/api/rotation"
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/certs"
-	rot "github.com/aegis-os/aegis/machined/rotation"
+	"github.com/aegis-os/aegis/client/rotationstate"
 )
 
 // readRecord reads the recorded rotation from the endpoint's etcd.
@@ -92,7 +92,7 @@ func (r *rotator) start(ctx context.Context) error {
 
 	// Recorded first: of two runs started at once, only the one whose
 	// compare-and-swap wins keeps a key.
-	if err = r.put(ctx, &rotation.Rotation{Ca: r.kind.name(), Step: rot.StepStarted, OldCa: ca.EncodeCertificate(old), NewCa: newCA.CertPEM}); err != nil {
+	if err = r.put(ctx, &rotation.Rotation{Ca: r.kind.name(), Step: rotationstate.StepStarted, OldCa: ca.EncodeCertificate(old), NewCa: newCA.CertPEM}); err != nil {
 		return err
 	}
 

@@ -11,7 +11,7 @@ import (
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/ca/catest"
 	"github.com/aegis-os/aegis/certs"
-	rot "github.com/aegis-os/aegis/machined/rotation"
+	"github.com/aegis-os/aegis/client/rotationstate"
 )
 
 // TestDecide: what a run does, from the recorded rotation and the flags.
@@ -28,18 +28,18 @@ func TestDecide(t *testing.T) {
 		first            int32
 		fails            bool
 	}{
-		{name: "none recorded: start", action: actionStart, first: rot.StepAccepted},
-		{name: "done: start another", rec: at(rot.StepDone), action: actionStart, first: rot.StepAccepted},
-		{name: "rolled back: start another", rec: at(rot.StepRolledBack), action: actionStart, first: rot.StepAccepted},
+		{name: "none recorded: start", action: actionStart, first: rotationstate.StepAccepted},
+		{name: "done: start another", rec: at(rotationstate.StepDone), action: actionStart, first: rotationstate.StepAccepted},
+		{name: "rolled back: start another", rec: at(rotationstate.StepRolledBack), action: actionStart, first: rotationstate.StepAccepted},
 		{name: "none recorded: nothing to resume", resume: true, fails: true},
-		{name: "done: nothing to roll back", rec: at(rot.StepDone), rollback: true, fails: true},
-		{name: "in progress: never started over", rec: at(rot.StepAccepted), fails: true},
-		{name: "started: resume from step 1", rec: at(rot.StepStarted), resume: true, action: actionResume, first: rot.StepAccepted},
-		{name: "step 1 done: resume at step 2", rec: at(rot.StepAccepted), resume: true, action: actionResume, first: rot.StepIssuing},
-		{name: "step 2 done: resume at step 3", rec: at(rot.StepIssuing), resume: true, action: actionResume, first: rot.StepDone},
-		{name: "step 1 done: roll back", rec: at(rot.StepAccepted), rollback: true, action: actionRollback, first: rot.StepRolledBack},
-		{name: "step 2 done: no rollback", rec: at(rot.StepIssuing), rollback: true, fails: true},
-		{name: "both flags", rec: at(rot.StepAccepted), resume: true, rollback: true, fails: true},
+		{name: "done: nothing to roll back", rec: at(rotationstate.StepDone), rollback: true, fails: true},
+		{name: "in progress: never started over", rec: at(rotationstate.StepAccepted), fails: true},
+		{name: "started: resume from step 1", rec: at(rotationstate.StepStarted), resume: true, action: actionResume, first: rotationstate.StepAccepted},
+		{name: "step 1 done: resume at step 2", rec: at(rotationstate.StepAccepted), resume: true, action: actionResume, first: rotationstate.StepIssuing},
+		{name: "step 2 done: resume at step 3", rec: at(rotationstate.StepIssuing), resume: true, action: actionResume, first: rotationstate.StepDone},
+		{name: "step 1 done: roll back", rec: at(rotationstate.StepAccepted), rollback: true, action: actionRollback, first: rotationstate.StepRolledBack},
+		{name: "step 2 done: no rollback", rec: at(rotationstate.StepIssuing), rollback: true, fails: true},
+		{name: "both flags", rec: at(rotationstate.StepAccepted), resume: true, rollback: true, fails: true},
 	}
 
 	for _, tt := range tests {

@@ -17,9 +17,9 @@ import (
 	"github.com/aegis-os/aegis/api/membership"
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/client/join"
 	"github.com/aegis-os/aegis/internal/wire"
 	"github.com/aegis-os/aegis/token"
-	"github.com/aegis-os/aegis/trustd/join"
 )
 
 // rotationMember is one member of the cluster as the rotation found it:

@@ -9,10 +9,10 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/aegis-os/aegis/client/join"
 	"github.com/aegis-os/aegis/e2e/flood"
 	"github.com/aegis-os/aegis/internal/wire"
 	"github.com/aegis-os/aegis/trustd"
-	"github.com/aegis-os/aegis/trustd/join"
 )
 
 // ConnFloodPlan is how much load the connection-flood stage makes.

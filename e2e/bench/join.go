@@ -16,8 +16,8 @@ import (
 
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/client/join"
 	"github.com/aegis-os/aegis/token"
-	"github.com/aegis-os/aegis/trustd/join"
 )
 
 // joinStorms runs JoinStorms storms of JoinClients clients against the

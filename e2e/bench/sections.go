@@ -141,7 +141,7 @@ func (r Results) joinSection() Section {
 
 	return Section{
 		Title: "join storm",
-		How: "trustd/join clients against the control plane's trustd; latency per client from the start, " +
+		How: "client/join clients against the control plane's trustd; latency per client from the start, " +
 			"total until the last certificate (median over storms), rate = clients / total; " +
 			"CPU/call is the storm's CPU time per client over the control plane's processes and the harness's, " +
 			"its floor that CPU time ÷ the cores",

@@ -16,9 +16,9 @@ import (
 
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/client/join"
 	"github.com/aegis-os/aegis/internal/wire"
 	"github.com/aegis-os/aegis/token"
-	"github.com/aegis-os/aegis/trustd/join"
 )
 
 // trustdServer is the trustd binary run on its own, and its clients.

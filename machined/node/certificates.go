@@ -15,12 +15,12 @@ import (
 	"github.com/aegis-os/aegis/api/node"
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/client/join"
 	"github.com/aegis-os/aegis/internal/clock"
 	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/machined/layout"
 	"github.com/aegis-os/aegis/machined/resources"
 	"github.com/aegis-os/aegis/renewal"
-	"github.com/aegis-os/aegis/trustd/join"
 )
 
 // NodeCertTTL is the default lifetime of the node's own certificates and,

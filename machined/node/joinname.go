@@ -12,8 +12,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/client/join"
 	"github.com/aegis-os/aegis/internal/logkey"
-	"github.com/aegis-os/aegis/trustd/join"
 )
 
 // nameRenewalSpacing is the least time between two renewals a worker makes

@@ -12,8 +12,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/client/join"
 	"github.com/aegis-os/aegis/internal/clock"
-	"github.com/aegis-os/aegis/trustd/join"
 )
 
 // TestRefusesName: only trustd refusing the name as not allowed (a

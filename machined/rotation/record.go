@@ -12,18 +12,7 @@ import (
 
 	"github.com/aegis-os/aegis/api/rotation"
 	"github.com/aegis-os/aegis/ca"
-)
-
-// Kinds returns the CA kinds a rotation is recorded for.
-func Kinds() []string { return []string{"os", "etcd"} }
-
-// Steps of a rotation, as Rotation.step records the last one completed.
-const (
-	StepRolledBack = -1
-	StepStarted    = 0
-	StepAccepted   = 1
-	StepIssuing    = 2
-	StepDone       = 3
+	"github.com/aegis-os/aegis/client/rotationstate"
 )
 
 // Errors the server maps to gRPC codes.
@@ -46,12 +35,12 @@ func Check(r *rotation.Rotation, now time.Time) error {
 		return fmt.Errorf("%w: rotation: required", ErrBadRecord)
 	}
 
-	if !slices.Contains(Kinds(), r.GetCa()) {
-		return fmt.Errorf("%w: ca: %q is not one of %v", ErrBadRecord, r.GetCa(), Kinds())
+	if !slices.Contains(rotationstate.Kinds(), r.GetCa()) {
+		return fmt.Errorf("%w: ca: %q is not one of %v", ErrBadRecord, r.GetCa(), rotationstate.Kinds())
 	}
 
-	if r.GetStep() < StepRolledBack || r.GetStep() > StepDone {
-		return fmt.Errorf("%w: step: %d outside [%d, %d]", ErrBadRecord, r.GetStep(), StepRolledBack, StepDone)
+	if r.GetStep() < rotationstate.StepRolledBack || r.GetStep() > rotationstate.StepDone {
+		return fmt.Errorf("%w: step: %d outside [%d, %d]", ErrBadRecord, r.GetStep(), rotationstate.StepRolledBack, rotationstate.StepDone)
 	}
 
 	for _, f := range []struct {
@@ -81,9 +70,4 @@ func Check(r *rotation.Rotation, now time.Time) error {
 	}
 
 	return nil
-}
-
-// InProgress reports whether a recorded rotation still has steps to run.
-func InProgress(r *rotation.Rotation) bool {
-	return r != nil && r.GetStep() >= StepStarted && r.GetStep() < StepDone
 }

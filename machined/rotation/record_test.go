@@ -7,6 +7,7 @@ import (
 	"github.com/aegis-os/aegis/api/rotation"
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/ca/catest"
+	"github.com/aegis-os/aegis/client/rotationstate"
 	"github.com/aegis-os/aegis/internal/testutil"
 	rot "github.com/aegis-os/aegis/machined/rotation"
 )
@@ -22,7 +23,7 @@ func TestCheck(t *testing.T) {
 	}
 
 	good := func() *rotation.Rotation {
-		return &rotation.Rotation{Ca: "os", Step: rot.StepAccepted, OldCa: oldCA.CertPEM, NewCa: newCA.CertPEM}
+		return &rotation.Rotation{Ca: "os", Step: rotationstate.StepAccepted, OldCa: oldCA.CertPEM, NewCa: newCA.CertPEM}
 	}
 
 	tests := []struct {
@@ -31,7 +32,7 @@ func TestCheck(t *testing.T) {
 		ok   bool
 	}{
 		{"good", func(*rotation.Rotation) {}, true},
-		{"rolled back", func(r *rotation.Rotation) { r.Step = rot.StepRolledBack }, true},
+		{"rolled back", func(r *rotation.Rotation) { r.Step = rotationstate.StepRolledBack }, true},
 		{"the etcd CA's rotation", func(r *rotation.Rotation) { r.Ca = "etcd" }, true},
 		{"unknown kind", func(r *rotation.Rotation) { r.Ca = "kubernetes" }, false},
 		{"step past the end", func(r *rotation.Rotation) { r.Step = 4 }, false},
@@ -57,7 +58,7 @@ func TestCheck(t *testing.T) {
 		})
 	}
 
-	if rot.InProgress(nil) || !rot.InProgress(good()) || rot.InProgress(&rotation.Rotation{Step: rot.StepDone}) {
+	if rotationstate.InProgress(nil) || !rotationstate.InProgress(good()) || rotationstate.InProgress(&rotation.Rotation{Step: rotationstate.StepDone}) {
 		t.Fatal("InProgress misjudges")
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/aegis-os/aegis/api/rotation"
 	"github.com/aegis-os/aegis/authz"
 	"github.com/aegis-os/aegis/ca"
+	"github.com/aegis-os/aegis/client/rotationstate"
 	"github.com/aegis-os/aegis/internal/clock"
 	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/internal/requestid"
@@ -75,8 +76,8 @@ func (s *Server) Register(g *grpc.Server) { rotation.RegisterRotationServiceServ
 
 // Get answers the recorded rotation of a kind.
 func (s *Server) Get(ctx context.Context, req *rotation.GetRequest) (*rotation.GetResponse, error) {
-	if !slices.Contains(Kinds(), req.GetCa()) {
-		return nil, status.Errorf(codes.InvalidArgument, "rotation: ca: %q is not one of %v", req.GetCa(), Kinds())
+	if !slices.Contains(rotationstate.Kinds(), req.GetCa()) {
+		return nil, status.Errorf(codes.InvalidArgument, "rotation: ca: %q is not one of %v", req.GetCa(), rotationstate.Kinds())
 	}
 
 	store, err := s.cfg.Store()
@@ -142,7 +143,7 @@ func (s *Server) fillOrigin(ctx context.Context, store *Store, r *rotation.Rotat
 		return ErrConflict
 	}
 
-	if InProgress(stored) {
+	if rotationstate.InProgress(stored) {
 		r.StartedBy, r.StartedAt = stored.GetStartedBy(), stored.GetStartedAt()
 
 		return nil

@@ -16,6 +16,7 @@ import (
 	"github.com/aegis-os/aegis/authz/role"
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/ca/catest"
+	"github.com/aegis-os/aegis/client/rotationstate"
 	"github.com/aegis-os/aegis/internal/clock"
 	"github.com/aegis-os/aegis/internal/testutil/etcdtest"
 	rot "github.com/aegis-os/aegis/machined/rotation"
@@ -61,7 +62,7 @@ func TestServerRecord(t *testing.T) {
 		t.Fatalf("Get before any rotation: %v, %v", got, err)
 	}
 
-	put, err := srv.Put(ctx, &rotation.PutRequest{Rotation: rec(rot.StepStarted)})
+	put, err := srv.Put(ctx, &rotation.PutRequest{Rotation: rec(rotationstate.StepStarted)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,13 +72,13 @@ func TestServerRecord(t *testing.T) {
 		t.Fatalf("started by %q at %v", first.GetRotation().GetStartedBy(), first.GetRotation().GetStartedAt().AsTime())
 	}
 
-	if _, err := srv.Put(ctx, &rotation.PutRequest{Rotation: rec(rot.StepAccepted)}); status.Code(err) != codes.Aborted {
+	if _, err := srv.Put(ctx, &rotation.PutRequest{Rotation: rec(rotationstate.StepAccepted)}); status.Code(err) != codes.Aborted {
 		t.Fatalf("a put over a stale revision: %v, want Aborted", err)
 	}
 
 	clk.Advance(time.Minute)
 
-	next, err := srv.Put(context.Background(), &rotation.PutRequest{Rotation: rec(rot.StepAccepted), ExpectedRevision: first.GetRevision()})
+	next, err := srv.Put(context.Background(), &rotation.PutRequest{Rotation: rec(rotationstate.StepAccepted), ExpectedRevision: first.GetRevision()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +87,7 @@ func TestServerRecord(t *testing.T) {
 		t.Fatalf("the origin of a rotation in progress changed: %v", r)
 	}
 
-	withKey := rec(rot.StepIssuing)
+	withKey := rec(rotationstate.StepIssuing)
 	withKey.NewCa = append(withKey.NewCa, newCA.KeyPEM...)
 
 	if _, err := srv.Put(ctx, &rotation.PutRequest{Rotation: withKey, ExpectedRevision: next.GetMessages()[0].GetRevision()}); status.Code(err) != codes.InvalidArgument {

@@ -8,6 +8,7 @@ import (
 	"github.com/aegis-os/aegis/api/rotation"
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/ca/catest"
+	"github.com/aegis-os/aegis/client/rotationstate"
 	"github.com/aegis-os/aegis/internal/testutil/etcdtest"
 	rot "github.com/aegis-os/aegis/machined/rotation"
 )
@@ -27,24 +28,24 @@ func TestStoreKinds(t *testing.T) {
 	now := time.Now()
 	oldCA, newCA := catest.NewCA(t, ca.Ed25519, now), catest.NewCA(t, ca.Ed25519, now)
 
-	osRev, err := store.Put(ctx, &rotation.Rotation{Ca: "os", Step: rot.StepAccepted, OldCa: oldCA.CertPEM, NewCa: newCA.CertPEM}, 0)
+	osRev, err := store.Put(ctx, &rotation.Rotation{Ca: "os", Step: rotationstate.StepAccepted, OldCa: oldCA.CertPEM, NewCa: newCA.CertPEM}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 
 	// The etcd kind starts from revision 0 although an OS rotation is
 	// recorded: its key is another.
-	if _, err = store.Put(ctx, &rotation.Rotation{Ca: "etcd", Step: rot.StepStarted, OldCa: newCA.CertPEM, NewCa: oldCA.CertPEM}, 0); err != nil {
+	if _, err = store.Put(ctx, &rotation.Rotation{Ca: "etcd", Step: rotationstate.StepStarted, OldCa: newCA.CertPEM, NewCa: oldCA.CertPEM}, 0); err != nil {
 		t.Fatalf("an etcd rotation beside an OS one: %v", err)
 	}
 
 	gotOS, rev, err := store.Get(ctx, "os")
-	if err != nil || rev != osRev || gotOS.GetCa() != "os" || gotOS.GetStep() != rot.StepAccepted {
+	if err != nil || rev != osRev || gotOS.GetCa() != "os" || gotOS.GetStep() != rotationstate.StepAccepted {
 		t.Fatalf("the OS record after the etcd one was put: %v at %d, %v", gotOS, rev, err)
 	}
 
 	gotEtcd, _, err := store.Get(ctx, "etcd")
-	if err != nil || gotEtcd.GetCa() != "etcd" || gotEtcd.GetStep() != rot.StepStarted || string(gotEtcd.GetNewCa()) != string(oldCA.CertPEM) {
+	if err != nil || gotEtcd.GetCa() != "etcd" || gotEtcd.GetStep() != rotationstate.StepStarted || string(gotEtcd.GetNewCa()) != string(oldCA.CertPEM) {
 		t.Fatalf("the etcd record: %v, %v", gotEtcd, err)
 	}
 }

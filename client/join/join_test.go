@@ -17,10 +17,10 @@ import (
 	"github.com/aegis-os/aegis/authz/role"
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/ca/catest"
+	"github.com/aegis-os/aegis/client/join"
 	"github.com/aegis-os/aegis/internal/clock"
 	"github.com/aegis-os/aegis/internal/testutil"
 	"github.com/aegis-os/aegis/token"
-	"github.com/aegis-os/aegis/trustd/join"
 )
 
 // call is one request the fake transport hands to the test.

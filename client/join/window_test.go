@@ -13,9 +13,9 @@ import (
 
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/ca/catest"
+	"github.com/aegis-os/aegis/client/join"
 	"github.com/aegis-os/aegis/internal/testutil/h2ping"
 	"github.com/aegis-os/aegis/token"
-	"github.com/aegis-os/aegis/trustd/join"
 	"github.com/aegis-os/aegis/trustd/trustdtest"
 )
 

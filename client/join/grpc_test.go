@@ -8,8 +8,8 @@ import (
 
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/ca/catest"
+	"github.com/aegis-os/aegis/client/join"
 	"github.com/aegis-os/aegis/token"
-	"github.com/aegis-os/aegis/trustd/join"
 	"github.com/aegis-os/aegis/trustd/trustdtest"
 )
 
