@@ -30,8 +30,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/client/resourcetypes"
 	"github.com/aegis-os/aegis/machined/localcluster"
-	"github.com/aegis-os/aegis/machined/resourceapi"
 )
 
 // TestResourceAPI reads every resource of a 1+2 cluster with the Talos
@@ -61,8 +61,8 @@ func TestResourceAPI(t *testing.T) {
 			for name, want := range map[string]resource.Type{
 				"machinestatus": runtime.MachineStatusType, "svc": v1alpha1.ServiceType, "timestatus": timeres.StatusType,
 				"hostname": network.HostnameStatusType, "nodename": k8s.NodenameType, "nodeaddresses": network.NodeAddressType,
-				"etcdmembers": etcd.MemberType, "certs": resourceapi.CertificateStatusType, "ntpstatus": resourceapi.NTPStatusType,
-				"mc": resourceapi.MachineConfigType, "rd": meta.ResourceDefinitionType,
+				"etcdmembers": etcd.MemberType, "certs": resourcetypes.CertificateStatusType, "ntpstatus": resourcetypes.NTPStatusType,
+				"mc": resourcetypes.MachineConfigType, "rd": meta.ResourceDefinitionType,
 			} {
 				ns := resource.Namespace("")
 
@@ -294,12 +294,12 @@ func checkCertificates(t *testing.T, c *localcluster.Cluster, ctx context.Contex
 	sum := sha256.Sum256(block.Bytes)
 	caFP := hex.EncodeToString(sum[:])
 
-	list, err := safe.StateListAll[*resourceapi.CertificateStatus](ctx, cosi)
+	list, err := safe.StateListAll[*resourcetypes.CertificateStatus](ctx, cosi)
 	if err != nil {
 		t.Fatalf("%s: certificates: %v", n.Name, err)
 	}
 
-	kinds := map[string]resourceapi.CertificateStatusSpec{}
+	kinds := map[string]resourcetypes.CertificateStatusSpec{}
 	for r := range list.All() {
 		kinds[r.Metadata().ID()] = *r.TypedSpec()
 	}
@@ -309,7 +309,7 @@ func checkCertificates(t *testing.T, c *localcluster.Cluster, ctx context.Contex
 		t.Errorf("%s: server certificate %+v (CA %s)", n.Name, server, caFP)
 	}
 
-	if ca, ok := kinds["ca-"+caFP[:16]]; !ok || ca.Kind != resourceapi.CertKindAcceptedCA || !ca.IsCA {
+	if ca, ok := kinds["ca-"+caFP[:16]]; !ok || ca.Kind != resourcetypes.CertKindAcceptedCA || !ca.IsCA {
 		t.Errorf("%s: accepted CA missing: %v", n.Name, kinds)
 	}
 
@@ -337,7 +337,7 @@ func checkCertificates(t *testing.T, c *localcluster.Cluster, ctx context.Contex
 func checkMachineConfig(t *testing.T, c *localcluster.Cluster, ctx context.Context, cosi state.State, n localcluster.Node) { //nolint:revive // ctx carries the node
 	t.Helper()
 
-	mc, err := safe.StateGet[*resourceapi.MachineConfig](ctx, cosi, resourceapi.NewMachineConfig().Metadata())
+	mc, err := safe.StateGet[*resourcetypes.MachineConfig](ctx, cosi, resourcetypes.NewMachineConfig().Metadata())
 	if err != nil {
 		t.Fatalf("%s: machine config: %v", n.Name, err)
 	}
@@ -503,7 +503,7 @@ func checkTimeWithNTP(t *testing.T, c *client.Client, server string) {
 		t.Errorf("TimeCheck of a server not the node's: %v", err)
 	}
 
-	ntp, err := safe.StateGet[*resourceapi.NTPStatus](etcdCtx(t), c.COSI, resourceapi.NewNTPStatus().Metadata())
+	ntp, err := safe.StateGet[*resourcetypes.NTPStatus](etcdCtx(t), c.COSI, resourcetypes.NewNTPStatus().Metadata())
 	if err != nil || !ntp.TypedSpec().Synced || ntp.TypedSpec().Server != server || ntp.TypedSpec().Checked.IsZero() {
 		t.Errorf("NTP status %v, %v", ntp, err)
 	}

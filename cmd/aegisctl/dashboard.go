@@ -18,8 +18,8 @@ import (
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/types/known/emptypb"
 
+	"github.com/aegis-os/aegis/client/resourcetypes"
 	"github.com/aegis-os/aegis/internal/clock"
-	"github.com/aegis-os/aegis/machined/resourceapi"
 )
 
 // clearScreen moves the cursor home and clears the terminal before a frame.
@@ -274,7 +274,7 @@ func memoryCell(ctx context.Context, d *dashboard) string {
 }
 
 func timeCell(ctx context.Context, d *dashboard) string {
-	ntp, err := safe.StateGet[*resourceapi.NTPStatus](ctx, d.s.client.COSI, resourceapi.NewNTPStatus().Metadata())
+	ntp, err := safe.StateGet[*resourcetypes.NTPStatus](ctx, d.s.client.COSI, resourcetypes.NewNTPStatus().Metadata())
 	if err != nil {
 		return "?"
 	}
@@ -294,7 +294,7 @@ func timeCell(ctx context.Context, d *dashboard) string {
 }
 
 func certsCell(ctx context.Context, d *dashboard, now time.Time) string {
-	list, err := safe.StateListAll[*resourceapi.CertificateStatus](ctx, d.s.client.COSI)
+	list, err := safe.StateListAll[*resourcetypes.CertificateStatus](ctx, d.s.client.COSI)
 	if err != nil {
 		return "?"
 	}
@@ -305,9 +305,9 @@ func certsCell(ctx context.Context, d *dashboard, now time.Time) string {
 		s := c.TypedSpec()
 
 		switch {
-		case s.Kind == resourceapi.CertKindServer:
+		case s.Kind == resourcetypes.CertKindServer:
 			server = s.NotAfter
-		case s.Kind == resourceapi.CertKindAcceptedCA && (ca.IsZero() || s.NotAfter.Before(ca)):
+		case s.Kind == resourcetypes.CertKindAcceptedCA && (ca.IsZero() || s.NotAfter.Before(ca)):
 			ca = s.NotAfter
 		}
 	}

@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/emptypb"
 
+	"github.com/aegis-os/aegis/client/resourcetypes"
 	"github.com/aegis-os/aegis/machined/resourceapi"
 )
 
@@ -159,7 +160,7 @@ func workerMachineStatus(ctx context.Context, c *grpc.ClientConn) (string, error
 }
 
 func machineConfigRedacted(ctx context.Context, c *grpc.ClientConn) (string, error) {
-	mc, err := safe.StateGet[*resourceapi.MachineConfig](ctx, cosiState(c), resourceapi.NewMachineConfig().Metadata())
+	mc, err := safe.StateGet[*resourcetypes.MachineConfig](ctx, cosiState(c), resourcetypes.NewMachineConfig().Metadata())
 	if err != nil {
 		return "", err
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 
+	"github.com/aegis-os/aegis/client/resourcetypes"
 	"github.com/aegis-os/aegis/internal/clock"
 	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/machined/etcd"
@@ -70,20 +71,20 @@ func (n *Node) refreshCertificates() {
 
 	res, _ := n.store.Current()
 	list := []resourceapi.Certificate{
-		{ID: "server", Kind: resourceapi.CertKindServer, PEM: res.GetServer().GetCrt()},
-		{ID: "impersonator", Kind: resourceapi.CertKindImpersonator, PEM: res.GetImpersonator().GetCrt()},
-		{ID: "os-ca", Kind: resourceapi.CertKindOSCA, PEM: res.GetOsCa().GetCrt()},
+		{ID: "server", Kind: resourcetypes.CertKindServer, PEM: res.GetServer().GetCrt()},
+		{ID: "impersonator", Kind: resourcetypes.CertKindImpersonator, PEM: res.GetImpersonator().GetCrt()},
+		{ID: "os-ca", Kind: resourcetypes.CertKindOSCA, PEM: res.GetOsCa().GetCrt()},
 	}
 
 	if etcdCA := n.current().EtcdCA(); etcdCA != nil {
-		list = append(list, resourceapi.Certificate{ID: "etcd-ca", Kind: resourceapi.CertKindEtcdCA, PEM: etcdCA.CertPEM})
+		list = append(list, resourceapi.Certificate{ID: "etcd-ca", Kind: resourcetypes.CertKindEtcdCA, PEM: etcdCA.CertPEM})
 	}
 
 	list = append(list, n.etcdTrustedResources()...)
 
 	n.mu.Lock()
 	for _, name := range slices.Sorted(maps.Keys(n.etcdCerts)) {
-		list = append(list, resourceapi.Certificate{ID: "etcd-" + name, Kind: resourceapi.CertKindEtcd, PEM: n.etcdCerts[name]})
+		list = append(list, resourceapi.Certificate{ID: "etcd-" + name, Kind: resourcetypes.CertKindEtcd, PEM: n.etcdCerts[name]})
 	}
 	n.mu.Unlock()
 
@@ -251,7 +252,7 @@ func (n *Node) refreshMachineStatus() {
 // setTime mirrors the time service's status in the resources.
 func (n *Node) setTime(svc *timesync.Service) {
 	st := svc.Status()
-	spec := resourceapi.NTPStatusSpec{
+	spec := resourcetypes.NTPStatusSpec{
 		Synced: svc.Synced(), TrustHostClock: svc.TrustHostClock(), Server: st.Server, Offset: st.Offset, RTT: st.RTT,
 		Checked: st.Checked, Servers: svc.Servers(),
 	}

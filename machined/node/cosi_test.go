@@ -13,7 +13,7 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/resources/runtime"
 	"github.com/siderolabs/talos/pkg/machinery/resources/v1alpha1"
 
-	"github.com/aegis-os/aegis/machined/resourceapi"
+	"github.com/aegis-os/aegis/client/resourcetypes"
 )
 
 // machineStatus reads the node's MachineStatus resource.
@@ -86,7 +86,7 @@ func TestMachineStatusResourceFollowsServices(t *testing.T) {
 
 	h.n.refreshCertificates()
 
-	certs, err := safe.StateListAll[*resourceapi.CertificateStatus](h.ctx, state.WrapCore(h.n.res.Reader()))
+	certs, err := safe.StateListAll[*resourcetypes.CertificateStatus](h.ctx, state.WrapCore(h.n.res.Reader()))
 	if err != nil || certs.Len() < 3 {
 		t.Fatalf("certificate statuses = %v, %v", certs, err)
 	}

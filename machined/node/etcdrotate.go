@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/client/resourcetypes"
 	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/machined/etcd"
 	"github.com/aegis-os/aegis/machined/machineapi"
@@ -157,7 +158,7 @@ func (n *Node) etcdTrustedResources() []resourceapi.Certificate {
 	for _, c := range parseCerts(loaded) {
 		sum := sha256.Sum256(c.Raw)
 		out = append(out, resourceapi.Certificate{
-			ID: "etcd-trusted-" + hex.EncodeToString(sum[:8]), Kind: resourceapi.CertKindEtcdTrustedCA,
+			ID: "etcd-trusted-" + hex.EncodeToString(sum[:8]), Kind: resourcetypes.CertKindEtcdTrustedCA,
 			PEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Raw}),
 		})
 	}

@@ -7,6 +7,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"github.com/aegis-os/aegis/client/resourcetypes"
 
 	"github.com/cosi-project/runtime/pkg/resource"
 )
@@ -57,13 +58,13 @@ func (s *State) SetCertificates(own []Certificate, acceptedPEM []byte) error {
 
 	put := func(id resource.ID, kind string, crt *x509.Certificate) {
 		ids[id] = true
-		errs = append(errs, set(s, NewCertificateStatus(id), func(r *CertificateStatus) {
+		errs = append(errs, set(s, resourcetypes.NewCertificateStatus(id), func(r *resourcetypes.CertificateStatus) {
 			*r.TypedSpec() = describe(kind, crt, issuers)
 		}))
 	}
 
 	for _, c := range cas {
-		put("ca-"+fingerprint(c)[:16], CertKindAcceptedCA, c)
+		put("ca-"+fingerprint(c)[:16], resourcetypes.CertKindAcceptedCA, c)
 	}
 
 	for _, c := range own {
@@ -72,14 +73,14 @@ func (s *State) SetCertificates(own []Certificate, acceptedPEM []byte) error {
 		}
 	}
 
-	errs = append(errs, s.keep(NamespaceName, CertificateStatusType, ids))
+	errs = append(errs, s.keep(resourcetypes.NamespaceName, resourcetypes.CertificateStatusType, ids))
 
 	return errors.Join(errs...)
 }
 
 // describe is the status of crt, checked against the accepted CAs.
-func describe(kind string, crt *x509.Certificate, cas []*x509.Certificate) CertificateStatusSpec {
-	spec := CertificateStatusSpec{
+func describe(kind string, crt *x509.Certificate, cas []*x509.Certificate) resourcetypes.CertificateStatusSpec {
+	spec := resourcetypes.CertificateStatusSpec{
 		Kind: kind, Subject: crt.Subject.String(), Issuer: crt.Issuer.String(), Fingerprint: fingerprint(crt),
 		NotBefore: crt.NotBefore.UTC(), NotAfter: crt.NotAfter.UTC(), DNSNames: crt.DNSNames, IsCA: crt.IsCA,
 		Roles: crt.Subject.Organization,

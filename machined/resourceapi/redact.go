@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"github.com/aegis-os/aegis/client/resourcetypes"
 	"regexp"
 	"strings"
 
@@ -28,11 +29,11 @@ var tokenLike = regexp.MustCompile(`[a-z0-9]{6}\.[a-z0-9]{16}`)
 func (s *State) SetMachineConfig(document []byte) error {
 	doc, paths, err := Redact(document)
 	if err != nil {
-		return errors.Join(fmt.Errorf("%w (machine config not served)", err), s.keep(NamespaceName, MachineConfigType, nil))
+		return errors.Join(fmt.Errorf("%w (machine config not served)", err), s.keep(resourcetypes.NamespaceName, resourcetypes.MachineConfigType, nil))
 	}
 
-	return set(s, NewMachineConfig(), func(r *MachineConfig) {
-		*r.TypedSpec() = MachineConfigSpec{Document: string(doc), Redacted: paths}
+	return set(s, resourcetypes.NewMachineConfig(), func(r *resourcetypes.MachineConfig) {
+		*r.TypedSpec() = resourcetypes.MachineConfigSpec{Document: string(doc), Redacted: paths}
 	})
 }
 

@@ -24,6 +24,7 @@ import (
 
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/ca/catest"
+	"github.com/aegis-os/aegis/client/resourcetypes"
 	"github.com/aegis-os/aegis/internal/testutil"
 	"github.com/aegis-os/aegis/machined/resourceapi"
 )
@@ -226,11 +227,11 @@ func TestCertificatesNeverCarryKeys(t *testing.T) {
 	issued := catest.Issue(t, catest.NewIssuer(t, osCA, now), catest.Key(t, ca.Ed25519), ca.ProfileServer, time.Hour)
 
 	withKey := append(append([]byte{}, issued.PEM...), osCA.KeyPEM...)
-	if err := st.SetCertificates([]resourceapi.Certificate{{ID: "server", Kind: resourceapi.CertKindServer, PEM: withKey}}, osCA.CertPEM); err != nil {
+	if err := st.SetCertificates([]resourceapi.Certificate{{ID: "server", Kind: resourcetypes.CertKindServer, PEM: withKey}}, osCA.CertPEM); err != nil {
 		t.Fatal(err)
 	}
 
-	list, err := safe.StateListAll[*resourceapi.CertificateStatus](ctx(t), cli)
+	list, err := safe.StateListAll[*resourcetypes.CertificateStatus](ctx(t), cli)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ package resourceapi
 import (
 	"context"
 	"fmt"
+	"github.com/aegis-os/aegis/client/resourcetypes"
 	"sync"
 
 	"github.com/cosi-project/runtime/pkg/resource"
@@ -41,7 +42,7 @@ var namespaces = []struct {
 	{k8s.NamespaceName, "The node's name as the cluster knows it."},
 	{etcd.NamespaceName, "The node's etcd member (control planes)."},
 	{cluster.NamespaceName, "The cluster's members, as a control plane's etcd keeps them."},
-	{NamespaceName, "Aegis: certificates, NTP status, the machine config (redacted)."},
+	{resourcetypes.NamespaceName, "Aegis: certificates, NTP status, the machine config (redacted)."},
 }
 
 // definitions are the resource types the node serves.
@@ -49,7 +50,7 @@ func definitions() []meta.ResourceWithRD {
 	return []meta.ResourceWithRD{
 		&runtime.MachineStatus{}, &v1alpha1.Service{}, &timeres.Status{},
 		&network.HostnameStatus{}, &network.NodeAddress{}, &k8s.Nodename{}, &etcd.Member{}, &cluster.Member{},
-		&CertificateStatus{}, &NTPStatus{}, &MachineConfig{},
+		&resourcetypes.CertificateStatus{}, &resourcetypes.NTPStatus{}, &resourcetypes.MachineConfig{},
 	}
 }
 

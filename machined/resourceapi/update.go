@@ -3,6 +3,7 @@ package resourceapi
 import (
 	"errors"
 	"fmt"
+	"github.com/aegis-os/aegis/client/resourcetypes"
 	"net/netip"
 	"slices"
 
@@ -62,13 +63,13 @@ func (s *State) SetServices(svcs []ServiceState) error {
 
 // SetTime sets TimeStatuses/node (Talos's view: synced, sync disabled for a
 // trusted host clock) and NTPStatuses/node (against what, by how much).
-func (s *State) SetTime(ntp NTPStatusSpec) error {
+func (s *State) SetTime(ntp resourcetypes.NTPStatusSpec) error {
 	return errors.Join(
 		set(s, timeres.NewStatus(), func(r *timeres.Status) {
 			spec := r.TypedSpec()
 			spec.Synced, spec.SyncDisabled = ntp.Synced, ntp.TrustHostClock
 		}),
-		set(s, NewNTPStatus(), func(r *NTPStatus) { *r.TypedSpec() = ntp.DeepCopy() }),
+		set(s, resourcetypes.NewNTPStatus(), func(r *resourcetypes.NTPStatus) { *r.TypedSpec() = ntp.DeepCopy() }),
 	)
 }
 

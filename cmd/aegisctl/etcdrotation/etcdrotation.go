@@ -27,7 +27,7 @@ import (
 	"github.com/aegis-os/aegis/api/machineconfig"
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/certs"
-	"github.com/aegis-os/aegis/machined/resourceapi"
+	"github.com/aegis-os/aegis/client/resourcetypes"
 )
 
 // Step is one step of the rotation.
@@ -179,7 +179,7 @@ func (r *Rotation) Edit(cfg *certs.MachineConfig, step Step) error {
 // Verify checks on the node of ctx that step is in effect: the CAs its
 // running etcd member loaded, and the CA of its etcd certificates.
 func (r *Rotation) Verify(ctx context.Context, step Step) error {
-	list, err := safe.StateListAll[*resourceapi.CertificateStatus](ctx, r.Client.COSI)
+	list, err := safe.StateListAll[*resourcetypes.CertificateStatus](ctx, r.Client.COSI)
 	if err != nil {
 		return err
 	}
@@ -192,9 +192,9 @@ func (r *Rotation) Verify(ctx context.Context, step Step) error {
 		spec := s.TypedSpec()
 
 		switch spec.Kind {
-		case resourceapi.CertKindEtcdTrustedCA:
+		case resourcetypes.CertKindEtcdTrustedCA:
 			trusted = append(trusted, spec.Fingerprint)
-		case resourceapi.CertKindEtcd:
+		case resourcetypes.CertKindEtcd:
 			issuers[s.Metadata().ID()] = spec.IssuerFingerprint
 		}
 	}

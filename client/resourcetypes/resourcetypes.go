@@ -1,4 +1,8 @@
-package resourceapi
+// Package resourcetypes defines Aegis's own resource types (namespace
+// "aegis"): what a node serves through the resource API that no Talos type
+// describes. Servers fill them and clients read them, so the package
+// imports only COSI's runtime, never a server package.
+package resourcetypes
 
 import (
 	"slices"
