@@ -1,6 +1,10 @@
 package apid
 
-import "time"
+import (
+	"time"
+
+	"github.com/aegis-os/aegis/client/routing"
+)
 
 // Limits of apid, in one place.
 const (
@@ -76,9 +80,8 @@ const (
 	ReadBufferSize = 0
 
 	// MaxTargetLength bounds one node name in `node`/`nodes`: the longest
-	// DNS name. Targets carry no port, and an address, bracketed or not,
-	// is shorter.
-	MaxTargetLength = 253
+	// DNS name, as clients check it too (routing.MaxLength).
+	MaxTargetLength = routing.MaxLength
 
 	// MaxPooledNodesPerCaller bounds the pooled connections one caller
 	// (one client key) has calls on at once. It is MaxFanOut, so the

@@ -10,7 +10,7 @@ import (
 
 	"google.golang.org/grpc/metadata"
 
-	"github.com/aegis-os/aegis/ca"
+	"github.com/aegis-os/aegis/client/routing"
 	"github.com/aegis-os/aegis/internal/wire"
 )
 
@@ -242,63 +242,14 @@ func isAddr(name string) bool {
 }
 
 // CanonicalNode returns the canonical form of a node named in routing
-// metadata: an IP address as netip prints it, IPv4-mapped IPv6 unmapped
-// (::ffff:10.0.0.1 is 10.0.0.1), IPv6 brackets dropped; a DNS name in
-// lower case without a final dot. A port is refused, every node is
-// reached on the API port, as is anything that is not an address or a
-// DNS name (a scheme, a path, a user, a zone, a wildcard). Errors wrap
-// ErrBadRouting.
+// metadata (target.Canonical), its refusals wrapped in ErrBadRouting.
 func CanonicalNode(value string) (string, error) {
-	if value == "" || len(value) > MaxTargetLength {
-		return "", fmt.Errorf("%w: node name of %d bytes", ErrBadRouting, len(value))
-	}
-
-	if _, ok := splitPort(value); ok {
-		return "", fmt.Errorf("%w: node %q: ports are not allowed, nodes are reached on the API port", ErrBadRouting, value)
-	}
-
-	host := value
-	if strings.HasPrefix(host, "[") && strings.HasSuffix(host, "]") {
-		host = host[1 : len(host)-1]
-	}
-
-	if addr, err := netip.ParseAddr(host); err == nil {
-		return canonicalAddr(value, addr)
-	}
-
-	name := strings.ToLower(strings.TrimSuffix(host, "."))
-	if host != value || ca.CheckDNSName(name) != nil {
-		return "", fmt.Errorf("%w: node %q is not an IP address or a DNS name", ErrBadRouting, value)
+	name, err := routing.Canonical(value)
+	if err != nil {
+		return "", fmt.Errorf("%w: %w", ErrBadRouting, err)
 	}
 
 	return name, nil
-}
-
-// splitPort returns the host of value if value is host:port with a port
-// of digits (or none, "host:").
-func splitPort(value string) (string, bool) {
-	host, port, err := net.SplitHostPort(value)
-	if err != nil || strings.Trim(port, "0123456789") != "" {
-		return "", false
-	}
-
-	return host, true
-}
-
-// canonicalAddr refuses what cannot be a node's address: a zone (it
-// names an interface of this host), the unspecified address (it dials
-// this host), multicast and broadcast.
-func canonicalAddr(value string, addr netip.Addr) (string, error) {
-	addr = addr.Unmap()
-
-	switch {
-	case addr.Zone() != "":
-		return "", fmt.Errorf("%w: node %q: zones are not allowed", ErrBadRouting, value)
-	case addr.IsUnspecified(), addr.IsMulticast(), addr == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
-		return "", fmt.Errorf("%w: node %q is not a node address", ErrBadRouting, value)
-	}
-
-	return addr.String(), nil
 }
 
 // newNodeNames builds the names apid accepts from Config.Self and
@@ -313,7 +264,7 @@ func newNodeNames(port int, self, others []string) (*nodeNames, error) {
 		what  string
 	}{{self, nn.self, "Self"}, {others, nn.others, "Names"}} {
 		for _, v := range list.names {
-			if h, ok := splitPort(v); ok {
+			if h, ok := routing.SplitPort(v); ok {
 				v = h
 			}
 

@@ -13,6 +13,7 @@ import (
 	"github.com/aegis-os/aegis/apid"
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/client/routing"
 	"github.com/aegis-os/aegis/internal/clock"
 )
 
@@ -122,7 +123,7 @@ func serverHosts(ip, hostname string) []string {
 		return []string{ip}
 	}
 
-	if name, err := apid.CanonicalNode(hostname); err == nil && name == hostname {
+	if name, err := routing.Canonical(hostname); err == nil && name == hostname {
 		return []string{ip, hostname}
 	}
 

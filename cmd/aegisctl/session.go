@@ -13,9 +13,9 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/client"
 	"github.com/spf13/cobra"
 
-	"github.com/aegis-os/aegis/apid"
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/client/routing"
 	"github.com/aegis-os/aegis/renewal"
 )
 
@@ -149,7 +149,7 @@ func canonicalNodes(nodes []string) ([]string, error) {
 	var out []string
 
 	for _, n := range nodes {
-		c, err := apid.CanonicalNode(n)
+		c, err := routing.Canonical(n)
 		if err != nil {
 			return nil, fmt.Errorf("bad node %q: %w", n, err)
 		}

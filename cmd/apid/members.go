@@ -5,6 +5,7 @@ import (
 
 	"github.com/aegis-os/aegis/api/node"
 	"github.com/aegis-os/aegis/apid"
+	"github.com/aegis-os/aegis/client/routing"
 )
 
 // memberNames are the cluster's live members (hostname, address, proven
@@ -27,12 +28,12 @@ func (m *memberNames) set(members []*node.MemberName) {
 	dupName, dupAddr := map[string]bool{}, map[string]bool{}
 
 	for _, mn := range members {
-		name, err := apid.CanonicalNode(mn.GetHostname())
+		name, err := routing.Canonical(mn.GetHostname())
 		if err != nil {
 			continue
 		}
 
-		addr, err := apid.CanonicalNode(mn.GetAddress())
+		addr, err := routing.Canonical(mn.GetAddress())
 		if err != nil || addr != mn.GetAddress() {
 			continue
 		}

@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/aegis-os/aegis/api/node"
-	"github.com/aegis-os/aegis/apid"
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/client/routing"
 	"github.com/aegis-os/aegis/machined/resources"
 )
 
@@ -72,7 +72,7 @@ func (n *nodeFiles) apply(res *node.Resources) error {
 		// A host name that is no DNS name (an underscore) cannot name the
 		// node in routing metadata; its addresses still do.
 		if h := res.GetHostname(); h != "" {
-			if _, err := apid.CanonicalNode(h); err == nil {
+			if _, err := routing.Canonical(h); err == nil {
 				n.self = append(n.self, h)
 			}
 		}
