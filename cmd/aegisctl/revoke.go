@@ -16,7 +16,7 @@ import (
 	"github.com/aegis-os/aegis/api/revocations"
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/certs"
-	"github.com/aegis-os/aegis/machined/revocation"
+	"github.com/aegis-os/aegis/client/serial"
 )
 
 func newConfigRevokeCommand(e *env) *cobra.Command {
@@ -100,12 +100,12 @@ func revokeRequest(e *env, s *session, args []string, ofContext, notAfter string
 
 	switch {
 	case len(args) == 1:
-		serial, err := revocation.ParseSerial(args[0])
+		sn, err := serial.Parse(args[0])
 		if err != nil {
 			return nil, "", err
 		}
 
-		req := &revocations.RevokeRequest{Serial: serial}
+		req := &revocations.RevokeRequest{Serial: sn}
 
 		if notAfter != "" {
 			t, err := time.Parse(time.RFC3339, notAfter)
@@ -116,7 +116,7 @@ func revokeRequest(e *env, s *session, args []string, ofContext, notAfter string
 			req.NotAfter = timestamppb.New(t)
 		}
 
-		return req, serial, nil
+		return req, sn, nil
 	case ofContext != "":
 		cfg, err := certs.LoadClientConfig(s.path)
 		if err != nil {
@@ -139,9 +139,9 @@ func revokeRequest(e *env, s *session, args []string, ofContext, notAfter string
 		return nil, "", errors.New("--not-after goes with SERIAL: a context's certificate says when it expires")
 	}
 
-	serial := revocation.SerialOf(cert.SerialNumber)
+	sn := serial.Of(cert.SerialNumber)
 
-	return &revocations.RevokeRequest{Serial: serial, NotAfter: timestamppb.New(cert.NotAfter)}, serial, nil
+	return &revocations.RevokeRequest{Serial: sn, NotAfter: timestamppb.New(cert.NotAfter)}, sn, nil
 }
 
 func revokedTable(w io.Writer, resp *revocations.RevokeResponse, now time.Time) {

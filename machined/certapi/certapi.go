@@ -26,6 +26,7 @@ import (
 	"github.com/aegis-os/aegis/authz"
 	"github.com/aegis-os/aegis/authz/role"
 	"github.com/aegis-os/aegis/ca"
+	"github.com/aegis-os/aegis/client/serial"
 	"github.com/aegis-os/aegis/internal/defaults"
 	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/internal/requestid"
@@ -220,7 +221,7 @@ func (s *Server) record(ctx context.Context, parent, child *x509.Certificate) er
 	}
 
 	l := revocation.Link{
-		Parent: revocation.SerialOf(parent.SerialNumber), Child: revocation.SerialOf(child.SerialNumber), NotAfter: child.NotAfter,
+		Parent: serial.Of(parent.SerialNumber), Child: serial.Of(child.SerialNumber), NotAfter: child.NotAfter,
 	}
 
 	err := s.cfg.Lineage.Record(ctx, l)

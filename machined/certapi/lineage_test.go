@@ -17,6 +17,7 @@ import (
 	"github.com/aegis-os/aegis/authz/role"
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/ca/catest"
+	"github.com/aegis-os/aegis/client/serial"
 	"github.com/aegis-os/aegis/internal/clock"
 	"github.com/aegis-os/aegis/internal/logtest"
 	"github.com/aegis-os/aegis/internal/testutil"
@@ -68,7 +69,7 @@ func (f *lineageFixture) renew(t *testing.T, cert *x509.Certificate) (*x509.Cert
 func (f *lineageFixture) revoke(t *testing.T, cert *x509.Certificate) revocation.Revocation {
 	t.Helper()
 
-	rev, err := f.store.Revoke(context.Background(), revocation.Entry{Serial: revocation.SerialOf(cert.SerialNumber), NotAfter: cert.NotAfter})
+	rev, err := f.store.Revoke(context.Background(), revocation.Entry{Serial: serial.Of(cert.SerialNumber), NotAfter: cert.NotAfter})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +80,7 @@ func (f *lineageFixture) revoke(t *testing.T, cert *x509.Certificate) revocation
 func serialsOf(certs ...*x509.Certificate) []string {
 	out := make([]string, 0, len(certs))
 	for _, c := range certs {
-		out = append(out, revocation.SerialOf(c.SerialNumber))
+		out = append(out, serial.Of(c.SerialNumber))
 	}
 
 	slices.Sort(out)
@@ -174,8 +175,8 @@ func TestRenewWhileRevoked(t *testing.T) {
 
 	revoked := revocation.Serials(list)
 	for _, c := range issued {
-		if _, ok := revoked[revocation.SerialOf(c.SerialNumber)]; !ok {
-			t.Errorf("%s was renewed from the revoked certificate and is not revoked", revocation.SerialOf(c.SerialNumber))
+		if _, ok := revoked[serial.Of(c.SerialNumber)]; !ok {
+			t.Errorf("%s was renewed from the revoked certificate and is not revoked", serial.Of(c.SerialNumber))
 		}
 	}
 

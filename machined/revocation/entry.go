@@ -13,7 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/big"
+	"github.com/aegis-os/aegis/client/serial"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -48,27 +48,16 @@ type Entry struct {
 // is valid through its NotAfter.
 func (e Entry) Expired(now time.Time) bool { return now.After(e.NotAfter) }
 
-// ParseSerial reads a serial as an operator writes it: hexadecimal, with an
-// optional 0x prefix and optional colons (openssl's form), and returns it
-// in the form entries hold.
+// ParseSerial reads a serial as an operator writes it (serial.Parse), its
+// refusals wrapped in ErrBadEntry.
 func ParseSerial(s string) (string, error) {
-	clean := strings.ToLower(strings.ReplaceAll(strings.TrimSpace(s), ":", ""))
-	clean = strings.TrimPrefix(clean, "0x")
-
-	if clean == "" || len(clean) > MaxSerialLength {
-		return "", fmt.Errorf("%w: serial %q: want 1 to %d hexadecimal digits", ErrBadEntry, truncate(s), MaxSerialLength)
+	canonical, err := serial.Parse(s)
+	if err != nil {
+		return "", fmt.Errorf("%w: %w", ErrBadEntry, err)
 	}
 
-	n, ok := new(big.Int).SetString(clean, 16)
-	if !ok || n.Sign() <= 0 {
-		return "", fmt.Errorf("%w: serial %q is not a positive hexadecimal number", ErrBadEntry, truncate(s))
-	}
-
-	return SerialOf(n), nil
+	return canonical, nil
 }
-
-// SerialOf is the form of a certificate's serial number that entries hold.
-func SerialOf(n *big.Int) string { return n.Text(16) }
 
 // check refuses an entry that cannot be recorded.
 func (e Entry) check() error {
@@ -99,13 +88,4 @@ func unmarshalEntry(data []byte) (Entry, error) {
 	}
 
 	return e, e.check()
-}
-
-func truncate(s string) string {
-	const n = 48
-	if len(s) <= n {
-		return s
-	}
-
-	return s[:n] + "…"
 }

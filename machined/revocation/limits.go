@@ -1,6 +1,10 @@
 package revocation
 
-import "time"
+import (
+	"time"
+
+	"github.com/aegis-os/aegis/client/serial"
+)
 
 // Limits and timings of the revocation list.
 const (
@@ -17,9 +21,9 @@ const (
 	// line for the operator, not a document.
 	MaxReason = 256
 
-	// MaxSerialLength bounds a serial in hexadecimal digits: RFC 5280
-	// allows serials of up to 20 octets.
-	MaxSerialLength = 40
+	// MaxSerialLength bounds a serial in hexadecimal digits, as clients
+	// check it too (serial.MaxLength: RFC 5280's 20 octets).
+	MaxSerialLength = serial.MaxLength
 
 	// MaxFileSize bounds the persisted list read at start: MaxEntries
 	// entries with the longest reasons fit several times over.

@@ -23,7 +23,7 @@ var ErrLineageFull = errors.New("revocation: too many certificates renewed from 
 
 // Link says that a certificate (Child) was issued to the holder of another
 // (Parent), by a renewal: revoking the parent revokes the child. Serials are
-// in the form entries hold (SerialOf).
+// in the form entries hold (serial.Of).
 type Link struct {
 	Parent string `json:"-"`
 	Child  string `json:"-"`
