@@ -314,6 +314,12 @@ func destroyDocsCluster(t *testing.T, work string, env []string, aegisctl, home 
 		return // never created
 	}
 
+	if t.Failed() {
+		for _, n := range c.Nodes {
+			t.Logf("last lines of %s:\n%s", n.Name, c.Tail(n, 20))
+		}
+	}
+
 	start := time.Now()
 
 	out, err := docsShell(work, env, rewriteDocCommand("bin/aegisctl cluster destroy", aegisctl))
