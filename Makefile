@@ -26,7 +26,7 @@ INSTALL_BINS := aegisctl machined apid trustd etcd
 
 export CGO_ENABLED ?= 0
 
-.PHONY: all build images install test e2e conformance run bench microbench bench-profile fuzz deps lint generate clean
+.PHONY: all build images install test e2e conformance run bench microbench bench-profile fuzz deps lint generate docs clean
 
 all: build
 
@@ -142,6 +142,11 @@ fuzz:
 ## generate: regenerate the Go code of api/*/*.proto (needs protoc)
 generate:
 	./api/generate.sh
+
+## docs: regenerate the CLI reference in docs/cli from aegisctl's commands (the test
+## that fails when docs/cli is stale, run with -update)
+docs:
+	$(GO) test -count=1 -run '^TestCLIDocs$$' ./cmd/aegisctl -update
 
 clean:
 	rm -rf $(BIN) $(OUT)

@@ -19,9 +19,9 @@ import (
 	"google.golang.org/protobuf/reflect/protoregistry"
 )
 
-// talosctlCoverage names, for every method of the README's table of
-// talosctl commands, the end-to-end test that calls it through the Talos
-// machinery client. It is the list of what the tests cover: the README
+// talosctlCoverage names, for every method of the table of talosctl
+// commands in docs/guide/talosctl.md, the end-to-end test that calls it through the Talos
+// machinery client. It is the list of what the tests cover: the guide
 // claims no more and no less.
 var talosctlCoverage = map[string]string{
 	"machine.MachineService/Version":                     "TestMachinedNode",
@@ -63,20 +63,20 @@ var talosctlCoverage = map[string]string{
 
 var tableMethod = regexp.MustCompile("`([a-z]+(?:\\.[a-z]+)*\\.[A-Za-z]+/[A-Za-z]+)`")
 
-// readmeTalosctlMethods returns the methods the README's talosctl table names.
-func readmeTalosctlMethods(t *testing.T) []string {
+// talosctlTableMethods returns the methods the guide's talosctl table names.
+func talosctlTableMethods(t *testing.T) []string {
 	t.Helper()
 
-	readme, err := os.ReadFile("../README.md")
+	guide, err := os.ReadFile("../docs/guide/talosctl.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 
-	_, rest, ok := strings.Cut(string(readme), "<!-- talosctl-table:start -->")
+	_, rest, ok := strings.Cut(string(guide), "<!-- talosctl-table:start -->")
 	table, _, ok2 := strings.Cut(rest, "<!-- talosctl-table:end -->")
 
 	if !ok || !ok2 {
-		t.Fatal("README.md has no talosctl table between its markers")
+		t.Fatal("docs/guide/talosctl.md has no talosctl table between its markers")
 	}
 
 	var methods []string
@@ -120,24 +120,24 @@ func testFuncs(t *testing.T) map[string]string {
 	return out
 }
 
-// TestTalosctlTableIsCovered: every method of the README's talosctl table
+// TestTalosctlTableIsCovered: every method of the guide's talosctl table
 // exists, is called by the end-to-end test named for it, and every method
 // the tests are listed as covering is in the table.
 func TestTalosctlTableIsCovered(t *testing.T) {
-	readme := readmeTalosctlMethods(t)
+	table := talosctlTableMethods(t)
 	tests := testFuncs(t)
 
-	for _, m := range readme {
+	for _, m := range table {
 		svc, name, _ := strings.Cut(m, "/")
 
 		d, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(svc))
 		if sd, ok := d.(protoreflect.ServiceDescriptor); err != nil || !ok || sd.Methods().ByName(protoreflect.Name(name)) == nil {
-			t.Errorf("README names %s, which is no method", m)
+			t.Errorf("docs/guide/talosctl.md names %s, which is no method", m)
 		}
 
 		test, ok := talosctlCoverage[m]
 		if !ok {
-			t.Errorf("README names %s, which no end-to-end test is listed as covering", m)
+			t.Errorf("docs/guide/talosctl.md names %s, which no end-to-end test is listed as covering", m)
 
 			continue
 		}
@@ -151,8 +151,8 @@ func TestTalosctlTableIsCovered(t *testing.T) {
 	}
 
 	for m := range talosctlCoverage {
-		if !slices.Contains(readme, m) {
-			t.Errorf("%s is covered by %s but missing from the README's talosctl table", m, talosctlCoverage[m])
+		if !slices.Contains(table, m) {
+			t.Errorf("%s is covered by %s but missing from the talosctl table of docs/guide/talosctl.md", m, talosctlCoverage[m])
 		}
 	}
 }
