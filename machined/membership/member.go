@@ -52,6 +52,20 @@ var (
 	// ErrConflict: the entry changed while it was written; the next
 	// heartbeat writes it again.
 	ErrConflict = errors.New("membership: entry changed concurrently")
+	// ErrNoEtcd: the node runs no etcd (a worker, or a control plane whose
+	// etcd is not set up), where the nodes that hold certificates are
+	// known.
+	ErrNoEtcd = errors.New("membership: the nodes that hold certificates are kept in etcd, which runs on control-plane nodes; " +
+		"use a control-plane endpoint")
+	// ErrControlPlane: Remove was asked to take out a control plane,
+	// which leaves through etcd's member removal.
+	ErrControlPlane = errors.New("membership: a control plane is not removed here")
+	// ErrAlive: Remove was asked to take out a node that is not gone: its
+	// entry is not aged out.
+	ErrAlive = errors.New("membership: the node is alive")
+	// ErrNotFound: no node of that hostname or address holds a
+	// certificate or an entry.
+	ErrNotFound = errors.New("membership: no such node")
 )
 
 // Check validates an entry as a node sends it: a DNS hostname, one to
