@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 
+	"google.golang.org/grpc/metadata"
+
 	"github.com/aegis-os/aegis/api/membership"
 	"github.com/aegis-os/aegis/authz"
 	"github.com/aegis-os/aegis/ca"
@@ -72,15 +74,15 @@ func (s *Server) Remove(ctx context.Context, req *membership.RemoveRequest) (*me
 		return nil, s.toStatus("remove", err)
 	}
 
-	var by string
-	if caller, err := authz.CertificateFromMetadata(ctx); err == nil {
-		by = caller.Subject.String()
-	}
+	// apid names the caller on every call it passes to machined's socket,
+	// which nobody else reaches.
+	md, _ := metadata.FromIncomingContext(ctx)
+	caller, _, _ := authz.CallerFromMetadata(md)
 
 	s.cfg.Logger.Info(msgRemoved, slog.String(logkey.Node, out.GetHostname()),
 		slog.String(logkey.Addresses, strings.Join(out.GetAddresses(), ",")),
 		slog.Bool(logkey.EntryDeleted, out.GetEntryDeleted()), slog.Bool(logkey.NameReleased, out.GetNameReleased()),
-		slog.String(logkey.Subject, by))
+		slog.String(logkey.CallerSerial, caller.Serial), slog.String(logkey.CallerSubject, caller.Subject))
 
 	return &membership.RemoveResponse{Messages: []*membership.Removed{out}}, nil
 }

@@ -11,9 +11,11 @@ import (
 	"testing"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/aegis-os/aegis/api/membership"
+	"github.com/aegis-os/aegis/authz"
 	membershippkg "github.com/aegis-os/aegis/machined/membership"
 )
 
@@ -139,7 +141,10 @@ func TestRemove(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var log bytes.Buffer
 
-			resp, err := tt.rec.server(&log).Remove(context.Background(), &membership.RemoveRequest{Node: tt.node})
+			md := metadata.MD{}
+			authz.SetCallerMetadata(md, authz.Caller{Serial: "5f3a", Subject: "O=os:admin,CN=ops"})
+
+			resp, err := tt.rec.server(&log).Remove(metadata.NewIncomingContext(context.Background(), md), &membership.RemoveRequest{Node: tt.node})
 			if status.Code(err) != tt.code || !strings.Contains(status.Convert(err).Message(), tt.text) {
 				t.Fatalf("Remove(%s): %v, want %s with %q", tt.node, err, tt.code, tt.text)
 			}
@@ -166,7 +171,8 @@ func TestRemove(t *testing.T) {
 				t.Fatalf("Removed = %v", out)
 			}
 
-			if !strings.Contains(log.String(), `msg="membership: node removed from the cluster" node=worker-1 addresses=10.0.0.5`) {
+			if !strings.Contains(log.String(), `msg="membership: node removed from the cluster" node=worker-1 addresses=10.0.0.5`) ||
+				!strings.Contains(log.String(), `caller_serial=5f3a caller_subject="O=os:admin,CN=ops"`) {
 				t.Fatalf("audit line missing: %s", log.String())
 			}
 		})
