@@ -5,6 +5,11 @@
 // write through their etcd client; workers, which run no etcd, send a
 // heartbeat to a control plane's trustd, authenticated by their node
 // certificate (HeartbeatServer). Readers use the Reader interface.
+//
+// The server also answers which nodes hold live certificates of the
+// cluster (Certified, from a record the assembly gives it), so that a
+// cluster-wide procedure knows every node before it changes anything, and
+// takes a worker that is gone out of the list and that record (Remove).
 package membership
 
 import (

@@ -24,9 +24,10 @@ import (
 // TestCertifiedRecord serves Certified and Remove from a real etcd as a
 // control plane wires them: etcd's member and the bound workers listed;
 // a live worker and the control plane refused; an aged-out worker removed,
-// its name free for another node; a worker without etcd refused.
+// its name free for another node; etcd stopped Unavailable; a worker
+// without etcd refused.
 func TestCertifiedRecord(t *testing.T) {
-	e, _ := etcdtest.Start(t)
+	e, stop := etcdtest.Start(t)
 	cli := etcdtest.Client(t, e)
 	clk := clock.NewFake(time.Now())
 	ctx := context.Background()
@@ -108,6 +109,16 @@ func TestCertifiedRecord(t *testing.T) {
 
 	if err := names.Check(ctx, "worker-1", netip.MustParseAddr("10.0.0.9")); err != nil {
 		t.Fatalf("worker-1 for a new node: %v, want free", err)
+	}
+
+	stop()
+
+	if _, err := srv.Certified(ctx, &membership.CertifiedRequest{}); status.Code(err) != codes.Unavailable {
+		t.Fatalf("Certified with etcd stopped: %v, want Unavailable", err)
+	}
+
+	if _, err := srv.Remove(ctx, &membership.RemoveRequest{Node: "worker-2"}); status.Code(err) != codes.Unavailable {
+		t.Fatalf("Remove with etcd stopped: %v, want Unavailable", err)
 	}
 
 	worker := certifiedRecord{client: func() (*clientv3.Client, error) { return nil, membershippkg.ErrNoEtcd }, clock: clk}
