@@ -84,6 +84,7 @@ func DefaultRules() Rules {
 		certificates.CertificateService_Renew_FullMethodName,
 		// The cluster's member list and its health, as in Talos.
 		membership.MembershipService_List_FullMethodName,
+		membership.MembershipService_Certified_FullMethodName,
 		cluster.ClusterService_HealthCheck_FullMethodName,
 	)
 
@@ -138,6 +139,8 @@ func DefaultRules() Rules {
 		rotation.RotationService_Put_FullMethodName,
 		rotation.RotationService_Reissue_FullMethodName,
 		machineconfig.MachineConfigService_Get_FullMethodName,
+		// Taking a node that is gone out of the cluster frees its name.
+		membership.MembershipService_Remove_FullMethodName,
 		// Served by trustd to nodes holding their own certificate, never
 		// through apid: no role of a person writes a node's entry.
 		membership.MembershipService_Heartbeat_FullMethodName,

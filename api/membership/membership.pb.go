@@ -7,8 +7,9 @@
 // Cluster membership: every node of the cluster, as the nodes themselves
 // report it. Control planes write their own entry into etcd; workers, which
 // run no etcd, send a heartbeat to a control plane's trustd, authenticated
-// by their node certificate. List is served by machined on a control plane,
-// reached through apid (os:reader may call it); Heartbeat only by trustd.
+// by their node certificate. List and Certified are served by machined on a
+// control plane, reached through apid (os:reader may call them), Remove too
+// (os:admin only); Heartbeat and Leave only by trustd.
 
 package membership
 
@@ -443,6 +444,381 @@ func (*LeaveResponse) Descriptor() ([]byte, []int) {
 	return file_membership_membership_proto_rawDescGZIP(), []int{7}
 }
 
+type CertifiedRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CertifiedRequest) Reset() {
+	*x = CertifiedRequest{}
+	mi := &file_membership_membership_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CertifiedRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CertifiedRequest) ProtoMessage() {}
+
+func (x *CertifiedRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_membership_membership_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CertifiedRequest.ProtoReflect.Descriptor instead.
+func (*CertifiedRequest) Descriptor() ([]byte, []int) {
+	return file_membership_membership_proto_rawDescGZIP(), []int{8}
+}
+
+type CertifiedResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Messages      []*CertifiedNodes      `protobuf:"bytes,1,rep,name=messages,proto3" json:"messages,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CertifiedResponse) Reset() {
+	*x = CertifiedResponse{}
+	mi := &file_membership_membership_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CertifiedResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CertifiedResponse) ProtoMessage() {}
+
+func (x *CertifiedResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_membership_membership_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CertifiedResponse.ProtoReflect.Descriptor instead.
+func (*CertifiedResponse) Descriptor() ([]byte, []int) {
+	return file_membership_membership_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *CertifiedResponse) GetMessages() []*CertifiedNodes {
+	if x != nil {
+		return x.Messages
+	}
+	return nil
+}
+
+type CertifiedNodes struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Metadata      *common.Metadata       `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	Nodes         []*CertifiedNode       `protobuf:"bytes,2,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CertifiedNodes) Reset() {
+	*x = CertifiedNodes{}
+	mi := &file_membership_membership_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CertifiedNodes) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CertifiedNodes) ProtoMessage() {}
+
+func (x *CertifiedNodes) ProtoReflect() protoreflect.Message {
+	mi := &file_membership_membership_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CertifiedNodes.ProtoReflect.Descriptor instead.
+func (*CertifiedNodes) Descriptor() ([]byte, []int) {
+	return file_membership_membership_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *CertifiedNodes) GetMetadata() *common.Metadata {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *CertifiedNodes) GetNodes() []*CertifiedNode {
+	if x != nil {
+		return x.Nodes
+	}
+	return nil
+}
+
+// CertifiedNode is a node that holds a live certificate of the cluster.
+type CertifiedNode struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Hostname string                 `protobuf:"bytes,1,opt,name=hostname,proto3" json:"hostname,omitempty"`
+	// The addresses the node's certificate is bound to: a control plane's
+	// etcd peer and client URLs, a worker's name binding.
+	Addresses []string `protobuf:"bytes,2,rep,name=addresses,proto3" json:"addresses,omitempty"`
+	// "controlplane" or "worker".
+	Role string `protobuf:"bytes,3,opt,name=role,proto3" json:"role,omitempty"`
+	// When the worker's certificate expires; unset for a control plane,
+	// which holds its certificates as long as it is etcd's member.
+	NotAfter      *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=not_after,json=notAfter,proto3" json:"not_after,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CertifiedNode) Reset() {
+	*x = CertifiedNode{}
+	mi := &file_membership_membership_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CertifiedNode) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CertifiedNode) ProtoMessage() {}
+
+func (x *CertifiedNode) ProtoReflect() protoreflect.Message {
+	mi := &file_membership_membership_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CertifiedNode.ProtoReflect.Descriptor instead.
+func (*CertifiedNode) Descriptor() ([]byte, []int) {
+	return file_membership_membership_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *CertifiedNode) GetHostname() string {
+	if x != nil {
+		return x.Hostname
+	}
+	return ""
+}
+
+func (x *CertifiedNode) GetAddresses() []string {
+	if x != nil {
+		return x.Addresses
+	}
+	return nil
+}
+
+func (x *CertifiedNode) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *CertifiedNode) GetNotAfter() *timestamppb.Timestamp {
+	if x != nil {
+		return x.NotAfter
+	}
+	return nil
+}
+
+type RemoveRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The node's hostname or one of its addresses.
+	Node          string `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveRequest) Reset() {
+	*x = RemoveRequest{}
+	mi := &file_membership_membership_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveRequest) ProtoMessage() {}
+
+func (x *RemoveRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_membership_membership_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveRequest.ProtoReflect.Descriptor instead.
+func (*RemoveRequest) Descriptor() ([]byte, []int) {
+	return file_membership_membership_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *RemoveRequest) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+type RemoveResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Messages      []*Removed             `protobuf:"bytes,1,rep,name=messages,proto3" json:"messages,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveResponse) Reset() {
+	*x = RemoveResponse{}
+	mi := &file_membership_membership_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveResponse) ProtoMessage() {}
+
+func (x *RemoveResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_membership_membership_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveResponse.ProtoReflect.Descriptor instead.
+func (*RemoveResponse) Descriptor() ([]byte, []int) {
+	return file_membership_membership_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *RemoveResponse) GetMessages() []*Removed {
+	if x != nil {
+		return x.Messages
+	}
+	return nil
+}
+
+// Removed says what Remove took out of the cluster.
+type Removed struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Metadata  *common.Metadata       `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	Hostname  string                 `protobuf:"bytes,2,opt,name=hostname,proto3" json:"hostname,omitempty"`
+	Addresses []string               `protobuf:"bytes,3,rep,name=addresses,proto3" json:"addresses,omitempty"`
+	// Whether an aged-out member entry was deleted (it is usually gone
+	// already, its lease expired).
+	EntryDeleted bool `protobuf:"varint,4,opt,name=entry_deleted,json=entryDeleted,proto3" json:"entry_deleted,omitempty"`
+	// Whether the node's name binding was released.
+	NameReleased  bool `protobuf:"varint,5,opt,name=name_released,json=nameReleased,proto3" json:"name_released,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Removed) Reset() {
+	*x = Removed{}
+	mi := &file_membership_membership_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Removed) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Removed) ProtoMessage() {}
+
+func (x *Removed) ProtoReflect() protoreflect.Message {
+	mi := &file_membership_membership_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Removed.ProtoReflect.Descriptor instead.
+func (*Removed) Descriptor() ([]byte, []int) {
+	return file_membership_membership_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *Removed) GetMetadata() *common.Metadata {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *Removed) GetHostname() string {
+	if x != nil {
+		return x.Hostname
+	}
+	return ""
+}
+
+func (x *Removed) GetAddresses() []string {
+	if x != nil {
+		return x.Addresses
+	}
+	return nil
+}
+
+func (x *Removed) GetEntryDeleted() bool {
+	if x != nil {
+		return x.EntryDeleted
+	}
+	return false
+}
+
+func (x *Removed) GetNameReleased() bool {
+	if x != nil {
+		return x.NameReleased
+	}
+	return false
+}
+
 var File_membership_membership_proto protoreflect.FileDescriptor
 
 const file_membership_membership_proto_rawDesc = "" +
@@ -470,11 +846,34 @@ const file_membership_membership_proto_rawDesc = "" +
 	"\aage_out\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\x06ageOut\"(\n" +
 	"\fLeaveRequest\x12\x18\n" +
 	"\aaddress\x18\x01 \x01(\tR\aaddress\"\x0f\n" +
-	"\rLeaveResponse2\xfa\x01\n" +
+	"\rLeaveResponse\"\x12\n" +
+	"\x10CertifiedRequest\"Q\n" +
+	"\x11CertifiedResponse\x12<\n" +
+	"\bmessages\x18\x01 \x03(\v2 .aegis.membership.CertifiedNodesR\bmessages\"u\n" +
+	"\x0eCertifiedNodes\x12,\n" +
+	"\bmetadata\x18\x01 \x01(\v2\x10.common.MetadataR\bmetadata\x125\n" +
+	"\x05nodes\x18\x02 \x03(\v2\x1f.aegis.membership.CertifiedNodeR\x05nodes\"\x96\x01\n" +
+	"\rCertifiedNode\x12\x1a\n" +
+	"\bhostname\x18\x01 \x01(\tR\bhostname\x12\x1c\n" +
+	"\taddresses\x18\x02 \x03(\tR\taddresses\x12\x12\n" +
+	"\x04role\x18\x03 \x01(\tR\x04role\x127\n" +
+	"\tnot_after\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\bnotAfter\"#\n" +
+	"\rRemoveRequest\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\"G\n" +
+	"\x0eRemoveResponse\x125\n" +
+	"\bmessages\x18\x01 \x03(\v2\x19.aegis.membership.RemovedR\bmessages\"\xbb\x01\n" +
+	"\aRemoved\x12,\n" +
+	"\bmetadata\x18\x01 \x01(\v2\x10.common.MetadataR\bmetadata\x12\x1a\n" +
+	"\bhostname\x18\x02 \x01(\tR\bhostname\x12\x1c\n" +
+	"\taddresses\x18\x03 \x03(\tR\taddresses\x12#\n" +
+	"\rentry_deleted\x18\x04 \x01(\bR\fentryDeleted\x12#\n" +
+	"\rname_released\x18\x05 \x01(\bR\fnameReleased2\x9d\x03\n" +
 	"\x11MembershipService\x12E\n" +
 	"\x04List\x12\x1d.aegis.membership.ListRequest\x1a\x1e.aegis.membership.ListResponse\x12T\n" +
 	"\tHeartbeat\x12\".aegis.membership.HeartbeatRequest\x1a#.aegis.membership.HeartbeatResponse\x12H\n" +
-	"\x05Leave\x12\x1e.aegis.membership.LeaveRequest\x1a\x1f.aegis.membership.LeaveResponseB*Z(github.com/aegis-os/aegis/api/membershipb\x06proto3"
+	"\x05Leave\x12\x1e.aegis.membership.LeaveRequest\x1a\x1f.aegis.membership.LeaveResponse\x12T\n" +
+	"\tCertified\x12\".aegis.membership.CertifiedRequest\x1a#.aegis.membership.CertifiedResponse\x12K\n" +
+	"\x06Remove\x12\x1f.aegis.membership.RemoveRequest\x1a .aegis.membership.RemoveResponseB*Z(github.com/aegis-os/aegis/api/membershipb\x06proto3"
 
 var (
 	file_membership_membership_proto_rawDescOnce sync.Once
@@ -488,7 +887,7 @@ func file_membership_membership_proto_rawDescGZIP() []byte {
 	return file_membership_membership_proto_rawDescData
 }
 
-var file_membership_membership_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_membership_membership_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_membership_membership_proto_goTypes = []any{
 	(*Member)(nil),                // 0: aegis.membership.Member
 	(*ListRequest)(nil),           // 1: aegis.membership.ListRequest
@@ -498,29 +897,46 @@ var file_membership_membership_proto_goTypes = []any{
 	(*HeartbeatResponse)(nil),     // 5: aegis.membership.HeartbeatResponse
 	(*LeaveRequest)(nil),          // 6: aegis.membership.LeaveRequest
 	(*LeaveResponse)(nil),         // 7: aegis.membership.LeaveResponse
-	(*timestamppb.Timestamp)(nil), // 8: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 9: google.protobuf.Duration
-	(*common.Metadata)(nil),       // 10: common.Metadata
+	(*CertifiedRequest)(nil),      // 8: aegis.membership.CertifiedRequest
+	(*CertifiedResponse)(nil),     // 9: aegis.membership.CertifiedResponse
+	(*CertifiedNodes)(nil),        // 10: aegis.membership.CertifiedNodes
+	(*CertifiedNode)(nil),         // 11: aegis.membership.CertifiedNode
+	(*RemoveRequest)(nil),         // 12: aegis.membership.RemoveRequest
+	(*RemoveResponse)(nil),        // 13: aegis.membership.RemoveResponse
+	(*Removed)(nil),               // 14: aegis.membership.Removed
+	(*timestamppb.Timestamp)(nil), // 15: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 16: google.protobuf.Duration
+	(*common.Metadata)(nil),       // 17: common.Metadata
 }
 var file_membership_membership_proto_depIdxs = []int32{
-	8,  // 0: aegis.membership.Member.last_seen:type_name -> google.protobuf.Timestamp
-	9,  // 1: aegis.membership.Member.interval:type_name -> google.protobuf.Duration
+	15, // 0: aegis.membership.Member.last_seen:type_name -> google.protobuf.Timestamp
+	16, // 1: aegis.membership.Member.interval:type_name -> google.protobuf.Duration
 	3,  // 2: aegis.membership.ListResponse.messages:type_name -> aegis.membership.Members
-	10, // 3: aegis.membership.Members.metadata:type_name -> common.Metadata
+	17, // 3: aegis.membership.Members.metadata:type_name -> common.Metadata
 	0,  // 4: aegis.membership.Members.members:type_name -> aegis.membership.Member
 	0,  // 5: aegis.membership.HeartbeatRequest.member:type_name -> aegis.membership.Member
-	9,  // 6: aegis.membership.HeartbeatResponse.age_out:type_name -> google.protobuf.Duration
-	1,  // 7: aegis.membership.MembershipService.List:input_type -> aegis.membership.ListRequest
-	4,  // 8: aegis.membership.MembershipService.Heartbeat:input_type -> aegis.membership.HeartbeatRequest
-	6,  // 9: aegis.membership.MembershipService.Leave:input_type -> aegis.membership.LeaveRequest
-	2,  // 10: aegis.membership.MembershipService.List:output_type -> aegis.membership.ListResponse
-	5,  // 11: aegis.membership.MembershipService.Heartbeat:output_type -> aegis.membership.HeartbeatResponse
-	7,  // 12: aegis.membership.MembershipService.Leave:output_type -> aegis.membership.LeaveResponse
-	10, // [10:13] is the sub-list for method output_type
-	7,  // [7:10] is the sub-list for method input_type
-	7,  // [7:7] is the sub-list for extension type_name
-	7,  // [7:7] is the sub-list for extension extendee
-	0,  // [0:7] is the sub-list for field type_name
+	16, // 6: aegis.membership.HeartbeatResponse.age_out:type_name -> google.protobuf.Duration
+	10, // 7: aegis.membership.CertifiedResponse.messages:type_name -> aegis.membership.CertifiedNodes
+	17, // 8: aegis.membership.CertifiedNodes.metadata:type_name -> common.Metadata
+	11, // 9: aegis.membership.CertifiedNodes.nodes:type_name -> aegis.membership.CertifiedNode
+	15, // 10: aegis.membership.CertifiedNode.not_after:type_name -> google.protobuf.Timestamp
+	14, // 11: aegis.membership.RemoveResponse.messages:type_name -> aegis.membership.Removed
+	17, // 12: aegis.membership.Removed.metadata:type_name -> common.Metadata
+	1,  // 13: aegis.membership.MembershipService.List:input_type -> aegis.membership.ListRequest
+	4,  // 14: aegis.membership.MembershipService.Heartbeat:input_type -> aegis.membership.HeartbeatRequest
+	6,  // 15: aegis.membership.MembershipService.Leave:input_type -> aegis.membership.LeaveRequest
+	8,  // 16: aegis.membership.MembershipService.Certified:input_type -> aegis.membership.CertifiedRequest
+	12, // 17: aegis.membership.MembershipService.Remove:input_type -> aegis.membership.RemoveRequest
+	2,  // 18: aegis.membership.MembershipService.List:output_type -> aegis.membership.ListResponse
+	5,  // 19: aegis.membership.MembershipService.Heartbeat:output_type -> aegis.membership.HeartbeatResponse
+	7,  // 20: aegis.membership.MembershipService.Leave:output_type -> aegis.membership.LeaveResponse
+	9,  // 21: aegis.membership.MembershipService.Certified:output_type -> aegis.membership.CertifiedResponse
+	13, // 22: aegis.membership.MembershipService.Remove:output_type -> aegis.membership.RemoveResponse
+	18, // [18:23] is the sub-list for method output_type
+	13, // [13:18] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_membership_membership_proto_init() }
@@ -534,7 +950,7 @@ func file_membership_membership_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_membership_membership_proto_rawDesc), len(file_membership_membership_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   8,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -7,8 +7,9 @@
 // Cluster membership: every node of the cluster, as the nodes themselves
 // report it. Control planes write their own entry into etcd; workers, which
 // run no etcd, send a heartbeat to a control plane's trustd, authenticated
-// by their node certificate. List is served by machined on a control plane,
-// reached through apid (os:reader may call it); Heartbeat only by trustd.
+// by their node certificate. List and Certified are served by machined on a
+// control plane, reached through apid (os:reader may call them), Remove too
+// (os:admin only); Heartbeat and Leave only by trustd.
 
 package membership
 
@@ -28,6 +29,8 @@ const (
 	MembershipService_List_FullMethodName      = "/aegis.membership.MembershipService/List"
 	MembershipService_Heartbeat_FullMethodName = "/aegis.membership.MembershipService/Heartbeat"
 	MembershipService_Leave_FullMethodName     = "/aegis.membership.MembershipService/Leave"
+	MembershipService_Certified_FullMethodName = "/aegis.membership.MembershipService/Certified"
+	MembershipService_Remove_FullMethodName    = "/aegis.membership.MembershipService/Remove"
 )
 
 // MembershipServiceClient is the client API for MembershipService service.
@@ -44,6 +47,16 @@ type MembershipServiceClient interface {
 	// reset). The caller must present its node certificate, which must name
 	// the address; a worker never removes a control plane's entry.
 	Leave(ctx context.Context, in *LeaveRequest, opts ...grpc.CallOption) (*LeaveResponse, error)
+	// Certified returns the nodes that hold live certificates of the
+	// cluster, sorted by hostname: the control planes (etcd's members) and
+	// the workers whose names trustd bound until their certificates expire.
+	// A cluster-wide procedure compares it with List before it changes
+	// anything, so that no node is left behind.
+	Certified(ctx context.Context, in *CertifiedRequest, opts ...grpc.CallOption) (*CertifiedResponse, error)
+	// Remove takes a worker that is gone out of the cluster: its entry is
+	// deleted and its name released, so that a replacement may take it. A
+	// control plane, or a node whose entry is not aged out, is refused.
+	Remove(ctx context.Context, in *RemoveRequest, opts ...grpc.CallOption) (*RemoveResponse, error)
 }
 
 type membershipServiceClient struct {
@@ -84,6 +97,26 @@ func (c *membershipServiceClient) Leave(ctx context.Context, in *LeaveRequest, o
 	return out, nil
 }
 
+func (c *membershipServiceClient) Certified(ctx context.Context, in *CertifiedRequest, opts ...grpc.CallOption) (*CertifiedResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CertifiedResponse)
+	err := c.cc.Invoke(ctx, MembershipService_Certified_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *membershipServiceClient) Remove(ctx context.Context, in *RemoveRequest, opts ...grpc.CallOption) (*RemoveResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RemoveResponse)
+	err := c.cc.Invoke(ctx, MembershipService_Remove_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // MembershipServiceServer is the server API for MembershipService service.
 // All implementations must embed UnimplementedMembershipServiceServer
 // for forward compatibility.
@@ -98,6 +131,16 @@ type MembershipServiceServer interface {
 	// reset). The caller must present its node certificate, which must name
 	// the address; a worker never removes a control plane's entry.
 	Leave(context.Context, *LeaveRequest) (*LeaveResponse, error)
+	// Certified returns the nodes that hold live certificates of the
+	// cluster, sorted by hostname: the control planes (etcd's members) and
+	// the workers whose names trustd bound until their certificates expire.
+	// A cluster-wide procedure compares it with List before it changes
+	// anything, so that no node is left behind.
+	Certified(context.Context, *CertifiedRequest) (*CertifiedResponse, error)
+	// Remove takes a worker that is gone out of the cluster: its entry is
+	// deleted and its name released, so that a replacement may take it. A
+	// control plane, or a node whose entry is not aged out, is refused.
+	Remove(context.Context, *RemoveRequest) (*RemoveResponse, error)
 	mustEmbedUnimplementedMembershipServiceServer()
 }
 
@@ -116,6 +159,12 @@ func (UnimplementedMembershipServiceServer) Heartbeat(context.Context, *Heartbea
 }
 func (UnimplementedMembershipServiceServer) Leave(context.Context, *LeaveRequest) (*LeaveResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Leave not implemented")
+}
+func (UnimplementedMembershipServiceServer) Certified(context.Context, *CertifiedRequest) (*CertifiedResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Certified not implemented")
+}
+func (UnimplementedMembershipServiceServer) Remove(context.Context, *RemoveRequest) (*RemoveResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Remove not implemented")
 }
 func (UnimplementedMembershipServiceServer) mustEmbedUnimplementedMembershipServiceServer() {}
 func (UnimplementedMembershipServiceServer) testEmbeddedByValue()                           {}
@@ -192,6 +241,42 @@ func _MembershipService_Leave_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _MembershipService_Certified_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CertifiedRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MembershipServiceServer).Certified(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MembershipService_Certified_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MembershipServiceServer).Certified(ctx, req.(*CertifiedRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _MembershipService_Remove_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RemoveRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MembershipServiceServer).Remove(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MembershipService_Remove_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MembershipServiceServer).Remove(ctx, req.(*RemoveRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // MembershipService_ServiceDesc is the grpc.ServiceDesc for MembershipService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -210,6 +295,14 @@ var MembershipService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Leave",
 			Handler:    _MembershipService_Leave_Handler,
+		},
+		{
+			MethodName: "Certified",
+			Handler:    _MembershipService_Certified_Handler,
+		},
+		{
+			MethodName: "Remove",
+			Handler:    _MembershipService_Remove_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -19,7 +19,7 @@ func nodeCommands(e *env) []*cobra.Command {
 		newRebootCommand(e), newShutdownCommand(e), newResetCommand(e), newTokenCommand(e),
 		newBootstrapCommand(e), newEtcdCommand(e), newGetCommand(e), newDashboardCommand(e),
 		newContainersCommand(e), newStatsCommand(e), newRestartCommand(e), newImageCommand(e),
-		newApplyConfigCommand(e), newPatchCommand(e), newRotateCACommand(e),
+		newApplyConfigCommand(e), newPatchCommand(e), newRotateCACommand(e), newMembersCommand(e),
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/emptypb"
 
+	"github.com/aegis-os/aegis/api/membership"
 	"github.com/aegis-os/aegis/api/tokens"
 	"github.com/aegis-os/aegis/authz/role"
 )
@@ -39,6 +40,10 @@ func firstRecv[T any](s interface{ Recv() (T, error) }, err error) error {
 // noSuchService names a service no node has: an allowed restart of it
 // reaches machined and changes nothing.
 const noSuchService = "conformance-no-such-service"
+
+// noSuchNode names a node the cluster never had: an allowed removal of it
+// reaches machined and changes nothing.
+const noSuchNode = "conformance-no-such-node"
 
 // Calls of every method class the roles are tried against.
 var (
@@ -78,6 +83,16 @@ var (
 
 		return err
 	}
+	callCertified call = func(ctx context.Context, c *grpc.ClientConn) error {
+		_, err := membership.NewMembershipServiceClient(c).Certified(ctx, &membership.CertifiedRequest{})
+
+		return err
+	}
+	callRemove call = func(ctx context.Context, c *grpc.ClientConn) error {
+		_, err := membership.NewMembershipServiceClient(c).Remove(ctx, &membership.RemoveRequest{Node: noSuchNode})
+
+		return err
+	}
 	callNoRule call = func(ctx context.Context, c *grpc.ClientConn) error {
 		return c.Invoke(ctx, "/machine.MachineService/ConformanceNoSuchMethod", &emptypb.Empty{}, &emptypb.Empty{})
 	}
@@ -104,6 +119,8 @@ func methodClasses() []methodClass {
 		{"admin: GenerateClientConfiguration with an unknown role", callClientConfig, []role.Role{role.Admin}, codes.InvalidArgument},
 		{"admin stream: Read", callRead, []role.Role{role.Admin}, codes.Unimplemented},
 		{"admin: TokenService.List", callTokenList, []role.Role{role.Admin}, codes.OK},
+		{"read: MembershipService.Certified", callCertified, all, codes.OK},
+		{"admin: MembershipService.Remove of an unknown node", callRemove, []role.Role{role.Admin}, codes.NotFound},
 		{"method without a rule", callNoRule, []role.Role{role.Admin}, codes.Unimplemented},
 	}
 }

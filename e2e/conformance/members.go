@@ -27,6 +27,9 @@ func memberCases() []*Case {
 		{Group: "members", Name: "List on a worker", Expected: codes.FailedPrecondition.String(), Run: func(ctx context.Context, e *Env, _ *Report) string {
 			return codeOf(e.callAs(ctx, e.Worker, e.ids.reader, nil, listMembers(nil)))
 		}},
+		{Group: "members", Name: "Certified on a worker", Expected: codes.FailedPrecondition.String(), Run: func(ctx context.Context, e *Env, _ *Report) string {
+			return codeOf(e.callAs(ctx, e.Worker, e.ids.reader, nil, callCertified))
+		}},
 		{Group: "members", Name: "route node=HOSTNAME of the worker as os:reader", Expected: "OK, the worker answers", Run: routeByMemberName},
 		{Group: "members", Name: "Heartbeat through apid as admin", Expected: codes.Unimplemented.String(), Run: func(ctx context.Context, e *Env, _ *Report) string {
 			return codeOf(e.callAs(ctx, e.Target, e.ids.admin, nil, heartbeat(e.Worker)))

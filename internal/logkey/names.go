@@ -196,4 +196,10 @@ const (
 	DownFor = "down_for"
 	// Step is the step of a CA rotation.
 	Step = "step"
+	// Addresses are a node's addresses, comma-separated.
+	Addresses = "addresses"
+	// EntryDeleted says whether a node's member entry was deleted.
+	EntryDeleted = "entry_deleted"
+	// NameReleased says whether a node's name binding was released.
+	NameReleased = "name_released"
 )

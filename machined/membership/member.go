@@ -5,6 +5,11 @@
 // write through their etcd client; workers, which run no etcd, send a
 // heartbeat to a control plane's trustd, authenticated by their node
 // certificate (HeartbeatServer). Readers use the Reader interface.
+//
+// The server also answers which nodes hold live certificates of the
+// cluster (Certified, from a record the assembly gives it), so that a
+// cluster-wide procedure knows every node before it changes anything, and
+// takes a worker that is gone out of the list and that record (Remove).
 package membership
 
 import (
@@ -52,6 +57,20 @@ var (
 	// ErrConflict: the entry changed while it was written; the next
 	// heartbeat writes it again.
 	ErrConflict = errors.New("membership: entry changed concurrently")
+	// ErrNoEtcd: the node runs no etcd (a worker, or a control plane whose
+	// etcd is not set up), where the nodes that hold certificates are
+	// known.
+	ErrNoEtcd = errors.New("membership: the nodes that hold certificates are kept in etcd, which runs on control-plane nodes; " +
+		"use a control-plane endpoint")
+	// ErrControlPlane: Remove was asked to take out a control plane,
+	// which leaves through etcd's member removal.
+	ErrControlPlane = errors.New("membership: a control plane is not removed here")
+	// ErrAlive: Remove was asked to take out a node that is not gone: its
+	// entry is not aged out.
+	ErrAlive = errors.New("membership: the node is alive")
+	// ErrNotFound: no node of that hostname or address holds a
+	// certificate or an entry.
+	ErrNotFound = errors.New("membership: no such node")
 )
 
 // Check validates an entry as a node sends it: a DNS hostname, one to

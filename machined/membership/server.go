@@ -56,6 +56,19 @@ type ServerConfig struct {
 	// it. A failure is taken for etcd's. Nil releases nothing (the names
 	// then end with the certificate).
 	Release func(ctx context.Context, names, addresses []string) error
+	// Certified lists the nodes that hold live certificates of the
+	// cluster: the control planes, etcd's members, and the workers whose
+	// names are bound until their certificates expire. It answers
+	// ErrNoEtcd where the node runs no etcd; any other failure is taken
+	// for etcd's. Nil: Certified and Remove answer FailedPrecondition (a
+	// worker, or trustd).
+	Certified func(ctx context.Context) ([]*CertifiedNode, error)
+	// RemoveEntries deletes the aged-out entries of the worker named by
+	// its hostname or one of its addresses, refusing a control plane's
+	// (ErrControlPlane) and a live one (ErrAlive), and returns those
+	// deleted (*Store.Remove). Remove needs it, Certified and Release;
+	// without them Remove answers FailedPrecondition.
+	RemoveEntries func(ctx context.Context, node string) ([]*Member, error)
 	// Logger receives refusals and internal errors. Nil discards.
 	Logger *slog.Logger
 	// Clock is the time a certificate is checked at. Nil is the system's.
@@ -264,6 +277,10 @@ func (s *Server) toStatus(op string, err error) error {
 		code = codes.PermissionDenied
 	case errors.Is(err, ErrInvalid):
 		code = codes.InvalidArgument
+	case errors.Is(err, ErrNoEtcd), errors.Is(err, ErrControlPlane), errors.Is(err, ErrAlive):
+		code = codes.FailedPrecondition
+	case errors.Is(err, ErrNotFound):
+		code = codes.NotFound
 	case errors.Is(err, errTooOften):
 		code = codes.ResourceExhausted
 	case errors.Is(err, ErrUnavailable), errors.Is(err, ErrConflict):

@@ -9,6 +9,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/protobuf/proto"
@@ -222,4 +223,81 @@ func (s *Store) read(ctx context.Context) ([]*Member, map[string]stored, error) 
 	slices.SortFunc(out, func(a, b *Member) int { return strings.Compare(a.GetHostname(), b.GetHostname()) })
 
 	return out, keys, nil
+}
+
+// Remove deletes the entries of the worker named by node (its hostname or
+// one of its addresses) once they are aged out: the node is gone, and an
+// operator takes it out of the cluster. It refuses a control plane's entry
+// (ErrControlPlane) and one refreshed within its age-out (ErrAlive), and
+// returns the entries deleted, none when nothing matches. The entries are
+// deleted only if nothing changed them since they were read: a heartbeat
+// that arrives meanwhile keeps the node in.
+func (s *Store) Remove(ctx context.Context, node string) ([]*Member, error) {
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+
+	current, keys, err := s.read(ctx)
+	if err != nil {
+		return nil, err
+	}
+
+	now := s.clock.Now()
+
+	var (
+		gone []*Member
+		cmps []clientv3.Cmp
+		ops  []clientv3.Op
+	)
+
+	for _, c := range current {
+		if c.GetHostname() != node && !slices.Contains(c.GetAddresses(), node) {
+			continue
+		}
+
+		if err := removable(c, now); err != nil {
+			return nil, err
+		}
+
+		gone = append(gone, c)
+		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(key(c)), "=", keys[key(c)].rev))
+		ops = append(ops, clientv3.OpDelete(key(c)))
+	}
+
+	if len(gone) == 0 {
+		return nil, nil
+	}
+
+	resp, err := s.cli.Txn(ctx).If(cmps...).Then(ops...).Commit()
+
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	case !resp.Succeeded:
+		return nil, fmt.Errorf("%w: the entry of %s", ErrConflict, node)
+	}
+
+	for _, c := range gone {
+		if l := keys[key(c)].lease; l != 0 {
+			_, _ = s.cli.Revoke(ctx, l) // best effort, as in Put
+		}
+	}
+
+	return gone, nil
+}
+
+// removable refuses to remove m, a control plane's entry or a live one.
+func removable(m *Member, now time.Time) error {
+	name := describe(m.GetHostname(), m.GetAddresses())
+
+	if m.GetRole() == RoleControlPlane {
+		return fmt.Errorf("%w: %s is a control plane; it leaves the cluster through etcd's member removal "+
+			"(aegisctl etcd remove-member, or a reset of the node)", ErrControlPlane, name)
+	}
+
+	if !Stale(m, now) {
+		return fmt.Errorf("%w: %s sent a heartbeat %s ago, within its age-out of %s; stop or reset it first",
+			ErrAlive, name, now.Sub(m.GetLastSeen().AsTime()).Round(time.Second), AgeOut(m.GetInterval().AsDuration()))
+	}
+
+	return nil
 }

@@ -85,12 +85,13 @@ func (n *Node) listen() (*sockets, error) {
 		Store: n.rotationStore, Reissue: n.reissue, Clock: n.clock, Logger: n.log,
 	}).Register(api)
 
-	var members membership.Reader
+	memberCfg := membership.ServerConfig{Logger: n.log, Clock: n.clock}
 	if n.cfg.Machine.Machine.Type.IsControlPlane() {
-		members = n.Members()
+		rec := certifiedRecordOf(n)
+		memberCfg.Members, memberCfg.Certified, memberCfg.RemoveEntries, memberCfg.Release = n.Members(), rec.Certified, rec.RemoveEntries, rec.Release
 	}
 
-	membership.NewServer(membership.ServerConfig{Members: members, Logger: n.log, Clock: n.clock}).Register(api)
+	membership.NewServer(memberCfg).Register(api)
 	n.clusterHealth().Register(api)
 
 	for _, sock := range []struct {

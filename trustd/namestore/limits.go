@@ -19,4 +19,9 @@ const (
 	// leaseSlack keeps a binding's key a little past the certificate's end:
 	// the binding itself ends at NotAfter, and the lease only cleans up.
 	leaseSlack = 60
+	// maxHolders bounds the bindings Holders reads in one reply: far above
+	// any cluster Aegis runs (the member list's own bound), it keeps the
+	// reply within a gRPC message; a record beyond it is an error, never a
+	// short list.
+	maxHolders = 1000
 )

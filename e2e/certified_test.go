@@ -1,0 +1,174 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/aegis-os/aegis/api/membership"
+	"github.com/aegis-os/aegis/certs"
+	clustercheck "github.com/aegis-os/aegis/client/cluster"
+	"github.com/aegis-os/aegis/internal/testutil"
+	"github.com/aegis-os/aegis/machined/localcluster"
+)
+
+// certifiedCIDR holds the cluster of TestCertifiedAndRemove; the node that
+// takes the removed worker's name joins from certifiedNewAddress.
+const (
+	certifiedCIDR       = "127.9.52.0/24"
+	certifiedNewAddress = "127.9.52.20"
+)
+
+// TestCertifiedAndRemove runs one control plane and two workers: every
+// node that holds a certificate is listed as certified and the client
+// check finds nothing missing; a live worker and the control plane cannot
+// be removed; a killed worker, once aged out of the member list, is named
+// by the client check, removed with aegisctl, no longer certified, and its
+// name is taken by a new node at another address.
+func TestCertifiedAndRemove(t *testing.T) {
+	needBinaries(t)
+
+	c, err := localcluster.Create(context.Background(), localcluster.Options{
+		Name: "cert", ControlPlanes: 1, Workers: 2, CIDR: netip.MustParsePrefix(certifiedCIDR),
+		StateDir: testutil.ShortTempDir(t), BinDir: binDir, Timeout: etcdTimeout, HeartbeatInterval: membersHeartbeat,
+		Runtime: certs.RuntimeProcess,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, n := range c.Nodes {
+				t.Logf("%s:\n%s", n.Name, c.Tail(n, 30))
+			}
+		}
+
+		if err := c.Destroy(); err != nil {
+			t.Errorf("destroying the cluster: %v", err)
+		}
+	})
+
+	admin := talosClient(t, c.ClientConfigPath())
+	mc := membership.NewMembershipServiceClient(admin.Conn())
+	cp := c.ControlPlanes()[0]
+	gone := c.Nodes[len(c.Nodes)-1]
+	ctx := etcdCtx(t)
+
+	eventually(t, "3 members", func() error { return membersAre(ctx, admin, c.Nodes) })
+	eventually(t, "3 certified", func() error { return certifiedAre(ctx, mc, c.Nodes) })
+
+	if err := clusterCheck(ctx, mc); err != nil {
+		t.Fatalf("client check after create: %v", err)
+	}
+
+	for _, refused := range []struct{ node, text string }{
+		{gone.Name, gone.Name + " (" + gone.Address + ") sent a heartbeat"},
+		{cp.Address, cp.Name + " (" + cp.Address + ") is a control plane; it leaves the cluster through etcd's member removal"},
+	} {
+		_, err := mc.Remove(ctx, &membership.RemoveRequest{Node: refused.node})
+		if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), refused.text) {
+			t.Fatalf("Remove(%s): %v, want FailedPrecondition with %q", refused.node, err, refused.text)
+		}
+
+		t.Logf("Remove(%s) refused: %s", refused.node, status.Convert(err).Message())
+	}
+
+	if err := c.Kill(gone.Name); err != nil {
+		t.Fatal(err)
+	}
+
+	killed := time.Now()
+	rest := slices.DeleteFunc(slices.Clone(c.Nodes), func(n localcluster.Node) bool { return n.Name == gone.Name })
+
+	eventually(t, gone.Name+" aged out", func() error { return membersAre(ctx, admin, rest) })
+
+	err = clusterCheck(ctx, mc)
+	if !errors.Is(err, clustercheck.ErrMissing) || !strings.Contains(err.Error(), "worker "+gone.Name+" ("+gone.Address+") holds a certificate") ||
+		!strings.Contains(err.Error(), "aegisctl members remove "+gone.Name) {
+		t.Fatalf("client check with %s gone: %v, want it named", gone.Name, err)
+	}
+
+	t.Logf("%s aged out %s after it was killed; the client check says:\n%v", gone.Name, time.Since(killed).Round(100*time.Millisecond), err)
+
+	out, err := aegisctl(t, c.Dir, "members", "remove", gone.Name)
+	if err != nil || !strings.Contains(out, "removed "+gone.Name+" ("+gone.Address+"): ") || !strings.Contains(out, "name released") {
+		t.Fatalf("members remove %s: %v\n%s", gone.Name, err, out)
+	}
+
+	t.Logf("aegisctl members remove %s: %s", gone.Name, out)
+
+	if err := certifiedAre(ctx, mc, rest); err != nil {
+		t.Fatalf("after the removal: %v", err)
+	}
+
+	if err := clusterCheck(ctx, mc); err != nil {
+		t.Fatalf("client check after the removal: %v", err)
+	}
+
+	// The name is free: a new node at another address joins with it.
+	if err := c.RemoveNode(gone.Name); err != nil {
+		t.Fatal(err)
+	}
+
+	replaced, err := c.AddNode(ctx, localcluster.NodeSpec{Name: gone.Name, Type: certs.NodeWorker, Address: certifiedNewAddress}, waitTimeout)
+	if err != nil {
+		t.Fatalf("a new node named %s: %v", gone.Name, err)
+	}
+
+	eventually(t, gone.Name+" certified at "+certifiedNewAddress, func() error { return certifiedAre(ctx, mc, append(rest, replaced)) })
+}
+
+// certifiedAre checks that the endpoint lists exactly nodes as holding
+// live certificates, each with its role and address, a worker's with
+// its certificate's end.
+func certifiedAre(ctx context.Context, mc membership.MembershipServiceClient, nodes []localcluster.Node) error {
+	resp, err := mc.Certified(ctx, &membership.CertifiedRequest{})
+	if err != nil {
+		return err
+	}
+
+	got := resp.GetMessages()[0].GetNodes()
+	if len(got) != len(nodes) {
+		return fmt.Errorf("%d certified nodes, want %d: %v", len(got), len(nodes), got)
+	}
+
+	for _, n := range nodes {
+		role := clustercheck.RoleWorker
+		if n.Type.IsControlPlane() {
+			role = clustercheck.RoleControlPlane
+		}
+
+		if !slices.ContainsFunc(got, func(c *membership.CertifiedNode) bool {
+			return c.GetHostname() == n.Name && c.GetRole() == role && slices.Contains(c.GetAddresses(), n.Address) &&
+				(role == clustercheck.RoleControlPlane) == (c.GetNotAfter() == nil)
+		}) {
+			return fmt.Errorf("%s (%s, %s) not certified: %v", n.Name, role, n.Address, got)
+		}
+	}
+
+	return nil
+}
+
+// clusterCheck runs the client-side check on the endpoint's two lists.
+func clusterCheck(ctx context.Context, mc membership.MembershipServiceClient) error {
+	list, err := mc.List(ctx, &membership.ListRequest{})
+	if err != nil {
+		return err
+	}
+
+	certified, err := mc.Certified(ctx, &membership.CertifiedRequest{})
+	if err != nil {
+		return err
+	}
+
+	return clustercheck.Check(list.GetMessages()[0], certified.GetMessages()[0])
+}

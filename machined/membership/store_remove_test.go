@@ -1,0 +1,78 @@
+package membership_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/internal/testutil/etcdtest"
+	"github.com/aegis-os/aegis/machined/membership"
+)
+
+// TestStoreRemove runs Remove on a real etcd: a live worker's entry and a
+// control plane's are refused, naming them; an aged-out worker's entry is
+// deleted, matched by hostname or address; nothing matching is no error.
+func TestStoreRemove(t *testing.T) {
+	e, _ := etcdtest.Start(t)
+	start := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	clk := clock.NewFake(start)
+	ctx := context.Background()
+
+	s, err := membership.New(membership.Config{Client: etcdtest.Client(t, e), Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if err := s.Put(ctx, entry("cp-1", "10.0.0.1"), membership.RoleControlPlane); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, w := range []string{"10.0.0.5", "10.0.0.6"} {
+		if err := s.Put(ctx, entry("worker-"+w[len(w)-1:], w), membership.RoleWorker); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	for _, tt := range []struct {
+		node string
+		err  error
+		text string
+	}{
+		{"worker-5", membership.ErrAlive, "worker-5 (10.0.0.5) sent a heartbeat 0s ago, within its age-out of 3s; stop or reset it first"},
+		{"10.0.0.1", membership.ErrControlPlane, "cp-1 (10.0.0.1) is a control plane; it leaves the cluster through etcd's member removal"},
+	} {
+		if _, err := s.Remove(ctx, tt.node); !errors.Is(err, tt.err) || !strings.Contains(err.Error(), tt.text) {
+			t.Fatalf("Remove(%s) = %v, want %v with %q", tt.node, err, tt.err, tt.text)
+		}
+	}
+
+	clk.Advance(membership.AgeOut(time.Second) + time.Second) // the etcd leases (real time) still hold the entries
+
+	for _, node := range []string{"worker-5", "10.0.0.6"} {
+		gone, err := s.Remove(ctx, node)
+		if err != nil || len(gone) != 1 {
+			t.Fatalf("Remove(%s) = %v, %v, want its entry", node, gone, err)
+		}
+	}
+
+	if _, err := s.Remove(ctx, "10.0.0.1"); !errors.Is(err, membership.ErrControlPlane) {
+		t.Fatalf("an aged-out control plane's entry: %v, want ErrControlPlane", err)
+	}
+
+	if gone, err := s.Remove(ctx, "worker-5"); err != nil || len(gone) != 0 {
+		t.Fatalf("Remove again = %v, %v, want nothing", gone, err)
+	}
+
+	// Read as of the puts, when every entry was live.
+	then, err := membership.New(membership.Config{Client: etcdtest.Client(t, e), Clock: clock.NewFake(start)})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if list, err := then.List(ctx); err != nil || len(list) != 1 || list[0].GetHostname() != "cp-1" {
+		t.Fatalf("List after the removals = %v, %v, want cp-1 alone", list, err)
+	}
+}
