@@ -25,11 +25,6 @@ const (
 	// service IDs of the nodes): a person is waiting at the prompt, and a
 	// node that does not answer at once gets the static list instead.
 	completionTimeout = 2 * time.Second
-
-	// rotateCallTimeout bounds one call of a CA rotation to one node: a
-	// node that has not answered by then is taken as down, and the
-	// rotation stops, naming it, rather than wait on it.
-	rotateCallTimeout = 30 * time.Second
 )
 
 // Timings of token rotate-static.

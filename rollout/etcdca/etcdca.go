@@ -1,4 +1,4 @@
-// Package etcdrotation drives the three steps of an etcd CA rotation over
+// Package etcdca drives the three steps of an etcd CA rotation over
 // the API, through one endpoint, on every control plane in turn: accept
 // the new etcd CA, issue from it, drop the old one. Each step is an
 // ApplyConfiguration (mode no-reboot) of the node's own config with the
@@ -7,8 +7,9 @@
 // the cluster at a time, and answers once the member is healthy again.
 // Each step is then verified on every control plane from what its running
 // member loaded and from the certificates it holds (the node's
-// CertificateStatuses), not from the config on disk.
-package etcdrotation
+// CertificateStatuses), not from the config on disk. Kind is the etcd CA
+// as carotation's rotation, resumable and recorded, drives it.
+package etcdca
 
 import (
 	"context"
@@ -27,7 +28,7 @@ import (
 	"github.com/aegis-os/aegis/api/machineconfig"
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/certs"
-	"github.com/aegis-os/aegis/machined/resourceapi"
+	"github.com/aegis-os/aegis/client/resourcetypes"
 )
 
 // Step is one step of the rotation.
@@ -95,7 +96,7 @@ func (r *Rotation) Run(ctx context.Context, step Step) ([]NodeReport, error) {
 
 		details, err := r.apply(client.WithNode(ctx, node), step)
 		if err != nil {
-			return reports, fmt.Errorf("etcdrotation: %s on %s: %w", step, node, err)
+			return reports, fmt.Errorf("etcdca: %s on %s: %w", step, node, err)
 		}
 
 		reports = append(reports, NodeReport{Node: node, Took: time.Since(start), Details: details})
@@ -103,7 +104,7 @@ func (r *Rotation) Run(ctx context.Context, step Step) ([]NodeReport, error) {
 
 	for _, node := range r.Nodes {
 		if err := r.Verify(client.WithNode(ctx, node), step); err != nil {
-			return reports, fmt.Errorf("etcdrotation: %s not in effect on %s: %w", step, node, err)
+			return reports, fmt.Errorf("etcdca: %s not in effect on %s: %w", step, node, err)
 		}
 	}
 
@@ -179,7 +180,7 @@ func (r *Rotation) Edit(cfg *certs.MachineConfig, step Step) error {
 // Verify checks on the node of ctx that step is in effect: the CAs its
 // running etcd member loaded, and the CA of its etcd certificates.
 func (r *Rotation) Verify(ctx context.Context, step Step) error {
-	list, err := safe.StateListAll[*resourceapi.CertificateStatus](ctx, r.Client.COSI)
+	list, err := safe.StateListAll[*resourcetypes.CertificateStatus](ctx, r.Client.COSI)
 	if err != nil {
 		return err
 	}
@@ -192,9 +193,9 @@ func (r *Rotation) Verify(ctx context.Context, step Step) error {
 		spec := s.TypedSpec()
 
 		switch spec.Kind {
-		case resourceapi.CertKindEtcdTrustedCA:
+		case resourcetypes.CertKindEtcdTrustedCA:
 			trusted = append(trusted, spec.Fingerprint)
-		case resourceapi.CertKindEtcd:
+		case resourcetypes.CertKindEtcd:
 			issuers[s.Metadata().ID()] = spec.IssuerFingerprint
 		}
 	}
