@@ -57,18 +57,11 @@ func (r *Rotation) rollback(ctx context.Context) error {
 	newCA, old := r.recNew(), r.recOld()
 	cfg := r.kind.Config
 
-	err := r.w.VerifyAll(ctx, r.members, func(c *certs.MachineConfig) error {
-		if c.Machine.Type.IsControlPlane() && cfg.Issuing(c).Equal(newCA) {
-			return ErrNotRollbackable
-		}
-
-		return nil
-	})
-	if err != nil {
+	if err := r.refuseIssuingControlPlanes(ctx, newCA); err != nil {
 		return err
 	}
 
-	err = r.editAll(ctx, r.edit(Edit{Change: Revert, Old: old, New: CertOnly(newCA)}), func(c *certs.MachineConfig) error {
+	err := r.editAll(ctx, r.edit(Edit{Change: Revert, Old: old, New: CertOnly(newCA)}), func(c *certs.MachineConfig) error {
 		if !cfg.Issuing(c).Equal(old) {
 			return errors.New("does not issue from the old CA")
 		}
@@ -105,6 +98,18 @@ func (r *Rotation) rollback(ctx context.Context) error {
 	r.w.Printf("rolled back: the cluster accepts the old %s CA only, as before\n", r.kind.Name)
 
 	return nil
+}
+
+// refuseIssuingControlPlanes refuses a rollback once a control plane
+// issues from the new CA.
+func (r *Rotation) refuseIssuingControlPlanes(ctx context.Context, newCA *x509.Certificate) error {
+	return r.w.VerifyAll(ctx, r.members, func(c *certs.MachineConfig) error {
+		if c.Machine.Type.IsControlPlane() && r.kind.Config.Issuing(c).Equal(newCA) {
+			return ErrNotRollbackable
+		}
+
+		return nil
+	})
 }
 
 // dropKeyFile removes the new CA's key file once step 2 is recorded: the
