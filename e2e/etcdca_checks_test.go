@@ -20,14 +20,14 @@ import (
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/ca/catest"
 	"github.com/aegis-os/aegis/certs"
-	"github.com/aegis-os/aegis/cmd/aegisctl/etcdrotation"
 	"github.com/aegis-os/aegis/machined/localcluster"
+	"github.com/aegis-os/aegis/rollout/etcdca"
 )
 
 // checkConcurrentAccept applies r's Accept to every node at once: every
 // apply succeeds, the members restart one after the other (the ports'
 // watch checks they never overlap), and the step is in effect everywhere.
-func checkConcurrentAccept(ctx context.Context, t *testing.T, talos *client.Client, r *etcdrotation.Rotation) {
+func checkConcurrentAccept(ctx context.Context, t *testing.T, talos *client.Client, r *etcdca.Rotation) {
 	t.Helper()
 
 	start := time.Now()
@@ -38,7 +38,7 @@ func checkConcurrentAccept(ctx context.Context, t *testing.T, talos *client.Clie
 
 	for i, node := range r.Nodes {
 		cfg := nodeConfig(ctx, t, talos, node)
-		if err := r.Edit(cfg, etcdrotation.Accept); err != nil {
+		if err := r.Edit(cfg, etcdca.Accept); err != nil {
 			t.Fatal(err)
 		}
 
@@ -70,7 +70,7 @@ func checkConcurrentAccept(ctx context.Context, t *testing.T, talos *client.Clie
 
 		t.Logf("  %s: %s", node, details[i])
 
-		if err := r.Verify(client.WithNode(ctx, node), etcdrotation.Accept); err != nil {
+		if err := r.Verify(client.WithNode(ctx, node), etcdca.Accept); err != nil {
 			t.Errorf("%s: %v", node, err)
 		}
 	}

@@ -20,8 +20,8 @@ import (
 	"github.com/aegis-os/aegis/ca/catest"
 	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/client/rotationstate"
-	"github.com/aegis-os/aegis/cmd/aegisctl/etcdrotation"
 	"github.com/aegis-os/aegis/machined/localcluster"
+	"github.com/aegis-os/aegis/rollout/etcdca"
 )
 
 // rotateEtcdTimeout bounds one run of rotate-ca --ca etcd: each of its
@@ -171,7 +171,7 @@ func checkEtcdRotation(t *testing.T, c *cliCluster, talos *client.Client, old *c
 	// A step sent to every control plane at once (another CA accepted):
 	// the members take their turns by themselves.
 	third := catest.NewCA(t, ca.ECDSAP256, time.Now().Add(-time.Minute))
-	checkConcurrentAccept(ctx, t, talos, &etcdrotation.Rotation{Client: talos, Nodes: nodes, Old: newCA.Cert, New: third})
+	checkConcurrentAccept(ctx, t, talos, &etcdca.Rotation{Client: talos, Nodes: nodes, Old: newCA.Cert, New: third})
 
 	ok, retried, failed := w.stop()
 	downs := watch.stop()
@@ -227,14 +227,14 @@ func rotateEtcdResumed(t *testing.T, c *cliCluster) *ca.CA {
 	return etcdCAOf(t, c, c.ControlPlanes()[0])
 }
 
-// verifyDropped checks with etcdrotation's Verify what every running
+// verifyDropped checks with etcdca's Verify what every running
 // member loaded: only the new CA trusted, every etcd certificate from it.
 func verifyDropped(t *testing.T, c *cliCluster, old, newCA *ca.CA) {
 	talos := talosClient(t, c.admin())
-	r := &etcdrotation.Rotation{Client: talos, Old: old.Cert, New: newCA}
+	r := &etcdca.Rotation{Client: talos, Old: old.Cert, New: newCA}
 
 	for _, cp := range c.ControlPlanes() {
-		if err := r.Verify(client.WithNode(etcdCtx(t), cp.Address), etcdrotation.Drop); err != nil {
+		if err := r.Verify(client.WithNode(etcdCtx(t), cp.Address), etcdca.Drop); err != nil {
 			t.Errorf("%s: %v", cp.Name, err)
 		}
 	}

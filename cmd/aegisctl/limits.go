@@ -25,31 +25,4 @@ const (
 	// service IDs of the nodes): a person is waiting at the prompt, and a
 	// node that does not answer at once gets the static list instead.
 	completionTimeout = 2 * time.Second
-
-	// rotateCallTimeout bounds one call of a CA rotation to one node: a
-	// node that has not answered by then is taken as down, and the
-	// rotation stops, naming it, rather than wait on it.
-	rotateCallTimeout = 30 * time.Second
-)
-
-// Timings of token rotate-static.
-const (
-	// minRotationOverlap is the shortest overlap rotate-static takes: the
-	// workers' configs are updated within it, one call each, and a shorter
-	// one could end before the last worker has the new token.
-	minRotationOverlap = time.Minute
-
-	// rotateStaticCallTimeout bounds one read or apply of a member's
-	// config, so a member that hangs is named instead of stalling the
-	// rotation.
-	rotateStaticCallTimeout = 30 * time.Second
-
-	// rotateStaticTrustdWait bounds the wait for a control plane's trustd
-	// to follow its applied config, which it does within moments.
-	rotateStaticTrustdWait = 15 * time.Second
-
-	// rotateStaticProbeInterval spaces the probes of trustd while it has
-	// not followed yet: each one refused counts against the caller's
-	// failure budget there (trustd.DefaultFailureBurst).
-	rotateStaticProbeInterval = 500 * time.Millisecond
 )

@@ -7,13 +7,13 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"time"
 
-	"github.com/siderolabs/talos/pkg/machinery/client"
 	"github.com/spf13/cobra"
 
-	"github.com/aegis-os/aegis/api/rotation"
 	"github.com/aegis-os/aegis/client/rotationstate"
+	"github.com/aegis-os/aegis/rollout/carotation"
+	"github.com/aegis-os/aegis/rollout/etcdca"
+	"github.com/aegis-os/aegis/rollout/osca"
 )
 
 // rotateFlags are rotate-ca's flags.
@@ -92,158 +92,68 @@ etcd CA. The two kinds are recorded apart and may be rotated independently.`,
 				return fmt.Errorf("rotate-ca changes every member of the cluster through the endpoint; drop -n (%s)", strings.Join(s.nodes, ", "))
 			}
 
-			r := &rotator{e: e, s: s, kind: kind, out: e.stdout, flags: f, keyPath: s.path + ".rotate-" + kind.name() + "-ca.pem"}
-
-			return r.run(ctx)
+			return rotateCA(ctx, s, f, kind)
 		})
 	}
 
 	return cmd
 }
 
-// rotator drives one run of rotate-ca.
-type rotator struct {
-	e       *env
-	s       *session
-	kind    caKind
-	out     io.Writer
-	flags   rotateFlags
-	keyPath string
-
-	members []member
-	skipped int // members that do not hold the CA
-	rec     *rotation.Rotation
-	rev     int64
+// caKinds returns the kinds --ca takes, by name.
+func caKinds() map[string]carotation.Kind {
+	return map[string]carotation.Kind{"os": osca.Kind(), "etcd": etcdca.Kind()}
 }
 
-func (r *rotator) client() *client.Client { return r.s.client }
-
-// run reads the cluster and the recorded rotation, decides, and runs the
-// steps (or prints them, in a dry run).
-func (r *rotator) run(ctx context.Context) error {
-	if err := r.readRecord(ctx); err != nil {
-		return err
-	}
-
-	action, first, err := decide(r.rec, r.flags.resume, r.flags.rollback)
+// rotateCA prepares the rotation, then prints its plan or runs it.
+func rotateCA(ctx context.Context, s *session, f rotateFlags, kind carotation.Kind) error {
+	r, err := carotation.Prepare(ctx, carotation.Options{
+		Options: s.rolloutOptions(f.dryRun),
+		Kind:    kind, Resume: f.resume, Rollback: f.rollback, UntilStep: int32(f.untilStep),
+		KeyPath: s.path + ".rotate-" + kind.Name + "-ca.pem",
+		Secrets: f.secrets, ClientConfig: s.path, ClientCert: s.cert, SwitchClient: s.switchCredentials,
+	})
 	if err != nil {
 		return err
 	}
 
-	if err = r.loadMembers(ctx); err != nil {
-		return err
+	if !f.dryRun {
+		return r.Run(ctx)
 	}
 
-	if err = r.checkReachable(ctx); err != nil {
-		return err
-	}
-
-	if err = r.checkSecrets(ctx); err != nil {
-		return err
-	}
-
-	steps := stepsToRun(first, int32(r.flags.untilStep))
-	if r.flags.dryRun {
-		return r.printPlan(ctx, action, steps)
-	}
-
-	switch action {
-	case actionRollback:
-		return r.timed(ctx, "rollback", r.rollback)
-	case actionStart:
-		err = r.start(ctx)
-	case actionResume:
-		err = r.timed(ctx, fmt.Sprintf("catching up with step %d", r.rec.GetStep()), r.catchUp)
-	}
-
+	p, err := r.Plan(ctx)
 	if err != nil {
 		return err
 	}
 
-	return r.runSteps(ctx, steps)
-}
-
-func (r *rotator) runSteps(ctx context.Context, steps []int32) error {
-	run := map[int32]func(context.Context) error{rotationstate.StepAccepted: r.step1, rotationstate.StepIssuing: r.step2, rotationstate.StepDone: r.step3}
-
-	for _, step := range steps {
-		name := fmt.Sprintf("step %d (%s)", step, r.kind.stepName(step))
-		err := r.timed(ctx, name, run[step])
-		if err == nil {
-			err = r.kind.verify(ctx, r, step)
-		}
-
-		if err != nil {
-			return fmt.Errorf("%s: %w\nthe rotation stopped after step %d; run again with --resume once the cause is fixed", name, err, r.rec.GetStep())
-		}
-
-		if err := r.record(ctx, step); err != nil {
-			return err
-		}
-
-		if step >= rotationstate.StepIssuing {
-			if err := r.dropKeyFile(); err != nil {
-				return err
-			}
-		}
-	}
-
-	if r.rec.GetStep() < rotationstate.StepDone {
-		fmt.Fprintf(r.out, "stopped after step %d as asked; complete the rotation with 'aegisctl rotate-ca --dry-run=false --resume'\n", r.rec.GetStep())
-	} else {
-		fmt.Fprintf(r.out, "rotation of the %s CA done: only the new CA is accepted on the %d members\n", r.kind.name(), len(r.members))
-
-		return r.updateSecrets(ctx)
-	}
+	printRotationPlan(s.e.stdout, p)
 
 	return nil
 }
 
-// timed runs one phase and prints how long it took.
-func (r *rotator) timed(ctx context.Context, name string, fn func(context.Context) error) error {
-	fmt.Fprintf(r.out, "%s...\n", name)
+// printRotationPlan says what a run would do.
+func printRotationPlan(w io.Writer, p *carotation.Plan) {
+	fmt.Fprintf(w, "Dry run: nothing changes (add --dry-run=false to rotate).\n%s CA in effect on %s: %s\nmembers (%d):\n",
+		p.Kind, p.Members[0], p.InEffect, len(p.Members))
 
-	start := time.Now()
-	if err := fn(ctx); err != nil {
-		return err
+	for _, m := range p.Members {
+		fmt.Fprintf(w, "  %s\n", m)
 	}
 
-	fmt.Fprintf(r.out, "%s: done in %s\n", name, time.Since(start).Round(time.Millisecond))
+	if p.Action == carotation.Rollback {
+		fmt.Fprintf(w, "would roll back: drop the new CA %s from every member\n", p.NewCA)
 
-	return nil
-}
-
-// printPlan says what a run would do.
-func (r *rotator) printPlan(ctx context.Context, action rotationAction, steps []int32) error {
-	cp, err := r.nodeConfig(ctx, r.members[0])
-	if err != nil {
-		return err
+		return
 	}
 
-	fmt.Fprintf(r.out, "Dry run: nothing changes (add --dry-run=false to rotate).\n%s CA in effect on %s: %s\nmembers (%d):\n",
-		r.kind.name(), r.members[0], r.kind.issuing(cp).Subject, len(r.members))
-
-	for _, m := range r.members {
-		fmt.Fprintf(r.out, "  %s\n", m)
+	for _, s := range p.Steps {
+		fmt.Fprintf(w, "would run step %d: %s\n", s.N, s.Name)
 	}
 
-	if action == actionRollback {
-		fmt.Fprintf(r.out, "would roll back: drop the new CA %s from every member\n", r.recNew().Subject)
-
-		return nil
+	if p.Skipped > 0 {
+		fmt.Fprintf(w, "skipped: %d workers, which hold no %s CA\n", p.Skipped, p.Kind)
 	}
 
-	for _, s := range steps {
-		fmt.Fprintf(r.out, "would run step %d: %s\n", s, r.kind.stepName(s))
+	if p.ClientStops {
+		fmt.Fprintln(w, "at step 3, client configs that trust only the old CA stop working")
 	}
-
-	if r.skipped > 0 {
-		fmt.Fprintf(r.out, "skipped: %d workers, which hold no %s CA\n", r.skipped, r.kind.name())
-	}
-
-	if slices.Contains(steps, rotationstate.StepDone) && r.kind.clientFollows() {
-		fmt.Fprintln(r.out, "at step 3, client configs that trust only the old CA stop working")
-	}
-
-	return nil
 }

@@ -1,4 +1,4 @@
-package main
+package etcdca
 
 import (
 	"slices"
@@ -10,7 +10,14 @@ import (
 	"github.com/aegis-os/aegis/ca/catest"
 	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/client/rotationstate"
+	"github.com/aegis-os/aegis/rollout/carotation"
+	"github.com/aegis-os/aegis/rollout/carotation/carotationtest"
 )
+
+// edit is the kind's edit e, as a function of a config.
+func edit(e carotation.Edit) func(*certs.MachineConfig) {
+	return func(c *certs.MachineConfig) { Config{}.Edit(c, e) }
+}
 
 // TestEtcdCAEdits walks a control plane's config through the steps with
 // the etcd kind: each edit is idempotent, passes the check the step makes
@@ -20,30 +27,31 @@ import (
 func TestEtcdCAEdits(t *testing.T) {
 	now := time.Now()
 	osCA, oldCA, newCA := catest.NewCA(t, ca.Ed25519, now), catest.NewCA(t, ca.ECDSAP256, now), catest.NewCA(t, ca.ECDSAP256, now)
-	k := etcdCA{}
+	k := Config{}
 	cfg := etcdMachineConfig(t, osCA, oldCA, now)
 	start := cfg
+	accept := carotation.Edit{Change: carotation.Accept, New: carotation.CertOnly(newCA.Cert)}
 
 	steps := []struct {
-		edit  func(c *certs.MachineConfig)
+		edit  carotation.Edit
 		check func(c *certs.MachineConfig) bool
 	}{
-		{func(c *certs.MachineConfig) { k.accept(c, newCA.Cert) }, func(c *certs.MachineConfig) bool {
-			return k.accepts(c, newCA.Cert) && k.issuing(c).Equal(oldCA.Cert)
+		{accept, func(c *certs.MachineConfig) bool {
+			return k.Accepts(c, newCA.Cert) && k.Issuing(c).Equal(oldCA.Cert)
 		}},
-		{func(c *certs.MachineConfig) { k.issueFrom(c, newCA, oldCA.Cert) }, func(c *certs.MachineConfig) bool {
-			return k.issuing(c).Equal(newCA.Cert) && k.accepts(c, oldCA.Cert) && k.held(c).Cert.Equal(newCA.Cert)
+		{carotation.Edit{Change: carotation.Issue, New: newCA, Old: oldCA.Cert}, func(c *certs.MachineConfig) bool {
+			return k.Issuing(c).Equal(newCA.Cert) && k.Accepts(c, oldCA.Cert) && k.Held(c).Cert.Equal(newCA.Cert)
 		}},
-		{func(c *certs.MachineConfig) { k.accept(c, newCA.Cert) }, func(c *certs.MachineConfig) bool {
+		{accept, func(c *certs.MachineConfig) bool {
 			return len(c.Cluster.Etcd.AcceptedCAs) == 1 // step 1 again: only the old CA stays accepted
 		}},
-		{func(c *certs.MachineConfig) { k.drop(c, oldCA.Cert) }, func(c *certs.MachineConfig) bool {
-			return !k.accepts(c, oldCA.Cert) && len(c.EtcdTrustedCAs()) == 1
+		{carotation.Edit{Change: carotation.Drop, Old: oldCA.Cert}, func(c *certs.MachineConfig) bool {
+			return !k.Accepts(c, oldCA.Cert) && len(c.EtcdTrustedCAs()) == 1
 		}},
 	}
 
 	for i, step := range steps {
-		next := applyTwice(t, cfg, step.edit, now)
+		next := carotationtest.ApplyTwice(t, cfg, edit(step.edit), now)
 		if err := certs.CheckEtcdCAChange(cfg, next); err != nil {
 			t.Fatalf("edit %d: %v", i+1, err)
 		}
@@ -65,52 +73,43 @@ func TestEtcdCAEdits(t *testing.T) {
 func TestEtcdCARollbackEdit(t *testing.T) {
 	now := time.Now()
 	osCA, oldCA, newCA := catest.NewCA(t, ca.Ed25519, now), catest.NewCA(t, ca.ECDSAP256, now), catest.NewCA(t, ca.ECDSAP256, now)
-	k := etcdCA{}
 	start := etcdMachineConfig(t, osCA, oldCA, now)
 
-	accepted := applyTwice(t, start, func(c *certs.MachineConfig) { k.accept(c, newCA.Cert) }, now)
-	back := applyTwice(t, accepted, func(c *certs.MachineConfig) { k.drop(c, newCA.Cert) }, now)
+	accepted := carotationtest.ApplyTwice(t, start, edit(carotation.Edit{Change: carotation.Accept, New: carotation.CertOnly(newCA.Cert)}), now)
+	back := carotationtest.ApplyTwice(t, accepted, edit(carotation.Edit{Change: carotation.Drop, Old: newCA.Cert}), now)
 
 	if fields, err := certs.ChangedFields(start, back); err != nil || len(fields) != 0 {
 		t.Fatalf("the rollback left %v changed (%v)", fields, err)
 	}
 
-	if k.accepts(back, newCA.Cert) {
+	if (Config{}).Accepts(back, newCA.Cert) {
 		t.Fatal("the rollback still accepts the new CA")
 	}
 }
 
-// TestEtcdCAKind: the etcd kind is chosen by --ca etcd, changes control
-// planes only, keeps no client config and names its own steps; its record
-// is its own.
+// TestEtcdCAKind: the etcd kind changes control planes only, keeps no
+// client config and names its own steps; its record is its own.
 func TestEtcdCAKind(t *testing.T) {
-	k, ok := caKinds()["etcd"]
-	if !ok {
-		t.Fatal("--ca etcd is not a kind")
-	}
+	k := Kind()
 
-	if k.holds(member{addr: "10.0.0.5"}) || !k.holds(member{addr: "10.0.0.2", controlPlane: true}) {
+	if !k.ControlPlanesOnly {
 		t.Fatal("the etcd kind does not hold to control planes only")
 	}
 
-	if !(osCA{}).holds(member{addr: "10.0.0.5"}) {
-		t.Fatal("the OS kind skips workers")
-	}
-
-	if k.clientFollows() || !(osCA{}).clientFollows() {
+	if k.ClientFollows {
 		t.Fatal("only the OS CA issues the client config")
 	}
 
-	if !strings.Contains(k.stepName(rotationstate.StepDone), "etcd") || strings.Contains(k.stepName(rotationstate.StepIssuing), "client config") {
-		t.Fatalf("etcd steps named %q, %q", k.stepName(rotationstate.StepIssuing), k.stepName(rotationstate.StepDone))
+	if !strings.Contains(k.StepName(rotationstate.StepDone), "etcd") || strings.Contains(k.StepName(rotationstate.StepIssuing), "client config") {
+		t.Fatalf("etcd steps named %q, %q", k.StepName(rotationstate.StepIssuing), k.StepName(rotationstate.StepDone))
 	}
 
-	if !slices.Contains(rotationstate.Kinds(), k.name()) {
-		t.Fatalf("the rotation service records no %q kind: %v", k.name(), rotationstate.Kinds())
+	if !slices.Contains(rotationstate.Kinds(), k.Name) {
+		t.Fatalf("the rotation service records no %q kind: %v", k.Name, rotationstate.Kinds())
 	}
 
 	b := &certs.Bundle{Certs: &certs.BundleCerts{}}
-	if k.bundled(b) != &b.Certs.Etcd || (osCA{}).bundled(b) != &b.Certs.OS {
+	if k.Config.Bundled(b) != &b.Certs.Etcd {
 		t.Fatal("a kind's CA is kept in another field of the secrets bundle")
 	}
 }

@@ -1,4 +1,4 @@
-package etcdrotation
+package etcdca
 
 import (
 	"os"
@@ -13,7 +13,7 @@ import (
 )
 
 func TestEditWalksTheSteps(t *testing.T) {
-	data, err := os.ReadFile("../../../certs/testdata/controlplane.yaml")
+	data, err := os.ReadFile("../../certs/testdata/controlplane.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

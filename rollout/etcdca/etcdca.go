@@ -1,4 +1,4 @@
-// Package etcdrotation drives the three steps of an etcd CA rotation over
+// Package etcdca drives the three steps of an etcd CA rotation over
 // the API, through one endpoint, on every control plane in turn: accept
 // the new etcd CA, issue from it, drop the old one. Each step is an
 // ApplyConfiguration (mode no-reboot) of the node's own config with the
@@ -7,8 +7,9 @@
 // the cluster at a time, and answers once the member is healthy again.
 // Each step is then verified on every control plane from what its running
 // member loaded and from the certificates it holds (the node's
-// CertificateStatuses), not from the config on disk.
-package etcdrotation
+// CertificateStatuses), not from the config on disk. Kind is the etcd CA
+// as carotation's rotation, resumable and recorded, drives it.
+package etcdca
 
 import (
 	"context"
@@ -95,7 +96,7 @@ func (r *Rotation) Run(ctx context.Context, step Step) ([]NodeReport, error) {
 
 		details, err := r.apply(client.WithNode(ctx, node), step)
 		if err != nil {
-			return reports, fmt.Errorf("etcdrotation: %s on %s: %w", step, node, err)
+			return reports, fmt.Errorf("etcdca: %s on %s: %w", step, node, err)
 		}
 
 		reports = append(reports, NodeReport{Node: node, Took: time.Since(start), Details: details})
@@ -103,7 +104,7 @@ func (r *Rotation) Run(ctx context.Context, step Step) ([]NodeReport, error) {
 
 	for _, node := range r.Nodes {
 		if err := r.Verify(client.WithNode(ctx, node), step); err != nil {
-			return reports, fmt.Errorf("etcdrotation: %s not in effect on %s: %w", step, node, err)
+			return reports, fmt.Errorf("etcdca: %s not in effect on %s: %w", step, node, err)
 		}
 	}
 

@@ -1,0 +1,133 @@
+package rollout
+
+import (
+	"context"
+	"errors"
+	"net"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/siderolabs/talos/pkg/machinery/api/common"
+	"github.com/siderolabs/talos/pkg/machinery/api/machine"
+	"github.com/siderolabs/talos/pkg/machinery/client"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/aegis-os/aegis/api/membership"
+)
+
+// fakeMembership answers List with its members, as one node.
+type fakeMembership struct {
+	membership.UnimplementedMembershipServiceServer
+
+	members []*membership.Member
+}
+
+func (f *fakeMembership) List(context.Context, *membership.ListRequest) (*membership.ListResponse, error) {
+	return &membership.ListResponse{Messages: []*membership.Members{{Members: f.members}}}, nil
+}
+
+// walkerOf serves srv on a Unix socket and returns a Walker calling it.
+func walkerOf(t *testing.T, srv membership.MembershipServiceServer) *Walker {
+	t.Helper()
+
+	path := filepath.Join(t.TempDir(), "api.sock")
+
+	lis, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	s := grpc.NewServer()
+	membership.RegisterMembershipServiceServer(s, srv)
+
+	go s.Serve(lis) //nolint:errcheck // ends with Stop
+
+	t.Cleanup(s.Stop)
+
+	c, err := client.New(t.Context(), client.WithUnixSocket(path),
+		client.WithGRPCDialOptions(grpc.WithTransportCredentials(insecure.NewCredentials())))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	t.Cleanup(func() { c.Close() }) //nolint:errcheck // test cleanup
+
+	return New(Options{Client: c})
+}
+
+// TestMembers: control planes first, each group by address; a member
+// without an address, or already known, is left out.
+func TestMembers(t *testing.T) {
+	w := walkerOf(t, &fakeMembership{members: []*membership.Member{
+		{Hostname: "w-1", Addresses: []string{"10.0.0.9"}, Role: "worker"},
+		{Hostname: "cp-2", Addresses: []string{"10.0.0.3", "fd00::3"}, Role: "controlplane"},
+		{Hostname: "w-0", Addresses: []string{"10.0.0.5"}, Role: "worker"},
+		{Hostname: "cp-1", Addresses: []string{"10.0.0.2"}, Role: "init"},
+		{Hostname: "ghost", Role: "worker"},
+	}})
+
+	got, err := w.Members(t.Context(), []Member{{Name: "w-1", Addr: "10.0.0.9"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	var names []string
+	for _, m := range got {
+		names = append(names, m.String())
+	}
+
+	want := []string{"cp-1 (10.0.0.2)", "cp-2 (10.0.0.3)", "w-0 (10.0.0.5)"}
+	if !slices.Equal(names, want) {
+		t.Fatalf("members %v, want %v", names, want)
+	}
+
+	if !slices.Equal(got[1].Addrs, []string{"10.0.0.3", "fd00::3"}) || got[2].ControlPlane() || !got[0].ControlPlane() {
+		t.Fatalf("members read wrongly: %+v", got)
+	}
+}
+
+// TestMembersRefused: a list the endpoint refuses is an error saying the
+// endpoint must be a control plane.
+func TestMembersRefused(t *testing.T) {
+	w := walkerOf(t, membership.UnimplementedMembershipServiceServer{})
+
+	if _, err := w.Members(t.Context(), nil); err == nil || !strings.Contains(err.Error(), "the endpoint must be a control plane") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+// TestDefaultReply: a node's error in a reply's metadata is the call's.
+func TestDefaultReply(t *testing.T) {
+	ok := &machine.VersionResponse{Messages: []*machine.Version{{Metadata: &common.Metadata{Hostname: "a"}}}}
+	if err := defaultReply(ok, nil); err != nil {
+		t.Fatal(err)
+	}
+
+	failed := &machine.VersionResponse{Messages: []*machine.Version{
+		{Metadata: &common.Metadata{Hostname: "a"}},
+		{Metadata: &common.Metadata{Hostname: "b", Error: "down"}},
+	}}
+	if err := defaultReply(failed, nil); err == nil || err.Error() != "b: down" {
+		t.Fatalf("err = %v, want b: down", err)
+	}
+
+	callErr := errors.New("refused")
+	if err := defaultReply(nil, callErr); !errors.Is(err, callErr) {
+		t.Fatalf("err = %v, want the call's", err)
+	}
+}
+
+func TestMemberString(t *testing.T) {
+	for m, want := range map[*Member]string{
+		{Name: "cp-1", Addr: "10.0.0.2"}:     "cp-1 (10.0.0.2)",
+		{Addr: "10.0.0.2"}:                   "10.0.0.2",
+		{Name: "10.0.0.2", Addr: "10.0.0.2"}: "10.0.0.2",
+	} {
+		if got := m.String(); got != want {
+			t.Errorf("%+v is %q, want %q", *m, got, want)
+		}
+	}
+}
