@@ -53,17 +53,18 @@ func TestServerImports(t *testing.T) {
 	}
 }
 
-// TestCLILinksNoServer: aegisctl and the client-side library reach nodes
+// TestCLILinksNoServer: aegisctl, the client-side library and the rollout
+// engine reach nodes
 // over the API only. A server package in their dependencies means a
 // helper was taken from the wrong side: move it under client/ instead.
 func TestCLILinksNoServer(t *testing.T) {
-	out, err := exec.Command("go", "list", "-deps", ".", module+"client/...").Output()
+	out, err := exec.Command("go", "list", "-deps", ".", module+"client/...", module+"rollout/...").Output()
 	if err != nil {
 		t.Fatalf("go list -deps: %v", err)
 	}
 
 	if bad := serverImports(strings.Fields(string(out))); len(bad) > 0 {
-		t.Fatalf("aegisctl or client/ links server packages:\n  %s\nfind the importer with: go list -deps -f '{{.ImportPath}}: {{.Imports}}' ./cmd/aegisctl | grep <package>",
+		t.Fatalf("aegisctl, client/ or rollout/ links server packages:\n  %s\nfind the importer with: go list -deps -f '{{.ImportPath}}: {{.Imports}}' ./cmd/aegisctl | grep <package>",
 			strings.Join(bad, "\n  "))
 	}
 }
