@@ -31,7 +31,8 @@ const (
 // node that holds a certificate is listed as certified and the client
 // check finds nothing missing; a live worker and the control plane cannot
 // be removed; a killed worker, once aged out of the member list, is named
-// by the client check, removed with aegisctl, no longer certified, and its
+// by the client check and by the rotations that would change it (refused,
+// dry runs included), removed with aegisctl, no longer certified, and its
 // name is taken by a new node at another address.
 func TestCertifiedAndRemove(t *testing.T) {
 	needBinaries(t)
@@ -99,6 +100,21 @@ func TestCertifiedAndRemove(t *testing.T) {
 
 	t.Logf("%s aged out %s after it was killed; the client check says:\n%v", gone.Name, time.Since(killed).Round(100*time.Millisecond), err)
 
+	// Every cluster-wide procedure that would change the gone worker
+	// refuses, its dry run included, naming it; the etcd CA's concerns
+	// only the control planes and goes on.
+	for _, args := range [][]string{{"rotate-ca"}, {"rotate-ca", "--dry-run=false"}, {"token", "rotate-static"}} {
+		out, err := aegisctl(t, c.Dir, args...)
+		if err == nil || !strings.Contains(out, "worker "+gone.Name+" ("+gone.Address+") holds a certificate") ||
+			!strings.Contains(out, "aegisctl members remove "+gone.Name) {
+			t.Fatalf("aegisctl %s with %s gone: %v, want a refusal naming it\n%s", strings.Join(args, " "), gone.Name, err, out)
+		}
+	}
+
+	if out, err := aegisctl(t, c.Dir, "rotate-ca", "--ca", "etcd"); err != nil {
+		t.Fatalf("rotate-ca --ca etcd (dry run) with a worker gone: %v\n%s", err, out)
+	}
+
 	out, err := aegisctl(t, c.Dir, "members", "remove", gone.Name)
 	if err != nil || !strings.Contains(out, "removed "+gone.Name+" ("+gone.Address+"): ") || !strings.Contains(out, "name released") {
 		t.Fatalf("members remove %s: %v\n%s", gone.Name, err, out)
@@ -112,6 +128,10 @@ func TestCertifiedAndRemove(t *testing.T) {
 
 	if err := clusterCheck(ctx, mc); err != nil {
 		t.Fatalf("client check after the removal: %v", err)
+	}
+
+	if out, err := aegisctl(t, c.Dir, "rotate-ca"); err != nil {
+		t.Fatalf("rotate-ca (dry run) after the removal: %v\n%s", err, out)
 	}
 
 	// The name is free: a new node at another address joins with it.

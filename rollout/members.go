@@ -8,8 +8,12 @@ import (
 	"slices"
 	"strings"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/aegis-os/aegis/api/membership"
 	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/client/cluster"
 )
 
 // Member is one node of the cluster as the membership list names it.
@@ -39,15 +43,25 @@ func (m Member) String() string {
 // Members lists the cluster's members through the endpoint, but those in
 // known (by name and address), control planes first, which a step changes
 // before the workers that depend on them, each group by address. It is the
-// one place a procedure learns who the members are.
-func (w *Walker) Members(ctx context.Context, known []Member) ([]Member, error) {
-	resp, err := membership.NewMembershipServiceClient(w.client.Conn()).List(ctx, &membership.ListRequest{})
+// one place a procedure learns who the members are, and so the place it
+// learns whether it would leave a node behind: every node that holds a
+// live certificate of the cluster (MembershipService/Certified) and that
+// the procedure concerns (nil: every node) must be in the list, or Members
+// refuses, naming each one that is not (cluster.ErrMissing).
+func (w *Walker) Members(ctx context.Context, known []Member, concerns func(Member) bool) ([]Member, error) {
+	svc := membership.NewMembershipServiceClient(w.client.Conn())
+
+	resp, err := svc.List(ctx, &membership.ListRequest{})
 	if err != nil {
 		return nil, fmt.Errorf("listing the members (the endpoint must be a control plane): %w", w.Check(nil, err))
 	}
 
 	if err = w.Check(resp, nil); err != nil {
 		return nil, fmt.Errorf("listing the members: %w", err)
+	}
+
+	if err = w.complete(ctx, svc, resp, concerns); err != nil {
+		return nil, err
 	}
 
 	var out []Member
@@ -76,6 +90,58 @@ func (w *Walker) Members(ctx context.Context, known []Member) ([]Member, error) 
 	})
 
 	return out, nil
+}
+
+// complete refuses when a node the procedure concerns holds a live
+// certificate of the cluster but is not in the member list (gone, or
+// unreachable for longer than its entry lives): the procedure would pass
+// it over and leave it behind, unable to reach the others. An endpoint
+// that cannot say which nodes hold certificates is refused too: the
+// procedure fails closed rather than trust a list it cannot check.
+func (w *Walker) complete(ctx context.Context, svc membership.MembershipServiceClient, list *membership.ListResponse, concerns func(Member) bool) error {
+	resp, err := svc.Certified(ctx, &membership.CertifiedRequest{})
+	if status.Code(err) == codes.Unimplemented {
+		return fmt.Errorf("%w: the endpoint does not say which nodes hold certificates of the cluster "+
+			"(a control plane of an older Aegis): upgrade the control planes first", cluster.ErrUnknown)
+	}
+
+	if err == nil {
+		err = w.Check(resp, nil)
+	}
+
+	if err != nil {
+		return fmt.Errorf("listing the nodes that hold certificates of the cluster: %w", w.Check(nil, err))
+	}
+
+	members, all := firstOf(list.GetMessages()), firstOf(resp.GetMessages())
+	if err = cluster.Check(members, all); err == nil || concerns == nil || !errors.Is(err, cluster.ErrMissing) {
+		return err
+	}
+
+	// Some node is missing: refuse only for those the procedure changes.
+	concerned := &membership.CertifiedNodes{Metadata: all.GetMetadata()}
+
+	for _, n := range all.GetNodes() {
+		if concerns(Member{Name: n.GetHostname(), Addrs: n.GetAddresses(), Role: n.GetRole()}) {
+			concerned.Nodes = append(concerned.Nodes, n)
+		}
+	}
+
+	if len(cluster.Missing(members, concerned)) == 0 {
+		return nil
+	}
+
+	return cluster.Check(members, concerned)
+}
+
+// firstOf is the reply of the endpoint itself: a call without `nodes`
+// metadata has one.
+func firstOf[M any](messages []*M) *M {
+	if len(messages) == 0 {
+		return nil
+	}
+
+	return messages[0]
 }
 
 // ErrNoControlPlane refuses a member list that names no control plane.

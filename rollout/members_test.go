@@ -16,17 +16,43 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/aegis-os/aegis/api/membership"
+	"github.com/aegis-os/aegis/client/cluster"
 )
 
-// fakeMembership answers List with its members, as one node.
+// fakeMembership answers List with its members and Certified with its
+// certified nodes (nil: every member), as one node.
 type fakeMembership struct {
 	membership.UnimplementedMembershipServiceServer
 
-	members []*membership.Member
+	members   []*membership.Member
+	certified []*membership.CertifiedNode
 }
 
 func (f *fakeMembership) List(context.Context, *membership.ListRequest) (*membership.ListResponse, error) {
 	return &membership.ListResponse{Messages: []*membership.Members{{Members: f.members}}}, nil
+}
+
+func (f *fakeMembership) Certified(context.Context, *membership.CertifiedRequest) (*membership.CertifiedResponse, error) {
+	nodes := f.certified
+	if nodes == nil {
+		for _, m := range f.members {
+			nodes = append(nodes, &membership.CertifiedNode{Hostname: m.GetHostname(), Addresses: m.GetAddresses(), Role: m.GetRole()})
+		}
+	}
+
+	return &membership.CertifiedResponse{Messages: []*membership.CertifiedNodes{{Nodes: nodes}}}, nil
+}
+
+// listOnly serves List but not Certified, as a control plane of an older
+// Aegis does.
+type listOnly struct {
+	membership.UnimplementedMembershipServiceServer
+
+	list *fakeMembership
+}
+
+func (l listOnly) List(ctx context.Context, req *membership.ListRequest) (*membership.ListResponse, error) {
+	return l.list.List(ctx, req)
 }
 
 // walkerOf serves srv on a Unix socket and returns a Walker calling it.
@@ -69,7 +95,7 @@ func TestMembers(t *testing.T) {
 		{Hostname: "ghost", Role: "worker"},
 	}})
 
-	got, err := w.Members(t.Context(), []Member{{Name: "w-1", Addr: "10.0.0.9"}})
+	got, err := w.Members(t.Context(), []Member{{Name: "w-1", Addr: "10.0.0.9"}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,8 +120,65 @@ func TestMembers(t *testing.T) {
 func TestMembersRefused(t *testing.T) {
 	w := walkerOf(t, membership.UnimplementedMembershipServiceServer{})
 
-	if _, err := w.Members(t.Context(), nil); err == nil || !strings.Contains(err.Error(), "the endpoint must be a control plane") {
+	if _, err := w.Members(t.Context(), nil, nil); err == nil || !strings.Contains(err.Error(), "the endpoint must be a control plane") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// TestMembersMissing: a node that holds a live certificate of the cluster
+// but is not in the member list stops the procedure, named, unless the
+// procedure does not concern it; an endpoint that cannot say which nodes
+// hold certificates stops it too.
+func TestMembersMissing(t *testing.T) {
+	cp := &membership.Member{Hostname: "cp-1", Addresses: []string{"10.0.0.2"}, Role: "controlplane"}
+	w0 := &membership.Member{Hostname: "w-0", Addresses: []string{"10.0.0.5"}, Role: "worker"}
+	certified := func(extra ...*membership.CertifiedNode) []*membership.CertifiedNode {
+		return append([]*membership.CertifiedNode{
+			{Hostname: "cp-1", Addresses: []string{"10.0.0.2"}, Role: "controlplane"},
+			{Hostname: "w-0", Addresses: []string{"10.0.0.5"}, Role: "worker"},
+		}, extra...)
+	}
+	goneWorker := &membership.CertifiedNode{Hostname: "w-1", Addresses: []string{"10.0.0.6"}, Role: "worker"}
+	goneCP := &membership.CertifiedNode{Hostname: "cp-2", Addresses: []string{"10.0.0.3"}, Role: "controlplane"}
+	controlPlanes := func(m Member) bool { return m.ControlPlane() }
+
+	for _, tc := range []struct {
+		name     string
+		srv      membership.MembershipServiceServer
+		concerns func(Member) bool
+		want     error
+		named    string
+	}{
+		{name: "all certified are members", srv: &fakeMembership{members: []*membership.Member{cp, w0}, certified: certified()}},
+		{name: "a gone worker", srv: &fakeMembership{members: []*membership.Member{cp, w0}, certified: certified(goneWorker)},
+			want: cluster.ErrMissing, named: "aegisctl members remove w-1"},
+		{name: "a gone worker, control planes only", srv: &fakeMembership{members: []*membership.Member{cp, w0}, certified: certified(goneWorker)},
+			concerns: controlPlanes},
+		{name: "a gone control plane, control planes only", srv: &fakeMembership{members: []*membership.Member{cp, w0}, certified: certified(goneWorker, goneCP)},
+			concerns: controlPlanes, want: cluster.ErrMissing, named: "control plane cp-2 (10.0.0.3)"},
+		{name: "no certified nodes", srv: &fakeMembership{members: []*membership.Member{cp, w0}, certified: []*membership.CertifiedNode{}},
+			concerns: controlPlanes, want: cluster.ErrUnknown},
+		{name: "an older control plane", srv: listOnly{list: &fakeMembership{members: []*membership.Member{cp, w0}}},
+			want: cluster.ErrUnknown, named: "upgrade the control planes first"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := walkerOf(t, tc.srv).Members(t.Context(), nil, tc.concerns)
+			if tc.want == nil {
+				if err != nil || len(got) != 2 {
+					t.Fatalf("Members = %v, %v; want the two members", got, err)
+				}
+
+				return
+			}
+
+			if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.named) {
+				t.Fatalf("err = %v, want %v naming %q", err, tc.want, tc.named)
+			}
+
+			if tc.name == "a gone control plane, control planes only" && strings.Contains(err.Error(), "w-1") {
+				t.Fatalf("err = %v names a worker the procedure does not concern", err)
+			}
+		})
 	}
 }
 

@@ -54,9 +54,9 @@ func TestServerImports(t *testing.T) {
 }
 
 // TestCLILinksNoServer: aegisctl, the client-side library and the rollout
-// engine reach nodes
-// over the API only. A server package in their dependencies means a
-// helper was taken from the wrong side: move it under client/ instead.
+// engine reach nodes over the API only. A server package in their
+// dependencies means a helper was taken from the wrong side: move it under
+// client/ instead.
 func TestCLILinksNoServer(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", ".", module+"client/...", module+"rollout/...").Output()
 	if err != nil {

@@ -44,8 +44,11 @@ member before the next:
 Client configs that trust only the old CA keep working until step 3.
 The state of the rotation is kept in etcd: an interrupted rotation is
 completed with --resume, or undone with --rollback until step 2 has run.
-A member that does not answer stops the rotation, named. Nothing changes
-unless --dry-run=false is given.
+A member that does not answer stops the rotation, named, and so does a node
+that holds a live certificate of the cluster but is not in the member list
+(see 'aegisctl members certified'; 'aegisctl members remove' takes out a
+worker that is gone for good), dry run included. Nothing changes unless
+--dry-run=false is given.
 
 Until step 2 has run, the new CA's key is kept beside the client config in
 a file of mode 0600 (CLIENTCONFIG.rotate-os-ca.pem); it is removed once the

@@ -39,7 +39,10 @@ rotation before step 2; a worker likewise stops it before step 3, so no
 worker is left on a token trustd refuses. Run the command again with
 --token set to the same new token to go on once the node is back. The
 nodes named with -n (or the context's) play no part: every member is
-rotated.
+rotated. A node that holds a live certificate of the cluster but is not in
+the member list stops the rotation before anything changes, named (see
+'aegisctl members certified'; 'aegisctl members remove' takes out a worker
+that is gone for good).
 
 Nothing changes unless --dry-run=false: the dry run prints the members and
 the plan. The new token is generated unless --token gives it, and printed

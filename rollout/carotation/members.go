@@ -12,7 +12,7 @@ import (
 
 // loadMembers lists the members that hold the CA, control planes first.
 func (r *Rotation) loadMembers(ctx context.Context) error {
-	all, err := r.w.Members(ctx, nil)
+	all, err := r.w.Members(ctx, nil, r.kind.holds)
 	if err != nil {
 		return err
 	}

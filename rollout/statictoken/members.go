@@ -78,7 +78,7 @@ func (r *Rotation) unlistedEndpoints() []string {
 // listMembers lists the members but those in known, control planes
 // first, each with its config or why it could not be read.
 func (r *Rotation) listMembers(ctx context.Context, known []*Node) ([]*Node, error) {
-	listed, err := r.w.Members(ctx, nodesOf(known))
+	listed, err := r.w.Members(ctx, nodesOf(known), nil)
 	if err != nil {
 		return nil, err
 	}
