@@ -2,7 +2,6 @@ package rotation
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/x509"
 	"errors"
 	"io"
@@ -20,6 +19,7 @@ import (
 	"github.com/aegis-os/aegis/authz"
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/internal/defaults"
 	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/internal/requestid"
 )
@@ -55,17 +55,9 @@ type Server struct {
 
 // NewServer returns a Server.
 func NewServer(cfg ServerConfig) *Server {
-	if cfg.Clock == nil {
-		cfg.Clock = clock.Real()
-	}
-
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-
-	if cfg.Rand == nil {
-		cfg.Rand = rand.Reader
-	}
+	cfg.Clock = defaults.Clock(cfg.Clock)
+	cfg.Logger = defaults.Logger(cfg.Logger)
+	cfg.Rand = defaults.Rand(cfg.Rand)
 
 	return &Server{cfg: cfg}
 }

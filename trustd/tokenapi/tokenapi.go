@@ -7,7 +7,6 @@ package tokenapi
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -22,6 +21,7 @@ import (
 
 	"github.com/aegis-os/aegis/api/tokens"
 	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/internal/defaults"
 	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/sanpolicy"
 	"github.com/aegis-os/aegis/token"
@@ -73,17 +73,9 @@ func New(cfg Config) (*Service, error) {
 		cfg.Retention = DefaultRetention
 	}
 
-	if cfg.Clock == nil {
-		cfg.Clock = clock.Real()
-	}
-
-	if cfg.Rand == nil {
-		cfg.Rand = rand.Reader
-	}
-
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
+	cfg.Clock = defaults.Clock(cfg.Clock)
+	cfg.Rand = defaults.Rand(cfg.Rand)
+	cfg.Logger = defaults.Logger(cfg.Logger)
 
 	return &Service{cfg: cfg}, nil
 }
