@@ -11,6 +11,7 @@ import (
 
 	"github.com/aegis-os/aegis/internal/atomicfile"
 	"github.com/aegis-os/aegis/internal/defaults"
+	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/trustd/tokenstore"
 )
 
@@ -130,7 +131,7 @@ func (h *Handover) moveToEtcd(ctx context.Context) error {
 	}
 
 	h.onEtcd = true
-	h.cfg.Logger.Info("token store moved to etcd", slog.Int(logMoved, moved), slog.Int(logLocal, len(records)))
+	h.cfg.Logger.Info("token store moved to etcd", slog.Int(logkey.Moved, moved), slog.Int(logkey.LocalRecords, len(records)))
 
 	return nil
 }
