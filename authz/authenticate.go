@@ -8,10 +8,8 @@ import (
 	"log/slog"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/peer"
-	"google.golang.org/grpc/status"
 
 	"github.com/aegis-os/aegis/internal/logkey"
 )
@@ -79,7 +77,7 @@ func (a *Authenticator) authenticate(ctx context.Context, method string) (contex
 			slog.String(logkey.Peer, peerAddr(p)), slog.String(logkey.Error, err.Error()))
 
 		if errors.Is(err, ErrRevoked) {
-			return nil, status.Error(codes.Unauthenticated, ErrRevoked.Error())
+			return nil, grpcError(ErrRevoked)
 		}
 
 		return nil, grpcError(ErrUnauthenticated)
