@@ -93,7 +93,9 @@ func TestStatusFixture(t *testing.T) {
 	r := fixtureRules(t, "status")
 
 	expect(t, fixtureSource(t, "status").checkStatus(r.StatusFuncs),
-		[]string{"srv/handler.go:12:", "status.Errorf in Handle"})
+		[]string{"srv/handler.go:12:", "status.Errorf in Handle"},
+		[]string{"srv/handler.go:18:", "codes.OK returned or assigned in code"},
+		[]string{"srv/handler.go:21:", "codes.NotFound returned or assigned in code"})
 }
 
 func TestLogKeysFixture(t *testing.T) {

@@ -11,3 +11,15 @@ func allowed() error { return grpcstatus.Error(codes.Unimplemented, "named in th
 func Handle() error {
 	return grpcstatus.Errorf(codes.NotFound, "no such %s", "thing")
 }
+
+// code chooses a code for a status made elsewhere: the violation.
+func code(found bool) codes.Code {
+	if found {
+		return codes.OK
+	}
+
+	return codes.NotFound
+}
+
+// compares only reads a code.
+func compares(err error) bool { return grpcstatus.Code(err) == codes.NotFound }
