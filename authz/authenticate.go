@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/peer"
 
+	"github.com/aegis-os/aegis/internal/defaults"
 	"github.com/aegis-os/aegis/internal/logkey"
 )
 
@@ -39,7 +40,7 @@ type Authenticator struct {
 
 // NewAuthenticator returns an Authenticator.
 func NewAuthenticator(cfg AuthenticatorConfig) *Authenticator {
-	return &Authenticator{log: orDiscard(cfg.Logger), recheck: cfg.Recheck}
+	return &Authenticator{log: defaults.Logger(cfg.Logger), recheck: cfg.Recheck}
 }
 
 // UnaryServerInterceptor authenticates unary calls.
@@ -92,12 +93,4 @@ func peerAddr(p *peer.Peer) string {
 	}
 
 	return p.Addr.String()
-}
-
-func orDiscard(l *slog.Logger) *slog.Logger {
-	if l == nil {
-		return slog.New(slog.DiscardHandler)
-	}
-
-	return l
 }
