@@ -5,19 +5,28 @@ import (
 	"go/token"
 	"go/types"
 	"slices"
+	"strings"
 )
 
 const defaultsPkg = "internal/defaults"
 
-// defaulted are the Config fields whose nil default internal/defaults
-// applies.
-var defaulted = []string{"Logger", "Clock", "Rand", "Log"}
+// defaulted are the names (of Config fields, any case) whose nil default
+// internal/defaults applies, with its function for each.
+var defaulted = map[string]string{
+	"logger": "Logger", "log": "Logger (or Output, for a writer)",
+	"clock": "Clock (or Now)", "rand": "Rand",
+}
 
-// defaultsFunc is the function of internal/defaults for each field.
-var defaultsFunc = map[string]string{"Logger": "Logger", "Clock": "Clock (or Now)", "Rand": "Rand", "Log": "Output (or Logger)"}
+// defaultValues are the defaults themselves: a nil check that sets one of
+// them, whatever the name, is internal/defaults written again.
+var defaultValues = map[string]string{
+	"slog.New(slog.DiscardHandler)": "Logger", "slog.Default()": "Logger",
+	"clock.Real()": "Clock", "rand.Reader": "Rand", "cryptorand.Reader": "Rand", "io.Discard": "Output",
+}
 
 // checkDefaults finds `if x.F == nil { x.F = … }` for the fields of
-// defaulted, outside internal/defaults.
+// defaulted, and any `if v == nil { v = D }` (or `return D`) for a default
+// value D, outside internal/defaults.
 func (s *source) checkDefaults() []Violation {
 	var out []Violation
 
@@ -32,14 +41,14 @@ func (s *source) checkDefaults() []Violation {
 				return true
 			}
 
-			field := nilChecked(st.Cond)
-			if field == nil {
+			x := nilChecked(st.Cond)
+			if x == nil {
 				return true
 			}
 
-			if assigns(st.Body, field) {
+			if fn := defaultSet(st.Body, x); fn != "" {
 				out = append(out, Violation{s.where(st.Pos(), f.rel),
-					"default of " + types.ExprString(field) + " set by its own nil check: use defaults." + defaultsFunc[field.Sel.Name] + " (internal/defaults)"})
+					"default of " + types.ExprString(x) + " set by its own nil check: use defaults." + fn + " (internal/defaults)"})
 			}
 
 			return true
@@ -49,40 +58,61 @@ func (s *source) checkDefaults() []Violation {
 	return out
 }
 
-// nilChecked returns x.F of a condition `x.F == nil` (or `nil == x.F`)
-// for a field F of defaulted.
-func nilChecked(cond ast.Expr) *ast.SelectorExpr {
+// nilChecked returns x of a condition `x == nil` (or `nil == x`), x an
+// identifier or a selector.
+func nilChecked(cond ast.Expr) ast.Expr {
 	b, ok := cond.(*ast.BinaryExpr)
 	if !ok || b.Op != token.EQL {
 		return nil
 	}
 
 	for _, pair := range [][2]ast.Expr{{b.X, b.Y}, {b.Y, b.X}} {
-		sel, ok := pair[0].(*ast.SelectorExpr)
-		if ok && isIdent(pair[1], "nil") && slices.Contains(defaulted, sel.Sel.Name) {
-			return sel
+		switch pair[0].(type) {
+		case *ast.Ident, *ast.SelectorExpr:
+			if isIdent(pair[1], "nil") {
+				return pair[0]
+			}
 		}
 	}
 
 	return nil
 }
 
-// assigns reports whether body assigns to field (the same expression).
-func assigns(body *ast.BlockStmt, field *ast.SelectorExpr) bool {
-	want := types.ExprString(field)
-	found := false
+// defaultSet returns the function of internal/defaults that the body
+// rewrites, or "": an assignment to x.F for a field of defaulted, or an
+// assignment to x (or a return) of a default value.
+func defaultSet(body *ast.BlockStmt, x ast.Expr) string {
+	want := types.ExprString(x)
+	fn := ""
 
 	ast.Inspect(body, func(n ast.Node) bool {
-		if as, ok := n.(*ast.AssignStmt); ok {
-			for _, l := range as.Lhs {
-				if types.ExprString(l) == want {
-					found = true
+		switch n := n.(type) {
+		case *ast.AssignStmt:
+			for i, l := range n.Lhs {
+				if types.ExprString(l) != want {
+					continue
 				}
+
+				if sel, ok := l.(*ast.SelectorExpr); ok {
+					if d, ok := defaulted[strings.ToLower(sel.Sel.Name)]; ok {
+						fn = d
+					}
+				}
+
+				if i < len(n.Rhs) {
+					if d, ok := defaultValues[types.ExprString(n.Rhs[i])]; ok {
+						fn = d
+					}
+				}
+			}
+		case *ast.ReturnStmt:
+			if i := slices.IndexFunc(n.Results, func(e ast.Expr) bool { _, ok := defaultValues[types.ExprString(e)]; return ok }); i >= 0 {
+				fn = defaultValues[types.ExprString(n.Results[i])]
 			}
 		}
 
-		return !found
+		return fn == ""
 	})
 
-	return found
+	return fn
 }

@@ -109,7 +109,10 @@ func TestLogKeysFixture(t *testing.T) {
 
 func TestDefaultsFixture(t *testing.T) {
 	expect(t, fixtureSource(t, "defaults").checkDefaults(),
-		[]string{"svc/svc.go:14:", "cfg.Logger", "defaults.Logger"})
+		[]string{"svc/svc.go:15:", "cfg.Logger", "defaults.Logger"},
+		[]string{"svc/svc.go:29:", "s.log", "defaults.Logger"},
+		[]string{"svc/svc.go:33:", "of w ", "defaults.Output"},
+		[]string{"svc/svc.go:39:", "of l ", "defaults.Logger"})
 }
 
 func TestParseDocRefuses(t *testing.T) {

@@ -1,6 +1,7 @@
 package svc
 
 import (
+	"io"
 	"log/slog"
 	"time"
 )
@@ -20,4 +21,30 @@ func New(cfg Config) error {
 	}
 
 	return nil
+}
+
+type server struct{ log *slog.Logger }
+
+func (s *server) init(w io.Writer) {
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+
+	if w == nil {
+		w = io.Discard
+	}
+}
+
+func orDiscard(l *slog.Logger) *slog.Logger {
+	if l == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+
+	return l
+}
+
+func keep(err error, w io.Writer) {
+	if w == nil {
+		w = nil
+	}
 }
