@@ -15,7 +15,7 @@ const (
 // expectations and the CLI's explanations return and assign codes freely.
 var codeReaders = []string{"e2e/", "cmd/"}
 
-const statusRule = "gRPC codes are chosen only in the functions the table \"Where errors become gRPC codes\" of docs/architecture.md names (or its list of statuses made elsewhere)"
+const statusRule = "gRPC codes are chosen only in the functions docs/architecture.md names (\"Where errors become gRPC codes\" and its list of statuses made elsewhere)"
 
 // checkStatus finds the statuses made (status.Error, Errorf, New, Newf),
 // and the codes returned or assigned (a code chosen for a status made
