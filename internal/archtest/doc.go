@@ -73,7 +73,10 @@ const (
 	allowHeading      = "### statuses made elsewhere"
 )
 
-var backticked = regexp.MustCompile("`([^`]+)`")
+var (
+	backticked = regexp.MustCompile("`([^`]+)`")
+	listSep    = regexp.MustCompile(`,|\band\b`)
+)
 
 // ParseDoc reads the rules from the document's text.
 func ParseDoc(text string) (*Rules, error) {
@@ -128,8 +131,12 @@ func (r *Rules) parseLayers(lines []string) error {
 		}
 
 		l := Layer{Name: strings.ToLower(strings.TrimSpace(withoutParens(cells[0]))), Patterns: names(cells[1])}
-		if len(l.Patterns) == 0 {
+
+		switch {
+		case len(l.Patterns) == 0:
 			return fmt.Errorf("line %d: layer %q names no package", at[i], l.Name)
+		case r.layer(l.Name) != nil:
+			return fmt.Errorf("line %d: a second layer %q", at[i], l.Name)
 		}
 
 		if err := r.parseMayImport(&l, cells[2]); err != nil {
@@ -145,7 +152,7 @@ func (r *Rules) parseLayers(lines []string) error {
 // parseMayImport reads a "may import" cell: comma-separated lower layers,
 // `packages`, "its own component" or "anything"; parentheses are comments.
 func (r *Rules) parseMayImport(l *Layer, cell string) error {
-	for _, item := range regexp.MustCompile(`,|\band\b`).Split(withoutParens(cell), -1) {
+	for _, item := range listSep.Split(withoutParens(cell), -1) {
 		item = strings.TrimSpace(item)
 
 		switch m := backticked.FindStringSubmatch(item); {
@@ -201,27 +208,27 @@ func (r *Rules) parseStatusTable(lines []string) error {
 // functions in it. Text without backticks, and parentheses, are comments.
 func funcRefs(cell string) ([]FuncRef, error) {
 	var (
-		refs []FuncRef
-		file string
-		any  bool
+		refs  []FuncRef
+		file  string
+		named bool
 	)
 
 	for _, m := range backticked.FindAllStringSubmatch(withoutParens(cell), -1) {
 		switch {
 		case strings.HasSuffix(m[1], ".go"):
-			if file != "" && !any {
+			if file != "" && !named {
 				return nil, fmt.Errorf("%s names no function", file)
 			}
 
-			file, any = m[1], false
+			file, named = m[1], false
 		case file == "":
 			return nil, fmt.Errorf("function %s before any `file.go`", m[1])
 		default:
-			refs, any = append(refs, FuncRef{File: file, Func: m[1]}), true
+			refs, named = append(refs, FuncRef{File: file, Func: m[1]}), true
 		}
 	}
 
-	if file != "" && !any {
+	if file != "" && !named {
 		return nil, fmt.Errorf("%s names no function", file)
 	}
 

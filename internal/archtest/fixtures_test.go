@@ -117,8 +117,9 @@ func TestDefaultsFixture(t *testing.T) {
 
 func TestParseDocRefuses(t *testing.T) {
 	for name, doc := range map[string]string{
-		"no import table":    "| server | function | internal answer |\n| - | - | - |\n| s | `a.go` `f` | x |\n",
-		"unknown may import": "| layer | packages | may import |\n| - | - | - |\n| leaves | `a` | sideways |\n",
+		"no import table":        "| server | function | internal answer |\n| - | - | - |\n| s | `a.go` `f` | x |\n",
+		"two layers of one name": "| layer | packages | may import |\n| - | - | - |\n| leaves | `a` | leaves |\n| leaves | `b` | leaves |\n",
+		"unknown may import":     "| layer | packages | may import |\n| - | - | - |\n| leaves | `a` | sideways |\n",
 		"function without file": "| layer | packages | may import |\n| - | - | - |\n| leaves | `a` | leaves |\n\n" +
 			"| server | function | internal answer |\n| - | - | - |\n| s | `f` | x |\n",
 		"file without function": "| layer | packages | may import |\n| - | - | - |\n| leaves | `a` | leaves |\n\n" +
