@@ -2,7 +2,6 @@ package apid
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -22,6 +21,7 @@ import (
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/internal/clock"
 	"github.com/aegis-os/aegis/internal/connlimit"
+	"github.com/aegis-os/aegis/internal/defaults"
 	"github.com/aegis-os/aegis/internal/grpcopt"
 	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/internal/metrics"
@@ -204,17 +204,11 @@ func (s *Server) defaults() {
 		s.nodePort = wire.APIDPort
 	}
 
-	if s.log == nil {
-		s.log = slog.New(slog.DiscardHandler)
-	}
+	s.log = defaults.Logger(s.log)
 
-	if s.clock == nil {
-		s.clock = clock.Real()
-	}
+	s.clock = defaults.Clock(s.clock)
 
-	if s.rand == nil {
-		s.rand = rand.Reader
-	}
+	s.rand = defaults.Rand(s.rand)
 }
 
 func (s *Server) newGRPCServer(rules authz.Rules, calls *metrics.GRPC) *grpc.Server {

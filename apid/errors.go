@@ -1,7 +1,6 @@
 package apid
 
 import (
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/aegis-os/aegis/internal/defaults"
 	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/internal/requestid"
 )
@@ -53,13 +53,7 @@ func (s *Server) toStatus(method string, err error) error {
 
 // random is the Server's source of randomness. A Server not built by New
 // (a test's) has no Rand: crypto/rand then.
-func (s *Server) random() io.Reader {
-	if s.rand == nil {
-		return rand.Reader
-	}
-
-	return s.rand
-}
+func (s *Server) random() io.Reader { return defaults.Rand(s.rand) }
 
 // internal writes the one log line of an internal error, with its cause
 // in attrs and a random reference, and returns the Internal status the

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/internal/defaults"
 	"github.com/aegis-os/aegis/internal/logkey"
 )
 
@@ -89,9 +90,7 @@ type pooled struct {
 }
 
 func newPool(cfg poolConfig) *pool {
-	if cfg.log == nil {
-		cfg.log = slog.New(slog.DiscardHandler)
-	}
+	cfg.log = defaults.Logger(cfg.log)
 
 	return &pool{cfg: cfg, conns: map[string]*pooled{}, held: map[identity]int{}, retired: map[*pooled]bool{}}
 }

@@ -8,11 +8,10 @@ import (
 	"log/slog"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/peer"
-	"google.golang.org/grpc/status"
 
+	"github.com/aegis-os/aegis/internal/defaults"
 	"github.com/aegis-os/aegis/internal/logkey"
 )
 
@@ -41,7 +40,7 @@ type Authenticator struct {
 
 // NewAuthenticator returns an Authenticator.
 func NewAuthenticator(cfg AuthenticatorConfig) *Authenticator {
-	return &Authenticator{log: orDiscard(cfg.Logger), recheck: cfg.Recheck}
+	return &Authenticator{log: defaults.Logger(cfg.Logger), recheck: cfg.Recheck}
 }
 
 // UnaryServerInterceptor authenticates unary calls.
@@ -79,7 +78,7 @@ func (a *Authenticator) authenticate(ctx context.Context, method string) (contex
 			slog.String(logkey.Peer, peerAddr(p)), slog.String(logkey.Error, err.Error()))
 
 		if errors.Is(err, ErrRevoked) {
-			return nil, status.Error(codes.Unauthenticated, ErrRevoked.Error())
+			return nil, grpcError(ErrRevoked)
 		}
 
 		return nil, grpcError(ErrUnauthenticated)
@@ -94,12 +93,4 @@ func peerAddr(p *peer.Peer) string {
 	}
 
 	return p.Addr.String()
-}
-
-func orDiscard(l *slog.Logger) *slog.Logger {
-	if l == nil {
-		return slog.New(slog.DiscardHandler)
-	}
-
-	return l
 }

@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/aegis-os/aegis/internal/defaults"
 	"github.com/aegis-os/aegis/internal/logkey"
 )
 
@@ -36,7 +37,7 @@ func NewAuthorizer(cfg AuthorizerConfig) *Authorizer {
 		rules = DefaultRules()
 	}
 
-	return &Authorizer{rules: rules.Clone(), log: orDiscard(cfg.Logger)}
+	return &Authorizer{rules: rules.Clone(), log: defaults.Logger(cfg.Logger)}
 }
 
 // UnaryServerInterceptor authorizes unary calls.

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/aegis-os/aegis/authz/role"
+	"github.com/aegis-os/aegis/internal/defaults"
 	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/internal/wire"
 )
@@ -53,7 +54,7 @@ type Injector struct {
 
 // NewInjector returns an Injector.
 func NewInjector(cfg InjectorConfig) *Injector {
-	return &Injector{mode: cfg.Mode, log: orDiscard(cfg.Logger)}
+	return &Injector{mode: cfg.Mode, log: defaults.Logger(cfg.Logger)}
 }
 
 // UnaryServerInterceptor injects roles into unary calls.

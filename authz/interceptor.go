@@ -50,6 +50,10 @@ func grpcError(err error) error {
 	var denied *DeniedError
 
 	switch {
+	case errors.Is(err, ErrRevoked):
+		// Said as it is: the holder of a revoked certificate learns why
+		// every call fails, and nothing else.
+		return status.Error(codes.Unauthenticated, ErrRevoked.Error())
 	case errors.As(err, &denied), errors.Is(err, ErrCallerNotAllowed):
 		return status.Error(codes.PermissionDenied, err.Error())
 	case errors.Is(err, ErrUnauthenticated):

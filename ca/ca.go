@@ -5,7 +5,6 @@ package ca
 
 import (
 	"crypto"
-	"crypto/rand"
 	"crypto/sha256"
 	"crypto/x509"
 	"crypto/x509/pkix"
@@ -17,16 +16,13 @@ import (
 	"time"
 
 	"github.com/aegis-os/aegis/internal/atomicfile"
+	"github.com/aegis-os/aegis/internal/defaults"
 )
 
 // Clock is the time source the package reads.
 type Clock interface {
 	Now() time.Time
 }
-
-type systemClock struct{}
-
-func (systemClock) Now() time.Time { return time.Now() }
 
 // CA is a certificate authority: a self-signed CA certificate and its key.
 type CA struct {
@@ -57,13 +53,8 @@ type Config struct {
 // DigitalSignature, path length zero (it signs leaves only), a random 128-bit
 // serial and a subject key id.
 func Generate(cfg Config) (*CA, error) {
-	if cfg.Clock == nil {
-		cfg.Clock = systemClock{}
-	}
-
-	if cfg.Rand == nil {
-		cfg.Rand = rand.Reader
-	}
+	cfg.Clock = defaults.Now(cfg.Clock)
+	cfg.Rand = defaults.Rand(cfg.Rand)
 
 	if cfg.Validity == 0 {
 		cfg.Validity = CAValidity

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/aegis-os/aegis/authz/role"
+	"github.com/aegis-os/aegis/internal/defaults"
 )
 
 // IssuerConfig configures an Issuer. Only CA is required; the config is read
@@ -74,13 +75,8 @@ func NewIssuer(cfg IssuerConfig) (*Issuer, error) {
 		return nil, errors.New("ca: issuer needs a CA with certificate and key")
 	}
 
-	if cfg.Clock == nil {
-		cfg.Clock = systemClock{}
-	}
-
-	if cfg.Rand == nil {
-		cfg.Rand = rand.Reader
-	}
+	cfg.Clock = defaults.Now(cfg.Clock)
+	cfg.Rand = defaults.Rand(cfg.Rand)
 
 	maxTTL := map[Profile]time.Duration{}
 

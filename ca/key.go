@@ -5,12 +5,13 @@ import (
 	"crypto/ecdsa"
 	"crypto/ed25519"
 	"crypto/elliptic"
-	cryptorand "crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
 	"encoding/pem"
 	"fmt"
 	"io"
+
+	"github.com/aegis-os/aegis/internal/defaults"
 )
 
 // KeyType is the algorithm of a key Aegis generates.
@@ -56,9 +57,7 @@ func KeyTypeOf(pub crypto.PublicKey) (KeyType, error) {
 // GenerateKey makes a new private key of type t. rand may be nil for
 // crypto/rand; the standard library may ignore it for some key types.
 func GenerateKey(t KeyType, rand io.Reader) (crypto.Signer, error) {
-	if rand == nil {
-		rand = cryptorand.Reader
-	}
+	rand = defaults.Rand(rand)
 
 	switch t {
 	case "", Ed25519:

@@ -4,7 +4,6 @@
 package certs
 
 import (
-	"crypto/rand"
 	"encoding/base64"
 	"fmt"
 	"io"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/internal/atomicfile"
+	"github.com/aegis-os/aegis/internal/defaults"
 	"github.com/aegis-os/aegis/token"
 )
 
@@ -87,9 +87,7 @@ type BundleOptions struct {
 // etcd, Kubernetes and aggregator CAs and the service-account key as ECDSA
 // P-256 (as Talos makes them), two tokens and the cluster secrets.
 func GenerateBundle(opts BundleOptions) (*Bundle, error) {
-	if opts.Rand == nil {
-		opts.Rand = rand.Reader
-	}
+	opts.Rand = defaults.Rand(opts.Rand)
 
 	newCA := func(kt ca.KeyType, org, cn string) (*CertAndKey, error) {
 		c, err := ca.Generate(ca.Config{KeyType: kt, Organization: org, CommonName: cn, Clock: opts.Clock, Rand: opts.Rand})

@@ -59,15 +59,12 @@ func New(opts Options) *Walker {
 		opts.Reply = defaultReply
 	}
 
-	if opts.Out == nil {
-		opts.Out = io.Discard
-	}
-
 	if opts.CallTimeout <= 0 {
 		opts.CallTimeout = DefaultCallTimeout
 	}
 
 	opts.Clock = defaults.Clock(opts.Clock)
+	opts.Out = defaults.Output(opts.Out)
 
 	return &Walker{opts: opts, client: opts.Client}
 }

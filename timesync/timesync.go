@@ -232,6 +232,16 @@ func (s *Service) Status() Status {
 	return s.status
 }
 
+// LastMeasurement is what the last valid reply measured: the server that
+// gave it, the local clock's offset from it, and when its round ended
+// (zero before any server answered). It is Status in plain values, for
+// readers that should not import this package.
+func (s *Service) LastMeasurement() (server string, offset time.Duration, checked time.Time) {
+	st := s.Status()
+
+	return st.Server, st.Offset, st.Checked
+}
+
 // Run queries the servers in rounds until ctx ends: every PollInterval
 // while the clock is within bounds, with backoff from RetryMin to RetryMax
 // otherwise. With a trusted host clock it only waits for ctx.

@@ -2,7 +2,6 @@ package trustd
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/internal/defaults"
 	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/sanpolicy"
 	"github.com/aegis-os/aegis/token"
@@ -197,9 +197,7 @@ func (cfg *Config) check() error {
 }
 
 func (cfg *Config) setDefaults() {
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
+	cfg.Logger = defaults.Logger(cfg.Logger)
 
 	if cfg.Audit == nil {
 		cfg.Audit = cfg.Logger.With(slog.String(logkey.Log, "audit"))
@@ -213,13 +211,8 @@ func (cfg *Config) setDefaults() {
 		cfg.CertTTL = MaxCertTTL
 	}
 
-	if cfg.Clock == nil {
-		cfg.Clock = clock.Real()
-	}
-
-	if cfg.Rand == nil {
-		cfg.Rand = rand.Reader
-	}
+	cfg.Clock = defaults.Clock(cfg.Clock)
+	cfg.Rand = defaults.Rand(cfg.Rand)
 
 	rl := &cfg.RateLimit
 	if rl.Burst == 0 {

@@ -60,6 +60,12 @@ func toStatus(err error, ref string) error {
 		return status.Error(codes.Unavailable, ErrStoreUnavailable.Error())
 	case errors.Is(err, ErrRateLimited):
 		return status.Error(codes.ResourceExhausted, ErrRateLimited.Error())
+	case errors.Is(err, errNotANode):
+		// The revocation list is the nodes' business: a caller without a
+		// node certificate is not who it must be.
+		return status.Error(codes.Unauthenticated, errNotANode.Error())
+	case errors.Is(err, errStreaming):
+		return status.Error(codes.Unimplemented, errStreaming.Error())
 	default:
 		return status.Error(codes.Internal, fmt.Sprintf("trustd: internal error (ref %s)", ref))
 	}

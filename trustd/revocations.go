@@ -5,9 +5,6 @@ import (
 	"errors"
 	"log/slog"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
 	"github.com/aegis-os/aegis/api/revocations"
 	"github.com/aegis-os/aegis/authz"
 	"github.com/aegis-os/aegis/internal/logkey"
@@ -44,7 +41,7 @@ func (r revocationService) Serials(ctx context.Context, _ *revocations.SerialsRe
 		r.s.refusals.Refuse(ctx, source.Key(sourceOf(ctx)), "revocations", msgRevocationsRefused,
 			slog.String(logkey.Source, sourceOf(ctx).String()), slog.String(logkey.Error, err.Error()))
 
-		return nil, status.Error(codes.Unauthenticated, errNotANode.Error())
+		return nil, toStatus(errNotANode, "")
 	}
 
 	return &revocations.SerialsResponse{Revocations: r.s.cfg.Revocations.Revocations()}, nil

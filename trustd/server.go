@@ -3,18 +3,17 @@ package trustd
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 
 	securityapi "github.com/siderolabs/talos/pkg/machinery/api/security"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
-	"google.golang.org/grpc/status"
 
 	"github.com/aegis-os/aegis/api/revocations"
 	"github.com/aegis-os/aegis/internal/connlimit"
@@ -214,8 +213,11 @@ func (s *Server) stop() {
 	}
 }
 
+// errStreaming is the answer to a streaming call.
+var errStreaming = errors.New("trustd: streaming calls are not served")
+
 // refuseStreams refuses every streaming call: trustd serves unary calls
 // only, each checked and audited once.
 func refuseStreams(any, grpc.ServerStream, *grpc.StreamServerInfo, grpc.StreamHandler) error {
-	return status.Error(codes.Unimplemented, "trustd: streaming calls are not served")
+	return toStatus(errStreaming, "")
 }

@@ -29,7 +29,7 @@ func (s *Server) tap(ctx context.Context, info *tap.Info) (context.Context, erro
 
 	s.auditRefused(ctx, &rec, ErrRateLimited, codes.ResourceExhausted)
 
-	return ctx, status.Error(codes.ResourceExhausted, ErrRateLimited.Error())
+	return ctx, toStatus(ErrRateLimited, "")
 }
 
 // decidedKey marks, in a Certificate call's context, whether the handler

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"slices"
 	"time"
+
+	"github.com/aegis-os/aegis/internal/defaults"
 )
 
 // Config configures a run.
@@ -61,9 +63,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}
 
-	if cfg.Progress == nil {
-		cfg.Progress = io.Discard
-	}
+	cfg.Progress = defaults.Output(cfg.Progress)
 
 	dir, err := os.MkdirTemp("", "aegis-bench-")
 	if err != nil {

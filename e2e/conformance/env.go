@@ -22,6 +22,7 @@ import (
 
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/internal/defaults"
 	"github.com/aegis-os/aegis/internal/wire"
 	"github.com/aegis-os/aegis/machined/localcluster"
 )
@@ -69,9 +70,7 @@ type Env struct {
 }
 
 func newEnv(opts Options) (*Env, error) {
-	if opts.Progress == nil {
-		opts.Progress = io.Discard
-	}
+	opts.Progress = defaults.Output(opts.Progress)
 
 	cluster, err := localcluster.Load(filepath.Dir(opts.ClusterDir), filepath.Base(opts.ClusterDir))
 	if err != nil {

@@ -6,10 +6,11 @@
 package backoff
 
 import (
-	"crypto/rand"
 	"encoding/binary"
 	"io"
 	"time"
+
+	"github.com/aegis-os/aegis/internal/defaults"
 )
 
 // Backoff hands out growing delays. Its zero value is not usable; set Min
@@ -52,9 +53,7 @@ func Jitter(r io.Reader, span time.Duration) time.Duration {
 		return 0
 	}
 
-	if r == nil {
-		r = rand.Reader
-	}
+	r = defaults.Rand(r)
 
 	var buf [8]byte
 	if _, err := io.ReadFull(r, buf[:]); err != nil {

@@ -51,3 +51,13 @@ func Logger(l *slog.Logger) *slog.Logger {
 
 	return l
 }
+
+// Output is w, or io.Discard when w is nil: the output of a process or
+// container nobody asked to keep.
+func Output(w io.Writer) io.Writer {
+	if w == nil {
+		return io.Discard
+	}
+
+	return w
+}

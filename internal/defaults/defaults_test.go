@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"io"
 	"log/slog"
 	"testing"
 	"time"
@@ -57,5 +58,16 @@ func TestLogger(t *testing.T) {
 	discard := defaults.Logger(nil)
 	if discard == nil || discard.Enabled(context.Background(), slog.LevelError) {
 		t.Fatal("Logger(nil) is not a logger that discards")
+	}
+}
+
+func TestOutput(t *testing.T) {
+	var buf bytes.Buffer
+	if got := defaults.Output(&buf); got != &buf {
+		t.Fatalf("Output(buf) = %v, want it kept", got)
+	}
+
+	if got := defaults.Output(nil); got != io.Discard {
+		t.Fatalf("Output(nil) = %v, want io.Discard", got)
 	}
 }

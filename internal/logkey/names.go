@@ -106,6 +106,13 @@ const (
 	// was asked with.
 	AskingSerial     = "asking_serial"
 	AskingCommonName = "asking_common_name"
+	// AskingSubject is the subject of the certificate a credential was
+	// asked for with, in machined.sock's credential audit records.
+	AskingSubject = "asking_subject"
+	// AuditedMethod is the method that handed out or withdrew a
+	// credential, in machined.sock's credential audit records (their log
+	// pipelines match on "method", not on the gRPC request line's Method).
+	AuditedMethod = "method"
 	// RenewedFrom is the revoked certificate a certificate was renewed
 	// from, in the audit record of a revocation that covers it as such.
 	RenewedFrom = "renewed_from"
@@ -119,6 +126,10 @@ const (
 	Kind = "kind"
 	// OnEtcd says whether trustd's token store is on etcd yet.
 	OnEtcd = "on_etcd"
+	// Moved is how many token records moved from bbolt to etcd.
+	Moved = "moved"
+	// LocalRecords is how many token records the local store held.
+	LocalRecords = "local_records"
 )
 
 // Fields of retries, limits and refusal summaries.

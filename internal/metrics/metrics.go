@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/aegis-os/aegis/internal/connlimit"
+	"github.com/aegis-os/aegis/internal/defaults"
 	"github.com/aegis-os/aegis/internal/logkey"
 )
 
@@ -65,9 +66,7 @@ type Server struct {
 
 // Listen opens addr for reg's endpoint; Serve serves it.
 func Listen(addr string, reg *prometheus.Registry, log *slog.Logger) (*Server, error) {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
+	log = defaults.Logger(log)
 
 	conns, err := connlimit.New(connlimit.Config{
 		PerSource: MaxConnectionsPerSource, Total: MaxConnections, FirstCall: FirstRequestTimeout, Logger: log,

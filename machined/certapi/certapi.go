@@ -14,13 +14,12 @@ import (
 	"context"
 	"crypto/x509"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/aegis-os/aegis/api/certificates"
 	"github.com/aegis-os/aegis/authz"
@@ -29,7 +28,6 @@ import (
 	"github.com/aegis-os/aegis/client/serial"
 	"github.com/aegis-os/aegis/internal/defaults"
 	"github.com/aegis-os/aegis/internal/logkey"
-	"github.com/aegis-os/aegis/internal/requestid"
 	"github.com/aegis-os/aegis/machined/revocation"
 )
 
@@ -128,15 +126,14 @@ func (s *Server) Renew(ctx context.Context, req *certificates.RenewRequest) (*ce
 
 	issued, caPEM, err := s.renew(ctx, req, presented, perr)
 	if err != nil {
-		// A status is the caller's to read; anything else is a failure of
-		// the node, recorded with its cause and a reference, and answered
-		// with the reference alone.
-		st, ok := status.FromError(err)
+		// A refusal is the caller's to read; a failure of the node is
+		// recorded with its cause and a reference, and answered with the
+		// reference alone.
+		st, ref := s.toStatus(err)
 		reason := st.Message()
 
-		if !ok {
-			ref := requestid.New(s.cfg.Rand)
-			st, reason = status.New(codes.Internal, "machined: internal error (ref "+ref+")"), err.Error()
+		if ref != "" {
+			reason = err.Error()
 			rec = append(rec, slog.String(logkey.RequestID, ref))
 		}
 
@@ -154,26 +151,26 @@ func (s *Server) Renew(ctx context.Context, req *certificates.RenewRequest) (*ce
 	return &certificates.RenewResponse{Messages: []*certificates.Renewed{{Crt: issued.PEM, Ca: caPEM}}}, nil
 }
 
-// renew makes the decision. A refusal is a status; any other error is the
-// node's own failure.
+// renew makes the decision. Its errors are refusals toStatus knows (the
+// package's, ca's and revocation's); any other is the node's own failure.
 func (s *Server) renew(ctx context.Context, req *certificates.RenewRequest, presented *x509.Certificate, perr error) (*ca.Issued, []byte, error) {
 	if perr != nil {
-		return nil, nil, status.Error(codes.PermissionDenied, "renewal needs the caller's client certificate, and none was passed on")
+		return nil, nil, errNoCertificate
 	}
 
 	if s.cfg.Revoked != nil && s.cfg.Revoked(presented.SerialNumber.Text(16)) {
-		return nil, nil, status.Errorf(codes.PermissionDenied,
-			"the client certificate (serial %s) is revoked: a revoked certificate is not renewed", presented.SerialNumber.Text(16))
+		return nil, nil, denied{fmt.Errorf(
+			"the client certificate (serial %s) is revoked: a revoked certificate is not renewed", presented.SerialNumber.Text(16))}
 	}
 
 	roles, err := presentedRoles(presented)
 	if err != nil {
-		return nil, nil, status.Error(codes.PermissionDenied, err.Error())
+		return nil, nil, denied{err}
 	}
 
 	ttl, err := s.ttl(req, presented)
 	if err != nil {
-		return nil, nil, status.Error(codes.InvalidArgument, err.Error())
+		return nil, nil, invalid{err}
 	}
 
 	csr, err := checkCSR(req.GetCsr(), presented)
@@ -182,26 +179,12 @@ func (s *Server) renew(ctx context.Context, req *certificates.RenewRequest, pres
 	}
 
 	iss, caPEM, err := s.cfg.Authority.ClientIssuer()
-	if errors.Is(err, ErrNoCA) {
-		return nil, nil, status.Error(codes.FailedPrecondition,
-			"client certificates are renewed by control-plane nodes, which hold the CA key; this node does not: use a control-plane endpoint")
-	}
-
-	if errors.Is(err, ErrTimeNotSynced) {
-		return nil, nil, status.Error(codes.FailedPrecondition, ErrTimeNotSynced.Error())
-	}
-
 	if err != nil {
 		return nil, nil, err
 	}
 
 	issued, err := iss.Issue(ca.Request{CSR: csr, Profile: ca.ProfileClient, Roles: roles, TTL: ttl})
 	if err != nil {
-		var refusal *ca.Error
-		if errors.As(err, &refusal) {
-			return nil, nil, status.Error(codes.InvalidArgument, refusal.Error())
-		}
-
 		return nil, nil, err
 	}
 
@@ -225,19 +208,10 @@ func (s *Server) record(ctx context.Context, parent, child *x509.Certificate) er
 	}
 
 	err := s.cfg.Lineage.Record(ctx, l)
-
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, revocation.ErrRevoked):
-		return status.Errorf(codes.PermissionDenied,
-			"the client certificate (serial %s) is revoked, or renewed from a revoked one: a revoked certificate is not renewed", l.Parent)
-	case errors.Is(err, revocation.ErrLineageFull):
-		return status.Error(codes.ResourceExhausted, err.Error())
-	case errors.Is(err, revocation.ErrUnavailable), errors.Is(err, revocation.ErrNoEtcd):
-		return status.Error(codes.Unavailable,
-			"renewal refused: it is recorded in the cluster state in etcd first, which is unavailable (no quorum?); try again")
+	if errors.Is(err, revocation.ErrRevoked) {
+		return denied{fmt.Errorf(
+			"the client certificate (serial %s) is revoked, or renewed from a revoked one: a revoked certificate is not renewed", l.Parent)}
 	}
 
-	return err
+	return err // toStatus knows revocation's other errors
 }

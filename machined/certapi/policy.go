@@ -7,9 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
 	"github.com/aegis-os/aegis/api/certificates"
 	"github.com/aegis-os/aegis/authz/role"
 	"github.com/aegis-os/aegis/ca"
@@ -37,16 +34,16 @@ func presentedRoles(presented *x509.Certificate) (role.Set, error) {
 func checkCSR(unsafeCSR []byte, presented *x509.Certificate) (*ca.CSR, error) {
 	csr, err := ca.ParseCSR(unsafeCSR)
 	if err != nil {
-		return nil, status.Error(codes.InvalidArgument, err.Error())
+		return nil, invalid{err}
 	}
 
 	if hosts := csr.Hosts(); len(hosts) > 0 {
-		return nil, status.Errorf(codes.InvalidArgument,
-			"a client certificate names no hosts; the request names %s", strings.Join(hosts, ", "))
+		return nil, invalid{fmt.Errorf(
+			"a client certificate names no hosts; the request names %s", strings.Join(hosts, ", "))}
 	}
 
 	if cn, want := csr.Request.Subject.CommonName, presented.Subject.CommonName; cn != want {
-		return nil, status.Errorf(codes.InvalidArgument, "the request's common name %q is not the certificate's %q", cn, want)
+		return nil, invalid{fmt.Errorf("the request's common name %q is not the certificate's %q", cn, want)}
 	}
 
 	return csr, nil

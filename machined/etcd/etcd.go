@@ -23,6 +23,7 @@ import (
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/internal/defaults"
 	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/machined/system/logs"
 	"github.com/aegis-os/aegis/machined/system/runner"
@@ -130,13 +131,8 @@ func New(cfg Config) (*Etcd, error) {
 		return nil, errors.New("etcd: the address must be an IP address")
 	}
 
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-
-	if cfg.Clock == nil {
-		cfg.Clock = clock.Real()
-	}
+	cfg.Logger = defaults.Logger(cfg.Logger)
+	cfg.Clock = defaults.Clock(cfg.Clock)
 
 	if cfg.ClusterToken == "" {
 		cfg.ClusterToken = "aegis"

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/internal/defaults"
 	"github.com/aegis-os/aegis/internal/ociimage"
 	"github.com/aegis-os/aegis/machined/containerd/preflight"
 )
@@ -108,9 +109,7 @@ func (o *Options) setDefaults() error {
 		o.Timeout = DefaultTimeout
 	}
 
-	if o.Progress == nil {
-		o.Progress = io.Discard
-	}
+	o.Progress = defaults.Output(o.Progress)
 
 	if o.StateDir == "" {
 		dir, err := DefaultStateDir()

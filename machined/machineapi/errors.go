@@ -32,6 +32,8 @@ var (
 	ErrNotFound = errors.New("machineapi: not found")
 	// ErrNotHere: the node cannot do this in its role or state.
 	ErrNotHere = errors.New("machineapi: not possible on this node")
+	// errNotServed: an Aegis node has no such thing to offer (Unimplemented).
+	errNotServed = errors.New("machineapi: not served by Aegis nodes")
 )
 
 // errWorker is the refusal of client configurations by a node without the
@@ -117,6 +119,8 @@ func refusal(err error) (codes.Code, string, bool) {
 		return codes.Unavailable, err.Error(), true
 	case errors.Is(err, events.ErrLagged):
 		return codes.DataLoss, err.Error(), true
+	case errors.Is(err, errNotServed):
+		return codes.Unimplemented, err.Error(), true
 	}
 
 	return codes.OK, "", false

@@ -10,8 +10,6 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/api/common"
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 )
 
 // errHostKernelLog is Dmesg's refusal on a node that runs as a process on a
@@ -72,5 +70,5 @@ func (s *Server) Dmesg(req *machine.DmesgRequest, stream grpc.ServerStreamingSer
 
 // Rollback answers Unimplemented, saying why.
 func (s *Server) Rollback(context.Context, *machine.RollbackRequest) (*machine.RollbackResponse, error) {
-	return nil, status.Error(codes.Unimplemented, errNoRollback)
+	return nil, s.toStatus("Rollback", refuse(errNotServed, errNoRollback))
 }

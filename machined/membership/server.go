@@ -102,7 +102,7 @@ func (s *Server) Register(g grpc.ServiceRegistrar) { membership.RegisterMembersh
 // List returns the live members.
 func (s *Server) List(ctx context.Context, _ *membership.ListRequest) (*membership.ListResponse, error) {
 	if s.cfg.Members == nil {
-		return nil, status.Error(codes.FailedPrecondition, "membership: this node runs no etcd; ask a control plane")
+		return nil, s.toStatus("list", errNoEtcd)
 	}
 
 	ms, err := s.cfg.Members.List(ctx)
@@ -118,7 +118,7 @@ func (s *Server) List(ctx context.Context, _ *membership.ListRequest) (*membersh
 // every address of the entry.
 func (s *Server) Heartbeat(ctx context.Context, req *membership.HeartbeatRequest) (*membership.HeartbeatResponse, error) {
 	if s.cfg.Writer == nil {
-		return nil, status.Error(codes.Unimplemented, "membership: heartbeats go to a control plane's trustd")
+		return nil, s.toStatus("heartbeat", errHeartbeatElsewhere)
 	}
 
 	cert, err := s.peerCertificate(ctx)
@@ -154,7 +154,7 @@ func (s *Server) Heartbeat(ctx context.Context, req *membership.HeartbeatRequest
 // the accepted CAs and names the address.
 func (s *Server) Leave(ctx context.Context, req *membership.LeaveRequest) (*membership.LeaveResponse, error) {
 	if s.cfg.Writer == nil {
-		return nil, status.Error(codes.Unimplemented, "membership: leaving goes to a control plane's trustd")
+		return nil, s.toStatus("leave", errLeaveElsewhere)
 	}
 
 	cert, err := s.peerCertificate(ctx)
@@ -266,8 +266,26 @@ func (s *Server) peerCertificate(ctx context.Context) (*x509.Certificate, error)
 	return cert, nil
 }
 
-// toStatus maps the package's errors to gRPC codes, once, here.
+// Calls this node does not serve: the answer names the node that does.
+var (
+	errNoEtcd             = errors.New("membership: this node runs no etcd; ask a control plane")
+	errHeartbeatElsewhere = errors.New("membership: heartbeats go to a control plane's trustd")
+	errLeaveElsewhere     = errors.New("membership: leaving goes to a control plane's trustd")
+)
+
+// toStatus maps the package's errors to gRPC codes, once, here. A call
+// this node does not serve is answered without a log line (FailedPrecondition
+// for the list a worker lacks, Unimplemented for the calls only trustd
+// takes); a refusal is logged as such; anything else is Internal, with a
+// reference to the one log line of its cause.
 func (s *Server) toStatus(op string, err error) error {
+	switch {
+	case errors.Is(err, errNoEtcd):
+		return status.Error(codes.FailedPrecondition, errNoEtcd.Error())
+	case errors.Is(err, errHeartbeatElsewhere), errors.Is(err, errLeaveElsewhere):
+		return status.Error(codes.Unimplemented, err.Error())
+	}
+
 	code := codes.Internal
 
 	switch {

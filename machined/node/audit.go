@@ -21,21 +21,21 @@ import (
 // asking_common_name, ...); these use the same names where they mean the
 // same. Log pipelines match on them.
 const (
-	AuditMethod        = "method"
-	AuditCallerSerial  = "asking_serial"
-	AuditCallerSubject = "asking_subject"
+	AuditMethod        = logkey.AuditedMethod
+	AuditCallerSerial  = logkey.AskingSerial
+	AuditCallerSubject = logkey.AskingSubject
 	AuditForwardedBy   = logkey.ForwardedBy
-	AuditSerial        = "serial"
-	AuditSubject       = "subject"
-	AuditRoles         = "roles"
-	AuditTTL           = "ttl"
-	AuditNotAfter      = "not_after"
-	AuditTokenID       = "token_id"
-	AuditExpires       = "expires"
-	AuditMaxUses       = "max_uses"
-	AuditAllowedSANs   = "allowed_sans"
-	AuditCode          = "code"
-	AuditReason        = "reason"
+	AuditSerial        = logkey.Serial
+	AuditSubject       = logkey.Subject
+	AuditRoles         = logkey.Roles
+	AuditTTL           = logkey.TTL
+	AuditNotAfter      = logkey.NotAfter
+	AuditTokenID       = logkey.TokenID
+	AuditExpires       = logkey.Expires
+	AuditMaxUses       = logkey.MaxUses
+	AuditAllowedSANs   = logkey.AllowedSANs
+	AuditCode          = logkey.RefusalCode
+	AuditReason        = logkey.Reason
 
 	MsgCredentialIssued  = "credential issued"
 	MsgCredentialRefused = "credential refused"

@@ -2,9 +2,9 @@ package rotation
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/x509"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"maps"
@@ -21,6 +21,7 @@ import (
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/client/rotationstate"
 	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/internal/defaults"
 	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/internal/requestid"
 )
@@ -56,17 +57,9 @@ type Server struct {
 
 // NewServer returns a Server.
 func NewServer(cfg ServerConfig) *Server {
-	if cfg.Clock == nil {
-		cfg.Clock = clock.Real()
-	}
-
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-
-	if cfg.Rand == nil {
-		cfg.Rand = rand.Reader
-	}
+	cfg.Clock = defaults.Clock(cfg.Clock)
+	cfg.Logger = defaults.Logger(cfg.Logger)
+	cfg.Rand = defaults.Rand(cfg.Rand)
 
 	return &Server{cfg: cfg}
 }
@@ -77,7 +70,7 @@ func (s *Server) Register(g *grpc.Server) { rotation.RegisterRotationServiceServ
 // Get answers the recorded rotation of a kind.
 func (s *Server) Get(ctx context.Context, req *rotation.GetRequest) (*rotation.GetResponse, error) {
 	if !slices.Contains(rotationstate.Kinds(), req.GetCa()) {
-		return nil, status.Errorf(codes.InvalidArgument, "rotation: ca: %q is not one of %v", req.GetCa(), rotationstate.Kinds())
+		return nil, s.toStatus(badKind(req.GetCa()))
 	}
 
 	store, err := s.cfg.Store()
@@ -163,7 +156,7 @@ func (s *Server) Reissue(ctx context.Context, _ *rotation.ReissueRequest) (*rota
 	if err != nil {
 		s.cfg.Logger.Warn(msgNoReissue, slog.String(logkey.Error, err.Error()))
 
-		return nil, status.Error(codes.Unavailable, err.Error())
+		return nil, s.toStatus(reissueError{err})
 	}
 
 	out := &rotation.Reissued{}
@@ -178,10 +171,31 @@ func (s *Server) Reissue(ctx context.Context, _ *rotation.ReissueRequest) (*rota
 	return &rotation.ReissueResponse{Messages: []*rotation.Reissued{out}}, nil
 }
 
+// badKind is a request naming a CA kind that is not one of
+// rotationstate.Kinds.
+type badKind string
+
+func (k badKind) Error() string {
+	return fmt.Sprintf("rotation: ca: %q is not one of %v", string(k), rotationstate.Kinds())
+}
+
+// reissueError is a failed re-issue, already logged: the node could not
+// reach what issues its certificates now, and the caller may retry.
+type reissueError struct{ error }
+
 // toStatus maps the package's errors to the codes callers see; anything
 // else is answered Internal with a reference to the log line of its cause.
 func (s *Server) toStatus(err error) error {
+	var (
+		kind    badKind
+		reissue reissueError
+	)
+
 	switch {
+	case errors.As(err, &reissue):
+		return status.Error(codes.Unavailable, reissue.Error())
+	case errors.As(err, &kind):
+		return status.Error(codes.InvalidArgument, kind.Error())
 	case errors.Is(err, ErrUnavailable):
 		return status.Error(codes.Unavailable, "machined: the rotation state in etcd is unavailable (no quorum?); nothing recorded")
 	case errors.Is(err, ErrNoEtcd):

@@ -16,12 +16,15 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/aegis-os/aegis/internal/defaults"
-	"github.com/aegis-os/aegis/timesync"
 )
 
-// TimeSource is the node's time service of the current boot.
+// TimeSource is the node's time service of the current boot
+// (timesync.Service, which the node wires in). It is declared here, in
+// plain values, so that this package imports no other component.
 type TimeSource interface {
-	Status() timesync.Status
+	// LastMeasurement is the last valid reply's server and offset, and
+	// when its round ended (zero before any server answered).
+	LastMeasurement() (server string, offset time.Duration, checked time.Time)
 	Servers() []string
 	TrustHostClock() bool
 	Query(ctx context.Context, server string) (*ntp.Response, error)
@@ -71,14 +74,14 @@ func (s *Server) Time(context.Context, *emptypb.Empty) (*timeapi.TimeResponse, e
 		return nil, err
 	}
 
-	st := src.Status()
-	if !src.TrustHostClock() && st.Checked.IsZero() {
+	server, offset, checked := src.LastMeasurement()
+	if !src.TrustHostClock() && checked.IsZero() {
 		return nil, status.Error(codes.Unavailable, "time: no NTP server has answered yet")
 	}
 
 	now := s.cfg.Clock.Now()
 
-	return reply(st.Server, now, now.Add(st.Offset)), nil
+	return reply(server, now, now.Add(offset)), nil
 }
 
 // TimeCheck asks one NTP server now. Only the node's own servers may be

@@ -24,9 +24,14 @@ type fakeSource struct {
 	asked   []string
 }
 
-func (f *fakeSource) Status() timesync.Status { return f.status }
-func (f *fakeSource) Servers() []string       { return f.servers }
-func (f *fakeSource) TrustHostClock() bool    { return len(f.servers) == 0 }
+// The node hands the server its timesync.Service.
+var _ timeapi.TimeSource = (*timesync.Service)(nil)
+
+func (f *fakeSource) LastMeasurement() (string, time.Duration, time.Time) {
+	return f.status.Server, f.status.Offset, f.status.Checked
+}
+func (f *fakeSource) Servers() []string    { return f.servers }
+func (f *fakeSource) TrustHostClock() bool { return len(f.servers) == 0 }
 
 func (f *fakeSource) Query(_ context.Context, server string) (*ntp.Response, error) {
 	f.asked = append(f.asked, server)

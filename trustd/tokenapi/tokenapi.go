@@ -7,7 +7,6 @@ package tokenapi
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -16,12 +15,11 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/aegis-os/aegis/api/tokens"
 	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/internal/defaults"
 	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/sanpolicy"
 	"github.com/aegis-os/aegis/token"
@@ -73,17 +71,9 @@ func New(cfg Config) (*Service, error) {
 		cfg.Retention = DefaultRetention
 	}
 
-	if cfg.Clock == nil {
-		cfg.Clock = clock.Real()
-	}
-
-	if cfg.Rand == nil {
-		cfg.Rand = rand.Reader
-	}
-
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
+	cfg.Clock = defaults.Clock(cfg.Clock)
+	cfg.Rand = defaults.Rand(cfg.Rand)
+	cfg.Logger = defaults.Logger(cfg.Logger)
 
 	return &Service{cfg: cfg}, nil
 }
@@ -95,7 +85,7 @@ func (s *Service) Create(ctx context.Context, req *tokens.CreateRequest) (*token
 
 	rec, err := s.newRecord(req, now)
 	if err != nil {
-		return nil, status.Error(codes.InvalidArgument, err.Error())
+		return nil, s.toStatus(requestError{err})
 	}
 
 	// Pruning keeps ended tokens from filling the store; it failing must
@@ -106,7 +96,7 @@ func (s *Service) Create(ctx context.Context, req *tokens.CreateRequest) (*token
 
 	tok, rec, err := s.store(ctx, rec)
 	if err != nil {
-		return nil, s.storeError(err)
+		return nil, s.toStatus(err)
 	}
 
 	s.cfg.Logger.Info("token created",
@@ -200,7 +190,7 @@ func (s *Service) store(ctx context.Context, rec tokenstore.Record) (token.Token
 func (s *Service) List(ctx context.Context, _ *tokens.ListRequest) (*tokens.ListResponse, error) {
 	recs, err := s.cfg.Store.List(ctx)
 	if err != nil {
-		return nil, s.storeError(err)
+		return nil, s.toStatus(err)
 	}
 
 	list := &tokens.TokenList{Tokens: make([]*tokens.Token, 0, len(recs))}
@@ -216,36 +206,17 @@ func (s *Service) List(ctx context.Context, _ *tokens.ListRequest) (*tokens.List
 func (s *Service) Revoke(ctx context.Context, req *tokens.RevokeRequest) (*tokens.RevokeResponse, error) {
 	id := req.GetId()
 	if !token.ValidID(id) {
-		return nil, status.Error(codes.InvalidArgument, "tokenapi: id is not of the token id form ([a-z0-9]{6})")
+		return nil, s.toStatus(errBadID)
 	}
 
 	rec, err := s.cfg.Store.Revoke(ctx, id, s.cfg.Clock.Now())
 	if err != nil {
-		return nil, s.storeError(err)
+		return nil, s.toStatus(err)
 	}
 
 	s.cfg.Logger.Info("token revoked", slog.String(logkey.TokenID, id))
 
 	return &tokens.RevokeResponse{Messages: []*tokens.Revoked{{Info: toProto(rec)}}}, nil
-}
-
-// storeError maps a store failure to the status the caller sees; the cause
-// of an internal failure is logged here, once, and not sent.
-func (s *Service) storeError(err error) error {
-	switch {
-	case errors.Is(err, tokenstore.ErrNotFound):
-		return status.Error(codes.NotFound, "tokenapi: no such token")
-	case errors.Is(err, tokenstore.ErrFull):
-		return status.Error(codes.ResourceExhausted, err.Error())
-	case errors.Is(err, tokenstore.ErrUnavailable):
-		s.cfg.Logger.Warn("token store unavailable", slog.String(logkey.Error, err.Error()))
-
-		return status.Error(codes.Unavailable, tokenstore.ErrUnavailable.Error())
-	default:
-		s.cfg.Logger.Error("token store failed", slog.String(logkey.Error, err.Error()))
-
-		return status.Error(codes.Internal, "tokenapi: token store failed")
-	}
 }
 
 // toProto describes a record without its secret: the message has no field

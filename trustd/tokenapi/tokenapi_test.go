@@ -15,6 +15,7 @@ import (
 
 	"github.com/aegis-os/aegis/api/tokens"
 	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/internal/testutil"
 	"github.com/aegis-os/aegis/token"
 	"github.com/aegis-os/aegis/trustd/tokenapi"
@@ -263,5 +264,42 @@ func TestNewRefusals(t *testing.T) {
 
 	if _, err := tokenapi.New(tokenapi.Config{Store: tokenstore.NewMemory(0), DefaultTTL: 2 * time.Hour, MaxTTL: time.Hour}); err == nil {
 		t.Fatal("default TTL above max accepted")
+	}
+}
+
+// brokenStore fails every revocation with a cause the caller must not see.
+type brokenStore struct{ *tokenstore.Memory }
+
+func (brokenStore) Revoke(context.Context, string, time.Time) (tokenstore.Record, error) {
+	return tokenstore.Record{}, fmt.Errorf("disk on fire at /var/secret")
+}
+
+func TestInternalAnswerCarriesAReference(t *testing.T) {
+	log := trustdtest.NewRecorder()
+
+	svc, err := tokenapi.New(tokenapi.Config{Store: brokenStore{tokenstore.NewMemory(4)}, Logger: log.Logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	_, err = svc.Revoke(context.Background(), &tokens.RevokeRequest{Id: "abcdef"})
+
+	st := status.Convert(err)
+	if st.Code() != codes.Internal || strings.Contains(st.Message(), "disk") || !strings.HasPrefix(st.Message(), "tokenapi: internal error (ref ") {
+		t.Fatalf("answer = %v, want Internal with a reference only", err)
+	}
+
+	ref := strings.TrimSuffix(strings.TrimPrefix(st.Message(), "tokenapi: internal error (ref "), ")")
+
+	var found int
+
+	for _, r := range log.Records() {
+		if r.String(logkey.RequestID) == ref && strings.Contains(r.String(logkey.Error), "disk on fire") {
+			found++
+		}
+	}
+
+	if found != 1 {
+		t.Fatalf("%d log lines with the reference %q and the cause, want 1: %v", found, ref, log.Records())
 	}
 }

@@ -8,7 +8,6 @@ package tokenauth
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"crypto/subtle"
 	"errors"
 	"fmt"
@@ -17,6 +16,7 @@ import (
 	"sync/atomic"
 
 	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/internal/defaults"
 	"github.com/aegis-os/aegis/sanpolicy"
 	"github.com/aegis-os/aegis/token"
 	"github.com/aegis-os/aegis/trustd"
@@ -77,13 +77,8 @@ func New(cfg Config) (*Authenticator, error) {
 		return nil, errors.New("tokenauth: neither a static token nor a store")
 	}
 
-	if cfg.Clock == nil {
-		cfg.Clock = clock.Real()
-	}
-
-	if cfg.Rand == nil {
-		cfg.Rand = rand.Reader
-	}
+	cfg.Clock = defaults.Clock(cfg.Clock)
+	cfg.Rand = defaults.Rand(cfg.Rand)
 
 	a := &Authenticator{store: cfg.Store, clock: cfg.Clock}
 	a.static.Store(newStaticToken(cfg.Static, cfg.StaticSANs, cfg.Previous))

@@ -23,6 +23,7 @@ import (
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/internal/defaults"
 	"github.com/aegis-os/aegis/internal/wire"
 	"github.com/aegis-os/aegis/timesync"
 	"github.com/aegis-os/aegis/token"
@@ -103,9 +104,7 @@ func Start(tb testing.TB, opts Options) *Env {
 		opts.Store = tokenstore.NewMemory(0)
 	}
 
-	if opts.Clock == nil {
-		opts.Clock = clock.Real()
-	}
+	opts.Clock = defaults.Clock(opts.Clock)
 
 	if opts.RateLimit == (trustd.RateLimit{}) {
 		opts.RateLimit = trustd.RateLimit{Burst: 1 << 20}

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/internal/defaults"
 	"github.com/aegis-os/aegis/trustd"
 )
 
@@ -29,9 +30,7 @@ var _ trustd.Names = (*Names)(nil)
 // NewNames makes a record with the given control planes' names, on clk
 // (nil: the system clock).
 func NewNames(clk clock.Clock, controlPlanes ...string) *Names {
-	if clk == nil {
-		clk = clock.Real()
-	}
+	clk = defaults.Clock(clk)
 
 	return &Names{clock: clk, controlPlanes: controlPlanes, bindings: map[string]trustd.Binding{}}
 }

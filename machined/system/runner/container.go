@@ -95,10 +95,7 @@ func Container(cfg ContainerConfig) Runner {
 	}
 
 	cfg.Clock = defaults.Clock(cfg.Clock)
-
-	if cfg.Log == nil {
-		cfg.Log = io.Discard
-	}
+	cfg.Log = defaults.Output(cfg.Log)
 
 	return &container{cfg: cfg}
 }

@@ -52,10 +52,7 @@ func Process(cfg ProcessConfig) Runner {
 	}
 
 	cfg.Clock = defaults.Clock(cfg.Clock)
-
-	if cfg.Log == nil {
-		cfg.Log = io.Discard
-	}
+	cfg.Log = defaults.Output(cfg.Log)
 
 	if cfg.Env == nil {
 		cfg.Env = []string{}

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/aegis-os/aegis/internal/atomicfile"
+	"github.com/aegis-os/aegis/internal/defaults"
+	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/trustd/tokenstore"
 )
 
@@ -42,7 +44,7 @@ type HandoverConfig struct {
 	// outlives the member's data, so a member reset never brings the local
 	// store back. Required.
 	Marker string
-	// Logger notes the handover. Nil means slog.Default().
+	// Logger notes the handover. Nil discards.
 	Logger *slog.Logger
 }
 
@@ -54,9 +56,7 @@ func NewHandover(cfg HandoverConfig) (*Handover, error) {
 		return nil, errors.New("etcdstore: handover needs a local store, a shared store, a formed check and a marker")
 	}
 
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
+	cfg.Logger = defaults.Logger(cfg.Logger)
 
 	h := &Handover{cfg: cfg}
 	if _, err := os.Stat(cfg.Marker); err == nil {
@@ -131,7 +131,7 @@ func (h *Handover) moveToEtcd(ctx context.Context) error {
 	}
 
 	h.onEtcd = true
-	h.cfg.Logger.Info("token store moved to etcd", slog.Int(logMoved, moved), slog.Int(logLocal, len(records)))
+	h.cfg.Logger.Info("token store moved to etcd", slog.Int(logkey.Moved, moved), slog.Int(logkey.LocalRecords, len(records)))
 
 	return nil
 }

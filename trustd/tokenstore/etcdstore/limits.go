@@ -27,9 +27,3 @@ const (
 	// wait for the next transaction.
 	maxBatchRecords = 32
 )
-
-// Log keys of the etcd token store.
-const (
-	logMoved = "moved"
-	logLocal = "local_records"
-)

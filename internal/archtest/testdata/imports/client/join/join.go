@@ -1,0 +1,3 @@
+package join
+
+import _ "example.com/fixture/comp/x"

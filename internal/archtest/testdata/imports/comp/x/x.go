@@ -1,0 +1,6 @@
+package x
+
+import (
+	_ "example.com/fixture/comp/y"
+	_ "example.com/fixture/low/a"
+)

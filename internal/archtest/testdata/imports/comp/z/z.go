@@ -1,0 +1,3 @@
+package z
+
+import _ "example.com/fixture/comp/y"

@@ -1,0 +1,6 @@
+package b
+
+import (
+	_ "example.com/fixture/comp/x"
+	_ "example.com/fixture/low/a"
+)

@@ -1,0 +1,3 @@
+package logkey
+
+const Peer = "peer"
