@@ -86,6 +86,8 @@ func TestImportsFixture(t *testing.T) {
 		[]string{"comp/x: imports comp/y:", "across components", "comp/x → comp/y"},
 		[]string{"client/join: imports comp/x:", "the client layer may import leaves", "comp/x is in components"},
 		[]string{"stray: belongs to no layer", "new row"},
+		[]string{"docs/architecture.md:", "the named exception names comp/gone, which is no package"},
+		[]string{"docs/architecture.md:", "the narrower rule names old/join, which is no package"},
 	)
 }
 

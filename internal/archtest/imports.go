@@ -151,6 +151,8 @@ func (r *Rules) CheckImports(pkgs map[string][]string) []Violation {
 
 	slices.Sort(names)
 
+	out = append(out, r.stale(names)...)
+
 	for _, pkg := range names {
 		from, ok := r.place(pkg)
 		if !ok {
@@ -162,6 +164,33 @@ func (r *Rules) CheckImports(pkgs map[string][]string) []Violation {
 		for _, imp := range pkgs[pkg] {
 			if msg := r.checkImport(pkg, from, imp); msg != "" {
 				out = append(out, Violation{pkg, "imports " + imp + ": " + msg})
+			}
+		}
+	}
+
+	return out
+}
+
+// stale reports the narrower rules and named exceptions that name no
+// package of the module: a rule about a package that moved would hold
+// nothing and pass for ever.
+func (r *Rules) stale(names []string) []Violation {
+	var out []Violation
+
+	exists := func(pattern string) bool {
+		return slices.ContainsFunc(names, func(pkg string) bool { _, ok := match(pattern, pkg); return ok })
+	}
+
+	for _, n := range r.Narrower {
+		if !exists(n.Pkg) {
+			out = append(out, Violation{fmt.Sprintf("docs/architecture.md:%d", n.Line), "the narrower rule names " + n.Pkg + ", which is no package of the module"})
+		}
+	}
+
+	for _, e := range r.Exceptions {
+		for _, p := range append(slices.Clone(e.From), e.To...) {
+			if !exists(p) {
+				out = append(out, Violation{fmt.Sprintf("docs/architecture.md:%d", e.Line), "the named exception names " + p + ", which is no package of the module"})
 			}
 		}
 	}
