@@ -19,18 +19,10 @@ import (
 	"github.com/aegis-os/aegis/internal/atomicfile"
 	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/machined/machineapi"
-	"github.com/aegis-os/aegis/timesync"
 )
 
 // diffContext is the unchanged lines shown around each change of a diff.
 const diffContext = 3
-
-// trial is a configuration applied in TRY mode: it is rolled back to
-// previous unless a later apply confirms (replaces) it.
-type trial struct {
-	previous *certs.MachineConfig
-	cancel   chan struct{}
-}
 
 // changeSet is what a new config changes, by class.
 type changeSet struct {
@@ -44,15 +36,15 @@ func (c changeSet) needsReboot() bool { return len(c.reboot) > 0 }
 // or in memory, unless the config is valid and the mode allows every
 // changed field.
 func (n *Node) ApplyConfig(ctx context.Context, ch machineapi.ConfigChange) (machineapi.ConfigResult, error) {
-	n.applyMu.Lock()
-	defer n.applyMu.Unlock()
+	n.trials.mu.Lock()
+	defer n.trials.mu.Unlock()
 
 	cfg, err := certs.ParseMachineConfig("the new machine config", ch.Data, n.clock.Now())
 	if err != nil {
 		return machineapi.ConfigResult{}, err
 	}
 
-	cur := n.current()
+	cur := n.config.current()
 
 	if err := cfg.CheckPreviousTokensExpiry("the new machine config", cur, n.clock.Now()); err != nil {
 		return machineapi.ConfigResult{}, err
@@ -258,20 +250,13 @@ func (n *Node) writeConfig(data []byte) error {
 // resource API shows. Fields that need a reboot keep the values of the
 // current boot in what the boot built.
 func (n *Node) applyLive(cfg *certs.MachineConfig, c changeSet) {
-	n.mu.Lock()
-	n.machine = cfg
-
-	var svc *timesync.Service
-	if n.booted != nil {
-		svc = n.booted.time
-	}
-	n.mu.Unlock()
+	svc := n.config.setLive(cfg)
 
 	// The resource API shows the config in effect, never the one booted.
 	n.setMachineConfig(cfg.Marshal())
 
 	accepted := cfg.AcceptedCAs().PEM()
-	if c := n.certController(); c != nil {
+	if c := n.config.certController(); c != nil {
 		accepted = c.acceptedFor(cfg)
 	}
 
@@ -295,76 +280,12 @@ func (n *Node) applyLive(cfg *certs.MachineConfig, c changeSet) {
 	}
 }
 
-// startTrial arms the rollback of a TRY to previous after d. A trial on a
-// trial keeps the first one's previous config: rollback goes back to
-// what was confirmed.
-func (n *Node) startTrial(previous *certs.MachineConfig, d time.Duration) {
-	if n.trial != nil {
-		previous = n.trial.previous
-		close(n.trial.cancel)
-	}
-
-	t := &trial{previous: previous, cancel: make(chan struct{})}
-	n.trial = t
-	timer := n.clock.NewTimer(d)
-
-	go func() {
-		defer timer.Stop()
-
-		select {
-		case <-t.cancel:
-			return
-		case <-timer.C():
-		}
-
-		n.rollback(t)
-	}()
-}
-
-// rollback puts a trial's previous config back in effect, unless the
-// trial has been confirmed or replaced meanwhile.
-func (n *Node) rollback(t *trial) {
-	n.applyMu.Lock()
-	defer n.applyMu.Unlock()
-
-	if n.trial != t {
-		return
-	}
-
-	n.trial = nil
-
-	changes, err := classify(n.current(), t.previous)
-	if err != nil {
-		n.log.Error("rolling back a trial config", slog.String(logkey.Error, err.Error()))
-
-		return
-	}
-
-	plan := n.planEtcd(n.current(), t.previous)
-	n.logSettle(plan.acquire(context.Background()))
-	defer plan.release()
-
-	n.applyLive(t.previous, changes)
-
-	_, err = n.settle(context.Background(), plan)
-	n.logSettle(err)
-	n.log.Info("trial machine config rolled back", slog.String(logkey.ConfigFields, strings.Join(changes.all, ",")))
-}
-
-// endTrial confirms a pending trial: a later apply replaces it.
-func (n *Node) endTrial() {
-	if n.trial != nil {
-		close(n.trial.cancel)
-		n.trial = nil
-	}
-}
-
 // MachineConfig returns the config in effect (machineapi.Configurator).
 func (n *Node) MachineConfig(redact bool) ([]byte, bool, error) {
-	n.applyMu.Lock()
-	defer n.applyMu.Unlock()
+	n.trials.mu.Lock()
+	defer n.trials.mu.Unlock()
 
-	cur := n.current()
+	cur := n.config.current()
 
 	var (
 		data []byte

@@ -37,7 +37,7 @@ type bootState struct {
 	// etcdIssued is closed once this boot has issued etcd's certificates.
 	etcdIssued <-chan struct{}
 	// trustd is a worker's client of the control planes' trustd; guarded
-	// by Node.mu, since a reset reads it from outside the boot.
+	// by configState.mu, since a reset reads it from outside the boot.
 	trustd *trustdclient.Client
 }
 
@@ -62,10 +62,7 @@ func (n *Node) boot(ctx context.Context, actor string, bg *sync.WaitGroup) {
 	n.machineStatus(machine.MachineStatusEvent_BOOTING, actor)
 
 	b := &bootState{}
-
-	n.mu.Lock()
-	n.booted = b
-	n.mu.Unlock()
+	n.config.startBoot(b)
 
 	for _, p := range []phase{
 		{"config", n.phaseConfig},
@@ -102,7 +99,7 @@ func (n *Node) boot(ctx context.Context, actor string, bg *sync.WaitGroup) {
 // phaseConfig loads the machine config (again after a reboot: it may have
 // been edited) and publishes what it says about the node.
 func (n *Node) phaseConfig(_ context.Context, b *bootState, _ *sync.WaitGroup) error {
-	cfg := n.current()
+	cfg := n.config.current()
 
 	if n.services.Loaded() {
 		reloaded, err := certs.LoadMachineConfig(n.cfg.ConfigPath, n.clock.Now())
@@ -115,10 +112,7 @@ func (n *Node) phaseConfig(_ context.Context, b *bootState, _ *sync.WaitGroup) e
 		}
 
 		cfg = reloaded
-
-		n.mu.Lock()
-		n.machine = cfg
-		n.mu.Unlock()
+		n.config.set(cfg)
 	}
 
 	addrs, err := addresses(cfg)
@@ -158,10 +152,7 @@ func (n *Node) phaseTime(ctx context.Context, b *bootState, bg *sync.WaitGroup) 
 		return err
 	}
 
-	n.mu.Lock() // ApplyConfig reaches the time service through the boot
-	b.time = svc
-	n.timeSvc = svc
-	n.mu.Unlock()
+	n.config.setTime(b, svc)
 	// Before anything starts: a reboot must not leave the last boot's
 	// "synced" in trustd's view.
 	n.publishTime(svc)
@@ -212,14 +203,12 @@ func (n *Node) publishTime(svc *timesync.Service) {
 // obtains the others and renews them all.
 func (n *Node) phaseCertificates(ctx context.Context, b *bootState, bg *sync.WaitGroup) error {
 	certs := &certController{
-		cfg: b.cfg, current: n.current, store: n.store, layout: n.layout, hostname: b.hostname, addresses: b.addresses,
+		cfg: b.cfg, current: n.config.current, store: n.store, layout: n.layout, hostname: b.hostname, addresses: b.addresses,
 		hosts: ca.ServerHosts(b.hostname, b.addresses, b.cfg.Machine.CertSANs), ttl: n.cfg.NodeCertTTL,
 		clock: n.clock, log: n.log,
 	}
 
-	n.mu.Lock() // a re-issue and ApplyConfig reach the controller through the boot
-	b.certs = certs
-	n.mu.Unlock()
+	n.config.setCertController(b, certs)
 
 	b.certs.loadHeld()
 
@@ -284,11 +273,7 @@ func (n *Node) phaseServices(ctx context.Context, b *bootState, bg *sync.WaitGro
 	// present; a worker is a listed member by the time it is ready. A
 	// connection to trustd that failed before, for want of it, is tried
 	// again at once.
-	n.mu.Lock()
-	tc := b.trustd
-	n.mu.Unlock()
-
-	if tc != nil {
+	if tc := n.config.trustd(b); tc != nil {
 		tc.Retry()
 	}
 
@@ -355,7 +340,7 @@ func (n *Node) serviceDefinitions(b *bootState) []system.Service {
 			"--log-level", daemonflag.LevelName(n.cfg.LogLevel),
 		},
 		moreArgs: func() []string {
-			cfg := n.bootConfig()
+			cfg := n.config.bootConfig()
 
 			return append(metricsArgs(cfg, "apid"), nodeNameArgs(cfg)...)
 		},
@@ -379,9 +364,9 @@ func (n *Node) serviceDefinitions(b *bootState) []system.Service {
 				"--node-socket", n.layout.TrustdResources(), "--state", n.cfg.State, "--listen", trustdAddr,
 				"--cert-ttl", n.cfg.NodeCertTTL.String(), "--log-level", daemonflag.LevelName(n.cfg.LogLevel),
 			},
-			moreArgs: func() []string { return metricsArgs(n.bootConfig(), "trustd") },
+			moreArgs: func() []string { return metricsArgs(n.config.bootConfig(), "trustd") },
 			check: grpcHealthCheck(net.JoinHostPort(probeHost, strconv.Itoa(wire.TrustdPort)), probeHost,
-				func() *x509.CertPool { return n.current().AcceptedCAs().Pool() }),
+				func() *x509.CertPool { return n.config.current().AcceptedCAs().Pool() }),
 			condition: certsPresent{store: n.store},
 		}
 		svcs = append(svcs, trustd)
@@ -391,11 +376,7 @@ func (n *Node) serviceDefinitions(b *bootState) []system.Service {
 		}
 	}
 
-	n.mu.Lock()
-	e := n.etcd
-	n.mu.Unlock()
-
-	if e != nil {
+	if e := n.etcd.member(); e != nil {
 		svcs = append(svcs, etcdService{Service: e.Service(), n: n})
 	}
 

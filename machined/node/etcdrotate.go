@@ -40,10 +40,7 @@ type etcdPlan struct {
 // planEtcd decides what cfg changes of the node's etcd; nothing on a node
 // that runs none.
 func (n *Node) planEtcd(cur, cfg *certs.MachineConfig) etcdPlan {
-	n.mu.Lock()
-	e, loaded := n.etcd, n.etcdLoaded
-	n.mu.Unlock()
-
+	e, loaded := n.etcd.memberAndLoaded()
 	if e == nil || cfg.EtcdCA() == nil {
 		return etcdPlan{}
 	}
@@ -138,10 +135,7 @@ func (n *Node) settle(ctx context.Context, p etcdPlan) (string, error) {
 // etcdTrustLoaded records the trusted CAs the member loaded at its start,
 // nil at its end (etcd.Config.OnTrust), for the certificate resources.
 func (n *Node) etcdTrustLoaded(trustedPEM []byte) {
-	n.mu.Lock()
-	n.etcdLoaded = trustedPEM
-	n.mu.Unlock()
-
+	n.etcd.setLoaded(trustedPEM)
 	n.refreshCertificates()
 }
 
@@ -149,13 +143,9 @@ func (n *Node) etcdTrustLoaded(trustedPEM []byte) {
 // certificate resource each ("etcd-trusted-" and the first 16 hex digits
 // of its fingerprint): what a rotation checks on each control plane.
 func (n *Node) etcdTrustedResources() []resourceapi.Certificate {
-	n.mu.Lock()
-	loaded := n.etcdLoaded
-	n.mu.Unlock()
-
 	var out []resourceapi.Certificate
 
-	for _, c := range parseCerts(loaded) {
+	for _, c := range parseCerts(n.etcd.loadedPEM()) {
 		sum := sha256.Sum256(c.Raw)
 		out = append(out, resourceapi.Certificate{
 			ID: "etcd-trusted-" + hex.EncodeToString(sum[:8]), Kind: resourcetypes.CertKindEtcdTrustedCA,

@@ -46,7 +46,7 @@ func (n *Node) startMembership(ctx context.Context, b *bootState, bg *sync.WaitG
 		membership.Until(ctx, n.clock, n.cfg.HeartbeatInterval, n.log, func(ctx context.Context) error {
 			defer answered()
 
-			return n.unlessLeaving(beat)(ctx)
+			return n.beats.unlessLeaving(ctx, beat)
 		})
 	})
 
@@ -68,19 +68,32 @@ func (n *Node) startMembership(ctx context.Context, b *bootState, bg *sync.WaitG
 // timeout) must not hold the boot for longer than this.
 const firstHeartbeatWait = 5 * time.Second
 
-// unlessLeaving skips the heartbeats of a node that a reset takes out of
+// heartbeatGate orders the membership heartbeats and a reset's leaving:
+// once leaving is set, no heartbeat writes the node's entry again.
+type heartbeatGate struct {
+	mu      sync.Mutex
+	leaving bool
+}
+
+// unlessLeaving sends a heartbeat, unless a reset takes the node out of
 // the cluster, so that none writes its entry back after it was removed.
-func (n *Node) unlessLeaving(beat func(context.Context) error) func(context.Context) error {
-	return func(ctx context.Context) error {
-		n.beatMu.Lock()
-		defer n.beatMu.Unlock()
+func (g *heartbeatGate) unlessLeaving(ctx context.Context, beat func(context.Context) error) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
 
-		if n.leaving {
-			return nil
-		}
-
-		return beat(ctx)
+	if g.leaving {
+		return nil
 	}
+
+	return beat(ctx)
+}
+
+// setLeaving stops the heartbeats (a reset leaves) or lets them go on (it
+// was abandoned); it waits for a heartbeat under way.
+func (g *heartbeatGate) setLeaving(leaving bool) {
+	g.mu.Lock()
+	g.leaving = leaving
+	g.mu.Unlock()
 }
 
 // ownEntry is the node's entry as of now.
@@ -172,14 +185,12 @@ func (n *Node) workerBeat(b *bootState) func(context.Context) error {
 // certificate, for its heartbeats and its leaving, through the client its
 // revocation poller uses.
 func (n *Node) workerSender(b *bootState) membership.Sender {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-
-	if b.trustd == nil {
+	tc := n.config.trustd(b)
+	if tc == nil {
 		return membership.Sender{} // its calls say why
 	}
 
-	return membership.Sender{Trustd: b.trustd}
+	return membership.Sender{Trustd: tc}
 }
 
 // serverCertificate is the node's current server certificate, which a
@@ -202,7 +213,7 @@ func (n *Node) acceptedCAs() *ca.AcceptedSet {
 
 	set, err := ca.ParseAcceptedSet(res.GetAcceptedCas(), n.clock.Now())
 	if err != nil {
-		return n.current().AcceptedCAs()
+		return n.config.current().AcceptedCAs()
 	}
 
 	return set

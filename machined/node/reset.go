@@ -32,14 +32,11 @@ type resetRequest struct {
 // etcd would break quorum: the only voter, or one whose other voters do
 // not answer. A reset that is not graceful does not leave etcd.
 func (n *Node) CheckReset(ctx context.Context, graceful bool) error {
-	if !graceful || !n.current().Machine.Type.IsControlPlane() {
+	if !graceful || !n.config.current().Machine.Type.IsControlPlane() {
 		return nil
 	}
 
-	n.mu.Lock()
-	e := n.etcd
-	n.mu.Unlock()
-
+	e := n.etcd.member()
 	if e == nil {
 		return nil // no member yet: nothing to leave
 	}
@@ -69,17 +66,15 @@ func (n *Node) leave(ctx context.Context, req lifecycleRequest) bool {
 	n.machineStatus(machine.MachineStatusEvent_RESETTING, req.actor)
 	n.bus.Publish(&machine.SequenceEvent{Sequence: "reset", Action: machine.SequenceEvent_START}, req.actor)
 
-	n.beatMu.Lock()
-	n.leaving = true
-	n.beatMu.Unlock()
+	n.beats.setLeaving(true)
 
-	if b := n.currentBoot(); b != nil && len(b.addresses) > 0 {
+	if b := n.config.boot(); b != nil && len(b.addresses) > 0 {
 		if err := n.removeOwnEntry(ctx, b); err != nil {
 			n.log.Warn("reset: removing the member entry failed; it ages out", slog.String(logkey.Error, err.Error()))
 		}
 	}
 
-	if !n.current().Machine.Type.IsControlPlane() {
+	if !n.config.current().Machine.Type.IsControlPlane() {
 		return true
 	}
 
@@ -87,10 +82,7 @@ func (n *Node) leave(ctx context.Context, req lifecycleRequest) bool {
 		return true
 	}
 
-	n.mu.Lock()
-	e := n.etcd
-	n.mu.Unlock()
-
+	e := n.etcd.member()
 	if e == nil {
 		return true
 	}
@@ -100,9 +92,7 @@ func (n *Node) leave(ctx context.Context, req lifecycleRequest) bool {
 		n.bus.Publish(&machine.SequenceEvent{Sequence: "reset", Action: machine.SequenceEvent_STOP,
 			Error: &common.Error{Code: common.Code_FATAL, Message: "leaving etcd: " + err.Error()}}, req.actor)
 
-		n.beatMu.Lock()
-		n.leaving = false
-		n.beatMu.Unlock()
+		n.beats.setLeaving(false)
 
 		return false
 	}

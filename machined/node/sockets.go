@@ -63,7 +63,7 @@ func (n *Node) listen() (*sockets, error) {
 	}
 
 	api := newAPIServer(n.log, admission, calls.ServerOptions()...)
-	healthpb.RegisterHealthServer(api, n.health)
+	healthpb.RegisterHealthServer(api, n.status.health)
 
 	machineAPI := machineapi.New(machineapi.Config{
 		Hostname: func() string { res, _ := n.store.Current(); return res.GetHostname() },
@@ -74,7 +74,7 @@ func (n *Node) listen() (*sockets, error) {
 	machineAPI.Register(api)
 	machineAPI.ConfigService().Register(api)
 	resourceapi.NewServer(n.res).Register(api)
-	timeapi.New(timeapi.Config{Source: n.timeSource, Clock: n.clock}).Register(api)
+	timeapi.New(timeapi.Config{Source: n.config.timeSource, Clock: n.clock}).Register(api)
 	tokens.RegisterTokenServiceServer(api, tokenProxy)
 	certapi.New(certapi.Config{Authority: clientIssuer{n}, Revoked: n.isRevoked, Lineage: renewals{n}, Logger: n.log}).Register(api)
 	revocation.NewServer(revocation.ServerConfig{
