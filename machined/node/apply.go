@@ -31,6 +31,22 @@ type changeSet struct {
 
 func (c changeSet) needsReboot() bool { return len(c.reboot) > 0 }
 
+// applying is one ApplyConfig call once its config is checked: what it
+// changes and how.
+type applying struct {
+	ch       machineapi.ConfigChange
+	cur, cfg *certs.MachineConfig
+	changes  changeSet
+	mode     machine.ApplyConfigurationRequest_Mode
+	etcd     etcdPlan
+	details  string
+}
+
+// live reports whether the config takes effect without a reboot.
+func (a *applying) live() bool {
+	return a.mode == machine.ApplyConfigurationRequest_NO_REBOOT || a.mode == machine.ApplyConfigurationRequest_TRY
+}
+
 // ApplyConfig validates a whole machine config and applies it as the
 // change's mode asks (machineapi.Configurator). Nothing changes, on disk
 // or in memory, unless the config is valid and the mode allows every
@@ -39,75 +55,92 @@ func (n *Node) ApplyConfig(ctx context.Context, ch machineapi.ConfigChange) (mac
 	n.trials.mu.Lock()
 	defer n.trials.mu.Unlock()
 
-	cfg, err := certs.ParseMachineConfig("the new machine config", ch.Data, n.clock.Now())
+	a, err := n.checkApply(ch)
 	if err != nil {
 		return machineapi.ConfigResult{}, err
 	}
 
-	cur := n.config.current()
-
-	if err := cfg.CheckPreviousTokensExpiry("the new machine config", cur, n.clock.Now()); err != nil {
-		return machineapi.ConfigResult{}, err
-	}
-
-	changes, err := classify(cur, cfg)
-	if err != nil {
-		return machineapi.ConfigResult{}, err
-	}
-
-	mode, err := chooseMode(ch.Mode, changes)
-	if err != nil {
-		return machineapi.ConfigResult{}, err
-	}
-
-	live := mode == machine.ApplyConfigurationRequest_NO_REBOOT || mode == machine.ApplyConfigurationRequest_TRY
-
-	var plan etcdPlan
-	if live {
-		plan = n.planEtcd(cur, cfg)
-	}
-
-	details := describe(mode, changes, ch.TryTimeout) + plan.describe() + configDiff(cur, cfg)
 	if ch.DryRun {
-		return machineapi.ConfigResult{Mode: mode, Details: "Dry run summary:\n" + details}, nil
+		return machineapi.ConfigResult{Mode: a.mode, Details: "Dry run summary:\n" + a.details}, nil
 	}
 
-	if err := plan.acquire(ctx); err != nil {
+	if err := a.etcd.acquire(ctx); err != nil {
 		return machineapi.ConfigResult{}, err
 	}
-	defer plan.release()
+	defer a.etcd.release()
 
-	if mode != machine.ApplyConfigurationRequest_TRY {
-		n.endTrial()
-
-		if err := n.writeConfig(ch.Data); err != nil {
-			return machineapi.ConfigResult{}, err
-		}
+	if err := n.putInEffect(a); err != nil {
+		return machineapi.ConfigResult{}, err
 	}
 
-	switch mode {
-	case machine.ApplyConfigurationRequest_NO_REBOOT:
-		n.applyLive(cfg, changes)
-	case machine.ApplyConfigurationRequest_TRY:
-		n.startTrial(cur, ch.TryTimeout)
-		n.applyLive(cfg, changes)
-	case machine.ApplyConfigurationRequest_REBOOT:
-		n.Reboot("")
-	}
-
-	if live {
-		restarted, err := n.settle(ctx, plan)
+	if a.live() {
+		restarted, err := n.settle(ctx, a.etcd)
 		if err != nil {
 			return machineapi.ConfigResult{}, err
 		}
 
-		details = restarted + details
+		a.details = restarted + a.details
 	}
 
-	n.log.Info("machine config applied", slog.String(logkey.ApplyMode, mode.String()),
-		slog.String(logkey.ConfigFields, strings.Join(changes.all, ",")))
+	n.log.Info("machine config applied", slog.String(logkey.ApplyMode, a.mode.String()),
+		slog.String(logkey.ConfigFields, strings.Join(a.changes.all, ",")))
 
-	return machineapi.ConfigResult{Mode: mode, Details: details}, nil
+	return machineapi.ConfigResult{Mode: a.mode, Details: a.details}, nil
+}
+
+// checkApply parses and checks the new config against the one in effect,
+// and decides the mode and what happens to etcd; it changes nothing.
+func (n *Node) checkApply(ch machineapi.ConfigChange) (*applying, error) {
+	cfg, err := certs.ParseMachineConfig("the new machine config", ch.Data, n.clock.Now())
+	if err != nil {
+		return nil, err
+	}
+
+	a := &applying{ch: ch, cur: n.config.current(), cfg: cfg}
+
+	if err := cfg.CheckPreviousTokensExpiry("the new machine config", a.cur, n.clock.Now()); err != nil {
+		return nil, err
+	}
+
+	if a.changes, err = classify(a.cur, cfg); err != nil {
+		return nil, err
+	}
+
+	if a.mode, err = chooseMode(ch.Mode, a.changes); err != nil {
+		return nil, err
+	}
+
+	if a.live() {
+		a.etcd = n.etcd.plan(a.cur, cfg)
+	}
+
+	a.details = describe(a.mode, a.changes, ch.TryTimeout) + a.etcd.describe() + configDiff(a.cur, cfg)
+
+	return a, nil
+}
+
+// putInEffect writes the config file (but for a TRY) and puts the config
+// in effect as its mode asks: live, on trial, or at a reboot.
+func (n *Node) putInEffect(a *applying) error {
+	if a.mode != machine.ApplyConfigurationRequest_TRY {
+		n.endTrial()
+
+		if err := n.writeConfig(a.ch.Data); err != nil {
+			return err
+		}
+	}
+
+	switch a.mode {
+	case machine.ApplyConfigurationRequest_NO_REBOOT:
+		n.applyLive(a.cfg, a.changes)
+	case machine.ApplyConfigurationRequest_TRY:
+		n.startTrial(a.cur, a.ch.TryTimeout)
+		n.applyLive(a.cfg, a.changes)
+	case machine.ApplyConfigurationRequest_REBOOT:
+		n.Reboot("")
+	}
+
+	return nil
 }
 
 // classify sorts the changed fields. A change of machine.type within the

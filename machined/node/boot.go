@@ -277,7 +277,7 @@ func (n *Node) phaseServices(ctx context.Context, b *bootState, bg *sync.WaitGro
 		tc.Retry()
 	}
 
-	n.startMembership(ctx, b, bg)
+	n.beats.start(ctx, b, bg)
 
 	return ctx.Err()
 }

@@ -75,7 +75,7 @@ func (n *Node) refreshCertificates() {
 		list = append(list, resourceapi.Certificate{ID: "etcd-ca", Kind: resourcetypes.CertKindEtcdCA, PEM: etcdCA.CertPEM})
 	}
 
-	list = append(list, n.etcdTrustedResources()...)
+	list = append(list, n.etcd.trustedResources()...)
 
 	list = append(list, n.etcd.issuedResources()...)
 

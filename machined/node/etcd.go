@@ -188,11 +188,11 @@ func (c etcdReady) Wait(ctx context.Context) error {
 	}
 }
 
-// etcdClient is the client of the node's etcd for a store of the cluster's
+// client is the client of the node's etcd for a store of the cluster's
 // state: noEtcd when the node runs no etcd, unavailable (wrapping the
 // cause) when its client cannot be had.
-func (n *Node) etcdClient(noEtcd, unavailable error) (*clientv3.Client, error) {
-	e := n.etcd.member()
+func (s *etcdState) client(noEtcd, unavailable error) (*clientv3.Client, error) {
+	e := s.member()
 	if e == nil {
 		return nil, noEtcd
 	}

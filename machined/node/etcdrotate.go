@@ -37,10 +37,10 @@ type etcdPlan struct {
 	slot    *etcd.RestartSlot
 }
 
-// planEtcd decides what cfg changes of the node's etcd; nothing on a node
+// plan decides what cfg changes of the node's etcd; nothing on a node
 // that runs none.
-func (n *Node) planEtcd(cur, cfg *certs.MachineConfig) etcdPlan {
-	e, loaded := n.etcd.memberAndLoaded()
+func (s *etcdState) plan(cur, cfg *certs.MachineConfig) etcdPlan {
+	e, loaded := s.memberAndLoaded()
 	if e == nil || cfg.EtcdCA() == nil {
 		return etcdPlan{}
 	}
@@ -139,13 +139,13 @@ func (n *Node) etcdTrustLoaded(trustedPEM []byte) {
 	n.refreshCertificates()
 }
 
-// etcdTrustedResources are the CAs the running member loaded, one
+// trustedResources are the CAs the running member loaded, one
 // certificate resource each ("etcd-trusted-" and the first 16 hex digits
 // of its fingerprint): what a rotation checks on each control plane.
-func (n *Node) etcdTrustedResources() []resourceapi.Certificate {
+func (s *etcdState) trustedResources() []resourceapi.Certificate {
 	var out []resourceapi.Certificate
 
-	for _, c := range parseCerts(n.etcd.loadedPEM()) {
+	for _, c := range parseCerts(s.loadedPEM()) {
 		sum := sha256.Sum256(c.Raw)
 		out = append(out, resourceapi.Certificate{
 			ID: "etcd-trusted-" + hex.EncodeToString(sum[:8]), Kind: resourcetypes.CertKindEtcdTrustedCA,

@@ -82,7 +82,7 @@ type Config struct {
 // Node runs one node until it is shut down. Each concern owns its state
 // and its lock: the config in effect and the current boot (config), the
 // machine status (status), the node's etcd (etcd), the heartbeats' gate
-// (beats) and the pending TRY config (trials). Locks are taken in this
+// (beats, which also keep the member entry) and the pending TRY config (trials). Locks are taken in this
 // order: trials.mu (held through an apply or a rollback), beats.mu (held
 // through a heartbeat), certsMu and status.mu (each held through one
 // resource update), then config.mu and etcd.mu, held only to read or set
@@ -99,7 +99,7 @@ type Node struct {
 	config   configState
 	status   machineState
 	etcd     etcdState
-	beats    heartbeatGate
+	beats    heartbeats
 	trials   trials
 	requests chan lifecycleRequest
 	// certsMu makes the certificate resources' updates one at a time,
@@ -119,28 +119,10 @@ type deps struct {
 
 // New prepares a node; Run starts it.
 func New(cfg Config) (*Node, error) {
-	if cfg.Machine == nil || cfg.State == "" || cfg.BinDir == "" {
-		return nil, errors.New("node: config needs the machine config, the state directory and the binaries' directory")
+	cfg, err := withDefaults(cfg)
+	if err != nil {
+		return nil, err
 	}
-
-	if cfg.NodeCertTTL == 0 {
-		cfg.NodeCertTTL = NodeCertTTL
-	}
-
-	if cfg.NodeCertTTL < trustd.MinCertTTL || cfg.NodeCertTTL > trustd.MaxCertTTL {
-		return nil, fmt.Errorf("node: certificate lifetime %s outside [%s, %s]", cfg.NodeCertTTL, trustd.MinCertTTL, trustd.MaxCertTTL)
-	}
-
-	if cfg.HeartbeatInterval == 0 {
-		cfg.HeartbeatInterval = membership.DefaultInterval
-	}
-
-	if cfg.HeartbeatInterval < membership.MinInterval || cfg.HeartbeatInterval > membership.MaxInterval {
-		return nil, fmt.Errorf("node: heartbeat interval %s outside [%s, %s]", cfg.HeartbeatInterval, membership.MinInterval, membership.MaxInterval)
-	}
-
-	cfg.Clock = defaults.Clock(cfg.Clock)
-	cfg.Logger = defaults.Logger(cfg.Logger)
 
 	res, err := resourceapi.New()
 	if err != nil {
@@ -158,6 +140,7 @@ func New(cfg Config) (*Node, error) {
 		config: configState{machine: cfg.Machine}, status: newMachineState(d),
 		trials: newTrials(), requests: make(chan lifecycleRequest, 1),
 	}
+	n.beats = heartbeats{deps: d, interval: cfg.HeartbeatInterval, etcd: &n.etcd, config: &n.config}
 
 	if n.revoked, err = revocation.OpenList(revocation.ListConfig{Path: n.layout.RevocationList(), Clock: cfg.Clock}); err != nil {
 		return nil, err
@@ -171,19 +154,57 @@ func New(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("node: %w", err)
 	}
 
+	if err := n.openServices(); err != nil {
+		return nil, err
+	}
+
+	return n, nil
+}
+
+// withDefaults checks cfg and fills in its defaults.
+func withDefaults(cfg Config) (Config, error) {
+	if cfg.Machine == nil || cfg.State == "" || cfg.BinDir == "" {
+		return cfg, errors.New("node: config needs the machine config, the state directory and the binaries' directory")
+	}
+
+	if cfg.NodeCertTTL == 0 {
+		cfg.NodeCertTTL = NodeCertTTL
+	}
+
+	if cfg.NodeCertTTL < trustd.MinCertTTL || cfg.NodeCertTTL > trustd.MaxCertTTL {
+		return cfg, fmt.Errorf("node: certificate lifetime %s outside [%s, %s]", cfg.NodeCertTTL, trustd.MinCertTTL, trustd.MaxCertTTL)
+	}
+
+	if cfg.HeartbeatInterval == 0 {
+		cfg.HeartbeatInterval = membership.DefaultInterval
+	}
+
+	if cfg.HeartbeatInterval < membership.MinInterval || cfg.HeartbeatInterval > membership.MaxInterval {
+		return cfg, fmt.Errorf("node: heartbeat interval %s outside [%s, %s]", cfg.HeartbeatInterval, membership.MinInterval, membership.MaxInterval)
+	}
+
 	if cfg.ImageDir == "" {
 		cfg.ImageDir = defaultImageDir(cfg.BinDir)
 	}
 
+	cfg.Clock = defaults.Clock(cfg.Clock)
+	cfg.Logger = defaults.Logger(cfg.Logger)
+
+	return cfg, nil
+}
+
+// openServices opens the services' logs and, for a node whose config asks
+// for containers, prepares its containerd.
+func (n *Node) openServices() error {
 	ids := []string{"apid", "trustd"}
-	if cfg.Machine.Machine.Type.IsControlPlane() {
+	if n.cfg.Machine.Machine.Type.IsControlPlane() {
 		ids = append(ids, etcd.ServiceID)
 	}
 
-	if cfg.Machine.Machine.Runtime.Containerd() {
-		rt, err := newContainerRuntime(cfg.State, cfg.ImageDir)
+	if n.cfg.Machine.Machine.Runtime.Containerd() {
+		rt, err := newContainerRuntime(n.cfg.State, n.cfg.ImageDir)
 		if err != nil {
-			return nil, err
+			return err
 		}
 
 		n.ctr = rt
@@ -193,13 +214,13 @@ func New(cfg Config) (*Node, error) {
 	for _, id := range ids {
 		l, err := logs.Open(n.layout.ServiceLog(id), MaxServiceLog)
 		if err != nil {
-			return nil, err
+			return err
 		}
 
 		n.logs[id] = l
 	}
 
-	return n, nil
+	return nil
 }
 
 // ServiceLog finds the log of a service, or of machined itself.

@@ -14,7 +14,6 @@ import (
 
 	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/machined/etcd"
-	"github.com/aegis-os/aegis/machined/membership"
 )
 
 // ErrRebootAfterReset is what Run returns when a reset asked for a reboot:
@@ -69,7 +68,7 @@ func (n *Node) leave(ctx context.Context, req lifecycleRequest) bool {
 	n.beats.setLeaving(true)
 
 	if b := n.config.boot(); b != nil && len(b.addresses) > 0 {
-		if err := n.removeOwnEntry(ctx, b); err != nil {
+		if err := n.beats.removeOwnEntry(ctx, b); err != nil {
 			n.log.Warn("reset: removing the member entry failed; it ages out", slog.String(logkey.Error, err.Error()))
 		}
 	}
@@ -98,27 +97,6 @@ func (n *Node) leave(ctx context.Context, req lifecycleRequest) bool {
 	}
 
 	return true
-}
-
-// removeOwnEntry deletes the node's own member entry: a control plane's
-// through its etcd, a worker's through a control plane's trustd, as its
-// heartbeats go.
-func (n *Node) removeOwnEntry(ctx context.Context, b *bootState) error {
-	addrs := canonicalAddresses(b.addresses)
-	if len(addrs) == 0 {
-		return errors.New("node: no address to leave the member list with")
-	}
-
-	if !b.cfg.Machine.Type.IsControlPlane() {
-		return n.workerSender(b).Leave(ctx, addrs[0])
-	}
-
-	store, err := n.memberStore()
-	if err != nil {
-		return err
-	}
-
-	return store.Delete(ctx, addrs[0], membership.RoleControlPlane)
 }
 
 // wipe removes everything in the state directory, the EPHEMERAL part of a

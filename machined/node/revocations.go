@@ -135,7 +135,7 @@ func (n *Node) followEtcdRevocations(ctx context.Context) {
 
 // revocationStore is the list in the node's etcd, or revocation.ErrNoEtcd.
 func (n *Node) revocationStore() (*revocation.Store, error) {
-	cli, err := n.etcdClient(revocation.ErrNoEtcd, revocation.ErrUnavailable)
+	cli, err := n.etcd.client(revocation.ErrNoEtcd, revocation.ErrUnavailable)
 	if err != nil {
 		return nil, err
 	}

@@ -10,7 +10,7 @@ import (
 // rotationStore is the CA rotation state in the node's etcd, or
 // rotation.ErrNoEtcd.
 func (n *Node) rotationStore() (*rotation.Store, error) {
-	cli, err := n.etcdClient(rotation.ErrNoEtcd, rotation.ErrUnavailable)
+	cli, err := n.etcd.client(rotation.ErrNoEtcd, rotation.ErrUnavailable)
 	if err != nil {
 		return nil, err
 	}

@@ -123,7 +123,7 @@ func (n *Node) rollback(ctx context.Context, t *trial) {
 		return
 	}
 
-	plan := n.planEtcd(n.config.current(), t.previous)
+	plan := n.etcd.plan(n.config.current(), t.previous)
 	n.logSettle(plan.acquire(ctx))
 	defer plan.release()
 
