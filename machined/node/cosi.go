@@ -47,7 +47,7 @@ func (n *Node) followStore(ctx context.Context) {
 		res, changed := n.store.Current()
 
 		n.resourceErr("identity", n.res.SetIdentity(res.GetHostname(), res.GetAddresses()))
-		n.refreshCertificates()
+		n.certRes.refresh()
 
 		select {
 		case <-changed:
@@ -55,37 +55,6 @@ func (n *Node) followStore(ctx context.Context) {
 			return
 		}
 	}
-}
-
-// refreshCertificates sets the certificate resources from the resources
-// store (the node's API certificates, the OS CA, the accepted CAs) and, on
-// a control plane, the etcd CA and etcd's certificates as last issued.
-func (n *Node) refreshCertificates() {
-	n.certsMu.Lock()
-	defer n.certsMu.Unlock()
-
-	res, _ := n.store.Current()
-	list := []resourceapi.Certificate{
-		{ID: "server", Kind: resourcetypes.CertKindServer, PEM: res.GetServer().GetCrt()},
-		{ID: "impersonator", Kind: resourcetypes.CertKindImpersonator, PEM: res.GetImpersonator().GetCrt()},
-		{ID: "os-ca", Kind: resourcetypes.CertKindOSCA, PEM: res.GetOsCa().GetCrt()},
-	}
-
-	if etcdCA := n.config.current().EtcdCA(); etcdCA != nil {
-		list = append(list, resourceapi.Certificate{ID: "etcd-ca", Kind: resourcetypes.CertKindEtcdCA, PEM: etcdCA.CertPEM})
-	}
-
-	list = append(list, n.etcd.trustedResources()...)
-
-	list = append(list, n.etcd.issuedResources()...)
-
-	n.resourceErr("certificates", n.res.SetCertificates(list, res.GetAcceptedCas()))
-}
-
-// etcdIssued records a certificate etcd was issued (etcd.Config.OnIssue).
-func (n *Node) etcdIssued(name string, certPEM []byte) {
-	n.etcd.recordIssued(name, certPEM)
-	n.refreshCertificates()
 }
 
 // followServices sets the Services resources at every change of a

@@ -88,7 +88,7 @@ func TestMachineStatusResourceFollowsServices(t *testing.T) {
 		t.Fatalf("apid's service resource never showed it stopped: %v", err)
 	}
 
-	h.n.refreshCertificates()
+	h.n.certRes.refresh()
 
 	certs, err := safe.StateListAll[*resourcetypes.CertificateStatus](h.ctx, state.WrapCore(h.n.res.Reader()))
 	if err != nil || certs.Len() < 3 {

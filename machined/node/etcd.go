@@ -63,7 +63,7 @@ func (n *Node) newEtcd(b *bootState) (*etcd.Etcd, error) {
 		CA: b.cfg.EtcdCA(), Accepted: b.cfg.EtcdTrustedCAs()[1:],
 		Hosts:   ca.ServerHosts(b.hostname, b.addresses, b.cfg.Machine.CertSANs),
 		CertTTL: n.cfg.NodeCertTTL, ClusterToken: b.cfg.Cluster.Name, Logger: n.log, Clock: n.clock,
-		OnIssue: n.etcdIssued, OnTrust: n.etcdTrustLoaded,
+		OnIssue: n.certRes.etcdIssued, OnTrust: n.certRes.etcdTrustLoaded,
 	}
 
 	var spec *containerSpec

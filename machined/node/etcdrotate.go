@@ -132,13 +132,6 @@ func (n *Node) settle(ctx context.Context, p etcdPlan) (string, error) {
 		rep.Waited.Round(1e6), rep.Down.Round(1e6)), nil
 }
 
-// etcdTrustLoaded records the trusted CAs the member loaded at its start,
-// nil at its end (etcd.Config.OnTrust), for the certificate resources.
-func (n *Node) etcdTrustLoaded(trustedPEM []byte) {
-	n.etcd.setLoaded(trustedPEM)
-	n.refreshCertificates()
-}
-
 // trustedResources are the CAs the running member loaded, one
 // certificate resource each ("etcd-trusted-" and the first 16 hex digits
 // of its fingerprint): what a rotation checks on each control plane.

@@ -8,7 +8,6 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -81,12 +80,13 @@ type Config struct {
 
 // Node runs one node until it is shut down. Each concern owns its state
 // and its lock: the config in effect and the current boot (config), the
-// machine status (status), the node's etcd (etcd), the heartbeats' gate
-// (beats, which also keep the member entry) and the pending TRY config (trials). Locks are taken in this
-// order: trials.mu (held through an apply or a rollback), beats.mu (held
-// through a heartbeat), certsMu and status.mu (each held through one
-// resource update), then config.mu and etcd.mu, held only to read or set
-// their own fields.
+// machine status (status), the node's etcd (etcd), the heartbeats and the
+// member entry (beats), the pending TRY config (trials) and the
+// certificate resources (certRes). Locks are taken in this order:
+// trials.mu (held through an apply or a rollback), beats.mu (held through
+// a heartbeat), certRes.mu and status.mu (each held through one resource
+// update), then config.mu and etcd.mu, held only to read or set their own
+// fields.
 type Node struct {
 	cfg    Config
 	layout layout.Layout
@@ -101,10 +101,8 @@ type Node struct {
 	etcd     etcdState
 	beats    heartbeats
 	trials   trials
+	certRes  certResources
 	requests chan lifecycleRequest
-	// certsMu makes the certificate resources' updates one at a time,
-	// each from the latest state.
-	certsMu sync.Mutex
 }
 
 // deps are what the node's parts share, set once by New.
@@ -141,6 +139,7 @@ func New(cfg Config) (*Node, error) {
 		trials: newTrials(), requests: make(chan lifecycleRequest, 1),
 	}
 	n.beats = heartbeats{deps: d, interval: cfg.HeartbeatInterval, etcd: &n.etcd, config: &n.config}
+	n.certRes = certResources{deps: d, config: &n.config, etcd: &n.etcd}
 
 	if n.revoked, err = revocation.OpenList(revocation.ListConfig{Path: n.layout.RevocationList(), Clock: cfg.Clock}); err != nil {
 		return nil, err
