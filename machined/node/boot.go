@@ -2,13 +2,11 @@ package node
 
 import (
 	"context"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"slices"
-	"strconv"
 	"sync"
 
 	"github.com/siderolabs/talos/pkg/machinery/api/common"
@@ -17,12 +15,9 @@ import (
 	"github.com/aegis-os/aegis/api/node"
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/certs"
-	"github.com/aegis-os/aegis/internal/daemonflag"
 	"github.com/aegis-os/aegis/internal/logkey"
-	"github.com/aegis-os/aegis/internal/wire"
 	"github.com/aegis-os/aegis/machined/etcd"
 	"github.com/aegis-os/aegis/machined/membership"
-	"github.com/aegis-os/aegis/machined/system"
 	"github.com/aegis-os/aegis/machined/trustdclient"
 	"github.com/aegis-os/aegis/timesync"
 )
@@ -318,67 +313,4 @@ func metricsArgs(cfg *certs.MachineConfig, daemon string) []string {
 	}
 
 	return nil
-}
-
-// serviceDefinitions builds apid, the certificates service and, on control
-// planes, trustd. apid and trustd wait for the node's certificates, not for
-// the clock: trustd serves while the clock is not synced, refusing to sign
-// with FailedPrecondition, rather than refusing connections.
-func (n *Node) serviceDefinitions(b *bootState) []system.Service {
-	listen := b.cfg.Machine.ListenAddress
-	apidAddr := net.JoinHostPort(listen, strconv.Itoa(wire.APIDPort))
-	probeHost := listen
-
-	if probeHost == "" || probeHost == "0.0.0.0" || probeHost == "::" {
-		probeHost = "127.0.0.1"
-	}
-
-	apid := &processService{
-		id: "apid", path: n.binary("apid"), log: n.logs["apid"], clock: n.clock,
-		args: []string{
-			"--node-socket", n.layout.APIDResources(), "--machined-socket", n.layout.MachinedSocket(), "--listen", apidAddr,
-			"--log-level", daemonflag.LevelName(n.cfg.LogLevel),
-		},
-		moreArgs: func() []string {
-			cfg := n.config.bootConfig()
-
-			return append(metricsArgs(cfg, "apid"), nodeNameArgs(cfg)...)
-		},
-		check:      dialCheck(net.JoinHostPort(probeHost, strconv.Itoa(wire.APIDPort))),
-		refuse:     map[system.Action]string{system.ActionStop: "apid carries the API itself; restart it instead"},
-		carriesAPI: true,
-		condition:  certsPresent{store: n.store, impersonator: b.cfg.OSCA() != nil},
-	}
-	svcs := []system.Service{apid, certService{n}}
-
-	if n.ctr != nil {
-		svcs = append(svcs, n.containerdService())
-		n.confineAPID(apid)
-	}
-
-	if b.cfg.Machine.Type.IsControlPlane() {
-		trustdAddr := net.JoinHostPort(listen, strconv.Itoa(wire.TrustdPort))
-		trustd := &processService{
-			id: "trustd", path: n.binary("trustd"), log: n.logs["trustd"], clock: n.clock,
-			args: []string{
-				"--node-socket", n.layout.TrustdResources(), "--state", n.cfg.State, "--listen", trustdAddr,
-				"--cert-ttl", n.cfg.NodeCertTTL.String(), "--log-level", daemonflag.LevelName(n.cfg.LogLevel),
-			},
-			moreArgs: func() []string { return metricsArgs(n.config.bootConfig(), "trustd") },
-			check: grpcHealthCheck(net.JoinHostPort(probeHost, strconv.Itoa(wire.TrustdPort)), probeHost,
-				func() *x509.CertPool { return n.config.current().AcceptedCAs().Pool() }),
-			condition: certsPresent{store: n.store},
-		}
-		svcs = append(svcs, trustd)
-
-		if n.ctr != nil {
-			n.confineTrustd(trustd, b.cfg.EtcdCA() != nil)
-		}
-	}
-
-	if e := n.etcd.member(); e != nil {
-		svcs = append(svcs, etcdService{Service: e.Service(), n: n})
-	}
-
-	return svcs
 }
