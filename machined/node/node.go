@@ -81,19 +81,19 @@ type Config struct {
 // Node runs one node until it is shut down. Each concern owns its state
 // and its lock: the config in effect and the current boot (config), the
 // machine status (status), the node's etcd (etcd), the heartbeats and the
-// member entry (beats), the pending TRY config (trials) and the
-// certificate resources (certRes). Locks are taken in this order:
-// trials.mu (held through an apply or a rollback), beats.mu (held through
-// a heartbeat), certRes.mu and status.mu (each held through one resource
-// update), then config.mu and etcd.mu, held only to read or set their own
-// fields.
+// member entry (beats), the pending TRY config (trials), the certificate
+// resources (certRes) and the revocation list (revoked, locked inside
+// revocation.List). Locks are taken in this order: trials.mu (held
+// through an apply or a rollback), beats.mu (held through a heartbeat),
+// certRes.mu and status.mu (each held through one resource update), then
+// config.mu and etcd.mu, held only to read or set their own fields.
 type Node struct {
 	cfg    Config
 	layout layout.Layout
 	deps
 
 	logs    map[string]*logs.Log
-	revoked *revocation.List
+	revoked revocations
 	ctr     *containerRuntime // the node's containerd, with the containerd runtime
 
 	config   configState
@@ -141,9 +141,12 @@ func New(cfg Config) (*Node, error) {
 	n.beats = heartbeats{deps: d, interval: cfg.HeartbeatInterval, etcd: &n.etcd, config: &n.config}
 	n.certRes = certResources{deps: d, config: &n.config, etcd: &n.etcd}
 
-	if n.revoked, err = revocation.OpenList(revocation.ListConfig{Path: n.layout.RevocationList(), Clock: cfg.Clock}); err != nil {
+	list, err := revocation.OpenList(revocation.ListConfig{Path: n.layout.RevocationList(), Clock: cfg.Clock})
+	if err != nil {
 		return nil, err
 	}
+
+	n.revoked = revocations{deps: d, list: list, etcd: &n.etcd}
 
 	if cfg.MachinedLog != nil {
 		n.logs["machined"] = cfg.MachinedLog
