@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"sync"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -34,6 +35,7 @@ import (
 type sockets struct {
 	servers []*grpc.Server
 	closers []func()
+	serving sync.WaitGroup // the servers' Serve, which stop waits for
 }
 
 // listen opens machined's sockets and serves them until stop:
@@ -176,11 +178,11 @@ func newResourceServer(path string, view resources.View, store *resources.Store,
 func (s *sockets) serve(g *grpc.Server, lis net.Listener, log *slog.Logger) {
 	s.servers = append(s.servers, g)
 
-	go func() {
+	s.serving.Go(func() {
 		if err := g.Serve(lis); err != nil {
 			log.Error("socket server ended", slog.String(logkey.Socket, lis.Addr().String()), slog.String(logkey.Error, err.Error()))
 		}
-	}()
+	})
 }
 
 // stop closes every socket at once: follows (Logs, Events, resource
@@ -189,6 +191,8 @@ func (s *sockets) stop() {
 	for _, g := range s.servers {
 		g.Stop()
 	}
+
+	s.serving.Wait()
 
 	for _, c := range s.closers {
 		c()
