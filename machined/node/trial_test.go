@@ -2,10 +2,18 @@ package node
 
 import (
 	"context"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/siderolabs/talos/pkg/machinery/api/machine"
+
 	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/internal/logkey"
+	"github.com/aegis-os/aegis/internal/logtest"
+	"github.com/aegis-os/aegis/machined/machineapi"
 )
 
 // triedConfig is cfg with other time servers: a change a TRY puts in
@@ -130,4 +138,65 @@ func TestRollbackUnderRunContext(t *testing.T) {
 
 	cancel()
 	<-done
+}
+
+// TestRunStopsPendingTrial: Run, ended while a trial is pending, leaves no
+// goroutine of the trial behind, and the trial is not rolled back later.
+func TestRunStopsPendingTrial(t *testing.T) {
+	clk := clock.NewFake(epoch)
+	sink := &logtest.Sink{}
+
+	cfg := controlPlaneConfig(t, clk)
+	cfg.Machine.Time.Servers = []string{"127.0.0.1"} // refused at once: the clock never syncs
+
+	n, err := New(Config{Machine: cfg, State: t.TempDir(), BinDir: t.TempDir(), Clock: clk, Logger: sink.Logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	runCtx, stop := context.WithCancel(ctx)
+	ended := make(chan error, 1)
+
+	go func() { ended <- n.Run(runCtx) }()
+
+	if err := sink.Wait(ctx, func() bool { return len(sink.Find(t, "boot phase", logkey.Phase, "services")) > 0 }); err != nil {
+		t.Fatalf("the boot never reached its services: %v", err)
+	}
+
+	tried := triedConfig(t, cfg)
+
+	data, err := tried.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	ch := machineapi.ConfigChange{Data: data, Mode: machine.ApplyConfigurationRequest_TRY, TryTimeout: time.Minute}
+	if _, err := n.ApplyConfig(ctx, ch); err != nil {
+		t.Fatal(err)
+	}
+
+	stop()
+
+	select {
+	case err := <-ended:
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("Run did not return")
+	}
+
+	buf := make([]byte, 1<<20)
+	if stacks := string(buf[:runtime.Stack(buf, true)]); strings.Contains(stacks, "(*trials).run") {
+		t.Fatalf("the trial's goroutine outlived Run:\n%s", stacks)
+	}
+
+	clk.Advance(time.Hour)
+
+	if len(sink.Find(t, "trial machine config rolled back")) > 0 {
+		t.Fatal("a trial was rolled back after Run returned")
+	}
 }
