@@ -19,18 +19,10 @@ import (
 	"github.com/aegis-os/aegis/internal/atomicfile"
 	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/machined/machineapi"
-	"github.com/aegis-os/aegis/timesync"
 )
 
 // diffContext is the unchanged lines shown around each change of a diff.
 const diffContext = 3
-
-// trial is a configuration applied in TRY mode: it is rolled back to
-// previous unless a later apply confirms (replaces) it.
-type trial struct {
-	previous *certs.MachineConfig
-	cancel   chan struct{}
-}
 
 // changeSet is what a new config changes, by class.
 type changeSet struct {
@@ -39,83 +31,116 @@ type changeSet struct {
 
 func (c changeSet) needsReboot() bool { return len(c.reboot) > 0 }
 
+// applying is one ApplyConfig call once its config is checked: what it
+// changes and how.
+type applying struct {
+	ch       machineapi.ConfigChange
+	cur, cfg *certs.MachineConfig
+	changes  changeSet
+	mode     machine.ApplyConfigurationRequest_Mode
+	etcd     etcdPlan
+	details  string
+}
+
+// live reports whether the config takes effect without a reboot.
+func (a *applying) live() bool {
+	return a.mode == machine.ApplyConfigurationRequest_NO_REBOOT || a.mode == machine.ApplyConfigurationRequest_TRY
+}
+
 // ApplyConfig validates a whole machine config and applies it as the
 // change's mode asks (machineapi.Configurator). Nothing changes, on disk
 // or in memory, unless the config is valid and the mode allows every
 // changed field.
 func (n *Node) ApplyConfig(ctx context.Context, ch machineapi.ConfigChange) (machineapi.ConfigResult, error) {
-	n.applyMu.Lock()
-	defer n.applyMu.Unlock()
+	n.trials.mu.Lock()
+	defer n.trials.mu.Unlock()
 
-	cfg, err := certs.ParseMachineConfig("the new machine config", ch.Data, n.clock.Now())
+	a, err := n.checkApply(ch)
 	if err != nil {
 		return machineapi.ConfigResult{}, err
 	}
 
-	cur := n.current()
-
-	if err := cfg.CheckPreviousTokensExpiry("the new machine config", cur, n.clock.Now()); err != nil {
-		return machineapi.ConfigResult{}, err
-	}
-
-	changes, err := classify(cur, cfg)
-	if err != nil {
-		return machineapi.ConfigResult{}, err
-	}
-
-	mode, err := chooseMode(ch.Mode, changes)
-	if err != nil {
-		return machineapi.ConfigResult{}, err
-	}
-
-	live := mode == machine.ApplyConfigurationRequest_NO_REBOOT || mode == machine.ApplyConfigurationRequest_TRY
-
-	var plan etcdPlan
-	if live {
-		plan = n.planEtcd(cur, cfg)
-	}
-
-	details := describe(mode, changes, ch.TryTimeout) + plan.describe() + configDiff(cur, cfg)
 	if ch.DryRun {
-		return machineapi.ConfigResult{Mode: mode, Details: "Dry run summary:\n" + details}, nil
+		return machineapi.ConfigResult{Mode: a.mode, Details: "Dry run summary:\n" + a.details}, nil
 	}
 
-	if err := plan.acquire(ctx); err != nil {
+	if err := a.etcd.acquire(ctx); err != nil {
 		return machineapi.ConfigResult{}, err
 	}
-	defer plan.release()
+	defer a.etcd.release()
 
-	if mode != machine.ApplyConfigurationRequest_TRY {
-		n.endTrial()
-
-		if err := n.writeConfig(ch.Data); err != nil {
-			return machineapi.ConfigResult{}, err
-		}
+	if err := n.putInEffect(a); err != nil {
+		return machineapi.ConfigResult{}, err
 	}
 
-	switch mode {
-	case machine.ApplyConfigurationRequest_NO_REBOOT:
-		n.applyLive(cfg, changes)
-	case machine.ApplyConfigurationRequest_TRY:
-		n.startTrial(cur, ch.TryTimeout)
-		n.applyLive(cfg, changes)
-	case machine.ApplyConfigurationRequest_REBOOT:
-		n.Reboot("")
-	}
-
-	if live {
-		restarted, err := n.settle(ctx, plan)
+	if a.live() {
+		restarted, err := n.settle(ctx, a.etcd)
 		if err != nil {
 			return machineapi.ConfigResult{}, err
 		}
 
-		details = restarted + details
+		a.details = restarted + a.details
 	}
 
-	n.log.Info("machine config applied", slog.String(logkey.ApplyMode, mode.String()),
-		slog.String(logkey.ConfigFields, strings.Join(changes.all, ",")))
+	n.log.Info("machine config applied", slog.String(logkey.ApplyMode, a.mode.String()),
+		slog.String(logkey.ConfigFields, strings.Join(a.changes.all, ",")))
 
-	return machineapi.ConfigResult{Mode: mode, Details: details}, nil
+	return machineapi.ConfigResult{Mode: a.mode, Details: a.details}, nil
+}
+
+// checkApply parses and checks the new config against the one in effect,
+// and decides the mode and what happens to etcd; it changes nothing.
+func (n *Node) checkApply(ch machineapi.ConfigChange) (*applying, error) {
+	cfg, err := certs.ParseMachineConfig("the new machine config", ch.Data, n.clock.Now())
+	if err != nil {
+		return nil, err
+	}
+
+	a := &applying{ch: ch, cur: n.config.current(), cfg: cfg}
+
+	if err := cfg.CheckPreviousTokensExpiry("the new machine config", a.cur, n.clock.Now()); err != nil {
+		return nil, err
+	}
+
+	if a.changes, err = classify(a.cur, cfg); err != nil {
+		return nil, err
+	}
+
+	if a.mode, err = chooseMode(ch.Mode, a.changes); err != nil {
+		return nil, err
+	}
+
+	if a.live() {
+		a.etcd = n.etcd.plan(a.cur, cfg)
+	}
+
+	a.details = describe(a.mode, a.changes, ch.TryTimeout) + a.etcd.describe() + configDiff(a.cur, cfg)
+
+	return a, nil
+}
+
+// putInEffect writes the config file (but for a TRY) and puts the config
+// in effect as its mode asks: live, on trial, or at a reboot.
+func (n *Node) putInEffect(a *applying) error {
+	if a.mode != machine.ApplyConfigurationRequest_TRY {
+		n.endTrial()
+
+		if err := n.writeConfig(a.ch.Data); err != nil {
+			return err
+		}
+	}
+
+	switch a.mode {
+	case machine.ApplyConfigurationRequest_NO_REBOOT:
+		n.applyLive(a.cfg, a.changes)
+	case machine.ApplyConfigurationRequest_TRY:
+		n.startTrial(a.cur, a.ch.TryTimeout)
+		n.applyLive(a.cfg, a.changes)
+	case machine.ApplyConfigurationRequest_REBOOT:
+		n.Reboot("")
+	}
+
+	return nil
 }
 
 // classify sorts the changed fields. A change of machine.type within the
@@ -258,20 +283,13 @@ func (n *Node) writeConfig(data []byte) error {
 // resource API shows. Fields that need a reboot keep the values of the
 // current boot in what the boot built.
 func (n *Node) applyLive(cfg *certs.MachineConfig, c changeSet) {
-	n.mu.Lock()
-	n.machine = cfg
-
-	var svc *timesync.Service
-	if n.booted != nil {
-		svc = n.booted.time
-	}
-	n.mu.Unlock()
+	svc := n.config.setLive(cfg)
 
 	// The resource API shows the config in effect, never the one booted.
 	n.setMachineConfig(cfg.Marshal())
 
 	accepted := cfg.AcceptedCAs().PEM()
-	if c := n.certController(); c != nil {
+	if c := n.config.certController(); c != nil {
 		accepted = c.acceptedFor(cfg)
 	}
 
@@ -295,76 +313,12 @@ func (n *Node) applyLive(cfg *certs.MachineConfig, c changeSet) {
 	}
 }
 
-// startTrial arms the rollback of a TRY to previous after d. A trial on a
-// trial keeps the first one's previous config: rollback goes back to
-// what was confirmed.
-func (n *Node) startTrial(previous *certs.MachineConfig, d time.Duration) {
-	if n.trial != nil {
-		previous = n.trial.previous
-		close(n.trial.cancel)
-	}
-
-	t := &trial{previous: previous, cancel: make(chan struct{})}
-	n.trial = t
-	timer := n.clock.NewTimer(d)
-
-	go func() {
-		defer timer.Stop()
-
-		select {
-		case <-t.cancel:
-			return
-		case <-timer.C():
-		}
-
-		n.rollback(t)
-	}()
-}
-
-// rollback puts a trial's previous config back in effect, unless the
-// trial has been confirmed or replaced meanwhile.
-func (n *Node) rollback(t *trial) {
-	n.applyMu.Lock()
-	defer n.applyMu.Unlock()
-
-	if n.trial != t {
-		return
-	}
-
-	n.trial = nil
-
-	changes, err := classify(n.current(), t.previous)
-	if err != nil {
-		n.log.Error("rolling back a trial config", slog.String(logkey.Error, err.Error()))
-
-		return
-	}
-
-	plan := n.planEtcd(n.current(), t.previous)
-	n.logSettle(plan.acquire(context.Background()))
-	defer plan.release()
-
-	n.applyLive(t.previous, changes)
-
-	_, err = n.settle(context.Background(), plan)
-	n.logSettle(err)
-	n.log.Info("trial machine config rolled back", slog.String(logkey.ConfigFields, strings.Join(changes.all, ",")))
-}
-
-// endTrial confirms a pending trial: a later apply replaces it.
-func (n *Node) endTrial() {
-	if n.trial != nil {
-		close(n.trial.cancel)
-		n.trial = nil
-	}
-}
-
 // MachineConfig returns the config in effect (machineapi.Configurator).
 func (n *Node) MachineConfig(redact bool) ([]byte, bool, error) {
-	n.applyMu.Lock()
-	defer n.applyMu.Unlock()
+	n.trials.mu.Lock()
+	defer n.trials.mu.Unlock()
 
-	cur := n.current()
+	cur := n.config.current()
 
 	var (
 		data []byte

@@ -2,13 +2,11 @@ package node
 
 import (
 	"context"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"slices"
-	"strconv"
 	"sync"
 
 	"github.com/siderolabs/talos/pkg/machinery/api/common"
@@ -17,12 +15,9 @@ import (
 	"github.com/aegis-os/aegis/api/node"
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/certs"
-	"github.com/aegis-os/aegis/internal/daemonflag"
 	"github.com/aegis-os/aegis/internal/logkey"
-	"github.com/aegis-os/aegis/internal/wire"
 	"github.com/aegis-os/aegis/machined/etcd"
 	"github.com/aegis-os/aegis/machined/membership"
-	"github.com/aegis-os/aegis/machined/system"
 	"github.com/aegis-os/aegis/machined/trustdclient"
 	"github.com/aegis-os/aegis/timesync"
 )
@@ -37,7 +32,7 @@ type bootState struct {
 	// etcdIssued is closed once this boot has issued etcd's certificates.
 	etcdIssued <-chan struct{}
 	// trustd is a worker's client of the control planes' trustd; guarded
-	// by Node.mu, since a reset reads it from outside the boot.
+	// by configState.mu, since a reset reads it from outside the boot.
 	trustd *trustdclient.Client
 }
 
@@ -62,10 +57,7 @@ func (n *Node) boot(ctx context.Context, actor string, bg *sync.WaitGroup) {
 	n.machineStatus(machine.MachineStatusEvent_BOOTING, actor)
 
 	b := &bootState{}
-
-	n.mu.Lock()
-	n.booted = b
-	n.mu.Unlock()
+	n.config.startBoot(b)
 
 	for _, p := range []phase{
 		{"config", n.phaseConfig},
@@ -102,7 +94,7 @@ func (n *Node) boot(ctx context.Context, actor string, bg *sync.WaitGroup) {
 // phaseConfig loads the machine config (again after a reboot: it may have
 // been edited) and publishes what it says about the node.
 func (n *Node) phaseConfig(_ context.Context, b *bootState, _ *sync.WaitGroup) error {
-	cfg := n.current()
+	cfg := n.config.current()
 
 	if n.services.Loaded() {
 		reloaded, err := certs.LoadMachineConfig(n.cfg.ConfigPath, n.clock.Now())
@@ -115,10 +107,7 @@ func (n *Node) phaseConfig(_ context.Context, b *bootState, _ *sync.WaitGroup) e
 		}
 
 		cfg = reloaded
-
-		n.mu.Lock()
-		n.machine = cfg
-		n.mu.Unlock()
+		n.config.set(cfg)
 	}
 
 	addrs, err := addresses(cfg)
@@ -158,10 +147,7 @@ func (n *Node) phaseTime(ctx context.Context, b *bootState, bg *sync.WaitGroup) 
 		return err
 	}
 
-	n.mu.Lock() // ApplyConfig reaches the time service through the boot
-	b.time = svc
-	n.timeSvc = svc
-	n.mu.Unlock()
+	n.config.setTime(b, svc)
 	// Before anything starts: a reboot must not leave the last boot's
 	// "synced" in trustd's view.
 	n.publishTime(svc)
@@ -212,14 +198,12 @@ func (n *Node) publishTime(svc *timesync.Service) {
 // obtains the others and renews them all.
 func (n *Node) phaseCertificates(ctx context.Context, b *bootState, bg *sync.WaitGroup) error {
 	certs := &certController{
-		cfg: b.cfg, current: n.current, store: n.store, layout: n.layout, hostname: b.hostname, addresses: b.addresses,
+		cfg: b.cfg, current: n.config.current, store: n.store, layout: n.layout, hostname: b.hostname, addresses: b.addresses,
 		hosts: ca.ServerHosts(b.hostname, b.addresses, b.cfg.Machine.CertSANs), ttl: n.cfg.NodeCertTTL,
 		clock: n.clock, log: n.log,
 	}
 
-	n.mu.Lock() // a re-issue and ApplyConfig reach the controller through the boot
-	b.certs = certs
-	n.mu.Unlock()
+	n.config.setCertController(b, certs)
 
 	b.certs.loadHeld()
 
@@ -284,15 +268,11 @@ func (n *Node) phaseServices(ctx context.Context, b *bootState, bg *sync.WaitGro
 	// present; a worker is a listed member by the time it is ready. A
 	// connection to trustd that failed before, for want of it, is tried
 	// again at once.
-	n.mu.Lock()
-	tc := b.trustd
-	n.mu.Unlock()
-
-	if tc != nil {
+	if tc := n.config.trustd(b); tc != nil {
 		tc.Retry()
 	}
 
-	n.startMembership(ctx, b, bg)
+	n.beats.start(ctx, b, bg)
 
 	return ctx.Err()
 }
@@ -333,71 +313,4 @@ func metricsArgs(cfg *certs.MachineConfig, daemon string) []string {
 	}
 
 	return nil
-}
-
-// serviceDefinitions builds apid, the certificates service and, on control
-// planes, trustd. apid and trustd wait for the node's certificates, not for
-// the clock: trustd serves while the clock is not synced, refusing to sign
-// with FailedPrecondition, rather than refusing connections.
-func (n *Node) serviceDefinitions(b *bootState) []system.Service {
-	listen := b.cfg.Machine.ListenAddress
-	apidAddr := net.JoinHostPort(listen, strconv.Itoa(wire.APIDPort))
-	probeHost := listen
-
-	if probeHost == "" || probeHost == "0.0.0.0" || probeHost == "::" {
-		probeHost = "127.0.0.1"
-	}
-
-	apid := &processService{
-		id: "apid", path: n.binary("apid"), log: n.logs["apid"], clock: n.clock,
-		args: []string{
-			"--node-socket", n.layout.APIDResources(), "--machined-socket", n.layout.MachinedSocket(), "--listen", apidAddr,
-			"--log-level", daemonflag.LevelName(n.cfg.LogLevel),
-		},
-		moreArgs: func() []string {
-			cfg := n.bootConfig()
-
-			return append(metricsArgs(cfg, "apid"), nodeNameArgs(cfg)...)
-		},
-		check:      dialCheck(net.JoinHostPort(probeHost, strconv.Itoa(wire.APIDPort))),
-		refuse:     map[system.Action]string{system.ActionStop: "apid carries the API itself; restart it instead"},
-		carriesAPI: true,
-		condition:  certsPresent{store: n.store, impersonator: b.cfg.OSCA() != nil},
-	}
-	svcs := []system.Service{apid, certService{n}}
-
-	if n.ctr != nil {
-		svcs = append(svcs, n.containerdService())
-		n.confineAPID(apid)
-	}
-
-	if b.cfg.Machine.Type.IsControlPlane() {
-		trustdAddr := net.JoinHostPort(listen, strconv.Itoa(wire.TrustdPort))
-		trustd := &processService{
-			id: "trustd", path: n.binary("trustd"), log: n.logs["trustd"], clock: n.clock,
-			args: []string{
-				"--node-socket", n.layout.TrustdResources(), "--state", n.cfg.State, "--listen", trustdAddr,
-				"--cert-ttl", n.cfg.NodeCertTTL.String(), "--log-level", daemonflag.LevelName(n.cfg.LogLevel),
-			},
-			moreArgs: func() []string { return metricsArgs(n.bootConfig(), "trustd") },
-			check: grpcHealthCheck(net.JoinHostPort(probeHost, strconv.Itoa(wire.TrustdPort)), probeHost,
-				func() *x509.CertPool { return n.current().AcceptedCAs().Pool() }),
-			condition: certsPresent{store: n.store},
-		}
-		svcs = append(svcs, trustd)
-
-		if n.ctr != nil {
-			n.confineTrustd(trustd, b.cfg.EtcdCA() != nil)
-		}
-	}
-
-	n.mu.Lock()
-	e := n.etcd
-	n.mu.Unlock()
-
-	if e != nil {
-		svcs = append(svcs, etcdService{Service: e.Service(), n: n})
-	}
-
-	return svcs
 }

@@ -129,7 +129,7 @@ func (h *bootHarness) boot() {
 	}
 
 	b.time = svc
-	h.n.booted = b
+	h.n.config.booted = b
 
 	runCtx, stop := context.WithCancel(context.Background())
 

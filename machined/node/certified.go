@@ -26,8 +26,10 @@ type certifiedRecord struct {
 // certifiedRecordOf is n's record, read through its etcd.
 func certifiedRecordOf(n *Node) certifiedRecord {
 	return certifiedRecord{
-		client: func() (*clientv3.Client, error) { return n.etcdClient(membership.ErrNoEtcd, membership.ErrUnavailable) },
-		clock:  n.clock,
+		client: func() (*clientv3.Client, error) {
+			return n.etcd.client(membership.ErrNoEtcd, membership.ErrUnavailable)
+		},
+		clock: n.clock,
 	}
 }
 

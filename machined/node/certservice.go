@@ -28,7 +28,7 @@ func (certService) DependsOn() []string { return nil }
 
 // Condition is the current boot's time sync.
 func (s certService) Condition() system.Condition {
-	b := s.n.currentBoot()
+	b := s.n.config.boot()
 
 	before := "renewing node certificates"
 	if res, _ := s.n.store.Current(); !(certsPresent{impersonator: b.cfg.OSCA() != nil}).holds(res) {
@@ -41,7 +41,7 @@ func (s certService) Condition() system.Condition {
 // Runner runs the current boot's controller until the service stops; a
 // failure (a control plane unable to issue) is retried with backoff.
 func (s certService) Runner() (runner.Runner, error) {
-	ctl := s.n.currentBoot().certs
+	ctl := s.n.config.boot().certs
 
 	var log io.Writer = io.Discard
 	if l, ok := s.n.logs["machined"]; ok {
@@ -59,7 +59,7 @@ func (s certService) Runner() (runner.Runner, error) {
 // certificate expires because renewals keep failing.
 func (s certService) HealthCheck() (health.Check, health.Settings) {
 	return func(context.Context) error {
-		ctl := s.n.currentBoot().certs
+		ctl := s.n.config.boot().certs
 		for _, kind := range ctl.kinds() {
 			if ctl.held(kind) == nil {
 				return fmt.Errorf("no usable %s certificate", kind.name)

@@ -18,12 +18,12 @@ type clientIssuer struct{ n *Node }
 // before the clock is synced (see boot), but issues nothing until then.
 // The API servers map these errors to the codes callers see.
 func (c clientIssuer) ClientIssuer() (*ca.Issuer, []byte, error) {
-	machine := c.n.current()
+	machine := c.n.config.current()
 	if machine.OSCA() == nil {
 		return nil, nil, certapi.ErrNoCA
 	}
 
-	if b := c.n.currentBoot(); b == nil || b.time == nil || !b.time.Synced() {
+	if b := c.n.config.boot(); b == nil || b.time == nil || !b.time.Synced() {
 		return nil, nil, certapi.ErrTimeNotSynced
 	}
 
@@ -50,7 +50,7 @@ func (c clientIssuer) IssueClientConfig(roles role.Set, ttl time.Duration) (caPE
 
 	res, _ := c.n.store.Current()
 
-	cfg, err = certs.NewClientConfig(c.n.current().Cluster.Name, res.GetAddresses(), caPEM, cc).Marshal()
+	cfg, err = certs.NewClientConfig(c.n.config.current().Cluster.Name, res.GetAddresses(), caPEM, cc).Marshal()
 	if err != nil {
 		return nil, nil, nil, nil, err
 	}

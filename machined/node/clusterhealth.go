@@ -29,14 +29,11 @@ func (n *Node) clusterHealth() *clusterhealth.Server {
 	if n.cfg.Machine.Machine.Type.IsControlPlane() {
 		cfg.Members = n.Members()
 		cfg.Etcd = func() (clusterhealth.Etcd, error) {
-			n.mu.Lock()
-			defer n.mu.Unlock()
-
-			if n.etcd == nil {
-				return nil, errNoEtcd
+			if e := n.etcd.member(); e != nil {
+				return e, nil
 			}
 
-			return n.etcd, nil
+			return nil, errNoEtcd
 		}
 	}
 

@@ -3,12 +3,8 @@ package node
 import (
 	"context"
 	"log/slog"
-	"maps"
-	"slices"
-	"strings"
+	"sync"
 	"time"
-
-	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 
 	"github.com/aegis-os/aegis/client/resourcetypes"
 	"github.com/aegis-os/aegis/internal/clock"
@@ -16,7 +12,6 @@ import (
 	"github.com/aegis-os/aegis/machined/etcd"
 	"github.com/aegis-os/aegis/machined/resourceapi"
 	"github.com/aegis-os/aegis/machined/system"
-	"github.com/aegis-os/aegis/machined/timeapi"
 	"github.com/aegis-os/aegis/timesync"
 )
 
@@ -36,13 +31,13 @@ const etcdMemberRetry = time.Second
 // store. Nothing polls and nothing keeps a second copy to drift.
 
 // followResources keeps the resources that follow the store and the
-// services until ctx ends.
-func (n *Node) followResources(ctx context.Context) {
+// services, on wg, until ctx ends.
+func (n *Node) followResources(ctx context.Context, wg *sync.WaitGroup) {
 	etcdRunning := make(chan bool, 1)
 
-	go n.followStore(ctx)
-	go n.followServices(ctx, etcdRunning)
-	go n.followEtcd(ctx, etcdRunning, n.setEtcdMember)
+	wg.Go(func() { n.followStore(ctx) })
+	wg.Go(func() { n.followServices(ctx, etcdRunning) })
+	wg.Go(func() { n.followEtcd(ctx, etcdRunning, n.setEtcdMember) })
 }
 
 // followStore sets the identity and certificate resources at every change
@@ -52,7 +47,7 @@ func (n *Node) followStore(ctx context.Context) {
 		res, changed := n.store.Current()
 
 		n.resourceErr("identity", n.res.SetIdentity(res.GetHostname(), res.GetAddresses()))
-		n.refreshCertificates()
+		n.certRes.refresh()
 
 		select {
 		case <-changed:
@@ -60,48 +55,6 @@ func (n *Node) followStore(ctx context.Context) {
 			return
 		}
 	}
-}
-
-// refreshCertificates sets the certificate resources from the resources
-// store (the node's API certificates, the OS CA, the accepted CAs) and, on
-// a control plane, the etcd CA and etcd's certificates as last issued.
-func (n *Node) refreshCertificates() {
-	n.certsMu.Lock()
-	defer n.certsMu.Unlock()
-
-	res, _ := n.store.Current()
-	list := []resourceapi.Certificate{
-		{ID: "server", Kind: resourcetypes.CertKindServer, PEM: res.GetServer().GetCrt()},
-		{ID: "impersonator", Kind: resourcetypes.CertKindImpersonator, PEM: res.GetImpersonator().GetCrt()},
-		{ID: "os-ca", Kind: resourcetypes.CertKindOSCA, PEM: res.GetOsCa().GetCrt()},
-	}
-
-	if etcdCA := n.current().EtcdCA(); etcdCA != nil {
-		list = append(list, resourceapi.Certificate{ID: "etcd-ca", Kind: resourcetypes.CertKindEtcdCA, PEM: etcdCA.CertPEM})
-	}
-
-	list = append(list, n.etcdTrustedResources()...)
-
-	n.mu.Lock()
-	for _, name := range slices.Sorted(maps.Keys(n.etcdCerts)) {
-		list = append(list, resourceapi.Certificate{ID: "etcd-" + name, Kind: resourcetypes.CertKindEtcd, PEM: n.etcdCerts[name]})
-	}
-	n.mu.Unlock()
-
-	n.resourceErr("certificates", n.res.SetCertificates(list, res.GetAcceptedCas()))
-}
-
-// etcdIssued records a certificate etcd was issued (etcd.Config.OnIssue).
-func (n *Node) etcdIssued(name string, certPEM []byte) {
-	n.mu.Lock()
-	if n.etcdCerts == nil {
-		n.etcdCerts = map[string][]byte{}
-	}
-
-	n.etcdCerts[name] = certPEM
-	n.mu.Unlock()
-
-	n.refreshCertificates()
 }
 
 // followServices sets the Services resources at every change of a
@@ -129,7 +82,7 @@ func (n *Node) followServices(ctx context.Context, etcdRunning chan bool) {
 		}
 
 		n.resourceErr("services", n.res.SetServices(svcs))
-		n.refreshMachineStatus()
+		n.status.refresh()
 
 		select {
 		case <-changed:
@@ -188,10 +141,7 @@ func (n *Node) followEtcd(ctx context.Context, running <-chan bool, set func(con
 // setEtcdMember sets the local member's ID while etcd runs, and removes it
 // when etcd does not; it reports false when etcd runs but did not say.
 func (n *Node) setEtcdMember(ctx context.Context, running bool) bool {
-	n.mu.Lock()
-	e := n.etcd
-	n.mu.Unlock()
-
+	e := n.etcd.member()
 	if !running || e == nil {
 		n.resourceErr("etcd member", n.res.SetEtcdMember(0, false))
 
@@ -211,42 +161,6 @@ func (n *Node) setEtcdMember(ctx context.Context, running bool) bool {
 	n.resourceErr("etcd member", n.res.SetEtcdMember(st.GetMemberId(), true))
 
 	return true
-}
-
-// refreshMachineStatus sets MachineStatuses/machine from the stage and
-// conditions the node last published and from its services now: as in
-// Talos, a running node with a service down is not ready, and its unmet
-// "services" condition names them. etcd waiting for a bootstrap or a
-// cluster to join is not down (the boot does not wait for it either).
-func (n *Node) refreshMachineStatus() {
-	n.statusMu.Lock()
-	defer n.statusMu.Unlock()
-
-	n.mu.Lock()
-	stage, unmet := n.stage, n.unmet
-	n.mu.Unlock()
-
-	conds := make([]resourceapi.Condition, 0, len(unmet)+1)
-	for _, u := range unmet {
-		conds = append(conds, resourceapi.Condition{Name: u.GetName(), Reason: u.GetReason()})
-	}
-
-	if stage == machine.MachineStatusEvent_RUNNING {
-		var down []string
-
-		for _, info := range n.services.List() {
-			if !info.Up() && (info.ID != etcd.ServiceID || info.State != system.StateWaiting) {
-				down = append(down, info.ID)
-			}
-		}
-
-		if len(down) > 0 {
-			conds = append(conds, resourceapi.Condition{Name: "services", Reason: "not up: " + strings.Join(down, ", ")})
-		}
-	}
-
-	ready := stage == machine.MachineStatusEvent_RUNNING && len(conds) == 0
-	n.resourceErr("machine status", n.res.SetMachineStatus(stage, ready, conds))
 }
 
 // setTime mirrors the time service's status in the resources.
@@ -273,20 +187,8 @@ func (n *Node) setMachineConfig(data []byte, err error) {
 	n.resourceErr("machine config", err)
 }
 
-// timeSource is the time service of the current boot, for the TimeService.
-func (n *Node) timeSource() timeapi.TimeSource {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-
-	if n.timeSvc == nil {
-		return nil // an interface holding a nil pointer would not be nil
-	}
-
-	return n.timeSvc
-}
-
-func (n *Node) resourceErr(what string, err error) {
+func (d deps) resourceErr(what string, err error) {
 	if err != nil {
-		n.log.Error("resource not updated", slog.String(logkey.Resource, what), slog.String(logkey.Error, err.Error()))
+		d.log.Error("resource not updated", slog.String(logkey.Resource, what), slog.String(logkey.Error, err.Error()))
 	}
 }

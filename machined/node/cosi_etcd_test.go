@@ -14,7 +14,7 @@ import (
 // etcdMemberRetry, until it answers; once etcd stops, nothing is retried.
 func TestEtcdMemberAskedAgain(t *testing.T) {
 	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
-	n := &Node{clock: clk, log: slog.New(slog.DiscardHandler)}
+	n := &Node{deps: deps{clock: clk, log: slog.New(slog.DiscardHandler)}}
 
 	calls := make(chan bool, 10)
 	answers := []bool{false, false, true} // fails twice, then etcd answers

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/cosi-project/runtime/pkg/resource"
@@ -49,9 +50,12 @@ func TestMachineStatusResourceFollowsServices(t *testing.T) {
 	h.boot()
 
 	ctx, cancel := context.WithCancel(h.ctx)
+
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	defer cancel()
 
-	h.n.followResources(ctx)
+	h.n.followResources(ctx, &wg)
 
 	if err := h.n.services.WaitUp(h.ctx, "apid"); err != nil {
 		t.Fatal(err)
@@ -67,7 +71,7 @@ func TestMachineStatusResourceFollowsServices(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	h.n.refreshMachineStatus()
+	h.n.status.refresh()
 
 	if s := h.machineStatus(); s.Status.Ready || !unmetNames(s, "apid") {
 		t.Fatalf("machine status with apid stopped = %+v", s)
@@ -84,7 +88,7 @@ func TestMachineStatusResourceFollowsServices(t *testing.T) {
 		t.Fatalf("apid's service resource never showed it stopped: %v", err)
 	}
 
-	h.n.refreshCertificates()
+	h.n.certRes.refresh()
 
 	certs, err := safe.StateListAll[*resourcetypes.CertificateStatus](h.ctx, state.WrapCore(h.n.res.Reader()))
 	if err != nil || certs.Len() < 3 {

@@ -26,38 +26,12 @@ func (n *Node) setUpEtcd(ctx context.Context, b *bootState, bg *sync.WaitGroup) 
 		return nil
 	}
 
-	n.mu.Lock()
-	e := n.etcd
-	n.mu.Unlock()
-
+	e := n.etcd.member()
 	if e == nil {
-		if len(b.addresses) == 0 {
-			return fmt.Errorf("etcd: the node has no address to serve etcd on")
-		}
-
 		var err error
-
-		ecfg := etcd.Config{
-			Name: b.hostname, Address: b.addresses[0], Endpoints: b.cfg.Cluster.ControlPlane.Endpoints,
-			Dir: n.layout.EtcdDir(), Binary: n.binary("etcd"), Log: n.logs[etcd.ServiceID],
-			CA: b.cfg.EtcdCA(), Accepted: b.cfg.EtcdTrustedCAs()[1:],
-			Hosts:   ca.ServerHosts(b.hostname, b.addresses, b.cfg.Machine.CertSANs),
-			CertTTL: n.cfg.NodeCertTTL, ClusterToken: b.cfg.Cluster.Name, Logger: n.log, Clock: n.clock,
-			OnIssue: n.etcdIssued, OnTrust: n.etcdTrustLoaded,
-		}
-		if n.ctr != nil {
-			n.etcdSpec = n.confineEtcd()
-			ecfg.ShareFiles, ecfg.Runner = n.shareEtcdFiles, n.etcdRunner(n.etcdSpec)
-		}
-
-		e, err = etcd.New(ecfg)
-		if err != nil {
+		if e, err = n.newEtcd(b); err != nil {
 			return err
 		}
-
-		n.mu.Lock()
-		n.etcd = e
-		n.mu.Unlock()
 	}
 
 	e.NewBoot()
@@ -70,44 +44,76 @@ func (n *Node) setUpEtcd(ctx context.Context, b *bootState, bg *sync.WaitGroup) 
 	issued := make(chan struct{})
 	b.etcdIssued = issued
 
-	bg.Go(func() {
-		if n.timeCondition(b, "issuing etcd certificates").Wait(ctx) != nil {
-			return
-		}
-
-		loops, err := e.IssueCertificates()
-		if err != nil {
-			n.log.Error("etcd certificates not issued; etcd waits for them", slog.String(logkey.Error, err.Error()))
-
-			return
-		}
-
-		close(issued)
-
-		for _, loop := range loops {
-			bg.Go(func() { _ = loop(ctx) })
-		}
-	})
-
+	bg.Go(func() { n.issueEtcdCertificates(ctx, b, e, issued, bg) })
 	bg.Go(func() { <-ctx.Done(); e.Close() })
 
 	return nil
 }
 
-// Etcd is the MachineService's view of the node's etcd.
-func (n *Node) Etcd() (machineapi.Etcd, error) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-
-	if n.etcd == nil {
-		if n.machine.Machine.Type.IsControlPlane() && n.machine.EtcdCA() != nil {
-			return nil, etcd.ErrNotRunning
-		}
-
-		return nil, etcd.ErrNotControlPlane
+// newEtcd makes the node's etcd, as a container with the containerd
+// runtime, and keeps it for the boots to come.
+func (n *Node) newEtcd(b *bootState) (*etcd.Etcd, error) {
+	if len(b.addresses) == 0 {
+		return nil, fmt.Errorf("etcd: the node has no address to serve etcd on")
 	}
 
-	return etcdAPI{n.etcd, n}, nil
+	ecfg := etcd.Config{
+		Name: b.hostname, Address: b.addresses[0], Endpoints: b.cfg.Cluster.ControlPlane.Endpoints,
+		Dir: n.layout.EtcdDir(), Binary: n.binary("etcd"), Log: n.logs[etcd.ServiceID],
+		CA: b.cfg.EtcdCA(), Accepted: b.cfg.EtcdTrustedCAs()[1:],
+		Hosts:   ca.ServerHosts(b.hostname, b.addresses, b.cfg.Machine.CertSANs),
+		CertTTL: n.cfg.NodeCertTTL, ClusterToken: b.cfg.Cluster.Name, Logger: n.log, Clock: n.clock,
+		OnIssue: n.certRes.etcdIssued, OnTrust: n.certRes.etcdTrustLoaded,
+	}
+
+	var spec *containerSpec
+	if n.ctr != nil {
+		spec = n.confineEtcd()
+		ecfg.ShareFiles, ecfg.Runner = n.shareEtcdFiles, n.etcdRunner(spec)
+	}
+
+	e, err := etcd.New(ecfg)
+	if err != nil {
+		return nil, err
+	}
+
+	n.etcd.set(e, spec)
+
+	return e, nil
+}
+
+// issueEtcdCertificates issues etcd's certificates once the clock is
+// synced, closes issued, and runs their renewal on bg until ctx ends.
+func (n *Node) issueEtcdCertificates(ctx context.Context, b *bootState, e *etcd.Etcd, issued chan<- struct{}, bg *sync.WaitGroup) {
+	if n.timeCondition(b, "issuing etcd certificates").Wait(ctx) != nil {
+		return
+	}
+
+	loops, err := e.IssueCertificates()
+	if err != nil {
+		n.log.Error("etcd certificates not issued; etcd waits for them", slog.String(logkey.Error, err.Error()))
+
+		return
+	}
+
+	close(issued)
+
+	for _, loop := range loops {
+		bg.Go(func() { _ = loop(ctx) })
+	}
+}
+
+// Etcd is the MachineService's view of the node's etcd.
+func (n *Node) Etcd() (machineapi.Etcd, error) {
+	if e := n.etcd.member(); e != nil {
+		return etcdAPI{e, n}, nil
+	}
+
+	if cfg := n.config.current(); cfg.Machine.Type.IsControlPlane() && cfg.EtcdCA() != nil {
+		return nil, etcd.ErrNotRunning
+	}
+
+	return nil, etcd.ErrNotControlPlane
 }
 
 // etcdAPI adds the node's service control to the etcd operations.
@@ -128,14 +134,14 @@ type etcdService struct {
 }
 
 func (s etcdService) Condition() system.Condition {
-	b := s.n.currentBoot()
+	b := s.n.config.boot()
 
 	return etcdReady{time: s.n.timeCondition(b, "starting etcd"), issued: b.etcdIssued}
 }
 
 // DependsOn waits for the node's containerd when etcd runs as a container.
 func (s etcdService) DependsOn() []string {
-	if s.n.etcdSpec != nil {
+	if s.n.etcd.container() != nil {
 		return []string{ContainerdServiceID}
 	}
 
@@ -144,11 +150,12 @@ func (s etcdService) DependsOn() []string {
 
 // PreStart imports etcd's image when it runs as a container.
 func (s etcdService) PreStart(ctx context.Context) error {
-	if s.n.etcdSpec == nil {
+	spec := s.n.etcd.container()
+	if spec == nil {
 		return nil
 	}
 
-	return s.n.etcdSpec.prepare(ctx)
+	return spec.prepare(ctx)
 }
 
 func (s etcdService) HealthCheck() (health.Check, health.Settings) {
@@ -181,14 +188,11 @@ func (c etcdReady) Wait(ctx context.Context) error {
 	}
 }
 
-// etcdClient is the client of the node's etcd for a store of the cluster's
+// client is the client of the node's etcd for a store of the cluster's
 // state: noEtcd when the node runs no etcd, unavailable (wrapping the
 // cause) when its client cannot be had.
-func (n *Node) etcdClient(noEtcd, unavailable error) (*clientv3.Client, error) {
-	n.mu.Lock()
-	e := n.etcd
-	n.mu.Unlock()
-
+func (s *etcdState) client(noEtcd, unavailable error) (*clientv3.Client, error) {
+	e := s.member()
 	if e == nil {
 		return nil, noEtcd
 	}

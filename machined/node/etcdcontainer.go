@@ -59,8 +59,9 @@ func (n *Node) shareEtcdFiles() error {
 
 	etcdUser, _ := ociimage.Lookup("etcd")
 	trustdUser, _ := ociimage.Lookup("trustd")
+	inContainer := n.etcd.container() != nil
 
-	if n.etcdSpec != nil {
+	if inContainer {
 		if err := os.MkdirAll(data, 0o700); err != nil {
 			return fmt.Errorf("node: %w", err)
 		}
@@ -81,7 +82,7 @@ func (n *Node) shareEtcdFiles() error {
 	}
 
 	owners := map[string]ociimage.User{"client": trustdUser.User}
-	if n.etcdSpec != nil {
+	if inContainer {
 		owners["server"], owners["peer"] = etcdUser.User, etcdUser.User
 	}
 

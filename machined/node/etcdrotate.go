@@ -37,13 +37,10 @@ type etcdPlan struct {
 	slot    *etcd.RestartSlot
 }
 
-// planEtcd decides what cfg changes of the node's etcd; nothing on a node
+// plan decides what cfg changes of the node's etcd; nothing on a node
 // that runs none.
-func (n *Node) planEtcd(cur, cfg *certs.MachineConfig) etcdPlan {
-	n.mu.Lock()
-	e, loaded := n.etcd, n.etcdLoaded
-	n.mu.Unlock()
-
+func (s *etcdState) plan(cur, cfg *certs.MachineConfig) etcdPlan {
+	e, loaded := s.memberAndLoaded()
 	if e == nil || cfg.EtcdCA() == nil {
 		return etcdPlan{}
 	}
@@ -135,27 +132,13 @@ func (n *Node) settle(ctx context.Context, p etcdPlan) (string, error) {
 		rep.Waited.Round(1e6), rep.Down.Round(1e6)), nil
 }
 
-// etcdTrustLoaded records the trusted CAs the member loaded at its start,
-// nil at its end (etcd.Config.OnTrust), for the certificate resources.
-func (n *Node) etcdTrustLoaded(trustedPEM []byte) {
-	n.mu.Lock()
-	n.etcdLoaded = trustedPEM
-	n.mu.Unlock()
-
-	n.refreshCertificates()
-}
-
-// etcdTrustedResources are the CAs the running member loaded, one
+// trustedResources are the CAs the running member loaded, one
 // certificate resource each ("etcd-trusted-" and the first 16 hex digits
 // of its fingerprint): what a rotation checks on each control plane.
-func (n *Node) etcdTrustedResources() []resourceapi.Certificate {
-	n.mu.Lock()
-	loaded := n.etcdLoaded
-	n.mu.Unlock()
-
+func (s *etcdState) trustedResources() []resourceapi.Certificate {
 	var out []resourceapi.Certificate
 
-	for _, c := range parseCerts(loaded) {
+	for _, c := range parseCerts(s.loadedPEM()) {
 		sum := sha256.Sum256(c.Raw)
 		out = append(out, resourceapi.Certificate{
 			ID: "etcd-trusted-" + hex.EncodeToString(sum[:8]), Kind: resourcetypes.CertKindEtcdTrustedCA,

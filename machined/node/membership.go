@@ -21,36 +21,50 @@ import (
 	"github.com/aegis-os/aegis/machined/resourceapi"
 )
 
-// startMembership keeps the node's entry in the cluster's member list
-// fresh until the boot ends: a control plane writes it into etcd itself
-// and follows the list there for apid's routing and the resource API; a
-// worker sends it to a control plane's trustd with its node certificate.
-// It returns once a worker's first heartbeat was answered, or after
+// heartbeats keep the node's entry in the cluster's member list fresh
+// and, on a control plane, follow the list: each boot starts them (start),
+// and a reset's leaving stops them for good.
+type heartbeats struct {
+	deps
+	interval time.Duration // Config.HeartbeatInterval
+	etcd     *etcdState    // a control plane's, where the list lives
+	config   *configState  // a worker's boot's client of trustd
+	// mu orders the heartbeats and a reset's leaving: once leaving is
+	// set, no heartbeat writes the node's entry again.
+	mu      sync.Mutex
+	leaving bool
+}
+
+// start keeps the node's entry in the cluster's member list fresh until
+// the boot ends: a control plane writes it into etcd itself and follows
+// the list there for apid's routing and the resource API; a worker sends
+// it to a control plane's trustd with its node certificate. It returns
+// once a worker's first heartbeat was answered, or after
 // firstHeartbeatWait, whichever comes first (a control plane: at once).
-func (n *Node) startMembership(ctx context.Context, b *bootState, bg *sync.WaitGroup) {
+func (h *heartbeats) start(ctx context.Context, b *bootState, bg *sync.WaitGroup) {
 	var beat func(context.Context) error
 
 	first := make(chan struct{})
 	answered := sync.OnceFunc(func() { close(first) })
 
 	if b.cfg.Machine.Type.IsControlPlane() {
-		beat = n.controlPlaneBeat(b)
+		beat = h.controlPlaneBeat(b)
 
-		bg.Go(func() { n.followMembers(ctx) })
+		bg.Go(func() { h.followMembers(ctx) })
 		answered()
 	} else {
-		beat = n.workerBeat(b)
+		beat = h.workerBeat(b)
 	}
 
 	bg.Go(func() {
-		membership.Until(ctx, n.clock, n.cfg.HeartbeatInterval, n.log, func(ctx context.Context) error {
+		membership.Until(ctx, h.clock, h.interval, h.log, func(ctx context.Context) error {
 			defer answered()
 
-			return n.unlessLeaving(beat)(ctx)
+			return h.unlessLeaving(ctx, beat)
 		})
 	})
 
-	t := n.clock.NewTimer(firstHeartbeatWait)
+	t := h.clock.NewTimer(firstHeartbeatWait)
 	defer t.Stop()
 
 	select {
@@ -68,44 +82,50 @@ func (n *Node) startMembership(ctx context.Context, b *bootState, bg *sync.WaitG
 // timeout) must not hold the boot for longer than this.
 const firstHeartbeatWait = 5 * time.Second
 
-// unlessLeaving skips the heartbeats of a node that a reset takes out of
+// unlessLeaving sends a heartbeat, unless a reset takes the node out of
 // the cluster, so that none writes its entry back after it was removed.
-func (n *Node) unlessLeaving(beat func(context.Context) error) func(context.Context) error {
-	return func(ctx context.Context) error {
-		n.beatMu.Lock()
-		defer n.beatMu.Unlock()
+func (h *heartbeats) unlessLeaving(ctx context.Context, beat func(context.Context) error) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
 
-		if n.leaving {
-			return nil
-		}
-
-		return beat(ctx)
+	if h.leaving {
+		return nil
 	}
+
+	return beat(ctx)
+}
+
+// setLeaving stops the heartbeats (a reset leaves) or lets them go on (it
+// was abandoned); it waits for a heartbeat under way.
+func (h *heartbeats) setLeaving(leaving bool) {
+	h.mu.Lock()
+	h.leaving = leaving
+	h.mu.Unlock()
 }
 
 // ownEntry is the node's entry as of now.
-func (n *Node) ownEntry(b *bootState) *membership.Member {
-	res, _ := n.store.Current()
+func (h *heartbeats) ownEntry(b *bootState) *membership.Member {
+	res, _ := h.store.Current()
 
 	var digest string
-	if set, err := ca.ParseAcceptedSet(res.GetAcceptedCas(), n.clock.Now()); err == nil {
+	if set, err := ca.ParseAcceptedSet(res.GetAcceptedCas(), h.clock.Now()); err == nil {
 		digest = membership.CADigest(set)
 	}
 
 	return &membership.Member{
 		Hostname: b.hostname, Addresses: canonicalAddresses(b.addresses), Version: version.Tag,
-		Interval: durationpb.New(n.cfg.HeartbeatInterval), TimeSynced: b.time.Synced(), AcceptedCas: digest,
+		Interval: durationpb.New(h.interval), TimeSynced: b.time.Synced(), AcceptedCas: digest,
 	}
 }
 
-func (n *Node) controlPlaneBeat(b *bootState) func(context.Context) error {
+func (h *heartbeats) controlPlaneBeat(b *bootState) func(context.Context) error {
 	return func(ctx context.Context) error {
-		store, err := n.memberStore()
+		store, err := h.memberStore()
 		if err != nil {
 			return err
 		}
 
-		return store.Put(ctx, n.ownEntry(b), membership.RoleControlPlane)
+		return store.Put(ctx, h.ownEntry(b), membership.RoleControlPlane)
 	}
 }
 
@@ -114,31 +134,31 @@ func (n *Node) controlPlaneBeat(b *bootState) func(context.Context) error {
 // set up and its clock synced) until ctx ends: a worker whose entry any
 // control plane records is routed to as soon as etcd commits it, and all
 // control planes show the same list.
-func (n *Node) followMembers(ctx context.Context) {
+func (h *heartbeats) followMembers(ctx context.Context) {
 	var store *membership.Store
 
 	for {
 		var err error
 
-		if store, err = n.memberStore(); err == nil {
+		if store, err = h.memberStore(); err == nil {
 			break
 		}
 
-		n.log.Debug("member list: no etcd client yet", slog.String(logkey.Error, err.Error()))
+		h.log.Debug("member list: no etcd client yet", slog.String(logkey.Error, err.Error()))
 
-		if !clock.Sleep(ctx, n.clock, membership.RetryInterval) {
+		if !clock.Sleep(ctx, h.clock, membership.RetryInterval) {
 			return
 		}
 	}
 
-	store.Follow(ctx, n.publishMembers)
+	store.Follow(ctx, h.publishMembers)
 }
 
 // publishMembers gives apid the members' names and the resource API the
 // member list. Each hostname routes to the member's first address, with
 // the role its entry proves; an unchanged list changes nothing
 // (Store.Update).
-func (n *Node) publishMembers(members []*membership.Member) {
+func (h *heartbeats) publishMembers(members []*membership.Member) {
 	infos := make([]resourceapi.MemberInfo, 0, len(members))
 	names := make([]*node.MemberName, 0, len(members))
 
@@ -150,18 +170,18 @@ func (n *Node) publishMembers(members []*membership.Member) {
 		names = append(names, &node.MemberName{Hostname: m.GetHostname(), Address: m.GetAddresses()[0], Role: m.GetRole()})
 	}
 
-	n.store.Update(func(r *node.Resources) { r.Members = names })
-	n.resourceErr("members", n.res.SetMembers(infos))
+	h.store.Update(func(r *node.Resources) { r.Members = names })
+	h.resourceErr("members", h.res.SetMembers(infos))
 }
 
 // workerBeat sends the worker's entry; a refusal for want of the node's
 // name in its certificate (one from a control plane of the previous
 // version) makes it renew the certificate.
-func (n *Node) workerBeat(b *bootState) func(context.Context) error {
-	sender := n.workerSender(b)
+func (h *heartbeats) workerBeat(b *bootState) func(context.Context) error {
+	sender := h.workerSender(b)
 
 	return func(ctx context.Context) error {
-		err := sender.Send(ctx, n.ownEntry(b))
+		err := sender.Send(ctx, h.ownEntry(b))
 		b.certs.renewForName(ctx, err)
 
 		return err
@@ -171,15 +191,63 @@ func (n *Node) workerBeat(b *bootState) func(context.Context) error {
 // workerSender reaches the control planes' trustd with the worker's node
 // certificate, for its heartbeats and its leaving, through the client its
 // revocation poller uses.
-func (n *Node) workerSender(b *bootState) membership.Sender {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-
-	if b.trustd == nil {
+func (h *heartbeats) workerSender(b *bootState) membership.Sender {
+	tc := h.config.trustd(b)
+	if tc == nil {
 		return membership.Sender{} // its calls say why
 	}
 
-	return membership.Sender{Trustd: b.trustd}
+	return membership.Sender{Trustd: tc}
+}
+
+// removeOwnEntry deletes the node's own member entry: a control plane's
+// through its etcd, a worker's through a control plane's trustd, as its
+// heartbeats go.
+func (h *heartbeats) removeOwnEntry(ctx context.Context, b *bootState) error {
+	addrs := canonicalAddresses(b.addresses)
+	if len(addrs) == 0 {
+		return errors.New("node: no address to leave the member list with")
+	}
+
+	if !b.cfg.Machine.Type.IsControlPlane() {
+		return h.workerSender(b).Leave(ctx, addrs[0])
+	}
+
+	store, err := h.memberStore()
+	if err != nil {
+		return err
+	}
+
+	return store.Delete(ctx, addrs[0], membership.RoleControlPlane)
+}
+
+// memberStore is the member list in the local etcd: a control plane's.
+func (h *heartbeats) memberStore() (*membership.Store, error) {
+	cli, err := h.etcd.client(errNoEtcd, membership.ErrUnavailable)
+	if err != nil {
+		return nil, err
+	}
+
+	return membership.New(membership.Config{Client: cli, Clock: h.clock, Logger: h.log})
+}
+
+var errNoEtcd = fmt.Errorf("%w: etcd is not set up on this node", membership.ErrUnavailable)
+
+// Members is the cluster's member list as this node reads it: from its
+// etcd on a control plane; a worker has none.
+func (n *Node) Members() membership.Reader {
+	return memberReader{&n.beats}
+}
+
+type memberReader struct{ h *heartbeats }
+
+func (r memberReader) List(ctx context.Context) ([]*membership.Member, error) {
+	store, err := r.h.memberStore()
+	if err != nil {
+		return nil, err
+	}
+
+	return store.List(ctx)
 }
 
 // serverCertificate is the node's current server certificate, which a
@@ -202,39 +270,10 @@ func (n *Node) acceptedCAs() *ca.AcceptedSet {
 
 	set, err := ca.ParseAcceptedSet(res.GetAcceptedCas(), n.clock.Now())
 	if err != nil {
-		return n.current().AcceptedCAs()
+		return n.config.current().AcceptedCAs()
 	}
 
 	return set
-}
-
-// memberStore is the member list in the local etcd: a control plane's.
-func (n *Node) memberStore() (*membership.Store, error) {
-	cli, err := n.etcdClient(errNoEtcd, membership.ErrUnavailable)
-	if err != nil {
-		return nil, err
-	}
-
-	return membership.New(membership.Config{Client: cli, Clock: n.clock, Logger: n.log})
-}
-
-var errNoEtcd = fmt.Errorf("%w: etcd is not set up on this node", membership.ErrUnavailable)
-
-// Members is the cluster's member list as this node reads it: from its
-// etcd on a control plane; a worker has none.
-func (n *Node) Members() membership.Reader {
-	return memberReader{n}
-}
-
-type memberReader struct{ n *Node }
-
-func (r memberReader) List(ctx context.Context) ([]*membership.Member, error) {
-	store, err := r.n.memberStore()
-	if err != nil {
-		return nil, err
-	}
-
-	return store.List(ctx)
 }
 
 // canonicalAddresses keeps the addresses netip prints back the same way,

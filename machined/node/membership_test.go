@@ -18,7 +18,7 @@ func TestPublishMembers(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	n := &Node{store: resources.NewStore(), res: st, log: slog.New(slog.DiscardHandler)}
+	n := &heartbeats{deps: deps{store: resources.NewStore(), res: st, log: slog.New(slog.DiscardHandler)}}
 
 	n.publishMembers([]*membership.Member{
 		{Hostname: "cp-1", Addresses: []string{"10.0.0.1"}},

@@ -78,17 +78,13 @@ func (n *Node) certificates() []metrics.Certificate {
 		}
 	}
 
-	if set := n.current().AcceptedCAs(); set != nil {
+	if set := n.config.current().AcceptedCAs(); set != nil {
 		for _, c := range set.Certificates() {
 			out = append(out, metrics.Certificate{Name: "accepted_ca", Cert: c})
 		}
 	}
 
-	n.mu.Lock()
-	e := n.etcd
-	n.mu.Unlock()
-
-	if e != nil {
+	if e := n.etcd.member(); e != nil {
 		for name, c := range e.Certificates() {
 			out = append(out, metrics.Certificate{Name: "etcd_" + name, Cert: c})
 		}

@@ -1,7 +1,6 @@
 package node
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -9,19 +8,14 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"sync"
 	"time"
 
-	"google.golang.org/grpc/health"
-
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/internal/clock"
 	"github.com/aegis-os/aegis/internal/defaults"
-	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/machined/etcd"
 	"github.com/aegis-os/aegis/machined/layout"
 	"github.com/aegis-os/aegis/machined/membership"
@@ -31,7 +25,6 @@ import (
 	"github.com/aegis-os/aegis/machined/system"
 	"github.com/aegis-os/aegis/machined/system/events"
 	"github.com/aegis-os/aegis/machined/system/logs"
-	"github.com/aegis-os/aegis/timesync"
 	"github.com/aegis-os/aegis/trustd"
 )
 
@@ -85,82 +78,49 @@ type Config struct {
 	Clock   clock.Clock
 }
 
-// Node runs one node until it is shut down.
+// Node runs one node until it is shut down. Each concern owns its state
+// and its lock: the config in effect and the current boot (config), the
+// machine status (status), the node's etcd (etcd), the heartbeats and the
+// member entry (beats), the pending TRY config (trials), the certificate
+// resources (certRes) and the revocation list (revoked, locked inside
+// revocation.List). Locks are taken in this order: trials.mu (held
+// through an apply or a rollback), beats.mu (held through a heartbeat),
+// certRes.mu and status.mu (each held through one resource update), then
+// config.mu and etcd.mu, held only to read or set their own fields.
 type Node struct {
-	cfg      Config
-	layout   layout.Layout
+	cfg    Config
+	layout layout.Layout
+	deps
+
+	logs    map[string]*logs.Log
+	revoked revocations
+	ctr     *containerRuntime // the node's containerd, with the containerd runtime
+
+	config   configState
+	status   machineState
+	etcd     etcdState
+	beats    heartbeats
+	trials   trials
+	certRes  certResources
+	requests chan lifecycleRequest
+}
+
+// deps are what the node's parts share, set once by New.
+type deps struct {
 	log      *slog.Logger
 	clock    clock.Clock
 	bus      *events.Bus
 	services *system.Manager
 	store    *resources.Store
 	res      *resourceapi.State // the resource API's state, set from the node's own
-	logs     map[string]*logs.Log
-	health   *health.Server // machined.sock's grpc.health.v1, from the machine status
-	revoked  *revocation.List
-
-	// applyMu orders ApplyConfiguration calls and trial rollbacks.
-	applyMu sync.Mutex
-	trial   *trial // a TRY config waiting for its rollback, under applyMu
-
-	mu       sync.Mutex
-	machine  *certs.MachineConfig // the config in effect
-	etcd     *etcd.Etcd           // a control plane's etcd, made at its first boot
-	booted   *bootState           // what the current boot built, for services loaded once
-	ctr      *containerRuntime    // the node's containerd, with the containerd runtime
-	etcdSpec *containerSpec       // etcd's container, with the containerd runtime
-	stage    machine.MachineStatusEvent_MachineStage
-	requests chan lifecycleRequest
-
-	// Under mu too: what the resource API's machine status and time
-	// service read.
-	timeSvc   *timesync.Service // the current boot's time service
-	unmet     []*machine.MachineStatusEvent_MachineStatus_UnmetCondition
-	etcdCerts map[string][]byte // etcd's certificates by name, as last issued
-	// etcdLoaded is the trusted etcd CAs (PEM) the running member loaded
-	// at its start, nil while it does not run.
-	etcdLoaded []byte
-
-	// statusMu and certsMu make the machine status and certificate
-	// resources' updates one at a time, each from the latest state.
-	statusMu, certsMu sync.Mutex
-
-	// beatMu orders the membership heartbeats and a reset's leaving: once
-	// leaving is set, no heartbeat writes the entry again.
-	beatMu  sync.Mutex
-	leaving bool
-}
-
-type lifecycleRequest struct {
-	actor    string
-	shutdown bool
-	reset    *resetRequest // set by Reset
 }
 
 // New prepares a node; Run starts it.
 func New(cfg Config) (*Node, error) {
-	if cfg.Machine == nil || cfg.State == "" || cfg.BinDir == "" {
-		return nil, errors.New("node: config needs the machine config, the state directory and the binaries' directory")
+	cfg, err := withDefaults(cfg)
+	if err != nil {
+		return nil, err
 	}
-
-	if cfg.NodeCertTTL == 0 {
-		cfg.NodeCertTTL = NodeCertTTL
-	}
-
-	if cfg.NodeCertTTL < trustd.MinCertTTL || cfg.NodeCertTTL > trustd.MaxCertTTL {
-		return nil, fmt.Errorf("node: certificate lifetime %s outside [%s, %s]", cfg.NodeCertTTL, trustd.MinCertTTL, trustd.MaxCertTTL)
-	}
-
-	if cfg.HeartbeatInterval == 0 {
-		cfg.HeartbeatInterval = membership.DefaultInterval
-	}
-
-	if cfg.HeartbeatInterval < membership.MinInterval || cfg.HeartbeatInterval > membership.MaxInterval {
-		return nil, fmt.Errorf("node: heartbeat interval %s outside [%s, %s]", cfg.HeartbeatInterval, membership.MinInterval, membership.MaxInterval)
-	}
-
-	cfg.Clock = defaults.Clock(cfg.Clock)
-	cfg.Logger = defaults.Logger(cfg.Logger)
 
 	res, err := resourceapi.New()
 	if err != nil {
@@ -169,16 +129,24 @@ func New(cfg Config) (*Node, error) {
 
 	bus := events.NewBus(system.DefaultBusSize, cfg.Clock)
 
-	n := &Node{
-		cfg: cfg, layout: layout.Layout{State: cfg.State}, log: cfg.Logger, clock: cfg.Clock, bus: bus,
+	d := deps{
+		log: cfg.Logger, clock: cfg.Clock, bus: bus, res: res, store: resources.NewStore(),
 		services: system.New(system.Config{Bus: bus, Clock: cfg.Clock, Logger: cfg.Logger}),
-		store:    resources.NewStore(), logs: map[string]*logs.Log{},
-		machine: cfg.Machine, requests: make(chan lifecycleRequest, 1), health: newHealth(), res: res,
 	}
+	n := &Node{
+		cfg: cfg, layout: layout.Layout{State: cfg.State}, deps: d, logs: map[string]*logs.Log{},
+		config: configState{machine: cfg.Machine}, status: newMachineState(d),
+		trials: newTrials(), requests: make(chan lifecycleRequest, 1),
+	}
+	n.beats = heartbeats{deps: d, interval: cfg.HeartbeatInterval, etcd: &n.etcd, config: &n.config}
+	n.certRes = certResources{deps: d, config: &n.config, etcd: &n.etcd}
 
-	if n.revoked, err = revocation.OpenList(revocation.ListConfig{Path: n.layout.RevocationList(), Clock: cfg.Clock}); err != nil {
+	list, err := revocation.OpenList(revocation.ListConfig{Path: n.layout.RevocationList(), Clock: cfg.Clock})
+	if err != nil {
 		return nil, err
 	}
+
+	n.revoked = revocations{deps: d, list: list, etcd: &n.etcd}
 
 	if cfg.MachinedLog != nil {
 		n.logs["machined"] = cfg.MachinedLog
@@ -188,19 +156,57 @@ func New(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("node: %w", err)
 	}
 
+	if err := n.openServices(); err != nil {
+		return nil, err
+	}
+
+	return n, nil
+}
+
+// withDefaults checks cfg and fills in its defaults.
+func withDefaults(cfg Config) (Config, error) {
+	if cfg.Machine == nil || cfg.State == "" || cfg.BinDir == "" {
+		return cfg, errors.New("node: config needs the machine config, the state directory and the binaries' directory")
+	}
+
+	if cfg.NodeCertTTL == 0 {
+		cfg.NodeCertTTL = NodeCertTTL
+	}
+
+	if cfg.NodeCertTTL < trustd.MinCertTTL || cfg.NodeCertTTL > trustd.MaxCertTTL {
+		return cfg, fmt.Errorf("node: certificate lifetime %s outside [%s, %s]", cfg.NodeCertTTL, trustd.MinCertTTL, trustd.MaxCertTTL)
+	}
+
+	if cfg.HeartbeatInterval == 0 {
+		cfg.HeartbeatInterval = membership.DefaultInterval
+	}
+
+	if cfg.HeartbeatInterval < membership.MinInterval || cfg.HeartbeatInterval > membership.MaxInterval {
+		return cfg, fmt.Errorf("node: heartbeat interval %s outside [%s, %s]", cfg.HeartbeatInterval, membership.MinInterval, membership.MaxInterval)
+	}
+
 	if cfg.ImageDir == "" {
 		cfg.ImageDir = defaultImageDir(cfg.BinDir)
 	}
 
+	cfg.Clock = defaults.Clock(cfg.Clock)
+	cfg.Logger = defaults.Logger(cfg.Logger)
+
+	return cfg, nil
+}
+
+// openServices opens the services' logs and, for a node whose config asks
+// for containers, prepares its containerd.
+func (n *Node) openServices() error {
 	ids := []string{"apid", "trustd"}
-	if cfg.Machine.Machine.Type.IsControlPlane() {
+	if n.cfg.Machine.Machine.Type.IsControlPlane() {
 		ids = append(ids, etcd.ServiceID)
 	}
 
-	if cfg.Machine.Machine.Runtime.Containerd() {
-		rt, err := newContainerRuntime(cfg.State, cfg.ImageDir)
+	if n.cfg.Machine.Machine.Runtime.Containerd() {
+		rt, err := newContainerRuntime(n.cfg.State, n.cfg.ImageDir)
 		if err != nil {
-			return nil, err
+			return err
 		}
 
 		n.ctr = rt
@@ -210,132 +216,13 @@ func New(cfg Config) (*Node, error) {
 	for _, id := range ids {
 		l, err := logs.Open(n.layout.ServiceLog(id), MaxServiceLog)
 		if err != nil {
-			return nil, err
+			return err
 		}
 
 		n.logs[id] = l
 	}
 
-	return n, nil
-}
-
-// Run serves the node's sockets and runs boot sequences (again after each
-// reboot) until a shutdown is asked for or ctx ends. After a reset it wipes
-// the state directory once everything is stopped and closed, and returns
-// ErrRebootAfterReset if the reset asked for a reboot.
-func (n *Node) Run(ctx context.Context) error {
-	reset, err := n.run(ctx)
-	if err != nil || reset == nil {
-		return err
-	}
-
-	if err = n.wipe(); err != nil {
-		return err
-	}
-
-	if reset.reboot {
-		return ErrRebootAfterReset
-	}
-
 	return nil
-}
-
-func (n *Node) run(ctx context.Context) (*resetRequest, error) {
-	defer n.closeLogs()
-
-	if n.ctr != nil {
-		defer n.ctr.close()
-	}
-
-	sockets, err := n.listen()
-	if err != nil {
-		return nil, err
-	}
-	defer sockets.stop()
-
-	followCtx, stopFollowing := context.WithCancel(ctx)
-	defer stopFollowing()
-
-	n.followResources(followCtx)
-
-	actor := ""
-
-	for {
-		req, done := n.runBoot(ctx, actor)
-
-		n.stopServices(req)
-
-		if done {
-			n.log.Info("node stopped")
-
-			return req.reset, nil
-		}
-
-		actor = req.actor
-	}
-}
-
-// runBoot runs one boot and everything it starts until a lifecycle request
-// or the end of ctx; it reports the request and whether machined should end.
-func (n *Node) runBoot(ctx context.Context, actor string) (lifecycleRequest, bool) {
-	bootCtx, cancel := context.WithCancel(ctx)
-
-	var wg sync.WaitGroup
-
-	wg.Go(func() { n.boot(bootCtx, actor, &wg) })
-
-	var (
-		req  lifecycleRequest
-		done bool
-	)
-
-	select {
-	case req = <-n.requests:
-		done = req.shutdown
-
-		// A reset leaves the cluster while etcd and the heartbeats still
-		// run; if it cannot, the node boots again unchanged.
-		if req.reset != nil && !n.leave(ctx, req) {
-			req, done = lifecycleRequest{actor: req.actor}, false
-		}
-	case <-ctx.Done():
-		done = true
-	}
-
-	cancel()
-	wg.Wait()
-
-	return req, done
-}
-
-func (n *Node) stopServices(req lifecycleRequest) {
-	switch {
-	case req.reset != nil: // stays RESETTING
-	case req.shutdown:
-		n.machineStatus(machine.MachineStatusEvent_SHUTTING_DOWN, "")
-	default:
-		n.machineStatus(machine.MachineStatusEvent_REBOOTING, "")
-	}
-
-	ctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
-	defer cancel()
-
-	if err := n.services.Stop(ctx); err != nil {
-		n.log.Error("stopping services", slog.String(logkey.Error, err.Error()))
-	}
-}
-
-// Reboot asks the node to stop its services and boot again.
-func (n *Node) Reboot(actor string) { n.request(lifecycleRequest{actor: actor}) }
-
-// Shutdown asks the node to stop its services and machined to end.
-func (n *Node) Shutdown(actor string) { n.request(lifecycleRequest{actor: actor, shutdown: true}) }
-
-func (n *Node) request(r lifecycleRequest) {
-	select {
-	case n.requests <- r:
-	default: // one is already pending; it wins
-	}
 }
 
 // ServiceLog finds the log of a service, or of machined itself.
@@ -343,63 +230,6 @@ func (n *Node) ServiceLog(id string) (*logs.Log, bool) {
 	l, ok := n.logs[id]
 
 	return l, ok
-}
-
-// machineStatus publishes the machine's stage and, with reason set, that
-// it waits for time sync (the one condition a boot reports as unmet).
-func (n *Node) machineStatus(stage machine.MachineStatusEvent_MachineStage, actor string, unmet ...*machine.MachineStatusEvent_MachineStatus_UnmetCondition) {
-	n.mu.Lock()
-	n.stage, n.unmet = stage, unmet
-	n.mu.Unlock()
-
-	ready := stage == machine.MachineStatusEvent_RUNNING && len(unmet) == 0
-	setHealth(n.health, ready)
-	n.refreshMachineStatus()
-
-	n.bus.Publish(&machine.MachineStatusEvent{Stage: stage, Status: &machine.MachineStatusEvent_MachineStatus{
-		Ready: ready, UnmetConditions: unmet,
-	}}, actor)
-}
-
-// unmetTime reports the wait for time sync (reason set) or its end.
-func (n *Node) unmetTime(reason string) {
-	n.mu.Lock()
-	stage := n.stage
-	n.mu.Unlock()
-
-	var unmet []*machine.MachineStatusEvent_MachineStatus_UnmetCondition
-	if reason != "" {
-		unmet = append(unmet, &machine.MachineStatusEvent_MachineStatus_UnmetCondition{Name: "time", Reason: reason})
-	}
-
-	n.machineStatus(stage, "", unmet...)
-}
-
-func (n *Node) currentBoot() *bootState {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-
-	return n.booted
-}
-
-// bootConfig is the machine config the current boot read: what its
-// services start with.
-func (n *Node) bootConfig() *certs.MachineConfig {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-
-	if n.booted != nil && n.booted.cfg != nil {
-		return n.booted.cfg
-	}
-
-	return n.machine
-}
-
-func (n *Node) current() *certs.MachineConfig {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-
-	return n.machine
 }
 
 func (n *Node) closeLogs() {

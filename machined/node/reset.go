@@ -14,7 +14,6 @@ import (
 
 	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/machined/etcd"
-	"github.com/aegis-os/aegis/machined/membership"
 )
 
 // ErrRebootAfterReset is what Run returns when a reset asked for a reboot:
@@ -32,14 +31,11 @@ type resetRequest struct {
 // etcd would break quorum: the only voter, or one whose other voters do
 // not answer. A reset that is not graceful does not leave etcd.
 func (n *Node) CheckReset(ctx context.Context, graceful bool) error {
-	if !graceful || !n.current().Machine.Type.IsControlPlane() {
+	if !graceful || !n.config.current().Machine.Type.IsControlPlane() {
 		return nil
 	}
 
-	n.mu.Lock()
-	e := n.etcd
-	n.mu.Unlock()
-
+	e := n.etcd.member()
 	if e == nil {
 		return nil // no member yet: nothing to leave
 	}
@@ -69,17 +65,15 @@ func (n *Node) leave(ctx context.Context, req lifecycleRequest) bool {
 	n.machineStatus(machine.MachineStatusEvent_RESETTING, req.actor)
 	n.bus.Publish(&machine.SequenceEvent{Sequence: "reset", Action: machine.SequenceEvent_START}, req.actor)
 
-	n.beatMu.Lock()
-	n.leaving = true
-	n.beatMu.Unlock()
+	n.beats.setLeaving(true)
 
-	if b := n.currentBoot(); b != nil && len(b.addresses) > 0 {
-		if err := n.removeOwnEntry(ctx, b); err != nil {
+	if b := n.config.boot(); b != nil && len(b.addresses) > 0 {
+		if err := n.beats.removeOwnEntry(ctx, b); err != nil {
 			n.log.Warn("reset: removing the member entry failed; it ages out", slog.String(logkey.Error, err.Error()))
 		}
 	}
 
-	if !n.current().Machine.Type.IsControlPlane() {
+	if !n.config.current().Machine.Type.IsControlPlane() {
 		return true
 	}
 
@@ -87,10 +81,7 @@ func (n *Node) leave(ctx context.Context, req lifecycleRequest) bool {
 		return true
 	}
 
-	n.mu.Lock()
-	e := n.etcd
-	n.mu.Unlock()
-
+	e := n.etcd.member()
 	if e == nil {
 		return true
 	}
@@ -100,35 +91,12 @@ func (n *Node) leave(ctx context.Context, req lifecycleRequest) bool {
 		n.bus.Publish(&machine.SequenceEvent{Sequence: "reset", Action: machine.SequenceEvent_STOP,
 			Error: &common.Error{Code: common.Code_FATAL, Message: "leaving etcd: " + err.Error()}}, req.actor)
 
-		n.beatMu.Lock()
-		n.leaving = false
-		n.beatMu.Unlock()
+		n.beats.setLeaving(false)
 
 		return false
 	}
 
 	return true
-}
-
-// removeOwnEntry deletes the node's own member entry: a control plane's
-// through its etcd, a worker's through a control plane's trustd, as its
-// heartbeats go.
-func (n *Node) removeOwnEntry(ctx context.Context, b *bootState) error {
-	addrs := canonicalAddresses(b.addresses)
-	if len(addrs) == 0 {
-		return errors.New("node: no address to leave the member list with")
-	}
-
-	if !b.cfg.Machine.Type.IsControlPlane() {
-		return n.workerSender(b).Leave(ctx, addrs[0])
-	}
-
-	store, err := n.memberStore()
-	if err != nil {
-		return err
-	}
-
-	return store.Delete(ctx, addrs[0], membership.RoleControlPlane)
 }
 
 // wipe removes everything in the state directory, the EPHEMERAL part of a

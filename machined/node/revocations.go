@@ -15,31 +15,41 @@ import (
 	"github.com/aegis-os/aegis/machined/revocation"
 )
 
+// revocations is the node's revocation list, kept in the state directory
+// so that a restarted node enforces it before it has reached anyone, and
+// what keeps it current and hands it to apid and trustd.
+type revocations struct {
+	deps
+	list *revocation.List
+	etcd *etcdState // a control plane's, where the cluster's list lives
+}
+
 // followRevocations keeps the node's revocation list current for the
 // boot and hands it to apid and trustd: a control plane follows etcd, a
 // worker polls the control planes' trustd (it runs no etcd). Whatever the
-// source, the list is kept in the state directory (n.revoked), so a
-// restarted node enforces it before it has reached anyone, and expired
-// entries are pruned.
+// source, the list is kept in the state directory (revocations.list), and
+// expired entries are pruned.
 func (n *Node) followRevocations(ctx context.Context, b *bootState, bg *sync.WaitGroup) {
+	r := &n.revoked
+
 	// Published before the services start: apid's first resources already
 	// hold the list the node kept.
-	changed := n.publishRevocations()
+	changed := r.publish()
 
 	bg.Go(func() {
 		for {
 			select {
 			case <-changed:
-				changed = n.publishRevocations()
+				changed = r.publish()
 			case <-ctx.Done():
 				return
 			}
 		}
 	})
-	bg.Go(func() { n.pruneRevocations(ctx) })
+	bg.Go(func() { r.prune(ctx) })
 
 	if b.cfg.Machine.Type.IsControlPlane() {
-		bg.Go(func() { n.followEtcdRevocations(ctx) })
+		bg.Go(func() { r.followEtcd(ctx) })
 
 		return
 	}
@@ -51,7 +61,7 @@ func (n *Node) followRevocations(ctx context.Context, b *bootState, bg *sync.Wai
 		return
 	}
 
-	p, err := revocation.NewPoller(revocation.PollerConfig{Trustd: trustd, List: n.revoked, Clock: n.clock, Logger: n.log})
+	p, err := revocation.NewPoller(revocation.PollerConfig{Trustd: trustd, List: r.list, Clock: n.clock, Logger: n.log})
 	if err != nil {
 		n.log.Error("revocation list not followed", slog.String(logkey.Error, err.Error()))
 
@@ -61,51 +71,51 @@ func (n *Node) followRevocations(ctx context.Context, b *bootState, bg *sync.Wai
 	bg.Go(func() { p.Run(ctx) })
 }
 
-// publishRevocations puts the list into the resources apid and trustd
-// read, and returns a channel closed at the list's next change.
-func (n *Node) publishRevocations() <-chan struct{} {
-	changed := n.revoked.Changed()
-	entries := n.revoked.Entries()
+// publish puts the list into the resources apid and trustd read, and
+// returns a channel closed at the list's next change.
+func (r *revocations) publish() <-chan struct{} {
+	changed := r.list.Changed()
+	entries := r.list.Entries()
 
-	n.store.Update(func(r *node.Resources) {
-		r.Revoked = make([]*node.RevokedSerial, 0, len(entries))
+	r.store.Update(func(res *node.Resources) {
+		res.Revoked = make([]*node.RevokedSerial, 0, len(entries))
 		for _, e := range entries {
-			r.Revoked = append(r.Revoked, &node.RevokedSerial{Serial: e.Serial, NotAfter: timestamppb.New(e.NotAfter)})
+			res.Revoked = append(res.Revoked, &node.RevokedSerial{Serial: e.Serial, NotAfter: timestamppb.New(e.NotAfter)})
 		}
 	})
 
 	return changed
 }
 
-// pruneRevocations drops expired entries from the node's list and, on a
-// control plane, from etcd.
-func (n *Node) pruneRevocations(ctx context.Context) {
-	for clock.Sleep(ctx, n.clock, revocation.PruneInterval) {
-		if _, err := n.revoked.Prune(); err != nil {
-			n.log.Warn("revocation list not pruned", slog.String(logkey.Error, err.Error()))
+// prune drops expired entries from the node's list and, on a control
+// plane, from etcd.
+func (r *revocations) prune(ctx context.Context) {
+	for clock.Sleep(ctx, r.clock, revocation.PruneInterval) {
+		if _, err := r.list.Prune(); err != nil {
+			r.log.Warn("revocation list not pruned", slog.String(logkey.Error, err.Error()))
 		}
 
-		if store, err := n.revocationStore(); err == nil {
+		if store, err := r.etcdStore(); err == nil {
 			if _, err := store.Prune(ctx); err != nil && ctx.Err() == nil {
-				n.log.Debug("revocations in etcd not pruned", slog.String(logkey.Error, err.Error()))
+				r.log.Debug("revocations in etcd not pruned", slog.String(logkey.Error, err.Error()))
 			}
 		}
 	}
 }
 
-// followEtcdRevocations follows the list in etcd. The node's etcd exists
+// followEtcd follows the list in etcd. The node's etcd exists
 // once its boot has set it up, but its client certificate is issued only
 // once the clock is synced: until then the client is asked for again every
 // PollInterval.
-func (n *Node) followEtcdRevocations(ctx context.Context) {
+func (r *revocations) followEtcd(ctx context.Context) {
 	var store *revocation.Store
 
 	for {
 		var err error
 
-		store, err = n.revocationStore()
+		store, err = r.etcdStore()
 		if errors.Is(err, revocation.ErrNoEtcd) {
-			n.log.Info("revocation list not followed: no etcd on this node")
+			r.log.Info("revocation list not followed: no etcd on this node")
 
 			return
 		}
@@ -114,42 +124,42 @@ func (n *Node) followEtcdRevocations(ctx context.Context) {
 			break
 		}
 
-		n.log.Debug("revocation list: no etcd client yet", slog.String(logkey.Error, err.Error()))
+		r.log.Debug("revocation list: no etcd client yet", slog.String(logkey.Error, err.Error()))
 
-		if !clock.Sleep(ctx, n.clock, revocation.PollInterval) {
+		if !clock.Sleep(ctx, r.clock, revocation.PollInterval) {
 			return
 		}
 	}
 
 	store.Follow(ctx, func(entries []revocation.Entry) {
-		changed, err := n.revoked.Replace(entries)
+		changed, err := r.list.Replace(entries)
 
 		switch {
 		case err != nil:
-			n.log.Error("revocation list not kept", slog.String(logkey.Error, err.Error()))
+			r.log.Error("revocation list not kept", slog.String(logkey.Error, err.Error()))
 		case changed:
-			n.log.Info("revocation list updated", slog.Int(logkey.Revoked, len(entries)))
+			r.log.Info("revocation list updated", slog.Int(logkey.Revoked, len(entries)))
 		}
 	})
 }
 
-// revocationStore is the list in the node's etcd, or revocation.ErrNoEtcd.
-func (n *Node) revocationStore() (*revocation.Store, error) {
-	cli, err := n.etcdClient(revocation.ErrNoEtcd, revocation.ErrUnavailable)
+// etcdStore is the list in the node's etcd, or revocation.ErrNoEtcd.
+func (r *revocations) etcdStore() (*revocation.Store, error) {
+	cli, err := r.etcd.client(revocation.ErrNoEtcd, revocation.ErrUnavailable)
 	if err != nil {
 		return nil, err
 	}
 
-	return revocation.NewStore(revocation.StoreConfig{Client: cli, Clock: n.clock, Logger: n.log})
+	return revocation.NewStore(revocation.StoreConfig{Client: cli, Clock: r.clock, Logger: r.log})
 }
 
 // renewals records the renewals of client certificates in the cluster's
 // etcd (certapi.Lineage); a node without it refuses to renew.
-type renewals struct{ n *Node }
+type renewals struct{ r *revocations }
 
 // Record keeps l in etcd.
 func (r renewals) Record(ctx context.Context, l revocation.Link) error {
-	store, err := r.n.revocationStore()
+	store, err := r.r.etcdStore()
 	if err != nil {
 		return err
 	}
@@ -168,8 +178,8 @@ func listenSource(b *bootState) string {
 }
 
 // isRevoked reports whether the node's list holds serial.
-func (n *Node) isRevoked(serial string) bool {
-	for _, e := range n.revoked.Entries() {
+func (r *revocations) isRevoked(serial string) bool {
+	for _, e := range r.list.Entries() {
 		if e.Serial == serial {
 			return true
 		}

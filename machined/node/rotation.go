@@ -10,7 +10,7 @@ import (
 // rotationStore is the CA rotation state in the node's etcd, or
 // rotation.ErrNoEtcd.
 func (n *Node) rotationStore() (*rotation.Store, error) {
-	cli, err := n.etcdClient(rotation.ErrNoEtcd, rotation.ErrUnavailable)
+	cli, err := n.etcd.client(rotation.ErrNoEtcd, rotation.ErrUnavailable)
 	if err != nil {
 		return nil, err
 	}
@@ -22,22 +22,10 @@ func (n *Node) rotationStore() (*rotation.Store, error) {
 // CA rotation's way to move every node to the new CA without waiting for
 // renewals.
 func (n *Node) reissue(ctx context.Context) (map[string]*x509.Certificate, error) {
-	c := n.certController()
+	c := n.config.certController()
 	if c == nil {
 		return nil, errNoCertificatesYet
 	}
 
 	return c.reissue(ctx)
-}
-
-// certController is the current boot's, or nil before it has one.
-func (n *Node) certController() *certController {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-
-	if n.booted == nil {
-		return nil
-	}
-
-	return n.booted.certs
 }

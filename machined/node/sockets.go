@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"sync"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -34,6 +35,7 @@ import (
 type sockets struct {
 	servers []*grpc.Server
 	closers []func()
+	serving sync.WaitGroup // the servers' Serve, which stop waits for
 }
 
 // listen opens machined's sockets and serves them until stop:
@@ -63,7 +65,7 @@ func (n *Node) listen() (*sockets, error) {
 	}
 
 	api := newAPIServer(n.log, admission, calls.ServerOptions()...)
-	healthpb.RegisterHealthServer(api, n.health)
+	healthpb.RegisterHealthServer(api, n.status.health)
 
 	machineAPI := machineapi.New(machineapi.Config{
 		Hostname: func() string { res, _ := n.store.Current(); return res.GetHostname() },
@@ -74,11 +76,11 @@ func (n *Node) listen() (*sockets, error) {
 	machineAPI.Register(api)
 	machineAPI.ConfigService().Register(api)
 	resourceapi.NewServer(n.res).Register(api)
-	timeapi.New(timeapi.Config{Source: n.timeSource, Clock: n.clock}).Register(api)
+	timeapi.New(timeapi.Config{Source: n.config.timeSource, Clock: n.clock}).Register(api)
 	tokens.RegisterTokenServiceServer(api, tokenProxy)
-	certapi.New(certapi.Config{Authority: clientIssuer{n}, Revoked: n.isRevoked, Lineage: renewals{n}, Logger: n.log}).Register(api)
+	certapi.New(certapi.Config{Authority: clientIssuer{n}, Revoked: n.revoked.isRevoked, Lineage: renewals{&n.revoked}, Logger: n.log}).Register(api)
 	revocation.NewServer(revocation.ServerConfig{
-		Store: n.revocationStore, Local: n.revoked, Clock: n.clock, Logger: n.log,
+		Store: n.revoked.etcdStore, Local: n.revoked.list, Clock: n.clock, Logger: n.log,
 	}).Register(api)
 
 	rotation.NewServer(rotation.ServerConfig{
@@ -176,11 +178,11 @@ func newResourceServer(path string, view resources.View, store *resources.Store,
 func (s *sockets) serve(g *grpc.Server, lis net.Listener, log *slog.Logger) {
 	s.servers = append(s.servers, g)
 
-	go func() {
+	s.serving.Go(func() {
 		if err := g.Serve(lis); err != nil {
 			log.Error("socket server ended", slog.String(logkey.Socket, lis.Addr().String()), slog.String(logkey.Error, err.Error()))
 		}
-	}()
+	})
 }
 
 // stop closes every socket at once: follows (Logs, Events, resource
@@ -189,6 +191,8 @@ func (s *sockets) stop() {
 	for _, g := range s.servers {
 		g.Stop()
 	}
+
+	s.serving.Wait()
 
 	for _, c := range s.closers {
 		c()

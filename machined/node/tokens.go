@@ -35,7 +35,7 @@ func newTokenProxy(n *Node) (*tokenProxy, error) {
 func (p *tokenProxy) close() { p.conn.Close() } //nolint:errcheck // local socket
 
 func (p *tokenProxy) client() (tokens.TokenServiceClient, error) {
-	if !p.n.current().Machine.Type.IsControlPlane() {
+	if !p.n.config.current().Machine.Type.IsControlPlane() {
 		return nil, status.Error(codes.FailedPrecondition, "tokens are kept by trustd on control-plane nodes; ask one of them")
 	}
 

@@ -26,9 +26,7 @@ func (n *Node) startTrustdClient(ctx context.Context, b *bootState, bg *sync.Wai
 		return nil, fmt.Errorf("node: %w", err)
 	}
 
-	n.mu.Lock()
-	b.trustd = c
-	n.mu.Unlock()
+	n.config.setTrustd(b, c)
 
 	bg.Go(func() {
 		<-ctx.Done()

@@ -1,0 +1,153 @@
+package node
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+
+	"github.com/siderolabs/talos/pkg/machinery/api/machine"
+
+	"github.com/aegis-os/aegis/internal/logkey"
+)
+
+// lifecycleRequest is a reboot, a shutdown or a reset asked for through
+// the API; Run takes one at a time (Node.requests holds one).
+type lifecycleRequest struct {
+	actor    string
+	shutdown bool
+	reset    *resetRequest // set by Reset
+}
+
+// Run serves the node's sockets and runs boot sequences (again after each
+// reboot) until a shutdown is asked for or ctx ends. After a reset it wipes
+// the state directory once everything is stopped and closed, and returns
+// ErrRebootAfterReset if the reset asked for a reboot.
+func (n *Node) Run(ctx context.Context) error {
+	reset, err := n.run(ctx)
+	if err != nil || reset == nil {
+		return err
+	}
+
+	if err = n.wipe(); err != nil {
+		return err
+	}
+
+	if reset.reboot {
+		return ErrRebootAfterReset
+	}
+
+	return nil
+}
+
+func (n *Node) run(ctx context.Context) (*resetRequest, error) {
+	defer n.closeLogs()
+
+	if n.ctr != nil {
+		defer n.ctr.close()
+	}
+
+	// Stopped after the sockets, and with them new applies, are closed.
+	defer n.startBackground(ctx)()
+
+	sockets, err := n.listen()
+	if err != nil {
+		return nil, err
+	}
+	defer sockets.stop()
+
+	actor := ""
+
+	for {
+		req, done := n.runBoot(ctx, actor)
+
+		n.stopServices(req)
+
+		if done {
+			n.log.Info("node stopped")
+
+			return req.reset, nil
+		}
+
+		actor = req.actor
+	}
+}
+
+// startBackground starts what runs across boots until Run returns: the
+// resources that follow the node's state and the rollback of a pending
+// trial. The function it returns stops them and waits for their end.
+func (n *Node) startBackground(ctx context.Context) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+
+	var wg sync.WaitGroup
+
+	n.followResources(ctx, &wg)
+	wg.Go(func() { n.trials.run(ctx, n.clock, n.rollback) })
+
+	return func() {
+		cancel()
+		wg.Wait()
+	}
+}
+
+// runBoot runs one boot and everything it starts until a lifecycle request
+// or the end of ctx; it reports the request and whether machined should end.
+func (n *Node) runBoot(ctx context.Context, actor string) (lifecycleRequest, bool) {
+	bootCtx, cancel := context.WithCancel(ctx)
+
+	var wg sync.WaitGroup
+
+	wg.Go(func() { n.boot(bootCtx, actor, &wg) })
+
+	var (
+		req  lifecycleRequest
+		done bool
+	)
+
+	select {
+	case req = <-n.requests:
+		done = req.shutdown
+
+		// A reset leaves the cluster while etcd and the heartbeats still
+		// run; if it cannot, the node boots again unchanged.
+		if req.reset != nil && !n.leave(ctx, req) {
+			req, done = lifecycleRequest{actor: req.actor}, false
+		}
+	case <-ctx.Done():
+		done = true
+	}
+
+	cancel()
+	wg.Wait()
+
+	return req, done
+}
+
+func (n *Node) stopServices(req lifecycleRequest) {
+	switch {
+	case req.reset != nil: // stays RESETTING
+	case req.shutdown:
+		n.machineStatus(machine.MachineStatusEvent_SHUTTING_DOWN, "")
+	default:
+		n.machineStatus(machine.MachineStatusEvent_REBOOTING, "")
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
+	defer cancel()
+
+	if err := n.services.Stop(ctx); err != nil {
+		n.log.Error("stopping services", slog.String(logkey.Error, err.Error()))
+	}
+}
+
+// Reboot asks the node to stop its services and boot again.
+func (n *Node) Reboot(actor string) { n.request(lifecycleRequest{actor: actor}) }
+
+// Shutdown asks the node to stop its services and machined to end.
+func (n *Node) Shutdown(actor string) { n.request(lifecycleRequest{actor: actor, shutdown: true}) }
+
+func (n *Node) request(r lifecycleRequest) {
+	select {
+	case n.requests <- r:
+	default: // one is already pending; it wins
+	}
+}

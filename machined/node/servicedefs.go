@@ -1,0 +1,83 @@
+package node
+
+import (
+	"crypto/x509"
+	"net"
+	"strconv"
+
+	"github.com/aegis-os/aegis/internal/daemonflag"
+	"github.com/aegis-os/aegis/internal/wire"
+	"github.com/aegis-os/aegis/machined/system"
+)
+
+// serviceDefinitions builds apid, the certificates service and, on control
+// planes, trustd. apid and trustd wait for the node's certificates, not for
+// the clock: trustd serves while the clock is not synced, refusing to sign
+// with FailedPrecondition, rather than refusing connections.
+func (n *Node) serviceDefinitions(b *bootState) []system.Service {
+	probeHost := b.cfg.Machine.ListenAddress
+	if probeHost == "" || probeHost == "0.0.0.0" || probeHost == "::" {
+		probeHost = "127.0.0.1"
+	}
+
+	apid := n.apidService(b, probeHost)
+	svcs := []system.Service{apid, certService{n}}
+
+	if n.ctr != nil {
+		svcs = append(svcs, n.containerdService())
+		n.confineAPID(apid)
+	}
+
+	if b.cfg.Machine.Type.IsControlPlane() {
+		trustd := n.trustdService(b, probeHost)
+		svcs = append(svcs, trustd)
+
+		if n.ctr != nil {
+			n.confineTrustd(trustd, b.cfg.EtcdCA() != nil)
+		}
+	}
+
+	if e := n.etcd.member(); e != nil {
+		svcs = append(svcs, etcdService{Service: e.Service(), n: n})
+	}
+
+	return svcs
+}
+
+// apidService runs apid on the listen address; it is probed on probeHost.
+func (n *Node) apidService(b *bootState, probeHost string) *processService {
+	return &processService{
+		id: "apid", path: n.binary("apid"), log: n.logs["apid"], clock: n.clock,
+		args: []string{
+			"--node-socket", n.layout.APIDResources(), "--machined-socket", n.layout.MachinedSocket(),
+			"--listen", net.JoinHostPort(b.cfg.Machine.ListenAddress, strconv.Itoa(wire.APIDPort)),
+			"--log-level", daemonflag.LevelName(n.cfg.LogLevel),
+		},
+		moreArgs: func() []string {
+			cfg := n.config.bootConfig()
+
+			return append(metricsArgs(cfg, "apid"), nodeNameArgs(cfg)...)
+		},
+		check:      dialCheck(net.JoinHostPort(probeHost, strconv.Itoa(wire.APIDPort))),
+		refuse:     map[system.Action]string{system.ActionStop: "apid carries the API itself; restart it instead"},
+		carriesAPI: true,
+		condition:  certsPresent{store: n.store, impersonator: b.cfg.OSCA() != nil},
+	}
+}
+
+// trustdService runs a control plane's trustd on the listen address; it
+// is probed on probeHost, verified against the CAs accepted then.
+func (n *Node) trustdService(b *bootState, probeHost string) *processService {
+	return &processService{
+		id: "trustd", path: n.binary("trustd"), log: n.logs["trustd"], clock: n.clock,
+		args: []string{
+			"--node-socket", n.layout.TrustdResources(), "--state", n.cfg.State,
+			"--listen", net.JoinHostPort(b.cfg.Machine.ListenAddress, strconv.Itoa(wire.TrustdPort)),
+			"--cert-ttl", n.cfg.NodeCertTTL.String(), "--log-level", daemonflag.LevelName(n.cfg.LogLevel),
+		},
+		moreArgs: func() []string { return metricsArgs(n.config.bootConfig(), "trustd") },
+		check: grpcHealthCheck(net.JoinHostPort(probeHost, strconv.Itoa(wire.TrustdPort)), probeHost,
+			func() *x509.CertPool { return n.config.current().AcceptedCAs().Pool() }),
+		condition: certsPresent{store: n.store},
+	}
+}
