@@ -29,11 +29,16 @@ var errPatchShape = errors.New("want a list of JSON patch operations or a partia
 // YAML, and returns the result in YAML. A patch, in YAML or JSON, is either
 // a list of RFC 6902 JSON patch operations or a partial config merged in as
 // an RFC 7386 merge patch (mappings key by key, a null deletes its key,
-// lists and values replaced). A failure is a *PatchError naming the patch.
+// lists and values replaced). Each input is bounded by MaxDocumentSize. A
+// failure of a patch is a *PatchError naming it.
 //
 // The result is not validated here: the node that receives it validates
 // the whole config before anything changes.
 func PatchMachineConfig(doc []byte, patches [][]byte) ([]byte, error) {
+	if len(doc) > MaxDocumentSize {
+		return nil, fmt.Errorf("certs: the config to patch is %d bytes, limit %d", len(doc), MaxDocumentSize)
+	}
+
 	current, err := yamlToJSON(doc)
 	if err != nil {
 		return nil, fmt.Errorf("certs: the config to patch: %w", err)
@@ -50,6 +55,10 @@ func PatchMachineConfig(doc []byte, patches [][]byte) ([]byte, error) {
 
 // applyPatch applies one patch to a JSON document.
 func applyPatch(doc, patch []byte) ([]byte, error) {
+	if len(patch) > MaxDocumentSize {
+		return nil, fmt.Errorf("%d bytes, limit %d", len(patch), MaxDocumentSize)
+	}
+
 	var tree any
 	if err := yaml.Unmarshal(patch, &tree); err != nil {
 		return nil, fmt.Errorf("neither YAML nor JSON: %w", err)

@@ -42,6 +42,7 @@ func TestPatchMachineConfig(t *testing.T) {
 		},
 		{name: "bad op", patches: []string{`[{"op":"replace","path":"/nowhere/at/all","value":1}]`}, wantErr: "patch 1"},
 		{name: "scalar", patches: []string{`42`}, wantErr: "patch 1: want"},
+		{name: "too large", patches: []string{"[]", "#" + strings.Repeat("x", certs.MaxDocumentSize)}, wantErr: "patch 2: 1048577 bytes, limit 1048576"},
 		{name: "not yaml", patches: []string{"{", "[]"}, wantErr: "patch 1: neither YAML nor JSON"},
 		{name: "second fails", patches: []string{"[]", `[{"op":"remove","path":"/machine/nothing"}]`}, wantErr: "patch 2"},
 		{
@@ -98,7 +99,7 @@ func TestPatchMachineConfig(t *testing.T) {
 }
 
 func TestPatchMachineConfigBadDocument(t *testing.T) {
-	for _, doc := range []string{"- a\n- b\n", "{"} {
+	for _, doc := range []string{"- a\n- b\n", "{", "#" + strings.Repeat("x", certs.MaxDocumentSize)} {
 		if _, err := certs.PatchMachineConfig([]byte(doc), nil); err == nil || !strings.Contains(err.Error(), "the config to patch") {
 			t.Errorf("%q: err %v, want one naming the config to patch", doc, err)
 		}
