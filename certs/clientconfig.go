@@ -232,3 +232,25 @@ func (c *ClientConfig) ReplaceCredentials(name string, oldCrt, crt, key []byte) 
 
 	return nil
 }
+
+// ReplaceCredentialsInFile rewrites the client config at path as it is on
+// disk now, with only context name's certificate and key replaced as
+// ReplaceCredentials does (an error of which names the path), and returns
+// the context as written. Other contexts, changed by someone else since the
+// renewal began, are kept.
+func ReplaceCredentialsInFile(path, name string, oldCrt, crt, key []byte) (*ClientContext, error) {
+	cfg, err := LoadClientConfig(path)
+	if err != nil {
+		return nil, err
+	}
+
+	if err = cfg.ReplaceCredentials(name, oldCrt, crt, key); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+
+	if err = cfg.Save(path); err != nil {
+		return nil, err
+	}
+
+	return cfg.Contexts[name], nil
+}

@@ -1,6 +1,7 @@
 package certs_test
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"path/filepath"
@@ -9,7 +10,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aegis-os/aegis/ca/catest"
 	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/internal/testutil"
 )
 
 func TestMerge(t *testing.T) {
@@ -310,5 +313,72 @@ func TestReplaceCredentials(t *testing.T) {
 
 	if err := c.ReplaceCredentials("zz", nil, nil, nil); err == nil {
 		t.Fatal("missing context accepted")
+	}
+}
+
+func TestReplaceCredentialsInFile(t *testing.T) {
+	b, err := certs.GenerateBundle(certs.BundleOptions{Clock: catest.FixedClock(testutil.Epoch)})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	admin := func(name string) *certs.ClientConfig {
+		c, err := certs.AdminClientConfig(b, name, []string{"10.0.0.1"}, 0, testutil.Epoch)
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		return c
+	}
+
+	path := filepath.Join(t.TempDir(), "aegisconfig")
+	cfg := admin("a")
+
+	if err = cfg.Save(path); err != nil {
+		t.Fatal(err)
+	}
+
+	oldCrt := cfg.Contexts["a"].Crt
+
+	// Someone adds a context between the start of the renewal and its end.
+	onDisk, err := certs.LoadClientConfig(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	onDisk.Merge(admin("b"), false)
+	onDisk.Context = "a"
+
+	if err = onDisk.Save(path); err != nil {
+		t.Fatal(err)
+	}
+
+	renewed := admin("a").Contexts["a"]
+
+	ctx, err := certs.ReplaceCredentialsInFile(path, "a", oldCrt, renewed.Crt, renewed.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	after, err := certs.LoadClientConfig(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if got := after.Contexts["a"]; !bytes.Equal(got.Crt, renewed.Crt) || !bytes.Equal(got.Key, renewed.Key) || !bytes.Equal(ctx.Crt, renewed.Crt) {
+		t.Fatal("the renewed credentials are not in the file")
+	}
+
+	if _, ok := after.Contexts["b"]; !ok {
+		t.Fatal("a context added meanwhile was lost")
+	}
+
+	if st, err := os.Stat(path); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("mode %v, %v: want 0600", st.Mode(), err)
+	}
+
+	_, err = certs.ReplaceCredentialsInFile(path, "a", oldCrt, oldCrt, nil)
+	if !errors.Is(err, certs.ErrCredentialsChanged) || !strings.HasPrefix(err.Error(), path+": ") {
+		t.Fatalf("stale credentials: err %v, want ErrCredentialsChanged naming %s", err, path)
 	}
 }

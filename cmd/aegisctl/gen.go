@@ -4,12 +4,10 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/aegis-os/aegis/authz/role"
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/internal/wire"
@@ -127,10 +125,6 @@ func genConfig(e *env, opts certs.ConfigOptions, withSecrets, outDir string, crt
 		return fmt.Errorf("ENDPOINT: %w", err)
 	}
 
-	if opts.TrustHostClock {
-		opts.TimeServers = nil
-	}
-
 	now := e.clock.Now()
 
 	b, generated, err := loadOrGenerateBundle(e, withSecrets, now)
@@ -138,18 +132,18 @@ func genConfig(e *env, opts certs.ConfigOptions, withSecrets, outDir string, crt
 		return err
 	}
 
-	files, client, err := buildConfigFiles(b, opts, crtTTL, now, outDir)
+	set, err := certs.GenerateClusterConfigs(b, opts, crtTTL, now)
 	if err != nil {
 		return err
 	}
 
 	if generated {
-		data, err := b.Marshal()
-		if err != nil {
-			return err
-		}
+		set.Secrets = b
+	}
 
-		files = append(files, outFile{filepath.Join(outDir, "secrets.yaml"), data})
+	files, err := set.Files(outDir)
+	if err != nil {
+		return err
 	}
 
 	if err = writeAll(files, force); err != nil {
@@ -157,67 +151,18 @@ func genConfig(e *env, opts certs.ConfigOptions, withSecrets, outDir string, crt
 	}
 
 	for _, f := range files {
-		fmt.Fprintf(e.stdout, "wrote %s (mode 0600)\n", f.path)
+		fmt.Fprintf(e.stdout, "wrote %s (mode %04o)\n", f.Name, f.Mode)
 	}
 
-	return printContext(e, client.Context, client.Contexts[client.Context])
-}
-
-type outFile struct {
-	path string
-	data []byte
-}
-
-// buildConfigFiles renders the control-plane, worker and client configs in
-// memory, so nothing is written unless all three could be made.
-func buildConfigFiles(b *certs.Bundle, opts certs.ConfigOptions, crtTTL time.Duration, now time.Time, outDir string) ([]outFile, *certs.ClientConfig, error) {
-	var files []outFile
-
-	for _, t := range []certs.NodeType{certs.NodeControlPlane, certs.NodeWorker} {
-		c, err := certs.GenerateMachineConfig(b, t, opts, now)
-		if err != nil {
-			return nil, nil, err
-		}
-
-		data, err := c.Marshal()
-		if err != nil {
-			return nil, nil, err
-		}
-
-		files = append(files, outFile{filepath.Join(outDir, string(t)+".yaml"), data})
-	}
-
-	osCA, err := b.OSCA(now)
-	if err != nil {
-		return nil, nil, err
-	}
-
-	iss, err := ca.NewIssuer(ca.IssuerConfig{CA: osCA, Clock: clockFunc(func() time.Time { return now })})
-	if err != nil {
-		return nil, nil, err
-	}
-
-	cc, err := certs.NewClientCertificate(iss, certs.ClientCertOptions{Roles: role.NewSet(role.Admin), TTL: crtTTL, CommonName: "admin"})
-	if err != nil {
-		return nil, nil, err
-	}
-
-	client := certs.NewClientConfig(opts.ClusterName, []string{opts.Endpoint}, osCA.CertPEM, cc)
-
-	data, err := client.Marshal()
-	if err != nil {
-		return nil, nil, err
-	}
-
-	return append(files, outFile{filepath.Join(outDir, "aegisconfig"), data}), client, nil
+	return printContext(e, set.Client.Context, set.Client.Contexts[set.Client.Context])
 }
 
 // writeAll writes every file or, if one fails, removes those it wrote. All
 // targets are checked first, so a clash leaves nothing behind.
-func writeAll(files []outFile, force bool) error {
+func writeAll(files []certs.ConfigFile, force bool) error {
 	paths := make([]string, len(files))
 	for i, f := range files {
-		paths[i] = f.path
+		paths[i] = f.Name
 	}
 
 	if err := refuseExisting(force, paths...); err != nil {
@@ -225,10 +170,10 @@ func writeAll(files []outFile, force bool) error {
 	}
 
 	for i, f := range files {
-		if err := writeFile(f.path, f.data, 0o600, force); err != nil {
+		if err := writeFile(f.Name, f.Data, f.Mode, force); err != nil {
 			if !force {
 				for _, done := range files[:i] {
-					os.Remove(done.path) //nolint:errcheck // undoing our own fresh files
+					os.Remove(done.Name) //nolint:errcheck // undoing our own fresh files
 				}
 			}
 
@@ -275,11 +220,6 @@ func printBundle(e *env, b *certs.Bundle) error {
 
 	return nil
 }
-
-// clockFunc adapts a time function to ca.Clock.
-type clockFunc func() time.Time
-
-func (f clockFunc) Now() time.Time { return f() }
 
 func fileExists(path string) bool {
 	_, err := os.Lstat(path)

@@ -2,14 +2,13 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 
-	jsonpatch "github.com/evanphx/json-patch"
 	"github.com/siderolabs/talos/pkg/machinery/client"
 	"github.com/spf13/cobra"
-	"go.yaml.in/yaml/v3"
+
+	"github.com/aegis-os/aegis/certs"
 )
 
 func newPatchCommand(e *env) *cobra.Command {
@@ -89,7 +88,7 @@ func patchOne(ctx context.Context, e *env, s *session, node string, patches [][]
 		return s.explain(err)
 	}
 
-	patched, err := applyPatches(current, patches)
+	patched, err := certs.PatchMachineConfig(current, patches)
 	if err != nil {
 		return err
 	}
@@ -128,89 +127,4 @@ func loadPatches(args []string) ([][]byte, error) {
 	}
 
 	return out, nil
-}
-
-// applyPatches applies each patch to a YAML document in turn and returns
-// the result as YAML.
-func applyPatches(doc []byte, patches [][]byte) ([]byte, error) {
-	var tree any
-	if err := yaml.Unmarshal(doc, &tree); err != nil {
-		return nil, fmt.Errorf("the node's config: %w", err)
-	}
-
-	for i, p := range patches {
-		var patch any
-		if err := yaml.Unmarshal(p, &patch); err != nil {
-			return nil, fmt.Errorf("patch %d: neither YAML nor JSON: %w", i+1, err)
-		}
-
-		var err error
-
-		switch patch := patch.(type) {
-		case []any:
-			tree, err = jsonPatch(tree, patch)
-		case map[string]any:
-			tree = mergePatch(tree, patch)
-		default:
-			err = fmt.Errorf("want a list of JSON patch operations or a partial config")
-		}
-
-		if err != nil {
-			return nil, fmt.Errorf("patch %d: %w", i+1, err)
-		}
-	}
-
-	return yaml.Marshal(tree)
-}
-
-// jsonPatch applies RFC 6902 operations through JSON.
-func jsonPatch(tree any, ops []any) (any, error) {
-	docJSON, err := json.Marshal(tree)
-	if err != nil {
-		return nil, err
-	}
-
-	opsJSON, err := json.Marshal(ops)
-	if err != nil {
-		return nil, err
-	}
-
-	p, err := jsonpatch.DecodePatch(opsJSON)
-	if err != nil {
-		return nil, err
-	}
-
-	out, err := p.Apply(docJSON)
-	if err != nil {
-		return nil, err
-	}
-
-	var result any
-	if err := json.Unmarshal(out, &result); err != nil {
-		return nil, err
-	}
-
-	return result, nil
-}
-
-// mergePatch merges a partial config into tree: mappings key by key (a
-// null value deletes the key), anything else replaced.
-func mergePatch(tree any, patch map[string]any) any {
-	base, ok := tree.(map[string]any)
-	if !ok {
-		base = map[string]any{}
-	}
-
-	for k, v := range patch {
-		switch v := v.(type) {
-		case nil:
-			delete(base, k)
-		case map[string]any:
-			base[k] = mergePatch(base[k], v)
-		default:
-			base[k] = v
-		}
-	}
-
-	return base
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -81,12 +80,7 @@ func newGenKeyCommand(e *env) *cobra.Command {
 				return err
 			}
 
-			key, err := ca.GenerateKey(kt, nil)
-			if err != nil {
-				return err
-			}
-
-			keyPEM, err := ca.EncodeKey(key)
+			key, keyPEM, err := ca.NewKeyPEM(kt, nil)
 			if err != nil {
 				return err
 			}
@@ -124,14 +118,9 @@ common name and SANs only: roles, usages and lifetime are decided by whoever
 signs it (aegisctl gen crt --profile/--roles/--ttl).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			keyPEM, err := os.ReadFile(keyPath)
+			key, err := ca.LoadKeyFile(keyPath)
 			if err != nil {
 				return err
-			}
-
-			key, err := ca.ParseKey(keyPEM)
-			if err != nil {
-				return fmt.Errorf("%s: %w", keyPath, err)
 			}
 
 			base := strings.TrimSuffix(keyPath, filepath.Ext(keyPath))
@@ -143,13 +132,8 @@ signs it (aegisctl gen crt --profile/--roles/--ttl).`,
 				out = base + ".csr"
 			}
 
-			csrPEM, err := ca.NewCSR(key, cn, append(append([]string{}, ips...), dns...))
+			csrPEM, err := ca.NewCheckedCSR(key, cn, append(append([]string{}, ips...), dns...))
 			if err != nil {
-				return err
-			}
-
-			// Check it as a signer would, so a bad name is caught here.
-			if _, err = ca.ParseCSR(csrPEM); err != nil {
 				return err
 			}
 
@@ -224,26 +208,7 @@ the CSR.`,
 func genCrt(e *env, caPrefix, csrPath, out string, req ca.Request, force bool) error {
 	now := e.clock.Now()
 
-	authority, err := ca.LoadFiles(caPrefix+".crt", caPrefix+".key", now)
-	if err != nil {
-		return err
-	}
-
-	csrPEM, err := os.ReadFile(csrPath)
-	if err != nil {
-		return err
-	}
-
-	if req.CSR, err = ca.ParseCSR(csrPEM); err != nil {
-		return fmt.Errorf("%s: %w", csrPath, err)
-	}
-
-	iss, err := ca.NewIssuer(ca.IssuerConfig{CA: authority, Clock: e.clock})
-	if err != nil {
-		return err
-	}
-
-	issued, err := iss.Issue(req)
+	issued, err := ca.SignCSRFile(caPrefix+".crt", caPrefix+".key", csrPath, req, e.clock)
 	if err != nil {
 		return err
 	}

@@ -98,32 +98,14 @@ func (s *session) renew(ctx context.Context) (*x509.Certificate, error) {
 		return nil, err
 	}
 
-	if err = s.saveCredentials(msg.GetCrt(), r.KeyPEM()); err != nil {
+	// The file as it is on disk now, with only this context's credentials
+	// replaced.
+	saved, err := certs.ReplaceCredentialsInFile(s.path, s.name, s.ctx.Crt, msg.GetCrt(), r.KeyPEM())
+	if err != nil {
 		return nil, err
 	}
 
-	s.cert = cert
+	s.ctx, s.cert = saved, cert
 
 	return cert, s.dial(ctx)
-}
-
-// saveCredentials rewrites the client config as it is on disk now, with
-// only this context's credentials replaced.
-func (s *session) saveCredentials(crt, key []byte) error {
-	cfg, err := certs.LoadClientConfig(s.path)
-	if err != nil {
-		return err
-	}
-
-	if err = cfg.ReplaceCredentials(s.name, s.ctx.Crt, crt, key); err != nil {
-		return fmt.Errorf("%s: %w", s.path, err)
-	}
-
-	if err = cfg.Save(s.path); err != nil {
-		return err
-	}
-
-	s.ctx = cfg.Contexts[s.name]
-
-	return nil
 }

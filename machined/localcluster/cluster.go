@@ -224,16 +224,10 @@ func (c *Cluster) writeFiles() error {
 	now := time.Now()
 
 	for _, n := range c.Nodes {
-		cfg, err := certs.GenerateMachineConfig(bundle, n.Type, certs.ConfigOptions{
-			ClusterName: c.Name, Endpoint: endpoints[0], TrustHostClock: true,
-			Hostname: n.Name, ListenAddress: n.Address, Runtime: c.Runtime,
-		}, now)
+		cfg, err := c.nodeConfig(bundle, n, endpoints, now)
 		if err != nil {
 			return err
 		}
-
-		cfg.Cluster.ControlPlane.Endpoints = endpoints
-		cfg.Machine.Metrics.Enabled = c.Metrics
 
 		if err = cfg.Save(c.ConfigPath(n), false); err != nil {
 			return err

@@ -89,16 +89,10 @@ func (c *Cluster) writeNodeConfig(n Node, configure func(*certs.MachineConfig)) 
 		endpoints = []string{n.Address}
 	}
 
-	cfg, err := certs.GenerateMachineConfig(bundle, n.Type, certs.ConfigOptions{
-		ClusterName: c.Name, Endpoint: endpoints[0], TrustHostClock: true, Hostname: n.Name, ListenAddress: n.Address,
-		Runtime: c.Runtime,
-	}, time.Now())
+	cfg, err := c.nodeConfig(bundle, n, endpoints, time.Now())
 	if err != nil {
 		return err
 	}
-
-	cfg.Cluster.ControlPlane.Endpoints = endpoints
-	cfg.Machine.Metrics.Enabled = c.Metrics
 
 	if configure != nil {
 		configure(cfg)
@@ -109,6 +103,23 @@ func (c *Cluster) writeNodeConfig(n Node, configure func(*certs.MachineConfig)) 
 	}
 
 	return cfg.Save(c.ConfigPath(n), true)
+}
+
+// nodeConfig is the machine config of node n of the cluster, joining
+// through endpoints (the control planes' addresses).
+func (c *Cluster) nodeConfig(bundle *certs.Bundle, n Node, endpoints []string, now time.Time) (*certs.MachineConfig, error) {
+	cfg, err := certs.GenerateMachineConfig(bundle, n.Type, certs.ConfigOptions{
+		ClusterName: c.Name, Endpoint: endpoints[0], TrustHostClock: true, Hostname: n.Name, ListenAddress: n.Address,
+		Runtime: c.Runtime,
+	}, now)
+	if err != nil {
+		return nil, err
+	}
+
+	cfg.Cluster.ControlPlane.Endpoints = endpoints
+	cfg.Machine.Metrics.Enabled = c.Metrics
+
+	return cfg, nil
 }
 
 // StartNode starts the machined of a stopped or killed node (its state is

@@ -12,8 +12,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/aegis-os/aegis/authz/role"
-	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/certs"
 )
 
@@ -203,27 +201,17 @@ func (c *Cluster) discard() {
 
 // writeClientConfig writes the cluster's admin client config.
 func (c *Cluster) writeClientConfig(bundle *certs.Bundle, endpoints []string, now time.Time) error {
-	osCA, err := bundle.OSCA(now)
+	cfg, err := certs.AdminClientConfig(bundle, c.Name, endpoints, 0, now)
 	if err != nil {
 		return err
 	}
 
-	iss, err := ca.NewIssuer(ca.IssuerConfig{CA: osCA})
+	data, err := cfg.Marshal()
 	if err != nil {
 		return err
 	}
 
-	cc, err := certs.NewClientCertificate(iss, certs.ClientCertOptions{Roles: role.NewSet(role.Admin), CommonName: "admin"})
-	if err != nil {
-		return err
-	}
-
-	data, err := certs.NewClientConfig(c.Name, endpoints, osCA.CertPEM, cc).Marshal()
-	if err != nil {
-		return err
-	}
-
-	return os.WriteFile(c.ClientConfigPath(), data, 0o600)
+	return os.WriteFile(c.ClientConfigPath(), data, certs.ConfigFileMode)
 }
 
 // mergeContext adds the cluster's context to the client config at path,

@@ -1,11 +1,14 @@
-package main
+package certs_test
 
 import (
+	"errors"
 	"strings"
 	"testing"
+
+	"github.com/aegis-os/aegis/certs"
 )
 
-func TestApplyPatches(t *testing.T) {
+func TestPatchMachineConfig(t *testing.T) {
 	doc := []byte("machine:\n  time:\n    servers: [a:123]\n  token: abc\ncluster:\n  name: c\n")
 
 	tests := []struct {
@@ -39,6 +42,20 @@ func TestApplyPatches(t *testing.T) {
 		},
 		{name: "bad op", patches: []string{`[{"op":"replace","path":"/nowhere/at/all","value":1}]`}, wantErr: "patch 1"},
 		{name: "scalar", patches: []string{`42`}, wantErr: "patch 1: want"},
+		{name: "too large", patches: []string{"[]", "#" + strings.Repeat("x", certs.MaxDocumentSize)}, wantErr: "patch 2: 1048577 bytes, limit 1048576"},
+		{name: "not yaml", patches: []string{"{", "[]"}, wantErr: "patch 1: neither YAML nor JSON"},
+		{name: "second fails", patches: []string{"[]", `[{"op":"remove","path":"/machine/nothing"}]`}, wantErr: "patch 2"},
+		{
+			name:    "numbers kept",
+			patches: []string{`[{"op":"add","path":"/machine/port","value":1000000}]`, "machine:\n  big: 12345678901234567\n"},
+			want:    []string{"port: 1000000\n", "big: 12345678901234567\n"},
+		},
+		{
+			name:    "merge into a scalar",
+			patches: []string{`{"cluster":{"name":{"x":1,"y":null}}}`},
+			want:    []string{"name:\n        x: 1"},
+			not:     []string{"y:"},
+		},
 	}
 
 	for _, tt := range tests {
@@ -48,10 +65,15 @@ func TestApplyPatches(t *testing.T) {
 				ps = append(ps, []byte(p))
 			}
 
-			out, err := applyPatches(doc, ps)
+			out, err := certs.PatchMachineConfig(doc, ps)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("err %v, want %q", err, tt.wantErr)
+				}
+
+				var pe *certs.PatchError
+				if !errors.As(err, &pe) {
+					t.Fatalf("err %T, want a *certs.PatchError", err)
 				}
 
 				return
@@ -73,5 +95,13 @@ func TestApplyPatches(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestPatchMachineConfigBadDocument(t *testing.T) {
+	for _, doc := range []string{"- a\n- b\n", "{", "#" + strings.Repeat("x", certs.MaxDocumentSize)} {
+		if _, err := certs.PatchMachineConfig([]byte(doc), nil); err == nil || !strings.Contains(err.Error(), "the config to patch") {
+			t.Errorf("%q: err %v, want one naming the config to patch", doc, err)
+		}
 	}
 }
