@@ -84,7 +84,26 @@ func applyPatch(doc, patch []byte) ([]byte, error) {
 		return nil, err
 	}
 
-	return ops.Apply(doc)
+	return applyOps(doc, ops)
+}
+
+// applyOps applies ops one at a time and bounds the document after each:
+// a copy doubles what it copies, so a short list of copies would otherwise
+// grow the config without limit before the result could be measured.
+func applyOps(doc []byte, ops jsonpatch.Patch) ([]byte, error) {
+	var err error
+
+	for i, op := range ops {
+		if doc, err = (jsonpatch.Patch{op}).Apply(doc); err != nil {
+			return nil, err
+		}
+
+		if len(doc) > MaxDocumentSize {
+			return nil, fmt.Errorf("operation %d (%s): the config grew to %d bytes, limit %d", i+1, op.Kind(), len(doc), MaxDocumentSize)
+		}
+	}
+
+	return doc, nil
 }
 
 // yamlToJSON turns a YAML mapping into JSON.

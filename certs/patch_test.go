@@ -2,6 +2,7 @@ package certs_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -103,5 +104,25 @@ func TestPatchMachineConfigBadDocument(t *testing.T) {
 		if _, err := certs.PatchMachineConfig([]byte(doc), nil); err == nil || !strings.Contains(err.Error(), "the config to patch") {
 			t.Errorf("%q: err %v, want one naming the config to patch", doc, err)
 		}
+	}
+}
+
+// TestPatchMachineConfigCopiesBounded: copies double what they copy; the
+// config is bounded after each operation, so a short patch cannot grow it
+// without limit.
+func TestPatchMachineConfigCopiesBounded(t *testing.T) {
+	doc := []byte("machine:\n  a: [" + strings.Repeat(`"xxxxxxxxxxxxxxxx",`, 64) + "\"x\"]\n")
+
+	var ops []string
+	for i := range 40 {
+		ops = append(ops, fmt.Sprintf(`{"op": "copy", "from": "/machine/a", "path": "/machine/b%d"}`, i),
+			fmt.Sprintf(`{"op": "copy", "from": "/machine", "path": "/machine/a/-"}`))
+	}
+
+	_, err := certs.PatchMachineConfig(doc, [][]byte{[]byte("[" + strings.Join(ops, ",") + "]")})
+
+	var pe *certs.PatchError
+	if !errors.As(err, &pe) || pe.Index != 1 || !strings.Contains(err.Error(), "(copy): the config grew to") {
+		t.Fatalf("err = %v, want patch 1 refused when a copy grows the config past the limit", err)
 	}
 }
