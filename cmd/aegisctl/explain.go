@@ -10,7 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/aegis-os/aegis/client/replies"
+	"github.com/aegis-os/aegis/internal/replies"
 	"github.com/aegis-os/aegis/internal/wire"
 	"github.com/aegis-os/aegis/renewal"
 )

@@ -9,7 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
-	"github.com/aegis-os/aegis/client/replies"
+	"github.com/aegis-os/aegis/internal/replies"
 )
 
 // Every reply of the Talos API and of Aegis's own services is

@@ -8,7 +8,7 @@
 //
 // and in a fan-out each X names its node in its metadata, with the node's
 // error when it failed. The functions are pure; the package imports no
-// server package.
+// server package: aegisctl and the client library (client/health) share it.
 package replies
 
 import (
