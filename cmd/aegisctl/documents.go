@@ -15,6 +15,7 @@ import (
 	"github.com/aegis-os/aegis/authz/role"
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/client/health"
 	"github.com/aegis-os/aegis/machined/localcluster"
 )
 
@@ -178,8 +179,8 @@ func clusterDocument(c *localcluster.Cluster) clusterDoc {
 	return doc
 }
 
-func healthDocument(r healthRound) healthDoc {
-	doc := healthDoc{Healthy: r.healthy(), Nodes: []nodeHealthDoc{}}
+func healthDocument(r health.Round) healthDoc {
+	doc := healthDoc{Healthy: r.Healthy(), Nodes: []nodeHealthDoc{}}
 
 	for _, n := range slices.Sorted(maps.Keys(r)) {
 		doc.Nodes = append(doc.Nodes, nodeHealthDoc{Node: n, Healthy: r[n] == "", Problem: r[n]})

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/client/health"
 	"github.com/aegis-os/aegis/internal/testutil/golden"
 )
 
@@ -65,7 +66,7 @@ func TestDocuments(t *testing.T) {
 		}
 
 		t.Run("health."+format, func(t *testing.T) {
-			round := healthRound{"127.5.0.2": "", "127.5.0.3": "trustd is Waiting; apid has not passed its health check yet"}
+			round := health.Round{"127.5.0.2": "", "127.5.0.3": "trustd is Waiting; apid has not passed its health check yet"}
 
 			var out bytes.Buffer
 			if err := writeDocument(&out, outputFormat(format), healthDocument(round)); err != nil {

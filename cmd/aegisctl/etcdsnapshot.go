@@ -4,14 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"os"
-	"path/filepath"
 
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"github.com/spf13/cobra"
 
-	"github.com/aegis-os/aegis/internal/etcdsnap"
+	"github.com/aegis-os/aegis/client/etcdsnapshot"
 )
 
 func newEtcdSnapshotCommand(e *env) *cobra.Command {
@@ -31,7 +28,7 @@ printed. Needs os:etcd:backup or os:admin.`,
 					return errors.New("a snapshot comes from one node: name at most one with -n")
 				}
 
-				info, err := saveSnapshot(s.nodeContext(ctx), s, args[0])
+				info, err := etcdsnapshot.Save(s.nodeContext(ctx), args[0], snapshotOptions(s))
 				if err != nil {
 					return err
 				}
@@ -42,42 +39,6 @@ printed. Needs os:etcd:backup or os:admin.`,
 			})
 		},
 	}
-}
-
-// saveSnapshot streams the snapshot into a temporary file beside path,
-// checks it, and moves it into place.
-func saveSnapshot(ctx context.Context, s *session, path string) (etcdsnap.Info, error) {
-	rc, err := s.client.EtcdSnapshot(ctx, &machine.EtcdSnapshotRequest{})
-	if err != nil {
-		return etcdsnap.Info{}, s.explain(err)
-	}
-	defer rc.Close() //nolint:errcheck // read side
-
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".part-*")
-	if err != nil {
-		return etcdsnap.Info{}, err
-	}
-	defer os.Remove(f.Name()) //nolint:errcheck // gone after the rename
-
-	_, err = io.Copy(f, rc)
-	if err == nil {
-		err = f.Sync()
-	}
-
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-
-	if err != nil {
-		return etcdsnap.Info{}, s.explain(err)
-	}
-
-	info, err := etcdsnap.Check(f.Name())
-	if err != nil {
-		return etcdsnap.Info{}, fmt.Errorf("the snapshot received is not usable: %w", err)
-	}
-
-	return info, os.Rename(f.Name(), path)
 }
 
 func newBootstrapCommand(e *env) *cobra.Command {
@@ -102,7 +63,7 @@ must have no etcd data.`,
 				ctx = s.nodeContext(ctx)
 
 				if recoverFrom != "" {
-					if err := uploadSnapshot(ctx, s, recoverFrom); err != nil {
+					if err := etcdsnapshot.Upload(ctx, recoverFrom, snapshotOptions(s)); err != nil {
 						return err
 					}
 				}
@@ -123,21 +84,8 @@ must have no etcd data.`,
 	return cmd
 }
 
-// uploadSnapshot checks the snapshot at path and sends it to the node.
-func uploadSnapshot(ctx context.Context, s *session, path string) error {
-	if _, err := etcdsnap.Check(path); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close() //nolint:errcheck // read-only
-
-	if _, err = s.client.EtcdRecover(ctx, f); err != nil {
-		return s.explain(err)
-	}
-
-	return nil
+// snapshotOptions reach the session's nodes and word errors as the
+// session does.
+func snapshotOptions(s *session) etcdsnapshot.Options {
+	return etcdsnapshot.Options{Client: s.client, Explain: s.explain}
 }

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/aegis-os/aegis/internal/replies"
 	"github.com/aegis-os/aegis/internal/wire"
 	"github.com/aegis-os/aegis/renewal"
 )
@@ -33,7 +34,7 @@ func (s *session) explain(err error) error {
 				"it is revoked, or its CA is no longer accepted (aegisctl config info shows it)", strings.Join(s.endpoints, ", "), s.name)
 		}
 
-		if cause, dial := transportCause(st.Message()); dial {
+		if cause, dial := replies.TransportCause(st.Message()); dial {
 			return fmt.Errorf("cannot reach %s %s: %s", plural(len(s.endpoints), "endpoint", "endpoints"),
 				strings.Join(s.endpoints, ", "), cause)
 		}
@@ -49,70 +50,10 @@ func (s *session) explain(err error) error {
 		return fmt.Errorf("%s refused the client certificate of context %q: %s",
 			strings.Join(s.endpoints, ", "), s.name, st.Message())
 	case codes.PermissionDenied:
-		return fmt.Errorf("permission denied: %s (context %q)", permissionText(st.Message()), s.name)
+		return fmt.Errorf("permission denied: %s (context %q)", replies.PermissionText(st.Message()), s.name)
 	}
 
-	return errors.New(describeStatus(st))
-}
-
-// describeStatus renders a status for a person: the code in words, then the
-// message, with the layers of gRPC's own wording taken off.
-func describeStatus(st *status.Status) string {
-	msg := st.Message()
-
-	switch st.Code() {
-	case codes.Unavailable:
-		if cause, dial := transportCause(msg); dial {
-			return "unreachable: " + cause
-		}
-
-		// apid keeps why it could not reach another node to its log.
-		if strings.HasPrefix(msg, "apid: node ") && strings.HasSuffix(msg, " unreachable") {
-			return "unreachable (apid could not connect to the node)"
-		}
-
-		return "unavailable: " + msg
-	case codes.PermissionDenied:
-		return "permission denied: " + permissionText(msg)
-	case codes.DeadlineExceeded:
-		return "no answer in time: " + msg
-	case codes.Unimplemented:
-		return "not implemented by the node: " + msg
-	default:
-		return codeWords(st.Code()) + ": " + msg
-	}
-}
-
-// transportCause finds the cause of a connection failure in a gRPC
-// Unavailable message (`connection error: desc = "transport: Error while
-// dialing: dial tcp …: connect: connection refused"`), and reports whether
-// the message was about the connection at all.
-func transportCause(msg string) (string, bool) {
-	const connError = "connection error: desc = "
-
-	i := strings.Index(msg, connError)
-	if i < 0 {
-		return "", false
-	}
-
-	// gRPC quotes the description with %q: the cause may itself hold
-	// escaped quotes (x509's "possibly because of \"…\"" hint), so it is
-	// unquoted as Go does, not cut at the next quote.
-	cause, rest := msg[i+len(connError):], ""
-	if quoted, err := strconv.QuotedPrefix(cause); err == nil {
-		if unquoted, err := strconv.Unquote(quoted); err == nil {
-			cause, rest = unquoted, cause[len(quoted):]
-		}
-	}
-
-	cause = strings.TrimPrefix(cause, "transport: ")
-	cause = strings.TrimPrefix(cause, "Error while dialing: ")
-
-	if strings.Contains(rest, "goaway") {
-		cause += " (the endpoint closed the connection: it was stopping or restarting)"
-	}
-
-	return cause, true
+	return errors.New(replies.DescribeStatus(st))
 }
 
 // lookupError names the endpoint whose host name does not resolve, from
@@ -175,25 +116,6 @@ func endpointHost(ep string) string {
 	}
 
 	return ep
-}
-
-// permissionText is authz's refusal without its package prefix: it names
-// the method, the roles that would allow it and the caller's.
-func permissionText(msg string) string { return strings.TrimPrefix(msg, "authz: ") }
-
-// codeWords is a status code as words: NotFound becomes "not found".
-func codeWords(c codes.Code) string {
-	var b strings.Builder
-
-	for i, r := range c.String() {
-		if i > 0 && r >= 'A' && r <= 'Z' {
-			b.WriteByte(' ')
-		}
-
-		b.WriteRune(r)
-	}
-
-	return strings.ToLower(b.String())
 }
 
 // certificateTimeError says that the context's client certificate is

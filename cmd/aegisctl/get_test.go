@@ -3,8 +3,6 @@ package main
 import (
 	"testing"
 	"time"
-
-	"github.com/siderolabs/talos/pkg/machinery/resources/runtime"
 )
 
 func TestColumnReadsSimplePaths(t *testing.T) {
@@ -42,21 +40,5 @@ func TestUntilText(t *testing.T) {
 		if got := untilText(tt.at, now); got != tt.want {
 			t.Errorf("untilText(%v) = %q, want %q", tt.at, got, tt.want)
 		}
-	}
-}
-
-func TestDescribeMachineStatus(t *testing.T) {
-	spec := &runtime.MachineStatusSpec{Stage: runtime.MachineStageBooting}
-	spec.Status.UnmetConditions = []runtime.UnmetCondition{{Name: "time", Reason: "waiting for NTP"}}
-
-	if got := describeMachineStatus(spec); got != "booting, not ready (time: waiting for NTP)" {
-		t.Errorf("got %q", got)
-	}
-
-	spec = &runtime.MachineStatusSpec{Stage: runtime.MachineStageRunning}
-	spec.Status.Ready = true
-
-	if got := describeMachineStatus(spec); got != "running, ready" {
-		t.Errorf("got %q", got)
 	}
 }

@@ -4,16 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
-	"strings"
 	"time"
 
-	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"github.com/spf13/cobra"
-	"google.golang.org/protobuf/types/known/emptypb"
 
-	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/client/health"
 )
 
 // healthFlags say which nodes health checks and how long it waits.
@@ -47,24 +43,17 @@ run trustd.`,
 
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		return e.withSession(cmd, func(ctx context.Context, s *session) error {
-			var (
-				round healthRound
-				err   error
-			)
-
-			if s.named() || len(flags.controlPlanes)+len(flags.workers) > 0 {
-				round, err = waitHealthy(ctx, s, flags, *format == formatTable)
-			} else {
-				round, err = waitClusterHealthy(ctx, s, flags.timeout, *format == formatTable)
-				if errors.Is(err, errNoClusterHealth) {
-					fmt.Fprintln(e.stderr, "the endpoint checks no cluster health; checking its own node only")
-
-					round, err = waitHealthy(ctx, s, flags, *format == formatTable)
-				}
+			opts, err := flags.options(s)
+			if err != nil {
+				return err
 			}
 
-			if *format != formatTable && round != nil {
-				if werr := writeDocument(e.stdout, *format, healthDocument(round)); werr != nil {
+			named := s.named() || len(flags.controlPlanes)+len(flags.workers) > 0
+
+			res, err := waitHealth(ctx, e, opts, named, *format == formatTable)
+
+			if *format != formatTable && res.Round != nil {
+				if werr := writeDocument(e.stdout, *format, healthDocument(res.Round)); werr != nil {
 					return werr
 				}
 			}
@@ -75,7 +64,7 @@ run trustd.`,
 
 	cmd.Flags().StringSliceVar(&flags.controlPlanes, "control-plane-nodes", nil, "control-plane nodes to check (they must run trustd)")
 	cmd.Flags().StringSliceVar(&flags.workers, "worker-nodes", nil, "worker nodes to check")
-	cmd.Flags().DurationVar(&flags.timeout, "wait-timeout", defaultHealthTimeout, "how long to wait for every node to be healthy")
+	cmd.Flags().DurationVar(&flags.timeout, "wait-timeout", health.DefaultTimeout, "how long to wait for every node to be healthy")
 	//nolint:errcheck // the flags exist
 	cmd.RegisterFlagCompletionFunc("control-plane-nodes", e.completeTargets)
 	//nolint:errcheck // the flags exist
@@ -84,166 +73,54 @@ run trustd.`,
 	return cmd
 }
 
-// healthRound is what one round of checks found: per node, nothing if it is
-// healthy, else what is wrong.
-type healthRound map[string]string
-
-// waitHealthy checks until every node is healthy, the timeout or an
-// interrupt, and returns the last round; summary prints the verdict's line.
-func waitHealthy(ctx context.Context, s *session, flags healthFlags, summary bool) (healthRound, error) {
-	nodes, err := canonicalNodes(splitList(append(slices.Clone(flags.controlPlanes), flags.workers...)))
+// options are the health check of the nodes the flags name (else the
+// session's), progress printed to stderr as it comes.
+func (f healthFlags) options(s *session) (health.Options, error) {
+	nodes, err := canonicalNodes(splitList(append(slices.Clone(f.controlPlanes), f.workers...)))
 	if err != nil {
-		return nil, err
+		return health.Options{}, err
 	}
 
-	if len(nodes) > 0 {
-		s.nodes = nodes
+	if len(nodes) == 0 {
+		nodes = s.nodes
 	}
 
-	controlPlanes, err := canonicalNodes(splitList(flags.controlPlanes))
+	controlPlanes, err := canonicalNodes(splitList(f.controlPlanes))
 	if err != nil {
-		return nil, err
+		return health.Options{}, err
 	}
 
-	clk := s.e.clock
-	start := clk.Now()
-	deadline := start.Add(flags.timeout)
-	shown := map[string]string{}
+	return health.Options{
+		Client: s.client, Endpoints: s.endpoints, Nodes: nodes, ControlPlanes: controlPlanes,
+		Timeout: f.timeout, Clock: s.e.clock, Explain: s.explain,
+		Progress: func(elapsed time.Duration, line string) {
+			fmt.Fprintf(s.e.stderr, "[%5.1fs] %s\n", elapsed.Seconds(), line)
+		},
+	}, nil
+}
 
-	for {
-		round := checkHealth(ctx, s, controlPlanes)
-		reportProgress(s, round, shown, clk.Now().Sub(start))
-
-		if round.healthy() {
-			if summary {
-				fmt.Fprintf(s.e.stdout, "%d %s healthy in %.1fs\n", len(round), plural(len(round), "node", "nodes"), clk.Now().Sub(start).Seconds())
+// waitHealth waits for the nodes named, else for the cluster (else, from
+// an endpoint that checks no cluster, for its own node); table prints the
+// verdict's line of a wait that ended healthy.
+func waitHealth(ctx context.Context, e *env, opts health.Options, named, table bool) (health.Result, error) {
+	if !named {
+		res, err := health.WaitCluster(ctx, opts)
+		if !errors.Is(err, health.ErrNoClusterHealth) {
+			if err == nil && table {
+				fmt.Fprintf(e.stdout, "cluster healthy in %.1fs\n", res.Elapsed.Seconds())
 			}
 
-			return round, nil
+			return res, err
 		}
 
-		if clk.Now().After(deadline) {
-			return round, fmt.Errorf("not healthy after %s: %s", flags.timeout, round.problems())
-		}
-
-		if !clock.Sleep(ctx, clk, healthPollInterval) {
-			return round, fmt.Errorf("interrupted before every node was healthy: %s", round.problems())
-		}
-	}
-}
-
-// checkHealth asks every node for its services once.
-func checkHealth(ctx context.Context, s *session, controlPlanes []string) healthRound {
-	round := healthRound{}
-	for _, n := range s.healthLabels() {
-		round[n] = "no reply"
+		fmt.Fprintln(e.stderr, "the endpoint checks no cluster health; checking its own node only")
 	}
 
-	callCtx, cancel := context.WithTimeout(s.nodeContext(ctx), healthCallTimeout)
-	defer cancel()
-
-	resp, err := s.client.MachineClient.ServiceList(callCtx, &emptypb.Empty{})
-	if err != nil {
-		for n := range round {
-			round[n] = "not answering: " + s.explain(err).Error()
-		}
-
-		return round
+	res, err := health.WaitNodes(ctx, opts)
+	if err == nil && table {
+		n := len(res.Round)
+		fmt.Fprintf(e.stdout, "%d %s healthy in %.1fs\n", n, plural(n, "node", "nodes"), res.Elapsed.Seconds())
 	}
 
-	for _, m := range resp.GetMessages() {
-		// Without nodes named there is one node, whatever its reply says.
-		node := s.healthLabels()[0]
-		if s.named() {
-			node = nodeLabel(m.GetMetadata(), node)
-		}
-
-		if f := failureOf(m.GetMetadata()); f != nil {
-			round[node] = "not answering: " + f.text
-
-			continue
-		}
-
-		round[node] = serviceProblems(m.GetServices(), slices.Contains(controlPlanes, node))
-	}
-
-	return round
-}
-
-// healthLabels are the names progress uses for the nodes checked.
-func (s *session) healthLabels() []string {
-	if s.named() {
-		return s.nodes
-	}
-
-	return []string{"endpoint " + strings.Join(s.endpoints, ",")}
-}
-
-// serviceProblems says what keeps a node's services from being up, or
-// nothing when all are.
-func serviceProblems(services []*machine.ServiceInfo, controlPlane bool) string {
-	var problems []string
-
-	hasTrustd := false
-
-	for _, svc := range services {
-		hasTrustd = hasTrustd || svc.GetId() == "trustd"
-
-		switch h := svc.GetHealth(); {
-		case svc.GetState() != "Running":
-			problems = append(problems, fmt.Sprintf("%s is %s", svc.GetId(), svc.GetState()))
-		case h != nil && !h.GetUnknown() && !h.GetHealthy():
-			problems = append(problems, fmt.Sprintf("%s is unhealthy: %s", svc.GetId(), h.GetLastMessage()))
-		case h != nil && h.GetUnknown():
-			problems = append(problems, fmt.Sprintf("%s has not passed its health check yet", svc.GetId()))
-		}
-	}
-
-	if len(services) == 0 {
-		problems = append(problems, "no services yet")
-	}
-
-	if controlPlane && !hasTrustd {
-		problems = append(problems, "trustd is not running (is it a control plane?)")
-	}
-
-	return strings.Join(problems, "; ")
-}
-
-func (r healthRound) healthy() bool {
-	for _, p := range r {
-		if p != "" {
-			return false
-		}
-	}
-
-	return true
-}
-
-// problems lists the unhealthy nodes, sorted.
-func (r healthRound) problems() string {
-	var out []string
-
-	for _, n := range slices.Sorted(maps.Keys(r)) {
-		if r[n] != "" {
-			out = append(out, n+": "+r[n])
-		}
-	}
-
-	return strings.Join(out, "; ")
-}
-
-// reportProgress prints each node whose state changed since the last round.
-func reportProgress(s *session, round healthRound, shown map[string]string, elapsed time.Duration) {
-	for _, n := range slices.Sorted(maps.Keys(round)) {
-		state := "healthy"
-		if round[n] != "" {
-			state = "waiting: " + round[n]
-		}
-
-		if shown[n] != state {
-			fmt.Fprintf(s.e.stderr, "[%5.1fs] %s: %s\n", elapsed.Seconds(), n, state)
-			shown[n] = state
-		}
-	}
+	return res, err
 }

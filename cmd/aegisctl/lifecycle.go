@@ -99,7 +99,7 @@ func (l lifecycleCommand[R, M]) run(e *env, cmd *cobra.Command, format outputFor
 	}
 
 	return e.withSession(cmd, func(ctx context.Context, s *session) error {
-		waiter := &lifecycleWait{s: s, shutdown: l.shutdown, timeout: wait.timeout}
+		waiter := newLifecycleWait(s, l.shutdown, wait.timeout)
 		if wait.wait {
 			waiter.recordBefore(ctx, s.nodes)
 		}

@@ -9,18 +9,6 @@ const (
 	// is failing, and the command it runs before should not wait on it.
 	renewTimeout = 30 * time.Second
 
-	// defaultHealthTimeout is how long health waits by default: a local
-	// cluster is up in seconds, a node rebooting in well under a minute.
-	defaultHealthTimeout = 5 * time.Minute
-
-	// healthPollInterval is the pause between two rounds of health checks:
-	// often enough to see a node come up, rarely enough to be no load.
-	healthPollInterval = time.Second
-
-	// healthCallTimeout bounds one round's calls, so a node that hangs
-	// shows as not answering instead of stalling the wait.
-	healthCallTimeout = 10 * time.Second
-
 	// completionTimeout bounds the call a shell completion makes (the
 	// service IDs of the nodes): a person is waiting at the prompt, and a
 	// node that does not answer at once gets the static list instead.

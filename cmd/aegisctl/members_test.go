@@ -30,30 +30,3 @@ func TestMembersOutput(t *testing.T) {
 		golden.Compare(t, "members."+string(f)+".golden", out.Bytes())
 	}
 }
-
-// TestClusterHealthRound: the progress of a cluster check becomes the
-// per-subject verdicts of -o json|yaml, the last message of each subject
-// winning.
-func TestClusterHealthRound(t *testing.T) {
-	r := healthRound{}
-	for _, msg := range []string{
-		"member list: ok (3 nodes)",
-		"node w-1 (10.0.0.5): apid not answering: no reply within 5s",
-		"etcd: member cp-2: not answering at https://10.0.0.2:2379: refused",
-		"node w-1 (10.0.0.5): ok (2 services up)",
-		"cluster healthy: 4 checks passed",
-	} {
-		r.note(msg)
-	}
-
-	want := healthRound{"member list": "", "node w-1 (10.0.0.5)": "", "etcd": "member cp-2: not answering at https://10.0.0.2:2379: refused"}
-	if len(r) != len(want) {
-		t.Fatalf("round %v, want %v", r, want)
-	}
-
-	for k, v := range want {
-		if r[k] != v {
-			t.Errorf("%s: %q, want %q", k, r[k], v)
-		}
-	}
-}

@@ -6,9 +6,10 @@ import (
 	"strings"
 
 	"github.com/siderolabs/talos/pkg/machinery/api/common"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/aegis-os/aegis/internal/replies"
 )
 
 // Every reply of the Talos API and of Aegis's own services is
@@ -28,14 +29,9 @@ type nodeFailure struct {
 
 // failureOf returns the failure recorded in md, or nil.
 func failureOf(md *common.Metadata) *nodeFailure {
-	//nolint:staticcheck // Error is the field apid fills, as Talos clients read it.
-	if md.GetError() == "" {
+	text, failed := replies.Failure(md)
+	if !failed {
 		return nil
-	}
-
-	text := md.GetError() //nolint:staticcheck // see above
-	if md.GetStatus() != nil {
-		text = describeStatus(status.FromProto(md.GetStatus()))
 	}
 
 	return &nodeFailure{node: md.GetHostname(), text: text}
