@@ -3,9 +3,9 @@ package rollout
 import (
 	"fmt"
 
-	"github.com/siderolabs/talos/pkg/machinery/api/common"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/aegis-os/aegis/internal/replies"
 )
 
 // defaultReply is Options.Reply's default: err as it is, else the first
@@ -17,31 +17,11 @@ func defaultReply(resp proto.Message, err error) error {
 		return err
 	}
 
-	r := resp.ProtoReflect()
-
-	fd := r.Descriptor().Fields().ByName("messages")
-	if fd == nil || !fd.IsList() || fd.Message() == nil {
-		return nil
-	}
-
-	list := r.Get(fd).List()
-	for i := range list.Len() {
-		if md := metadataOf(list.Get(i).Message()); md.GetError() != "" { //nolint:staticcheck // the field apid fills
+	for _, m := range replies.Messages(resp) {
+		if md := replies.Metadata(m); md.GetError() != "" { //nolint:staticcheck // the field apid fills
 			return fmt.Errorf("%s: %s", md.GetHostname(), md.GetError()) //nolint:staticcheck // see above
 		}
 	}
 
 	return nil
-}
-
-// metadataOf returns the common.Metadata of one reply message, or nil.
-func metadataOf(m protoreflect.Message) *common.Metadata {
-	fd := m.Descriptor().Fields().ByName("metadata")
-	if fd == nil || fd.Message() == nil || !m.Has(fd) {
-		return nil
-	}
-
-	md, _ := m.Get(fd).Message().Interface().(*common.Metadata)
-
-	return md
 }

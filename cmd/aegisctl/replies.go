@@ -7,7 +7,6 @@ import (
 
 	"github.com/siderolabs/talos/pkg/machinery/api/common"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/aegis-os/aegis/internal/replies"
 )
@@ -42,44 +41,13 @@ func failureOf(md *common.Metadata) *nodeFailure {
 func failuresOf(resp proto.Message) []nodeFailure {
 	var out []nodeFailure
 
-	for _, m := range replyMessages(resp) {
-		if f := failureOf(messageMetadata(m)); f != nil {
+	for _, m := range replies.Messages(resp) {
+		if f := failureOf(replies.Metadata(m)); f != nil {
 			out = append(out, *f)
 		}
 	}
 
 	return out
-}
-
-// replyMessages returns the entries of a reply's `messages` field.
-func replyMessages(resp proto.Message) []protoreflect.Message {
-	r := resp.ProtoReflect()
-
-	fd := r.Descriptor().Fields().ByName("messages")
-	if fd == nil || !fd.IsList() || fd.Message() == nil {
-		return nil
-	}
-
-	list := r.Get(fd).List()
-	out := make([]protoreflect.Message, list.Len())
-
-	for i := range list.Len() {
-		out[i] = list.Get(i).Message()
-	}
-
-	return out
-}
-
-// messageMetadata returns the common.Metadata of one reply message, or nil.
-func messageMetadata(m protoreflect.Message) *common.Metadata {
-	fd := m.Descriptor().Fields().ByName("metadata")
-	if fd == nil || fd.Message() == nil || !m.Has(fd) {
-		return nil
-	}
-
-	md, _ := m.Get(fd).Message().Interface().(*common.Metadata)
-
-	return md
 }
 
 // partialError is the error of a command some of whose nodes failed; the
@@ -118,8 +86,8 @@ func failedNodes(resp proto.Message) error {
 // countNodes counts the distinct nodes that answered in resp, at least one.
 func countNodes(resp proto.Message) int {
 	seen := map[string]bool{}
-	for _, m := range replyMessages(resp) {
-		seen[messageMetadata(m).GetHostname()] = true
+	for _, m := range replies.Messages(resp) {
+		seen[replies.Metadata(m).GetHostname()] = true
 	}
 
 	return max(len(seen), 1)

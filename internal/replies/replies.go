@@ -18,7 +18,41 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/api/common"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 )
+
+// Messages returns the entries of a reply's `messages` field, none when it
+// has no such field.
+func Messages(resp proto.Message) []protoreflect.Message {
+	r := resp.ProtoReflect()
+
+	fd := r.Descriptor().Fields().ByName("messages")
+	if fd == nil || !fd.IsList() || fd.Message() == nil {
+		return nil
+	}
+
+	list := r.Get(fd).List()
+	out := make([]protoreflect.Message, list.Len())
+
+	for i := range list.Len() {
+		out[i] = list.Get(i).Message()
+	}
+
+	return out
+}
+
+// Metadata returns the common.Metadata of one reply message, or nil.
+func Metadata(m protoreflect.Message) *common.Metadata {
+	fd := m.Descriptor().Fields().ByName("metadata")
+	if fd == nil || fd.Message() == nil || !m.Has(fd) {
+		return nil
+	}
+
+	md, _ := m.Get(fd).Message().Interface().(*common.Metadata)
+
+	return md
+}
 
 // Failure returns the failure md records, worded for a person, and
 // whether there is one.

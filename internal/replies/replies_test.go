@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/siderolabs/talos/pkg/machinery/api/common"
+	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -115,5 +116,29 @@ func TestPermissionText(t *testing.T) {
 		if got := PermissionText(msg); got != want {
 			t.Errorf("PermissionText(%q) = %q, want %q", msg, got, want)
 		}
+	}
+}
+
+func TestMessagesAndMetadata(t *testing.T) {
+	resp := &machine.VersionResponse{Messages: []*machine.Version{
+		{Metadata: &common.Metadata{Hostname: "a"}},
+		{},
+	}}
+
+	msgs := Messages(resp)
+	if len(msgs) != 2 {
+		t.Fatalf("%d messages, want 2", len(msgs))
+	}
+
+	if md := Metadata(msgs[0]); md.GetHostname() != "a" {
+		t.Fatalf("metadata of the first: %v, want hostname a", md)
+	}
+
+	if md := Metadata(msgs[1]); md != nil {
+		t.Fatalf("metadata of the second: %v, want none", md)
+	}
+
+	if got := Messages(&common.Metadata{}); got != nil {
+		t.Fatalf("a message without `messages`: %v, want none", got)
 	}
 }
