@@ -11,9 +11,10 @@ import (
 	"github.com/cosi-project/runtime/pkg/resource"
 	"github.com/cosi-project/runtime/pkg/resource/meta"
 	"github.com/cosi-project/runtime/pkg/state"
-	"github.com/siderolabs/talos/pkg/machinery/client"
 	"github.com/spf13/cobra"
 	"go.yaml.in/yaml/v4"
+
+	"github.com/aegis-os/aegis/client/cosiread"
 )
 
 // newGetCommand is `get TYPE [ID]`: the node's resources, as talosctl get
@@ -141,42 +142,26 @@ func (g *getter) failure(failed []nodeFailure, total int) error {
 
 // node lists, gets or watches on one node.
 func (g *getter) node(ctx context.Context, node string) error {
-	if node != "" {
-		ctx = client.WithNode(ctx, node)
-	}
+	q := cosiread.Query{Client: g.s.client, Node: node, Kind: g.kind, Namespace: g.namespace, ID: g.id}
 
-	ns := resource.Namespace(g.namespace)
-
-	rd, err := g.s.client.ResolveResourceKind(ctx, &ns, g.kind)
+	found, err := q.Resolve(ctx)
 	if err != nil {
 		return err
 	}
 
-	typ, cosi := rd.TypedSpec().Type, g.s.client.COSI
-	raw := state.WithSkipProtobufUnmarshal()
+	rd := found.Definition
 
 	if g.watch {
-		md := resource.NewMetadata(ns, typ, g.id, resource.VersionUndefined)
+		return q.Watch(ctx, found, func(typ state.EventType, r resource.Resource) error {
+			mark := map[state.EventType]string{state.Created: "+", state.Updated: " ", state.Destroyed: "-"}[typ]
 
-		return g.follow(ctx, node, rd, &md)
+			return g.print(node, rd, mark, r)
+		})
 	}
 
-	var items []resource.Resource
-
-	if g.id != "" {
-		r, err := cosi.Get(ctx, resource.NewMetadata(ns, typ, g.id, resource.VersionUndefined), state.WithGetUnmarshalOptions(raw))
-		if err != nil {
-			return err
-		}
-
-		items = append(items, r)
-	} else {
-		list, err := cosi.List(ctx, resource.NewMetadata(ns, typ, "", resource.VersionUndefined), state.WithListUnmarshalOptions(raw))
-		if err != nil {
-			return err
-		}
-
-		items = list.Items
+	items, err := q.Read(ctx, found)
+	if err != nil {
+		return err
 	}
 
 	for _, r := range items {
@@ -188,55 +173,11 @@ func (g *getter) node(ctx context.Context, node string) error {
 	return nil
 }
 
-// follow prints the resources and then every change until ctx ends.
-func (g *getter) follow(ctx context.Context, node string, rd *meta.ResourceDefinition, md *resource.Metadata) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-
-	events := make(chan state.Event)
-	raw := state.WithSkipProtobufUnmarshal()
-
-	var err error
-	if g.id != "" {
-		err = g.s.client.COSI.Watch(ctx, md, events, state.WithWatchUnmarshalOptions(raw))
-	} else {
-		err = g.s.client.COSI.WatchKind(ctx, md, events, state.WithBootstrapContents(true), state.WithWatchKindUnmarshalOptions(raw))
-	}
-
-	if err != nil {
-		return err
-	}
-
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case ev := <-events:
-			mark := map[state.EventType]string{state.Created: "+", state.Updated: " ", state.Destroyed: "-"}[ev.Type]
-
-			switch ev.Type {
-			case state.Errored:
-				if ctx.Err() != nil {
-					return nil
-				}
-
-				return ev.Error
-			case state.Bootstrapped, state.Noop:
-				continue
-			}
-
-			if err := g.print(node, rd, mark, ev.Resource); err != nil {
-				return err
-			}
-		}
-	}
-}
-
 // print writes one resource: a table row (its definition's columns after
 // the common ones), or a JSON or YAML document with the node, the metadata
 // and the spec as the node serves it.
 func (g *getter) print(node string, rd *meta.ResourceDefinition, mark string, r resource.Resource) error {
-	doc, err := resourceDocument(node, r)
+	doc, err := cosiread.Document(node, r)
 	if err != nil {
 		return err
 	}
@@ -295,7 +236,7 @@ func (g *getter) row(w io.Writer, node string, rd *meta.ResourceDefinition, mark
 	cells := []string{md.Namespace(), rd.TypedSpec().DisplayType, md.ID(), md.Version().String()}
 
 	for _, c := range cols {
-		cells = append(cells, column(spec, c.JSONPath))
+		cells = append(cells, cosiread.Column(spec, c.JSONPath))
 	}
 
 	if g.watch {
@@ -303,59 +244,4 @@ func (g *getter) row(w io.Writer, node string, rd *meta.ResourceDefinition, mark
 	}
 
 	fmt.Fprintln(w, nodeCell(g.s.named(), node)+strings.Join(cells, "\t"))
-}
-
-// resourceDocument is r as a plain document: node, metadata and spec.
-func resourceDocument(node string, r resource.Resource) (map[string]any, error) {
-	view, err := resource.MarshalYAML(r)
-	if err != nil {
-		return nil, fmt.Errorf("resource %s: %w", r.Metadata().ID(), err)
-	}
-
-	out, err := yaml.Marshal(view)
-	if err != nil {
-		return nil, fmt.Errorf("resource %s: %w", r.Metadata().ID(), err)
-	}
-
-	var doc map[string]any
-	if err := yaml.Unmarshal(out, &doc); err != nil {
-		return nil, fmt.Errorf("resource %s: %w", r.Metadata().ID(), err)
-	}
-
-	if node != "" {
-		doc["node"] = node
-	}
-
-	return doc, nil
-}
-
-// column evaluates a definition's print column, a simple path such as
-// {.status.ready} or {.aliases[:]}, on the spec; anything else prints
-// empty.
-func column(spec any, path string) string {
-	path = strings.ReplaceAll(strings.TrimSuffix(strings.TrimPrefix(path, "{."), "}"), "[:]", "")
-
-	v := spec
-	for _, key := range strings.Split(path, ".") {
-		m, ok := v.(map[string]any)
-		if !ok {
-			return ""
-		}
-
-		v = m[key]
-	}
-
-	switch v := v.(type) {
-	case nil:
-		return ""
-	case []any:
-		parts := make([]string, len(v))
-		for i, x := range v {
-			parts[i] = fmt.Sprint(x)
-		}
-
-		return strings.Join(parts, ",")
-	default:
-		return fmt.Sprint(v)
-	}
 }

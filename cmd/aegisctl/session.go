@@ -2,20 +2,16 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
 	"os"
-	"slices"
-	"strings"
 
 	"github.com/siderolabs/talos/pkg/machinery/client"
 	"github.com/spf13/cobra"
 
-	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/certs"
-	"github.com/aegis-os/aegis/client/routing"
+	"github.com/aegis-os/aegis/client/connect"
 	"github.com/aegis-os/aegis/renewal"
 )
 
@@ -113,65 +109,24 @@ func pickContext(cfg *certs.ClientConfig, name string) (string, *certs.ClientCon
 // resolve returns the endpoints and nodes of a command: the flags', else
 // the context's. Endpoints are required; no nodes means the endpoint's own.
 func (f targetFlags) resolve(name string, ctx *certs.ClientContext) ([]string, []string, error) {
-	endpoints, nodes := splitList(f.endpoints), splitList(f.nodes)
-
-	if len(endpoints) == 0 {
-		endpoints = ctx.Endpoints
-	}
-
-	if len(nodes) == 0 {
-		nodes = ctx.Nodes
-	}
-
-	if len(endpoints) == 0 {
+	endpoints, nodes, err := connect.Resolve(ctx, splitList(f.endpoints), splitList(f.nodes))
+	if errors.Is(err, connect.ErrNoEndpoints) {
 		return nil, nil, fmt.Errorf("context %q has no endpoints: give -e ADDR or set them with 'aegisctl config endpoint ADDR'", name)
 	}
 
-	for _, a := range endpoints {
-		if err := certs.CheckHostPort(a); err != nil {
-			return nil, nil, err
-		}
-	}
-
-	nodes, err := canonicalNodes(nodes)
-	if err != nil {
-		return nil, nil, err
-	}
-
-	return endpoints, nodes, nil
+	return endpoints, nodes, err
 }
 
-// canonicalNodes checks nodes as apid does, so a bad one (a port, a URL) is
-// refused before anything is sent, and returns them canonical (::ffff:
-// 10.0.0.1 is 10.0.0.1) and each once: the replies are then tagged with
-// the names given, and a command runs once per node.
-func canonicalNodes(nodes []string) ([]string, error) {
-	var out []string
-
-	for _, n := range nodes {
-		c, err := routing.Canonical(n)
-		if err != nil {
-			return nil, fmt.Errorf("bad node %q: %w", n, err)
-		}
-
-		if !slices.Contains(out, c) {
-			out = append(out, c)
-		}
-	}
-
-	return out, nil
-}
+// canonicalNodes is connect.CanonicalNodes: nodes checked, canonical, each
+// once.
+func canonicalNodes(nodes []string) ([]string, error) { return connect.CanonicalNodes(nodes) }
 
 // loadCertificate parses the context's client certificate and checks that
 // it is valid now.
 func (s *session) loadCertificate() error {
-	if len(s.ctx.Crt) == 0 {
-		return fmt.Errorf("context %q has no client certificate", s.name)
-	}
-
-	cert, err := ca.ParseCertificate(s.ctx.Crt)
+	cert, err := connect.Certificate(s.name, s.ctx)
 	if err != nil {
-		return fmt.Errorf("context %q: client certificate: %w", s.name, err)
+		return err
 	}
 
 	s.cert = cert
@@ -183,24 +138,12 @@ func (s *session) loadCertificate() error {
 	return nil
 }
 
-// dial builds a client of the endpoints with the context's credentials.
-// gRPC connects lazily: nothing goes on the wire before the first call.
+// dial builds a client of the endpoints with the context's credentials,
+// replacing the session's.
 func (s *session) dial(ctx context.Context) error {
-	pair, err := tls.X509KeyPair(s.ctx.Crt, s.ctx.Key)
+	c, err := connect.Dial(ctx, connect.Options{Name: s.name, Context: s.ctx, Endpoints: s.endpoints})
 	if err != nil {
-		return fmt.Errorf("context %q: client key pair: %w", s.name, err)
-	}
-
-	roots := x509.NewCertPool()
-	if len(s.ctx.CA) == 0 || !roots.AppendCertsFromPEM(s.ctx.CA) {
-		return fmt.Errorf("context %q has no CA certificate to verify the endpoints with", s.name)
-	}
-
-	tlsConfig := &tls.Config{RootCAs: roots, Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS13}
-
-	c, err := client.New(ctx, client.WithEndpoints(s.endpoints...), client.WithTLSConfig(tlsConfig))
-	if err != nil {
-		return fmt.Errorf("connecting to %s: %w", strings.Join(s.endpoints, ", "), err)
+		return err
 	}
 
 	if s.client != nil {
