@@ -3,8 +3,6 @@ package etcdsnapshot
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/binary"
 	"errors"
 	"io"
 	"os"
@@ -13,53 +11,10 @@ import (
 	"testing"
 
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
-	bolt "go.etcd.io/bbolt"
 	"google.golang.org/grpc"
+
+	"github.com/aegis-os/aegis/internal/etcdsnap/etcdsnaptest"
 )
-
-// snapshot is a bbolt file shaped like etcd's backend (a "key" bucket
-// keyed by revision) followed by its SHA-256, as etcd streams one.
-func snapshot(t *testing.T, keys int) []byte {
-	t.Helper()
-
-	path := filepath.Join(t.TempDir(), "db")
-
-	db, err := bolt.Open(path, 0o600, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	err = db.Update(func(tx *bolt.Tx) error {
-		b, err := tx.CreateBucket([]byte("key"))
-		if err != nil {
-			return err
-		}
-
-		for i := 1; i <= keys; i++ {
-			k := make([]byte, 17)
-			binary.BigEndian.PutUint64(k, uint64(i))
-			k[8] = '_'
-
-			if err := b.Put(k, []byte("value")); err != nil {
-				return err
-			}
-		}
-
-		return nil
-	})
-	if err = errors.Join(err, db.Close()); err != nil {
-		t.Fatal(err)
-	}
-
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	sum := sha256.Sum256(data)
-
-	return append(data, sum[:]...)
-}
 
 // fakeNode serves one snapshot and records what is uploaded.
 type fakeNode struct {
@@ -105,7 +60,7 @@ func leftovers(t *testing.T, dir string) []string {
 }
 
 func TestSave(t *testing.T) {
-	good := snapshot(t, 3)
+	good := etcdsnaptest.Snapshot(t, 3)
 	explained := errors.New("explained")
 
 	tests := []struct {
@@ -162,7 +117,7 @@ func TestSave(t *testing.T) {
 }
 
 func TestUpload(t *testing.T) {
-	good := snapshot(t, 2)
+	good := etcdsnaptest.Snapshot(t, 2)
 	dir := t.TempDir()
 
 	valid := filepath.Join(dir, "good")

@@ -181,12 +181,18 @@ func ServicesText(total int, down []string) string {
 // MemoryText is "used/total MiB"; used is what neither free, buffers nor
 // the page cache hold.
 func MemoryText(mi *machine.MemInfo) string {
-	var used uint64
-	if other := mi.GetMemfree() + mi.GetBuffers() + mi.GetCached(); other <= mi.GetMemtotal() {
-		used = mi.GetMemtotal() - other
+	return fmt.Sprintf("%d/%d MiB", UsedKiB(mi)/1024, mi.GetMemtotal()/1024)
+}
+
+// UsedKiB is memory neither free nor reclaimable at once (buffers, page
+// cache), in the kernel's kB (KiB).
+func UsedKiB(mi *machine.MemInfo) uint64 {
+	other := mi.GetMemfree() + mi.GetBuffers() + mi.GetCached()
+	if other > mi.GetMemtotal() {
+		return 0
 	}
 
-	return fmt.Sprintf("%d/%d MiB", used/1024, mi.GetMemtotal()/1024)
+	return mi.GetMemtotal() - other
 }
 
 // TimeText says whether the node's time is synced, and to what.

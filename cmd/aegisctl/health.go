@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/aegis-os/aegis/client/connect"
 	"github.com/aegis-os/aegis/client/health"
 )
 
@@ -76,7 +77,7 @@ run trustd.`,
 // options are the health check of the nodes the flags name (else the
 // session's), progress printed to stderr as it comes.
 func (f healthFlags) options(s *session) (health.Options, error) {
-	nodes, err := canonicalNodes(splitList(append(slices.Clone(f.controlPlanes), f.workers...)))
+	nodes, err := connect.CanonicalNodes(splitList(append(slices.Clone(f.controlPlanes), f.workers...)))
 	if err != nil {
 		return health.Options{}, err
 	}
@@ -85,7 +86,7 @@ func (f healthFlags) options(s *session) (health.Options, error) {
 		nodes = s.nodes
 	}
 
-	controlPlanes, err := canonicalNodes(splitList(f.controlPlanes))
+	controlPlanes, err := connect.CanonicalNodes(splitList(f.controlPlanes))
 	if err != nil {
 		return health.Options{}, err
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/types/known/emptypb"
 
+	"github.com/aegis-os/aegis/client/nodeview"
 	"github.com/aegis-os/aegis/internal/version"
 )
 
@@ -158,19 +159,9 @@ func memoryTable(w io.Writer, resp *machine.MemoryResponse, named bool) {
 
 		mi := m.GetMeminfo()
 		fmt.Fprintf(w, "%s%d\t%d\t%d\t%d\t%d\t%d\t%d\n", nodeCell(named, m.GetMetadata().GetHostname()),
-			mib(mi.GetMemtotal()), mib(used(mi)), mib(mi.GetMemfree()), mib(mi.GetShmem()),
+			mib(mi.GetMemtotal()), mib(nodeview.UsedKiB(mi)), mib(mi.GetMemfree()), mib(mi.GetShmem()),
 			mib(mi.GetBuffers()), mib(mi.GetCached()), mib(mi.GetMemavailable()))
 	}
-}
-
-// used is memory neither free nor reclaimable at once, in kB.
-func used(mi *machine.MemInfo) uint64 {
-	other := mi.GetMemfree() + mi.GetBuffers() + mi.GetCached()
-	if other > mi.GetMemtotal() {
-		return 0
-	}
-
-	return mi.GetMemtotal() - other
 }
 
 // mib converts the kernel's kB (KiB) to MiB.

@@ -117,10 +117,6 @@ func (f targetFlags) resolve(name string, ctx *certs.ClientContext) ([]string, [
 	return endpoints, nodes, err
 }
 
-// canonicalNodes is connect.CanonicalNodes: nodes checked, canonical, each
-// once.
-func canonicalNodes(nodes []string) ([]string, error) { return connect.CanonicalNodes(nodes) }
-
 // loadCertificate parses the context's client certificate and checks that
 // it is valid now.
 func (s *session) loadCertificate() error {
