@@ -2,18 +2,15 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
 
-	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"github.com/spf13/cobra"
-	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/aegis-os/aegis/authz/role"
 	"github.com/aegis-os/aegis/ca"
-	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/client/connect"
 )
 
 func newConfigNewCommand(e *env) *cobra.Command {
@@ -61,9 +58,9 @@ func configNew(ctx context.Context, s *session, path string, roles role.Set, ttl
 		return fmt.Errorf("config new asks one node; %d are named (%s)", len(s.nodes), strings.Join(s.nodes, ", "))
 	}
 
-	cfg, err := issueClientConfig(ctx, s, roles, ttl)
+	cfg, err := connect.IssueClientConfig(s.nodeContext(ctx), s.client.MachineClient, roles.Strings(), ttl)
 	if err != nil {
-		return err
+		return s.explain(err)
 	}
 
 	name, ctxCfg, err := cfg.Current()
@@ -93,25 +90,4 @@ func configNew(ctx context.Context, s *session, path string, roles role.Set, ttl
 		path, name, strings.Join(cert.Subject.Organization, ","), expiry(cert, s.e.clock.Now()))
 
 	return nil
-}
-
-// issueClientConfig asks the node for a client config with roles.
-func issueClientConfig(ctx context.Context, s *session, roles role.Set, ttl time.Duration) (*certs.ClientConfig, error) {
-	resp, err := s.client.MachineClient.GenerateClientConfiguration(s.nodeContext(ctx), &machine.GenerateClientConfigurationRequest{
-		Roles: roles.Strings(), CrtTtl: durationpb.New(ttl),
-	})
-	if err != nil {
-		return nil, s.explain(err)
-	}
-
-	if len(resp.GetMessages()) != 1 {
-		return nil, fmt.Errorf("%d client configs in the reply, want 1", len(resp.GetMessages()))
-	}
-
-	msg := resp.GetMessages()[0]
-	if f := failureOf(msg.GetMetadata()); f != nil {
-		return nil, errors.New(f.text)
-	}
-
-	return certs.ParseClientConfig("the issued client config", msg.GetTalosconfig())
 }

@@ -7,12 +7,10 @@ import (
 	"os"
 	"strings"
 
-	"github.com/siderolabs/talos/pkg/machinery/api/machine"
-	"google.golang.org/protobuf/types/known/durationpb"
-
 	"github.com/aegis-os/aegis/api/rotation"
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/client/connect"
 	"github.com/aegis-os/aegis/client/rotationstate"
 	"github.com/aegis-os/aegis/internal/atomicfile"
 )
@@ -137,16 +135,9 @@ func (r *Rotation) newClientConfig(ctx context.Context) error {
 
 	cur := r.opts.ClientCert
 
-	resp, err := r.w.Client().GenerateClientConfiguration(callCtx, &machine.GenerateClientConfigurationRequest{
-		Roles: cur.Subject.Organization, CrtTtl: durationpb.New(cur.NotAfter.Sub(cur.NotBefore)),
-	})
-	if err = r.w.Check(resp, err); err != nil {
-		return fmt.Errorf("issuing the new client certificate: %w", err)
-	}
-
-	issued, err := certs.ParseClientConfig("the issued client config", resp.GetMessages()[0].GetTalosconfig())
+	issued, err := connect.IssueClientConfig(callCtx, r.w.Client().MachineClient, cur.Subject.Organization, cur.NotAfter.Sub(cur.NotBefore))
 	if err != nil {
-		return err
+		return fmt.Errorf("issuing the new client certificate: %w", r.w.Check(nil, err))
 	}
 
 	_, ictx, err := issued.Current()
