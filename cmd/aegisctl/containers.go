@@ -57,18 +57,12 @@ func newContainersCommand(e *env) *cobra.Command {
 func containersTable(w io.Writer, resp *machine.ContainersResponse, named bool) {
 	header(w, named, "NAMESPACE\tID\tIMAGE\tPID\tSTATUS")
 
-	for _, m := range resp.GetMessages() {
-		if f := failureOf(m.GetMetadata()); f != nil {
-			errorRow(w, f)
-
-			continue
-		}
-
+	eachNode(w, resp.GetMessages(), func(m *machine.Container) {
 		for _, c := range m.GetContainers() {
 			fmt.Fprintf(w, "%s%s\t%s\t%s\t%d\t%s\n", nodeCell(named, m.GetMetadata().GetHostname()),
 				c.GetNamespace(), c.GetId(), c.GetImage(), c.GetPid(), c.GetStatus())
 		}
-	}
+	})
 }
 
 func newStatsCommand(e *env) *cobra.Command {
@@ -100,18 +94,12 @@ func newStatsCommand(e *env) *cobra.Command {
 func statsTable(w io.Writer, resp *machine.StatsResponse, named bool) {
 	header(w, named, "NAMESPACE\tID\tMEMORY(MB)\tCPU")
 
-	for _, m := range resp.GetMessages() {
-		if f := failureOf(m.GetMetadata()); f != nil {
-			errorRow(w, f)
-
-			continue
-		}
-
+	eachNode(w, resp.GetMessages(), func(m *machine.Stats) {
 		for _, s := range m.GetStats() {
 			fmt.Fprintf(w, "%s%s\t%s\t%.2f\t%s\n", nodeCell(named, m.GetMetadata().GetHostname()),
 				s.GetNamespace(), s.GetId(), float64(s.GetMemoryUsage())/1e6, time.Duration(s.GetCpuUsage()).Round(time.Millisecond))
 		}
-	}
+	})
 }
 
 func newRestartCommand(e *env) *cobra.Command {
@@ -135,15 +123,9 @@ func newRestartCommand(e *env) *cobra.Command {
 			table: func(w io.Writer, resp *machine.RestartResponse, named bool) {
 				header(w, named, "RESPONSE")
 
-				for _, m := range resp.GetMessages() {
-					if f := failureOf(m.GetMetadata()); f != nil {
-						errorRow(w, f)
-
-						continue
-					}
-
+				eachNode(w, resp.GetMessages(), func(m *machine.Restart) {
 					fmt.Fprintf(w, "%scontainer %q restarted\n", nodeCell(named, m.GetMetadata().GetHostname()), args[0])
-				}
+				})
 			},
 		}.run(e, cmd, *format)
 	}

@@ -55,18 +55,12 @@ func etcdMembers(e *env, cmd *cobra.Command, format outputFormat) error {
 		table: func(w io.Writer, r *machine.EtcdMemberListResponse, named bool) {
 			header(w, named, "ID\tHOSTNAME\tPEER URLS\tCLIENT URLS\tLEARNER")
 
-			for _, m := range r.GetMessages() {
-				if f := failureOf(m.GetMetadata()); f != nil {
-					errorRow(w, f)
-
-					continue
-				}
-
+			eachNode(w, r.GetMessages(), func(m *machine.EtcdMembers) {
 				for _, mb := range m.GetMembers() {
 					fmt.Fprintf(w, "%s%016x\t%s\t%s\t%s\t%t\n", nodeCell(named, m.GetMetadata().GetHostname()), mb.GetId(),
 						mb.GetHostname(), strings.Join(mb.GetPeerUrls(), ","), strings.Join(mb.GetClientUrls(), ","), mb.GetIsLearner())
 				}
-			}
+			})
 		},
 	}.run(e, cmd, format)
 }
@@ -79,18 +73,12 @@ func etcdStatus(e *env, cmd *cobra.Command, format outputFormat) error {
 		table: func(w io.Writer, r *machine.EtcdStatusResponse, named bool) {
 			header(w, named, "MEMBER\tDB SIZE\tIN USE\tLEADER\tRAFT INDEX\tRAFT TERM\tAPPLIED\tPROTOCOL\tLEARNER\tERRORS")
 
-			for _, m := range r.GetMessages() {
-				if f := failureOf(m.GetMetadata()); f != nil {
-					errorRow(w, f)
-
-					continue
-				}
-
+			eachNode(w, r.GetMessages(), func(m *machine.EtcdStatus) {
 				st := m.GetMemberStatus()
 				fmt.Fprintf(w, "%s%016x\t%d\t%d\t%016x\t%d\t%d\t%d\t%s\t%t\t%s\n", nodeCell(named, m.GetMetadata().GetHostname()),
 					st.GetMemberId(), st.GetDbSize(), st.GetDbSizeInUse(), st.GetLeader(), st.GetRaftIndex(), st.GetRaftTerm(),
 					st.GetRaftAppliedIndex(), st.GetProtocolVersion(), st.GetIsLearner(), strings.Join(st.GetErrors(), "; "))
-			}
+			})
 		},
 	}.run(e, cmd, format)
 }

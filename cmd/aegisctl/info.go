@@ -112,15 +112,9 @@ func hostnameTable(w io.Writer, resp *machine.HostnameResponse, named bool) {
 		header(w, named, "HOSTNAME")
 	}
 
-	for _, m := range resp.GetMessages() {
-		if f := failureOf(m.GetMetadata()); f != nil {
-			errorRow(w, f)
-
-			continue
-		}
-
+	eachNode(w, resp.GetMessages(), func(m *machine.Hostname) {
 		fmt.Fprintf(w, "%s%s\n", nodeCell(named, m.GetMetadata().GetHostname()), m.GetHostname())
-	}
+	})
 }
 
 func newMemoryCommand(e *env) *cobra.Command {
@@ -150,18 +144,12 @@ free, buffers and cache), FREE, SHARED, BUFFERS, CACHE and AVAILABLE.`,
 func memoryTable(w io.Writer, resp *machine.MemoryResponse, named bool) {
 	header(w, named, "TOTAL\tUSED\tFREE\tSHARED\tBUFFERS\tCACHE\tAVAILABLE")
 
-	for _, m := range resp.GetMessages() {
-		if f := failureOf(m.GetMetadata()); f != nil {
-			errorRow(w, f)
-
-			continue
-		}
-
+	eachNode(w, resp.GetMessages(), func(m *machine.Memory) {
 		mi := m.GetMeminfo()
 		fmt.Fprintf(w, "%s%d\t%d\t%d\t%d\t%d\t%d\t%d\n", nodeCell(named, m.GetMetadata().GetHostname()),
 			mib(mi.GetMemtotal()), mib(nodeview.UsedKiB(mi)), mib(mi.GetMemfree()), mib(mi.GetShmem()),
 			mib(mi.GetBuffers()), mib(mi.GetCached()), mib(mi.GetMemavailable()))
-	}
+	})
 }
 
 // mib converts the kernel's kB (KiB) to MiB.

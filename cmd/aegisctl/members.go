@@ -32,13 +32,7 @@ func getMembers(e *env, cmd *cobra.Command, format outputFormat) error {
 func membersTable(w io.Writer, resp *membership.ListResponse, named bool, now time.Time) {
 	header(w, named, "HOSTNAME\tROLE\tADDRESSES\tVERSION\tTIME\tLAST SEEN")
 
-	for _, m := range resp.GetMessages() {
-		if f := failureOf(m.GetMetadata()); f != nil {
-			errorRow(w, f)
-
-			continue
-		}
-
+	eachNode(w, resp.GetMessages(), func(m *membership.Members) {
 		for _, mb := range m.GetMembers() {
 			synced := "synced"
 			if !mb.GetTimeSynced() {
@@ -49,5 +43,5 @@ func membersTable(w io.Writer, resp *membership.ListResponse, named bool, now ti
 				mb.GetHostname(), mb.GetRole(), strings.Join(mb.GetAddresses(), ","), mb.GetVersion(), synced,
 				now.Sub(mb.GetLastSeen().AsTime()).Round(time.Second))
 		}
-	}
+	})
 }

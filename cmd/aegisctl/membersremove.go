@@ -57,13 +57,7 @@ endpoint; a worker answers FailedPrecondition.`,
 func certifiedTable(w io.Writer, resp *membership.CertifiedResponse, named bool) {
 	header(w, named, "HOSTNAME\tROLE\tADDRESSES\tCERTIFIED UNTIL")
 
-	for _, m := range resp.GetMessages() {
-		if f := failureOf(m.GetMetadata()); f != nil {
-			errorRow(w, f)
-
-			continue
-		}
-
+	eachNode(w, resp.GetMessages(), func(m *membership.CertifiedNodes) {
 		for _, n := range m.GetNodes() {
 			until := "etcd member"
 			if n.GetNotAfter() != nil {
@@ -73,7 +67,7 @@ func certifiedTable(w io.Writer, resp *membership.CertifiedResponse, named bool)
 			fmt.Fprintf(w, "%s%s\t%s\t%s\t%s\n", nodeCell(named, m.GetMetadata().GetHostname()),
 				n.GetHostname(), n.GetRole(), strings.Join(n.GetAddresses(), ","), until)
 		}
-	}
+	})
 }
 
 func newMembersRemoveCommand(e *env) *cobra.Command {

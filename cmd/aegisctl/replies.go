@@ -108,3 +108,17 @@ func nodeLabel(md *common.Metadata, fallback string) string {
 func errorRow(w io.Writer, f *nodeFailure) {
 	fmt.Fprintf(w, "%s\terror: %s\n", f.node, f.text)
 }
+
+// eachNode calls row with the reply of each node in msgs that succeeded;
+// a node that failed is an error row of its own.
+func eachNode[M metadataReply](w io.Writer, msgs []M, row func(M)) {
+	for _, m := range msgs {
+		if f := failureOf(m.GetMetadata()); f != nil {
+			errorRow(w, f)
+
+			continue
+		}
+
+		row(m)
+	}
+}

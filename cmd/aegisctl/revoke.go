@@ -211,13 +211,7 @@ the copy the node enforces on a worker (-n WORKER).`,
 func revocationsTable(w io.Writer, resp *revocations.ListResponse, named bool, now time.Time) {
 	header(w, named, "SERIAL\tEXPIRES\tREVOKED AT\tREVOKED BY\tREASON")
 
-	for _, m := range resp.GetMessages() {
-		if f := failureOf(m.GetMetadata()); f != nil {
-			errorRow(w, f)
-
-			continue
-		}
-
+	eachNode(w, resp.GetMessages(), func(m *revocations.RevocationList) {
 		for _, r := range m.GetRevocations() {
 			at := "-"
 			if r.GetRevokedAt() != nil {
@@ -227,5 +221,5 @@ func revocationsTable(w io.Writer, resp *revocations.ListResponse, named bool, n
 			fmt.Fprintf(w, "%s%s\t%s\t%s\t%s\t%s\n", nodeCell(named, m.GetMetadata().GetHostname()),
 				r.GetSerial(), when(r.GetNotAfter().AsTime(), now), at, orDash(r.GetRevokedBy()), r.GetReason())
 		}
-	}
+	})
 }

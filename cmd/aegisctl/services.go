@@ -154,18 +154,12 @@ func onlyService(resp *machine.ServiceListResponse, id string) *machine.ServiceL
 func serviceListTable(w io.Writer, resp *machine.ServiceListResponse, named bool, now time.Time) {
 	header(w, named, "SERVICE\tSTATE\tHEALTH\tLAST CHANGE\tLAST EVENT")
 
-	for _, m := range resp.GetMessages() {
-		if f := failureOf(m.GetMetadata()); f != nil {
-			errorRow(w, f)
-
-			continue
-		}
-
+	eachNode(w, resp.GetMessages(), func(m *machine.ServiceList) {
 		for _, svc := range m.GetServices() {
 			fmt.Fprintf(w, "%s%s\t%s\t%s\t%s\t%s\n", nodeCell(named, m.GetMetadata().GetHostname()),
 				svc.GetId(), svc.GetState(), healthText(svc), lastChange(svc, now), lastEvent(svc))
 		}
-	}
+	})
 }
 
 // serviceStatusTable shows one service per node, with its events, newest first.

@@ -120,19 +120,13 @@ func newTokenListCommand(e *env) *cobra.Command {
 func tokenListTable(w io.Writer, resp *tokens.ListResponse, named bool, now time.Time) {
 	header(w, named, "ID\tSTATE\tUSES\tEXPIRES\tALLOWED SANS\tDESCRIPTION")
 
-	for _, m := range resp.GetMessages() {
-		if f := failureOf(m.GetMetadata()); f != nil {
-			errorRow(w, f)
-
-			continue
-		}
-
+	eachNode(w, resp.GetMessages(), func(m *tokens.TokenList) {
 		for _, t := range m.GetTokens() {
 			fmt.Fprintf(w, "%s%s\t%s\t%s\t%s\t%s\t%s\n", nodeCell(named, m.GetMetadata().GetHostname()),
 				t.GetId(), tokenState(t, now), usesText(t), when(t.GetExpires().AsTime(), now),
 				orAny(t.GetAllowedSans()), t.GetDescription())
 		}
-	}
+	})
 }
 
 func newTokenRevokeCommand(e *env) *cobra.Command {
@@ -154,15 +148,9 @@ func newTokenRevokeCommand(e *env) *cobra.Command {
 			table: func(w io.Writer, r *tokens.RevokeResponse, named bool) {
 				header(w, named, "RESPONSE")
 
-				for _, m := range r.GetMessages() {
-					if f := failureOf(m.GetMetadata()); f != nil {
-						errorRow(w, f)
-
-						continue
-					}
-
+				eachNode(w, r.GetMessages(), func(m *tokens.Revoked) {
 					fmt.Fprintf(w, "%stoken %s revoked\n", nodeCell(named, m.GetMetadata().GetHostname()), m.GetInfo().GetId())
-				}
+				})
 			},
 		}.run(e, cmd, *format)
 	}
