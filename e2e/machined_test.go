@@ -361,7 +361,20 @@ func servicePID(t *testing.T, c *client.Client, id string) int {
 }
 
 func checkWorker(t *testing.T, c *client.Client, dir string) {
-	h, err := c.MachineClient.Hostname(client.WithNode(ctx(t), machinedWorker), &emptypb.Empty{})
+	// A ready worker is a member; the control plane's apid learns it from
+	// its etcd watch, which takes milliseconds, not seconds.
+	var (
+		h   *machine.HostnameResponse
+		err error
+	)
+
+	for start := time.Now(); ; time.Sleep(50 * time.Millisecond) {
+		h, err = c.MachineClient.Hostname(client.WithNode(ctx(t), machinedWorker), &emptypb.Empty{})
+		if err == nil || time.Since(start) > 2*time.Second {
+			break
+		}
+	}
+
 	if err != nil || h.Messages[0].GetHostname() != "e2e-worker" {
 		t.Fatalf("worker through the control plane: %v %v", h, err)
 	}

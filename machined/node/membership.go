@@ -39,8 +39,9 @@ type heartbeats struct {
 // the boot ends: a control plane writes it into etcd itself and follows
 // the list there for apid's routing and the resource API; a worker sends
 // it to a control plane's trustd with its node certificate. It returns
-// once a worker's first heartbeat was answered, or after
-// firstHeartbeatWait, whichever comes first (a control plane: at once).
+// once a worker's heartbeat was answered (a refused one is tried again
+// after a second), or after firstHeartbeatWait, whichever comes first (a
+// control plane: at once).
 func (h *heartbeats) start(ctx context.Context, b *bootState, bg *sync.WaitGroup) {
 	var beat func(context.Context) error
 
@@ -58,9 +59,12 @@ func (h *heartbeats) start(ctx context.Context, b *bootState, bg *sync.WaitGroup
 
 	bg.Go(func() {
 		membership.Until(ctx, h.clock, h.interval, h.log, func(ctx context.Context) error {
-			defer answered()
+			err := h.unlessLeaving(ctx, beat)
+			if err == nil {
+				answered()
+			}
 
-			return h.unlessLeaving(ctx, beat)
+			return err
 		})
 	})
 
