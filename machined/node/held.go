@@ -168,7 +168,8 @@ func (c *certController) publish(kind certKind, kp *node.KeyPair, also func(r *n
 func (c *certController) held(kind certKind) *x509.Certificate {
 	res, _ := c.store.Current()
 
-	cert, err := usableHeld(kind.get(res), kind, c.clock.Now(), c.cfg.AcceptedCAs(), c.hostsOf(kind))
+	// The config in effect: a rotation changes the accepted CAs live.
+	cert, err := usableHeld(kind.get(res), kind, c.clock.Now(), c.config().AcceptedCAs(), c.hostsOf(kind))
 	if err != nil {
 		return nil
 	}

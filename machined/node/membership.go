@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -252,19 +251,6 @@ func (r memberReader) List(ctx context.Context) ([]*membership.Member, error) {
 	}
 
 	return store.List(ctx)
-}
-
-// serverCertificate is the node's current server certificate, which a
-// worker presents with its heartbeats.
-func (n *Node) serverCertificate(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
-	res, _ := n.store.Current()
-	if res.GetServer() == nil {
-		return nil, errors.New("node: no server certificate yet")
-	}
-
-	c, err := tls.X509KeyPair(res.GetServer().GetCrt(), res.GetServer().GetKey())
-
-	return &c, err
 }
 
 // acceptedCAs are the CAs the node accepts now (after a worker's join,

@@ -1,6 +1,7 @@
 package trustdclient
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -28,8 +29,10 @@ type Config struct {
 	// MaxEndpoints.
 	Endpoints []string
 	// Certificate returns the node certificate, presented as the client
-	// certificate. It is asked at every handshake, so a renewed certificate
-	// is used from the next connection on. Required.
+	// certificate. It is asked before every call and at every handshake:
+	// a kept connection made with another certificate is replaced, so a
+	// renewed certificate is used from the next call on. It should be
+	// cheap. Required.
 	Certificate func(*tls.CertificateRequestInfo) (*tls.Certificate, error)
 	// AcceptedCAs returns the CAs trustd's server certificate must chain
 	// to. It is asked at every handshake, so a CA rotation applies from the
@@ -47,14 +50,32 @@ type Config struct {
 // Client calls the control planes' trustd, one endpoint after the other
 // from the last that answered. It keeps one connection per endpoint: a
 // poll a second and a heartbeat every few seconds are better served by one
-// connection than by a handshake each time. It is safe for concurrent use.
+// connection than by a handshake each time.
+//
+// A kept connection stays authenticated by the certificate presented when
+// it was made, so once the node's certificate changes (a renewal, a CA
+// rotation's re-issue) the connection is replaced: trustd refuses every
+// call on one authenticated by a certificate of a CA it has dropped, or a
+// certificate that has expired or was revoked. The one replaced is closed
+// when its last call ends, so no call is cut short. It is safe for
+// concurrent use.
 type Client struct {
 	cfg Config
 
 	mu     sync.Mutex
-	conns  map[string]*grpc.ClientConn
+	conns  map[string]*kept
 	next   int // the endpoint to ask first: the last one that answered
 	closed bool
+}
+
+// kept is a connection to one endpoint and what it was made with.
+type kept struct {
+	conn *grpc.ClientConn
+	// credential is the certificate (DER) the node presented when the
+	// connection was made.
+	credential []byte
+	calls      int  // calls under way on conn
+	retired    bool // replaced: closed when its last call ends
 }
 
 // New returns a Client; Close releases its connections.
@@ -83,7 +104,7 @@ func New(cfg Config) (*Client, error) {
 	cfg.Endpoints = eps
 	cfg.Clock = defaults.Clock(cfg.Clock)
 
-	return &Client{cfg: cfg, conns: map[string]*grpc.ClientConn{}}, nil
+	return &Client{cfg: cfg, conns: map[string]*kept{}}, nil
 }
 
 // Call runs call on the endpoints in turn, from the last that answered,
@@ -100,9 +121,10 @@ func (c *Client) Call(ctx context.Context, call func(context.Context, grpc.Clien
 		idx := (first + i) % len(c.cfg.Endpoints)
 		ep := c.cfg.Endpoints[idx]
 
-		conn, err := c.conn(ep)
+		k, err := c.acquire(ep)
 		if err == nil {
-			err = call(ctx, conn)
+			err = call(ctx, k.conn)
+			c.release(k)
 		}
 
 		if err == nil {
@@ -123,8 +145,12 @@ func (c *Client) Call(ctx context.Context, call func(context.Context, grpc.Clien
 	return "", errors.Join(errs...)
 }
 
-// conn is the kept connection to endpoint, made on first use.
-func (c *Client) conn(endpoint string) (*grpc.ClientConn, error) {
+// acquire returns the kept connection to endpoint for one call, made on
+// first use and again when the node's certificate has changed since;
+// release must follow the call.
+func (c *Client) acquire(endpoint string) (*kept, error) {
+	cred := c.credential()
+
 	c.mu.Lock()
 	defer c.mu.Unlock()
 
@@ -132,10 +158,60 @@ func (c *Client) conn(endpoint string) (*grpc.ClientConn, error) {
 		return nil, ErrClosed
 	}
 
-	if conn, ok := c.conns[endpoint]; ok {
-		return conn, nil
+	k, ok := c.conns[endpoint]
+	if ok && !bytes.Equal(k.credential, cred) {
+		delete(c.conns, endpoint)
+		c.retireLocked(k)
+
+		ok = false
 	}
 
+	if !ok {
+		conn, err := c.dial(endpoint)
+		if err != nil {
+			return nil, err
+		}
+
+		k = &kept{conn: conn, credential: cred}
+		c.conns[endpoint] = k
+	}
+
+	k.calls++
+
+	return k, nil
+}
+
+// release ends one call on k, closing k if it was retired meanwhile.
+func (c *Client) release(k *kept) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+
+	k.calls--
+	if k.retired && k.calls == 0 {
+		_ = k.conn.Close()
+	}
+}
+
+// retireLocked closes k now, or when its last call ends.
+func (c *Client) retireLocked(k *kept) {
+	k.retired = true
+	if k.calls == 0 {
+		_ = k.conn.Close()
+	}
+}
+
+// credential is the certificate the node would present now, or nil.
+func (c *Client) credential() []byte {
+	cert, err := c.cfg.Certificate(&tls.CertificateRequestInfo{})
+	if err != nil || cert == nil || len(cert.Certificate) == 0 {
+		return nil
+	}
+
+	return cert.Certificate[0]
+}
+
+// dial makes a connection to endpoint; gRPC connects on first use.
+func (c *Client) dial(endpoint string) (*grpc.ClientConn, error) {
 	host, _, _ := net.SplitHostPort(endpoint) // checked by New
 
 	opts := append([]grpc.DialOption{
@@ -146,8 +222,6 @@ func (c *Client) conn(endpoint string) (*grpc.ClientConn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("trustdclient: %w", err)
 	}
-
-	c.conns[endpoint] = conn
 
 	return conn, nil
 }
@@ -172,11 +246,10 @@ func (c *Client) Retry() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 
-	for ep, conn := range c.conns {
-		if conn.GetState() == connectivity.TransientFailure {
-			_ = conn.Close()
-
+	for ep, k := range c.conns {
+		if k.conn.GetState() == connectivity.TransientFailure {
 			delete(c.conns, ep)
+			c.retireLocked(k)
 		}
 	}
 }
@@ -190,8 +263,9 @@ func (c *Client) Close() error {
 
 	var errs []error
 
-	for ep, conn := range c.conns {
-		errs = append(errs, conn.Close())
+	for ep, k := range c.conns {
+		k.retired = true
+		errs = append(errs, k.conn.Close())
 
 		delete(c.conns, ep)
 	}

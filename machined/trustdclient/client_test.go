@@ -39,13 +39,26 @@ type fakeTrustd struct {
 	mu      sync.Mutex
 	dials   int
 	serials []string // the client certificate's serial at each handshake
+	// hold, when set, keeps each heartbeat waiting until it is closed;
+	// held is told each time one waits.
+	hold, held chan struct{}
 }
 
 func (f *fakeTrustd) Serials(context.Context, *revocations.SerialsRequest) (*revocations.SerialsResponse, error) {
 	return &revocations.SerialsResponse{}, nil
 }
 
-func (f *fakeTrustd) Heartbeat(context.Context, *membership.HeartbeatRequest) (*membership.HeartbeatResponse, error) {
+func (f *fakeTrustd) Heartbeat(ctx context.Context, _ *membership.HeartbeatRequest) (*membership.HeartbeatResponse, error) {
+	if f.hold != nil {
+		f.held <- struct{}{}
+
+		select {
+		case <-f.hold:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+
 	return &membership.HeartbeatResponse{}, nil
 }
 
@@ -247,40 +260,50 @@ func call(ctx context.Context, c *trustdclient.Client) (string, error) {
 	})
 }
 
-// TestRenewedCertificateOnTheNextConnection renews the node certificate
-// between calls: the kept connection goes on with the certificate it was
-// made with; the next connection, made when its endpoint fails, presents
-// the renewed one.
-func TestRenewedCertificateOnTheNextConnection(t *testing.T) {
+// TestRenewedCertificateReplacesTheConnection renews the node certificate
+// while a heartbeat is under way on the kept connection: the next call
+// goes over a new connection that presents the renewed certificate (trustd
+// refuses calls on one authenticated by a certificate of a dropped CA),
+// the heartbeat under way still ends well, and later calls keep the new
+// connection.
+func TestRenewedCertificateReplacesTheConnection(t *testing.T) {
 	ctx := testContext(t)
 	authority := testCA(t)
-	first, second := startTrustd(t, authority), startTrustd(t, authority)
+	trustd := startTrustd(t, authority)
 	cert := newNodeCert(t, authority)
-	client := newClient(t, authority, cert, first.addr, second.addr)
+	client := newClient(t, authority, cert, trustd.addr)
 
-	if ep, err := call(ctx, client); err != nil || ep != first.addr {
-		t.Fatalf("answered by %q (%v), want %s", ep, err, first.addr)
+	if _, err := call(ctx, client); err != nil {
+		t.Fatal(err)
 	}
 
-	_, before := first.seen()
+	_, before := trustd.seen()
+
+	trustd.hold, trustd.held = make(chan struct{}), make(chan struct{}, 1)
+	beat := make(chan error, 1)
+
+	go func() {
+		beat <- membershippkg.Sender{Trustd: client}.Send(ctx, &membershippkg.Member{Hostname: "worker-1"})
+	}()
+
+	<-trustd.held
+
 	renewed := cert.renew(t)
 
-	if ep, err := call(ctx, client); err != nil || ep != first.addr {
-		t.Fatalf("after the renewal, answered by %q (%v), want %s", ep, err, first.addr)
+	for range 2 {
+		if _, err := call(ctx, client); err != nil {
+			t.Fatalf("after the renewal: %v", err)
+		}
 	}
 
-	if dials, after := first.seen(); dials != 1 || len(after) != 1 || after[0] != before[0] || after[0] == renewed {
-		t.Fatalf("first endpoint: %d connections, certificates %v, want the one before the renewal, %v", dials, after, before)
+	close(trustd.hold)
+
+	if err := <-beat; err != nil {
+		t.Fatalf("the heartbeat under way during the renewal: %v", err)
 	}
 
-	first.srv.Stop()
-
-	if ep, err := call(ctx, client); err != nil || ep != second.addr {
-		t.Fatalf("with the first endpoint down, answered by %q (%v), want %s", ep, err, second.addr)
-	}
-
-	if _, got := second.seen(); len(got) != 1 || got[0] != renewed {
-		t.Fatalf("second endpoint saw certificates %v, want the renewed one, %s", got, renewed)
+	if dials, got := trustd.seen(); dials != 2 || len(got) != 2 || got[0] != before[0] || got[1] != renewed {
+		t.Fatalf("%d connections presenting %v, want 2: the one before the renewal, %v, then the renewed one, %s", dials, got, before, renewed)
 	}
 }
 
@@ -407,5 +430,20 @@ func TestRetryOnceTheCertificateIsThere(t *testing.T) {
 
 	if _, err := call(ctx, client); err != nil {
 		t.Fatalf("the first call once the certificate is there, after Retry: %v", err)
+	}
+}
+
+// TestUnknownAuthoritySaysWhy calls a trustd whose certificate chains to
+// a CA the node does not accept, as after a rotation the node missed:
+// the error says so, and what brings the node back.
+func TestUnknownAuthoritySaysWhy(t *testing.T) {
+	ctx := testContext(t)
+	rotated, old := testCA(t), testCA(t)
+	trustd := startTrustd(t, rotated)
+	client := newClient(t, old, newNodeCert(t, old), trustd.addr)
+
+	_, err := call(ctx, client)
+	if err == nil || !strings.Contains(err.Error(), trustdclient.ErrUnknownAuthority.Error()) {
+		t.Fatalf("call to a trustd of another CA: %v, want it to say %q", err, trustdclient.ErrUnknownAuthority)
 	}
 }
