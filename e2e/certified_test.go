@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/siderolabs/talos/pkg/machinery/client"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -20,20 +22,17 @@ import (
 	"github.com/aegis-os/aegis/machined/localcluster"
 )
 
-// certifiedCIDR holds the cluster of TestCertifiedAndRemove; the node that
-// takes the removed worker's name joins from certifiedNewAddress.
-const (
-	certifiedCIDR       = "127.9.52.0/24"
-	certifiedNewAddress = "127.9.52.20"
-)
+// certifiedCIDR holds the cluster of TestCertifiedAndRemove.
+const certifiedCIDR = "127.9.52.0/24"
 
 // TestCertifiedAndRemove runs one control plane and two workers: every
 // node that holds a certificate is listed as certified and the client
 // check finds nothing missing; a live worker and the control plane cannot
 // be removed; a killed worker, once aged out of the member list, is named
 // by the client check and by the rotations that would change it (refused,
-// dry runs included), removed with aegisctl, no longer certified, and its
-// name is taken by a new node at another address.
+// dry runs included), removed with aegisctl and no longer certified. The
+// OS CA then rotates without it; started again as it was, it is left
+// behind, and `aegisctl cluster readmit` brings it back.
 func TestCertifiedAndRemove(t *testing.T) {
 	needBinaries(t)
 
@@ -134,17 +133,88 @@ func TestCertifiedAndRemove(t *testing.T) {
 		t.Fatalf("rotate-ca (dry run) after the removal: %v\n%s", err, out)
 	}
 
-	// The name is free: a new node at another address joins with it.
-	if err := c.RemoveNode(gone.Name); err != nil {
+	// The rotation goes on without the removed worker. Started again as it
+	// was, it is left behind: it trusts only the old CA. Readmitted from the
+	// rotated bundle, it is back under its name and address.
+	if out, err := aegisctl(t, c.Dir, "rotate-ca", "--dry-run=false", "--secrets", c.SecretsPath()); err != nil {
+		t.Fatalf("rotate-ca with %s removed: %v\n%s", gone.Name, err, out)
+	}
+
+	// The client config now holds a certificate of the new CA.
+	admin = talosClient(t, c.ClientConfigPath())
+	mc = membership.NewMembershipServiceClient(admin.Conn())
+
+	leftBehind(ctx, t, c, admin, gone, rest)
+
+	readmitted := time.Now()
+
+	out, err = aegisctl(t, c.Dir, "cluster", "readmit", gone.Name, "--name", c.Name, "--state-dir", filepath.Dir(c.Dir))
+	if err != nil || !strings.Contains(out, gone.Name+" ("+gone.Address+") is back") {
+		t.Fatalf("cluster readmit %s: %v\n%s", gone.Name, err, out)
+	}
+
+	t.Logf("aegisctl cluster readmit %s (%s): %s", gone.Name, time.Since(readmitted).Round(100*time.Millisecond), out)
+
+	reloaded, err := localcluster.Load(filepath.Dir(c.Dir), c.Name)
+	if err != nil {
 		t.Fatal(err)
 	}
 
-	replaced, err := c.AddNode(ctx, localcluster.NodeSpec{Name: gone.Name, Type: certs.NodeWorker, Address: certifiedNewAddress}, waitTimeout)
-	if err != nil {
-		t.Fatalf("a new node named %s: %v", gone.Name, err)
+	*c = *reloaded // the readmitted node's new process, for Destroy
+
+	if out, err := aegisctl(t, c.Dir, "-n", strings.Join(c.Addresses(), ","), "version"); err != nil {
+		t.Fatalf("version on every node with the rotated client config: %v\n%s", err, out)
 	}
 
-	eventually(t, gone.Name+" certified at "+certifiedNewAddress, func() error { return certifiedAre(ctx, mc, append(rest, replaced)) })
+	eventually(t, gone.Name+" certified again", func() error { return certifiedAre(ctx, mc, c.Nodes) })
+
+	if err := clusterCheck(ctx, mc); err != nil {
+		t.Fatalf("client check after the readmission: %v", err)
+	}
+}
+
+// leftBehind starts gone again with the config and state it had before the
+// rotation, and checks that it stays out: no member, unreachable through
+// the control plane, and its log says why.
+func leftBehind(ctx context.Context, t *testing.T, c *localcluster.Cluster, admin *client.Client, gone localcluster.Node, rest []localcluster.Node) {
+	t.Helper()
+
+	if _, err := c.StartNode(ctx, gone.Name, waitTimeout); err != nil {
+		t.Logf("%s started with its old config: %v", gone.Name, err)
+	}
+
+	time.Sleep(4 * membersHeartbeat)
+
+	// The nodes that took part are members, their certificates in use:
+	// a worker's kept connection to trustd made with its certificate of
+	// the old CA must not outlive the rotation.
+	if err := membersAre(ctx, admin, rest); err != nil {
+		t.Fatalf("after the rotation, with %s left behind: %v", gone.Name, err)
+	}
+
+	for _, n := range rest {
+		list, err := admin.ServiceList(client.WithNode(ctx, n.Address))
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		for _, s := range list.GetMessages()[0].GetServices() {
+			if s.GetId() != "etcd" && (s.GetState() != "Running" || !s.GetHealth().GetHealthy()) {
+				t.Fatalf("%s after the rotation: %s is %s (healthy %v: %s)", n.Name, s.GetId(), s.GetState(), s.GetHealth().GetHealthy(), s.GetHealth().GetLastMessage())
+			}
+		}
+	}
+
+	if out, err := aegisctl(t, c.Dir, "-n", gone.Address, "version"); err == nil {
+		t.Fatalf("%s answers the rotated client config before its readmission:\n%s", gone.Name, out)
+	}
+
+	tail := c.Tail(gone, 15)
+	if !strings.Contains(tail, "trustd serves a certificate of a CA this node does not accept") || !strings.Contains(tail, "aegisctl cluster readmit") {
+		t.Fatalf("%s, left behind, does not say why:\n%s", gone.Name, tail)
+	}
+
+	t.Logf("%s left behind:\n%s", gone.Name, tail)
 }
 
 // certifiedAre checks that the endpoint lists exactly nodes as holding

@@ -53,7 +53,7 @@ func newClusterCommand(e *env) *cobra.Command {
 		Short: "Run a local cluster of nodes on loopback addresses",
 	}
 
-	cmd.AddCommand(newClusterCreateCommand(e), newClusterShowCommand(e), newClusterDestroyCommand(e))
+	cmd.AddCommand(newClusterCreateCommand(e), newClusterShowCommand(e), newClusterDestroyCommand(e), newClusterReadmitCommand(e))
 
 	return cmd
 }
