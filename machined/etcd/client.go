@@ -9,6 +9,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -22,7 +23,11 @@ func (e *Etcd) newClient(endpoints ...string) (*clientv3.Client, error) {
 	}
 
 	cli, err := clientv3.New(clientv3.Config{
-		Endpoints: endpoints, DialOptions: []grpc.DialOption{e.clientFiles().DialOption()}, DialTimeout: dialTimeout,
+		Endpoints: endpoints, DialTimeout: dialTimeout,
+		DialOptions: []grpc.DialOption{e.clientFiles().DialOption(), grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: reconnectBase, Multiplier: backoff.DefaultConfig.Multiplier, Jitter: backoff.DefaultConfig.Jitter, MaxDelay: reconnectMax},
+			MinConnectTimeout: dialTimeout,
+		})},
 		DialKeepAliveTime: keepAlive, DialKeepAliveTimeout: keepAliveTimeout,
 		Logger: zap.NewNop(), RejectOldCluster: false,
 	})

@@ -13,6 +13,14 @@ const (
 	// out. etcd refuses pings more often than every 5 s.
 	keepAlive        = 5 * time.Second
 	keepAliveTimeout = 3 * time.Second
+	// reconnectBase and reconnectMax are the client's reconnect backoff.
+	// gRPC's default starts at a second: a member that starts (or
+	// restarts) just after the client's first attempt was then found a
+	// second late, and that second was most of a control plane's start to
+	// etcd healthy. The endpoints are the cluster's own, so trying again
+	// sooner costs next to nothing.
+	reconnectBase = 100 * time.Millisecond
+	reconnectMax  = 2 * time.Second
 	// callTimeout bounds one membership or status call, so that an API call
 	// or a boot never hangs on an etcd without quorum.
 	callTimeout = 5 * time.Second

@@ -20,6 +20,16 @@ type Settings struct {
 	Period time.Duration
 	// Timeout of one check.
 	Timeout time.Duration
+	// StartPeriod is the time between checks until the first healthy
+	// result, for at most StartWindow after the first check: a service
+	// that comes up is seen up at once rather than a Period later (etcd's
+	// start to healthy was mostly its check's period), and one that does
+	// not is soon asked only every Period. Zero: DefaultStartPeriod, or
+	// Period when that is shorter.
+	StartPeriod time.Duration
+	// StartWindow bounds the checks at StartPeriod. Zero:
+	// DefaultStartWindow.
+	StartWindow time.Duration
 }
 
 // Defaults: the first check soon after start, then every 5 s, each allowed
@@ -28,6 +38,8 @@ const (
 	DefaultInitialDelay = 100 * time.Millisecond
 	DefaultPeriod       = 5 * time.Second
 	DefaultTimeout      = 2 * time.Second
+	DefaultStartPeriod  = 100 * time.Millisecond
+	DefaultStartWindow  = 30 * time.Second
 )
 
 func (s Settings) withDefaults() Settings {
@@ -41,6 +53,14 @@ func (s Settings) withDefaults() Settings {
 
 	if s.Timeout == 0 {
 		s.Timeout = DefaultTimeout
+	}
+
+	if s.StartPeriod == 0 {
+		s.StartPeriod = min(DefaultStartPeriod, s.Period)
+	}
+
+	if s.StartWindow == 0 {
+		s.StartWindow = DefaultStartWindow
 	}
 
 	return s
@@ -64,13 +84,27 @@ func Run(ctx context.Context, clk clock.Clock, settings Settings, check Check, o
 	cur := Status{Unknown: true}
 	wait := settings.InitialDelay
 
+	var (
+		first      time.Time
+		wasHealthy bool
+	)
+
 	for {
 		if !clock.Sleep(ctx, clk, wait) {
 			return
 		}
 
-		wait = settings.Period
+		if first.IsZero() {
+			first = clk.Now()
+		}
+
 		err := runOnce(ctx, settings.Timeout, check)
+		wasHealthy = wasHealthy || err == nil
+
+		wait = settings.Period
+		if !wasHealthy && clk.Now().Sub(first) < settings.StartWindow {
+			wait = settings.StartPeriod
+		}
 
 		if ctx.Err() != nil {
 			return

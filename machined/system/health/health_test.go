@@ -104,3 +104,71 @@ func TestSlowCheckTimesOut(t *testing.T) {
 		t.Fatal("hung check never timed out")
 	}
 }
+
+// TestStartPeriodUntilFirstHealthy: until the first healthy result the
+// checks come every StartPeriod, then every Period; a service that stays
+// unhealthy for the whole StartWindow is asked every Period from then on.
+func TestStartPeriodUntilFirstHealthy(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		healthy int32 // the check passes from this call on; 0 never
+		// waits between the first six checks
+		want []time.Duration
+	}{
+		{"healthy at the third check", 3, []time.Duration{100 * time.Millisecond, 100 * time.Millisecond, 5 * time.Second, 5 * time.Second, 5 * time.Second}},
+		{"never healthy", 0, []time.Duration{100 * time.Millisecond, 100 * time.Millisecond, 100 * time.Millisecond, 5 * time.Second, 5 * time.Second}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			clk := clock.NewFake(time.Unix(0, 0))
+
+			var calls atomic.Int32
+
+			check := func(context.Context) error {
+				if n := calls.Add(1); tt.healthy != 0 && n >= tt.healthy {
+					return nil
+				}
+
+				return errors.New("not yet")
+			}
+
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+
+			go func() {
+				Run(ctx, clk, Settings{InitialDelay: time.Second, Period: 5 * time.Second, StartWindow: 250 * time.Millisecond}, check, func(Status) {})
+				close(done)
+			}()
+
+			t.Cleanup(func() { cancel(); <-done })
+
+			if err := clk.WaitForTimers(ctx, 1); err != nil {
+				t.Fatal(err)
+			}
+
+			clk.Advance(time.Second)
+
+			for i, want := range tt.want {
+				if err := clk.WaitForTimers(ctx, 1); err != nil {
+					t.Fatal(err)
+				}
+
+				before := calls.Load()
+
+				clk.Advance(want - time.Millisecond)
+				time.Sleep(5 * time.Millisecond)
+
+				if calls.Load() != before {
+					t.Fatalf("wait %d: a check before %s", i, want)
+				}
+
+				clk.Advance(time.Millisecond)
+
+				for deadline := time.Now().Add(5 * time.Second); calls.Load() == before; time.Sleep(time.Millisecond) {
+					if time.Now().After(deadline) {
+						t.Fatalf("wait %d: no check %s after the last", i, want)
+					}
+				}
+			}
+		})
+	}
+}
