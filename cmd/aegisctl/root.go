@@ -83,6 +83,7 @@ runs once less than a third of its lifetime is left.`,
 
 	root.AddCommand(newGenCommand(e), newConfigCommand(e), newClusterCommand(e))
 	root.AddCommand(nodeCommands(e)...)
+	strictGroups(root)
 
 	return root
 }
