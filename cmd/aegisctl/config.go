@@ -184,6 +184,8 @@ func withClientConfig(e *env, write bool, fn func(*certs.ClientConfig) error) er
 		return err
 	}
 
+	e.warnShared(path, "client config")
+
 	var c *certs.ClientConfig
 	if write {
 		c, err = certs.LoadOrNewClientConfig(path)

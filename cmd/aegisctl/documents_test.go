@@ -16,9 +16,15 @@ import (
 func TestDocuments(t *testing.T) {
 	dir := t.TempDir()
 
-	// config info reads a client config with fixed certificates.
-	info, err := filepath.Abs(filepath.Join("..", "..", "certs", "testdata", "aegisconfig"))
+	// config info reads a client config with fixed certificates, copied
+	// at 0600: git checks it out readable by all, which aegisctl warns of.
+	fixed, err := os.ReadFile(filepath.Join("..", "..", "certs", "testdata", "aegisconfig"))
 	if err != nil {
+		t.Fatal(err)
+	}
+
+	info := filepath.Join(dir, "info")
+	if err = os.WriteFile(info, fixed, 0o600); err != nil {
 		t.Fatal(err)
 	}
 

@@ -186,6 +186,8 @@ func writeAll(files []certs.ConfigFile, force bool) error {
 
 func loadOrGenerateBundle(e *env, path string, now time.Time) (*certs.Bundle, bool, error) {
 	if path != "" {
+		e.warnShared(path, "secrets bundle")
+
 		b, err := certs.LoadBundle(path, now)
 
 		return b, false, err

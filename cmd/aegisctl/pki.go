@@ -118,6 +118,8 @@ common name and SANs only: roles, usages and lifetime are decided by whoever
 signs it (aegisctl gen crt --profile/--roles/--ttl).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			e.warnShared(keyPath, "key")
+
 			key, err := ca.LoadKeyFile(keyPath)
 			if err != nil {
 				return err
@@ -207,6 +209,8 @@ the CSR.`,
 
 func genCrt(e *env, caPrefix, csrPath, out string, req ca.Request, force bool) error {
 	now := e.clock.Now()
+
+	e.warnShared(caPrefix+".key", "CA key")
 
 	issued, err := ca.SignCSRFile(caPrefix+".crt", caPrefix+".key", csrPath, req, e.clock)
 	if err != nil {

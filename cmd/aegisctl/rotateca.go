@@ -109,6 +109,10 @@ func caKinds() map[string]carotation.Kind {
 
 // rotateCA prepares the rotation, then prints its plan or runs it.
 func rotateCA(ctx context.Context, s *session, f rotateFlags, kind carotation.Kind) error {
+	if f.secrets != "" {
+		s.e.warnShared(f.secrets, "secrets bundle")
+	}
+
 	r, err := carotation.Prepare(ctx, carotation.Options{
 		Options: s.rolloutOptions(f.dryRun),
 		Kind:    kind, Resume: f.resume, Rollback: f.rollback, UntilStep: int32(f.untilStep),

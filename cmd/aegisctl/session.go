@@ -55,6 +55,8 @@ func (e *env) openSession(ctx context.Context) (*session, error) {
 		return nil, err
 	}
 
+	e.warnShared(path, "client config")
+
 	cfg, err := loadClientConfig(path)
 	if err != nil {
 		return nil, err

@@ -114,6 +114,8 @@ func newStaticRotation(e *env, flags rotateStaticFlags) (*statictoken.Options, e
 	}
 
 	if flags.secrets != "" {
+		e.warnShared(flags.secrets, "secrets bundle")
+
 		if r.Bundle, err = certs.LoadBundle(flags.secrets, now); err != nil {
 			return nil, fmt.Errorf("--secrets: %w", err)
 		}
