@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -28,7 +29,8 @@ func newDashboardCommand(e *env) *cobra.Command {
 		Long: `Show each node's machine stage and readiness, its services, memory, time
 sync, certificate expiry and etcd member, from the resource API and the
 MachineService, and the nodes' recent events, refreshed every --interval
-until interrupted. --once prints one view, without terminal control codes,
+until interrupted: redrawn in place on a terminal, else each view after a
+line with its time. --once prints one view, without terminal control codes,
 and ends.`,
 		Args: cobra.NoArgs,
 	}
@@ -88,8 +90,15 @@ func (d *dashboard) run(ctx context.Context) error {
 		}
 	}()
 
+	// A pipe or a file gets each view after a line with its time, not
+	// the codes that redraw a terminal.
 	for {
-		if _, err := io.WriteString(d.s.e.stdout, clearScreen+d.frame(ctx)); err != nil {
+		prefix := clearScreen
+		if !isTerminal(d.s.e.stdout) {
+			prefix = "--- " + d.s.e.clock.Now().UTC().Format(time.RFC3339) + "\n"
+		}
+
+		if _, err := io.WriteString(d.s.e.stdout, prefix+d.frame(ctx)); err != nil {
 			return err
 		}
 
@@ -165,4 +174,17 @@ func (d *dashboard) frame(ctx context.Context) string {
 	tw.Flush() //nolint:errcheck // a buffer
 
 	return b.String()
+}
+
+// isTerminal says whether w is a terminal (a character device), where
+// control codes redraw the screen rather than end up in a file.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+
+	st, err := f.Stat()
+
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
