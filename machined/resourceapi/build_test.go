@@ -2,6 +2,7 @@ package resourceapi_test
 
 import (
 	"crypto/fips140"
+	"slices"
 	"testing"
 	"testing/fstest"
 
@@ -115,5 +116,30 @@ func TestTalosViewOfAWorker(t *testing.T) {
 
 	if v := mc.Metadata().Version().Value(); v != 1 {
 		t.Errorf("version %d after setting the same config twice, want 1", v)
+	}
+}
+
+// TestTalosViewFollowsLiveChanges: a changed config (a live apply) is a new
+// version of the view, which a watcher sees.
+func TestTalosViewFollowsLiveChanges(t *testing.T) {
+	st, cli := serveAs(t, role.NewSet(role.Admin))
+	_, worker := testConfigs(t)
+
+	if err := st.SetMachineConfig(worker); err != nil {
+		t.Fatal(err)
+	}
+
+	worker.Machine.CertSANs = append(worker.Machine.CertSANs, "new.example")
+	if err := st.SetMachineConfig(worker); err != nil {
+		t.Fatal(err)
+	}
+
+	mc, err := safe.StateGetByID[*talosconfig.MachineConfig](ctx(t), cli, talosconfig.ActiveID)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if sans := mc.Provider().Machine().Security().CertSANs(); mc.Metadata().Version().Value() != 2 || !slices.Contains(sans, "new.example") {
+		t.Errorf("version %d, SANs %v; want version 2 with new.example", mc.Metadata().Version().Value(), sans)
 	}
 }
