@@ -20,6 +20,7 @@ import (
 	"github.com/cosi-project/runtime/pkg/state"
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"github.com/siderolabs/talos/pkg/machinery/client"
+	talosconfig "github.com/siderolabs/talos/pkg/machinery/resources/config"
 	"github.com/siderolabs/talos/pkg/machinery/resources/etcd"
 	"github.com/siderolabs/talos/pkg/machinery/resources/k8s"
 	"github.com/siderolabs/talos/pkg/machinery/resources/network"
@@ -36,7 +37,9 @@ import (
 
 // TestResourceAPI reads every resource of a 1+2 cluster with the Talos
 // machinery client (client.COSI, as talosctl get does: one `node` per
-// call), as a reader, through the control plane's apid; watches the
+// call), as a reader, through the control plane's apid (Talos's machine
+// config as admin, refused to the reader, and what is not served, refused
+// at once, as Talos's API tests and talosctl rotate-ca read them); watches the
 // machine status through a service restart; and checks Time, Processes,
 // Dmesg and Rollback.
 func TestResourceAPI(t *testing.T) {
@@ -62,7 +65,8 @@ func TestResourceAPI(t *testing.T) {
 				"machinestatus": runtime.MachineStatusType, "svc": v1alpha1.ServiceType, "timestatus": timeres.StatusType,
 				"hostname": network.HostnameStatusType, "nodename": k8s.NodenameType, "nodeaddresses": network.NodeAddressType,
 				"etcdmembers": etcd.MemberType, "certs": resourcetypes.CertificateStatusType, "ntpstatus": resourcetypes.NTPStatusType,
-				"mc": resourcetypes.MachineConfigType, "rd": meta.ResourceDefinitionType,
+				"mc": talosconfig.MachineConfigType, "aegisconfig": resourcetypes.MachineConfigType, "rd": meta.ResourceDefinitionType,
+				"version": runtime.VersionType, "securitystate": runtime.SecurityStateType, "platformmetadata": runtime.PlatformMetadataType,
 			} {
 				ns := resource.Namespace("")
 
@@ -79,6 +83,7 @@ func TestResourceAPI(t *testing.T) {
 	t.Run("every resource on every node", func(t *testing.T) {
 		for _, n := range c.Nodes {
 			checkNodeResources(t, c, reader, admin, n)
+			checkTalosResources(t, reader, admin, n)
 		}
 	})
 

@@ -174,9 +174,14 @@ func NewMachineConfig() *MachineConfig {
 // MachineConfigExtension gives the type its definition.
 type MachineConfigExtension struct{}
 
-// ResourceDefinition implements meta.ResourceDefinitionProvider.
+// ResourceDefinition implements meta.ResourceDefinitionProvider. The
+// automatic aliases (machineconfig, mc) are Talos's MachineConfigs type's,
+// which the node serves too: this one is named aegisconfig.
 func (MachineConfigExtension) ResourceDefinition() meta.ResourceDefinitionSpec {
-	return meta.ResourceDefinitionSpec{Type: MachineConfigType, Aliases: []resource.Type{}, DefaultNamespace: NamespaceName}
+	return meta.ResourceDefinitionSpec{
+		Type: MachineConfigType, Aliases: []resource.Type{"aegisconfig", "aegisconfigs"}, DefaultNamespace: NamespaceName,
+		SkipAutomaticAliases: true,
+	}
 }
 
 // The types register with the protobuf registry so that clients of this

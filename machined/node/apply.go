@@ -286,7 +286,7 @@ func (n *Node) applyLive(cfg *certs.MachineConfig, c changeSet) {
 	svc := n.config.setLive(cfg)
 
 	// The resource API shows the config in effect, never the one booted.
-	n.setMachineConfig(cfg.Marshal())
+	n.setMachineConfig(cfg)
 
 	accepted := cfg.AcceptedCAs().PEM()
 	if c := n.config.certController(); c != nil {

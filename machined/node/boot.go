@@ -116,7 +116,7 @@ func (n *Node) phaseConfig(_ context.Context, b *bootState, _ *sync.WaitGroup) e
 	}
 
 	b.cfg, b.hostname, b.addresses = cfg, hostname(cfg), addrs
-	n.setMachineConfig(cfg.Marshal())
+	n.setMachineConfig(cfg)
 
 	n.store.Update(func(r *node.Resources) {
 		r.Hostname, r.Addresses, r.Role = b.hostname, addrs, roleOf(cfg)

@@ -2,10 +2,16 @@ package node
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"os"
 	"sync"
 	"time"
 
+	"github.com/siderolabs/talos/pkg/machinery/api/machine"
+	"google.golang.org/protobuf/types/known/emptypb"
+
+	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/client/resourcetypes"
 	"github.com/aegis-os/aegis/internal/clock"
 	"github.com/aegis-os/aegis/internal/logkey"
@@ -34,6 +40,8 @@ const etcdMemberRetry = time.Second
 // services, on wg, until ctx ends.
 func (n *Node) followResources(ctx context.Context, wg *sync.WaitGroup) {
 	etcdRunning := make(chan bool, 1)
+
+	n.setSecurityState()
 
 	wg.Go(func() { n.followStore(ctx) })
 	wg.Go(func() { n.followServices(ctx, etcdRunning) })
@@ -178,13 +186,38 @@ func (n *Node) setTime(svc *timesync.Service) {
 	n.resourceErr("time status", n.res.SetTime(spec))
 }
 
-// setMachineConfig serves the boot's config, redacted.
-func (n *Node) setMachineConfig(data []byte, err error) {
-	if err == nil {
-		err = n.res.SetMachineConfig(data)
+// setMachineConfig serves the config in effect, redacted (in Aegis's form
+// and in its Talos view).
+func (n *Node) setMachineConfig(cfg *certs.MachineConfig) {
+	n.resourceErr("machine config", n.res.SetMachineConfig(cfg))
+}
+
+// versioner is the node's Version API.
+type versioner interface {
+	Version(context.Context, *emptypb.Empty) (*machine.VersionResponse, error)
+}
+
+// setVersion serves in Versions and PlatformMetadatas what the node's
+// Version API answers (its tag, its platform), so that the two never
+// differ: Talos's tests compare them.
+func (n *Node) setVersion(api versioner) {
+	resp, err := api.Version(context.Background(), &emptypb.Empty{})
+	if err == nil && len(resp.GetMessages()) != 1 {
+		err = fmt.Errorf("node: Version answered %d messages", len(resp.GetMessages()))
 	}
 
-	n.resourceErr("machine config", err)
+	if err == nil {
+		m := resp.GetMessages()[0]
+		err = n.res.SetVersion(m.GetVersion().GetTag(), m.GetPlatform().GetName())
+	}
+
+	n.resourceErr("version", err)
+}
+
+// setSecurityState serves what the node reports of its security: the
+// kernel's, read from the host's root.
+func (n *Node) setSecurityState() {
+	n.resourceErr("security state", n.res.SetSecurityState(resourceapi.ReadSecurityState(os.DirFS("/"))))
 }
 
 func (d deps) resourceErr(what string, err error) {

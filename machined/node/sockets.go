@@ -74,6 +74,7 @@ func (n *Node) listen() (*sockets, error) {
 		Containers: n.containersAPI(),
 	})
 	machineAPI.Register(api)
+	n.setVersion(machineAPI)
 	machineAPI.ConfigService().Register(api)
 	resourceapi.NewServer(n.res).Register(api)
 	timeapi.New(timeapi.Config{Source: n.config.timeSource, Clock: n.clock}).Register(api)

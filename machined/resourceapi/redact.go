@@ -5,11 +5,14 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"github.com/aegis-os/aegis/client/resourcetypes"
 	"regexp"
 	"strings"
 
+	talosconfig "github.com/siderolabs/talos/pkg/machinery/resources/config"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/client/resourcetypes"
 )
 
 // RedactedValue replaces every secret of the machine config.
@@ -23,10 +26,21 @@ var secretKeyWords = []string{"key", "token", "secret", "password"}
 // tokenLike matches a bootstrap token anywhere in a value.
 var tokenLike = regexp.MustCompile(`[a-z0-9]{6}\.[a-z0-9]{16}`)
 
-// SetMachineConfig sets MachineConfigs/v1alpha1 to the config document with
-// its secrets redacted. A config that cannot be redacted is not served at
-// all: the resource is removed rather than risk a secret.
-func (s *State) SetMachineConfig(document []byte) error {
+// SetMachineConfig serves cfg twice, its secrets redacted in both:
+// MachineConfigs.aegis.dev/v1alpha1 holds the whole Aegis document (see
+// Redact), MachineConfigs.config.talos.dev/v1alpha1 its Talos view (see
+// talosconfig.go). A view that cannot be made without a secret is not
+// served at all: the resource is removed rather than risk one.
+func (s *State) SetMachineConfig(cfg *certs.MachineConfig) error {
+	return errors.Join(s.setAegisConfig(cfg), s.setTalosView(cfg))
+}
+
+func (s *State) setAegisConfig(cfg *certs.MachineConfig) error {
+	document, err := cfg.Marshal()
+	if err != nil {
+		return errors.Join(fmt.Errorf("resourceapi: machine config not served: %w", err), s.keep(resourcetypes.NamespaceName, resourcetypes.MachineConfigType, nil))
+	}
+
 	doc, paths, err := Redact(document)
 	if err != nil {
 		return errors.Join(fmt.Errorf("%w (machine config not served)", err), s.keep(resourcetypes.NamespaceName, resourcetypes.MachineConfigType, nil))
@@ -35,6 +49,19 @@ func (s *State) SetMachineConfig(document []byte) error {
 	return set(s, resourcetypes.NewMachineConfig(), func(r *resourcetypes.MachineConfig) {
 		*r.TypedSpec() = resourcetypes.MachineConfigSpec{Document: string(doc), Redacted: paths}
 	})
+}
+
+func (s *State) setTalosView(cfg *certs.MachineConfig) error {
+	view, err := talosView(cfg)
+	if err == nil {
+		err = s.setTalosConfig(view)
+	}
+
+	if err != nil {
+		return errors.Join(fmt.Errorf("%w (Talos machine config not served)", err), s.keep(talosconfig.NamespaceName, talosconfig.MachineConfigType, nil))
+	}
+
+	return nil
 }
 
 // Redact returns a YAML document with the value of every secret field

@@ -17,11 +17,14 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	machineconfig "github.com/siderolabs/talos/pkg/machinery/config/machine"
 	"github.com/siderolabs/talos/pkg/machinery/resources/cluster"
+	talosconfig "github.com/siderolabs/talos/pkg/machinery/resources/config"
 	"github.com/siderolabs/talos/pkg/machinery/resources/runtime"
 	"github.com/siderolabs/talos/pkg/machinery/resources/v1alpha1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/aegis-os/aegis/authz"
+	"github.com/aegis-os/aegis/authz/role"
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/ca/catest"
 	"github.com/aegis-os/aegis/client/resourcetypes"
@@ -30,8 +33,17 @@ import (
 )
 
 // serve returns the node state and a COSI client of it over a real gRPC
-// connection, as client.COSI of the Talos machinery client is built.
+// connection, as client.COSI of the Talos machinery client is built, for
+// a caller with os:reader.
 func serve(t *testing.T) (*resourceapi.State, state.State) {
+	t.Helper()
+
+	return serveAs(t, role.NewSet(role.Reader))
+}
+
+// serveAs is serve for a caller with roles, set in each call's context as
+// machined's role injection sets them.
+func serveAs(t *testing.T, roles role.Set) (*resourceapi.State, state.State) {
 	t.Helper()
 
 	st, err := resourceapi.New()
@@ -46,7 +58,14 @@ func serve(t *testing.T) (*resourceapi.State, state.State) {
 		t.Fatal(err)
 	}
 
-	g := grpc.NewServer()
+	g := grpc.NewServer(
+		grpc.UnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+			return h(authz.ContextWithRoles(ctx, roles), req)
+		}),
+		grpc.StreamInterceptor(func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+			return h(srv, &withRoles{ServerStream: ss, ctx: authz.ContextWithRoles(ss.Context(), roles)})
+		}),
+	)
 	resourceapi.NewServer(st).Register(g)
 
 	go g.Serve(lis) //nolint:errcheck // ends with Stop
@@ -62,6 +81,14 @@ func serve(t *testing.T) (*resourceapi.State, state.State) {
 
 	return st, state.WrapCore(client.NewAdapter(cosiapi.NewStateClient(conn)))
 }
+
+// withRoles is a server stream whose context carries the caller's roles.
+type withRoles struct {
+	grpc.ServerStream
+	ctx context.Context //nolint:containedctx // the stream's own context
+}
+
+func (w *withRoles) Context() context.Context { return w.ctx }
 
 func ctx(t *testing.T) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -83,7 +110,7 @@ func TestDefinitionsResolveNamesAndAliases(t *testing.T) {
 	for _, name := range []string{
 		"machinestatus", "services", "svc", "timestatus", "hostname", "hostnamestatus", "nodename",
 		"nodeaddresses", "etcdmembers", "certificatestatuses", "certs", "ntpstatus", "mc", "machineconfig", "rd",
-		"members",
+		"members", "version", "platformmetadata", "securitystate", "aegisconfig",
 	} {
 		var matched []string
 
@@ -99,6 +126,11 @@ func TestDefinitionsResolveNamesAndAliases(t *testing.T) {
 
 		if len(matched) != 1 {
 			t.Errorf("%q resolves to %v, want one type", name, matched)
+		}
+
+		// talosctl get mc reads Talos's machine config type, as on Talos.
+		if name == "mc" && len(matched) == 1 && matched[0] != strings.ToLower(talosconfig.MachineConfigType) {
+			t.Errorf("mc resolves to %s, want Talos's type", matched[0])
 		}
 	}
 }

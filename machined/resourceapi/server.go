@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/cosi-project/runtime/api/v1alpha1"
+	"github.com/cosi-project/runtime/pkg/state"
 	"github.com/cosi-project/runtime/pkg/state/protobuf/server"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -24,8 +25,11 @@ type Server struct {
 	*server.State
 }
 
-// NewServer returns the read-only server of s.
-func NewServer(s *State) *Server { return &Server{State: server.NewState(s.Reader())} }
+// NewServer returns the read-only server of s: every read passes the
+// node's access policy (access.go) before it reaches the state.
+func NewServer(s *State) *Server {
+	return &Server{State: server.NewState(state.Filter(s.Reader(), policy(s.Reader())))}
+}
 
 // Register adds the server to a gRPC server.
 func (s *Server) Register(g *grpc.Server) { v1alpha1.RegisterStateServer(g, s) }

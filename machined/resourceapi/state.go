@@ -10,7 +10,6 @@ package resourceapi
 import (
 	"context"
 	"fmt"
-	"github.com/aegis-os/aegis/client/resourcetypes"
 	"sync"
 
 	"github.com/cosi-project/runtime/pkg/resource"
@@ -20,12 +19,15 @@ import (
 	"github.com/cosi-project/runtime/pkg/state/impl/namespaced"
 	"github.com/cosi-project/runtime/pkg/state/registry"
 	"github.com/siderolabs/talos/pkg/machinery/resources/cluster"
+	talosconfig "github.com/siderolabs/talos/pkg/machinery/resources/config"
 	"github.com/siderolabs/talos/pkg/machinery/resources/etcd"
 	"github.com/siderolabs/talos/pkg/machinery/resources/k8s"
 	"github.com/siderolabs/talos/pkg/machinery/resources/network"
 	"github.com/siderolabs/talos/pkg/machinery/resources/runtime"
 	timeres "github.com/siderolabs/talos/pkg/machinery/resources/time"
 	"github.com/siderolabs/talos/pkg/machinery/resources/v1alpha1"
+
+	"github.com/aegis-os/aegis/client/resourcetypes"
 )
 
 // Owner writes every resource: a client cannot, and nothing else in the
@@ -42,6 +44,7 @@ var namespaces = []struct {
 	{k8s.NamespaceName, "The node's name as the cluster knows it."},
 	{etcd.NamespaceName, "The node's etcd member (control planes)."},
 	{cluster.NamespaceName, "The cluster's members, as a control plane's etcd keeps them."},
+	{talosconfig.NamespaceName, "The node's machine config, as a Talos v1alpha1 view (redacted)."},
 	{resourcetypes.NamespaceName, "Aegis: certificates, NTP status, the machine config (redacted)."},
 }
 
@@ -49,6 +52,7 @@ var namespaces = []struct {
 func definitions() []meta.ResourceWithRD {
 	return []meta.ResourceWithRD{
 		&runtime.MachineStatus{}, &v1alpha1.Service{}, &timeres.Status{},
+		&runtime.Version{}, &runtime.PlatformMetadata{}, &runtime.SecurityState{}, &talosconfig.MachineConfig{},
 		&network.HostnameStatus{}, &network.NodeAddress{}, &k8s.Nodename{}, &etcd.Member{}, &cluster.Member{},
 		&resourcetypes.CertificateStatus{}, &resourcetypes.NTPStatus{}, &resourcetypes.MachineConfig{},
 	}
@@ -60,6 +64,8 @@ type State struct {
 	// resource would otherwise conflict on its version.
 	mu sync.Mutex
 	st state.State
+
+	platform platform
 }
 
 // New returns a State holding the namespaces and resource definitions and

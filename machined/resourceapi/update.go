@@ -73,10 +73,11 @@ func (s *State) SetTime(ntp resourcetypes.NTPStatusSpec) error {
 	)
 }
 
-// SetIdentity sets the node's hostname (HostnameStatuses/hostname), its
-// name (Nodenames/nodename: the hostname, as Talos names nodes) and its
-// addresses (NodeAddresses/default: the first, current: all, each as a
-// single-address prefix since the node knows addresses, not networks).
+// SetIdentity sets the node's hostname (HostnameStatuses/hostname, and
+// PlatformMetadatas/platformmetadata's), its name (Nodenames/nodename: the
+// hostname, as Talos names nodes) and its addresses (NodeAddresses/default:
+// the first, current: all, each as a single-address prefix since the node
+// knows addresses, not networks).
 func (s *State) SetIdentity(hostname string, addresses []string) error {
 	var prefixes []netip.Prefix
 
@@ -95,6 +96,7 @@ func (s *State) SetIdentity(hostname string, addresses []string) error {
 	}
 
 	return errors.Join(
+		s.setPlatform(func(p *platform) { p.hostname = hostname }),
 		set(s, network.NewHostnameStatus(network.NamespaceName, network.HostnameID), func(r *network.HostnameStatus) {
 			r.TypedSpec().Hostname = hostname
 		}),
