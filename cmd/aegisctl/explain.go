@@ -62,6 +62,10 @@ func (s *session) explain(err error) error {
 func (s *session) lookupError(msg string) error {
 	const dnsPrefix = "dns: "
 
+	if strings.Contains(msg, "name resolver error") {
+		return s.noAddressError(msg)
+	}
+
 	if !strings.HasPrefix(msg, dnsPrefix) {
 		return nil
 	}
@@ -85,6 +89,26 @@ func (s *session) lookupError(msg string) error {
 
 	return fmt.Errorf("cannot reach %s %s: %s name does not resolve: %s", plural(len(named), "endpoint", "endpoints"),
 		strings.Join(named, ", "), plural(len(named), "its", "their"), cause)
+}
+
+// noAddressError names the endpoints given by host name when gRPC's
+// resolver found no address for them ("name resolver error: produced
+// zero addresses"), which names none: an IP address always resolves.
+func (s *session) noAddressError(msg string) error {
+	var named []string
+
+	for _, ep := range s.endpoints {
+		if net.ParseIP(endpointHost(ep)) == nil {
+			named = append(named, ep)
+		}
+	}
+
+	if len(named) == 0 {
+		named = s.endpoints
+	}
+
+	return fmt.Errorf("cannot reach %s %s: no address found for %s (%s): check the name and this machine's DNS, or give the node's IP address with -e",
+		plural(len(named), "endpoint", "endpoints"), strings.Join(named, ", "), plural(len(named), "it", "them"), msg)
 }
 
 // notAPIDError explains an endpoint that is not apid: trustd's port, which

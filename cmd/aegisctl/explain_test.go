@@ -57,6 +57,13 @@ func TestExplain(t *testing.T) {
 			want: "cannot reach endpoint nosuch.example:50000: its name does not resolve: lookup nosuch.example on 127.0.0.53:53: no such host",
 		},
 		{
+			name: "no address for a host name",
+			s:    &session{name: "prod", endpoints: []string{"nosuchhost", "127.6.0.2"}},
+			err:  status.Error(codes.Unavailable, "name resolver error: produced zero addresses"),
+			want: "cannot reach endpoint nosuchhost: no address found for it (name resolver error: produced zero addresses): " +
+				"check the name and this machine's DNS, or give the node's IP address with -e",
+		},
+		{
 			name: "trustd's port",
 			s:    &session{name: "prod", endpoints: []string{"127.6.0.2:50001"}},
 			err:  status.Error(codes.Unimplemented, "unknown service machine.MachineService"),
