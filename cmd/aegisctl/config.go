@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -287,6 +288,23 @@ func noContext(name string, c *certs.ClientConfig) error {
 	}
 
 	return fmt.Errorf("no context %q (have: %s)", name, strings.Join(contextNames(c), ", "))
+}
+
+// noCurrentContext explains a client config without a current context
+// (its cluster was destroyed, or it was never set) and the way on.
+func noCurrentContext(c *certs.ClientConfig) error {
+	if len(c.Contexts) == 0 {
+		return errors.New("the client config has no contexts (its cluster was destroyed?): " +
+			"create a cluster with 'aegisctl cluster create', or add a client config with 'aegisctl config merge FILE'")
+	}
+
+	if c.Context == "" {
+		return fmt.Errorf("the client config has no current context: pick one with 'aegisctl config context NAME' (have: %s), or give --context",
+			strings.Join(contextNames(c), ", "))
+	}
+
+	return fmt.Errorf("the client config's current context %q does not exist: pick one with 'aegisctl config context NAME' (have: %s)",
+		c.Context, strings.Join(contextNames(c), ", "))
 }
 
 func contextNames(c *certs.ClientConfig) []string {

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/spf13/cobra"
+
+	"github.com/aegis-os/aegis/certs"
 )
 
 // TestUnknownSubcommandRefused: a mistyped or unknown subcommand of any
@@ -57,4 +60,32 @@ func TestEveryCommandChecksItsArguments(t *testing.T) {
 	}
 
 	walk(newRootCommand(newEnv()))
+}
+
+// TestNoCurrentContextSaysWhatToDo: a node command with a client config
+// whose cluster was destroyed, or without a current context, says how to
+// go on.
+func TestNoCurrentContextSaysWhatToDo(t *testing.T) {
+	dir := t.TempDir()
+
+	for _, tt := range []struct {
+		name string
+		cfg  *certs.ClientConfig
+		want string
+	}{
+		{"no contexts", &certs.ClientConfig{}, "create a cluster with 'aegisctl cluster create'"},
+		{"none current", &certs.ClientConfig{Contexts: map[string]*certs.ClientContext{"a": {Endpoints: []string{"10.0.0.1"}}}},
+			"pick one with 'aegisctl config context NAME' (have: a)"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(dir, strings.ReplaceAll(tt.name, " ", "-"))
+			if err := tt.cfg.Save(path); err != nil {
+				t.Fatal(err)
+			}
+
+			if _, err := run(t, dir, "--aegisconfig", path, "services"); err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("services: %v, want %q", err, tt.want)
+			}
+		})
+	}
 }

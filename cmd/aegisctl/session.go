@@ -94,10 +94,16 @@ func loadClientConfig(path string) (*certs.ClientConfig, error) {
 	return cfg, err
 }
 
-// pickContext returns the named context, or the current one.
+// pickContext returns the named context, or the current one; without
+// one, the error says how to pick or make one.
 func pickContext(cfg *certs.ClientConfig, name string) (string, *certs.ClientContext, error) {
 	if name == "" {
-		return cfg.Current()
+		name, ctx, err := cfg.Current()
+		if err != nil {
+			return "", nil, noCurrentContext(cfg)
+		}
+
+		return name, ctx, nil
 	}
 
 	ctx, ok := cfg.Contexts[name]
