@@ -166,16 +166,28 @@ func createCluster(ctx context.Context, e *env, opts localcluster.Options, state
 	fmt.Fprintf(e.stdout, "\ncluster %q is up in %.1fs\n\n", c.Name, e.clock.Now().Sub(start).Seconds())
 	printNodes(e, c)
 
-	fmt.Fprint(e.stdout, nextSteps(c.Name, c.Addresses(), opts.ClientConfig, e.aegisconfig, stateDirFlag))
+	fmt.Fprint(e.stdout, nextSteps(program(), c.Name, c.Addresses(), opts.ClientConfig, e.aegisconfig, stateDirFlag))
 
 	return nil
 }
 
+// program is aegisctl as it was run: bin/aegisctl when run by its path,
+// so that the commands suggested work as printed.
+func program() string {
+	if strings.Contains(os.Args[0], "/") {
+		return os.Args[0]
+	}
+
+	return "aegisctl"
+}
+
 // nextSteps is what cluster create suggests once the cluster is up. The
-// commands carry --aegisconfig and --state-dir when they were given, so
-// they work as printed.
-func nextSteps(name string, addresses []string, clientConfig, aegisconfig, stateDir string) string {
-	ctl := "aegisctl"
+// commands start with prog, and carry --aegisconfig and --state-dir when
+// they were given, so they work as printed.
+func nextSteps(prog, name string, addresses []string, clientConfig, aegisconfig, stateDir string) string {
+	prog = shellQuote(prog)
+
+	ctl := prog
 	if aegisconfig != "" {
 		ctl += " --aegisconfig " + shellQuote(aegisconfig)
 	}
@@ -195,9 +207,9 @@ context %q merged into %s and made current. Try:
   %[3]s -n %[5]s services
   %[3]s -n %[4]s logs apid
   %[3]s health
-  aegisctl cluster show %[6]s
-  aegisctl cluster destroy %[6]s
-`, name, clientConfig, ctl, addresses[0], all, cluster)
+  %[7]s cluster show %[6]s
+  %[7]s cluster destroy %[6]s
+`, name, clientConfig, ctl, addresses[0], all, cluster, prog)
 }
 
 // shellQuote quotes s for a POSIX shell when it needs it.

@@ -64,9 +64,9 @@ func TestMessages(t *testing.T) {
 	}
 
 	addrs := []string{"127.5.0.2", "127.5.0.3"}
-	show("cluster create, defaults", nextSteps("aegis-local", addrs, "/home/ops/.aegis/config", "", ""))
-	show("cluster create --state-dir /tmp/clusters --aegisconfig ./my config",
-		nextSteps("demo", addrs, "my config", "my config", "/tmp/clusters"))
+	show("cluster create, defaults", nextSteps("aegisctl", "aegis-local", addrs, "/home/ops/.aegis/config", "", ""))
+	show("bin/aegisctl cluster create --state-dir /tmp/clusters --aegisconfig ./my config",
+		nextSteps("bin/aegisctl", "demo", addrs, "my config", "my config", "/tmp/clusters"))
 
 	golden.Compare(t, "messages.golden", out.Bytes())
 }
