@@ -128,7 +128,7 @@ func checkBackoff(t *testing.T, failures []map[string]any) {
 			t.Fatalf("failure %d has no time: %v", i, f)
 		}
 
-		wait, _ := f["retry_in"].(float64) // slog writes a duration in nanoseconds
+		wait, _ := time.ParseDuration(fmt.Sprint(f["retry_in"])) // "28.07s"
 		if wait <= 0 {
 			t.Fatalf("failure %d retries without waiting: %v", i, f)
 		}
@@ -137,7 +137,7 @@ func checkBackoff(t *testing.T, failures []map[string]any) {
 			t.Fatalf("failure %d came %s after the one before, which announced %s", i, at.Sub(prevAt), prevWait)
 		}
 
-		prevAt, prevWait = at, time.Duration(wait)
+		prevAt, prevWait = at, wait
 	}
 }
 

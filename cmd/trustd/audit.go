@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"path/filepath"
 
+	"github.com/aegis-os/aegis/internal/daemonflag"
 	"github.com/aegis-os/aegis/internal/logfile"
 	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/trustd"
@@ -78,11 +79,12 @@ type auditHandler struct {
 }
 
 func newAuditHandler(f io.Writer, ops opsLog) *auditHandler {
-	h := &auditHandler{fileOnly: slog.NewJSONHandler(f, nil), opsLevel: ops.level}
+	opts := &slog.HandlerOptions{ReplaceAttr: daemonflag.DurationsAsText}
+	h := &auditHandler{fileOnly: slog.NewJSONHandler(f, opts), opsLevel: ops.level}
 	h.both = h.fileOnly
 
 	if ops.w != nil && ops.level != nil {
-		h.both = slog.NewJSONHandler(pairWriter{f, ops.w}, nil)
+		h.both = slog.NewJSONHandler(pairWriter{f, ops.w}, opts)
 	}
 
 	return h

@@ -47,7 +47,19 @@ func PrintVersion(w io.Writer, program string) {
 
 // Handler is the JSON log handler of a daemon at the flags' level.
 func (f *Flags) Handler(w io.Writer) slog.Handler {
-	return slog.NewJSONHandler(w, &slog.HandlerOptions{Level: f.Level})
+	return slog.NewJSONHandler(w, &slog.HandlerOptions{Level: f.Level, ReplaceAttr: DurationsAsText})
+}
+
+// DurationsAsText writes a duration as Go spells it ("28.07s", "1h0m0s")
+// rather than as slog's JSON does, a count of nanoseconds that a person
+// reading a log line has to divide. Every JSON handler of the daemons
+// (their logs and trustd's audit log) replaces attributes with it.
+func DurationsAsText(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		return slog.String(a.Key, a.Value.Duration().String())
+	}
+
+	return a
 }
 
 // LevelName is the --log-level value of lvl, to pass a daemon's level on to

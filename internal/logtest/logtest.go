@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/aegis-os/aegis/internal/daemonflag"
 )
 
 // Sink collects output: JSON log records (Logger, Records, Find) or any
@@ -64,9 +66,10 @@ func (s *Sink) String() string {
 	return s.buf.String()
 }
 
-// Logger returns a JSON logger writing to the sink at debug level.
+// Logger returns a JSON logger writing to the sink at debug level, with
+// durations written as the daemons write them.
 func (s *Sink) Logger() *slog.Logger {
-	return slog.New(slog.NewJSONHandler(s, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	return slog.New(slog.NewJSONHandler(s, &slog.HandlerOptions{Level: slog.LevelDebug, ReplaceAttr: daemonflag.DurationsAsText}))
 }
 
 // Records returns every record so far; a line that is not a JSON record

@@ -88,9 +88,9 @@ func TestCredentialAudit(t *testing.T) {
 	want := []map[string]any{
 		{"msg": MsgCredentialIssued, AuditMethod: machine.MachineService_GenerateClientConfiguration_FullMethodName,
 			AuditSerial: issued.Cert.SerialNumber.Text(16), AuditSubject: issued.Cert.Subject.String(),
-			AuditTTL: float64(time.Hour)},
+			AuditTTL: time.Hour.String()},
 		{"msg": MsgCredentialIssued, AuditMethod: tokens.TokenService_Create_FullMethodName,
-			AuditTokenID: "abcdef", AuditTTL: float64(time.Hour), AuditMaxUses: float64(3)},
+			AuditTokenID: "abcdef", AuditTTL: time.Hour.String(), AuditMaxUses: float64(3)},
 		{"msg": MsgCredentialRefused, AuditCode: "PermissionDenied"},
 	}
 
