@@ -24,6 +24,17 @@ import (
 // may have (PermissionDenied). Join stops on it.
 var ErrRefused = errors.New("join: request refused")
 
+// ErrTokenRefused wraps trustd's refusal of the token (Unauthenticated):
+// unknown, expired, used up or revoked. It does not heal by asking again,
+// but an operator may create or extend the token meanwhile, so Join goes
+// on asking, backing off to RefusedRetryMax, and logs the refusal plainly.
+var ErrTokenRefused = errors.New("trustd refused the node's token: " +
+	"create or extend it ('aegisctl token create'), or give the node a config with a valid one")
+
+// MsgTokenRefused is the log message of a join whose token trustd
+// refused; a local cluster shows it as the node's stage.
+const MsgTokenRefused = "join refused"
+
 // Join makes a new key and obtains a certificate for it. It tries the
 // endpoints in turn until one signs, backing off between failures, and
 // gives up when ctx ends, after MaxAttempts calls, or on ErrRefused.
@@ -39,6 +50,7 @@ func (c *Client) Join(ctx context.Context) (*Result, error) {
 	}
 
 	retry := backoff.Backoff{Min: c.cfg.RetryMin, Max: c.cfg.RetryMax, Rand: c.cfg.Rand}
+	refused := backoff.Backoff{Min: c.cfg.RetryMin, Max: c.cfg.RefusedRetryMax, Rand: c.cfg.Rand}
 
 	for attempt := 1; ; attempt++ {
 		endpoint := c.nextEndpoint()
@@ -54,6 +66,19 @@ func (c *Client) Join(ctx context.Context) (*Result, error) {
 
 		if c.cfg.MaxAttempts > 0 && attempt >= c.cfg.MaxAttempts {
 			return nil, fmt.Errorf("join: %d attempts failed, last: %w", attempt, err)
+		}
+
+		if errors.Is(err, ErrTokenRefused) {
+			wait := refused.Next()
+			c.cfg.Logger.Error(MsgTokenRefused,
+				slog.String(logkey.Endpoint, endpoint), slog.Int(logkey.Attempt, attempt),
+				slog.Duration(logkey.RetryIn, wait), slog.String(logkey.Error, err.Error()))
+
+			if serr := c.sleep(ctx, wait); serr != nil {
+				return nil, fmt.Errorf("join: giving up: %w (last attempt: %w)", serr, err)
+			}
+
+			continue
 		}
 
 		wait := retry.Next()
@@ -84,8 +109,11 @@ func (c *Client) attempt(ctx context.Context, endpoint string, key crypto.Signer
 
 	caPEM, crtPEM, err := c.cfg.Transport.Certificate(ctx, endpoint, c.cfg.Token, csrPEM)
 	if err != nil {
-		if c := status.Code(err); c == codes.InvalidArgument || c == codes.PermissionDenied {
+		switch status.Code(err) {
+		case codes.InvalidArgument, codes.PermissionDenied:
 			return nil, fmt.Errorf("%w by %s: %w", ErrRefused, endpoint, err)
+		case codes.Unauthenticated:
+			return nil, fmt.Errorf("%w (%s: %s)", ErrTokenRefused, endpoint, status.Convert(err).Message())
 		}
 
 		return nil, fmt.Errorf("join: %s: %w", endpoint, err)

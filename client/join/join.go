@@ -30,6 +30,12 @@ const (
 	// time sync; a worker retrying every 30s at worst joins soon after.
 	DefaultRetryMin = time.Second
 	DefaultRetryMax = 30 * time.Second
+	// DefaultRefusedRetryMax bounds the backoff after trustd refused the
+	// token (unknown, expired, used up, revoked). Asking again does not
+	// heal that: an operator creates or extends the token, or gives the
+	// node another. So the node backs off to one call every five minutes
+	// rather than every 30 s, and says why each time.
+	DefaultRefusedRetryMax = 5 * time.Minute
 	// DefaultCallTimeout bounds one call, connection included.
 	DefaultCallTimeout = 30 * time.Second
 )
@@ -63,10 +69,12 @@ type Config struct {
 	// context ends. A renewal loop with its own retries sets it to the
 	// number of endpoints.
 	MaxAttempts int
-	// RetryMin, RetryMax and CallTimeout default to the constants above.
-	RetryMin    time.Duration
-	RetryMax    time.Duration
-	CallTimeout time.Duration
+	// RetryMin, RetryMax, RefusedRetryMax and CallTimeout default to the
+	// constants above.
+	RetryMin        time.Duration
+	RetryMax        time.Duration
+	RefusedRetryMax time.Duration
+	CallTimeout     time.Duration
 	// Transport makes the calls. Nil means gRPC over TLS verified against CAs.
 	Transport Transport
 	// Clock times the backoff and verifies the result. Nil means the system clock.
@@ -137,6 +145,10 @@ func setDefaults(cfg *Config) {
 
 	if cfg.RetryMax <= 0 {
 		cfg.RetryMax = DefaultRetryMax
+	}
+
+	if cfg.RefusedRetryMax <= 0 {
+		cfg.RefusedRetryMax = max(DefaultRefusedRetryMax, cfg.RetryMax)
 	}
 
 	if cfg.CallTimeout <= 0 {

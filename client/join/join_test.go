@@ -5,8 +5,6 @@ import (
 	"crypto"
 	"crypto/x509"
 	"errors"
-	"io"
-	"log/slog"
 	"slices"
 	"testing"
 	"time"
@@ -19,6 +17,7 @@ import (
 	"github.com/aegis-os/aegis/ca/catest"
 	"github.com/aegis-os/aegis/client/join"
 	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/internal/logtest"
 	"github.com/aegis-os/aegis/internal/testutil"
 	"github.com/aegis-os/aegis/token"
 )
@@ -64,6 +63,7 @@ type harness struct {
 	clk    *clock.Fake
 	calls  chan call
 	client *join.Client
+	logs   *logtest.Sink
 }
 
 func newHarness(t *testing.T, kt ca.KeyType, maxAttempts int, endpoints ...string) *harness {
@@ -76,7 +76,10 @@ func newHarness(t *testing.T, kt ca.KeyType, maxAttempts int, endpoints ...strin
 	}
 
 	tok, _ := token.Parse("abcdef.0123456789abcdef")
-	h := &harness{t: t, ca: authority, iss: catest.NewIssuer(t, authority, testutil.Epoch), clk: clock.NewFake(testutil.Epoch), calls: make(chan call)}
+	h := &harness{
+		t: t, ca: authority, iss: catest.NewIssuer(t, authority, testutil.Epoch), clk: clock.NewFake(testutil.Epoch),
+		calls: make(chan call), logs: &logtest.Sink{},
+	}
 
 	h.client, err = join.New(join.Config{
 		Endpoints:   endpoints,
@@ -91,7 +94,7 @@ func newHarness(t *testing.T, kt ca.KeyType, maxAttempts int, endpoints ...strin
 		Transport:   fakeTransport{calls: h.calls},
 		Clock:       h.clk,
 		Rand:        testutil.ZeroRand{},
-		Logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Logger:      h.logs.Logger(),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -366,5 +369,55 @@ func TestNewRefusals(t *testing.T) {
 				t.Fatal("New accepted the config")
 			}
 		})
+	}
+}
+
+// TestTokenRefusedBacksOffLongAndSaysWhy: a token trustd refuses does not
+// heal by asking again, so the delays grow past RetryMax up to
+// RefusedRetryMax, each refusal is logged as an error that says what to
+// do, and a token made valid meanwhile is taken at the next call.
+func TestTokenRefusedBacksOffLongAndSaysWhy(t *testing.T) {
+	h := newHarness(t, ca.Ed25519, 0, "cp-1")
+	done := h.join(context.Background())
+
+	// Without jitter: half of 2s, 4s, 8s, 16s, …, up to half of five minutes.
+	waits := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second, 32 * time.Second}
+
+	for i := 0; ; i++ {
+		c := h.nextCall()
+		if i == len(waits) {
+			h.sign(c)
+
+			break
+		}
+
+		c.reply <- reply{err: status.Error(codes.Unauthenticated, "trustd: token expired")}
+
+		h.waitTimer()
+		h.clk.Advance(waits[i] - time.Millisecond)
+
+		select {
+		case c := <-h.calls:
+			t.Fatalf("attempt %d made before %s, to %s", i+2, waits[i], c.endpoint)
+		default:
+		}
+
+		h.clk.Advance(time.Millisecond)
+	}
+
+	if r := <-done; r.err != nil {
+		t.Fatal(r.err)
+	}
+
+	recs := h.logs.Records(t)
+	if len(recs) != len(waits) {
+		t.Fatalf("%d records for %d refusals:\n%s", len(recs), len(waits), h.logs.String())
+	}
+
+	for _, r := range recs {
+		if r["msg"] != join.MsgTokenRefused || r["level"] != "ERROR" ||
+			r["error"] != join.ErrTokenRefused.Error()+" (cp-1:50001: trustd: token expired)" {
+			t.Fatalf("refusal logged as %v", r)
+		}
 	}
 }

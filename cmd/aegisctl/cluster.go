@@ -297,7 +297,7 @@ func newClusterDestroyCommand(e *env) *cobra.Command {
 func printNodes(e *env, c *localcluster.Cluster) {
 	running := c.Running()
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 3, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tTYPE\tADDRESS\tPID\tSTATE")
+	fmt.Fprintln(tw, "NAME\tTYPE\tADDRESS\tPID\tSTATE\tSTAGE")
 
 	for _, n := range c.Nodes {
 		state := "stopped"
@@ -305,7 +305,7 @@ func printNodes(e *env, c *localcluster.Cluster) {
 			state = "running"
 		}
 
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", n.Name, n.Type, n.Address, n.PID, state)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", n.Name, n.Type, n.Address, n.PID, state, c.Stage(n))
 	}
 
 	tw.Flush() //nolint:errcheck // terminal output

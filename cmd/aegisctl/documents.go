@@ -71,6 +71,8 @@ type nodeDoc struct {
 	Namespace string `json:"namespace,omitempty"`
 	PID       int    `json:"pid"`
 	Running   bool   `json:"running"`
+	// Stage is the node's last boot as its log tells it (localcluster's Stage).
+	Stage string `json:"stage"`
 }
 
 // healthDoc is health's verdict: every node checked, healthy or not and why.
@@ -173,6 +175,7 @@ func clusterDocument(c *localcluster.Cluster) clusterDoc {
 	for _, n := range c.Nodes {
 		doc.Nodes = append(doc.Nodes, nodeDoc{
 			Name: n.Name, Type: string(n.Type), Address: n.Address, Namespace: c.Namespace(n), PID: n.PID, Running: running[n.Name],
+			Stage: c.Stage(n),
 		})
 	}
 

@@ -15,6 +15,8 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"github.com/siderolabs/talos/pkg/machinery/client"
 	clientconfig "github.com/siderolabs/talos/pkg/machinery/client/config"
+
+	"github.com/aegis-os/aegis/client/join"
 )
 
 // pollInterval is how often a booting cluster is looked at.
@@ -110,6 +112,9 @@ func (c *Cluster) bootStatusFrom(n Node, offset int64) bootStatus {
 			st.failed = fmt.Sprintf("phase %s: %s", rec.Phase, rec.Error)
 		case "node ready":
 			st = bootStatus{text: "ready", ready: true}
+		case join.MsgTokenRefused:
+			// It may heal (the token created meanwhile): a stage, not a failure.
+			st.text = "join refused: " + rec.Error
 		}
 	}
 
@@ -283,6 +288,22 @@ func (c *Cluster) node(name string) Node {
 	}
 
 	return Node{}
+}
+
+// Stage is what node n's log says of its last boot: its phase, "ready",
+// a failure, or a refused join ("join refused: trustd refused the node's
+// token: …"); "stopped" when its machined does not run.
+func (c *Cluster) Stage(n Node) string {
+	if !c.running(n) {
+		return "stopped"
+	}
+
+	st := c.bootStatusFrom(n, 0)
+	if st.failed != "" {
+		return "boot failed: " + st.failed
+	}
+
+	return st.text
 }
 
 // Running reports, per node, whether its machined runs.
