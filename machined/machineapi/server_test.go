@@ -28,6 +28,7 @@ import (
 	"github.com/aegis-os/aegis/ca/catest"
 	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/internal/version"
 	"github.com/aegis-os/aegis/machined/system"
 	"github.com/aegis-os/aegis/machined/system/events"
 	"github.com/aegis-os/aegis/machined/system/logs"
@@ -167,7 +168,7 @@ func TestInfoMethods(t *testing.T) {
 	ctx := context.Background()
 
 	v, err := c.Version(ctx, &emptypb.Empty{})
-	if err != nil || v.Messages[0].Version.Tag == "" || v.Messages[0].Platform.Name != "aegis" {
+	if err != nil || v.Messages[0].Version.Tag != version.TalosTag() || v.Messages[0].Platform.Name != "aegis" {
 		t.Fatalf("Version = %v, %v", v, err)
 	}
 
