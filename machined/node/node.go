@@ -3,6 +3,7 @@ package node
 import (
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -76,6 +77,8 @@ type Config struct {
 	// config (machine.metrics), not this field.
 	Metrics prometheus.Registerer
 	Clock   clock.Clock
+	// Rand makes the node's boot IDs. Nil means crypto/rand.
+	Rand io.Reader
 }
 
 // Node runs one node until it is shut down. Each concern owns its state
@@ -102,6 +105,7 @@ type Node struct {
 	beats    heartbeats
 	trials   trials
 	certRes  certResources
+	bootID   bootID
 	requests chan lifecycleRequest
 }
 
@@ -191,6 +195,7 @@ func withDefaults(cfg Config) (Config, error) {
 
 	cfg.Clock = defaults.Clock(cfg.Clock)
 	cfg.Logger = defaults.Logger(cfg.Logger)
+	cfg.Rand = defaults.Rand(cfg.Rand)
 
 	return cfg, nil
 }
