@@ -230,8 +230,15 @@ func (n *Node) openServices() error {
 	return nil
 }
 
-// ServiceLog finds the log of a service, or of machined itself.
+// ServiceLog finds the log of a service, or of machined itself. The
+// certificates service runs inside machined and writes to machined's log,
+// so that is its log: every service ServiceList names has one, as Talos
+// clients expect (Talos's LogsSuite reads the log of each).
 func (n *Node) ServiceLog(id string) (*logs.Log, bool) {
+	if id == CertificatesService {
+		id = "machined"
+	}
+
 	l, ok := n.logs[id]
 
 	return l, ok
