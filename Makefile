@@ -13,9 +13,11 @@ TEST_TIMEOUT ?= 25m
 BENCHOUT := $(OUT)/bench
 # Loopback range of the cluster `make conformance` creates.
 CONFORMANCE_CIDR ?= 127.8.0.0/24
-# Version stamped into every binary: the nearest tag (or the commit), from
-# git; v0.1.0-dev where there is no git.
-VERSION  ?= $(or $(shell git describe --always --dirty --tags 2>/dev/null),v0.1.0-dev)
+# Aegis's version stamped into every binary, always semver: the tag, or the
+# nearest tag with commits since and the commit as build metadata,
+# v0.1.0-dev+g<commit> without tags, v0.1.0-dev without git; see
+# scripts/version.sh.
+VERSION  ?= $(shell ./scripts/version.sh)
 COMMIT   ?= $(shell git rev-parse HEAD 2>/dev/null)
 LDFLAGS  := -X github.com/aegis-os/aegis/internal/version.Tag=$(VERSION) \
 	-X github.com/aegis-os/aegis/internal/version.Commit=$(COMMIT)

@@ -181,6 +181,8 @@ func TestMachinedNode(t *testing.T) {
 
 	t.Run("info", func(t *testing.T) { checkInfo(t, c) })
 	t.Run("logs of apid", func(t *testing.T) { checkApidLogs(t, c) })
+	t.Run("logs of every service", func(t *testing.T) { checkServiceLogs(t, c) })
+	t.Run("calls in machined's log", func(t *testing.T) { checkCallsInMachinedLog(t, c) })
 	t.Run("events follow a restart", func(t *testing.T) { checkEventsOfRestart(t, c) })
 	t.Run("apid killed", func(t *testing.T) { checkApidKilled(t, c) })
 
@@ -199,6 +201,8 @@ func checkInfo(t *testing.T, c *client.Client) {
 	if err != nil || v.Messages[0].GetVersion().GetTag() == "" {
 		t.Fatalf("Version: %v %v", v, err)
 	}
+
+	checkTalosVersionTag(t, v.Messages[0].GetVersion().GetTag())
 
 	m, err := c.Memory(ctx(t))
 	if err != nil || m.Messages[0].GetMeminfo().GetMemtotal() == 0 {
@@ -412,6 +416,7 @@ func checkWorker(t *testing.T, c *client.Client, dir string) {
 // stopped and the boot sequence runs again, tagged with the reply's actor.
 func checkReboot(t *testing.T, c *client.Client, p *machinedProc) {
 	before := servicePID(t, c, "trustd")
+	bootBefore := bootID(t, c)
 
 	resp, err := c.MachineClient.Reboot(ctx(t), &machine.RebootRequest{})
 	if err != nil {
@@ -433,6 +438,11 @@ func checkReboot(t *testing.T, c *client.Client, p *machinedProc) {
 		time.Sleep(100 * time.Millisecond)
 	}
 
+	// What talosctl reboot --wait waits for.
+	if after := bootID(t, c); after == bootBefore {
+		t.Fatalf("boot ID %s unchanged by the reboot", after)
+	}
+
 	evCtx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 
@@ -450,6 +460,24 @@ func checkReboot(t *testing.T, c *client.Client, p *machinedProc) {
 	if err != nil || !found {
 		t.Fatalf("no boot sequence event with actor %q: %v", actor, err)
 	}
+}
+
+// bootID reads the node's boot ID as talosctl reboot --wait does.
+func bootID(t *testing.T, c *client.Client) string {
+	t.Helper()
+
+	r, err := c.Read(ctx(t), "/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+
+	id, err := io.ReadAll(r)
+	if err != nil || !regexp.MustCompile(`^[0-9a-f-]{36}\n$`).Match(id) {
+		t.Fatalf("boot ID %q, %v", id, err)
+	}
+
+	return string(id)
 }
 
 func allRunning(list *machine.ServiceListResponse) bool {

@@ -32,6 +32,7 @@ var talosctlCoverage = map[string]string{
 	"machine.MachineService/Events":                      "TestMachinedNode",
 	"machine.MachineService/Reboot":                      "TestMachinedNode",
 	"machine.MachineService/Shutdown":                    "TestMachinedNode",
+	"machine.MachineService/Read":                        "TestMachinedNode",
 	"machine.MachineService/Bootstrap":                   "TestEtcdCluster",
 	"machine.MachineService/EtcdMemberList":              "TestEtcdCluster",
 	"machine.MachineService/EtcdStatus":                  "TestEtcdCluster",

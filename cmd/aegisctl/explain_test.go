@@ -111,7 +111,7 @@ func TestExplain(t *testing.T) {
 			err:  status.Error(codes.Unavailable, `connection error: desc = "error reading server preface: remote error: tls: bad certificate"`),
 			want: `127.6.0.2 refused the client certificate of context "prod" in the TLS handshake: it is revoked, or its CA is no longer accepted (aegisctl config info shows it)`,
 		},
-		{name: "other codes in words", s: one, err: status.Error(codes.NotFound, `no log for "x"`), want: `not found: no log for "x"`},
+		{name: "other codes in words", s: one, err: status.Error(codes.NotFound, `log "x" was not registered`), want: `not found: log "x" was not registered`},
 		{name: "failed precondition", s: one, err: status.Error(codes.FailedPrecondition, "use a control-plane endpoint"), want: "failed precondition: use a control-plane endpoint"},
 		{name: "not a status", s: one, err: errors.New("plain"), want: "plain"},
 	}

@@ -58,10 +58,21 @@ func clientVersion() *machine.VersionInfo {
 	return &machine.VersionInfo{Tag: v.Tag, Sha: v.Commit, Built: v.Built, GoVersion: v.GoVersion, Os: v.OS, Arch: v.Arch}
 }
 
-// writeVersion prints a version the way talosctl does.
+// writeVersion prints a version the way talosctl does. A node's tag
+// (version.TalosTag) is printed as Aegis's own version, and the Talos API
+// version it carries on a line of its own.
 func writeVersion(w io.Writer, v *machine.VersionInfo) {
+	tag, talosAPI, aegis := version.FromTalosTag(v.GetTag())
+	if !aegis {
+		tag = v.GetTag()
+	}
+
 	fmt.Fprintf(w, "\tTag:         %s\n\tSHA:         %s\n\tBuilt:       %s\n\tGo version:  %s\n\tOS/Arch:     %s/%s\n",
-		v.GetTag(), v.GetSha(), v.GetBuilt(), v.GetGoVersion(), v.GetOs(), v.GetArch())
+		tag, v.GetSha(), v.GetBuilt(), v.GetGoVersion(), v.GetOs(), v.GetArch())
+
+	if aegis {
+		fmt.Fprintf(w, "\tTalos API:   %s\n", talosAPI)
+	}
 }
 
 // versionTable prints each node's version under its name; it is a list of

@@ -66,7 +66,7 @@ runs once less than a third of its lifetime is left.`,
 
 	// --version prints the line the daemons' --version print; 'aegisctl
 	// version --client' shows the same build in talosctl's layout.
-	root.Version = version.Tag
+	root.Version = version.Get().Tag
 	root.SetVersionTemplate(version.Line("aegisctl") + "\n")
 	root.SetOut(e.stdout)
 	root.SetErr(e.stderr)

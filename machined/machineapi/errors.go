@@ -34,6 +34,10 @@ var (
 	ErrNotHere = errors.New("machineapi: not possible on this node")
 	// errNotServed: an Aegis node has no such thing to offer (Unimplemented).
 	errNotServed = errors.New("machineapi: not served by Aegis nodes")
+	// errUnreadable: a file Read does not serve to anyone, whatever the
+	// caller's roles (PermissionDenied, as talosctl expects of a file it
+	// may not read).
+	errUnreadable = errors.New("machineapi: file not served")
 )
 
 // errWorker is the refusal of client configurations by a node without the
@@ -121,6 +125,8 @@ func refusal(err error) (codes.Code, string, bool) {
 		return codes.DataLoss, err.Error(), true
 	case errors.Is(err, errNotServed):
 		return codes.Unimplemented, err.Error(), true
+	case errors.Is(err, errUnreadable):
+		return codes.PermissionDenied, err.Error(), true
 	}
 
 	return codes.OK, "", false

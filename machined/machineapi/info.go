@@ -15,14 +15,16 @@ import (
 	"github.com/aegis-os/aegis/internal/version"
 )
 
-// Version reports the Aegis build. The platform is "aegis" in mode
+// Version reports the Aegis build. Its tag is version.TalosTag: the Talos
+// API version Aegis implements, which talosctl compares with its own, with
+// Aegis's version as build metadata. The platform is "aegis" in mode
 // "container": machined runs as an ordinary process, not as PID 1.
 func (s *Server) Version(context.Context, *emptypb.Empty) (*machine.VersionResponse, error) {
 	v := version.Get()
 
 	return &machine.VersionResponse{Messages: []*machine.Version{{
 		Version: &machine.VersionInfo{
-			Tag: v.Tag, Sha: v.Commit, Built: v.Built, GoVersion: v.GoVersion, Os: v.OS, Arch: v.Arch,
+			Tag: version.TalosTag(), Sha: v.Commit, Built: v.Built, GoVersion: v.GoVersion, Os: v.OS, Arch: v.Arch,
 		},
 		Platform: &machine.PlatformInfo{Name: "aegis", Mode: "container"},
 	}}}, nil

@@ -44,6 +44,15 @@ const (
 	// writes at most about 8 KiB per record to /dev/kmsg.
 	MaxKernelRecord = 16 << 10
 
+	// ReadChunk is the most one message of Read carries: a few pages,
+	// small next to WindowSize, so that a slow reader holds little.
+	ReadChunk = 16 << 10
+	// MaxReadSize bounds what Read sends of one file: the files it serves
+	// are a few kilobytes (/proc/cpuinfo of a host with a thousand CPUs is
+	// about 1.5 MiB), and a file that grows without end (none should) must
+	// not hold a call open.
+	MaxReadSize = 4 << 20
+
 	// MaxConfigSize bounds the machine config ApplyConfiguration takes:
 	// the bound of every YAML document Aegis reads (certs.MaxDocumentSize),
 	// a few hundred times an honest config.

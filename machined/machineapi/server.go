@@ -15,6 +15,7 @@ import (
 
 	"github.com/aegis-os/aegis/authz/role"
 	"github.com/aegis-os/aegis/internal/defaults"
+	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/machined/system"
 	"github.com/aegis-os/aegis/machined/system/events"
 	"github.com/aegis-os/aegis/machined/system/logs"
@@ -61,9 +62,14 @@ type Config struct {
 	// services as processes: the container methods then answer
 	// FailedPrecondition.
 	Containers Containers
+	// BootID returns the node's boot ID, which Read serves as
+	// /proc/sys/kernel/random/boot_id: a new one at each boot of the node
+	// (see NewBootID). Nil means one made by New, for the life of the
+	// server.
+	BootID func() string
 	// MemInfoPath is read by Memory; empty means /proc/meminfo.
 	MemInfoPath string
-	// ProcRoot is read by Processes; empty means /proc.
+	// ProcRoot is read by Processes and by Read; empty means /proc.
 	ProcRoot string
 	// RootPID is the process whose tree Processes lists; zero means
 	// machined's own.
@@ -105,6 +111,15 @@ func New(cfg Config) *Server {
 	cfg.Rand = defaults.Rand(cfg.Rand)
 	cfg.Clock = defaults.Now(cfg.Clock)
 	cfg.Logger = defaults.Logger(cfg.Logger)
+
+	if cfg.BootID == nil {
+		id, err := NewBootID(cfg.Rand)
+		if err != nil {
+			cfg.Logger.Error("no boot ID", slog.String(logkey.Error, err.Error()))
+		}
+
+		cfg.BootID = func() string { return id }
+	}
 
 	return &Server{cfg: cfg}
 }

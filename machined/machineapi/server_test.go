@@ -28,6 +28,7 @@ import (
 	"github.com/aegis-os/aegis/ca/catest"
 	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/internal/version"
 	"github.com/aegis-os/aegis/machined/system"
 	"github.com/aegis-os/aegis/machined/system/events"
 	"github.com/aegis-os/aegis/machined/system/logs"
@@ -167,7 +168,7 @@ func TestInfoMethods(t *testing.T) {
 	ctx := context.Background()
 
 	v, err := c.Version(ctx, &emptypb.Empty{})
-	if err != nil || v.Messages[0].Version.Tag == "" || v.Messages[0].Platform.Name != "aegis" {
+	if err != nil || v.Messages[0].Version.Tag != version.TalosTag() || v.Messages[0].Platform.Name != "aegis" {
 		t.Fatalf("Version = %v, %v", v, err)
 	}
 
@@ -273,7 +274,8 @@ func TestLogs(t *testing.T) {
 		_, err = missing.Recv()
 	}
 
-	if status.Code(err) != codes.NotFound {
+	// Talos's words: its LogsSuite matches `log "nosuchservice" was not registered$`.
+	if st := status.Convert(err); st.Code() != codes.NotFound || st.Message() != `log "ghost" was not registered` {
 		t.Fatalf("logs of unknown service: %v", err)
 	}
 }

@@ -18,11 +18,13 @@ import (
 const eventTypePrefix = "talos/runtime/"
 
 // Logs streams a service's log: the last TailLines lines (all when
-// negative), then, with Follow, new output as it is written.
+// negative), then, with Follow, new output as it is written. A log the
+// node does not have is NotFound, in Talos's words (clients and Talos's
+// own tests match them).
 func (s *Server) Logs(req *machine.LogsRequest, stream grpc.ServerStreamingServer[common.Data]) error {
 	l, ok := s.cfg.Logs.ServiceLog(req.GetId())
 	if !ok {
-		return s.toStatus("Logs", refusef(ErrNotFound, "no log for %q", req.GetId()))
+		return s.toStatus("Logs", refusef(ErrNotFound, "log %q was not registered", req.GetId()))
 	}
 
 	from, to, err := l.Tail(int(req.GetTailLines()))

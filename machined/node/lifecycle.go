@@ -92,6 +92,8 @@ func (n *Node) startBackground(ctx context.Context) (stop func()) {
 // runBoot runs one boot and everything it starts until a lifecycle request
 // or the end of ctx; it reports the request and whether machined should end.
 func (n *Node) runBoot(ctx context.Context, actor string) (lifecycleRequest, bool) {
+	n.bootID.renew(n.cfg.Rand, n.log)
+
 	bootCtx, cancel := context.WithCancel(ctx)
 
 	var wg sync.WaitGroup

@@ -116,7 +116,7 @@ func (h *heartbeats) ownEntry(b *bootState) *membership.Member {
 	}
 
 	return &membership.Member{
-		Hostname: b.hostname, Addresses: canonicalAddresses(b.addresses), Version: version.Tag,
+		Hostname: b.hostname, Addresses: canonicalAddresses(b.addresses), Version: version.Get().Tag,
 		Interval: durationpb.New(h.interval), TimeSynced: b.time.Synced(), AcceptedCas: digest,
 	}
 }

@@ -3,6 +3,7 @@ package node
 import (
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -76,6 +77,8 @@ type Config struct {
 	// config (machine.metrics), not this field.
 	Metrics prometheus.Registerer
 	Clock   clock.Clock
+	// Rand makes the node's boot IDs. Nil means crypto/rand.
+	Rand io.Reader
 }
 
 // Node runs one node until it is shut down. Each concern owns its state
@@ -102,6 +105,7 @@ type Node struct {
 	beats    heartbeats
 	trials   trials
 	certRes  certResources
+	bootID   bootID
 	requests chan lifecycleRequest
 }
 
@@ -191,6 +195,7 @@ func withDefaults(cfg Config) (Config, error) {
 
 	cfg.Clock = defaults.Clock(cfg.Clock)
 	cfg.Logger = defaults.Logger(cfg.Logger)
+	cfg.Rand = defaults.Rand(cfg.Rand)
 
 	return cfg, nil
 }
@@ -225,8 +230,15 @@ func (n *Node) openServices() error {
 	return nil
 }
 
-// ServiceLog finds the log of a service, or of machined itself.
+// ServiceLog finds the log of a service, or of machined itself. The
+// certificates service runs inside machined and writes to machined's log,
+// so that is its log: every service ServiceList names has one, as Talos
+// clients expect (Talos's LogsSuite reads the log of each).
 func (n *Node) ServiceLog(id string) (*logs.Log, bool) {
+	if id == CertificatesService {
+		id = "machined"
+	}
+
 	l, ok := n.logs[id]
 
 	return l, ok

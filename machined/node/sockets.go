@@ -71,7 +71,7 @@ func (n *Node) listen() (*sockets, error) {
 		Hostname: func() string { res, _ := n.store.Current(); return res.GetHostname() },
 		Services: n.services, Logs: n, Bus: n.bus, Lifecycle: n, Config: n, Reset: n,
 		ClientConfig: clientIssuer{n}, Etcd: n.Etcd, KernelLog: kernelLog(), Clock: n.clock, Logger: n.log,
-		Containers: n.containersAPI(),
+		Containers: n.containersAPI(), BootID: n.bootID.current,
 	})
 	machineAPI.Register(api)
 	n.setVersion(machineAPI)
@@ -119,9 +119,10 @@ func (n *Node) listen() (*sockets, error) {
 }
 
 // newAPIServer is machined.sock's server, without its services: panic
-// recovery first (so it covers the authorization too), then the roles apid
-// passed and their authorization, for every method but the health
-// service's, which apid probes without roles. The credential audit
+// recovery first (so it covers the authorization too), then the line of
+// each call in machined's log (callLog), the roles apid passed and their
+// authorization, for every method but the health service's, which apid
+// probes without roles. The credential audit
 // (audit.go) comes before authorization, so refusals are recorded too.
 //
 // admission bounds the open calls (nil: a new one of machineapi.MaxCalls);
@@ -132,6 +133,7 @@ func newAPIServer(log *slog.Logger, admission *machineapi.Admission, first ...gr
 		admission = machineapi.NewAdmission(machineapi.MaxCalls)
 	}
 
+	calls := callLog{log: log}
 	injector := authz.NewInjector(authz.InjectorConfig{Mode: authz.FromTrustedMetadata, Logger: log})
 	authorizer := authz.NewAuthorizer(authz.AuthorizerConfig{Logger: log})
 	opts := append(append(first, recoveryOptions(log)...), admission.ServerOptions()...)
@@ -139,8 +141,8 @@ func newAPIServer(log *slog.Logger, admission *machineapi.Admission, first ...gr
 	return grpc.NewServer(append(opts,
 		grpcopt.StreamWorkers(), grpc.UnknownServiceHandler(notServed),
 		grpc.StaticStreamWindowSize(machineapi.WindowSize), grpc.StaticConnWindowSize(machineapi.ConnWindowSize),
-		grpc.ChainUnaryInterceptor(healthprobe.Unary(credentialAudit(log), injector.UnaryServerInterceptor(), authorizer.UnaryServerInterceptor())...),
-		grpc.ChainStreamInterceptor(healthprobe.Stream(injector.StreamServerInterceptor(), authorizer.StreamServerInterceptor())...),
+		grpc.ChainUnaryInterceptor(healthprobe.Unary(calls.unary, credentialAudit(log), injector.UnaryServerInterceptor(), authorizer.UnaryServerInterceptor())...),
+		grpc.ChainStreamInterceptor(healthprobe.Stream(calls.stream, injector.StreamServerInterceptor(), authorizer.StreamServerInterceptor())...),
 	)...)
 }
 
