@@ -31,6 +31,23 @@ var ErrRefused = errors.New("join: request refused")
 var ErrTokenRefused = errors.New("trustd refused the node's token: " +
 	"create or extend it ('aegisctl token create'), or give the node a config with a valid one")
 
+// tokenRefusal is trustd's refusal of the token by one endpoint: it is
+// ErrTokenRefused, and keeps trustd's status for callers that ask for
+// the code.
+type tokenRefusal struct {
+	endpoint string
+	st       *status.Status
+}
+
+func (e *tokenRefusal) Error() string {
+	return fmt.Sprintf("%v (%s: %s)", ErrTokenRefused, e.endpoint, e.st.Message())
+}
+
+func (e *tokenRefusal) Unwrap() error { return ErrTokenRefused }
+
+// GRPCStatus is trustd's answer.
+func (e *tokenRefusal) GRPCStatus() *status.Status { return e.st }
+
 // MsgTokenRefused is the log message of a join whose token trustd
 // refused; a local cluster shows it as the node's stage.
 const MsgTokenRefused = "join refused"
@@ -113,7 +130,7 @@ func (c *Client) attempt(ctx context.Context, endpoint string, key crypto.Signer
 		case codes.InvalidArgument, codes.PermissionDenied:
 			return nil, fmt.Errorf("%w by %s: %w", ErrRefused, endpoint, err)
 		case codes.Unauthenticated:
-			return nil, fmt.Errorf("%w (%s: %s)", ErrTokenRefused, endpoint, status.Convert(err).Message())
+			return nil, &tokenRefusal{endpoint: endpoint, st: status.Convert(err)}
 		}
 
 		return nil, fmt.Errorf("join: %s: %w", endpoint, err)

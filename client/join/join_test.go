@@ -421,3 +421,17 @@ func TestTokenRefusedBacksOffLongAndSaysWhy(t *testing.T) {
 		}
 	}
 }
+
+// TestTokenRefusalKeepsItsCode: a caller that asks for the gRPC code of a
+// join refused for its token gets trustd's Unauthenticated.
+func TestTokenRefusalKeepsItsCode(t *testing.T) {
+	h := newHarness(t, ca.Ed25519, 1, "cp-1")
+	done := h.join(context.Background())
+
+	h.nextCall().reply <- reply{err: status.Error(codes.Unauthenticated, "trustd: invalid token")}
+
+	r := <-done
+	if status.Code(r.err) != codes.Unauthenticated || !errors.Is(r.err, join.ErrTokenRefused) {
+		t.Fatalf("join: %v (code %s), want Unauthenticated and ErrTokenRefused", r.err, status.Code(r.err))
+	}
+}
