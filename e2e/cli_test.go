@@ -13,6 +13,7 @@ import (
 
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/client/join"
 	"github.com/aegis-os/aegis/renewal"
 )
 
@@ -174,7 +175,9 @@ func cliSingleUseToken(t *testing.T, c *cliCluster) {
 	}
 
 	second := c.startWorker(t, "extra-2", "127.6.0.21", tok)
-	waitUntil(t, "extra-2's join to be refused", func() bool { return second.logged("join attempt failed", "Unauthenticated") })
+	waitUntil(t, "extra-2's join to be refused", func() bool {
+		return second.logged(join.MsgTokenRefused, `"level":"ERROR"`, "trustd refused the node's token")
+	})
 
 	if second.logged("node ready") || second.logged("joined through trustd") {
 		t.Fatal("a second node joined with a single-use token")
