@@ -18,6 +18,8 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+
+	"github.com/aegis-os/aegis/internal/defaults"
 )
 
 // TalosModule is the module the suite and talosctl come from.
@@ -93,13 +95,7 @@ func Build(ctx context.Context, opts BuildOptions) (Binaries, error) {
 
 type builder struct{ opts BuildOptions }
 
-func (bs builder) log() io.Writer {
-	if bs.opts.Log == nil {
-		return io.Discard
-	}
-
-	return bs.opts.Log
-}
+func (bs builder) log() io.Writer { return defaults.Output(bs.opts.Log) }
 
 // source puts a writable, patched copy of the module at dst.
 func (bs builder) source(ctx context.Context, dst string) error {
