@@ -83,6 +83,11 @@ func (o options) runStages(ctx context.Context, stderr io.Writer, c *localcluste
 		return err
 	}
 
+	// Logs of an earlier run would read as this one's.
+	if err := os.RemoveAll(filepath.Join(o.out, "logs")); err != nil {
+		return err
+	}
+
 	tag, goVersion, err := aegisVersion(ctx, filepath.Join(o.binDir, "machined"))
 	if err != nil {
 		return err
@@ -130,6 +135,7 @@ func (o options) runStages(ctx context.Context, stderr io.Writer, c *localcluste
 
 	report.Verbs = talossuite.RunTalosctl(ctx, talossuite.TalosctlOptions{
 		Talosctl: bins.Talosctl, Talosconfig: talosconfig, Nodes: nodes, TempDir: tmp, Progress: progress,
+		LogDir:       filepath.Join(o.out, "logs", "talosctl"),
 		WorkerConfig: c.ConfigPath(workerNode(c)),
 	}, commands)
 

@@ -3,6 +3,7 @@ package talossuite
 import (
 	"bufio"
 	"io"
+	"path"
 	"regexp"
 	"strconv"
 	"strings"
@@ -157,7 +158,7 @@ func firstError(lines []string) string {
 				msg = strings.TrimSpace(msg + " " + next)
 			}
 
-			return clip(msg)
+			return clip(traceAt(lines[:i]) + msg)
 		}
 	}
 
@@ -168,6 +169,20 @@ func firstError(lines []string) string {
 	}
 
 	return firstLog(lines)
+}
+
+// traceAt returns "dir/file.go:N: " of the last testify "Error Trace:"
+// before an error: where in Talos's code the check failed.
+func traceAt(lines []string) string {
+	for i := len(lines) - 1; i >= 0; i-- {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(lines[i]), "Error Trace:"); ok {
+			p := strings.TrimSpace(rest)
+
+			return path.Base(path.Dir(p)) + "/" + path.Base(p) + ": "
+		}
+	}
+
+	return ""
 }
 
 // isTestifyField tells a testify report's field line ("Test:", "Messages:").

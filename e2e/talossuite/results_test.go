@@ -19,10 +19,10 @@ func TestParseOutput(t *testing.T) {
 	}
 
 	want := []TestResult{
-		{Test: "api.ApidSuite/TestBigPayload", Outcome: Failed, Detail: "Received unexpected error: rpc error: code = NotFound desc = " +
+		{Test: "api.ApidSuite/TestBigPayload", Outcome: Failed, Detail: "api/apid.go:186: Received unexpected error: rpc error: code = NotFound desc = " +
 			"resource MachineConfigs.config.talos.dev(config/v1alpha1@undefined) doesn't exist"},
 		{Test: "api.ApidSuite/TestControlPlaneRouting", Outcome: Skipped, Detail: "information about routable endpoints is not available"},
-		{Test: "api.VersionSuite/TestExpectedVersionMaster", Outcome: Failed, Detail: `Not equal: expected: "v1.11.5" actual : "c6a81d3"`, Seconds: 0.01},
+		{Test: "api.VersionSuite/TestExpectedVersionMaster", Outcome: Failed, Detail: `api/version.go:66: Not equal: expected: "v1.11.5" actual : "c6a81d3"`, Seconds: 0.01},
 		{Test: "api.VersionSuite/TestSameVersionCluster", Outcome: Passed, Seconds: 1.5},
 	}
 

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"text/tabwriter"
@@ -49,6 +50,8 @@ type TalosctlOptions struct {
 	// WorkerConfig is the machine config file of Nodes.Workers[0], for
 	// apply-config --dry-run.
 	WorkerConfig string
+	// LogDir receives each command's output; "" keeps none.
+	LogDir string
 	// TempDir receives the files commands write (a snapshot, a config).
 	TempDir string
 	// Progress receives a line per command. Nil discards.
@@ -129,6 +132,7 @@ type verbRunner struct {
 	// outputs keeps each command's output by the command's name, for a
 	// later command that needs a value of it (a member ID, an NTP server).
 	outputs map[string]string
+	count   int // commands run, for the names of their logs
 }
 
 func (r *verbRunner) run(ctx context.Context, v verb) VerbResult {
@@ -151,6 +155,7 @@ func (r *verbRunner) run(ctx context.Context, v verb) VerbResult {
 
 	out, err := r.talosctl(ctx, args, v.follow)
 	r.outputs[v.command] = out
+	r.saveLog(args, out, err)
 
 	switch {
 	case err == nil:
@@ -168,6 +173,21 @@ func (r *verbRunner) run(ctx context.Context, v verb) VerbResult {
 	}
 
 	return res
+}
+
+// saveLog keeps a command's output in LogDir, numbered in run order.
+func (r *verbRunner) saveLog(args []string, out string, err error) {
+	if r.opts.LogDir == "" {
+		return
+	}
+
+	r.count++
+	name := fmt.Sprintf("%02d-%s.log", r.count, strings.Join(strings.Fields(strings.Join(args[:min(2, len(args))], "-")), "-"))
+	text := fmt.Sprintf("$ talosctl %s\n%s\n(exit: %v)\n", strings.Join(args, " "), out, err)
+
+	if werr := writeLog(filepath.Join(r.opts.LogDir, name), []byte(text)); werr != nil {
+		progress(r.opts.Progress, "talossuite: %v", werr)
+	}
 }
 
 // errFollowEnded: a following command ended on its own, or printed
@@ -207,13 +227,25 @@ func (r *verbRunner) talosctl(ctx context.Context, args []string, follow bool) (
 	return buf.String(), err
 }
 
-// firstErrorLine returns the line of the output that says what failed,
-// else the command's error.
+// firstErrorLine returns the line of the output that says what failed
+// (talosctl's "1 error occurred:" joined with the error under it), else
+// the command's error.
 func firstErrorLine(out string, err error) string {
-	for _, l := range strings.Split(out, "\n") {
-		if t := strings.TrimSpace(l); strings.Contains(strings.ToLower(t), "error") || strings.Contains(t, "rpc ") {
-			return clip(t)
+	lines := strings.Split(out, "\n")
+
+	for i, l := range lines {
+		t := strings.TrimSpace(l)
+		if !strings.Contains(strings.ToLower(t), "error") && !strings.Contains(t, "rpc ") {
+			continue
 		}
+
+		for j := i + 1; j < len(lines) && j <= i+2 && strings.HasSuffix(t, ":"); j++ {
+			if next := strings.TrimSpace(lines[j]); next != "" {
+				t += " " + strings.TrimPrefix(next, "* ")
+			}
+		}
+
+		return clip(t)
 	}
 
 	if err != nil {
@@ -229,7 +261,12 @@ func printVerbs(w io.Writer, verbs []VerbResult) {
 	fmt.Fprintln(tw, "TALOSCTL\tSTATUS\tFIRST ERROR LINE / REASON")
 
 	for _, v := range verbs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", v.Command, v.Status, v.Detail)
+		line := v.Command
+		if len(v.Args) > 0 {
+			line = strings.Join(v.Args, " ")
+		}
+
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", line, v.Status, v.Detail)
 	}
 
 	tw.Flush() //nolint:errcheck // a terminal

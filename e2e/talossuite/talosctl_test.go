@@ -1,6 +1,7 @@
 package talossuite
 
 import (
+	"errors"
 	"os"
 	"slices"
 	"strings"
@@ -80,5 +81,19 @@ func TestRemoveMemberAndTimeCheck(t *testing.T) {
 	r.outputs = map[string]string{}
 	if _, err := removeMember(r); err == nil {
 		t.Error("remove-member without a member list gave no error")
+	}
+}
+
+func TestFirstErrorLine(t *testing.T) {
+	for _, tc := range []struct{ out, want string }{
+		{"error executing bootstrap: 1 error occurred:\n\t* 127.9.40.2: rpc error: code = AlreadyExists desc = etcd is bootstrapped\n\n",
+			"error executing bootstrap: 1 error occurred: 127.9.40.2: rpc error: code = AlreadyExists desc = etcd is bootstrapped"},
+		{"NODE  ID\n127.9.40.6: error parsing server version: Invalid character(s)\n",
+			"127.9.40.6: error parsing server version: Invalid character(s)"},
+		{"nothing useful\n", "exit status 1"},
+	} {
+		if got := firstErrorLine(tc.out, errors.New("exit status 1")); got != tc.want {
+			t.Errorf("got %q, want %q", got, tc.want)
+		}
 	}
 }

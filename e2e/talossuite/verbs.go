@@ -72,7 +72,7 @@ func verbPlan() []verb {
 		{command: "apply-config -f FILE [--mode …] [--dry-run]", args: func(r *verbRunner) ([]string, error) {
 			return nodeArgs(r.opts.Nodes.Workers[0], "apply-config", "-f", r.opts.WorkerConfig, "--dry-run"), nil
 		}},
-		{command: "bootstrap", args: onCP(0, "bootstrap"), accept: "AlreadyExists"},
+		{command: "bootstrap", args: onCP(0, "bootstrap"), accept: "already bootstrapped"},
 		{command: "rollback", args: onWorker(1, "rollback"), accept: "Unimplemented"},
 		{command: "bootstrap --recover-from FILE", notRun: "recovery needs a control plane whose etcd was wiped and never bootstrapped; " +
 			"e2e TestEtcdCluster recovers one through the machinery client"},
