@@ -145,7 +145,15 @@ func (r *verbRunner) run(ctx context.Context, v verb) VerbResult {
 	}
 
 	args, err := v.args(r)
-	if err != nil {
+
+	var skip notRun
+
+	switch {
+	case errors.As(err, &skip):
+		res.Status, res.Detail = VerbNotRun, skip.Error()
+
+		return res
+	case err != nil:
 		res.Status, res.Detail = VerbFailed, err.Error()
 
 		return res
@@ -182,7 +190,15 @@ func (r *verbRunner) saveLog(args []string, out string, err error) {
 	}
 
 	r.count++
-	name := fmt.Sprintf("%02d-%s.log", r.count, strings.Join(strings.Fields(strings.Join(args[:min(2, len(args))], "-")), "-"))
+	var words []string
+
+	for _, a := range args {
+		if len(words) < 2 && !strings.HasPrefix(a, "-") && !strings.Contains(a, "/") {
+			words = append(words, a)
+		}
+	}
+
+	name := fmt.Sprintf("%02d-%s.log", r.count, strings.Join(words, "-"))
 	text := fmt.Sprintf("$ talosctl %s\n%s\n(exit: %v)\n", strings.Join(args, " "), out, err)
 
 	if werr := writeLog(filepath.Join(r.opts.LogDir, name), []byte(text)); werr != nil {

@@ -64,7 +64,7 @@ func TestRemoveMemberAndTimeCheck(t *testing.T) {
 			"etcd members": "NODE         ID               HOSTNAME  PEER URLS                 CLIENT URLS               LEARNER\n" +
 				"127.9.40.2   2ad1a8bc3e4a09e1  cp-1      https://127.9.40.2:2380   https://127.9.40.2:2379   false\n" +
 				"127.9.40.2   5f3c19ab0d2b7c44  cp-2      https://127.9.40.3:2380   https://127.9.40.3:2379   false\n",
-			"time [--check SERVER]": "NODE         NTP-SERVER   NODE-TIME   NTP-SERVER-TIME\n127.9.40.2   127.0.0.53   2026-11-28  2026-11-28\n",
+			"time [--check SERVER]": "NODE         NTP-SERVER   NODE-TIME    NTP-SERVER-TIME\n127.9.40.2   127.0.0.53   2026-11-28   2026-11-28\n",
 		},
 	}
 
@@ -78,7 +78,15 @@ func TestRemoveMemberAndTimeCheck(t *testing.T) {
 		t.Errorf("time --check: %q, %v", args, err)
 	}
 
-	r.outputs = map[string]string{}
+	r.outputs = map[string]string{
+		"time [--check SERVER]": "NODE         NTP-SERVER   NODE-TIME                 NTP-SERVER-TIME\n127.9.40.2                2026-11-28 06:04:28 UTC   2026-11-28 06:04:28 UTC\n",
+	}
+
+	var skip notRun
+	if _, err := timeCheck(r); !errors.As(err, &skip) {
+		t.Errorf("time --check on a node without NTP servers: %v, want a reason not to run it", err)
+	}
+
 	if _, err := removeMember(r); err == nil {
 		t.Error("remove-member without a member list gave no error")
 	}

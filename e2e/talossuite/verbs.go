@@ -99,15 +99,33 @@ func onWorker(i int, args ...string) func(*verbRunner) ([]string, error) {
 }
 
 // timeCheck checks the first control plane's time against the NTP server
-// its `time` answer named.
+// its `time` answer named, read by the columns of the answer's header. A
+// node without a server (a local cluster trusts its host's clock) has
+// nothing to check against: the command is not run.
 func timeCheck(r *verbRunner) ([]string, error) {
 	lines := strings.Split(strings.TrimSpace(r.outputs["time [--check SERVER]"]), "\n")
-	if len(lines) < 2 || len(strings.Fields(lines[1])) < 2 {
-		return nil, fmt.Errorf("no NTP server in the answer of talosctl time: %q", strings.Join(lines, " / "))
+	if len(lines) < 2 {
+		return nil, fmt.Errorf("no answer of talosctl time to take an NTP server from: %q", strings.Join(lines, " / "))
 	}
 
-	return nodeArgs(r.opts.Nodes.ControlPlanes[0], "time", "--check", strings.Fields(lines[1])[1]), nil
+	from, to := strings.Index(lines[0], "NTP-SERVER"), strings.Index(lines[0], "NODE-TIME")
+	if from < 0 || to < from || len(lines[1]) < to {
+		return nil, fmt.Errorf("talosctl time's header has no NTP-SERVER column: %q", lines[0])
+	}
+
+	server := strings.TrimSpace(lines[1][from:to])
+	if server == "" {
+		return nil, notRun("the node names no NTP server (a local cluster's node trusts its host clock), so there is none of its own to check against")
+	}
+
+	return nodeArgs(r.opts.Nodes.ControlPlanes[0], "time", "--check", server), nil
 }
+
+// notRun is the reason a command is not run, found when its arguments are
+// made.
+type notRun string
+
+func (n notRun) Error() string { return string(n) }
 
 // removeMember removes the second control plane's etcd member through the
 // first, by the ID `etcd members` listed for its peer address.
