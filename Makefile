@@ -13,6 +13,11 @@ TEST_TIMEOUT ?= 25m
 BENCHOUT := $(OUT)/bench
 # Loopback range of the cluster `make conformance` creates.
 CONFORMANCE_CIDR ?= 127.8.0.0/24
+# Talos version whose API integration suite and talosctl `make talos-suite`
+# builds (the proxy serves v1.11.5's dependencies; v1.13.9's suite needs one
+# it does not), and the loopback range of that target's cluster.
+TALOS_SUITE_VERSION ?= v1.11.5
+TALOS_SUITE_CIDR    ?= 127.9.40.0/24
 # Aegis's version stamped into every binary, always semver: the tag, or the
 # nearest tag with commits since and the commit as build metadata,
 # v0.1.0-dev+g<commit> without tags, v0.1.0-dev without git; see
@@ -28,7 +33,7 @@ INSTALL_BINS := aegisctl machined apid trustd etcd
 
 export CGO_ENABLED ?= 0
 
-.PHONY: all build images install test e2e conformance run bench microbench bench-profile fuzz deps lint generate docs clean
+.PHONY: all build images install test e2e conformance talos-suite run bench microbench bench-profile fuzz deps lint generate docs clean
 
 all: build
 
@@ -68,6 +73,15 @@ test: deps lint
 ## conformance: create a local cluster in CONFORMANCE_CIDR, run the conformance suite against it, destroy it
 conformance: deps build
 	$(BIN)/aegis-conformance --create --cidr $(CONFORMANCE_CIDR) --bin-dir $(BIN) --runtime $(RUNTIME)
+
+## talos-suite: build Talos's API integration suite and talosctl from the Talos module
+## (TALOS_SUITE_VERSION, cached under _out/talos-suite), create a cluster of 3 control planes and
+## 2 workers in TALOS_SUITE_CIDR, run the tests e2e/talossuite/expect.txt serves and the talosctl
+## table of docs/guide/talosctl.md, destroy it; prints a table per suite (docs/guide/talos-suite.md).
+## Not part of make test: it takes minutes
+talos-suite: deps build
+	$(BIN)/aegis-talos-suite --create --cidr $(TALOS_SUITE_CIDR) --bin-dir $(BIN) --runtime $(RUNTIME) \
+		--talos-version $(TALOS_SUITE_VERSION) --out $(OUT)/talos-suite -v
 
 ## e2e: run only the end-to-end tests (real processes on loopback addresses 127.0.x-127.9.x)
 e2e:
