@@ -13,6 +13,7 @@ import (
 
 	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/e2e/talossuite"
+	"github.com/aegis-os/aegis/internal/version"
 	"github.com/aegis-os/aegis/machined/localcluster"
 )
 
@@ -183,8 +184,9 @@ func workerNode(c *localcluster.Cluster) localcluster.Node {
 }
 
 // aegisVersion reads the tag and Go version machined was built with, from
-// its --version line "machined TAG (commit …, goX.Y.Z, os/arch)": what
-// the nodes' Version answer should carry.
+// its --version line "machined TAG (commit …, goX.Y.Z, os/arch)", and
+// returns what the nodes' Version answer should carry: the Talos tag of
+// that build (version.TalosTagOf) and the Go version.
 func aegisVersion(ctx context.Context, machined string) (string, string, error) {
 	out, err := exec.CommandContext(ctx, machined, "--version").Output()
 	if err != nil {
@@ -198,7 +200,7 @@ func aegisVersion(ctx context.Context, machined string) (string, string, error) 
 
 	for _, f := range fields[2:] {
 		if strings.HasPrefix(f, "go1") {
-			return fields[1], f, nil
+			return version.TalosTagOf(fields[1]), f, nil
 		}
 	}
 

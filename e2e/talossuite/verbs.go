@@ -58,6 +58,8 @@ func verbPlan() []verb {
 		{command: "time [--check SERVER]", args: onCP(0, "time")},
 		{command: "time [--check SERVER]", args: timeCheck},
 		{command: "processes", args: onCP(0, "processes")},
+		{command: "read PATH", args: onCP(0, "read", "/proc/sys/kernel/random/boot_id")},
+		{command: "rotate-ca --kubernetes=false", args: onCP(0, "rotate-ca", "--kubernetes=false"), accept: "aegisctl rotate-ca"},
 		{command: "dmesg", args: onCP(0, "dmesg"), accept: "FailedPrecondition"},
 		{command: "health", args: onCP(0, "health", "--wait-timeout", "1m")},
 		{command: "containers", args: onCP(0, "containers")},
@@ -79,7 +81,7 @@ func verbPlan() []verb {
 		// Destructive, each on a node of its own.
 		{command: "etcd leave", args: onCP(2, "etcd", "leave")},
 		{command: "etcd remove-member ID", args: removeMember},
-		{command: "reboot", args: onWorker(1, "reboot"), after: waitWorker(1)},
+		{command: "reboot", args: onWorker(1, "reboot", "--wait"), after: waitWorker(1)},
 		{command: "reset [--graceful] [--reboot] [--system-labels-to-wipe EPHEMERAL]",
 			args: onWorker(0, "reset", "--graceful=false", "--reboot", "--system-labels-to-wipe", "EPHEMERAL")},
 		{command: "shutdown", args: onWorker(1, "shutdown")},

@@ -28,7 +28,13 @@ const (
 // prints nothing, while the tag still names the Aegis build. A later
 // talosctl warns, rightly: the node implements an older API than it knows.
 func TalosTag() string {
-	return TalosAPI + talosMarker + strings.Replace(Get().Tag, "+", buildMarker, 1)
+	return TalosTagOf(Get().Tag)
+}
+
+// TalosTagOf is the TalosTag of a build whose own version is tag (as its
+// --version line prints it).
+func TalosTagOf(tag string) string {
+	return TalosAPI + talosMarker + strings.Replace(tag, "+", buildMarker, 1)
 }
 
 // FromTalosTag reads Aegis's own version back out of a TalosTag, and the
