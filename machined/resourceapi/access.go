@@ -44,6 +44,10 @@ func policy(st state.CoreState) state.FilteringRule {
 			return readOnly("Create, Update and Destroy")
 		}
 
+		if access.ResourceType == "" {
+			return status.Error(codes.InvalidArgument, "no resource type given (`talosctl get rd` lists the types this node serves)")
+		}
+
 		if isSecretsType(access.ResourceNamespace, access.ResourceType) {
 			return secretsRefusal(access.ResourceType)
 		}

@@ -154,6 +154,8 @@ func TestWhatIsNotServedAnswersAtOnce(t *testing.T) {
 		code codes.Code
 		says []string
 	}{
+		{"no type", resource.NewMetadata("runtime", "", "x", resource.VersionUndefined),
+			codes.InvalidArgument, []string{"no resource type given"}},
 		{"unknown type", resource.NewMetadata("block", "Disks.block.talos.dev", "sda", resource.VersionUndefined),
 			codes.Unimplemented, []string{`"Disks.block.talos.dev" is not served`}},
 		{"served type, unknown namespace", resource.NewMetadata("nosuch", v1alpha1.ServiceType, "apid", resource.VersionUndefined),
