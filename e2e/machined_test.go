@@ -446,19 +446,30 @@ func checkReboot(t *testing.T, c *client.Client, p *machinedProc) {
 	evCtx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 
-	found := false
+	// talosctl's reboot, shutdown and reset --wait follow the actor's
+	// events until Talos's stopAllServices task.
+	var stopped, booted bool
 
 	err = c.EventsWatch(evCtx, func(ch <-chan client.Event) {
 		for ev := range ch {
-			if s, ok := ev.Payload.(*machine.SequenceEvent); ok && s.GetSequence() == "boot" && ev.ActorID == actor {
-				found = true
+			if ev.ActorID != actor {
+				continue
+			}
 
+			switch p := ev.Payload.(type) {
+			case *machine.TaskEvent:
+				stopped = stopped || p.GetTask() == "stopAllServices"
+			case *machine.SequenceEvent:
+				booted = booted || p.GetSequence() == "boot"
+			}
+
+			if stopped && booted {
 				cancel()
 			}
 		}
 	}, client.WithTailEvents(-1))
-	if err != nil || !found {
-		t.Fatalf("no boot sequence event with actor %q: %v", actor, err)
+	if err != nil || !stopped || !booted {
+		t.Fatalf("events with actor %q: stopAllServices task %v, boot sequence %v (%v)", actor, stopped, booted, err)
 	}
 }
 

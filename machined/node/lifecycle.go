@@ -136,10 +136,21 @@ func (n *Node) stopServices(req lifecycleRequest) {
 	ctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
 	defer cancel()
 
+	// Talos's task, under the request's actor: talosctl's reboot, shutdown
+	// and reset --wait follow the actor's events until this one, published
+	// while apid still runs to carry it.
+	n.bus.Publish(&machine.TaskEvent{Task: stopAllServicesTask, Action: machine.TaskEvent_START}, req.actor)
+
 	if err := n.services.Stop(ctx); err != nil {
 		n.log.Error("stopping services", slog.String(logkey.Error, err.Error()))
 	}
+
+	n.bus.Publish(&machine.TaskEvent{Task: stopAllServicesTask, Action: machine.TaskEvent_STOP}, req.actor)
 }
+
+// stopAllServicesTask is Talos's name for the task that stops every
+// service before a reboot, a shutdown or a reset.
+const stopAllServicesTask = "stopAllServices"
 
 // Reboot asks the node to stop its services and boot again.
 func (n *Node) Reboot(actor string) { n.request(lifecycleRequest{actor: actor}) }
