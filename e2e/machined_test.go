@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -180,6 +181,7 @@ func TestMachinedNode(t *testing.T) {
 	t.Logf("control plane: bootstrap to etcd healthy in %s", time.Since(start).Round(time.Millisecond))
 
 	t.Run("info", func(t *testing.T) { checkInfo(t, c) })
+	t.Run("host statistics", func(t *testing.T) { checkHostStatistics(t, c) })
 	t.Run("logs of apid", func(t *testing.T) { checkApidLogs(t, c) })
 	t.Run("logs of every service", func(t *testing.T) { checkServiceLogs(t, c) })
 	t.Run("calls in machined's log", func(t *testing.T) { checkCallsInMachinedLog(t, c) })
@@ -221,6 +223,38 @@ func checkInfo(t *testing.T, c *client.Client) {
 
 	if strings.Join(got, ",") != "apid=Running/true,certificates=Running/true,etcd=Running/true,trustd=Running/true" {
 		t.Fatalf("services: %v", got)
+	}
+}
+
+// checkHostStatistics calls what talosctl dashboard and Talos's
+// MonitoringSuite call: the host's figures, through the machinery client.
+func checkHostStatistics(t *testing.T, c *client.Client) {
+	none := &emptypb.Empty{}
+
+	cpus, err := c.MachineClient.CPUInfo(ctx(t), none)
+	if err != nil || len(cpus.GetMessages()[0].GetCpuInfo()) == 0 {
+		t.Errorf("CPUInfo: %v %v", cpus, err)
+	}
+
+	if _, err := c.MachineClient.CPUFreqStats(ctx(t), none); err != nil {
+		t.Errorf("CPUFreqStats: %v", err)
+	}
+
+	if l, err := c.MachineClient.LoadAvg(ctx(t), none); err != nil || l.GetMessages()[0].GetLoad15() < 0 {
+		t.Errorf("LoadAvg: %v %v", l, err)
+	}
+
+	if st, err := c.MachineClient.SystemStat(ctx(t), none); err != nil || st.GetMessages()[0].GetBootTime() == 0 {
+		t.Errorf("SystemStat: %v %v", st, err)
+	}
+
+	if _, err := c.MachineClient.DiskStats(ctx(t), none); err != nil {
+		t.Errorf("DiskStats: %v", err)
+	}
+
+	net, err := c.MachineClient.NetworkDeviceStats(ctx(t), none)
+	if err != nil || !slices.ContainsFunc(net.GetMessages()[0].GetDevices(), func(d *machine.NetDev) bool { return d.GetName() == "lo" }) {
+		t.Errorf("NetworkDeviceStats: %v %v", net, err)
 	}
 }
 

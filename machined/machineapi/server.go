@@ -69,8 +69,12 @@ type Config struct {
 	BootID func() string
 	// MemInfoPath is read by Memory; empty means /proc/meminfo.
 	MemInfoPath string
-	// ProcRoot is read by Processes and by Read; empty means /proc.
+	// ProcRoot is read by Processes, by Read and by the host statistics
+	// (CPUInfo, LoadAvg, SystemStat, DiskStats, NetworkDeviceStats); empty
+	// means /proc.
 	ProcRoot string
+	// SysRoot is read by CPUFreqStats; empty means /sys.
+	SysRoot string
 	// RootPID is the process whose tree Processes lists; zero means
 	// machined's own.
 	RootPID int32
@@ -102,6 +106,10 @@ func New(cfg Config) *Server {
 
 	if cfg.ProcRoot == "" {
 		cfg.ProcRoot = "/proc"
+	}
+
+	if cfg.SysRoot == "" {
+		cfg.SysRoot = "/sys"
 	}
 
 	if cfg.RootPID == 0 {
