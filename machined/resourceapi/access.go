@@ -45,7 +45,7 @@ func policy(st state.CoreState) state.FilteringRule {
 		}
 
 		if access.ResourceType == "" {
-			return status.Error(codes.InvalidArgument, "no resource type given (`talosctl get rd` lists the types this node serves)")
+			return noType()
 		}
 
 		if isSecretsType(access.ResourceNamespace, access.ResourceType) {
@@ -72,6 +72,12 @@ func policy(st state.CoreState) state.FilteringRule {
 
 		return err
 	}
+}
+
+// noType answers a read that names no resource type: InvalidArgument, a
+// request no node could answer.
+func noType() error {
+	return status.Error(codes.InvalidArgument, "no resource type given (`talosctl get rd` lists the types this node serves)")
 }
 
 // adminOnly answers a read of a sensitive type by a caller without
