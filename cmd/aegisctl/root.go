@@ -73,6 +73,9 @@ runs once less than a third of its lifetime is left.`,
 	root.PersistentFlags().StringVar(&e.aegisconfig, "aegisconfig", "",
 		"client config file (default $"+certs.EnvClientConfig+", else $"+certs.EnvTalosConfig+", else ~/.aegis/config)")
 
+	// talosctl users type --talosconfig; it sets the same file.
+	root.PersistentFlags().StringVar(&e.aegisconfig, "talosconfig", "", "alias of --aegisconfig, as talosctl spells it")
+
 	root.PersistentFlags().StringVar(&e.target.context, "context", "", "context of the client config to use (default: its current context)")
 	root.PersistentFlags().StringSliceVarP(&e.target.endpoints, "endpoints", "e", nil,
 		"apid endpoints to connect to, repeatable or comma-separated (default: the context's)")
@@ -84,6 +87,7 @@ runs once less than a third of its lifetime is left.`,
 	root.AddCommand(newGenCommand(e), newConfigCommand(e), newClusterCommand(e))
 	root.AddCommand(nodeCommands(e)...)
 	strictGroups(root)
+	setExamples(root)
 
 	return root
 }
