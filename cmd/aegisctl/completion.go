@@ -69,7 +69,8 @@ func (e *env) completeContextArg(cmd *cobra.Command, args []string, toComplete s
 }
 
 // completeTargets completes -n and -e with the addresses of the context
-// (--context, else the current one): its nodes and its endpoints' hosts.
+// (--context, else the current one): its nodes and its endpoints' hosts,
+// then the nodes of the local clusters.
 // Within a comma list, the part already typed is kept.
 func (e *env) completeTargets(_ *cobra.Command, _ []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
 	c := e.completionConfig()
@@ -84,7 +85,7 @@ func (e *env) completeTargets(_ *cobra.Command, _ []string, toComplete string) (
 
 	var addrs []string
 
-	for _, a := range slices.Concat(ctx.Nodes, ctx.Endpoints) {
+	for _, a := range slices.Concat(ctx.Nodes, ctx.Endpoints, localClusterAddresses()) {
 		if a = endpointHost(a); !slices.Contains(addrs, a) {
 			addrs = append(addrs, a)
 		}

@@ -35,6 +35,9 @@ func complete(t *testing.T, args ...string) []string {
 }
 
 func TestCompletion(t *testing.T) {
+	// No local clusters: -n and -e offer only the context's addresses.
+	t.Setenv("HOME", t.TempDir())
+
 	path := filepath.Join(t.TempDir(), "aegisconfig")
 	c := &certs.ClientConfig{Context: "prod", Contexts: map[string]*certs.ClientContext{
 		"prod":    {Endpoints: []string{"10.0.0.1:50000", "10.0.0.2"}, Nodes: []string{"10.0.0.5", "10.0.0.1"}},
