@@ -135,7 +135,8 @@ func newTokenRevokeCommand(e *env) *cobra.Command {
 		Short: "Revoke a token at once; it stays listed",
 		Example: `  aegisctl token list                 # the IDs
   aegisctl token revoke abc123`,
-		Args: cobra.ExactArgs(1),
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: e.completeTokenID,
 	}
 
 	format := addOutputFlag(cmd)
