@@ -84,7 +84,7 @@ runs once less than a third of its lifetime is left.`,
 
 	registerCompletions(e, root)
 
-	root.AddCommand(newGenCommand(e), newConfigCommand(e), newClusterCommand(e))
+	root.AddCommand(newGenCommand(e), newConfigCommand(e), newClusterCommand(e), newCertificateCommand(e))
 	root.AddCommand(nodeCommands(e)...)
 	strictGroups(root)
 	setExamples(root)
