@@ -46,7 +46,7 @@ func newCertificateCommand(e *env) *cobra.Command {
 		Short: "Inspect PEM files and get node certificates from trustd",
 	}
 
-	cmd.AddCommand(newCertificateInspectCommand(e))
+	cmd.AddCommand(newCertificateInspectCommand(e), newCertificateRequestCommand(e))
 
 	return cmd
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/client/join"
 	"github.com/aegis-os/aegis/internal/clock"
 	"github.com/aegis-os/aegis/internal/version"
 )
@@ -21,6 +22,9 @@ type env struct {
 	aegisconfig string
 	// target is what the node commands talk to, from the global flags.
 	target targetFlags
+	// joinTransport calls trustd for 'certificate request'; nil means
+	// gRPC over TLS.
+	joinTransport join.Transport
 }
 
 // targetFlags pick the context, the endpoints a node command connects to
