@@ -98,8 +98,9 @@ Without --with-secrets a new secrets bundle is generated and written beside the
 configs as secrets.yaml; keep it to make more configs for the same cluster.
 
 With --token, worker.yaml joins with that token, one made with 'aegisctl token
-create' (single-use, limited to some names, expiring), instead of the
-cluster's static token; controlplane.yaml keeps the static one. A stored
+create' (limited to some names, expiring), instead of the cluster's static
+token; controlplane.yaml keeps the static one. The worker renews through
+trustd with it too, so it must stay valid while the worker runs. A stored
 token belongs to a running cluster, so --token needs --with-secrets.`,
 		Example: `  aegisctl gen config demo 10.5.0.2 --time-server pool.ntp.org
   aegisctl gen config demo cp.example --with-secrets secrets.yaml -o demo/
