@@ -36,19 +36,29 @@ func (f *outputFormat) Set(s string) error {
 
 		return nil
 	default:
-		return fmt.Errorf("unknown output format %q (table, json or yaml)", s)
+		if tmpl, ok := v.jsonpathTemplate(); ok {
+			if _, err := parseJSONPath(tmpl); err != nil {
+				return err
+			}
+
+			*f = v
+
+			return nil
+		}
+
+		return fmt.Errorf("unknown output format %q (table, json, yaml or jsonpath=TEMPLATE)", s)
 	}
 }
 
 // addOutputFlag gives a command printing API replies the -o flag, table
 // by default.
 func addOutputFlag(cmd *cobra.Command) *outputFormat {
-	return addFormatFlag(cmd, "output format: table, json or yaml (the API replies as they are)")
+	return addFormatFlag(cmd, "output format: table, json, yaml (the API replies as they are) or jsonpath=TEMPLATE (over the json)")
 }
 
 // addDocumentFlag gives a command printing its own findings the -o flag.
 func addDocumentFlag(cmd *cobra.Command) *outputFormat {
-	return addFormatFlag(cmd, "output format: table, json or yaml")
+	return addFormatFlag(cmd, "output format: table, json, yaml or jsonpath=TEMPLATE (over the json)")
 }
 
 func addFormatFlag(cmd *cobra.Command, usage string) *outputFormat {
@@ -68,6 +78,10 @@ func writeReply(w io.Writer, format outputFormat, msg proto.Message) error {
 	doc, err := replyDocument(msg)
 	if err != nil {
 		return err
+	}
+
+	if tmpl, ok := format.jsonpathTemplate(); ok {
+		return writeJSONPath(w, tmpl, doc)
 	}
 
 	var out []byte
@@ -95,6 +109,10 @@ func writeStreamed(w io.Writer, format outputFormat, msg proto.Message) error {
 	doc, err := replyDocument(msg)
 	if err != nil {
 		return err
+	}
+
+	if tmpl, ok := format.jsonpathTemplate(); ok {
+		return writeJSONPath(w, tmpl, doc)
 	}
 
 	var out []byte

@@ -188,6 +188,10 @@ func (g *getter) print(node string, rd *meta.ResourceDefinition, mark string, r 
 
 	w := g.w
 
+	if tmpl, ok := g.format.jsonpathTemplate(); ok {
+		return writeJSONPath(w, tmpl, doc)
+	}
+
 	switch g.format {
 	case formatYAML:
 		out, err := yaml.Marshal(doc)
