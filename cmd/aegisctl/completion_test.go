@@ -56,6 +56,7 @@ func TestCompletion(t *testing.T) {
 		{name: "contexts", args: []string{"--context", ""}, want: []string{"prod", "staging"}},
 		{name: "contexts of --talosconfig", args: []string{"--aegisconfig", "", "--talosconfig", path, "--context", ""}, want: []string{"prod", "staging"}},
 		{name: "config context NAME", args: []string{"config", "context", ""}, want: []string{"prod", "staging"}},
+		{name: "config remove: not the current one", args: []string{"config", "remove", ""}, want: []string{"staging"}},
 		{name: "config context takes one", args: []string{"config", "context", "prod", ""}},
 		{name: "nodes of the current context", args: []string{"-n", ""}, want: []string{"10.0.0.5", "10.0.0.1", "10.0.0.2"}},
 		{name: "nodes after a comma", args: []string{"-n", "10.0.0.5,"}, want: []string{"10.0.0.5,10.0.0.1", "10.0.0.5,10.0.0.2"}},

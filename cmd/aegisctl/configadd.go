@@ -108,7 +108,7 @@ refused: switch to another one first ('aegisctl config context OTHER').`,
 		Example: `  aegisctl config contexts             # the names
   aegisctl config remove old-lab`,
 		Args:              cobra.ExactArgs(1),
-		ValidArgsFunction: e.completeContextArg,
+		ValidArgsFunction: e.completeRemovableContext,
 		RunE: func(_ *cobra.Command, args []string) error {
 			return withClientConfig(e, true, func(c *certs.ClientConfig) error {
 				if _, ok := c.Contexts[args[0]]; !ok {
@@ -126,4 +126,23 @@ refused: switch to another one first ('aegisctl config context OTHER').`,
 			})
 		},
 	}
+}
+
+// completeRemovableContext completes 'config remove NAME': every context but
+// the current one, which remove refuses.
+func (e *env) completeRemovableContext(cmd *cobra.Command, args []string, _ string) ([]cobra.Completion, cobra.ShellCompDirective) {
+	c := e.completionConfig()
+	if c == nil || len(args) > 0 {
+		return nil, noFiles
+	}
+
+	var names []string
+
+	for _, n := range contextNames(c) {
+		if n != c.Context {
+			names = append(names, n)
+		}
+	}
+
+	return names, noFiles
 }
