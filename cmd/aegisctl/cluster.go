@@ -27,6 +27,8 @@ type clusterFlags struct {
 func (f *clusterFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.name, "name", localcluster.DefaultName, "name of the cluster")
 	cmd.Flags().StringVar(&f.stateDir, "state-dir", "", "folder of the local clusters (default ~/.aegis/clusters)")
+	//nolint:errcheck // the flag exists
+	cmd.RegisterFlagCompletionFunc("name", completeClusterName)
 }
 
 func (f *clusterFlags) dir() (string, error) {

@@ -16,8 +16,10 @@ import (
 // services of the nodes, the -o formats. A completion never fails: what
 // cannot be read completes to nothing.
 
-// knownServices complete service IDs when the nodes cannot be asked.
-var knownServices = []string{"apid", "trustd"}
+// knownServices complete service IDs when the nodes cannot be asked: the
+// services every node runs (trustd and etcd run on control planes only, so
+// offering them would offer a worker a value that fails).
+var knownServices = []string{"apid"}
 
 // serviceActions are the actions of 'service ID ACTION'.
 var serviceActions = []string{"status", "start", "stop", "restart"}
@@ -69,7 +71,8 @@ func (e *env) completeContextArg(cmd *cobra.Command, args []string, toComplete s
 }
 
 // completeTargets completes -n and -e with the addresses of the context
-// (--context, else the current one): its nodes and its endpoints' hosts.
+// (--context, else the current one): its nodes and its endpoints' hosts,
+// then the nodes of the local clusters.
 // Within a comma list, the part already typed is kept.
 func (e *env) completeTargets(_ *cobra.Command, _ []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
 	c := e.completionConfig()
@@ -84,7 +87,7 @@ func (e *env) completeTargets(_ *cobra.Command, _ []string, toComplete string) (
 
 	var addrs []string
 
-	for _, a := range slices.Concat(ctx.Nodes, ctx.Endpoints) {
+	for _, a := range slices.Concat(ctx.Nodes, ctx.Endpoints, localClusterAddresses()) {
 		if a = endpointHost(a); !slices.Contains(addrs, a) {
 			addrs = append(addrs, a)
 		}
@@ -133,10 +136,32 @@ func (e *env) completeLogID(cmd *cobra.Command, args []string, _ string) ([]cobr
 	return ids, noFiles
 }
 
-// serviceIDs asks the command's nodes for their services, within
-// completionTimeout; if they cannot be asked, it offers the services every
-// node runs.
+// serviceIDs asks the command's nodes for their services; if they cannot
+// be asked, it offers the services every node runs.
 func (e *env) serviceIDs(cmd *cobra.Command) []string {
+	ids, err := e.askNodes(cmd, func(ctx context.Context, s *session) ([]string, error) {
+		resp, err := s.client.MachineClient.ServiceList(s.nodeContext(ctx), &emptypb.Empty{})
+
+		var ids []string
+
+		for _, m := range resp.GetMessages() {
+			for _, svc := range m.GetServices() {
+				ids = append(ids, svc.GetId())
+			}
+		}
+
+		return ids, err
+	})
+	if err != nil {
+		return slices.Clone(knownServices)
+	}
+
+	return ids
+}
+
+// askNodes runs ask on a session of the command's target within
+// completionTimeout and returns its values sorted, without repeats.
+func (e *env) askNodes(cmd *cobra.Command, ask func(context.Context, *session) ([]string, error)) ([]string, error) {
 	parent := cmd.Context()
 	if parent == nil {
 		parent = context.Background()
@@ -147,26 +172,16 @@ func (e *env) serviceIDs(cmd *cobra.Command) []string {
 
 	s, err := e.openSession(ctx)
 	if err != nil {
-		return slices.Clone(knownServices)
+		return nil, err
 	}
 	defer s.close()
 
-	resp, err := s.client.MachineClient.ServiceList(s.nodeContext(ctx), &emptypb.Empty{})
+	values, err := ask(ctx, s)
 	if err != nil {
-		return slices.Clone(knownServices)
+		return nil, err
 	}
 
-	var ids []string
+	slices.Sort(values)
 
-	for _, m := range resp.GetMessages() {
-		for _, svc := range m.GetServices() {
-			if !slices.Contains(ids, svc.GetId()) {
-				ids = append(ids, svc.GetId())
-			}
-		}
-	}
-
-	slices.Sort(ids)
-
-	return ids
+	return slices.Compact(values), nil
 }

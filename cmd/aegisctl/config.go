@@ -46,6 +46,8 @@ func newConfigCommand(e *env) *cobra.Command {
 			func(ctx *certs.ClientContext, v []string) { ctx.Endpoints = v }),
 		newSetListCommand(e, "node", "Set the default nodes of the current context",
 			func(ctx *certs.ClientContext, v []string) { ctx.Nodes = v }),
+		newConfigAddCommand(e),
+		newConfigRemoveCommand(e),
 		newConfigMergeCommand(e),
 		newConfigNewCommand(e),
 		newConfigRenewCommand(e),

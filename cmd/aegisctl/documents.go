@@ -89,6 +89,15 @@ type nodeHealthDoc struct {
 
 // writeDocument prints v as indented JSON or as YAML with the same keys.
 func writeDocument(w io.Writer, format outputFormat, v any) error {
+	if tmpl, ok := format.jsonpathTemplate(); ok {
+		doc, err := genericDocument(v)
+		if err != nil {
+			return err
+		}
+
+		return writeJSONPath(w, tmpl, doc)
+	}
+
 	out, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err

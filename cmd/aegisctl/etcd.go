@@ -25,7 +25,7 @@ alarm disarm: os:operator).`,
 	}
 
 	cmd.AddCommand(
-		etcdUnary(e, "members", "List the etcd members as each node knows them", etcdMembers),
+		etcdUnaryWide(e, "members", "List the etcd members as each node knows them", etcdMembers),
 		etcdUnary(e, "status", "Show the status of each node's etcd member", etcdStatus),
 		etcdUnary(e, "leave", "Take each node out of the etcd cluster, stop its etcd and remove its data", etcdLeave),
 		etcdUnary(e, "forfeit-leadership", "Hand the leadership to another member if the node leads", etcdForfeit),
@@ -47,21 +47,23 @@ func etcdUnary(e *env, use, short string, run etcdRun) *cobra.Command {
 	return cmd
 }
 
+// etcdUnaryWide is etcdUnary for a command with a wide table.
+func etcdUnaryWide(e *env, use, short string, run etcdRun) *cobra.Command {
+	cmd := &cobra.Command{Use: use, Short: short, Args: cobra.NoArgs}
+	format := addWideOutputFlag(cmd)
+
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error { return run(e, cmd, *format) }
+
+	return cmd
+}
+
 func etcdMembers(e *env, cmd *cobra.Command, format outputFormat) error {
 	return unaryCommand[*machine.EtcdMemberListResponse]{
 		call: func(ctx context.Context, c *client.Client) (*machine.EtcdMemberListResponse, error) {
 			return c.MachineClient.EtcdMemberList(ctx, &machine.EtcdMemberListRequest{})
 		},
-		table: func(w io.Writer, r *machine.EtcdMemberListResponse, named bool) {
-			header(w, named, "ID\tHOSTNAME\tPEER URLS\tCLIENT URLS\tLEARNER")
-
-			eachNode(w, r.GetMessages(), func(m *machine.EtcdMembers) {
-				for _, mb := range m.GetMembers() {
-					fmt.Fprintf(w, "%s%016x\t%s\t%s\t%s\t%t\n", nodeCell(named, m.GetMetadata().GetHostname()), mb.GetId(),
-						mb.GetHostname(), strings.Join(mb.GetPeerUrls(), ","), strings.Join(mb.GetClientUrls(), ","), mb.GetIsLearner())
-				}
-			})
-		},
+		table: func(w io.Writer, r *machine.EtcdMemberListResponse, named bool) { etcdMembersTable(w, r, named, false) },
+		wide:  func(w io.Writer, r *machine.EtcdMemberListResponse, named bool) { etcdMembersTable(w, r, named, true) },
 	}.run(e, cmd, format)
 }
 
@@ -215,4 +217,28 @@ func newEtcdAlarmCommand(e *env) *cobra.Command {
 	}))
 
 	return cmd
+}
+
+// etcdMembersTable shows member IDs in hex, as etcdctl does; the wide form
+// adds them in decimal, as -o json prints the reply's uint64.
+func etcdMembersTable(w io.Writer, r *machine.EtcdMemberListResponse, named, wide bool) {
+	cols := "ID\tHOSTNAME\tPEER URLS\tCLIENT URLS\tLEARNER"
+	if wide {
+		cols += "\tID (DECIMAL)"
+	}
+
+	header(w, named, cols)
+
+	eachNode(w, r.GetMessages(), func(m *machine.EtcdMembers) {
+		for _, mb := range m.GetMembers() {
+			fmt.Fprintf(w, "%s%016x\t%s\t%s\t%s\t%t", nodeCell(named, m.GetMetadata().GetHostname()), mb.GetId(),
+				mb.GetHostname(), strings.Join(mb.GetPeerUrls(), ","), strings.Join(mb.GetClientUrls(), ","), mb.GetIsLearner())
+
+			if wide {
+				fmt.Fprintf(w, "\t%d", mb.GetId())
+			}
+
+			fmt.Fprintln(w)
+		}
+	})
 }

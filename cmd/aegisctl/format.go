@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/spf13/cobra"
 	"go.yaml.in/yaml/v3"
@@ -20,7 +22,37 @@ const (
 	formatTable outputFormat = "table"
 	formatJSON  outputFormat = "json"
 	formatYAML  outputFormat = "yaml"
+	// formatWide is the table with more columns, for the commands whose
+	// table has more to give (addWideOutputFlag).
+	formatWide outputFormat = "wide"
 )
+
+// formatFlag is the -o flag: the format, and whether the command has a
+// wide table.
+type formatFlag struct {
+	f    *outputFormat
+	wide bool
+}
+
+func (ff formatFlag) String() string { return ff.f.String() }
+
+func (ff formatFlag) Type() string { return ff.f.Type() }
+
+// Set accepts wide where the command has a wide table, the rest as
+// outputFormat.Set does.
+func (ff formatFlag) Set(s string) error {
+	if outputFormat(s) == formatWide {
+		if !ff.wide {
+			return errors.New("-o wide: this command's table has no more columns to show (table, json, yaml or jsonpath=TEMPLATE)")
+		}
+
+		*ff.f = formatWide
+
+		return nil
+	}
+
+	return ff.f.Set(s)
+}
 
 // String implements pflag.Value.
 func (f *outputFormat) String() string { return string(*f) }
@@ -36,28 +68,52 @@ func (f *outputFormat) Set(s string) error {
 
 		return nil
 	default:
-		return fmt.Errorf("unknown output format %q (table, json or yaml)", s)
+		if tmpl, ok := v.jsonpathTemplate(); ok {
+			if _, err := parseJSONPath(tmpl); err != nil {
+				return err
+			}
+
+			*f = v
+
+			return nil
+		}
+
+		return fmt.Errorf("unknown output format %q (table, json, yaml or jsonpath=TEMPLATE)", s)
 	}
 }
 
 // addOutputFlag gives a command printing API replies the -o flag, table
 // by default.
 func addOutputFlag(cmd *cobra.Command) *outputFormat {
-	return addFormatFlag(cmd, "output format: table, json or yaml (the API replies as they are)")
+	return addFormatFlag(cmd, "output format: table, json, yaml (the API replies as they are) or jsonpath=TEMPLATE (over the json)")
 }
 
 // addDocumentFlag gives a command printing its own findings the -o flag.
 func addDocumentFlag(cmd *cobra.Command) *outputFormat {
-	return addFormatFlag(cmd, "output format: table, json or yaml")
+	return addFormatFlag(cmd, "output format: table, json, yaml or jsonpath=TEMPLATE (over the json)")
+}
+
+// addWideOutputFlag is addOutputFlag for a command whose table has a wide
+// form with more columns.
+func addWideOutputFlag(cmd *cobra.Command) *outputFormat {
+	return addFormatFlagWide(cmd, "output format: table, wide (more columns), json, yaml (the API replies as they are) or jsonpath=TEMPLATE (over the json)", true)
 }
 
 func addFormatFlag(cmd *cobra.Command, usage string) *outputFormat {
+	return addFormatFlagWide(cmd, usage, false)
+}
+
+func addFormatFlagWide(cmd *cobra.Command, usage string, wide bool) *outputFormat {
 	f := formatTable
-	cmd.Flags().VarP(&f, "output", "o", usage)
+	cmd.Flags().VarP(formatFlag{f: &f, wide: wide}, "output", "o", usage)
+
+	formats := []string{string(formatTable), string(formatJSON), string(formatYAML)}
+	if wide {
+		formats = slices.Insert(formats, 1, string(formatWide))
+	}
 
 	//nolint:errcheck // the flag was just added
-	cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions(
-		[]string{string(formatTable), string(formatJSON), string(formatYAML)}, cobra.ShellCompDirectiveNoFileComp))
+	cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions(formats, cobra.ShellCompDirectiveNoFileComp))
 
 	return &f
 }
@@ -68,6 +124,10 @@ func writeReply(w io.Writer, format outputFormat, msg proto.Message) error {
 	doc, err := replyDocument(msg)
 	if err != nil {
 		return err
+	}
+
+	if tmpl, ok := format.jsonpathTemplate(); ok {
+		return writeJSONPath(w, tmpl, doc)
 	}
 
 	var out []byte
@@ -95,6 +155,10 @@ func writeStreamed(w io.Writer, format outputFormat, msg proto.Message) error {
 	doc, err := replyDocument(msg)
 	if err != nil {
 		return err
+	}
+
+	if tmpl, ok := format.jsonpathTemplate(); ok {
+		return writeJSONPath(w, tmpl, doc)
 	}
 
 	var out []byte

@@ -150,12 +150,39 @@ func TestTokenListOutput(t *testing.T) {
 		{Id: "stuvwx", Created: ts(-time.Hour), Expires: ts(time.Hour), Uses: 7, Revoked: ts(-time.Minute)},
 	}}}}
 
+	for golden_, wide := range map[string]bool{"tokens.golden": false, "tokens-wide.golden": true} {
+		var out bytes.Buffer
+		if err := printReply(&out, formatTable, resp, false, func(w io.Writer) { tokenListTable(w, resp, false, now, wide) }); err != nil {
+			t.Fatal(err)
+		}
+
+		golden.Compare(t, golden_, out.Bytes())
+	}
+}
+
+func TestEtcdMembersWide(t *testing.T) {
+	resp := &machine.EtcdMemberListResponse{Messages: []*machine.EtcdMembers{{Members: []*machine.EtcdMember{
+		{Id: 0x8e9e05c52164694d, Hostname: "cp-1", PeerUrls: []string{"https://127.5.0.2:2380"}, ClientUrls: []string{"https://127.5.0.2:2379"}},
+	}}}}
+
 	var out bytes.Buffer
-	if err := printReply(&out, formatTable, resp, false, func(w io.Writer) { tokenListTable(w, resp, false, now) }); err != nil {
+	if err := printReply(&out, formatTable, resp, false, func(w io.Writer) { etcdMembersTable(w, resp, false, true) }); err != nil {
 		t.Fatal(err)
 	}
 
-	golden.Compare(t, "tokens.golden", out.Bytes())
+	// The hex ID of the table and the decimal one of -o json, side by side.
+	if got := out.String(); !strings.Contains(got, "8e9e05c52164694d") || !strings.Contains(got, "10276657743932975437") {
+		t.Fatalf("wide table:\n%s", got)
+	}
+
+	var f outputFormat
+	if err := (formatFlag{f: &f}).Set("wide"); err == nil || !strings.Contains(err.Error(), "no more columns") {
+		t.Fatalf("wide on a command without a wide table: %v", err)
+	}
+
+	if err := (formatFlag{f: &f, wide: true}).Set("wide"); err != nil || f != formatWide {
+		t.Fatalf("wide: %v, %q", err, f)
+	}
 }
 
 func TestEventOutput(t *testing.T) {

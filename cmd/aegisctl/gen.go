@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/internal/wire"
+	"github.com/aegis-os/aegis/token"
 )
 
 func newGenCommand(e *env) *cobra.Command {
@@ -81,6 +83,7 @@ func newGenConfigCommand(e *env) *cobra.Command {
 		outDir      string
 		force       bool
 		crtTTL      time.Duration
+		joinToken   string
 	)
 
 	cmd := &cobra.Command{
@@ -92,15 +95,26 @@ config holding an os:admin certificate. ENDPOINT is the control plane's address
 clients reach apid on port 50000.
 
 Without --with-secrets a new secrets bundle is generated and written beside the
-configs as secrets.yaml; keep it to make more configs for the same cluster.`,
+configs as secrets.yaml; keep it to make more configs for the same cluster.
+
+With --token, worker.yaml joins with that token, one made with 'aegisctl token
+create' (limited to some names, expiring), instead of the cluster's static
+token; controlplane.yaml keeps the static one. The worker renews through
+trustd with it too, so it must stay valid while the worker runs. A stored
+token belongs to a running cluster, so --token needs --with-secrets.`,
 		Example: `  aegisctl gen config demo 10.5.0.2 --time-server pool.ntp.org
   aegisctl gen config demo cp.example --with-secrets secrets.yaml -o demo/
-  aegisctl gen config local 127.5.0.2 --trust-host-clock`,
+  aegisctl gen config local 127.5.0.2 --trust-host-clock
+  aegisctl gen config demo 10.5.0.2 --with-secrets secrets.yaml -o w7/ --token w4k2zq.0123456789abcdef`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.ClusterName, opts.Endpoint = args[0], args[1]
 
-			return genConfig(e, opts, withSecrets, outDir, crtTTL, force)
+			if joinToken != "" && withSecrets == "" {
+				return errors.New("--token is a token of a running cluster: give that cluster's secrets with --with-secrets")
+			}
+
+			return genConfig(e, opts, withSecrets, outDir, crtTTL, force, joinToken)
 		},
 	}
 
@@ -111,12 +125,13 @@ configs as secrets.yaml; keep it to make more configs for the same cluster.`,
 	f.StringSliceVar(&opts.TimeServers, "time-server", []string{"time.cloudflare.com"}, "NTP servers (host or host:port), repeatable")
 	f.BoolVar(&opts.TrustHostClock, "trust-host-clock", false, "trust the host clock instead of NTP (local clusters on one machine)")
 	f.StringSliceVar(&opts.CertSANs, "cert-sans", nil, "extra names and addresses for node certificates")
+	f.StringVar(&joinToken, "token", "", "token worker.yaml joins with, from 'token create' (default: the cluster's static token)")
 	f.DurationVar(&crtTTL, "crt-ttl", ca.DefaultsFor(ca.ProfileClient).TTL, "lifetime of the admin client certificate")
 
 	return cmd
 }
 
-func genConfig(e *env, opts certs.ConfigOptions, withSecrets, outDir string, crtTTL time.Duration, force bool) error {
+func genConfig(e *env, opts certs.ConfigOptions, withSecrets, outDir string, crtTTL time.Duration, force bool, joinToken string) error {
 	if _, _, err := net.SplitHostPort(opts.Endpoint); err == nil {
 		return fmt.Errorf("ENDPOINT %q: give the address without a port (trustd is on %d, apid on %d)", opts.Endpoint, wire.TrustdPort, wire.APIDPort)
 	}
@@ -139,6 +154,15 @@ func genConfig(e *env, opts certs.ConfigOptions, withSecrets, outDir string, crt
 
 	if generated {
 		set.Secrets = b
+	}
+
+	if joinToken != "" {
+		tok, err := token.Parse(joinToken)
+		if err != nil {
+			return fmt.Errorf("--token: %w", err)
+		}
+
+		set.Worker.Machine.Token = tok.Reveal()
 	}
 
 	files, err := set.Files(outDir)

@@ -41,7 +41,8 @@ refreshing its entry leaves the list after three heartbeat intervals.`,
   aegisctl -n 127.5.0.2,127.5.0.3 get machinestatus
   aegisctl get certs server -o yaml
   aegisctl get services --watch`,
-		Args: cobra.RangeArgs(1, 2),
+		Args:              cobra.RangeArgs(1, 2),
+		ValidArgsFunction: completeGetKind,
 	}
 
 	format := addOutputFlag(cmd)
@@ -186,6 +187,10 @@ func (g *getter) print(node string, rd *meta.ResourceDefinition, mark string, r 
 	defer g.mu.Unlock()
 
 	w := g.w
+
+	if tmpl, ok := g.format.jsonpathTemplate(); ok {
+		return writeJSONPath(w, tmpl, doc)
+	}
 
 	switch g.format {
 	case formatYAML:

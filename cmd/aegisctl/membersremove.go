@@ -87,7 +87,8 @@ remove-member', or a reset of the node). A removed node that is alive after
 all becomes a member again with its next heartbeat.`,
 		Example: `  aegisctl members remove worker-2
   aegisctl members remove 10.5.0.7`,
-		Args: cobra.ExactArgs(1),
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: e.completeMemberName,
 	}
 
 	format := addOutputFlag(cmd)

@@ -28,6 +28,9 @@ func nodeCommands(e *env) []*cobra.Command {
 type unaryCommand[R proto.Message] struct {
 	call  func(ctx context.Context, c *client.Client) (R, error)
 	table func(w io.Writer, resp R, named bool)
+	// wide is the table of -o wide, with more columns; nil for a command
+	// made with addOutputFlag, which refuses wide.
+	wide func(w io.Writer, resp R, named bool)
 	// plain prints table's output as it is, not aligned in columns.
 	plain bool
 }
@@ -42,7 +45,12 @@ func (u unaryCommand[R]) run(e *env, cmd *cobra.Command, format outputFormat) er
 			return s.explain(err)
 		}
 
-		if err = printReply(e.stdout, format, resp, u.plain, func(w io.Writer) { u.table(w, resp, s.named()) }); err != nil {
+		table := u.table
+		if format == formatWide && u.wide != nil {
+			table, format = u.wide, formatTable
+		}
+
+		if err = printReply(e.stdout, format, resp, u.plain, func(w io.Writer) { table(w, resp, s.named()) }); err != nil {
 			return err
 		}
 

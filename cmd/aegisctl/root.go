@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/client/join"
 	"github.com/aegis-os/aegis/internal/clock"
 	"github.com/aegis-os/aegis/internal/version"
 )
@@ -21,6 +22,9 @@ type env struct {
 	aegisconfig string
 	// target is what the node commands talk to, from the global flags.
 	target targetFlags
+	// joinTransport calls trustd for 'certificate request'; nil means
+	// gRPC over TLS.
+	joinTransport join.Transport
 }
 
 // targetFlags pick the context, the endpoints a node command connects to
@@ -73,6 +77,9 @@ runs once less than a third of its lifetime is left.`,
 	root.PersistentFlags().StringVar(&e.aegisconfig, "aegisconfig", "",
 		"client config file (default $"+certs.EnvClientConfig+", else $"+certs.EnvTalosConfig+", else ~/.aegis/config)")
 
+	// talosctl users type --talosconfig; it sets the same file.
+	root.PersistentFlags().StringVar(&e.aegisconfig, "talosconfig", "", "alias of --aegisconfig, as talosctl spells it")
+
 	root.PersistentFlags().StringVar(&e.target.context, "context", "", "context of the client config to use (default: its current context)")
 	root.PersistentFlags().StringSliceVarP(&e.target.endpoints, "endpoints", "e", nil,
 		"apid endpoints to connect to, repeatable or comma-separated (default: the context's)")
@@ -81,9 +88,10 @@ runs once less than a third of its lifetime is left.`,
 
 	registerCompletions(e, root)
 
-	root.AddCommand(newGenCommand(e), newConfigCommand(e), newClusterCommand(e))
+	root.AddCommand(newGenCommand(e), newConfigCommand(e), newClusterCommand(e), newCertificateCommand(e))
 	root.AddCommand(nodeCommands(e)...)
 	strictGroups(root)
+	setExamples(root)
 
 	return root
 }

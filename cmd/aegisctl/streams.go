@@ -25,13 +25,18 @@ func newLogsCommand(e *env) *cobra.Command {
 
 	cmd := &cobra.Command{
 		Use:   "logs ID",
-		Short: "Print the log of a service (apid, trustd, machined) of each node",
+		Short: "Print the log of a service of each node, or machined's own",
 		Example: `  aegisctl logs apid --tail 20
   aegisctl -n 127.5.0.2,127.5.0.3 logs trustd -f
   aegisctl logs machined -o json`,
 		Long: `Print the log of a service of each node: all of it, or its last --tail lines;
 with -f, keep printing new lines until interrupted. With nodes named, each
-line starts with its node.`,
+line starts with its node.
+
+ID is a service the node runs, as 'aegisctl services' lists them (a control
+plane runs more than a worker: trustd, etcd), or machined for the node's own
+log. Shell completion asks the nodes for their services; when they do not
+answer within two seconds it offers apid and machined, which every node has.`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: e.completeLogID,
 	}

@@ -103,30 +103,57 @@ func newTokenListCommand(e *env) *cobra.Command {
 		Args:  cobra.NoArgs,
 	}
 
-	format := addOutputFlag(cmd)
+	format := addWideOutputFlag(cmd)
 
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		return unaryCommand[*tokens.ListResponse]{
 			call: func(ctx context.Context, c *client.Client) (*tokens.ListResponse, error) {
 				return tokens.NewTokenServiceClient(c.Conn()).List(ctx, &tokens.ListRequest{})
 			},
-			table: func(w io.Writer, r *tokens.ListResponse, named bool) { tokenListTable(w, r, named, e.clock.Now()) },
+			table: func(w io.Writer, r *tokens.ListResponse, named bool) {
+				tokenListTable(w, r, named, e.clock.Now(), false)
+			},
+			wide: func(w io.Writer, r *tokens.ListResponse, named bool) {
+				tokenListTable(w, r, named, e.clock.Now(), true)
+			},
 		}.run(e, cmd, *format)
 	}
 
 	return cmd
 }
 
-func tokenListTable(w io.Writer, resp *tokens.ListResponse, named bool, now time.Time) {
-	header(w, named, "ID\tSTATE\tUSES\tEXPIRES\tALLOWED SANS\tDESCRIPTION")
+// tokenListTable lists the tokens; the wide form adds when each was
+// created and revoked, as times.
+func tokenListTable(w io.Writer, resp *tokens.ListResponse, named bool, now time.Time, wide bool) {
+	cols := "ID\tSTATE\tUSES\tEXPIRES\tALLOWED SANS\tDESCRIPTION"
+	if wide {
+		cols += "\tCREATED\tREVOKED"
+	}
+
+	header(w, named, cols)
 
 	eachNode(w, resp.GetMessages(), func(m *tokens.TokenList) {
 		for _, t := range m.GetTokens() {
-			fmt.Fprintf(w, "%s%s\t%s\t%s\t%s\t%s\t%s\n", nodeCell(named, m.GetMetadata().GetHostname()),
+			fmt.Fprintf(w, "%s%s\t%s\t%s\t%s\t%s\t%s", nodeCell(named, m.GetMetadata().GetHostname()),
 				t.GetId(), tokenState(t, now), usesText(t), when(t.GetExpires().AsTime(), now),
 				orAny(t.GetAllowedSans()), t.GetDescription())
+
+			if wide {
+				fmt.Fprintf(w, "\t%s\t%s", t.GetCreated().AsTime().UTC().Format(time.RFC3339), revokedAt(t))
+			}
+
+			fmt.Fprintln(w)
 		}
 	})
+}
+
+// revokedAt is when t was revoked, or "-".
+func revokedAt(t *tokens.Token) string {
+	if t.GetRevoked() == nil {
+		return "-"
+	}
+
+	return t.GetRevoked().AsTime().UTC().Format(time.RFC3339)
 }
 
 func newTokenRevokeCommand(e *env) *cobra.Command {
@@ -135,7 +162,8 @@ func newTokenRevokeCommand(e *env) *cobra.Command {
 		Short: "Revoke a token at once; it stays listed",
 		Example: `  aegisctl token list                 # the IDs
   aegisctl token revoke abc123`,
-		Args: cobra.ExactArgs(1),
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: e.completeTokenID,
 	}
 
 	format := addOutputFlag(cmd)
