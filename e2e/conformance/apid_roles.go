@@ -76,7 +76,7 @@ var (
 		return err
 	}
 	callRead call = func(ctx context.Context, c *grpc.ClientConn) error {
-		return firstRecv(machine.NewMachineServiceClient(c).Read(ctx, &machine.ReadRequest{Path: "/etc/hostname"}))
+		return firstRecv(machine.NewMachineServiceClient(c).Read(ctx, &machine.ReadRequest{Path: "/proc/sys/kernel/random/boot_id"}))
 	}
 	callTokenList call = func(ctx context.Context, c *grpc.ClientConn) error {
 		_, err := tokens.NewTokenServiceClient(c).List(ctx, &tokens.ListRequest{})
@@ -117,7 +117,7 @@ func methodClasses() []methodClass {
 		{"operate: ServiceRestart of an unknown service", callRestart, []role.Role{role.Admin, role.Operator}, codes.NotFound},
 		{"etcd backup stream: EtcdSnapshot", callEtcdSnapshot, []role.Role{role.Admin, role.Operator, role.EtcdBackup}, codes.OK},
 		{"admin: GenerateClientConfiguration with an unknown role", callClientConfig, []role.Role{role.Admin}, codes.InvalidArgument},
-		{"admin stream: Read", callRead, []role.Role{role.Admin}, codes.Unimplemented},
+		{"admin stream: Read of the boot ID", callRead, []role.Role{role.Admin}, codes.OK},
 		{"admin: TokenService.List", callTokenList, []role.Role{role.Admin}, codes.OK},
 		{"read: MembershipService.Certified", callCertified, all, codes.OK},
 		{"admin: MembershipService.Remove of an unknown node", callRemove, []role.Role{role.Admin}, codes.NotFound},
