@@ -12,6 +12,10 @@ declare -A wanted=(
   [containerd]=containerd
   [containerd-shim-runc-v2]=containerd
   [runc]=runc
+  # make bench: cfssl is built with cgo (its sqlite certificate database),
+  # and the harness creates that database with the sqlite3 shell
+  [gcc]=gcc
+  [sqlite3]=sqlite3
 )
 
 missing=()
@@ -20,6 +24,11 @@ for cmd in "${!wanted[@]}"; do
     missing+=("${wanted[$cmd]}")
   fi
 done
+
+# The C library's headers, for the same cgo build.
+if [ ! -e /usr/include/stdio.h ]; then
+  missing+=(libc6-dev)
+fi
 
 if ! command -v go >/dev/null 2>&1; then
   echo "deps: Go is required (https://go.dev/dl/); go.mod names the version" >&2
