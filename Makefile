@@ -33,7 +33,7 @@ INSTALL_BINS := aegisctl machined apid trustd etcd
 
 export CGO_ENABLED ?= 0
 
-.PHONY: all build images install test e2e conformance talos-suite run bench microbench bench-profile fuzz deps lint generate docs clean
+.PHONY: all build images install test e2e conformance talos-suite run bench bench-deps microbench bench-profile fuzz deps lint generate docs clean
 
 all: build
 
@@ -117,15 +117,25 @@ run: deps build
 ## bench: the benchmark harness on real processes (127.7.0.0/16): prints a table, writes
 ## $(BENCHOUT)/results.json and the results of docs/benchmarks.md; QUICK=1: a shorter run
 ## (under two minutes) whose Markdown goes to $(BENCHOUT)/benchmarks.md instead
-bench: build $(BIN)/cfssl
+bench: deps bench-deps build $(BIN)/cfssl $(BIN)/bareproxy
 	@mkdir -p $(BENCHOUT)
 	$(BIN)/aegisbench --bin-dir $(BIN) --json $(BENCHOUT)/results.json \
+		--cfssl-migrations "$$($(GO) list -m -f '{{.Dir}}' github.com/cloudflare/cfssl)/certdb/sqlite/migrations" \
 		--revision "$$(git describe --always --dirty 2>/dev/null)" \
 		$(if $(filter 1 yes true,$(QUICK)),--quick --doc $(BENCHOUT)/benchmarks.md,--doc docs/benchmarks.md)
 
-## bin/cfssl: cfssl's own signing server, from the cfssl module pinned in go.mod
+## bench-deps: what make bench needs beyond the tests' deps (gcc, libc6-dev, sqlite3)
+bench-deps:
+	@./scripts/deps.sh bench
+
+## bin/cfssl: cfssl's own signing server, from the cfssl module pinned in go.mod; with cgo,
+## for the sqlite driver of its certificate database (a C compiler: make deps installs one)
 $(BIN)/cfssl: go.mod go.sum
-	$(GO) build -o $@ github.com/cloudflare/cfssl/cmd/cfssl
+	CGO_ENABLED=1 $(GO) build -o $@ github.com/cloudflare/cfssl/cmd/cfssl
+
+## bin/bareproxy: the transparent proxy that is apid's floor in `make bench`; never shipped
+$(BIN)/bareproxy: go.mod go.sum $(wildcard e2e/bench/bareproxy/*.go)
+	$(GO) build -o $@ ./e2e/bench/bareproxy
 
 ## microbench: the Go micro-benchmarks of the packages
 microbench:

@@ -22,6 +22,7 @@ require (
 	github.com/prometheus/common v0.70.1
 	github.com/prometheus/procfs v0.21.1
 	github.com/siderolabs/crypto v0.6.5
+	github.com/siderolabs/grpc-proxy v0.5.1
 	github.com/siderolabs/talos/pkg/machinery v1.13.9
 	github.com/spf13/cobra v1.10.2
 	github.com/zmap/zcrypto v0.0.0-20230310154051-c8b263fd8300

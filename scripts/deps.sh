@@ -14,12 +14,27 @@ declare -A wanted=(
   [runc]=runc
 )
 
+# `deps.sh bench` (make bench) also needs these: cfssl is built with cgo
+# (its sqlite certificate database), and the harness creates that
+# database with the sqlite3 shell. make test does not.
+bench=false
+if [ "${1:-}" = bench ]; then
+  bench=true
+  wanted[gcc]=gcc
+  wanted[sqlite3]=sqlite3
+fi
+
 missing=()
 for cmd in "${!wanted[@]}"; do
   if ! command -v "$cmd" >/dev/null 2>&1 && [ ! -x "/usr/sbin/$cmd" ]; then
     missing+=("${wanted[$cmd]}")
   fi
 done
+
+# The C library's headers, for the same cgo build.
+if $bench && [ ! -e /usr/include/stdio.h ]; then
+  missing+=(libc6-dev)
+fi
 
 if ! command -v go >/dev/null 2>&1; then
   echo "deps: Go is required (https://go.dev/dl/); go.mod names the version" >&2

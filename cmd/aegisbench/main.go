@@ -3,7 +3,7 @@
 // them, prints a table of the figures, and writes them as JSON and into a
 // Markdown document.
 //
-//	aegisbench [--quick] [--bin-dir DIR] [--json FILE] [--doc FILE] [--revision REV] [--keep] [--cpuprofile FILE]
+//	aegisbench [--quick] [--bin-dir DIR] [--cfssl-migrations DIR] [--json FILE] [--doc FILE] [--revision REV] [--keep] [--cpuprofile FILE]
 //
 // It stops everything it started before it exits, on Ctrl-C too. The exit
 // status is 1 when a part of the run failed; the figures of the other parts
@@ -35,6 +35,7 @@ type options struct {
 	keep       bool
 	cpuProfile string
 	only       []string
+	migrations string
 }
 
 func main() {
@@ -62,7 +63,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs := flag.NewFlagSet("aegisbench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.BoolVar(&o.quick, "quick", false, "fewer repetitions, every case and node count kept (about a minute)")
-	fs.StringVar(&o.binDir, "bin-dir", "", "`DIR` of machined, apid, trustd and cfssl (default: aegisbench's own)")
+	fs.StringVar(&o.binDir, "bin-dir", "", "`DIR` of machined, apid, trustd, etcd, cfssl and bareproxy (default: aegisbench's own)")
+	fs.StringVar(&o.migrations, "cfssl-migrations", "", "`DIR` of cfssl's certdb/sqlite/migrations, from which the certificate database of cfssl serve is created")
 	fs.StringVar(&o.jsonPath, "json", "", "write the figures as JSON to `FILE`")
 	fs.StringVar(&o.docPath, "doc", "", "put the results between the markers of the Markdown `FILE` (a new file holds only them)")
 	fs.StringVar(&o.revision, "revision", "", "the source `REV`ision measured, for the report")
@@ -116,7 +118,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		plan = bench.QuickPlan
 	}
 
-	rep, err := bench.Run(ctx, bench.Config{BinDir: opts.binDir, Plan: plan, Progress: stderr, Keep: opts.keep, Only: opts.only})
+	rep, err := bench.Run(ctx, bench.Config{
+		BinDir: opts.binDir, Plan: plan, Progress: stderr, Keep: opts.keep, Only: opts.only, CfsslMigrations: opts.migrations,
+	})
 	if err != nil {
 		return err
 	}

@@ -10,7 +10,6 @@ import (
 	"net"
 	"os"
 	"strconv"
-	"time"
 
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"google.golang.org/grpc"
@@ -24,9 +23,10 @@ import (
 	"github.com/aegis-os/aegis/machined/layout"
 )
 
-// apidLoads compares Version through the control plane's apid with
-// Version straight to its machined, one call after the other and with
-// parallel callers, then times new mTLS connections to apid.
+// apidLoads compares Version straight to the control plane's machined,
+// through the bare transparent proxy in front of it (apid's floor) and
+// through its apid: one call after the other, then with parallel callers,
+// interleaved; then times new mTLS connections to apid.
 func (r *run) apidLoads(ctx context.Context, e *clusterEnv) error {
 	direct, conn, err := directClient(e)
 	if err != nil {
@@ -34,21 +34,34 @@ func (r *run) apidLoads(ctx context.Context, e *clusterEnv) error {
 	}
 	defer conn.Close() //nolint:errcheck // a client connection
 
-	via := versionCall(e.cli.MachineClient, nil)
+	bp, err := r.startBareProxy(ctx, e)
+	if err != nil {
+		return fmt.Errorf("bare proxy: %w", err)
+	}
+	defer bp.close() //nolint:errcheck // also on the run's clean-up list, which reports
+
+	hops := apidHops{
+		{"direct", direct, e.cpProcs["machined"]},
+		{"through the bare proxy", bp.call, bp.proc.PID()},
+		{"through apid", versionCall(e.cli.MachineClient, nil), e.cpProcs["apid"]},
+	}
 
 	p := r.plan
 	r.logf("apid: %d Version calls per case, then %d with %d callers", p.APIDCalls, p.APIDParallelCalls, p.APIDWorkers)
 
-	lat, err := r.directVsAPID(ctx, e, direct, via)
+	lat, err := r.compareHops(ctx, e, hops)
 	if err != nil {
 		return err
 	}
 
-	a := &APIDCalls{Direct: lat[0], Via: lat[1], Workers: p.APIDWorkers}
+	a := &APIDCalls{Direct: lat[0], Proxy: lat[1], Via: lat[2], Workers: p.APIDWorkers}
 
-	if a.DirectRate, a.ViaRate, err = r.parallelRates(ctx, direct, via); err != nil {
+	par, err := interleaveParallel(ctx, p, p.APIDParallelCalls, hops.parallel(e, p.APIDWorkers))
+	if err != nil {
 		return err
 	}
+
+	a.DirectParallel, a.ProxyParallel, a.ViaParallel = par[0], par[1], par[2]
 
 	if a.Handshake, err = r.handshakes(ctx, e); err != nil {
 		return err
@@ -60,20 +73,72 @@ func (r *run) apidLoads(ctx context.Context, e *clusterEnv) error {
 	return nil
 }
 
+// apidHop is one way to call Version on the control plane, and the process
+// in the way: machined itself for the direct call, else the proxy.
+type apidHop struct {
+	name string
+	call func(context.Context) error
+	pid  int
+}
+
+type apidHops []apidHop
+
+// meters charges a hop's call with the harness's, the hop's and machined's
+// CPU time, then the hop's alone.
+func (h apidHop) meters(e *clusterEnv) [][]int {
+	all := []int{os.Getpid(), e.cpProcs["machined"]}
+	if h.pid != e.cpProcs["machined"] {
+		all = append(all, h.pid)
+	}
+
+	return [][]int{all, {h.pid}}
+}
+
+// compareHops times Version by each hop, one call after the other,
+// interleaved.
+func (r *run) compareHops(ctx context.Context, e *clusterEnv, hops apidHops) ([]Case, error) {
+	p := r.plan
+	vs := make([]variant, len(hops))
+
+	for i, h := range hops {
+		vs[i] = variant{h.name, p.APIDCalls, h.call, h.meters(e)}
+	}
+
+	lat, err := compare(ctx, p.Rounds, p.Budget, vs...)
+	if err != nil {
+		return nil, err
+	}
+
+	out := make([]Case, len(lat))
+	for i, l := range lat {
+		out[i] = l.Case()
+	}
+
+	return out, nil
+}
+
+// parallel is the hops' cases with callers callers on one connection each.
+func (hops apidHops) parallel(e *clusterEnv, callers int) []saturatedCase {
+	out := make([]saturatedCase, len(hops))
+	for i, h := range hops {
+		out[i] = saturatedCase{server: h.name, callers: callers, pid: h.pid, call: h.call, all: h.meters(e)[0]}
+	}
+
+	return out
+}
+
 // directVsAPID times Version straight to the control plane's machined
 // and through its apid, one call after the other, interleaved.
 func (r *run) directVsAPID(ctx context.Context, e *clusterEnv, direct, via func(context.Context) error) ([2]Case, error) {
-	p := r.plan
-	self, machined, apid := os.Getpid(), e.cpProcs["machined"], e.cpProcs["apid"]
-
-	lat, err := compare(ctx, p.Rounds, p.Budget,
-		variant{"direct", p.APIDCalls, direct, [][]int{{machined, self}, {machined}}},
-		variant{"through apid", p.APIDCalls, via, [][]int{{apid, machined, self}, {apid}}})
+	lat, err := r.compareHops(ctx, e, apidHops{
+		{"direct", direct, e.cpProcs["machined"]},
+		{"through apid", via, e.cpProcs["apid"]},
+	})
 	if err != nil {
 		return [2]Case{}, err
 	}
 
-	return [2]Case{lat[0].Case(), lat[1].Case()}, nil
+	return [2]Case{lat[0], lat[1]}, nil
 }
 
 // directClient calls Version straight to the control plane's machined
@@ -108,31 +173,6 @@ func versionCall(mc machine.MachineServiceClient, md metadata.MD) func(context.C
 	}
 }
 
-// parallelRates runs the two calls with APIDWorkers callers each, in
-// alternating rounds, and returns their calls per second.
-func (r *run) parallelRates(ctx context.Context, direct, via func(context.Context) error) (float64, float64, error) {
-	p := r.plan
-
-	var (
-		counts   [2]int
-		elapsed  [2]time.Duration
-		perRound = max(1, p.APIDParallelCalls/p.Rounds)
-	)
-
-	for range p.Rounds {
-		for i, call := range []func(context.Context) error{direct, via} {
-			n, d, err := parallel(ctx, p.APIDWorkers, perRound, p.Budget/time.Duration(p.Rounds), call)
-			if err != nil {
-				return 0, 0, err
-			}
-
-			counts[i], elapsed[i] = counts[i]+n, elapsed[i]+d
-		}
-	}
-
-	return Rate(counts[0], elapsed[0]), Rate(counts[1], elapsed[1]), nil
-}
-
 // handshakes times new TLS connections to the control plane's apid with
 // the admin client certificate, each up to apid's first HTTP/2 frame,
 // which it sends only once it has accepted the client.
@@ -155,25 +195,33 @@ func (r *run) handshakes(ctx context.Context, e *clusterEnv) (Case, error) {
 	return lat[0].Case(), nil
 }
 
-// clientTLS is the cluster's admin credentials as a TLS client config.
-func clientTLS(e *clusterEnv) (*tls.Config, error) {
+// adminCredentials are the cluster's admin certificate and the CA
+// certificates (PEM) of its client config.
+func adminCredentials(e *clusterEnv) (tls.Certificate, []byte, error) {
 	cc, err := certs.LoadClientConfig(e.c.ClientConfigPath())
 	if err != nil {
-		return nil, err
+		return tls.Certificate{}, nil, err
 	}
 
 	_, cur, err := cc.Current()
 	if err != nil {
-		return nil, err
+		return tls.Certificate{}, nil, err
 	}
 
 	pair, err := tls.X509KeyPair(cur.Crt, cur.Key)
+
+	return pair, cur.CA, err
+}
+
+// clientTLS is the cluster's admin credentials as a TLS client config.
+func clientTLS(e *clusterEnv) (*tls.Config, error) {
+	pair, caPEM, err := adminCredentials(e)
 	if err != nil {
 		return nil, err
 	}
 
 	roots := x509.NewCertPool()
-	if !roots.AppendCertsFromPEM(cur.CA) {
+	if !roots.AppendCertsFromPEM(caPEM) {
 		return nil, errors.New("bench: client config holds no CA")
 	}
 

@@ -40,17 +40,42 @@ type cfsslServer struct {
 // certificate, as trustd issues.
 const cfsslProfile = "server"
 
+// Names of the two cfssl servers in the figures.
+const (
+	serverCfssl   = "cfssl serve"
+	serverCfsslDB = "cfssl serve with certificate database"
+)
+
 // startCfssl writes cfssl's files (CA, TLS pair, config with an auth key)
-// and runs `cfssl serve` on ip.
-func (r *run) startCfssl(ctx context.Context, s *issueSetup, ip string) (*cfsslServer, error) {
+// and runs `cfssl serve` on ip; withDB gives it a new sqlite certificate
+// database, in which it records every certificate it signs.
+func (r *run) startCfssl(ctx context.Context, s *issueSetup, ip string, withDB bool) (*cfsslServer, error) {
 	authKey := make([]byte, 32)
 	if _, err := rand.Read(authKey); err != nil {
 		return nil, err
 	}
 
-	args, tlsCfg, err := writeCfsslFiles(s, ip, authKey)
+	name, dir := serverCfssl, filepath.Join(s.dir, "cfssl")
+	if withDB {
+		name, dir = serverCfsslDB, filepath.Join(s.dir, "cfssl-db")
+	}
+
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+
+	args, tlsCfg, err := writeCfsslFiles(s, dir, ip, authKey)
 	if err != nil {
 		return nil, err
+	}
+
+	if withDB {
+		dbConfig := filepath.Join(dir, "certdb.json")
+		if err = createCertDB(ctx, r.cfg.CfsslMigrations, filepath.Join(dir, "certdb.sqlite"), dbConfig); err != nil {
+			return nil, err
+		}
+
+		args = append(args, "-db-config", dbConfig)
 	}
 
 	body, err := authSignBody(s.csrPEM, authKey)
@@ -70,7 +95,7 @@ func (r *run) startCfssl(ctx context.Context, s *issueSetup, ip string) (*cfsslS
 	// Warnings and errors only: at its default level cfssl logs three
 	// lines per request. Without them the reference is at its fastest,
 	// while trustd still writes its audit record per call.
-	c.proc, err = r.start("cfssl serve", filepath.Join(s.dir, "cfssl.log"), filepath.Join(r.cfg.BinDir, "cfssl"),
+	c.proc, err = r.start(name, filepath.Join(dir, "cfssl.log"), filepath.Join(r.cfg.BinDir, "cfssl"),
 		append([]string{"serve", "-address", ip, "-port", strconv.Itoa(CfsslPort), "-loglevel", "2"}, args...)...)
 	if err != nil {
 		return nil, err
@@ -87,10 +112,10 @@ func (r *run) startCfssl(ctx context.Context, s *issueSetup, ip string) (*cfsslS
 	return c, nil
 }
 
-// writeCfsslFiles writes the CA pair, a TLS server pair for ip from the
-// same CA, and the signing config; it returns serve's flags naming them and
-// the client's TLS config.
-func writeCfsslFiles(s *issueSetup, ip string, authKey []byte) ([]string, *tls.Config, error) {
+// writeCfsslFiles writes into dir the CA pair, a TLS server pair for ip
+// from the same CA, and the signing config; it returns serve's flags naming
+// them and the client's TLS config.
+func writeCfsslFiles(s *issueSetup, dir, ip string, authKey []byte) ([]string, *tls.Config, error) {
 	tlsCert, tlsKey, err := serverPair(s.ca, ip)
 	if err != nil {
 		return nil, nil, err
@@ -117,7 +142,7 @@ func writeCfsslFiles(s *issueSetup, ip string, authKey []byte) ([]string, *tls.C
 	var args []string
 
 	for _, f := range files {
-		path := filepath.Join(s.dir, f.name)
+		path := filepath.Join(dir, f.name)
 		if err := os.WriteFile(path, f.data, 0o600); err != nil {
 			return nil, nil, err
 		}

@@ -24,7 +24,8 @@ const issuanceWork = "Both servers: TLS 1.3 with a server certificate of the CA'
 	"per certificate, parse the CSR and verify its signature, sign once, and verify the signature made (x509.CreateCertificate). " +
 	"trustd also checks the token in constant time, the time gate, the names against policy and the control planes' names, " +
 	"checks the fields of the result, and syncs its audit record to disk (fdatasync, one per group of concurrent issuances) before it answers. " +
-	"cfssl serve checks the request's HMAC and neither logs (-loglevel 2) nor records the certificate (no certificate database)"
+	"cfssl serve checks the request's HMAC and does not log (-loglevel 2); without a certificate database it records nothing, " +
+	"with one (-db-config, cfssl's sqlite schema) it inserts every certificate into sqlite, committed before it answers"
 
 // issueSetup is what the issuance cases of one key type share: the CA (the
 // OS CA of a fresh secrets bundle) and the CSR every case signs.
@@ -40,12 +41,12 @@ type issueSetup struct {
 // serve, interleaved.
 func (r *run) issuance(ctx context.Context) error {
 	kts := ca.KeyTypes()
-	if len(kts) > min(len(TrustdIPs), len(CfsslIPs)) {
-		return fmt.Errorf("bench: %d key types, addresses for %d", len(kts), min(len(TrustdIPs), len(CfsslIPs)))
+	if n := min(len(TrustdIPs), len(CfsslIPs), len(CfsslDBIPs)); len(kts) > n {
+		return fmt.Errorf("bench: %d key types, addresses for %d", len(kts), n)
 	}
 
 	for i, kt := range kts {
-		is, err := r.issueKeyType(ctx, kt, TrustdIPs[i], CfsslIPs[i])
+		is, err := r.issueKeyType(ctx, kt, issueAddrs{TrustdIPs[i], CfsslIPs[i], CfsslDBIPs[i]})
 		if err != nil {
 			return fmt.Errorf("%s: %w", kt, err)
 		}
@@ -56,40 +57,77 @@ func (r *run) issuance(ctx context.Context) error {
 	return nil
 }
 
-func (r *run) issueKeyType(ctx context.Context, kt ca.KeyType, trustdIP, cfsslIP string) (Issuance, error) {
+// issueAddrs are the addresses of one key type's servers.
+type issueAddrs struct{ trustd, cfssl, cfsslDB string }
+
+// issuers are one key type's servers: trustd, and cfssl serve without and
+// with a certificate database.
+type issuers struct {
+	td             *trustdServer
+	cfssl, cfsslDB *cfsslServer
+}
+
+// startIssuers starts trustd and both cfssl servers; close stops those
+// started, on failure too.
+func (r *run) startIssuers(ctx context.Context, s *issueSetup, a issueAddrs) (is issuers, err error) {
+	r.logf("issuance, %s: starting trustd on %s, cfssl serve on %s, cfssl serve with a certificate database on %s",
+		s.kt, a.trustd, a.cfssl, a.cfsslDB)
+
+	if is.td, err = r.startTrustd(ctx, s, a.trustd); err != nil {
+		return is, err
+	}
+
+	if is.cfssl, err = r.startCfssl(ctx, s, a.cfssl, false); err != nil {
+		return is, err
+	}
+
+	is.cfsslDB, err = r.startCfssl(ctx, s, a.cfsslDB, true)
+
+	return is, err
+}
+
+// close stops the servers that were started; they are also on the run's
+// clean-up list, which reports.
+func (is issuers) close() {
+	for _, c := range []*cfsslServer{is.cfssl, is.cfsslDB} {
+		if c != nil {
+			c.close() //nolint:errcheck // as above
+		}
+	}
+
+	if is.td != nil {
+		is.td.close() //nolint:errcheck // as above
+	}
+}
+
+func (r *run) issueKeyType(ctx context.Context, kt ca.KeyType, a issueAddrs) (Issuance, error) {
 	s, err := newIssueSetup(filepath.Join(r.dir, "issue-"+string(kt)), kt)
 	if err != nil {
 		return Issuance{}, err
 	}
 
-	r.logf("issuance, %s: starting trustd on %s and cfssl serve on %s", kt, trustdIP, cfsslIP)
+	is, err := r.startIssuers(ctx, s, a)
+	defer is.close()
 
-	td, err := r.startTrustd(ctx, s, trustdIP)
 	if err != nil {
 		return Issuance{}, err
 	}
-	defer td.close() //nolint:errcheck // the server is also on the run's clean-up list, which reports
-
-	cf, err := r.startCfssl(ctx, s, cfsslIP)
-	if err != nil {
-		return Issuance{}, err
-	}
-	defer cf.close() //nolint:errcheck // as above
 
 	role := "stand-alone, issuance " + string(kt)
-	watched := watchedProcesses{{"trustd", role, td.proc.PID()}, {"cfssl serve", role, cf.proc.PID()}}
+	watched := watchedProcesses{{"trustd", role, is.td.proc.PID()}, {serverCfssl, role, is.cfssl.proc.PID()},
+		{serverCfsslDB, role, is.cfsslDB.proc.PID()}}
 	idle := watched.read()
 
 	r.logf("issuance, %s: %d calls per case (%d with a new connection per call)", kt, r.plan.IssueCalls, r.plan.IssueNewConnCalls)
 
-	lat, err := r.compareIssuers(ctx, s, td, cf)
+	lat, err := r.compareIssuers(ctx, s, is)
 	if err != nil {
 		return Issuance{}, err
 	}
 
 	r.logf("issuance, %s: %d calls per server at %v callers", kt, r.plan.SaturatedCalls, SaturatedCallers)
 
-	sat, err := r.saturate(ctx, td, cf)
+	sat, err := r.saturate(ctx, is)
 	if err != nil {
 		return Issuance{}, err
 	}
@@ -100,23 +138,26 @@ func (r *run) issueKeyType(ctx context.Context, kt ca.KeyType, trustdIP, cfsslIP
 		KeyType: string(kt), Bound: lat[0].Case(),
 		TrustdOne: lat[1].Case(), TrustdNew: lat[2].Case(),
 		CfsslOne: lat[3].Case(), CfsslNew: lat[4].Case(),
+		CfsslDBOne: lat[5].Case(), CfsslDBNew: lat[6].Case(),
 		Saturated: sat,
 	}, nil
 }
 
-// compareIssuers runs the five cases of one key type, interleaved,
+// compareIssuers runs the seven cases of one key type, interleaved,
 // charging the servers' and the harness's CPU time.
-func (r *run) compareIssuers(ctx context.Context, s *issueSetup, td *trustdServer, cf *cfsslServer) ([]sample, error) {
+func (r *run) compareIssuers(ctx context.Context, s *issueSetup, is issuers) ([]sample, error) {
 	p, self := r.plan, os.Getpid()
-	trustdMeters := [][]int{{td.proc.PID(), self}, {td.proc.PID()}}
-	cfsslMeters := [][]int{{cf.proc.PID(), self}, {cf.proc.PID()}}
+	meters := func(pid int) [][]int { return [][]int{{pid, self}, {pid}} }
+	td, cf, db := meters(is.td.proc.PID()), meters(is.cfssl.proc.PID()), meters(is.cfsslDB.proc.PID())
 
 	return compare(ctx, p.Rounds, p.Budget,
 		variant{"in-process bound", p.IssueCalls, boundCall(s.ca, s.csrPEM), [][]int{{self}}},
-		variant{"trustd one connection", p.IssueCalls, td.callOne, trustdMeters},
-		variant{"trustd new connection", p.IssueNewConnCalls, td.callNew, trustdMeters},
-		variant{"cfssl one connection", p.IssueCalls, cf.callOne, cfsslMeters},
-		variant{"cfssl new connection", p.IssueNewConnCalls, cf.callNew, cfsslMeters},
+		variant{"trustd one connection", p.IssueCalls, is.td.callOne, td},
+		variant{"trustd new connection", p.IssueNewConnCalls, is.td.callNew, td},
+		variant{"cfssl one connection", p.IssueCalls, is.cfssl.callOne, cf},
+		variant{"cfssl new connection", p.IssueNewConnCalls, is.cfssl.callNew, cf},
+		variant{"cfssl with database one connection", p.IssueCalls, is.cfsslDB.callOne, db},
+		variant{"cfssl with database new connection", p.IssueNewConnCalls, is.cfsslDB.callNew, db},
 	)
 }
 

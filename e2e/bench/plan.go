@@ -98,8 +98,10 @@ var (
 	RuntimeLoadCIDR = netip.MustParsePrefix("127.7.13.0/24")
 	// TrustdIPs are the stand-alone trustd servers, per CA key type.
 	TrustdIPs = []string{"127.7.2.1", "127.7.2.2"}
-	// CfsslIPs are the cfssl servers, per CA key type.
-	CfsslIPs = []string{"127.7.3.1", "127.7.3.2"}
+	// CfsslIPs are the cfssl servers without a certificate database, per
+	// CA key type; CfsslDBIPs those with one.
+	CfsslIPs   = []string{"127.7.3.1", "127.7.3.2"}
+	CfsslDBIPs = []string{"127.7.3.3", "127.7.3.4"}
 	// JoinSources holds the join storms' clients, one address each (the
 	// block's first on): a token obtains a certificate for the address it
 	// calls from, as a worker joins from its own. A /22 holds the 1,000 of
@@ -112,6 +114,10 @@ var (
 
 // CfsslPort is where cfssl serve listens (its own default).
 const CfsslPort = 8888
+
+// BareProxyPort is where the bare transparent proxy listens, on the
+// control plane's address, next to apid's port.
+const BareProxyPort = 50100
 
 // Time limits of the harness's waits.
 const (

@@ -47,13 +47,16 @@ type Issuance struct {
 	// then x509.CreateCertificate; no network, no policy.
 	Bound Case `json:"bound"`
 	// Trustd and Cfssl are the servers, over one kept connection (One) and
-	// with a new TLS connection per request (New).
-	TrustdOne Case `json:"trustd_one_connection"`
-	TrustdNew Case `json:"trustd_new_connection"`
-	CfsslOne  Case `json:"cfssl_one_connection"`
-	CfsslNew  Case `json:"cfssl_new_connection"`
-	// Saturated is trustd and cfssl serve under parallel callers on kept
-	// connections, at each count of SaturatedCallers.
+	// with a new TLS connection per request (New); CfsslDB is cfssl serve
+	// with its sqlite certificate database, recording every certificate.
+	TrustdOne  Case `json:"trustd_one_connection"`
+	TrustdNew  Case `json:"trustd_new_connection"`
+	CfsslOne   Case `json:"cfssl_one_connection"`
+	CfsslNew   Case `json:"cfssl_new_connection"`
+	CfsslDBOne Case `json:"cfssl_db_one_connection"`
+	CfsslDBNew Case `json:"cfssl_db_new_connection"`
+	// Saturated is trustd and both cfssl servers under parallel callers on
+	// kept connections, at each count of SaturatedCallers.
 	Saturated []Saturated `json:"saturated,omitempty"`
 }
 
@@ -105,14 +108,20 @@ func (j *JoinStorm) FloorRatio(cpus int) float64 {
 }
 
 // APIDCalls compares Version through apid with Version straight to
-// machined's socket, and measures new mTLS connections to apid.
+// machined's socket and through the bare transparent proxy in front of it
+// (apid's floor: a second gRPC hop over mTLS, raw frames, no checks), and
+// measures new mTLS connections to apid.
 type APIDCalls struct {
 	Direct Case `json:"direct"`
+	Proxy  Case `json:"via_bare_proxy"`
 	Via    Case `json:"via_apid"`
-	// Workers is how many callers share the connection in the rate runs.
-	Workers    int     `json:"parallel_workers"`
-	DirectRate float64 `json:"direct_calls_per_s"`
-	ViaRate    float64 `json:"via_apid_calls_per_s"`
+	// Workers is how many callers share the connection in the parallel
+	// runs; the Parallel figures are those runs'. Their ServerCPU is the
+	// hop's (machined's for the direct call), CPU every process's.
+	Workers        int       `json:"parallel_workers"`
+	DirectParallel Saturated `json:"direct_parallel"`
+	ProxyParallel  Saturated `json:"via_bare_proxy_parallel"`
+	ViaParallel    Saturated `json:"via_apid_parallel"`
 	// Handshake is a new TLS 1.3 connection with a client certificate, up
 	// to apid's first HTTP/2 frame.
 	Handshake Case `json:"handshake"`

@@ -15,7 +15,8 @@ import (
 
 // Config configures a run.
 type Config struct {
-	// BinDir holds the machined, apid, trustd and cfssl binaries. Required.
+	// BinDir holds the machined, apid, trustd, etcd, cfssl and bareproxy
+	// binaries. Required.
 	BinDir string
 	// Plan is how much load to make. Required.
 	Plan Plan
@@ -26,6 +27,11 @@ type Config struct {
 	Keep bool
 	// Only names the stages to run (Stages); empty runs them all.
 	Only []string
+	// CfsslMigrations is the directory of cfssl's sqlite certificate
+	// database migrations (certdb/sqlite/migrations of the cfssl module
+	// pinned in go.mod), from which the issuance stage creates the database
+	// of the cfssl serve that records what it signs. Required by that stage.
+	CfsslMigrations string
 }
 
 // Stages are the parts of a run, in the order they run.
@@ -141,7 +147,7 @@ func (r *run) logf(format string, args ...any) {
 }
 
 // Binaries lists what BinDir must hold.
-var Binaries = []string{"machined", "apid", "trustd", "etcd", "cfssl"}
+var Binaries = []string{"machined", "apid", "trustd", "etcd", "cfssl", BareProxyBinary}
 
 func checkBinaries(dir string) error {
 	var missing []error

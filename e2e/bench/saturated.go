@@ -27,8 +27,11 @@ type Saturated struct {
 	Callers int           `json:"callers"`
 	Calls   int           `json:"calls"`
 	Elapsed time.Duration `json:"elapsed_ns"`
-	// ServerCPU is the server's CPU time per certificate.
+	// ServerCPU is the server's CPU time per call.
 	ServerCPU time.Duration `json:"server_cpu_per_call_ns"`
+	// CPU is the CPU time per call of every process involved (the
+	// harness's client included), where measured.
+	CPU time.Duration `json:"cpu_per_call_ns,omitempty"`
 }
 
 // PerSecond is the certificates per second at saturation.
@@ -40,27 +43,36 @@ type saturatedCase struct {
 	callers int
 	pid     int
 	call    func(context.Context) error
+	// all are every process the call makes work, whose CPU time is the
+	// figure's CPU; nil leaves it unmeasured.
+	all []int
 }
 
-// saturate runs trustd and cfssl serve at each count of callers,
-// interleaved in rounds, and returns trustd's and cfssl's figures in that
-// order per count.
-func (r *run) saturate(ctx context.Context, td *trustdServer, cf *cfsslServer) ([]Saturated, error) {
+// saturate runs trustd and both cfssl servers at each count of callers,
+// interleaved in rounds, and returns trustd's, cfssl's and cfssl's with a
+// certificate database figures in that order per count.
+func (r *run) saturate(ctx context.Context, is issuers) ([]Saturated, error) {
 	var cases []saturatedCase
 
 	for _, n := range SaturatedCallers {
-		tc, closeConns, err := td.multiConn(n)
+		tc, closeConns, err := is.td.multiConn(n)
 		if err != nil {
 			return nil, err
 		}
 		defer closeConns()
 
-		hc := &http.Client{Transport: cf.transport(n)}
-		defer hc.CloseIdleConnections()
+		cases = append(cases, saturatedCase{server: "trustd", callers: n, pid: is.td.proc.PID(), call: tc})
 
-		cases = append(cases,
-			saturatedCase{"trustd", n, td.proc.PID(), tc},
-			saturatedCase{"cfssl serve", n, cf.proc.PID(), func(ctx context.Context) error { return cf.call(ctx, hc) }})
+		for _, c := range []struct {
+			name string
+			srv  *cfsslServer
+		}{{serverCfssl, is.cfssl}, {serverCfsslDB, is.cfsslDB}} {
+			hc := &http.Client{Transport: c.srv.transport(n)}
+			defer hc.CloseIdleConnections()
+
+			cases = append(cases, saturatedCase{server: c.name, callers: n, pid: c.srv.proc.PID(),
+				call: func(ctx context.Context) error { return c.srv.call(ctx, hc) }})
+		}
 	}
 
 	return interleaveParallel(ctx, r.plan, r.plan.SaturatedCalls, cases)
@@ -75,7 +87,7 @@ func interleaveParallel(ctx context.Context, p Plan, calls int, cases []saturate
 	for round := range p.Rounds {
 		for i, c := range cases {
 			share := calls*(round+1)/p.Rounds - calls*round/p.Rounds
-			before := cpuTime([]int{c.pid})
+			before, beforeAll := cpuTime([]int{c.pid}), cpuTime(c.all)
 
 			done, took, err := parallel(ctx, c.callers, share, p.Budget/time.Duration(p.Rounds), c.call)
 			if err != nil {
@@ -86,12 +98,14 @@ func interleaveParallel(ctx context.Context, p Plan, calls int, cases []saturate
 			out[i].Calls += done
 			out[i].Elapsed += took
 			out[i].ServerCPU += cpuTime([]int{c.pid}) - before
+			out[i].CPU += cpuTime(c.all) - beforeAll
 		}
 	}
 
 	for i := range out {
 		if out[i].Calls > 0 {
 			out[i].ServerCPU /= time.Duration(out[i].Calls)
+			out[i].CPU /= time.Duration(out[i].Calls)
 		}
 	}
 
@@ -145,21 +159,25 @@ func (r Results) saturatedSection() Section {
 		Title: "trustd issuance at saturation",
 		How: fmt.Sprintf("N callers at once, each calling again as soon as its certificate is in, over kept connections "+
 			"(trustd: one gRPC connection per %d callers; cfssl serve: one HTTP/1.1 connection per caller), "+
-			"trustd and cfssl interleaved in rounds; rate = certificates / time, server CPU/call the server's CPU time "+
+			"trustd and both cfssl servers interleaved in rounds; rate = certificates / time, server CPU/call the server's CPU time "+
 			"per certificate, compared with the in-process bound's CPU per certificate", trustdStreamsPerConn),
 	}
 
 	for _, is := range r.Issuance {
 		for _, n := range SaturatedCallers {
-			td, cf := is.saturated("trustd", n), is.saturated("cfssl serve", n)
+			td, cf, db := is.saturated("trustd", n), is.saturated(serverCfssl, n), is.saturated(serverCfsslDB, n)
 			bound := float64(is.Bound.CPU)
 
 			s.Rows = append(s.Rows,
 				Row{Name: fmt.Sprintf("%s: trustd, %d callers", is.KeyType, n), Rate: td.PerSecond(), ServerCPU: td.ServerCPU,
 					Ratios: []Relative{
-						{To: "cfssl", Of: OfRate, Value: Ratio(td.PerSecond(), cf.PerSecond())},
+						{To: toCfsslDB, Of: OfRate, Value: Ratio(td.PerSecond(), db.PerSecond())},
+						{To: toCfssl, Of: OfRate, Value: Ratio(td.PerSecond(), cf.PerSecond())},
 						{To: "bound", Of: OfServerCPU, Value: Ratio(float64(td.ServerCPU), bound)},
 					}},
+				Row{Name: fmt.Sprintf("%s: cfssl serve authsign with certificate database, %d callers", is.KeyType, n),
+					Rate: db.PerSecond(), ServerCPU: db.ServerCPU,
+					Ratios: []Relative{{To: "bound", Of: OfServerCPU, Value: Ratio(float64(db.ServerCPU), bound)}}},
 				Row{Name: fmt.Sprintf("%s: cfssl serve authsign, %d callers", is.KeyType, n), Rate: cf.PerSecond(), ServerCPU: cf.ServerCPU,
 					Ratios: []Relative{{To: "bound", Of: OfServerCPU, Value: Ratio(float64(cf.ServerCPU), bound)}}},
 			)

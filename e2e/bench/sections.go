@@ -106,6 +106,13 @@ func medianOf(to string, a, b Case) Relative {
 	return Relative{To: to, Of: OfMedian, Value: Ratio(float64(a.Median), float64(b.Median))}
 }
 
+// The names the issuance ratios compare with: cfssl serve with its
+// certificate database, and without.
+const (
+	toCfsslDB = "cfssl+db"
+	toCfssl   = "cfssl"
+)
+
 func (r Results) issuanceSection() Section {
 	s := Section{
 		Title: "trustd issuance",
@@ -118,10 +125,14 @@ func (r Results) issuanceSection() Section {
 		kt := is.KeyType
 		s.Rows = append(s.Rows,
 			latencyRow(kt+": in-process bound (parse, verify, sign)", is.Bound),
-			latencyRow(kt+": trustd, one connection", is.TrustdOne,
-				rateOf("bound", is.TrustdOne, is.Bound), rateOf("cfssl", is.TrustdOne, is.CfsslOne)),
-			latencyRow(kt+": trustd, new TLS connection per call", is.TrustdNew,
-				rateOf("bound", is.TrustdNew, is.Bound), rateOf("cfssl", is.TrustdNew, is.CfsslNew)),
+			latencyRow(kt+": trustd, one connection", is.TrustdOne, rateOf("bound", is.TrustdOne, is.Bound),
+				rateOf(toCfsslDB, is.TrustdOne, is.CfsslDBOne), rateOf(toCfssl, is.TrustdOne, is.CfsslOne)),
+			latencyRow(kt+": trustd, new TLS connection per call", is.TrustdNew, rateOf("bound", is.TrustdNew, is.Bound),
+				rateOf(toCfsslDB, is.TrustdNew, is.CfsslDBNew), rateOf(toCfssl, is.TrustdNew, is.CfsslNew)),
+			latencyRow(kt+": cfssl serve authsign with certificate database, one connection", is.CfsslDBOne,
+				rateOf("bound", is.CfsslDBOne, is.Bound)),
+			latencyRow(kt+": cfssl serve authsign with certificate database, new TLS connection per call", is.CfsslDBNew,
+				rateOf("bound", is.CfsslDBNew, is.Bound)),
 			latencyRow(kt+": cfssl serve authsign, one connection", is.CfsslOne, rateOf("bound", is.CfsslOne, is.Bound)),
 			latencyRow(kt+": cfssl serve authsign, new TLS connection per call", is.CfsslNew, rateOf("bound", is.CfsslNew, is.Bound)),
 		)
@@ -171,22 +182,40 @@ func (r Results) stormRow(j *JoinStorm) Row {
 func (r Results) apidSection() Section {
 	a := r.APID
 	callers := fmt.Sprintf(", %d callers on one connection", a.Workers)
+	par := func(name string, c Saturated, ratios ...Relative) Row {
+		return Row{Name: name + callers, Rate: c.PerSecond(), CPU: c.CPU, ServerCPU: c.ServerCPU, Ratios: ratios}
+	}
+	parRate := func(to string, x, y Saturated) Relative {
+		return Relative{To: to, Of: OfRate, Value: Ratio(x.PerSecond(), y.PerSecond())}
+	}
 
 	return Section{
 		Title: "apid",
-		How: "Version on the control plane: straight to machined's Unix socket with talos-role os:admin, " +
-			"or through apid over mTLS; latency from calls one after the other, rates from parallel callers; " +
-			"CPU/call is the client's, apid's and machined's CPU time, server CPU/call apid's alone (machined's for the direct call)",
+		How: "Version on the control plane: straight to machined's Unix socket with talos-role os:admin; through the " +
+			"bare proxy (github.com/siderolabs/grpc-proxy v0.5.1 over mTLS, raw frames and metadata forwarded to the " +
+			"same socket, no authorization, routing or logging: apid's floor); through apid over mTLS; the three " +
+			"interleaved, calls one after the other, then parallel callers; CPU/call is the client's, the hop's and " +
+			"machined's CPU time, server CPU/call the hop's alone (machined's for the direct call)",
 		Rows: []Row{
-			latencyRow("Version straight to machined's socket", a.Direct),
-			latencyRow("Version through apid", a.Via, medianOf("direct", a.Via, a.Direct)),
-			{Name: "Version straight to machined's socket" + callers, Rate: a.DirectRate},
-			{Name: "Version through apid" + callers, Rate: a.ViaRate,
-				Ratios: []Relative{{To: "direct", Of: OfRate, Value: Ratio(a.ViaRate, a.DirectRate)}}},
+			latencyRow(directName, a.Direct),
+			latencyRow(proxyName, a.Proxy, medianOf("direct", a.Proxy, a.Direct)),
+			latencyRow(viaName, a.Via, medianOf(toFloor, a.Via, a.Proxy), medianOf("direct", a.Via, a.Direct)),
+			par(directName, a.DirectParallel),
+			par(proxyName, a.ProxyParallel, parRate("direct", a.ProxyParallel, a.DirectParallel)),
+			par(viaName, a.ViaParallel, parRate(toFloor, a.ViaParallel, a.ProxyParallel), parRate("direct", a.ViaParallel, a.DirectParallel)),
 			latencyRow("new mTLS connection, handshake to first HTTP/2 frame", a.Handshake),
 		},
 	}
 }
+
+// The rows of the apid section, and the name its ratios give the bare
+// proxy.
+const (
+	directName = "Version straight to machined's socket"
+	proxyName  = "Version through the bare proxy (floor)"
+	viaName    = "Version through apid"
+	toFloor    = "floor"
+)
 
 func (r Results) fanOutSection() Section {
 	s := Section{

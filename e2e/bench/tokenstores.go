@@ -123,7 +123,7 @@ func concurrentStores(ctx context.Context, p Plan, bolt, etcd *trustdServer, bol
 		}
 		defer closeConns()
 
-		cases = append(cases, saturatedCase{s.name, TokenStoreCallers, s.pid, call})
+		cases = append(cases, saturatedCase{server: s.name, callers: TokenStoreCallers, pid: s.pid, call: call})
 	}
 
 	return interleaveParallel(ctx, p, p.IssueCalls, cases)
