@@ -3,3 +3,6 @@ package membership
 // SetAfterLoad makes f run after each of s.Follow's reads, before its watch
 // starts: a test changes etcd in between.
 func SetAfterLoad(s *Store, f func()) { s.afterLoad = f }
+
+// SetBeforeRemove makes f run between Remove's read and its transaction.
+func SetBeforeRemove(s *Store, f func()) { s.beforeRemove = f }

@@ -14,6 +14,10 @@ const (
 	// of an hour.
 	MinInterval = time.Second
 	MaxInterval = 5 * time.Minute
+	// removeAttempts bounds Remove's reads when an entry changes between
+	// the read and the transaction (its lease ends, or the node comes
+	// back): the second read sees the change, a third covers one more.
+	removeAttempts = 3
 	// AgeOutIntervals is how many intervals an entry outlives its last
 	// refresh: one lost heartbeat and an etcd leader election in between
 	// do not drop a live node.

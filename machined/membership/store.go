@@ -46,6 +46,9 @@ type Store struct {
 	// afterLoad, when set by a test, runs after each of Follow's reads,
 	// before its watch starts.
 	afterLoad func()
+	// beforeRemove, when set by a test, runs between Remove's read and
+	// its transaction.
+	beforeRemove func()
 }
 
 // New makes a Store.
@@ -236,6 +239,19 @@ func (s *Store) Remove(ctx context.Context, node string) ([]*Member, error) {
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 
+	// An aged-out entry may leave by its lease, or a node heartbeat,
+	// between the read and the transaction: read again and decide anew.
+	for attempt := 1; ; attempt++ {
+		gone, err := s.removeOnce(ctx, node)
+		if !errors.Is(err, ErrConflict) || attempt == removeAttempts {
+			return gone, err
+		}
+	}
+}
+
+// removeOnce reads node's entries and deletes them if each is removable,
+// in one transaction on the revisions read.
+func (s *Store) removeOnce(ctx context.Context, node string) ([]*Member, error) {
 	current, keys, err := s.read(ctx)
 	if err != nil {
 		return nil, err
@@ -265,6 +281,10 @@ func (s *Store) Remove(ctx context.Context, node string) ([]*Member, error) {
 
 	if len(gone) == 0 {
 		return nil, nil
+	}
+
+	if s.beforeRemove != nil {
+		s.beforeRemove()
 	}
 
 	resp, err := s.cli.Txn(ctx).If(cmps...).Then(ops...).Commit()

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/aegis-os/aegis/internal/clock"
 	"github.com/aegis-os/aegis/internal/testutil/etcdtest"
 	"github.com/aegis-os/aegis/machined/membership"
@@ -74,5 +76,47 @@ func TestStoreRemove(t *testing.T) {
 
 	if list, err := then.List(ctx); err != nil || len(list) != 1 || list[0].GetHostname() != "cp-1" {
 		t.Fatalf("List after the removals = %v, %v, want cp-1 alone", list, err)
+	}
+}
+
+// TestStoreRemoveEntryGoneMeanwhile: an aged-out entry that its lease
+// deletes between Remove's read and its transaction is no error: Remove
+// reads again and finds nothing left to delete.
+func TestStoreRemoveEntryGoneMeanwhile(t *testing.T) {
+	e, _ := etcdtest.Start(t)
+	clk := clock.NewFake(time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC))
+	ctx := context.Background()
+	cli := etcdtest.Client(t, e)
+
+	s, err := membership.New(membership.Config{Client: cli, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if err := s.Put(ctx, entry("worker-5", "10.0.0.5"), membership.RoleWorker); err != nil {
+		t.Fatal(err)
+	}
+
+	clk.Advance(membership.AgeOut(time.Second) + time.Second)
+
+	deleted := 0
+
+	membership.SetBeforeRemove(s, func() {
+		if deleted == 0 {
+			// What the entry's lease does when it ends.
+			if _, err := cli.Delete(ctx, "/aegis/members/", clientv3.WithPrefix()); err != nil {
+				t.Error(err)
+			}
+		}
+
+		deleted++
+	})
+
+	if gone, err := s.Remove(ctx, "worker-5"); err != nil || len(gone) != 0 {
+		t.Fatalf("Remove with the entry gone meanwhile = %v, %v, want nothing and no error", gone, err)
+	}
+
+	if deleted != 1 {
+		t.Fatalf("%d transactions tried, want the first (refused), then a read that finds nothing", deleted)
 	}
 }
