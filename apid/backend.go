@@ -85,6 +85,10 @@ func (s *Server) backend(t target, c caller) (*grpc.ClientConn, func(), error) {
 		return s.local, func() {}, nil
 	}
 
+	if t.absent != nil {
+		return nil, nil, t.absent
+	}
+
 	if s.forward == nil {
 		return nil, nil, errNoForwarding
 	}

@@ -40,6 +40,12 @@ func (s *Server) toStatus(method string, err error) error {
 		return status.Error(codes.FailedPrecondition, we.Error())
 	}
 
+	// A node apid does not know now may be one that is rejoining: the
+	// caller may retry, as for a node that is down.
+	if errors.As(err, new(*notMemberError)) {
+		return status.Error(codes.Unavailable, err.Error())
+	}
+
 	if ue := (*nodeUnreachableError)(nil); errors.As(err, &ue) {
 		return status.Error(ue.code(), ue.Error())
 	}

@@ -185,6 +185,10 @@ func (f *fanOut) run(n *nodeCall) {
 }
 
 func (f *fanOut) open(ctx context.Context, n *nodeCall) (grpc.ClientStream, func(), error) {
+	if n.target.absent != nil {
+		return nil, nil, n.target.absent
+	}
+
 	if err := f.s.checkSecrets(f.method, f.secrets, n.target); err != nil {
 		return nil, nil, err
 	}
@@ -220,10 +224,12 @@ func (f *fanOut) send(n *nodeCall, cs grpc.ClientStream) {
 
 // fail turns a node's error into its entry in the reply. An unreachable
 // node, and one kept from the call's secrets, was logged where it was
-// found.
+// found; a node apid does not know is the caller's mistake or a node
+// rejoining, and is not logged.
 func (f *fanOut) fail(n *nodeCall, err error) {
 	st := status.Convert(f.s.toStatus(f.method, err))
-	if st.Code() != codes.Canceled && !errors.As(err, new(*nodeUnreachableError)) && !errors.As(err, new(*wrongRoleError)) {
+	if st.Code() != codes.Canceled && !errors.As(err, new(*nodeUnreachableError)) && !errors.As(err, new(*wrongRoleError)) &&
+		!errors.As(err, new(*notMemberError)) {
 		f.s.log.Info("node call failed", slog.String(logkey.Method, f.method), slog.String(logkey.Node, n.target.name),
 			slog.String(logkey.Code, st.Code().String()), slog.String(logkey.Error, st.Message()))
 	}

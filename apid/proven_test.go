@@ -9,6 +9,7 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/client"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/aegis-os/aegis/apid"
 	"github.com/aegis-os/aegis/apid/apidtest"
@@ -60,8 +61,9 @@ func TestMemberNameNeedsTheNamedPeer(t *testing.T) {
 }
 
 // TestAddressTargetIsAClusterNode: an address that is not this node, a
-// control-plane endpoint or a live member is refused with InvalidArgument
-// naming it, and never dialed, even where something listens.
+// control-plane endpoint or a live member is refused Unavailable naming
+// it (a node rejoining is retried), and never dialed, even where
+// something listens; in a fan-out the other nodes still answer.
 func TestAddressTargetIsAClusterNode(t *testing.T) {
 	p, nodes := cluster(t, 1)
 	c := apidtest.TalosClient(t, nodes[0].Addr, p.ClientTLS(t, p.Client(t, role.Reader)))
@@ -88,14 +90,20 @@ func TestAddressTargetIsAClusterNode(t *testing.T) {
 			_, err := c.Version(client.WithNode(testCtx(t), target))
 
 			st := status.Convert(err)
-			if st.Code() != codes.InvalidArgument || !strings.Contains(st.Message(), `node "`+target+`" is neither this node`) {
-				t.Fatalf("Version on %s: %v, want InvalidArgument naming it", target, err)
+			if st.Code() != codes.Unavailable || !strings.Contains(st.Message(), `node "`+target+`" is neither this node`) {
+				t.Fatalf("Version on %s: %v, want Unavailable naming it", target, err)
 			}
 		})
 	}
 
-	if _, err := c.Version(client.WithNodes(testCtx(t), nodes[0].IP, stranger)); status.Code(err) != codes.InvalidArgument {
-		t.Fatalf("Version on nodes with a stranger: %v, want InvalidArgument", err)
+	resp, err := c.MachineClient.Version(client.WithNodes(testCtx(t), nodes[0].IP, stranger), &emptypb.Empty{})
+	if err != nil {
+		t.Fatalf("Version on nodes with a stranger: %v", err)
+	}
+
+	if got := fanOutOutcomes(resp.GetMessages()); got[nodes[0].IP] != "ok" ||
+		!strings.HasPrefix(got[stranger], "Unavailable: ") || !strings.Contains(got[stranger], "is neither this node") {
+		t.Fatalf("Version on nodes with a stranger: %v, want %s ok and %s refused Unavailable", got, nodes[0].IP, stranger)
 	}
 
 	if n := accepted.Load(); n != 0 {
@@ -206,4 +214,21 @@ func TestSecretsGoOnlyToTheirRole(t *testing.T) {
 	if len(log.Find(t, "node call failed", "grpc.code", "FailedPrecondition")) != 0 {
 		t.Errorf("a refusal logged twice:\n%s", log.String())
 	}
+}
+
+// fanOutOutcomes reads a fan-out's replies: each node's "ok", or its
+// error entry's code and message.
+func fanOutOutcomes(msgs []*machine.Version) map[string]string {
+	got := map[string]string{}
+
+	for _, m := range msgs {
+		md := m.GetMetadata()
+		if md.GetError() == "" {
+			got[md.GetHostname()] = "ok"
+		} else {
+			got[md.GetHostname()] = codes.Code(md.GetStatus().GetCode()).String() + ": " + md.GetError()
+		}
+	}
+
+	return got
 }

@@ -106,7 +106,7 @@ func (s *Server) routeOf(ctx context.Context, md metadata.MD, method string) (ro
 
 	rt, err := s.names.parseRoute(md)
 	if err != nil {
-		if s.forward == nil && errors.Is(err, errNotClusterNode) {
+		if s.forward == nil && errors.As(err, new(*notMemberError)) {
 			// A worker knows no members: any other node is one it
 			// would not forward to anyway.
 			return route{}, errNoForwarding

@@ -52,6 +52,9 @@ type target struct {
 	role string
 	// local marks this node, served by the local machined.
 	local bool
+	// absent, for a target of a fan-out that is no node apid knows now,
+	// is its refusal: the node's entry in the reply, and nothing dialed.
+	absent *notMemberError
 }
 
 // Roles a node is proven to have, as membership entries and machine
@@ -97,9 +100,20 @@ type MemberResolver interface {
 	MemberByAddress(addr string) (Member, bool)
 }
 
-// errNotClusterNode refuses a target that is no node of the cluster: apid
-// dials only nodes it knows, never a host of the caller's choosing.
-var errNotClusterNode = fmt.Errorf("%w: not a node of this cluster", ErrBadRouting)
+// notMemberError refuses a target apid does not know as a node of its
+// cluster now: apid dials only nodes it knows, never a host of the
+// caller's choosing. It is Unavailable, not InvalidArgument: membership
+// changes, and apid cannot tell a host that will never be a node from a
+// node that is restarting or rejoining (a reset node is out of the list
+// until its next heartbeat), so a client waiting for a node retries.
+type notMemberError struct {
+	node string
+}
+
+func (e *notMemberError) Error() string {
+	return fmt.Sprintf("apid: node %q is neither this node, a control-plane endpoint nor a live member: "+
+		"nothing was sent to it; a node that is rejoining is a member again after its first heartbeat", e.node)
+}
 
 // nodeNames are the nodes apid accepts in `node`/`nodes`: this node by
 // any of its names and addresses, a control-plane endpoint of its
@@ -168,7 +182,10 @@ func (nn *nodeNames) parseTargets(values []string) ([]target, error) {
 			}
 
 			t, err := nn.parseTarget(name)
-			if err != nil {
+			if nm := (*notMemberError)(nil); errors.As(err, &nm) {
+				// One node unknown does not keep the call from the others.
+				t = target{name: nm.node, addr: net.JoinHostPort(nm.node, strconv.Itoa(nn.port)), absent: nm}
+			} else if err != nil {
 				return nil, err
 			}
 
@@ -232,7 +249,7 @@ func (nn *nodeNames) parseTarget(value string) (target, error) {
 		}
 	}
 
-	return target{}, fmt.Errorf("%w: node %q is neither this node, a control-plane endpoint nor a live member", errNotClusterNode, value)
+	return target{}, &notMemberError{node: name}
 }
 
 func isAddr(name string) bool {

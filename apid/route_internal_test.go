@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -61,6 +62,10 @@ func TestParseRoute(t *testing.T) {
 		kind  routeKind
 		addrs []string
 		bad   string
+		// unknown is a node apid does not know: the call is refused
+		// Unavailable for `node`, and for `nodes` that node alone gets
+		// its refusal, nothing dialed.
+		unknown string
 	}{
 		{name: "none", md: metadata.MD{}, kind: routeLocal},
 		{name: "nil", md: nil, kind: routeLocal},
@@ -105,19 +110,19 @@ func TestParseRoute(t *testing.T) {
 		{name: "ipv6 port", md: metadata.Pairs("node", "[fd00::1]:7"), bad: "ports are not allowed"},
 		{name: "name port", md: metadata.Pairs("node", "cp.example:50000"), bad: "ports are not allowed"},
 		{name: "empty port", md: metadata.Pairs("node", "10.0.0.1:"), bad: "ports are not allowed"},
-		{name: "unknown name", md: metadata.Pairs("node", "attacker.example"), bad: `"attacker.example" is neither this node`},
-		{name: "unknown name in nodes", md: metadata.Pairs("nodes", "10.0.0.1,localhost"), bad: `"localhost" is neither this node`},
+		{name: "unknown name", md: metadata.Pairs("node", "attacker.example"), unknown: "attacker.example"},
+		{name: "unknown name in nodes", md: metadata.Pairs("nodes", "10.0.0.1,localhost"), kind: routeNodes, unknown: "localhost"},
 		{name: "endpoint address", md: metadata.Pairs("node", "10.1.0.1"), kind: routeNode, addrs: []string{"10.1.0.1:50000"}},
-		{name: "loopback, no member", md: metadata.Pairs("node", "127.0.0.1"), bad: `"127.0.0.1" is neither this node`},
-		{name: "ipv6 loopback, no member", md: metadata.Pairs("node", "::1"), bad: `"::1" is neither this node`},
-		{name: "metadata service", md: metadata.Pairs("node", "169.254.169.254"), bad: `"169.254.169.254" is neither this node`},
-		{name: "no member in nodes", md: metadata.Pairs("nodes", "10.0.0.1,10.2.0.1"), bad: `"10.2.0.1" is neither this node`},
+		{name: "loopback, no member", md: metadata.Pairs("node", "127.0.0.1"), unknown: "127.0.0.1"},
+		{name: "ipv6 loopback, no member", md: metadata.Pairs("node", "::1"), unknown: "::1"},
+		{name: "metadata service", md: metadata.Pairs("node", "169.254.169.254"), unknown: "169.254.169.254"},
+		{name: "no member in nodes", md: metadata.Pairs("nodes", "10.0.0.1,10.2.0.1"), kind: routeNodes, unknown: "10.2.0.1"},
 		{name: "scheme", md: metadata.Pairs("node", "unix:///run/machined.sock"), bad: "not an IP address or a DNS name"},
 		{name: "path", md: metadata.Pairs("node", "10.0.0.1/x"), bad: "not an IP address or a DNS name"},
 		{name: "bracketed name", md: metadata.Pairs("node", "[cp.example]"), bad: "not an IP address or a DNS name"},
 		{name: "underscore", md: metadata.Pairs("node", "cp_1"), bad: "not an IP address or a DNS name"},
 		{name: "wildcard", md: metadata.Pairs("node", "*.example"), bad: "not an IP address or a DNS name"},
-		{name: "longest name", md: metadata.Pairs("node", longName(MaxTargetLength)), bad: "is neither this node"},
+		{name: "longest name", md: metadata.Pairs("node", longName(MaxTargetLength)), unknown: longName(MaxTargetLength)},
 		{name: "user", md: metadata.Pairs("node", "root@10.0.0.1"), bad: "not an IP address or a DNS name"},
 		{name: "zone", md: metadata.Pairs("node", "fe80::1%eth0"), bad: "zones are not allowed"},
 		{name: "unspecified", md: metadata.Pairs("node", "0.0.0.0"), bad: "not a node address"},
@@ -136,6 +141,12 @@ func TestParseRoute(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			rt, err := nn.parseRoute(tt.md)
+			if tt.unknown != "" && tt.kind != routeNodes {
+				checkNotMember(t, err, tt.unknown)
+
+				return
+			}
+
 			if tt.bad != "" {
 				if !errors.Is(err, ErrBadRouting) || !strings.Contains(err.Error(), tt.bad) {
 					t.Fatalf("err = %v, want ErrBadRouting saying %q", err, tt.bad)
@@ -150,6 +161,10 @@ func TestParseRoute(t *testing.T) {
 
 			if rt.kind != tt.kind {
 				t.Fatalf("kind %v, want %v", rt.kind, tt.kind)
+			}
+
+			if tt.unknown != "" {
+				checkAbsentTarget(t, rt.targets, tt.unknown)
 			}
 
 			if tt.addrs == nil {
@@ -241,7 +256,7 @@ func FuzzParseRoute(f *testing.F) {
 
 		rt, err := nn.parseRoute(md)
 		if err != nil {
-			if !errors.Is(err, ErrBadRouting) {
+			if !errors.Is(err, ErrBadRouting) && !errors.As(err, new(*notMemberError)) {
 				t.Fatalf("error %v is not ErrBadRouting", err)
 			}
 
@@ -271,6 +286,18 @@ func FuzzParseRoute(f *testing.F) {
 // name is a fixed point.
 func checkFuzzedTarget(t *testing.T, nn *nodeNames, tg target) {
 	t.Helper()
+
+	if tg.absent != nil {
+		if tg.host != "" || tg.local || tg.absent.node != tg.name {
+			t.Fatalf("unknown node kept as a target that could be dialed: %+v", tg)
+		}
+
+		if _, _, err := (&Server{}).backend(tg, caller{}); err != tg.absent {
+			t.Fatalf("backend for unknown node %q: %v, want its refusal", tg.name, err)
+		}
+
+		return
+	}
 
 	host, port, err := net.SplitHostPort(tg.addr)
 	if err != nil || port != "50000" || host != tg.name || tg.host != tg.name || strings.ContainsAny(tg.addr, "/@%? \t\n") {
@@ -326,7 +353,36 @@ func TestRouteByMemberName(t *testing.T) {
 		t.Errorf("cp-9 is this node's own name, not the member's: %+v", rt.targets[1])
 	}
 
-	if _, err := nn.parseRoute(metadata.Pairs("node", "worker-2")); !errors.Is(err, ErrBadRouting) {
-		t.Errorf("unknown member: %v, want ErrBadRouting", err)
+	_, err = nn.parseRoute(metadata.Pairs("node", "worker-2"))
+	checkNotMember(t, err, "worker-2")
+}
+
+// checkNotMember checks that err refuses node as no node apid knows.
+func checkNotMember(t *testing.T, err error, node string) {
+	t.Helper()
+
+	if nm := (*notMemberError)(nil); !errors.As(err, &nm) || nm.node != node ||
+		!strings.Contains(err.Error(), strconv.Quote(node)+" is neither this node") {
+		t.Fatalf("err = %v, want %q refused as no node of the cluster", err, node)
 	}
+}
+
+// checkAbsentTarget checks that targets hold node as unknown: refused
+// alone, never dialed.
+func checkAbsentTarget(t *testing.T, targets []target, node string) {
+	t.Helper()
+
+	for _, tg := range targets {
+		if tg.name != node {
+			continue
+		}
+
+		if tg.absent == nil || tg.host != "" || tg.local {
+			t.Fatalf("unknown node %q is a target that could be dialed: %+v", node, tg)
+		}
+
+		return
+	}
+
+	t.Fatalf("unknown node %q missing from %+v", node, targets)
 }

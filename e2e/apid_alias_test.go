@@ -95,18 +95,6 @@ func TestRoutingRefusesPortsAndUnknownNames(t *testing.T) {
 		{"nodes with a port", "ports are not allowed", func(ctx context.Context) context.Context {
 			return client.WithNodes(ctx, nodeIPs[1], "[::ffff:"+nodeIPs[1]+"]:50000")
 		}},
-		{"node by an unknown name", `"nothing.invalid" is neither this node`, func(ctx context.Context) context.Context {
-			return client.WithNode(ctx, "nothing.invalid")
-		}},
-		{"nodes with an unknown name", `"localhost" is neither this node`, func(ctx context.Context) context.Context {
-			return client.WithNodes(ctx, nodeIPs[1], "localhost")
-		}},
-		{"node at an address of no cluster node", `"169.254.169.254" is neither this node`, func(ctx context.Context) context.Context {
-			return client.WithNode(ctx, "169.254.169.254")
-		}},
-		{"nodes with loopback", `"127.0.0.1" is neither this node`, func(ctx context.Context) context.Context {
-			return client.WithNodes(ctx, nodeIPs[1], "127.0.0.1")
-		}},
 	}
 
 	for _, tt := range refused {
@@ -123,6 +111,51 @@ func TestRoutingRefusesPortsAndUnknownNames(t *testing.T) {
 
 			if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("stream: %v, want InvalidArgument saying %q", err, tt.want)
+			}
+		})
+	}
+
+	// A node apid does not know is Unavailable (it may be one rejoining),
+	// alone in a fan-out: the known node still answers, and nothing is
+	// dialed or looked up for the other.
+	unknown := []struct{ name, node string }{
+		{"an unknown name", "nothing.invalid"},
+		{"localhost", "localhost"},
+		{"an address of no cluster node", "169.254.169.254"},
+		{"loopback", "127.0.0.1"},
+	}
+
+	for _, tt := range unknown {
+		t.Run("node "+tt.name, func(t *testing.T) {
+			want := strconv.Quote(tt.node) + " is neither this node"
+
+			_, err := admin.MachineClient.ServiceRestart(client.WithNode(ctx(t), tt.node), &machine.ServiceRestartRequest{Id: "trustd"})
+			if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), want) {
+				t.Fatalf("unary: %v, want Unavailable saying %q", err, want)
+			}
+
+			stream, err := admin.MachineClient.Events(client.WithNode(ctx(t), tt.node), &machine.EventsRequest{TailEvents: 1})
+			if err == nil {
+				_, err = stream.Recv()
+			}
+
+			if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), want) {
+				t.Fatalf("stream: %v, want Unavailable saying %q", err, want)
+			}
+
+			resp, err := admin.MachineClient.Version(client.WithNodes(ctx(t), nodeIPs[1], tt.node), &emptypb.Empty{})
+			if err != nil {
+				t.Fatal(err)
+			}
+
+			entries := map[string]string{}
+			for _, m := range resp.GetMessages() {
+				entries[m.GetMetadata().GetHostname()] = codes.Code(m.GetMetadata().GetStatus().GetCode()).String() + " " + m.GetMetadata().GetError()
+			}
+
+			if len(entries) != 2 || entries[nodeIPs[1]] != "OK " || !strings.HasPrefix(entries[tt.node], "Unavailable ") ||
+				!strings.Contains(entries[tt.node], want) {
+				t.Fatalf("fan-out entries %v, want %s answered and %s refused Unavailable", entries, nodeIPs[1], tt.node)
 			}
 		})
 	}

@@ -282,8 +282,8 @@ func checkRoutingByName(t *testing.T, admin *client.Client, worker, cp localclus
 	}
 
 	_, err = admin.MachineClient.Hostname(client.WithNode(ctx, "no-such-member"), &emptypb.Empty{})
-	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "is neither this node") {
-		t.Errorf("unknown name: %v, want InvalidArgument", err)
+	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "is neither this node") {
+		t.Errorf("unknown name: %v, want Unavailable", err)
 	}
 }
 

@@ -17,14 +17,13 @@ import (
 const noNodeIP = "127.8.255.253"
 
 // aliasCases are what apid makes of the spellings of a node: one node
-// under many spellings is one node, and a port, a name apid does not know
-// or an address of no cluster node is refused without a dial.
+// under many spellings is one node; a port is refused, and a name apid
+// does not know or an address of no cluster node is refused (that node
+// alone, in a fan-out) without a dial.
 func aliasCases() []*Case {
 	invalid := codes.InvalidArgument.String()
 	nodes, node := wire.MetadataNodes, wire.MetadataNode
 	aliases := "TARGET,::ffff:TARGET,0::ffff:TARGET,[::ffff:TARGET],0:0:0:0:0:ffff:TARGET"
-	notNode := "InvalidArgument: apid: bad routing metadata: not a node of this cluster: node %q is neither this node, " +
-		"a control-plane endpoint nor a live member"
 
 	return []*Case{
 		aliasRepliesCase("nodes naming the target under five spellings × Version", "OK, 1 reply from TARGET",
@@ -34,11 +33,13 @@ func aliasCases() []*Case {
 		callCase("node with port 22 × ServiceRestart", invalid, pickAdmin, []string{node, "TARGET:22"}, callRestart),
 		callCase("node with the API port × ServiceRestart", invalid, pickAdmin, []string{node, "TARGET:50000"}, callRestart),
 		callCase("nodes with a bracketed address and port × Events", invalid, pickReader, []string{nodes, "[::ffff:TARGET]:50000"}, callEvents),
-		callCase("node naming an unknown DNS name × ServiceRestart", invalid, pickAdmin, []string{node, "nothing.invalid"}, callRestart),
-		callCase("nodes naming localhost × Logs", invalid, pickReader, []string{nodes, "TARGET,localhost"}, callLogs),
-		messageCase("node where no node runs × Version: refused, not dialed", fmt.Sprintf(notNode, "::ffff:"+noNodeIP),
+		callCase("node naming an unknown DNS name × ServiceRestart", codes.Unavailable.String(), pickAdmin, []string{node, "nothing.invalid"}, callRestart),
+		entryCase("nodes naming the target and localhost × Version: localhost alone refused", "Unavailable: "+notNodeMessage("localhost"),
+			[]string{nodes, "TARGET,localhost"}),
+		messageCase("node where no node runs × Version: refused, not dialed", "Unavailable: "+notNodeMessage(noNodeIP),
 			[]string{node, "::ffff:" + noNodeIP}),
-		entryCase("nodes where no node runs × Version: the whole call refused", codes.InvalidArgument.String(), []string{nodes, "TARGET," + noNodeIP}),
+		entryCase("nodes where no node runs × Version: that node alone refused", "Unavailable: "+notNodeMessage(noNodeIP),
+			[]string{nodes, "TARGET," + noNodeIP}),
 	}
 }
 

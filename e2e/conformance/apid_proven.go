@@ -18,15 +18,13 @@ import (
 )
 
 // provenCases: apid routes only to nodes of the cluster (this node, a
-// control-plane endpoint, a live member), without dialing anything else,
+// control-plane endpoint, a live member), without dialing anything else
+// (a node it does not know is Unavailable: it may be one rejoining),
 // and never sends a control plane's configuration, which carries the
 // cluster's CA keys, to a worker.
 func provenCases() []*Case {
 	node := wire.MetadataNode
-	notNode := func(target string) string {
-		return fmt.Sprintf(`InvalidArgument: apid: bad routing metadata: not a node of this cluster: node %q is neither this node, `+
-			"a control-plane endpoint nor a live member", target)
-	}
+	notNode := func(target string) string { return "Unavailable: " + notNodeMessage(target) }
 
 	return []*Case{
 		messageCase("node 127.0.0.1 × Version", notNode("127.0.0.1"), []string{node, "127.0.0.1"}),
@@ -118,4 +116,10 @@ func (e *Env) applyTargetConfig(ctx context.Context, r *Report, node string, md 
 	st := status.Convert(err)
 
 	return strings.ReplaceAll(fmt.Sprintf("%s: %s", st.Code(), st.Message()), e.Worker, "WORKER")
+}
+
+// notNodeMessage is apid's refusal of target, a node it does not know.
+func notNodeMessage(target string) string {
+	return fmt.Sprintf("apid: node %q is neither this node, a control-plane endpoint nor a live member: "+
+		"nothing was sent to it; a node that is rejoining is a member again after its first heartbeat", target)
 }

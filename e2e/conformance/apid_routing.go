@@ -64,8 +64,8 @@ func routingCases() []*Case {
 	nodes, node := wire.MetadataNodes, wire.MetadataNode
 
 	return []*Case{
-		callCase("nodes naming hosts of no cluster node × ServiceRestart", invalid, pickAdmin,
-			[]string{nodes, "127.8.255.253,127.8.255.254"}, callRestart),
+		fanOutCase("nodes naming hosts of no cluster node × ServiceRestart: each refused, none dialed", "OK, 2 Unavailable entries",
+			[]string{nodes, "127.8.255.253,127.8.255.254"}, callRestartReplies),
 		fanOutCase("nodes naming the target three times × Version", "OK, 1 reply",
 			[]string{nodes, "TARGET, TARGET", nodes, "TARGET"}, callVersionReplies),
 		callCase(fmt.Sprintf("nodes naming %d hosts × ServiceRestart", apid.MaxFanOut+1), invalid, pickAdmin,
