@@ -11,6 +11,9 @@ import (
 // the addresses are those of a local cluster ('cluster create' puts the
 // first control plane at 127.5.0.2), the files those 'gen' writes.
 var commandExamples = map[string]string{
+	"aegisctl version": `  aegisctl version                                                     # the client's and the node's builds
+  aegisctl version --client                                            # the client's alone, no node asked
+  aegisctl -n 127.5.0.2,127.5.0.3 version --short                      # each node's tag`,
 	"aegisctl bootstrap": `  aegisctl -n 127.5.0.2 bootstrap                                      # form etcd on the first control plane
   aegisctl -n 127.5.0.2 bootstrap --recover-from db.snapshot           # start it from a snapshot instead`,
 	"aegisctl cluster create": `  aegisctl cluster create                                              # 1 control plane, 2 workers on 127.5.0.0/24

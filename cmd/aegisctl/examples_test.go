@@ -12,11 +12,7 @@ import (
 
 // exampleExceptions are runnable commands allowed to lack an Example, each
 // with the reason.
-var exampleExceptions = map[string]string{
-	// 'version' is being reworked (--short, the server's build) on its own
-	// branch, which gives it its examples.
-	"aegisctl version": "reworked together with version --short",
-}
+var exampleExceptions = map[string]string{}
 
 // TestEveryCommandHasExamples walks the command tree and fails for a
 // runnable leaf command that shows no Example in its help: an operator reads

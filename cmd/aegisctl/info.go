@@ -15,7 +15,7 @@ import (
 )
 
 func newVersionCommand(e *env) *cobra.Command {
-	var clientOnly bool
+	var clientOnly, short bool
 
 	cmd := &cobra.Command{
 		Use:   "version",
@@ -25,11 +25,12 @@ func newVersionCommand(e *env) *cobra.Command {
 
 	format := addOutputFlag(cmd)
 	cmd.Flags().BoolVar(&clientOnly, "client", false, "print the client's version only")
+	cmd.Flags().BoolVar(&short, "short", false, "print the version tag only (table output)")
 
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if *format == formatTable {
 			fmt.Fprintln(e.stdout, "Client:")
-			writeVersion(e.stdout, clientVersion())
+			writeVersion(e.stdout, clientVersion(), short)
 
 			if clientOnly {
 				return nil
@@ -44,7 +45,7 @@ func newVersionCommand(e *env) *cobra.Command {
 			call: func(ctx context.Context, c *client.Client) (*machine.VersionResponse, error) {
 				return c.MachineClient.Version(ctx, &emptypb.Empty{})
 			},
-			table: versionTable,
+			table: func(w io.Writer, resp *machine.VersionResponse, named bool) { versionTable(w, resp, named, short) },
 			plain: true,
 		}.run(e, cmd, *format)
 	}
@@ -60,11 +61,17 @@ func clientVersion() *machine.VersionInfo {
 
 // writeVersion prints a version the way talosctl does. A node's tag
 // (version.TalosTag) is printed as Aegis's own version, and the Talos API
-// version it carries on a line of its own.
-func writeVersion(w io.Writer, v *machine.VersionInfo) {
+// version it carries on a line of its own. Short prints the tag alone.
+func writeVersion(w io.Writer, v *machine.VersionInfo, short bool) {
 	tag, talosAPI, aegis := version.FromTalosTag(v.GetTag())
 	if !aegis {
 		tag = v.GetTag()
+	}
+
+	if short {
+		fmt.Fprintf(w, "\tTag:         %s\n", tag)
+
+		return
 	}
 
 	fmt.Fprintf(w, "\tTag:         %s\n\tSHA:         %s\n\tBuilt:       %s\n\tGo version:  %s\n\tOS/Arch:     %s/%s\n",
@@ -76,8 +83,8 @@ func writeVersion(w io.Writer, v *machine.VersionInfo) {
 }
 
 // versionTable prints each node's version under its name; it is a list of
-// blocks rather than a table, as talosctl's.
-func versionTable(w io.Writer, resp *machine.VersionResponse, named bool) {
+// blocks rather than a table, as talosctl's. Short prints each tag alone.
+func versionTable(w io.Writer, resp *machine.VersionResponse, named, short bool) {
 	for _, m := range resp.GetMessages() {
 		if named {
 			fmt.Fprintf(w, "\tNODE:        %s\n", m.GetMetadata().GetHostname())
@@ -89,9 +96,9 @@ func versionTable(w io.Writer, resp *machine.VersionResponse, named bool) {
 			continue
 		}
 
-		writeVersion(w, m.GetVersion())
+		writeVersion(w, m.GetVersion(), short)
 
-		if p := m.GetPlatform(); p != nil {
+		if p := m.GetPlatform(); p != nil && !short {
 			fmt.Fprintf(w, "\tPlatform:    %s (%s)\n", p.GetName(), p.GetMode())
 		}
 	}

@@ -24,7 +24,7 @@ func TestWriteVersionOfNode(t *testing.T) {
 	} {
 		var out bytes.Buffer
 
-		writeVersion(&out, &machine.VersionInfo{Tag: tc.tag, Sha: "abc"})
+		writeVersion(&out, &machine.VersionInfo{Tag: tc.tag, Sha: "abc"}, false)
 
 		if !strings.Contains(out.String(), tc.want) || tc.notWant != "" && strings.Contains(out.String(), tc.notWant) {
 			t.Errorf("tag %s printed:\n%s", tc.tag, out.String())
@@ -33,5 +33,24 @@ func TestWriteVersionOfNode(t *testing.T) {
 		if _, _, aegis := version.FromTalosTag(tc.tag); aegis && !strings.HasSuffix(out.String(), "\tTalos API:   "+version.TalosAPI+"\n") {
 			t.Errorf("tag %s: no Talos API line:\n%s", tc.tag, out.String())
 		}
+	}
+}
+
+// TestVersionShort: --short prints each tag alone, Aegis's own version for
+// an Aegis node, and no platform.
+func TestVersionShort(t *testing.T) {
+	resp := &machine.VersionResponse{Messages: []*machine.Version{
+		{
+			Version:  &machine.VersionInfo{Tag: "v1.13.9+aegis.v0.2.0", Sha: "abc", GoVersion: "go1.26"},
+			Platform: &machine.PlatformInfo{Name: "aegis", Mode: "container"},
+		},
+	}}
+
+	var out bytes.Buffer
+
+	versionTable(&out, resp, false, true)
+
+	if got, want := out.String(), "\tTag:         v0.2.0\n"; got != want {
+		t.Errorf("--short printed %q, want %q", got, want)
 	}
 }
