@@ -28,6 +28,12 @@ const (
 	// ca.ClockSkew, so a clock further off than that issues certificates its
 	// peers do not yet accept.
 	MaxTimeOffsetLimit = ca.ClockSkew
+	// MinTimePollInterval and MaxTimePollInterval bound pollInterval: a
+	// query a second is as often as a local NTP server should be asked,
+	// and a clock checked less than hourly can drift out of bounds with
+	// the time gate still open.
+	MinTimePollInterval = time.Second
+	MaxTimePollInterval = time.Hour
 	// MaxListEntries bounds the lists of a machine config (SANs, servers,
 	// endpoints, accepted CAs).
 	MaxListEntries = 64
@@ -150,6 +156,10 @@ type TimeSpec struct {
 	Servers        []string      `yaml:"servers,omitempty"`
 	TrustHostClock bool          `yaml:"trustHostClock,omitempty"`
 	MaxOffset      time.Duration `yaml:"maxOffset,omitempty"`
+	// PollInterval is the wait between queries while the clock is in
+	// bounds; zero means the time service's default (64 s, as NTP's
+	// default poll).
+	PollInterval time.Duration `yaml:"pollInterval,omitempty"`
 }
 
 // ClusterSpec describes the cluster the node belongs to.
@@ -310,6 +320,10 @@ func (c *MachineConfig) validateTime(ps *problems) {
 
 	if t.MaxOffset < 0 || t.MaxOffset > MaxTimeOffsetLimit {
 		ps.add("machine.time.maxOffset", "%s outside [0, %s] (0 means %s)", t.MaxOffset, MaxTimeOffsetLimit, DefaultMaxTimeOffset)
+	}
+
+	if t.PollInterval != 0 && (t.PollInterval < MinTimePollInterval || t.PollInterval > MaxTimePollInterval) {
+		ps.add("machine.time.pollInterval", "%s outside [%s, %s] (0 means the default)", t.PollInterval, MinTimePollInterval, MaxTimePollInterval)
 	}
 }
 

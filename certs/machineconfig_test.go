@@ -72,6 +72,12 @@ func TestMachineConfigProblems(t *testing.T) {
 
 			return s
 		}, paths: []string{"machine.time", "machine.time.servers[0]", "machine.time.maxOffset"}},
+		{name: "poll interval too short", base: cp, edit: func(s string) string {
+			return strings.Replace(s, "            - 127.0.0.1:10123\n", "            - 127.0.0.1:10123\n        pollInterval: 100ms\n", 1)
+		}, paths: []string{"machine.time.pollInterval"}},
+		{name: "poll interval too long", base: cp, edit: func(s string) string {
+			return strings.Replace(s, "            - 127.0.0.1:10123\n", "            - 127.0.0.1:10123\n        pollInterval: 2h\n", 1)
+		}, paths: []string{"machine.time.pollInterval"}},
 		{name: "worker without endpoints, bad cluster name", base: worker, edit: func(s string) string {
 			s = strings.Replace(s, "    controlPlane:\n        endpoints:\n            - 127.5.0.2\n", "    controlPlane: {}\n", 1)
 

@@ -26,6 +26,9 @@ func TestNTPServerComesBackSkewed(t *testing.T) {
 	port := freePort(t, "udp", ip)
 	ntpd := runChrony(t, ip, port, "")
 	n := newNode(t, trustdIP, ntpd.addr)
+	// The gate closes at the next poll: ask every 2 s rather than NTP's 64.
+	n.cfg.Machine.Time.PollInterval = 2 * time.Second
+	n.save(t)
 	proc := n.start(t)
 
 	n.waitHealth(t, "127.8.3.9", healthpb.HealthCheckResponse_SERVING)

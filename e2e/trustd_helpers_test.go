@@ -77,11 +77,18 @@ func newNode(t *testing.T, ip string, ntpServers ...string) *trustdNode {
 		cfg:    cfg,
 	}
 
-	if err = cfg.Save(n.config, false); err != nil {
-		t.Fatal(err)
-	}
+	n.save(t)
 
 	return n
+}
+
+// save writes the node's config again, after a test changed it.
+func (n *trustdNode) save(t *testing.T) {
+	t.Helper()
+
+	if err := n.cfg.Save(n.config, true); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // trustdProc is a running cmd/trustd.

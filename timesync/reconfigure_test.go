@@ -32,14 +32,14 @@ func TestReconfigure(t *testing.T) {
 	}
 
 	// New servers: asked at once, without waiting for the poll interval.
-	if err := h.svc.Reconfigure([]string{"ntp-b"}, false, 0); err != nil {
+	if err := h.svc.Reconfigure([]string{"ntp-b"}, false, 0, 0); err != nil {
 		t.Fatal(err)
 	}
 
 	h.waitAsked("ntp-b")
 
 	// A trusted host clock opens the gate and asks nobody.
-	if err := h.svc.Reconfigure(nil, true, 0); err != nil {
+	if err := h.svc.Reconfigure(nil, true, 0, 0); err != nil {
 		t.Fatal(err)
 	}
 
@@ -48,7 +48,7 @@ func TestReconfigure(t *testing.T) {
 	}
 
 	// Leaving it closes the gate until a server answers: fail closed.
-	if err := h.svc.Reconfigure([]string{"ntp-c"}, false, time.Second); err != nil {
+	if err := h.svc.Reconfigure([]string{"ntp-c"}, false, time.Second, 0); err != nil {
 		t.Fatal(err)
 	}
 
@@ -64,8 +64,44 @@ func TestReconfigure(t *testing.T) {
 		servers []string
 		trust   bool
 	}{{nil, false}, {[]string{"x"}, true}} {
-		if err := h.svc.Reconfigure(bad.servers, bad.trust, 0); err == nil {
+		if err := h.svc.Reconfigure(bad.servers, bad.trust, 0, 0); err == nil {
 			t.Errorf("Reconfigure(%v, %v) accepted", bad.servers, bad.trust)
 		}
+	}
+}
+
+// TestReconfiguredPollInterval: a new poll interval paces the rounds that
+// follow the one Reconfigure starts; zero goes back to the default.
+func TestReconfiguredPollInterval(t *testing.T) {
+	h := start(t, []string{"ntp-a"}, valid(0, time.Millisecond), valid(0, time.Millisecond),
+		valid(0, time.Millisecond), valid(0, time.Millisecond))
+
+	if err := h.svc.Reconfigure([]string{"ntp-a"}, false, 0, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+
+	h.waitAsked("ntp-a")
+
+	for deadline := time.Now().Add(time.Minute); len(h.ntp.asked()) < 2; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("Reconfigure started no round")
+		}
+	}
+
+	h.waitRound()
+	h.clk.Advance(5*time.Second - time.Nanosecond)
+
+	if n := len(h.ntp.asked()); n != 2 {
+		t.Fatalf("queried %d times before the new interval passed, want 2", n)
+	}
+
+	h.next(time.Nanosecond)
+
+	if n := len(h.ntp.asked()); n != 3 {
+		t.Fatalf("queried %d times after the new interval, want 3", n)
+	}
+
+	if err := h.svc.Reconfigure([]string{"ntp-a"}, false, 0, -time.Second); err == nil {
+		t.Error("a negative poll interval accepted")
 	}
 }

@@ -28,7 +28,8 @@ type QueryFunc func(ctx context.Context, server string, timeout time.Duration) (
 
 // Config configures a Service. Servers or TrustHostClock is required; every
 // other field may be left zero. The config is read once by New; Servers,
-// TrustHostClock and MaxOffset may change later through Reconfigure.
+// TrustHostClock, MaxOffset and PollInterval may change later through
+// Reconfigure.
 type Config struct {
 	// Servers are queried in order each round until one gives a valid reply.
 	Servers []string
@@ -82,9 +83,10 @@ type Service struct {
 
 // settings are the parts of Config that Reconfigure changes.
 type settings struct {
-	servers   []string
-	trustHost bool
-	maxOffset time.Duration
+	servers      []string
+	trustHost    bool
+	maxOffset    time.Duration
+	pollInterval time.Duration
 }
 
 // New checks cfg and returns a service whose gate is closed, or open at once
@@ -99,7 +101,7 @@ func New(cfg Config) (*Service, error) {
 
 	s := &Service{cfg: cfg, gate: NewGate(cfg.TrustHostClock), measured: make(chan struct{}), wake: make(chan struct{}, 1)}
 	s.status.Synced = cfg.TrustHostClock
-	s.settings = settings{servers: cfg.Servers, trustHost: cfg.TrustHostClock, maxOffset: cfg.MaxOffset}
+	s.settings = settings{servers: cfg.Servers, trustHost: cfg.TrustHostClock, maxOffset: cfg.MaxOffset, pollInterval: cfg.PollInterval}
 
 	return s, nil
 }
@@ -119,23 +121,31 @@ func checkSettings(servers []string, trustHost bool, maxOffset time.Duration) er
 	return nil
 }
 
-// Reconfigure changes the servers, the trust in the host clock and the
-// offset bound of a running service, which starts a round with them at
-// once. Leaving a trusted host clock closes the gate until a server says
+// Reconfigure changes the servers, the trust in the host clock, the
+// offset bound and the poll interval (zero: DefaultPollInterval) of a
+// running service, which starts a round with them at once. Leaving a trusted host clock closes the gate until a server says
 // the clock is right (fail closed); with servers, the gate stays as the
 // old servers left it until the first valid reply of the new ones.
-func (s *Service) Reconfigure(servers []string, trustHost bool, maxOffset time.Duration) error {
+func (s *Service) Reconfigure(servers []string, trustHost bool, maxOffset, pollInterval time.Duration) error {
 	if err := checkSettings(servers, trustHost, maxOffset); err != nil {
 		return err
+	}
+
+	if pollInterval < 0 {
+		return fmt.Errorf("timesync: negative poll interval %s", pollInterval)
 	}
 
 	if maxOffset == 0 {
 		maxOffset = DefaultMaxOffset
 	}
 
+	if pollInterval == 0 {
+		pollInterval = DefaultPollInterval
+	}
+
 	s.mu.Lock()
 	wasTrusted := s.settings.trustHost
-	s.settings = settings{servers: append([]string(nil), servers...), trustHost: trustHost, maxOffset: maxOffset}
+	s.settings = settings{servers: append([]string(nil), servers...), trustHost: trustHost, maxOffset: maxOffset, pollInterval: pollInterval}
 
 	if trustHost {
 		s.status = Status{Synced: true, Checked: s.cfg.Clock.Now()}
@@ -258,7 +268,7 @@ func (s *Service) Run(ctx context.Context) error {
 			}
 		}
 
-		wait := s.cfg.PollInterval
+		wait := s.current().pollInterval
 		if s.round(ctx) {
 			retry.Reset()
 		} else {

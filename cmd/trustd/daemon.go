@@ -95,7 +95,7 @@ func (d *daemon) build(cfg *certs.MachineConfig, opts options) error {
 
 	clock, err := timesync.New(timesync.Config{
 		Servers: cfg.Machine.Time.Servers, TrustHostClock: cfg.Machine.Time.TrustHostClock,
-		MaxOffset: cfg.MaxTimeOffset(), Logger: d.log,
+		MaxOffset: cfg.MaxTimeOffset(), PollInterval: cfg.Machine.Time.PollInterval, Logger: d.log,
 	})
 	if err != nil {
 		return err

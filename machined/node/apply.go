@@ -307,7 +307,7 @@ func (n *Node) applyLive(cfg *certs.MachineConfig, c changeSet) {
 	timeChanged := slices.ContainsFunc(c.live, func(f string) bool { return strings.HasPrefix(f, "machine.time") })
 	if timeChanged && svc != nil {
 		t := cfg.Machine.Time
-		if err := svc.Reconfigure(t.Servers, t.TrustHostClock, cfg.MaxTimeOffset()); err != nil {
+		if err := svc.Reconfigure(t.Servers, t.TrustHostClock, cfg.MaxTimeOffset(), t.PollInterval); err != nil {
 			n.log.Error("reconfiguring the time service", slog.String(logkey.Error, err.Error()))
 		}
 	}

@@ -141,7 +141,7 @@ func (n *Node) phaseConfig(_ context.Context, b *bootState, _ *sync.WaitGroup) e
 func (n *Node) phaseTime(ctx context.Context, b *bootState, bg *sync.WaitGroup) error {
 	svc, err := timesync.New(timesync.Config{
 		Servers: b.cfg.Machine.Time.Servers, TrustHostClock: b.cfg.Machine.Time.TrustHostClock,
-		MaxOffset: b.cfg.MaxTimeOffset(), Logger: n.log, Clock: n.clock,
+		MaxOffset: b.cfg.MaxTimeOffset(), PollInterval: b.cfg.Machine.Time.PollInterval, Logger: n.log, Clock: n.clock,
 	})
 	if err != nil {
 		return err
