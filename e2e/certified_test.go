@@ -35,6 +35,7 @@ const certifiedCIDR = "127.9.52.0/24"
 // behind, and `aegisctl cluster readmit` brings it back.
 func TestCertifiedAndRemove(t *testing.T) {
 	needBinaries(t)
+	t.Parallel()
 
 	c, err := localcluster.Create(context.Background(), localcluster.Options{
 		Name: "cert", ControlPlanes: 1, Workers: 2, CIDR: netip.MustParsePrefix(certifiedCIDR),

@@ -29,6 +29,7 @@ import (
 // plane restarted, a snapshot taken by role, a member leaving and coming
 // back; then the snapshot recovered into a fresh cluster.
 func TestEtcdCluster(t *testing.T) {
+	t.Parallel()
 	c := etcdCluster(t, "etcd", "127.9.8.0/24", 3, 1, false)
 	admin := talosClient(t, c.ClientConfigPath())
 	cps := c.ControlPlanes()

@@ -43,6 +43,7 @@ const refusalDeadline = 15 * time.Second
 // Unavailable and apid keeps enforcing the list; a restarted worker that
 // cannot reach the control plane keeps it too.
 func TestClientCertificateRevocation(t *testing.T) {
+	t.Parallel()
 	c := etcdCluster(t, "revoke", "127.9.40.0/24", 1, 1, false)
 	a := clusterAdmin(t, c)
 	cp, worker := c.ControlPlanes()[0], c.Nodes[1]

@@ -47,6 +47,7 @@ const rotateEtcdTimeout = 2 * etcdTimeout
 //
 // The OS CA's rotation record is never touched.
 func TestRotateEtcdCA(t *testing.T) {
+	t.Parallel()
 	lc := etcdCluster(t, "rotetcd", "127.9.46.0/24", 3, 1, false)
 	c := &cliCluster{Cluster: lc, home: t.TempDir(), dir: t.TempDir()}
 	talos := talosClient(t, c.admin())
