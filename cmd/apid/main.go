@@ -5,7 +5,7 @@
 //	apid --cert FILE --key FILE --ca BUNDLE --machined-socket PATH
 //	     [--impersonator-cert FILE --impersonator-key FILE]
 //	     [--listen ADDR] [--self NAME]... [--node-name NAME]... [--watch-interval D]
-//	     [--shutdown-timeout D] [--log-level debug|info|warn|error] [--metrics-listen ADDR]
+//	     [--shutdown-timeout D] [--log-level debug|info|warn|error] [--log-format json|text] [--metrics-listen ADDR]
 //	apid --version
 //
 // Certificate and CA files are watched and reloaded when they are replaced,

@@ -15,8 +15,10 @@
 // issuances and token management at DIR/trustd/audit.log, refusals
 // (aggregated per source and minute) at DIR/trustd/refusals.log, each
 // rotated on its own (audit.log.1 …). Logs are JSON on stderr, audit
-// records included with "log":"audit"; --log-level (debug, info, warn
-// or error; default info) sets the least severe record logged;
+// records included with "log":"audit"; --log-format text writes key=value
+// lines instead, audit records aside, which stay the JSON of their files;
+// --log-level (debug, info, warn or error; default info) sets the least
+// severe record logged;
 // --metrics-listen ADDR serves Prometheus metrics at http://ADDR/metrics
 // (machined passes it when machine.metrics is on). SIGTERM or
 // SIGINT stops it gracefully. --pprof-listen 127.0.0.1:PORT serves Go's
