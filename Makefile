@@ -169,10 +169,11 @@ fuzz:
 generate:
 	./api/generate.sh
 
-## docs: regenerate the CLI reference in docs/cli from aegisctl's commands (the test
-## that fails when docs/cli is stale, run with -update)
+## docs: regenerate the CLI reference in docs/cli from aegisctl's commands, and the man
+## pages and the daemons' bash completions in docs/man from aegisctl's, machined's, apid's and
+## trustd's command lines (the tests that fail when they are stale, run with -update)
 docs:
-	$(GO) test -count=1 -run '^TestCLIDocs$$' ./cmd/aegisctl -update
+	$(GO) test -count=1 -run '^(TestCLIDocs|TestManPages)$$' ./cmd/aegisctl ./cmd/machined ./cmd/apid ./cmd/trustd -update
 
 clean:
 	rm -rf $(BIN) $(OUT)

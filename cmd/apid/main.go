@@ -11,7 +11,7 @@
 // Certificate and CA files are watched and reloaded when they are replaced,
 // without dropping connections. --metrics-listen serves Prometheus metrics
 // at http://ADDR/metrics (machined passes it when machine.metrics is on).
-// It logs JSON to stderr and stops gracefully on SIGTERM or SIGINT.
+// It logs JSON to stderr (key=value lines with --log-format text) and stops gracefully on SIGTERM or SIGINT.
 package main
 
 import (

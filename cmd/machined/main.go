@@ -88,9 +88,9 @@ func reexec() error {
 	return fmt.Errorf("booting again after the reset: %w", syscall.Exec(exe, os.Args, os.Environ())) //nolint:gosec // machined's own binary and arguments
 }
 
-func parseFlags(args []string, stderr io.Writer) (options, error) {
-	var o options
-
+// flagSet is machined's command line, writing usage to stderr; its man
+// page is generated from it.
+func (o *options) flagSet(stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("machined", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.config, "config", "", "machine config `FILE`")
@@ -101,6 +101,13 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.heartbeat, "heartbeat-interval", membership.DefaultInterval, "how often the node refreshes its membership entry (1s to 5m); it ages out after three intervals")
 	o.Register(fs)
 
+	return fs
+}
+
+func parseFlags(args []string, stderr io.Writer) (options, error) {
+	var o options
+
+	fs := o.flagSet(stderr)
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
