@@ -33,7 +33,7 @@ INSTALL_BINS := aegisctl machined apid trustd etcd
 
 export CGO_ENABLED ?= 0
 
-.PHONY: all build images install test e2e conformance talos-suite run bench bench-deps microbench bench-profile fuzz deps lint generate docs clean
+.PHONY: all build images install release release-deps test e2e conformance talos-suite run bench bench-deps microbench bench-profile fuzz deps lint generate docs clean
 
 all: build
 
@@ -54,6 +54,19 @@ install: build
 	install -d '$(DESTDIR)$(PREFIX)/bin' '$(DESTDIR)$(PREFIX)/lib/aegis/images'
 	install -m 0755 $(addprefix $(BIN)/,$(INSTALL_BINS)) '$(DESTDIR)$(PREFIX)/bin/'
 	install -m 0644 $(BIN)/images/*.tar '$(DESTDIR)$(PREFIX)/lib/aegis/images/'
+
+## release: Debian packages (aegisctl, aegis-node with machined's systemd unit) and a
+## tarball in $(OUT)/release, stamped with VERSION, with the man pages and completions; then
+## installs them into a clean root and runs systemd-analyze verify on the units (fails, never
+## skips, without dpkg-deb or systemd-analyze). Not part of make test: a build of everything
+release: release-deps build
+	@mkdir -p $(OUT)/release
+	$(BIN)/aegis-release --bin-dir $(BIN) --man-dir docs/man --doc-root . --out $(OUT)/release \
+		--version $(VERSION) --mtime "$${SOURCE_DATE_EPOCH:-$$(git log -1 --format=%ct 2>/dev/null || date +%s)}" --verify
+
+## release-deps: what make release needs beyond the tests' deps (dpkg-deb, systemd-analyze)
+release-deps:
+	@./scripts/deps.sh release
 
 ## deps: install on a Debian machine whatever the tests need and is missing
 deps:
