@@ -145,7 +145,8 @@ func Check(t testing.TB, fresh string, mine func(rel string) bool) {
 	}
 }
 
-// files are the paths under root, relative to it, that keep claims.
+// files are the paths of the files under root, relative to it, that keep
+// accepts.
 func files(t testing.TB, root string, keep func(rel string) bool) []string {
 	t.Helper()
 
