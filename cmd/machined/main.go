@@ -18,7 +18,8 @@
 // default 10s) is how often the node refreshes its entry in the cluster's
 // member list; short intervals are for tests of the age-out. --log-level (debug, info, warn or
 // error; default info) and --log-format (json, the default, or text) apply
-// to machined and to the apid and trustd it starts; machined's own log file
+// to machined and to the apid and trustd it starts (etcd gets its own
+// console format for text); machined's own log file
 // under DIR stays JSON, which the node's tools read back. --metrics-listen serves machined's Prometheus metrics at
 // http://ADDR/metrics; without it, the config's machine.metrics decides
 // (port 9101 on the listen address), and it also turns on apid's (9102)
