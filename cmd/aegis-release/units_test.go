@@ -64,7 +64,8 @@ func unitReferences(t *testing.T, unit []byte) []string {
 }
 
 // TestUnitFilesPackaged: every file a unit of the node package references
-// is in that package, so an installed unit never points at nothing.
+// is in that package's nfpm contents, so an installed unit never points
+// at nothing.
 func TestUnitFilesPackaged(t *testing.T) {
 	s := stager{in: testInputs("/nonexistent/bin"), dir: t.TempDir()}
 
@@ -74,8 +75,8 @@ func TestUnitFilesPackaged(t *testing.T) {
 	}
 
 	var installed []string
-	for _, e := range node.entries {
-		installed = append(installed, e.dst)
+	for _, c := range info(node, s.in).Contents {
+		installed = append(installed, c.Destination)
 	}
 
 	for _, u := range units {
