@@ -60,7 +60,7 @@ install: build
 ## installs them into a clean root and runs systemd-analyze verify on the units (fails, never
 ## skips, without dpkg-deb or systemd-analyze). Not part of make test: a build of everything
 release: release-deps build
-	@mkdir -p $(OUT)/release
+	@rm -rf $(OUT)/release && mkdir -p $(OUT)/release
 	$(BIN)/aegis-release --bin-dir $(BIN) --man-dir docs/man --doc-root . --out $(OUT)/release \
 		--version $(VERSION) --mtime "$${SOURCE_DATE_EPOCH:-$$(git log -1 --format=%ct 2>/dev/null || date +%s)}" --verify
 
