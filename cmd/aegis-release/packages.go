@@ -116,28 +116,12 @@ func (s stager) node() (pkg, error) {
 		prerm:      filepath.Join(s.dir, "dist", "prerm"),
 	}
 
-	for _, b := range nodeBinaries {
-		p.entries = append(p.entries, s.binary(b))
-	}
-
-	for _, img := range images {
-		p.entries = append(p.entries, entry{src: filepath.Join(s.in.binDir, "images", img+".tar"), dst: path.Join(imageDir, img+".tar"), mode: 0o644})
-	}
-
-	if err := s.writeDist(); err != nil {
+	system, err := s.nodeSystem()
+	if err != nil {
 		return p, err
 	}
 
-	for _, u := range units {
-		p.entries = append(p.entries, entry{src: filepath.Join(s.dir, "dist", u), dst: unitPath(u), mode: 0o644})
-	}
-
-	p.entries = append(p.entries,
-		entry{src: filepath.Join(s.dir, "dist", "machined.default"), dst: defaultsFile, mode: 0o644, config: true},
-		// The machine config holds the node's keys (a control plane's
-		// CA key among them): root's alone.
-		entry{dst: configDir, mode: 0o700, dir: true},
-	)
+	p.entries = system
 
 	pages, err := s.manPages(func(name string) bool { return slices.Contains(daemons, strings.TrimSuffix(name, ".8")) })
 	if err != nil {
@@ -153,6 +137,35 @@ func (s stager) node() (pkg, error) {
 	p.entries = append(p.entries, s.docs(nodePackage, true)...)
 
 	return p, nil
+}
+
+// nodeSystem are the node package's binaries, images, unit, environment
+// file and config folder.
+func (s stager) nodeSystem() ([]entry, error) {
+	var out []entry
+
+	for _, b := range nodeBinaries {
+		out = append(out, s.binary(b))
+	}
+
+	for _, img := range images {
+		out = append(out, entry{src: filepath.Join(s.in.binDir, "images", img+".tar"), dst: path.Join(imageDir, img+".tar"), mode: 0o644})
+	}
+
+	if err := s.writeDist(); err != nil {
+		return nil, err
+	}
+
+	for _, u := range units {
+		out = append(out, entry{src: filepath.Join(s.dir, "dist", u), dst: unitPath(u), mode: 0o644})
+	}
+
+	return append(out,
+		entry{src: filepath.Join(s.dir, "dist", "machined.default"), dst: defaultsFile, mode: 0o644, config: true},
+		// The machine config holds the node's keys (a control plane's
+		// CA key among them): root's alone.
+		entry{dst: configDir, mode: 0o700, dir: true},
+	), nil
 }
 
 func (s stager) binary(name string) entry {
