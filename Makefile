@@ -33,7 +33,7 @@ INSTALL_BINS := aegisctl machined apid trustd etcd
 
 export CGO_ENABLED ?= 0
 
-.PHONY: all build images install test e2e conformance talos-suite run bench bench-deps microbench bench-profile fuzz deps lint generate docs clean
+.PHONY: all build images install release release-deps test e2e conformance talos-suite run bench bench-deps microbench bench-profile fuzz deps lint generate docs clean
 
 all: build
 
@@ -54,6 +54,19 @@ install: build
 	install -d '$(DESTDIR)$(PREFIX)/bin' '$(DESTDIR)$(PREFIX)/lib/aegis/images'
 	install -m 0755 $(addprefix $(BIN)/,$(INSTALL_BINS)) '$(DESTDIR)$(PREFIX)/bin/'
 	install -m 0644 $(BIN)/images/*.tar '$(DESTDIR)$(PREFIX)/lib/aegis/images/'
+
+## release: Debian packages (aegisctl, aegis-node with machined's systemd unit) and a
+## tarball in $(OUT)/release, stamped with VERSION, with the man pages and completions; then
+## installs them into a clean root and runs systemd-analyze verify on the units (fails, never
+## skips, without dpkg-deb or systemd-analyze). Not part of make test: a build of everything
+release: release-deps build
+	@rm -rf $(OUT)/release && mkdir -p $(OUT)/release
+	$(BIN)/aegis-release --bin-dir $(BIN) --man-dir docs/man --doc-root . --out $(OUT)/release \
+		--version $(VERSION) --mtime "$${SOURCE_DATE_EPOCH:-$$(git log -1 --format=%ct 2>/dev/null || date +%s)}" --verify
+
+## release-deps: what make release needs beyond the tests' deps (dpkg-deb, systemd-analyze)
+release-deps:
+	@./scripts/deps.sh release
 
 ## deps: install on a Debian machine whatever the tests need and is missing
 deps:
@@ -169,10 +182,11 @@ fuzz:
 generate:
 	./api/generate.sh
 
-## docs: regenerate the CLI reference in docs/cli from aegisctl's commands (the test
-## that fails when docs/cli is stale, run with -update)
+## docs: regenerate the CLI reference in docs/cli from aegisctl's commands, and the man
+## pages and the daemons' bash completions in docs/man from aegisctl's, machined's, apid's and
+## trustd's command lines (the tests that fail when they are stale, run with -update)
 docs:
-	$(GO) test -count=1 -run '^TestCLIDocs$$' ./cmd/aegisctl -update
+	$(GO) test -count=1 -run '^(TestCLIDocs|TestManPages)$$' ./cmd/aegisctl ./cmd/machined ./cmd/apid ./cmd/trustd -update
 
 clean:
 	rm -rf $(BIN) $(OUT)

@@ -24,6 +24,13 @@ if [ "${1:-}" = bench ]; then
   wanted[sqlite3]=sqlite3
 fi
 
+# `deps.sh release` (make release) also needs these: the packages are
+# unpacked with dpkg-deb and their units checked with systemd-analyze.
+if [ "${1:-}" = release ]; then
+  wanted[dpkg-deb]=dpkg
+  wanted[systemd-analyze]=systemd
+fi
+
 missing=()
 for cmd in "${!wanted[@]}"; do
   if ! command -v "$cmd" >/dev/null 2>&1 && [ ! -x "/usr/sbin/$cmd" ]; then

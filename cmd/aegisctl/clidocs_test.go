@@ -29,6 +29,16 @@ const cliDocsHint = "run `make docs` (go test ./cmd/aegisctl -run '^TestCLIDocs$
 func generateCLIDocs(t *testing.T, dir string) {
 	t.Helper()
 
+	if err := doc.GenMarkdownTree(docRoot(t), dir); err != nil {
+		t.Fatalf("generating the CLI reference: %v", err)
+	}
+}
+
+// docRoot is aegisctl's command tree as its generated documents show it:
+// completion command included, no machine-dependent defaults, no date.
+func docRoot(t *testing.T) *cobra.Command {
+	t.Helper()
+
 	// Defaults that depend on the machine (home, the binary's own
 	// directory) must not leak into the pages.
 	t.Setenv("HOME", "/home/user")
@@ -51,9 +61,7 @@ func generateCLIDocs(t *testing.T, dir string) {
 	}
 	disable(root)
 
-	if err := doc.GenMarkdownTree(root, dir); err != nil {
-		t.Fatalf("generating the CLI reference: %v", err)
-	}
+	return root
 }
 
 // markdownFiles returns the names of the .md files in dir.

@@ -5,13 +5,13 @@
 //	apid --cert FILE --key FILE --ca BUNDLE --machined-socket PATH
 //	     [--impersonator-cert FILE --impersonator-key FILE]
 //	     [--listen ADDR] [--self NAME]... [--node-name NAME]... [--watch-interval D]
-//	     [--shutdown-timeout D] [--log-level debug|info|warn|error] [--metrics-listen ADDR]
+//	     [--shutdown-timeout D] [--log-level debug|info|warn|error] [--log-format json|text] [--metrics-listen ADDR]
 //	apid --version
 //
 // Certificate and CA files are watched and reloaded when they are replaced,
 // without dropping connections. --metrics-listen serves Prometheus metrics
 // at http://ADDR/metrics (machined passes it when machine.metrics is on).
-// It logs JSON to stderr and stops gracefully on SIGTERM or SIGINT.
+// It logs JSON to stderr (key=value lines with --log-format text) and stops gracefully on SIGTERM or SIGINT.
 package main
 
 import (

@@ -52,24 +52,7 @@ func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
 
 func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	o := &options{}
-	fs := flag.NewFlagSet("apid", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-
-	fs.StringVar(&o.certPath, "cert", "", "server certificate (PEM), reloaded when replaced")
-	fs.StringVar(&o.keyPath, "key", "", "server key (PEM)")
-	fs.StringVar(&o.impCertPath, "impersonator-cert", "", "os:impersonator client certificate for forwarding; without it, no forwarding")
-	fs.StringVar(&o.impKeyPath, "impersonator-key", "", "key of the impersonator certificate")
-	fs.StringVar(&o.caPath, "ca", "", "bundle of accepted CAs (PEM), reloaded when replaced")
-	fs.StringVar(&o.socket, "machined-socket", "", "machined's Unix socket")
-	fs.StringVar(&o.nodeSocket, "node-socket", "", "machined's apid socket to take certificates and CAs from, instead of the files")
-	fs.StringVar(&o.listen, "listen", ":"+strconv.Itoa(wire.APIDPort), "address to listen on")
-	fs.Var((*stringList)(&o.self), "self", "a name or address clients use for this node (repeatable)")
-	fs.Var((*stringList)(&o.names), "node-name", "a control-plane endpoint (DNS name or address) clients may route to (repeatable); other nodes must be live members")
-	fs.StringVar(&o.role, "role", "", "this node's role, controlplane or worker (file mode; --node-socket reads it from machined); calls carrying secrets are refused without it")
-	fs.StringVar(&o.pprof, "pprof-listen", "", "serve Go's CPU and heap profiles at http://`ADDR`/debug/pprof/ (loopback IP:PORT only; default off)")
-	fs.DurationVar(&o.watchInterval, "watch-interval", defaultWatchInterval, "how often files are checked for replacement")
-	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", defaultShutdownTimeout, "grace period for open calls on SIGTERM")
-	o.Register(fs)
+	fs := o.flagSet(stderr)
 
 	if err := fs.Parse(args); err != nil {
 		return nil, fmt.Errorf("%w: %w", errUsage, err)
@@ -86,6 +69,31 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	}
 
 	return o, nil
+}
+
+// flagSet is apid's command line, writing usage to stderr; its man page
+// is generated from it.
+func (o *options) flagSet(stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("apid", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+
+	fs.StringVar(&o.certPath, "cert", "", "server certificate `FILE` (PEM), reloaded when replaced")
+	fs.StringVar(&o.keyPath, "key", "", "server key `FILE` (PEM)")
+	fs.StringVar(&o.impCertPath, "impersonator-cert", "", "os:impersonator client certificate `FILE` for forwarding; without it, no forwarding")
+	fs.StringVar(&o.impKeyPath, "impersonator-key", "", "key `FILE` of the impersonator certificate")
+	fs.StringVar(&o.caPath, "ca", "", "`FILE` of the accepted CAs (PEM), reloaded when replaced")
+	fs.StringVar(&o.socket, "machined-socket", "", "machined's Unix `SOCKET`")
+	fs.StringVar(&o.nodeSocket, "node-socket", "", "machined's apid `SOCKET` to take certificates and CAs from, instead of the files")
+	fs.StringVar(&o.listen, "listen", ":"+strconv.Itoa(wire.APIDPort), "`ADDR`ess to listen on")
+	fs.Var((*stringList)(&o.self), "self", "a name or address clients use for this node (repeatable)")
+	fs.Var((*stringList)(&o.names), "node-name", "a control-plane endpoint (DNS name or address) clients may route to (repeatable); other nodes must be live members")
+	fs.StringVar(&o.role, "role", "", "this node's role, controlplane or worker (file mode; --node-socket reads it from machined); calls carrying secrets are refused without it")
+	fs.StringVar(&o.pprof, "pprof-listen", "", "serve Go's CPU and heap profiles at http://`ADDR`/debug/pprof/ (loopback IP:PORT only; default off)")
+	fs.DurationVar(&o.watchInterval, "watch-interval", defaultWatchInterval, "how often files are checked for replacement")
+	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", defaultShutdownTimeout, "grace period for open calls on SIGTERM")
+	o.Register(fs)
+
+	return fs
 }
 
 func (o *options) check(extra int) error {

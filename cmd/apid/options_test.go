@@ -28,6 +28,8 @@ func TestParseOptions(t *testing.T) {
 		{name: "unknown flag", args: append(slices.Clone(base), "--nope"), bad: "nope"},
 		{name: "log level", args: append(slices.Clone(base), "--log-level", "debug")},
 		{name: "bad log level", args: append(slices.Clone(base), "--log-level", "loud"), bad: `unknown log level "loud": use debug, info, warn or error`},
+		{name: "log format text", args: append(slices.Clone(base), "--log-format", "text")},
+		{name: "bad log format", args: append(slices.Clone(base), "--log-format", "yaml"), bad: `unknown log format "yaml": use json or text`},
 		{name: "version alone", args: []string{"--version"}},
 	}
 

@@ -6,7 +6,7 @@
 // a Reset call; after a Reset that asks for a reboot it executes itself
 // again with the same arguments.
 //
-//	machined --config FILE --state DIR [--bin-dir DIR] [--image-dir DIR] [--node-cert-ttl D] [--heartbeat-interval D] [--log-level LEVEL] [--metrics-listen ADDR]
+//	machined --config FILE --state DIR [--bin-dir DIR] [--image-dir DIR] [--node-cert-ttl D] [--heartbeat-interval D] [--log-level LEVEL] [--log-format json|text] [--metrics-listen ADDR]
 //	machined --version
 //
 // The whole node lives under DIR. A config with errors is refused with every
@@ -17,8 +17,10 @@
 // lifetimes are for tests of renewal. --heartbeat-interval (1s to 5m,
 // default 10s) is how often the node refreshes its entry in the cluster's
 // member list; short intervals are for tests of the age-out. --log-level (debug, info, warn or
-// error; default info) applies to machined and to the apid and trustd it
-// starts. --metrics-listen serves machined's Prometheus metrics at
+// error; default info) and --log-format (json, the default, or text) apply
+// to machined and to the apid and trustd it starts (etcd gets its own
+// console format for text); machined's own log file
+// under DIR stays JSON, which the node's tools read back. --metrics-listen serves machined's Prometheus metrics at
 // http://ADDR/metrics; without it, the config's machine.metrics decides
 // (port 9101 on the listen address), and it also turns on apid's (9102)
 // and trustd's (9103).
@@ -87,9 +89,9 @@ func reexec() error {
 	return fmt.Errorf("booting again after the reset: %w", syscall.Exec(exe, os.Args, os.Environ())) //nolint:gosec // machined's own binary and arguments
 }
 
-func parseFlags(args []string, stderr io.Writer) (options, error) {
-	var o options
-
+// flagSet is machined's command line, writing usage to stderr; its man
+// page is generated from it.
+func (o *options) flagSet(stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("machined", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.config, "config", "", "machine config `FILE`")
@@ -100,6 +102,13 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.heartbeat, "heartbeat-interval", membership.DefaultInterval, "how often the node refreshes its membership entry (1s to 5m); it ages out after three intervals")
 	o.Register(fs)
 
+	return fs
+}
+
+func parseFlags(args []string, stderr io.Writer) (options, error) {
+	var o options
+
+	fs := o.flagSet(stderr)
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -176,7 +185,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	defer own.Close()
 
+	// machined.log stays JSON whatever --log-format says: the node's
+	// tools read it back (a cluster's boot stage, crash loops).
 	log := slog.New(opts.Handler(io.MultiWriter(stderr, own)))
+	if opts.Format == daemonflag.FormatText {
+		log = slog.New(slog.NewMultiHandler(opts.Handler(stderr), opts.JSONHandler(own)))
+	}
 
 	// --metrics-listen wins over the config's machine.metrics for machined
 	// itself; apid and trustd follow the config.
@@ -193,7 +207,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 	n, err := node.New(node.Config{
 		ConfigPath: opts.config, Machine: cfg, State: opts.state, BinDir: opts.binDir, ImageDir: opts.imageDir,
-		MachinedLog: own, Logger: log, LogLevel: opts.Level, NodeCertTTL: opts.nodeCertTTL, Metrics: reg,
+		MachinedLog: own, Logger: log, LogLevel: opts.Level, LogFormat: opts.Format, NodeCertTTL: opts.nodeCertTTL, Metrics: reg,
 		HeartbeatInterval: opts.heartbeat,
 	})
 	if err != nil {

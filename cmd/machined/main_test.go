@@ -104,6 +104,18 @@ func TestVersionAndLogLevel(t *testing.T) {
 		}
 	}
 
+	for _, format := range []string{"json", "text"} {
+		o, err := parseFlags([]string{"--config", "c", "--state", "s", "--log-format", format}, io.Discard)
+		if err != nil || o.Format.String() != format {
+			t.Errorf("--log-format %s: %q, %v", format, o.Format, err)
+		}
+	}
+
+	if _, err := parseFlags([]string{"--config", "c", "--state", "s", "--log-format", "xml"}, io.Discard); err == nil ||
+		!strings.Contains(err.Error(), "use json or text") {
+		t.Errorf("--log-format xml: %v", err)
+	}
+
 	var stderr bytes.Buffer
 
 	_, err := parseFlags([]string{"--config", "c", "--state", "s", "--log-level", "loud"}, &stderr)

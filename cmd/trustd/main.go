@@ -15,8 +15,10 @@
 // issuances and token management at DIR/trustd/audit.log, refusals
 // (aggregated per source and minute) at DIR/trustd/refusals.log, each
 // rotated on its own (audit.log.1 …). Logs are JSON on stderr, audit
-// records included with "log":"audit"; --log-level (debug, info, warn
-// or error; default info) sets the least severe record logged;
+// records included with "log":"audit"; --log-format text writes key=value
+// lines instead, audit records aside, which stay the JSON of their files;
+// --log-level (debug, info, warn or error; default info) sets the least
+// severe record logged;
 // --metrics-listen ADDR serves Prometheus metrics at http://ADDR/metrics
 // (machined passes it when machine.metrics is on). SIGTERM or
 // SIGINT stops it gracefully. --pprof-listen 127.0.0.1:PORT serves Go's
@@ -74,18 +76,7 @@ func main() {
 func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var o options
 
-	fs := flag.NewFlagSet("trustd", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.StringVar(&o.config, "config", "", "machine config `FILE` (a control-plane config: it holds the CA key)")
-	fs.StringVar(&o.nodeSocket, "node-socket", "", "machined's trustd `SOCKET` to take the node's resources from, instead of --config")
-	fs.StringVar(&o.state, "state", "", "state `DIR` (token store, sockets)")
-	fs.StringVar(&o.listen, "listen", "", "listen `ADDR`ess (default: the config's listenAddress, port 50001)")
-	fs.StringVar(&o.cert, "cert", "", "server certificate `FILE` (watched for changes; default: issued from the config's CA)")
-	fs.StringVar(&o.key, "key", "", "server key `FILE` for --cert")
-	fs.DurationVar(&o.certTTL, "cert-ttl", trustd.MaxCertTTL, "lifetime of the node certificates trustd signs (1m to 24h)")
-	fs.StringVar(&o.pprof, "pprof-listen", "", "serve Go's CPU and heap profiles at http://`ADDR`/debug/pprof/ (loopback IP:PORT only; default off)")
-	o.Register(fs)
-
+	fs := o.flagSet(stderr)
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -108,6 +99,24 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 
 	return o, nil
+}
+
+// flagSet is trustd's command line, writing usage to stderr; its man page
+// is generated from it.
+func (o *options) flagSet(stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("trustd", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.config, "config", "", "machine config `FILE` (a control-plane config: it holds the CA key)")
+	fs.StringVar(&o.nodeSocket, "node-socket", "", "machined's trustd `SOCKET` to take the node's resources from, instead of --config")
+	fs.StringVar(&o.state, "state", "", "state `DIR` (token store, sockets)")
+	fs.StringVar(&o.listen, "listen", "", "listen `ADDR`ess (default: the config's listenAddress, port 50001)")
+	fs.StringVar(&o.cert, "cert", "", "server certificate `FILE` (watched for changes; default: issued from the config's CA)")
+	fs.StringVar(&o.key, "key", "", "server key `FILE` for --cert")
+	fs.DurationVar(&o.certTTL, "cert-ttl", trustd.MaxCertTTL, "lifetime of the node certificates trustd signs (1m to 24h)")
+	fs.StringVar(&o.pprof, "pprof-listen", "", "serve Go's CPU and heap profiles at http://`ADDR`/debug/pprof/ (loopback IP:PORT only; default off)")
+	o.Register(fs)
+
+	return fs
 }
 
 // opsLog is the operational log's writer and level.

@@ -31,6 +31,8 @@ func TestParseFlags(t *testing.T) {
 		{name: "lifetime over a day", args: []string{"--config", "c.yaml", "--state", "s", "--cert-ttl", "25h"}},
 		{name: "log level", args: []string{"--config", "c.yaml", "--state", "s", "--log-level", "warn"}, ok: true},
 		{name: "bad log level", args: []string{"--config", "c.yaml", "--state", "s", "--log-level", "trace"}},
+		{name: "log format text", args: []string{"--config", "c.yaml", "--state", "s", "--log-format", "text"}, ok: true},
+		{name: "bad log format", args: []string{"--config", "c.yaml", "--state", "s", "--log-format", "xml"}},
 		{name: "version alone", args: []string{"--version"}, ok: true},
 	}
 

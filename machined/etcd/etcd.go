@@ -49,6 +49,9 @@ type Config struct {
 	Binary string
 	// Log receives the server's output.
 	Log *logs.Log
+	// TextLogs has the server write etcd's console lines instead of its
+	// JSON (machined's --log-format text); false is JSON.
+	TextLogs bool
 	// CA is the etcd CA with its key; SetCAs changes it.
 	CA *ca.CA
 	// Accepted are etcd CAs trusted besides CA (an etcd CA rotation's

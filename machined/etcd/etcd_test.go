@@ -116,6 +116,15 @@ func TestArgs(t *testing.T) {
 		if i := slices.Index(args, "--peer-cert-allowed-hostname"); i < 0 || args[i+1] != PeerName {
 			t.Errorf("%s: the peer port admits more than peer certificates: %q", tt.plan.state, args)
 		}
+
+		if i := slices.Index(args, "--log-format"); i < 0 || args[i+1] != "json" {
+			t.Errorf("%s: etcd's logs are not JSON by default: %q", tt.plan.state, args)
+		}
+	}
+
+	e.cfg.TextLogs = true
+	if i := slices.Index(e.args(startPlan{state: fromData}), "--log-format"); i < 0 || e.args(startPlan{state: fromData})[i+1] != "console" {
+		t.Errorf("TextLogs: %q", e.args(startPlan{state: fromData}))
 	}
 }
 

@@ -101,7 +101,7 @@ func (e *Etcd) args(p startPlan) []string {
 		"--peer-trusted-ca-file", e.caFile(), "--peer-client-cert-auth",
 		"--peer-cert-allowed-hostname", PeerName,
 		"--initial-cluster-token", e.cfg.ClusterToken,
-		"--logger", "zap", "--log-outputs", "stderr",
+		"--logger", "zap", "--log-outputs", "stderr", "--log-format", e.logFormat(),
 		"--auto-compaction-mode", "periodic", "--auto-compaction-retention", "5m",
 		"--max-learners", strconv.Itoa(maxLearners),
 	}
@@ -232,3 +232,12 @@ type member struct {
 }
 
 func formatID(id uint64) string { return strconv.FormatUint(id, 16) }
+
+// logFormat is etcd's --log-format for the config's TextLogs.
+func (e *Etcd) logFormat() string {
+	if e.cfg.TextLogs {
+		return "console"
+	}
+
+	return "json"
+}

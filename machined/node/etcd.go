@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/aegis-os/aegis/ca"
+	"github.com/aegis-os/aegis/internal/daemonflag"
 	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/machined/etcd"
 	"github.com/aegis-os/aegis/machined/machineapi"
@@ -60,7 +61,7 @@ func (n *Node) newEtcd(b *bootState) (*etcd.Etcd, error) {
 	ecfg := etcd.Config{
 		Name: b.hostname, Address: b.addresses[0], Endpoints: b.cfg.Cluster.ControlPlane.Endpoints,
 		Dir: n.layout.EtcdDir(), Binary: n.binary("etcd"), Log: n.logs[etcd.ServiceID],
-		CA: b.cfg.EtcdCA(), Accepted: b.cfg.EtcdTrustedCAs()[1:],
+		TextLogs: n.cfg.LogFormat == daemonflag.FormatText, CA: b.cfg.EtcdCA(), Accepted: b.cfg.EtcdTrustedCAs()[1:],
 		Hosts:   ca.ServerHosts(b.hostname, b.addresses, b.cfg.Machine.CertSANs),
 		CertTTL: n.cfg.NodeCertTTL, ClusterToken: b.cfg.Cluster.Name, Logger: n.log, Clock: n.clock,
 		OnIssue: n.certRes.etcdIssued, OnTrust: n.certRes.etcdTrustLoaded,

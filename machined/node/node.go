@@ -16,6 +16,7 @@ import (
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/internal/daemonflag"
 	"github.com/aegis-os/aegis/internal/defaults"
 	"github.com/aegis-os/aegis/machined/etcd"
 	"github.com/aegis-os/aegis/machined/layout"
@@ -71,6 +72,9 @@ type Config struct {
 	// LogLevel is passed on to apid and trustd as --log-level, so they log
 	// as machined does; zero is info.
 	LogLevel slog.Level
+	// LogFormat is passed on to apid and trustd as --log-format; zero is
+	// json.
+	LogFormat daemonflag.LogFormat
 	// Metrics receives machined's collectors: machined.sock's gRPC calls,
 	// the services' states and restarts, the node's certificates. Nil
 	// means no metrics. apid's and trustd's endpoints follow the machine

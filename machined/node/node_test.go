@@ -14,6 +14,7 @@ import (
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/ca/catest"
 	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/internal/daemonflag"
 )
 
 // A reply's CA joins the node's only when a CA the node trusts signed it:
@@ -154,9 +155,9 @@ func TestNodeNameIsCanonical(t *testing.T) {
 }
 
 // TestServicesInheritLogLevel: apid and trustd are started at machined's
-// --log-level.
+// --log-level and in its --log-format.
 func TestServicesInheritLogLevel(t *testing.T) {
-	n := &Node{cfg: Config{LogLevel: slog.LevelDebug, NodeCertTTL: NodeCertTTL}}
+	n := &Node{cfg: Config{LogLevel: slog.LevelDebug, LogFormat: daemonflag.FormatText, NodeCertTTL: NodeCertTTL}}
 	b := &bootState{cfg: &certs.MachineConfig{Machine: certs.MachineSpec{Type: certs.NodeControlPlane, ListenAddress: "127.5.0.9"}}}
 
 	var procs []*processService
@@ -174,6 +175,10 @@ func TestServicesInheritLogLevel(t *testing.T) {
 	for _, p := range procs {
 		if i := slices.Index(p.args, "--log-level"); i < 0 || i+1 >= len(p.args) || p.args[i+1] != "debug" {
 			t.Errorf("%s args %q lack --log-level debug", p.id, p.args)
+		}
+
+		if i := slices.Index(p.args, "--log-format"); i < 0 || i+1 >= len(p.args) || p.args[i+1] != "text" {
+			t.Errorf("%s args %q lack --log-format text", p.id, p.args)
 		}
 	}
 }

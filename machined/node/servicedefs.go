@@ -48,11 +48,10 @@ func (n *Node) serviceDefinitions(b *bootState) []system.Service {
 func (n *Node) apidService(b *bootState, probeHost string) *processService {
 	return &processService{
 		id: "apid", path: n.binary("apid"), log: n.logs["apid"], clock: n.clock,
-		args: []string{
+		args: append([]string{
 			"--node-socket", n.layout.APIDResources(), "--machined-socket", n.layout.MachinedSocket(),
 			"--listen", net.JoinHostPort(b.cfg.Machine.ListenAddress, strconv.Itoa(wire.APIDPort)),
-			"--log-level", daemonflag.LevelName(n.cfg.LogLevel),
-		},
+		}, n.logArgs()...),
 		moreArgs: func() []string {
 			cfg := n.config.bootConfig()
 
@@ -65,16 +64,24 @@ func (n *Node) apidService(b *bootState, probeHost string) *processService {
 	}
 }
 
+// logArgs are machined's --log-level and --log-format, passed on to apid
+// and trustd so that the node's daemons log alike.
+func (n *Node) logArgs() []string {
+	f := daemonflag.Flags{Level: n.cfg.LogLevel, Format: n.cfg.LogFormat}
+
+	return f.PassOn()
+}
+
 // trustdService runs a control plane's trustd on the listen address; it
 // is probed on probeHost, verified against the CAs accepted then.
 func (n *Node) trustdService(b *bootState, probeHost string) *processService {
 	return &processService{
 		id: "trustd", path: n.binary("trustd"), log: n.logs["trustd"], clock: n.clock,
-		args: []string{
+		args: append([]string{
 			"--node-socket", n.layout.TrustdResources(), "--state", n.cfg.State,
 			"--listen", net.JoinHostPort(b.cfg.Machine.ListenAddress, strconv.Itoa(wire.TrustdPort)),
-			"--cert-ttl", n.cfg.NodeCertTTL.String(), "--log-level", daemonflag.LevelName(n.cfg.LogLevel),
-		},
+			"--cert-ttl", n.cfg.NodeCertTTL.String(),
+		}, n.logArgs()...),
 		moreArgs: func() []string { return metricsArgs(n.config.bootConfig(), "trustd") },
 		check: grpcHealthCheck(net.JoinHostPort(probeHost, strconv.Itoa(wire.TrustdPort)), probeHost,
 			func() *x509.CertPool { return n.config.current().AcceptedCAs().Pool() }),
