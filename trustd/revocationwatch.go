@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/aegis-os/aegis/api/revocations"
 	"github.com/aegis-os/aegis/internal/logkey"
@@ -21,6 +22,10 @@ var watchMethod = revocations.NodeRevocationService_Watch_FullMethodName
 // errTooManyWatchers refuses a Watch past MaxRevocationWatchers, or past
 // MaxRevocationWatchersPerSource for one source.
 var errTooManyWatchers = errors.New("trustd: too many revocation watchers; poll Serials or watch another control plane")
+
+// errStopping ends the watches of a trustd that stops: Unavailable, so
+// their nodes watch another control plane at once.
+var errStopping = errors.New("trustd: stopping; watch another control plane")
 
 // watchers counts the open Watch streams, in all and per source address.
 type watchers struct {
@@ -64,7 +69,8 @@ func (w *watchers) release(src netip.Addr) {
 // change of the feed to a newer revision. A watcher holds no queue: it
 // sends the feed's current snapshot, so one slow to read skips the lists
 // replaced meanwhile. The stream ends cleanly at the caller's certificate
-// expiry or after WatchLifetime, whichever comes first, and when a check
+// expiry or after WatchLifetime, whichever comes first; with Unavailable
+// when trustd stops; and when a check
 // before a send finds the certificate no longer a node's (a CA dropped):
 // the caller opens another, on a connection with its current certificate,
 // from the revision it has.
@@ -87,6 +93,11 @@ func (r revocationService) Watch(req *revocations.WatchRequest, stream grpc.Serv
 		return toStatus(errTooManyWatchers, "")
 	}
 	defer r.s.watchers.release(src)
+
+	// The headers tell the node its watch is accepted, before any list.
+	if err := stream.SendHeader(metadata.MD{}); err != nil {
+		return fmt.Errorf("trustd: revocation watch: %w", err)
+	}
 
 	end := r.s.cfg.Clock.NewTimer(min(WatchLifetime, cert.NotAfter.Sub(r.s.cfg.Clock.Now())))
 	defer end.Stop()
@@ -119,6 +130,8 @@ func (r revocationService) follow(stream grpc.ServerStreamingServer[revocations.
 		case <-snap.Changed:
 		case <-end:
 			return nil
+		case <-r.s.stopping:
+			return toStatus(errStopping, "")
 		case <-ctx.Done():
 			return nil
 		}

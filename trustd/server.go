@@ -33,8 +33,10 @@ type Server struct {
 	cfg      Config
 	limiter  *failureLimiter
 	refusals *refusals.Aggregator
-	// watchers counts the nodes' revocation Watch streams.
+	// watchers counts the nodes' revocation Watch streams; stopping,
+	// closed when the server stops, ends them.
 	watchers watchers
+	stopping chan struct{}
 	conns    *connlimit.Limiter
 	health   *health.Server
 	grpc     *grpc.Server
@@ -61,6 +63,7 @@ func New(cfg Config) (*Server, error) {
 		}),
 		health:    health.NewServer(),
 		decisions: newDecisions(),
+		stopping:  make(chan struct{}),
 	}
 
 	conns, err := connlimit.New(connlimit.Config{
@@ -193,9 +196,10 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 }
 
 // stop drains the server: health first, so probes see it leaving, then
-// calls in flight, cut after StopTimeout.
+// the revocation watches (Unavailable), then calls in flight, cut after StopTimeout.
 func (s *Server) stop() {
 	s.health.Shutdown()
+	close(s.stopping) // the watches end now: their nodes move on at once
 
 	drained := make(chan struct{})
 
