@@ -106,15 +106,17 @@ func (r revocationService) Watch(req *revocations.WatchRequest, stream grpc.Serv
 }
 
 // follow sends the feed's snapshots newer than sent until end fires or the
-// caller leaves.
+// caller leaves. A snapshot at revision zero (a control plane that has not
+// read etcd since it started) is sent at every change: without a revision
+// to compare, a change is all there is to go by.
 func (r revocationService) follow(stream grpc.ServerStreamingServer[revocations.WatchResponse], sent int64, end <-chan time.Time) error {
 	ctx := stream.Context()
-	first := sent == 0
+	first, changed := sent == 0, false
 
 	for {
 		snap := r.s.cfg.Revocations.Snapshot()
 
-		if first || snap.Revision > sent {
+		if first || snap.Revision > sent || changed && snap.Revision == 0 {
 			if err := r.s.checkNode(ctx); err != nil {
 				return toStatus(errNotANode, "")
 			}
@@ -128,6 +130,7 @@ func (r revocationService) follow(stream grpc.ServerStreamingServer[revocations.
 
 		select {
 		case <-snap.Changed:
+			changed = true
 		case <-end:
 			return nil
 		case <-r.s.stopping:

@@ -118,6 +118,25 @@ func TestRevocationWatchFromRevision(t *testing.T) {
 	}
 }
 
+// TestRevocationWatchWithoutRevision: a control plane that has not read
+// etcd yet (revision zero) sends its list at every change.
+func TestRevocationWatchWithoutRevision(t *testing.T) {
+	ctx := testCtx(t)
+	feed := &trustd.RevocationFeed{}
+	c := watchEnv(t, feed, true)
+
+	st := watch(ctx, t, c, 0)
+	if rev, n := recvRevision(t, st); rev != 0 || n != 0 {
+		t.Fatalf("first: %d entries at %d, want 0 at 0", n, rev)
+	}
+
+	feed.Set(0, list(1))
+
+	if rev, n := recvRevision(t, st); rev != 0 || n != 1 {
+		t.Fatalf("after a change: %d entries at %d, want 1 at 0", n, rev)
+	}
+}
+
 // TestRevocationWatchRefusesNonNodes: without a node certificate the
 // watch is refused, as Serials is.
 func TestRevocationWatchRefusesNonNodes(t *testing.T) {
