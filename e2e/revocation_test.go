@@ -155,6 +155,11 @@ func openFollow(t *testing.T, conn *grpc.ClientConn, name string) machine.Machin
 // waitCallRefused calls Version on a connection opened before the
 // revocation until it is refused, and logs how long that took.
 func waitCallRefused(t *testing.T, conn *grpc.ClientConn, name string, since time.Time) {
+	waitCallRefusedWithin(t, conn, name, since, refusalDeadline)
+}
+
+// waitCallRefusedWithin is waitCallRefused with a bound of its own.
+func waitCallRefusedWithin(t *testing.T, conn *grpc.ClientConn, name string, since time.Time, deadline time.Duration) {
 	client := machine.NewMachineServiceClient(conn)
 
 	for {
@@ -173,8 +178,8 @@ func waitCallRefused(t *testing.T, conn *grpc.ClientConn, name string, since tim
 			return
 		}
 
-		if time.Since(since) > refusalDeadline {
-			t.Errorf("%s: still answers %v %s after the revoke", name, err, refusalDeadline)
+		if time.Since(since) > deadline {
+			t.Errorf("%s: still answers %v %s after the revoke", name, err, deadline)
 
 			return
 		}
