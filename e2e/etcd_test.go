@@ -27,7 +27,8 @@ import (
 // TestEtcdCluster runs one cluster of three control planes and a worker
 // through etcd's life: formed by cluster create, a member killed, a control
 // plane restarted, a snapshot taken by role, a member leaving and coming
-// back; then the snapshot recovered into a fresh cluster.
+// back; then the snapshot recovered into a fresh cluster. A revocation
+// reaches the worker across a restart of every trustd.
 func TestEtcdCluster(t *testing.T) {
 	t.Parallel()
 	c := etcdCluster(t, "etcd", "127.9.8.0/24", 3, 1, false)
@@ -100,6 +101,9 @@ func TestEtcdCluster(t *testing.T) {
 	})
 
 	t.Run("peer port admits peers only", func(t *testing.T) { checkPeerPortAdmitsPeersOnly(t, c, cps[1]) })
+	t.Run("revocation watch resumes across trustd restarts", func(t *testing.T) {
+		checkRevocationWatchResumes(t, c, admin, cps, worker)
+	})
 
 	// A renewal recorded now lives through the restarts below and the
 	// snapshot: the recovered cluster's revocation of the parent covers it.

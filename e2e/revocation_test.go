@@ -31,7 +31,10 @@ import (
 )
 
 // refusalDeadline bounds how long after a revoke any node may still serve
-// the revoked certificate: a worker polls every second.
+// the revoked certificate: a worker watches its control plane's list and
+// has it within milliseconds (the test logs the figure); the bound is
+// generous, for a loaded machine, and a worker that fell back to polling
+// has it within a second.
 const refusalDeadline = 15 * time.Second
 
 // TestClientCertificateRevocation revokes an admin certificate on a
@@ -153,6 +156,11 @@ func openFollow(t *testing.T, conn *grpc.ClientConn, name string) machine.Machin
 // waitCallRefused calls Version on a connection opened before the
 // revocation until it is refused, and logs how long that took.
 func waitCallRefused(t *testing.T, conn *grpc.ClientConn, name string, since time.Time) {
+	waitCallRefusedWithin(t, conn, name, since, refusalDeadline)
+}
+
+// waitCallRefusedWithin is waitCallRefused with a bound of its own.
+func waitCallRefusedWithin(t *testing.T, conn *grpc.ClientConn, name string, since time.Time, deadline time.Duration) {
 	client := machine.NewMachineServiceClient(conn)
 
 	for {
@@ -171,8 +179,8 @@ func waitCallRefused(t *testing.T, conn *grpc.ClientConn, name string, since tim
 			return
 		}
 
-		if time.Since(since) > refusalDeadline {
-			t.Errorf("%s: still answers %v %s after the revoke", name, err, refusalDeadline)
+		if time.Since(since) > deadline {
+			t.Errorf("%s: still answers %v %s after the revoke", name, err, deadline)
 
 			return
 		}

@@ -64,6 +64,10 @@ func toStatus(err error, ref string) error {
 		// The revocation list is the nodes' business: a caller without a
 		// node certificate is not who it must be.
 		return status.Error(codes.Unauthenticated, errNotANode.Error())
+	case errors.Is(err, errStopping):
+		return status.Error(codes.Unavailable, errStopping.Error())
+	case errors.Is(err, errTooManyWatchers):
+		return status.Error(codes.ResourceExhausted, errTooManyWatchers.Error())
 	case errors.Is(err, errStreaming):
 		return status.Error(codes.Unimplemented, errStreaming.Error())
 	default:

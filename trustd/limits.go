@@ -171,4 +171,42 @@ const (
 	// failures.
 	RefusalsFileSize  = 4 << 20
 	RefusalsFilesKept = 1
+
+	// MaxRevocationWatchers bounds the revocation Watch streams open at
+	// once, one per worker that watches this control plane. Each is a
+	// goroutine parked on the feed's channel and an HTTP/2 stream, a few
+	// KiB; the list itself is shared, and a watcher holds at most one
+	// encoded copy while its send waits for the caller's flow-control
+	// window (WindowSize). 10,000 is issue 33's whole cluster on one
+	// control plane (the other two down), some 50 MiB; a watcher past it
+	// is refused ResourceExhausted and moves to another control plane.
+	MaxRevocationWatchers = 10000
+
+	// MaxRevocationWatchersPerSource bounds the Watch streams of one
+	// source address, so that one node cannot take the table: a node
+	// watches once, and a few more cover broken streams replaced before
+	// trustd has seen their end.
+	MaxRevocationWatchersPerSource = 4
+
+	// WatchLifetime ends a Watch stream cleanly this long after it opened
+	// (or at the caller's certificate expiry, if sooner); the node opens
+	// another from the revision it has, and gets nothing when it is
+	// current. It bounds how long a stream outlives the check of its
+	// certificate at the handshake, and moves a node whose certificate was
+	// renewed onto its new connection. 10,000 workers make some 17 new
+	// streams a second, each a header exchange without a list.
+	WatchLifetime = 10 * time.Minute
+
+	// MinPingInterval is how often a client may ping while it has a call
+	// open: a node's watch pings every 30 s (trustdclient.KeepaliveTime)
+	// to notice a control plane gone silent; gRPC's default of 5 minutes
+	// would close its connection as abusive.
+	MinPingInterval = 20 * time.Second
+
+	// PingInterval and PingTimeout: after this much silence on a
+	// connection trustd pings the client, and closes the connection when
+	// no answer comes within the timeout, so a watcher whose node vanished
+	// gives back its place in MaxRevocationWatchers within two minutes.
+	PingInterval = time.Minute
+	PingTimeout  = 20 * time.Second
 )

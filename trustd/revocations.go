@@ -2,6 +2,7 @@ package trustd
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"log/slog"
 
@@ -12,16 +13,17 @@ import (
 )
 
 // RevocationSource gives the cluster's client-certificate revocation list
-// as trustd serves it to the nodes: serial and expiry of each entry. It is
-// read on every call.
+// as trustd serves it to the nodes: serial and expiry of each entry, the
+// etcd revision it was read at, and a channel closed at its next change
+// (RevocationFeed). It is read on every call and by every watcher.
 type RevocationSource interface {
-	Revocations() []*revocations.Revocation
+	Snapshot() RevocationSnapshot
 }
 
-// errNotANode refuses a Serials call without a node certificate.
+// errNotANode refuses a Serials or Watch call without a node certificate.
 var errNotANode = errors.New("trustd: the revocation list is served to the cluster's nodes: present a node certificate of an accepted CA")
 
-// msgRevocationsRefused is the refusal record of a Serials call.
+// msgRevocationsRefused is the refusal record of a Serials or Watch call.
 const msgRevocationsRefused = "revocation list refused"
 
 // revocationService serves NodeRevocationService: the list workers, which
@@ -44,18 +46,23 @@ func (r revocationService) Serials(ctx context.Context, _ *revocations.SerialsRe
 		return nil, toStatus(errNotANode, "")
 	}
 
-	return &revocations.SerialsResponse{Revocations: r.s.cfg.Revocations.Revocations()}, nil
+	return &revocations.SerialsResponse{Revocations: r.s.cfg.Revocations.Snapshot().List}, nil
 }
 
 // checkNode verifies the certificate the caller presented in the
 // handshake (requested, not required: joiners have none) as a node's.
 func (s *Server) checkNode(ctx context.Context) error {
-	set := s.cfg.CAs.AcceptedCAs()
-	if set == nil {
-		return errNotANode
-	}
-
-	_, err := authz.NodeCertificate(ctx, set.Pool(), s.cfg.Clock.Now())
+	_, err := s.nodeCertificate(ctx)
 
 	return err
+}
+
+// nodeCertificate is the caller's certificate, verified as a node's.
+func (s *Server) nodeCertificate(ctx context.Context) (*x509.Certificate, error) {
+	set := s.cfg.CAs.AcceptedCAs()
+	if set == nil {
+		return nil, errNotANode
+	}
+
+	return authz.NodeCertificate(ctx, set.Pool(), s.cfg.Clock.Now())
 }

@@ -33,6 +33,10 @@ type Server struct {
 	cfg      Config
 	limiter  *failureLimiter
 	refusals *refusals.Aggregator
+	// watchers counts the nodes' revocation Watch streams; stopping,
+	// closed when the server stops, ends them.
+	watchers watchers
+	stopping chan struct{}
 	conns    *connlimit.Limiter
 	health   *health.Server
 	grpc     *grpc.Server
@@ -59,6 +63,7 @@ func New(cfg Config) (*Server, error) {
 		}),
 		health:    health.NewServer(),
 		decisions: newDecisions(),
+		stopping:  make(chan struct{}),
 	}
 
 	conns, err := connlimit.New(connlimit.Config{
@@ -130,7 +135,8 @@ func (s *Server) serverOptions() []grpc.ServerOption {
 		grpc.ReadBufferSize(ReadBufferSize),
 		grpc.StaticStreamWindowSize(WindowSize),
 		grpc.StaticConnWindowSize(WindowSize),
-		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: MaxIdle}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: MaxIdle, Time: PingInterval, Timeout: PingTimeout}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: MinPingInterval}),
 		grpc.InTapHandle(s.tap),
 		grpc.StatsHandler(auditStats{s: s}),
 		grpc.StatsHandler(s.conns.StatsHandler()),
@@ -190,9 +196,10 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 }
 
 // stop drains the server: health first, so probes see it leaving, then
-// calls in flight, cut after StopTimeout.
+// the revocation watches (Unavailable), then calls in flight, cut after StopTimeout.
 func (s *Server) stop() {
 	s.health.Shutdown()
+	close(s.stopping) // the watches end now: their nodes move on at once
 
 	drained := make(chan struct{})
 
@@ -216,8 +223,14 @@ func (s *Server) stop() {
 // errStreaming is the answer to a streaming call.
 var errStreaming = errors.New("trustd: streaming calls are not served")
 
-// refuseStreams refuses every streaming call: trustd serves unary calls
-// only, each checked and audited once.
-func refuseStreams(any, grpc.ServerStream, *grpc.StreamServerInfo, grpc.StreamHandler) error {
+// refuseStreams refuses every streaming call but the nodes' revocation
+// Watch: trustd serves unary calls, each checked and audited once, and
+// that one stream, which checks the node certificate itself and is bounded
+// by MaxRevocationWatchers.
+func refuseStreams(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	if info.FullMethod == watchMethod {
+		return handler(srv, ss)
+	}
+
 	return toStatus(errStreaming, "")
 }

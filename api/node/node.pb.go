@@ -210,9 +210,13 @@ type Resources struct {
 	// The node's role from its own machine config: "controlplane" or
 	// "worker" (apid: a call carrying secrets goes only to a node of their
 	// role).
-	Role          string `protobuf:"bytes,14,opt,name=role,proto3" json:"role,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Role string `protobuf:"bytes,14,opt,name=role,proto3" json:"role,omitempty"`
+	// The etcd revision the revoked list was read at, zero until the node has
+	// read it from etcd (trustd: the revision of its NodeRevocationService
+	// Watch).
+	RevokedRevision int64 `protobuf:"varint,15,opt,name=revoked_revision,json=revokedRevision,proto3" json:"revoked_revision,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Resources) Reset() {
@@ -341,6 +345,13 @@ func (x *Resources) GetRole() string {
 		return x.Role
 	}
 	return ""
+}
+
+func (x *Resources) GetRevokedRevision() int64 {
+	if x != nil {
+		return x.RevokedRevision
+	}
+	return 0
 }
 
 // PreviousToken is a former trustd token and when trustd stops accepting it.
@@ -526,7 +537,7 @@ const file_node_node_proto_rawDesc = "" +
 	"\n" +
 	"TimeStatus\x12\x16\n" +
 	"\x06synced\x18\x01 \x01(\bR\x06synced\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage\"\xe4\x04\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"\x8f\x05\n" +
 	"\tResources\x12+\n" +
 	"\x06server\x18\x01 \x01(\v2\x13.aegis.node.KeyPairR\x06server\x127\n" +
 	"\fimpersonator\x18\x02 \x01(\v2\x13.aegis.node.KeyPairR\fimpersonator\x12!\n" +
@@ -543,7 +554,8 @@ const file_node_node_proto_rawDesc = "" +
 	"\arevoked\x18\v \x03(\v2\x19.aegis.node.RevokedSerialR\arevoked\x120\n" +
 	"\amembers\x18\f \x03(\v2\x16.aegis.node.MemberNameR\amembers\x12O\n" +
 	"\x16previous_trustd_tokens\x18\r \x03(\v2\x19.aegis.node.PreviousTokenR\x14previousTrustdTokens\x12\x12\n" +
-	"\x04role\x18\x0e \x01(\tR\x04role\"[\n" +
+	"\x04role\x18\x0e \x01(\tR\x04role\x12)\n" +
+	"\x10revoked_revision\x18\x0f \x01(\x03R\x0frevokedRevision\"[\n" +
 	"\rPreviousToken\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\x124\n" +
 	"\aexpires\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\aexpires\"`\n" +

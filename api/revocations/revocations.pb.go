@@ -492,6 +492,107 @@ func (x *SerialsResponse) GetRevocations() []*Revocation {
 	return nil
 }
 
+type WatchRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The revision of the list the caller holds: the etcd revision it was
+	// read at, as a WatchResponse gave it; zero for none.
+	Revision      int64 `protobuf:"varint,1,opt,name=revision,proto3" json:"revision,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchRequest) Reset() {
+	*x = WatchRequest{}
+	mi := &file_revocations_revocations_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchRequest) ProtoMessage() {}
+
+func (x *WatchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_revocations_revocations_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
+func (*WatchRequest) Descriptor() ([]byte, []int) {
+	return file_revocations_revocations_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *WatchRequest) GetRevision() int64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
+type WatchResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The etcd revision the list was read at; zero when the control plane has
+	// not read etcd yet (the list it kept from before its restart).
+	Revision int64 `protobuf:"varint,1,opt,name=revision,proto3" json:"revision,omitempty"`
+	// The whole list; only serial and not_after are set.
+	Revocations   []*Revocation `protobuf:"bytes,2,rep,name=revocations,proto3" json:"revocations,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchResponse) Reset() {
+	*x = WatchResponse{}
+	mi := &file_revocations_revocations_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchResponse) ProtoMessage() {}
+
+func (x *WatchResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_revocations_revocations_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchResponse.ProtoReflect.Descriptor instead.
+func (*WatchResponse) Descriptor() ([]byte, []int) {
+	return file_revocations_revocations_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *WatchResponse) GetRevision() int64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
+func (x *WatchResponse) GetRevocations() []*Revocation {
+	if x != nil {
+		return x.Revocations
+	}
+	return nil
+}
+
 var File_revocations_revocations_proto protoreflect.FileDescriptor
 
 const file_revocations_revocations_proto_rawDesc = "" +
@@ -526,12 +627,18 @@ const file_revocations_revocations_proto_rawDesc = "" +
 	"\bmessages\x18\x01 \x03(\v2!.aegis.revocations.RevocationListR\bmessages\"\x10\n" +
 	"\x0eSerialsRequest\"R\n" +
 	"\x0fSerialsResponse\x12?\n" +
-	"\vrevocations\x18\x01 \x03(\v2\x1d.aegis.revocations.RevocationR\vrevocations2\xab\x01\n" +
+	"\vrevocations\x18\x01 \x03(\v2\x1d.aegis.revocations.RevocationR\vrevocations\"*\n" +
+	"\fWatchRequest\x12\x1a\n" +
+	"\brevision\x18\x01 \x01(\x03R\brevision\"l\n" +
+	"\rWatchResponse\x12\x1a\n" +
+	"\brevision\x18\x01 \x01(\x03R\brevision\x12?\n" +
+	"\vrevocations\x18\x02 \x03(\v2\x1d.aegis.revocations.RevocationR\vrevocations2\xab\x01\n" +
 	"\x11RevocationService\x12M\n" +
 	"\x06Revoke\x12 .aegis.revocations.RevokeRequest\x1a!.aegis.revocations.RevokeResponse\x12G\n" +
-	"\x04List\x12\x1e.aegis.revocations.ListRequest\x1a\x1f.aegis.revocations.ListResponse2i\n" +
+	"\x04List\x12\x1e.aegis.revocations.ListRequest\x1a\x1f.aegis.revocations.ListResponse2\xb7\x01\n" +
 	"\x15NodeRevocationService\x12P\n" +
-	"\aSerials\x12!.aegis.revocations.SerialsRequest\x1a\".aegis.revocations.SerialsResponseB+Z)github.com/aegis-os/aegis/api/revocationsb\x06proto3"
+	"\aSerials\x12!.aegis.revocations.SerialsRequest\x1a\".aegis.revocations.SerialsResponse\x12L\n" +
+	"\x05Watch\x12\x1f.aegis.revocations.WatchRequest\x1a .aegis.revocations.WatchResponse0\x01B+Z)github.com/aegis-os/aegis/api/revocationsb\x06proto3"
 
 var (
 	file_revocations_revocations_proto_rawDescOnce sync.Once
@@ -545,7 +652,7 @@ func file_revocations_revocations_proto_rawDescGZIP() []byte {
 	return file_revocations_revocations_proto_rawDescData
 }
 
-var file_revocations_revocations_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_revocations_revocations_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_revocations_revocations_proto_goTypes = []any{
 	(*Revocation)(nil),            // 0: aegis.revocations.Revocation
 	(*RevokeRequest)(nil),         // 1: aegis.revocations.RevokeRequest
@@ -556,32 +663,37 @@ var file_revocations_revocations_proto_goTypes = []any{
 	(*ListResponse)(nil),          // 6: aegis.revocations.ListResponse
 	(*SerialsRequest)(nil),        // 7: aegis.revocations.SerialsRequest
 	(*SerialsResponse)(nil),       // 8: aegis.revocations.SerialsResponse
-	(*timestamppb.Timestamp)(nil), // 9: google.protobuf.Timestamp
-	(*common.Metadata)(nil),       // 10: common.Metadata
+	(*WatchRequest)(nil),          // 9: aegis.revocations.WatchRequest
+	(*WatchResponse)(nil),         // 10: aegis.revocations.WatchResponse
+	(*timestamppb.Timestamp)(nil), // 11: google.protobuf.Timestamp
+	(*common.Metadata)(nil),       // 12: common.Metadata
 }
 var file_revocations_revocations_proto_depIdxs = []int32{
-	9,  // 0: aegis.revocations.Revocation.not_after:type_name -> google.protobuf.Timestamp
-	9,  // 1: aegis.revocations.Revocation.revoked_at:type_name -> google.protobuf.Timestamp
-	9,  // 2: aegis.revocations.RevokeRequest.not_after:type_name -> google.protobuf.Timestamp
-	10, // 3: aegis.revocations.Revoked.metadata:type_name -> common.Metadata
+	11, // 0: aegis.revocations.Revocation.not_after:type_name -> google.protobuf.Timestamp
+	11, // 1: aegis.revocations.Revocation.revoked_at:type_name -> google.protobuf.Timestamp
+	11, // 2: aegis.revocations.RevokeRequest.not_after:type_name -> google.protobuf.Timestamp
+	12, // 3: aegis.revocations.Revoked.metadata:type_name -> common.Metadata
 	0,  // 4: aegis.revocations.Revoked.revocation:type_name -> aegis.revocations.Revocation
 	0,  // 5: aegis.revocations.Revoked.descendants:type_name -> aegis.revocations.Revocation
 	2,  // 6: aegis.revocations.RevokeResponse.messages:type_name -> aegis.revocations.Revoked
-	10, // 7: aegis.revocations.RevocationList.metadata:type_name -> common.Metadata
+	12, // 7: aegis.revocations.RevocationList.metadata:type_name -> common.Metadata
 	0,  // 8: aegis.revocations.RevocationList.revocations:type_name -> aegis.revocations.Revocation
 	5,  // 9: aegis.revocations.ListResponse.messages:type_name -> aegis.revocations.RevocationList
 	0,  // 10: aegis.revocations.SerialsResponse.revocations:type_name -> aegis.revocations.Revocation
-	1,  // 11: aegis.revocations.RevocationService.Revoke:input_type -> aegis.revocations.RevokeRequest
-	4,  // 12: aegis.revocations.RevocationService.List:input_type -> aegis.revocations.ListRequest
-	7,  // 13: aegis.revocations.NodeRevocationService.Serials:input_type -> aegis.revocations.SerialsRequest
-	3,  // 14: aegis.revocations.RevocationService.Revoke:output_type -> aegis.revocations.RevokeResponse
-	6,  // 15: aegis.revocations.RevocationService.List:output_type -> aegis.revocations.ListResponse
-	8,  // 16: aegis.revocations.NodeRevocationService.Serials:output_type -> aegis.revocations.SerialsResponse
-	14, // [14:17] is the sub-list for method output_type
-	11, // [11:14] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	0,  // 11: aegis.revocations.WatchResponse.revocations:type_name -> aegis.revocations.Revocation
+	1,  // 12: aegis.revocations.RevocationService.Revoke:input_type -> aegis.revocations.RevokeRequest
+	4,  // 13: aegis.revocations.RevocationService.List:input_type -> aegis.revocations.ListRequest
+	7,  // 14: aegis.revocations.NodeRevocationService.Serials:input_type -> aegis.revocations.SerialsRequest
+	9,  // 15: aegis.revocations.NodeRevocationService.Watch:input_type -> aegis.revocations.WatchRequest
+	3,  // 16: aegis.revocations.RevocationService.Revoke:output_type -> aegis.revocations.RevokeResponse
+	6,  // 17: aegis.revocations.RevocationService.List:output_type -> aegis.revocations.ListResponse
+	8,  // 18: aegis.revocations.NodeRevocationService.Serials:output_type -> aegis.revocations.SerialsResponse
+	10, // 19: aegis.revocations.NodeRevocationService.Watch:output_type -> aegis.revocations.WatchResponse
+	16, // [16:20] is the sub-list for method output_type
+	12, // [12:16] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_revocations_revocations_proto_init() }
@@ -595,7 +707,7 @@ func file_revocations_revocations_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_revocations_revocations_proto_rawDesc), len(file_revocations_revocations_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   9,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -174,6 +174,7 @@ var RevocationService_ServiceDesc = grpc.ServiceDesc{
 
 const (
 	NodeRevocationService_Serials_FullMethodName = "/aegis.revocations.NodeRevocationService/Serials"
+	NodeRevocationService_Watch_FullMethodName   = "/aegis.revocations.NodeRevocationService/Watch"
 )
 
 // NodeRevocationServiceClient is the client API for NodeRevocationService service.
@@ -182,6 +183,12 @@ const (
 type NodeRevocationServiceClient interface {
 	// Serials returns the serials and expiries of the revoked certificates.
 	Serials(ctx context.Context, in *SerialsRequest, opts ...grpc.CallOption) (*SerialsResponse, error)
+	// Watch sends the whole list at once when the caller's revision is older
+	// than the control plane's (or zero), then again at every change, and
+	// nothing while the caller is current. The control plane ends the stream
+	// cleanly at the caller's certificate expiry or after a bounded time; the
+	// caller opens another with the last revision it received.
+	Watch(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchResponse], error)
 }
 
 type nodeRevocationServiceClient struct {
@@ -202,12 +209,37 @@ func (c *nodeRevocationServiceClient) Serials(ctx context.Context, in *SerialsRe
 	return out, nil
 }
 
+func (c *nodeRevocationServiceClient) Watch(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &NodeRevocationService_ServiceDesc.Streams[0], NodeRevocationService_Watch_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchRequest, WatchResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type NodeRevocationService_WatchClient = grpc.ServerStreamingClient[WatchResponse]
+
 // NodeRevocationServiceServer is the server API for NodeRevocationService service.
 // All implementations must embed UnimplementedNodeRevocationServiceServer
 // for forward compatibility.
 type NodeRevocationServiceServer interface {
 	// Serials returns the serials and expiries of the revoked certificates.
 	Serials(context.Context, *SerialsRequest) (*SerialsResponse, error)
+	// Watch sends the whole list at once when the caller's revision is older
+	// than the control plane's (or zero), then again at every change, and
+	// nothing while the caller is current. The control plane ends the stream
+	// cleanly at the caller's certificate expiry or after a bounded time; the
+	// caller opens another with the last revision it received.
+	Watch(*WatchRequest, grpc.ServerStreamingServer[WatchResponse]) error
 	mustEmbedUnimplementedNodeRevocationServiceServer()
 }
 
@@ -220,6 +252,9 @@ type UnimplementedNodeRevocationServiceServer struct{}
 
 func (UnimplementedNodeRevocationServiceServer) Serials(context.Context, *SerialsRequest) (*SerialsResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Serials not implemented")
+}
+func (UnimplementedNodeRevocationServiceServer) Watch(*WatchRequest, grpc.ServerStreamingServer[WatchResponse]) error {
+	return status.Errorf(codes.Unimplemented, "method Watch not implemented")
 }
 func (UnimplementedNodeRevocationServiceServer) mustEmbedUnimplementedNodeRevocationServiceServer() {}
 func (UnimplementedNodeRevocationServiceServer) testEmbeddedByValue()                               {}
@@ -260,6 +295,17 @@ func _NodeRevocationService_Serials_Handler(srv interface{}, ctx context.Context
 	return interceptor(ctx, in, info, handler)
 }
 
+func _NodeRevocationService_Watch_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(NodeRevocationServiceServer).Watch(m, &grpc.GenericServerStream[WatchRequest, WatchResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type NodeRevocationService_WatchServer = grpc.ServerStreamingServer[WatchResponse]
+
 // NodeRevocationService_ServiceDesc is the grpc.ServiceDesc for NodeRevocationService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -272,6 +318,12 @@ var NodeRevocationService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _NodeRevocationService_Serials_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "Watch",
+			Handler:       _NodeRevocationService_Watch_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "revocations/revocations.proto",
 }

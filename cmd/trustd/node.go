@@ -41,7 +41,7 @@ type nodeSource struct {
 	gate     timesync.Gate
 
 	controlPlanes atomic.Pointer[[]string]
-	revoked       atomic.Pointer[[]*revocations.Revocation]
+	revoked       trustd.RevocationFeed
 
 	once       sync.Once
 	token      token.Token          // the first update's, to build the authenticator
@@ -101,14 +101,27 @@ func (n *nodeSource) ControlPlaneHosts() []string {
 	return nil
 }
 
-// Revocations implements trustd.RevocationSource: the list machined
-// follows in etcd.
-func (n *nodeSource) Revocations() []*revocations.Revocation {
-	if p := n.revoked.Load(); p != nil {
-		return *p
+// setRevoked hands the list machined follows in etcd to the feed trustd
+// serves, when it or its revision changed: every other update of the
+// resources leaves the watching nodes asleep.
+func (n *nodeSource) setRevoked(revision int64, in []*node.RevokedSerial) {
+	cur := n.revoked.Snapshot()
+	same := cur.Revision == revision && len(cur.List) == len(in)
+
+	for i := 0; same && i < len(in); i++ {
+		same = cur.List[i].GetSerial() == in[i].GetSerial() && cur.List[i].GetNotAfter().AsTime().Equal(in[i].GetNotAfter().AsTime())
 	}
 
-	return nil
+	if same && cur.List != nil {
+		return
+	}
+
+	revoked := make([]*revocations.Revocation, 0, len(in))
+	for _, r := range in {
+		revoked = append(revoked, &revocations.Revocation{Serial: r.GetSerial(), NotAfter: r.GetNotAfter()})
+	}
+
+	n.revoked.Set(revision, revoked)
 }
 
 // apply takes one update; an update it cannot use leaves the previous state.
@@ -155,15 +168,10 @@ func (n *nodeSource) apply(res *node.Resources) error {
 
 	hosts := slices.Clone(res.GetControlPlaneHosts())
 
-	revoked := make([]*revocations.Revocation, 0, len(res.GetRevoked()))
-	for _, r := range res.GetRevoked() {
-		revoked = append(revoked, &revocations.Revocation{Serial: r.GetSerial(), NotAfter: r.GetNotAfter()})
-	}
-
 	n.issuer.Store(iss)
 	n.accepted.Store(accepted)
 	n.controlPlanes.Store(&hosts)
-	n.revoked.Store(&revoked)
+	n.setRevoked(res.GetRevokedRevision(), res.GetRevoked())
 	n.gate.Set(res.GetTime().GetSynced())
 	n.setStatic(tok, workerSANs, previous)
 	n.once.Do(func() {
@@ -247,7 +255,7 @@ func (d *daemon) buildNode(src *nodeSource, opts options) error {
 
 	d.server, err = trustd.New(trustd.Config{
 		Signer: src, CAs: src, Authenticator: auth, TimeGate: &src.gate, Certificate: &src.keyPair, ControlPlanes: src,
-		Revocations: src, Audit: d.audit.audit, Refusals: d.audit.refusals, Logger: d.log, CertTTL: d.certTTL,
+		Revocations: &src.revoked, Audit: d.audit.audit, Refusals: d.audit.refusals, Logger: d.log, CertTTL: d.certTTL,
 		Metrics: d.metrics, Services: services, Names: d.recordOfNames(),
 	})
 	if err != nil {

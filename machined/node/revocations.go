@@ -26,7 +26,7 @@ type revocations struct {
 
 // followRevocations keeps the node's revocation list current for the
 // boot and hands it to apid and trustd: a control plane follows etcd, a
-// worker polls the control planes' trustd (it runs no etcd). Whatever the
+// worker watches the control planes' trustd (it runs no etcd). Whatever the
 // source, the list is kept in the state directory (revocations.list), and
 // expired entries are pruned.
 func (n *Node) followRevocations(ctx context.Context, b *bootState, bg *sync.WaitGroup) {
@@ -61,23 +61,24 @@ func (n *Node) followRevocations(ctx context.Context, b *bootState, bg *sync.Wai
 		return
 	}
 
-	p, err := revocation.NewPoller(revocation.PollerConfig{Trustd: trustd, List: r.list, Clock: n.clock, Logger: n.log})
+	w, err := revocation.NewWatcher(revocation.PollerConfig{Trustd: trustd, List: r.list, Clock: n.clock, Logger: n.log})
 	if err != nil {
 		n.log.Error("revocation list not followed", slog.String(logkey.Error, err.Error()))
 
 		return
 	}
 
-	bg.Go(func() { p.Run(ctx) })
+	bg.Go(func() { w.Run(ctx) })
 }
 
 // publish puts the list into the resources apid and trustd read, and
 // returns a channel closed at the list's next change.
 func (r *revocations) publish() <-chan struct{} {
 	changed := r.list.Changed()
-	entries := r.list.Entries()
+	entries, rev := r.list.Entries(), r.list.Revision()
 
 	r.store.Update(func(res *node.Resources) {
+		res.RevokedRevision = rev
 		res.Revoked = make([]*node.RevokedSerial, 0, len(entries))
 		for _, e := range entries {
 			res.Revoked = append(res.Revoked, &node.RevokedSerial{Serial: e.Serial, NotAfter: timestamppb.New(e.NotAfter)})
@@ -131,8 +132,8 @@ func (r *revocations) followEtcd(ctx context.Context) {
 		}
 	}
 
-	store.Follow(ctx, func(entries []revocation.Entry) {
-		changed, err := r.list.Replace(entries)
+	store.Follow(ctx, func(entries []revocation.Entry, rev int64) {
+		changed, err := r.list.ReplaceAt(entries, rev)
 
 		switch {
 		case err != nil:

@@ -72,14 +72,14 @@ func APIDView(all *node.Resources) *node.Resources {
 
 // TrustdView is what trustd reads: the OS CA, its server certificate, the
 // accepted CAs, the machine config's tokens and the names they obtain, the
-// control planes' hosts, the time status and the revocation list (which
-// it serves to the nodes).
+// control planes' hosts, the time status and the revocation list with its
+// revision (which it serves to the nodes).
 func TrustdView(all *node.Resources) *node.Resources {
 	return &node.Resources{
 		Server: all.GetServer(), OsCa: all.GetOsCa(), AcceptedCas: all.GetAcceptedCas(),
 		TrustdToken: all.GetTrustdToken(), Time: all.GetTime(), Hostname: all.GetHostname(),
 		ControlPlaneHosts: all.GetControlPlaneHosts(), WorkerSans: all.GetWorkerSans(), Revoked: all.GetRevoked(),
-		PreviousTrustdTokens: all.GetPreviousTrustdTokens(),
+		RevokedRevision: all.GetRevokedRevision(), PreviousTrustdTokens: all.GetPreviousTrustdTokens(),
 	}
 }
 

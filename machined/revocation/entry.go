@@ -1,12 +1,44 @@
 // Package revocation keeps the cluster's list of revoked client
 // certificates: in etcd on the control planes (Store), in each node's state
 // directory (List, which survives a restart and a control plane that cannot
-// be reached), and on its way to workers, which run no etcd (Poller). apid
+// be reached), and on its way to workers, which run no etcd (Watcher). apid
 // refuses a certificate whose serial the list holds; an entry leaves the
 // list when its certificate expires. Revocation follows lineage: the Store
 // also keeps which certificate each renewal was issued for (Link), and a
 // revocation adds an entry for every live certificate renewed from the one
 // revoked, so that the enforcing side needs no lookup beyond the list.
+//
+// How a revocation reaches a worker: a control plane's machined keeps one
+// etcd watch on the list (Store.Follow) and hands the list, with the etcd
+// revision it was read at, to its trustd; trustd keeps one copy of it per
+// process (trustd.RevocationFeed), whatever the number of workers. Each
+// worker holds one NodeRevocationService Watch stream on one control plane
+// (Watcher), over the connection its trustdclient already keeps, naming the
+// revision it has: trustd sends the whole list at once when that revision
+// is older than its own (or zero: a worker just started), then again at
+// every change, and nothing while the worker is current. The list is small
+// (MaxEntries), so a whole list per change is simpler than a diff and
+// cannot drift. A stream that breaks (a control plane stopped, killed or
+// gone silent: keepalive pings find it) is opened again at once on the
+// next endpoint, from the worker's revision, so a change made meanwhile
+// arrives at once and nothing is sent twice; when no endpoint answers the
+// worker waits (WatchBackoffMin to WatchBackoffMax) and keeps enforcing its
+// list. trustd bounds its watchers (trustd.MaxRevocationWatchers, and per
+// source) and keeps no queue: a slow watcher is sent the latest list when
+// its previous send completes.
+//
+// Mid-upgrade, a control plane one minor version older answers the watch
+// Unimplemented; a worker that finds no control plane serving it (or all
+// full: ResourceExhausted) polls Serials every PollInterval, as before the
+// watch, for WatchRetry, then asks for a watch again.
+//
+// No slow full poll runs beside the watch as a safety net: every stream
+// starts by comparing the worker's revision with the control plane's, and
+// trustd ends every stream after trustd.WatchLifetime (and at the worker's
+// certificate expiry), so the comparison is made again at least that often.
+// A change cannot be missed without a control plane holding a newer
+// revision than the worker and not sending it, which the comparison rules
+// out; a poll would only repeat it at a cost per worker.
 package revocation
 
 import (

@@ -40,10 +40,27 @@ const (
 	PruneInterval = time.Minute
 
 	// PollInterval is how often a worker asks a control plane's trustd for
-	// the list. A unary call of a few hundred bytes per worker per second is
+	// the list when none serves the watch (Watcher). A unary call of a few hundred bytes per worker per second is
 	// cheap against what a revocation is worth: a leaked admin certificate
 	// refused on workers within about a second of the revoke.
 	PollInterval = time.Second
+
+	// WatchBackoffMin and WatchBackoffMax pace a worker's watch once every
+	// control plane failed it (none reachable): doubling from a second, the
+	// poll's old pace, to ten, jittered so that the workers of a cluster
+	// whose control planes return do not all call at once. A stream that
+	// breaks on one control plane moves to the next at once, without
+	// waiting; while none answers, the worker enforces the list it has.
+	WatchBackoffMin = time.Second
+	WatchBackoffMax = 10 * time.Second
+
+	// WatchRetry is how long a worker polls (every PollInterval) when no
+	// control plane serves the watch (Unimplemented: one minor version
+	// older, mid-upgrade; or ResourceExhausted: its watchers are full)
+	// before it asks for a watch again. An upgrade replaces the control
+	// planes within minutes; a minute of polls is what every worker did
+	// before the watch.
+	WatchRetry = time.Minute
 
 	// PollTimeout bounds one poll of one control plane, so that a control
 	// plane that does not answer costs a worker at most this before it asks

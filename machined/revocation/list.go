@@ -35,9 +35,10 @@ type ListConfig struct {
 type List struct {
 	cfg ListConfig
 
-	mu      sync.Mutex
-	entries []Entry // sorted by serial, none expired at the last change
-	changed chan struct{}
+	mu       sync.Mutex
+	entries  []Entry // sorted by serial, none expired at the last change
+	revision int64   // the etcd revision entries were read at; 0 unknown
+	changed  chan struct{}
 }
 
 // listFile is the persisted form.
@@ -109,26 +110,53 @@ func readFile(path string) ([]Entry, error) {
 // bound comes from a misbehaving source, and the entries of longer-lived
 // certificates are the ones that matter longest). The file is rewritten
 // when the list changed; a failed write leaves the list as it was, so what
-// is enforced is what a restart finds. It reports whether the list changed.
+// is enforced is what a restart finds. The revision stays as it was. It
+// reports whether the list changed.
 func (l *List) Replace(entries []Entry) (bool, error) {
+	return l.replace(entries, func(cur int64) int64 { return cur })
+}
+
+// ReplaceAt is Replace of entries read at an etcd revision, which the list
+// then holds (Revision); a change of the revision alone counts as a change,
+// without rewriting the file (the revision is not kept across restarts: a
+// restarted node starts from zero, and gets the whole list once).
+func (l *List) ReplaceAt(entries []Entry, revision int64) (bool, error) {
+	return l.replace(entries, func(int64) int64 { return revision })
+}
+
+func (l *List) replace(entries []Entry, revision func(int64) int64) (bool, error) {
 	next := l.bound(entries)
 
 	l.mu.Lock()
 	defer l.mu.Unlock()
 
-	if slices.EqualFunc(next, l.entries, sameEntry) {
+	rev := revision(l.revision)
+	same := slices.EqualFunc(next, l.entries, sameEntry)
+
+	if same && rev == l.revision {
 		return false, nil
 	}
 
-	if err := l.save(next); err != nil {
-		return false, err
+	if !same {
+		if err := l.save(next); err != nil {
+			return false, err
+		}
 	}
 
-	l.entries = next
+	l.entries, l.revision = next, rev
 	close(l.changed)
 	l.changed = make(chan struct{})
 
-	return true, nil
+	return !same, nil
+}
+
+// Revision is the etcd revision of the list, zero when not known: a node
+// before its first read of etcd or of a control plane's Watch.
+func (l *List) Revision() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+
+	return l.revision
 }
 
 // Prune drops the entries whose certificates have expired.

@@ -189,3 +189,35 @@ func TestParseSerial(t *testing.T) {
 		}
 	}
 }
+
+// TestListRevision: ReplaceAt keeps the revision, and a new revision of
+// the same entries is a change of the list (its watchers wake) but not of
+// the entries; Replace leaves the revision as it was.
+func TestListRevision(t *testing.T) {
+	l, err := revocation.OpenList(revocation.ListConfig{Clock: clock.NewFake(t0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	entries := []revocation.Entry{entry("ab", time.Hour)}
+
+	if changed, err := l.ReplaceAt(entries, 7); err != nil || !changed || l.Revision() != 7 {
+		t.Fatalf("first list: changed %v, %v, revision %d; want true, nil, 7", changed, err, l.Revision())
+	}
+
+	woken := l.Changed()
+
+	if changed, err := l.ReplaceAt(entries, 8); err != nil || changed || l.Revision() != 8 {
+		t.Fatalf("same entries at 8: changed %v, %v, revision %d; want false, nil, 8", changed, err, l.Revision())
+	}
+
+	select {
+	case <-woken:
+	default:
+		t.Fatal("a new revision did not wake the list's watchers")
+	}
+
+	if _, err := l.Replace(nil); err != nil || l.Revision() != 8 {
+		t.Fatalf("Replace: %v, revision %d; want nil, 8", err, l.Revision())
+	}
+}

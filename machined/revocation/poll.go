@@ -79,27 +79,37 @@ func (p *Poller) PollOnce(ctx context.Context) bool {
 		return err
 	})
 	if err != nil {
-		if !p.down && ctx.Err() == nil {
-			p.down = true
-			p.cfg.Logger.Warn("no control plane answered for the revocation list; enforcing the last one",
-				slog.String(logkey.Error, err.Error()))
-		}
+		p.unreachable(ctx, err)
 
 		return false
 	}
 
-	if p.down {
-		p.down = false
-		p.cfg.Logger.Info("revocation list reachable again", slog.String(logkey.Endpoint, endpoint))
-	}
-
-	if changed, err := p.cfg.List.Replace(entries); err != nil {
-		p.cfg.Logger.Error("revocation list not kept", slog.String(logkey.Error, err.Error()))
-	} else if changed {
-		p.cfg.Logger.Info("revocation list updated", slog.Int(logkey.Revoked, len(entries)))
-	}
+	p.reachable(endpoint)
+	p.apply(entries, 0)
 
 	return true
+}
+
+// apply makes entries the list: at revision when it is not zero (a
+// watch's), keeping the list's own otherwise (a poll's).
+func (p *Poller) apply(entries []Entry, revision int64) {
+	var (
+		changed bool
+		err     error
+	)
+
+	if revision != 0 {
+		changed, err = p.cfg.List.ReplaceAt(entries, revision)
+	} else {
+		changed, err = p.cfg.List.Replace(entries)
+	}
+
+	switch {
+	case err != nil:
+		p.cfg.Logger.Error("revocation list not kept", slog.String(logkey.Error, err.Error()))
+	case changed:
+		p.cfg.Logger.Info("revocation list updated", slog.Int(logkey.Revoked, len(entries)))
+	}
 }
 
 // ask reads one control plane's list.
@@ -112,13 +122,18 @@ func ask(ctx context.Context, conn grpc.ClientConnInterface) ([]Entry, error) {
 		return nil, err
 	}
 
-	if len(resp.GetRevocations()) > MaxEntries {
-		return nil, fmt.Errorf("revocation: %d revocations, more than %d", len(resp.GetRevocations()), MaxEntries)
+	return fromWire(resp.GetRevocations())
+}
+
+// fromWire reads a control plane's list, checked and bounded.
+func fromWire(list []*revocations.Revocation) ([]Entry, error) {
+	if len(list) > MaxEntries {
+		return nil, fmt.Errorf("revocation: %d revocations, more than %d", len(list), MaxEntries)
 	}
 
-	out := make([]Entry, 0, len(resp.GetRevocations()))
+	out := make([]Entry, 0, len(list))
 
-	for _, r := range resp.GetRevocations() {
+	for _, r := range list {
 		e, err := FromProto(r)
 		if err != nil {
 			return nil, err

@@ -14,23 +14,27 @@ import (
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/machined/revocation"
 	"github.com/aegis-os/aegis/machined/trustdclient"
+	"github.com/aegis-os/aegis/trustd"
 	"github.com/aegis-os/aegis/trustd/trustdtest"
 )
 
-// servedList is what the test trustd serves.
-type servedList []*revocations.Revocation
+// served is a feed holding list at revision 1, for the test trustd.
+func served(list ...*revocations.Revocation) *trustd.RevocationFeed {
+	f := &trustd.RevocationFeed{}
+	f.Set(1, list)
 
-func (l servedList) Revocations() []*revocations.Revocation { return l }
+	return f
+}
 
 // TestPollerFromTrustd polls a real trustd: a caller with a node
 // certificate gets the list; one with a client certificate, or none, is
 // refused; when trustd is gone the list stays as it was.
 func TestPollerFromTrustd(t *testing.T) {
 	notAfter := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
-	env := trustdtest.Start(t, trustdtest.Options{GateOpen: true, Revocations: servedList{
-		{Serial: "ab", NotAfter: timestamppb.New(notAfter)},
-		{Serial: "cd", NotAfter: timestamppb.New(notAfter)},
-	}})
+	env := trustdtest.Start(t, trustdtest.Options{GateOpen: true, Revocations: served(
+		&revocations.Revocation{Serial: "ab", NotAfter: timestamppb.New(notAfter)},
+		&revocations.Revocation{Serial: "cd", NotAfter: timestamppb.New(notAfter)},
+	)})
 
 	nodeCrt, nodeKey := trustdtest.ServerCertificate(t, env.CA, "127.0.1.9")
 	clientCrt, clientKey := clientCertificate(t, env.CA)

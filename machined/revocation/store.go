@@ -177,18 +177,18 @@ func (s *Store) prune(ctx context.Context) (int, error) {
 	return n, nil
 }
 
-// Follow calls apply with the whole list at once and again after every
-// change in etcd, until ctx ends. When etcd cannot be read it waits and
+// Follow calls apply with the whole list and the etcd revision it was read
+// at, at once and again after every change in etcd, until ctx ends. When etcd cannot be read it waits and
 // tries again, and apply is not called: the node keeps the list it has.
 //
 // A failure is logged as a warning once, and at debug level while it
 // lasts: a control plane waiting for its bootstrap fails every second.
-func (s *Store) Follow(ctx context.Context, apply func([]Entry)) {
+func (s *Store) Follow(ctx context.Context, apply func([]Entry, int64)) {
 	failing := false
-	applied := func(entries []Entry) {
+	applied := func(entries []Entry, rev int64) {
 		failing = false
 
-		apply(entries)
+		apply(entries, rev)
 	}
 
 	for ctx.Err() == nil {
@@ -211,7 +211,7 @@ func (s *Store) Follow(ctx context.Context, apply func([]Entry)) {
 	}
 }
 
-func (s *Store) followOnce(ctx context.Context, apply func([]Entry)) error {
+func (s *Store) followOnce(ctx context.Context, apply func([]Entry, int64)) error {
 	readCtx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	entries, rev, err := s.read(readCtx)
 
@@ -221,7 +221,7 @@ func (s *Store) followOnce(ctx context.Context, apply func([]Entry)) error {
 		return err
 	}
 
-	apply(entries)
+	apply(entries, rev)
 
 	wctx, stop := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer stop()
@@ -234,7 +234,7 @@ func (s *Store) followOnce(ctx context.Context, apply func([]Entry)) error {
 		// A change: read the whole list again, so apply always sees a
 		// consistent one; changes are rare (an operator's revoke).
 		readCtx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
-		entries, _, err := s.read(readCtx)
+		entries, rev, err := s.read(readCtx)
 
 		cancel()
 
@@ -242,7 +242,7 @@ func (s *Store) followOnce(ctx context.Context, apply func([]Entry)) error {
 			return err
 		}
 
-		apply(entries)
+		apply(entries, rev)
 	}
 
 	return errors.New("revocation: etcd watch ended")

@@ -69,7 +69,7 @@ func TestStore(t *testing.T) {
 		defer cancel()
 
 		lists := make(chan []revocation.Entry, 10)
-		go s.Follow(fctx, func(e []revocation.Entry) { lists <- e })
+		go s.Follow(fctx, func(e []revocation.Entry, _ int64) { lists <- e })
 
 		if got := <-lists; fmt.Sprint(serials(got)) != "[a2 a3]" {
 			t.Fatalf("first list %v", serials(got))

@@ -12,6 +12,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/keepalive"
 
 	"github.com/aegis-os/aegis/internal/clock"
 	"github.com/aegis-os/aegis/internal/defaults"
@@ -49,8 +50,9 @@ type Config struct {
 
 // Client calls the control planes' trustd, one endpoint after the other
 // from the last that answered. It keeps one connection per endpoint: a
-// poll a second and a heartbeat every few seconds are better served by one
-// connection than by a handshake each time.
+// revocation watch held open and a heartbeat every few seconds are better
+// served by one connection than by a handshake each time. A call may be a
+// stream held as long as it runs (the watch): Call returns when it ends.
 //
 // A kept connection stays authenticated by the certificate presented when
 // it was made, so once the node's certificate changes (a renewal, a CA
@@ -216,6 +218,7 @@ func (c *Client) dial(endpoint string) (*grpc.ClientConn, error) {
 
 	opts := append([]grpc.DialOption{
 		grpc.WithTransportCredentials(&perHandshake{host: host, config: c.tlsConfig}), grpcopt.DialFrom(c.cfg.Source),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: KeepaliveTime, Timeout: KeepaliveTimeout}),
 	}, grpcopt.FixedWindows()...)
 
 	conn, err := grpc.NewClient(endpoint, opts...)

@@ -56,6 +56,9 @@ type Options struct {
 	RateLimit trustd.RateLimit
 	// Clock of the server and the authenticator. Nil means the system clock.
 	Clock clock.Clock
+	// CA signs the server's certificate and is the one accepted. Nil
+	// generates one: servers that share one accept the same nodes.
+	CA *ca.CA
 	// ControlPlanes are the control planes' hosts besides the server's own
 	// (ListenIP and the name "trustd", from its certificate).
 	ControlPlanes []string
@@ -110,8 +113,13 @@ func Start(tb testing.TB, opts Options) *Env {
 		opts.RateLimit = trustd.RateLimit{Burst: 1 << 20}
 	}
 
-	authority, err := ca.Generate(ca.Config{KeyType: opts.KeyType, CommonName: "trustdtest CA"})
-	must(tb, err)
+	authority := opts.CA
+	if authority == nil {
+		var err error
+
+		authority, err = ca.Generate(ca.Config{KeyType: opts.KeyType, CommonName: "trustdtest CA"})
+		must(tb, err)
+	}
 
 	cas, err := ca.NewAcceptedSet(time.Now(), authority.Cert)
 	must(tb, err)
