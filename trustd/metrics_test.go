@@ -46,6 +46,11 @@ func TestMetrics(t *testing.T) {
 	}{
 		{metrics.TrustdTimeSynced, nil, 1},
 		{metrics.TrustdIssued, nil, 1},
+		{metrics.TrustdDecisions, []string{metrics.LabelTokenKind, trustd.TokenKindStatic, metrics.LabelOutcome, "issued"}, 1},
+		{metrics.TrustdDecisions, []string{metrics.LabelTokenKind, trustd.TokenKindStatic, metrics.LabelOutcome, "time_not_synced"}, 1},
+		{metrics.TrustdDecisions, []string{metrics.LabelTokenKind, trustd.TokenKindStatic, metrics.LabelOutcome, "bad_request"}, 1},
+		{metrics.TrustdDecisions, []string{metrics.LabelTokenKind, "none", metrics.LabelOutcome, "invalid_token"}, 1},
+		{metrics.TrustdDecisions, []string{metrics.LabelTokenKind, trustd.TokenKindStored, metrics.LabelOutcome, "issued"}, 0},
 		{metrics.TrustdRefused, []string{metrics.LabelReason, "invalid_token"}, 1},
 		{metrics.TrustdRefused, []string{metrics.LabelReason, "time_not_synced"}, 1},
 		{metrics.TrustdRefused, []string{metrics.LabelReason, "bad_request"}, 1},
