@@ -17,6 +17,7 @@ import (
 	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/internal/clock"
 	"github.com/aegis-os/aegis/internal/defaults"
+	"github.com/aegis-os/aegis/internal/metrics"
 	"github.com/aegis-os/aegis/machined/etcd"
 	"github.com/aegis-os/aegis/machined/layout"
 	"github.com/aegis-os/aegis/machined/membership"
@@ -107,6 +108,9 @@ type Node struct {
 	certRes  certResources
 	bootID   bootID
 	requests chan lifecycleRequest
+	// clientCerts counts the client certificates the node issues; nil
+	// without metrics.
+	clientCerts *metrics.ClientCertificateCounter
 }
 
 // deps are what the node's parts share, set once by New.
