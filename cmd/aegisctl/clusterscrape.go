@@ -22,19 +22,21 @@ const (
 	scrapeLabelNodeType = "node_type"
 )
 
-// scrapeDaemons are the daemons with a metrics endpoint on every node, and
-// the port a local cluster gives each (machine.metrics' defaults).
+// scrapeDaemons are the daemons with a metrics endpoint, the port a local
+// cluster gives each (machine.metrics' defaults), and whether only
+// control planes run it (trustd).
 var scrapeDaemons = []struct {
-	name string
-	port int
+	name             string
+	port             int
+	controlPlaneOnly bool
 }{
-	{"machined", certs.DefaultMachinedMetricsPort},
-	{"apid", certs.DefaultAPIDMetricsPort},
-	{"trustd", certs.DefaultTrustdMetricsPort},
+	{"machined", certs.DefaultMachinedMetricsPort, false},
+	{"apid", certs.DefaultAPIDMetricsPort, false},
+	{"trustd", certs.DefaultTrustdMetricsPort, true},
 }
 
 // scrapeConfig is the part of a Prometheus configuration that scrapes a
-// cluster: one job per daemon, one target group per node.
+// cluster: one job per daemon, one target group per node that runs it.
 type scrapeConfig struct {
 	Global        scrapeGlobal `yaml:"global"`
 	ScrapeConfigs []scrapeJob  `yaml:"scrape_configs"`
@@ -71,6 +73,10 @@ func clusterScrapeConfig(c *localcluster.Cluster) (scrapeConfig, error) {
 		job := scrapeJob{JobName: scrapeJobName(d.name), MetricsPath: "/metrics"}
 
 		for _, n := range c.Nodes {
+			if d.controlPlaneOnly && !n.Type.IsControlPlane() {
+				continue
+			}
+
 			job.StaticConfigs = append(job.StaticConfigs, staticConfig{
 				Targets: []string{net.JoinHostPort(n.Address, strconv.Itoa(d.port))},
 				Labels:  map[string]string{scrapeLabelNode: n.Name, scrapeLabelNodeType: string(n.Type)},
