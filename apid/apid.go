@@ -121,10 +121,13 @@ type Server struct {
 	local    *grpc.ClientConn
 	nodes    *pool
 	refusals *refusals.Aggregator
-	streams  *streamGuard
-	callOpts []grpc.CallOption
-	stopped  chan struct{} // closed once Stop or Shutdown has stopped gRPC
-	stopOnce sync.Once
+	// handshakes counts the refused handshakes for the metrics; nil
+	// without them.
+	handshakes *metrics.HandshakeRefusalCounter
+	streams    *streamGuard
+	callOpts   []grpc.CallOption
+	stopped    chan struct{} // closed once Stop or Shutdown has stopped gRPC
+	stopOnce   sync.Once
 }
 
 // New builds a Server from cfg. It opens no socket: Serve does.
@@ -188,6 +191,11 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("apid: %w", err)
 	}
 
+	// Counted from the first handshake: the credentials take it.
+	if s.handshakes, err = metrics.NewHandshakeRefusals(cfg.Metrics, listenerName, handshakeReasons()...); err != nil {
+		return nil, fmt.Errorf("apid: %w", err)
+	}
+
 	s.grpc = s.newGRPCServer(rules, calls)
 	s.health = newHealth()
 	healthpb.RegisterHealthServer(s.grpc, s.health)
@@ -218,7 +226,7 @@ func (s *Server) newGRPCServer(rules authz.Rules, calls *metrics.GRPC) *grpc.Ser
 		Logger: s.log, Summary: msgHandshakesRefused, Clock: s.clock,
 		Interval: HandshakeRefusalInterval, MaxSources: MaxRefusalSources,
 	})
-	creds := auditedCreds{TransportCredentials: credentials.NewTLS(s.serverTLS()), log: s.log, refusals: s.refusals}
+	creds := auditedCreds{TransportCredentials: credentials.NewTLS(s.serverTLS()), log: s.log, refusals: s.refusals, counted: s.handshakes}
 
 	// The metrics come first, so that every call is counted as its caller
 	// saw it: refused by authz, or Internal after a recovered panic.

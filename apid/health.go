@@ -128,7 +128,8 @@ func (s *Server) tap(ctx context.Context, info *tap.Info) (context.Context, erro
 		return ctx, nil
 	}
 
-	s.refusals.Refuse(ctx, source.Key(source.Addr(p.Addr)), "no certificate", msgNoCertificate,
+	s.handshakes.Count(handshakeReason(kindNoCertificate))
+	s.refusals.Refuse(ctx, source.Key(source.Addr(p.Addr)), kindNoCertificate, msgNoCertificate,
 		slog.String(logkey.Peer, p.Addr.String()), slog.String(logkey.Method, info.FullMethodName))
 
 	return ctx, errNoCertificate

@@ -17,9 +17,13 @@ const (
 	scopeConnection = "connection"
 )
 
+// listenerName is apid's value of the metrics' listener label.
+const listenerName = "apid"
+
 // registerMetrics puts apid's collectors in reg (nothing for a nil reg):
 // the connections and streams against their caps, and the certificates
-// apid presents and accepts. The gRPC metrics are made with the server.
+// apid presents and accepts. The gRPC metrics and the refused handshakes
+// are counted from New, before the server is made.
 func (s *Server) registerMetrics(reg prometheus.Registerer) error {
 	if reg == nil {
 		return nil

@@ -9,12 +9,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/aegis-os/aegis/apid"
 	"github.com/aegis-os/aegis/apid/apidtest"
 	"github.com/aegis-os/aegis/authz/role"
 	"github.com/aegis-os/aegis/internal/clock"
 	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/internal/logtest"
+	"github.com/aegis-os/aegis/internal/metrics"
+	"github.com/aegis-os/aegis/internal/metrics/metricstest"
 )
 
 // refuseHandshakes makes n handshakes with an expired client certificate
@@ -50,11 +54,15 @@ func refuseHandshakes(t *testing.T, expired []tls.Certificate, addr, source stri
 // TestHandshakeRefusalsAggregated: a flood of refused handshakes logs one
 // line in full per source and one summary counting the rest, written when
 // the server stops; sources beyond the table are summarized together.
+// The metrics count every refusal, by reason.
 func TestHandshakeRefusalsAggregated(t *testing.T) {
 	var sink logtest.Sink
 
 	p := apidtest.NewPKI(t)
-	node := apidtest.StartNode(t, p, apidtest.NodeConfig{IP: testIP, Logger: sink.Logger(), Clock: clock.NewFake(time.Now())})
+	reg := prometheus.NewRegistry()
+	node := apidtest.StartNode(t, p, apidtest.NodeConfig{
+		IP: testIP, Logger: sink.Logger(), Clock: clock.NewFake(time.Now()), Metrics: reg,
+	})
 
 	const flood = 200
 
@@ -83,6 +91,14 @@ func TestHandshakeRefusalsAggregated(t *testing.T) {
 
 		if kinds, _ := sums[0][logkey.Kinds].(map[string]any); kinds["certificate"] != tc.count {
 			t.Fatalf("%s: kinds %v", tc.source, kinds)
+		}
+	}
+
+	fams := metricstest.Gather(t, reg)
+	for reason, want := range map[string]float64{"certificate": flood + 3, "revoked": 0, "no_certificate": 0} {
+		got := fams.Must(t, metrics.HandshakesRefused, metrics.LabelListener, "apid", metrics.LabelReason, reason)
+		if got != want {
+			t.Errorf("%s{reason=%q} = %v, want %v", metrics.HandshakesRefused, reason, got, want)
 		}
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/aegis-os/aegis/authz"
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/internal/logkey"
+	"github.com/aegis-os/aegis/internal/metrics"
 	"github.com/aegis-os/aegis/internal/refusals"
 	"github.com/aegis-os/aegis/internal/source"
 )
@@ -235,6 +236,7 @@ type auditedCreds struct {
 	credentials.TransportCredentials
 	log      *slog.Logger
 	refusals *refusals.Aggregator
+	counted  *metrics.HandshakeRefusalCounter
 }
 
 func (c auditedCreds) ServerHandshake(conn net.Conn) (net.Conn, credentials.AuthInfo, error) {
@@ -253,7 +255,9 @@ func (c auditedCreds) ServerHandshake(conn net.Conn) (net.Conn, credentials.Auth
 		c.log.Debug("tls handshake cut short", slog.String(logkey.Peer, conn.RemoteAddr().String()),
 			slog.String(logkey.Error, err.Error()))
 	default:
-		c.refusals.Refuse(context.Background(), source.Key(source.Addr(conn.RemoteAddr())), handshakeKind(err), msgHandshakeRefused,
+		kind := handshakeKind(err)
+		c.counted.Count(handshakeReason(kind))
+		c.refusals.Refuse(context.Background(), source.Key(source.Addr(conn.RemoteAddr())), kind, msgHandshakeRefused,
 			slog.String(logkey.Peer, conn.RemoteAddr().String()), slog.String(logkey.Error, err.Error()))
 	}
 
@@ -261,7 +265,7 @@ func (c auditedCreds) ServerHandshake(conn net.Conn) (net.Conn, credentials.Auth
 }
 
 func (c auditedCreds) Clone() credentials.TransportCredentials {
-	return auditedCreds{TransportCredentials: c.TransportCredentials.Clone(), log: c.log, refusals: c.refusals}
+	return auditedCreds{TransportCredentials: c.TransportCredentials.Clone(), log: c.log, refusals: c.refusals, counted: c.counted}
 }
 
 // Messages of handshake refusals: one in full, and the summary of the
@@ -278,15 +282,36 @@ func handshakeKind(err error) string {
 
 	switch {
 	case errors.Is(err, errRevoked):
-		return "revoked"
+		return kindRevoked
 	case errors.As(err, &verify):
-		return "certificate"
+		return kindCertificate
 	case strings.Contains(err.Error(), "didn't provide a certificate"):
-		return "no certificate"
+		return kindNoCertificate
 	default:
-		return "handshake"
+		return kindHandshake
 	}
 }
+
+// Kinds of handshake refusals, as handshakeKind sorts them.
+const (
+	kindRevoked       = "revoked"
+	kindCertificate   = "certificate"
+	kindNoCertificate = "no certificate"
+	kindHandshake     = "handshake"
+)
+
+// handshakeReasons are the metrics' reasons of refused handshakes.
+func handshakeReasons() []string {
+	out := []string{}
+	for _, k := range []string{kindRevoked, kindCertificate, kindNoCertificate, kindHandshake} {
+		out = append(out, handshakeReason(k))
+	}
+
+	return out
+}
+
+// handshakeReason is a kind as the metrics label it: without spaces.
+func handshakeReason(kind string) string { return strings.ReplaceAll(kind, " ", "_") }
 
 // forwardCredential names the forwarding certificate a new connection to
 // another node presents now: its DER (shared, not copied: a pair is never

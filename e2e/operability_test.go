@@ -129,6 +129,7 @@ func TestOperability(t *testing.T) {
 		labels []string
 	}{
 		{metrics.TrustdRefused, []string{metrics.LabelReason, "invalid_token"}},
+		{metrics.TrustdDecisions, []string{metrics.LabelTokenKind, "none", metrics.LabelOutcome, "invalid_token"}},
 		{"grpc_server_handled_total", []string{"grpc_method", "Certificate", "grpc_code", "Unauthenticated"}},
 	} {
 		was, _ := trustdBefore.Value(s.name, s.labels...)
@@ -151,6 +152,7 @@ func TestOperability(t *testing.T) {
 
 	followStream(t, admin, apidCP)
 	checkNodeSeries(t, machinedCP, apidCP, trustdCP)
+	checkAlertSeries(t, machinedCP, apidCP, trustdCP)
 	reportScrapes(t, c, machinedCP, apidCP, trustdCP)
 
 	forwardedAudit(t, c, admin)
@@ -357,6 +359,42 @@ func checkNodeSeries(t *testing.T, machined, apid, trustd endpoint) {
 			t.Errorf("%s: %v connections open", e.name, open)
 		}
 	}
+}
+
+// checkAlertSeries checks the series an operator alerts on, as a healthy
+// control plane of one member reports them: its build, the time left of
+// its certificates, its etcd member leading, its clock synced, and the
+// refusal and issuance counters there from the start.
+func checkAlertSeries(t *testing.T, machined, apid, trustd endpoint) {
+	t.Helper()
+
+	for _, e := range []endpoint{machined, apid, trustd} {
+		fams := e.scrape(t)
+		if v := fams.Must(t, metrics.BuildInfo); v != 1 {
+			t.Errorf("%s: %s = %v", e.name, metrics.BuildInfo, v)
+		}
+
+		if v := fams.Must(t, metrics.CertificateExpiry, metrics.LabelCertificate, "server"); v <= 0 {
+			t.Errorf("%s: server certificate expires in %v s", e.name, v)
+		}
+	}
+
+	m := machined.scrape(t)
+	for name, want := range map[string]float64{
+		metrics.EtcdUp: 1, metrics.EtcdHasLeader: 1, metrics.EtcdIsLeader: 1, metrics.TimeSynced: 1,
+	} {
+		if v := m.Must(t, name); v != want {
+			t.Errorf("machined: %s = %v, want %v", name, v, want)
+		}
+	}
+
+	if v := m.Must(t, metrics.EtcdDBSize); v <= 0 {
+		t.Errorf("machined: %s = %v", metrics.EtcdDBSize, v)
+	}
+
+	m.Must(t, metrics.ClientCertificates, metrics.LabelOperation, metrics.OperationRenew, metrics.LabelOutcome, metrics.OutcomeIssued)
+	apid.scrape(t).Must(t, metrics.HandshakesRefused, metrics.LabelListener, "apid", metrics.LabelReason, "revoked")
+	trustd.scrape(t).Must(t, metrics.TrustdDecisions, metrics.LabelTokenKind, "stored", metrics.LabelOutcome, metrics.OutcomeIssued)
 }
 
 // reportScrapes logs each daemon's scrape size, series count and resident

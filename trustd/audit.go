@@ -127,7 +127,7 @@ func (r *auditRecord) common() []slog.Attr {
 // writes the first refusal of a source per interval in full and counts
 // the rest. Internal errors are written in full always.
 func (s *Server) auditRefused(ctx context.Context, r *auditRecord, err error, code codes.Code) {
-	s.decisions.count(err)
+	s.decisions.count(err, r.tokenKind)
 
 	attrs := append(r.common(),
 		slog.String(AuditDecision, DecisionRefused),

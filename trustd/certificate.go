@@ -50,7 +50,7 @@ func (s *Server) certificate(ctx context.Context, in *securityapi.CertificateReq
 
 	resp, err := r.run(in.GetCsr())
 	if err == nil {
-		s.decisions.count(nil)
+		s.decisions.count(nil, r.rec.tokenKind)
 
 		return resp, nil
 	}

@@ -48,11 +48,18 @@ func refusalReason(err error) string {
 	return reasonOther
 }
 
+// tokenKindNone is the token kind of a decision taken before the token
+// was authenticated (an invalid token, a malformed call).
+const tokenKindNone = "none"
+
 // decisions counts what trustd decided; they are counted whether or not
-// anything is registered to read them.
+// anything is registered to read them. byKind counts them again by token
+// kind and outcome; issued and refused stay for the dashboards that read
+// them.
 type decisions struct {
 	issued  prometheus.Counter
 	refused *prometheus.CounterVec
+	byKind  *prometheus.CounterVec
 }
 
 func newDecisions() decisions {
@@ -61,17 +68,30 @@ func newDecisions() decisions {
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: metrics.TrustdRefused, Help: "Certificate calls trustd refused, by reason.",
 		}, []string{metrics.LabelReason}),
+		byKind: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: metrics.TrustdDecisions,
+			Help: "Certificate calls trustd decided, by token kind (static, static-previous, stored, none) and outcome (issued, or the refusal's reason).",
+		}, []string{metrics.LabelTokenKind, metrics.LabelOutcome}),
 	}
 }
 
-func (d decisions) count(err error) {
+// count counts a decision: err nil for an issuance, else the refusal;
+// kind is the token's (tokenKind), empty before it was authenticated.
+func (d decisions) count(err error, kind string) {
+	if kind == "" {
+		kind = tokenKindNone
+	}
+
 	if err == nil {
 		d.issued.Inc()
+		d.byKind.WithLabelValues(kind, metrics.OutcomeIssued).Inc()
 
 		return
 	}
 
-	d.refused.WithLabelValues(refusalReason(err)).Inc()
+	reason := refusalReason(err)
+	d.refused.WithLabelValues(reason).Inc()
+	d.byKind.WithLabelValues(kind, reason).Inc()
 }
 
 // registerMetrics puts trustd's collectors in reg (nothing for a nil reg):
@@ -89,6 +109,12 @@ func (s *Server) registerMetrics(reg prometheus.Registerer) error {
 		s.decisions.refused.WithLabelValues(r)
 	}
 
+	for _, k := range []string{TokenKindStatic, TokenKindStaticPrevious, TokenKindStored} {
+		s.decisions.byKind.WithLabelValues(k, metrics.OutcomeIssued)
+	}
+
+	s.decisions.byKind.WithLabelValues(tokenKindNone, reasonInvalidToken)
+
 	synced := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: metrics.TrustdTimeSynced, Help: "1 while trustd's time gate is open (it signs), else 0.",
 	}, func() float64 {
@@ -99,7 +125,7 @@ func (s *Server) registerMetrics(reg prometheus.Registerer) error {
 		return 0
 	})
 
-	for _, c := range []prometheus.Collector{s.decisions.issued, s.decisions.refused, synced} {
+	for _, c := range []prometheus.Collector{s.decisions.issued, s.decisions.refused, s.decisions.byKind, synced} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}

@@ -1,6 +1,8 @@
 package trustd_test
 
 import (
+	"io"
+	"net"
 	"testing"
 	"time"
 
@@ -46,6 +48,11 @@ func TestMetrics(t *testing.T) {
 	}{
 		{metrics.TrustdTimeSynced, nil, 1},
 		{metrics.TrustdIssued, nil, 1},
+		{metrics.TrustdDecisions, []string{metrics.LabelTokenKind, trustd.TokenKindStatic, metrics.LabelOutcome, "issued"}, 1},
+		{metrics.TrustdDecisions, []string{metrics.LabelTokenKind, trustd.TokenKindStatic, metrics.LabelOutcome, "time_not_synced"}, 1},
+		{metrics.TrustdDecisions, []string{metrics.LabelTokenKind, trustd.TokenKindStatic, metrics.LabelOutcome, "bad_request"}, 1},
+		{metrics.TrustdDecisions, []string{metrics.LabelTokenKind, "none", metrics.LabelOutcome, "invalid_token"}, 1},
+		{metrics.TrustdDecisions, []string{metrics.LabelTokenKind, trustd.TokenKindStored, metrics.LabelOutcome, "issued"}, 0},
 		{metrics.TrustdRefused, []string{metrics.LabelReason, "invalid_token"}, 1},
 		{metrics.TrustdRefused, []string{metrics.LabelReason, "time_not_synced"}, 1},
 		{metrics.TrustdRefused, []string{metrics.LabelReason, "bad_request"}, 1},
@@ -69,4 +76,51 @@ func TestMetrics(t *testing.T) {
 		t.Errorf("CA NotAfter = %v", got)
 	}
 
+}
+
+// A handshake of another protocol is counted as a refused handshake; a
+// port probe (connected, closed before a ClientHello) is not.
+func TestHandshakeRefusalMetrics(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	env := trustdtest.Start(t, trustdtest.Options{Metrics: reg})
+	refused := func() float64 {
+		return metricstest.Gather(t, reg).Must(t, metrics.HandshakesRefused, metrics.LabelListener, "trustd", metrics.LabelReason, "handshake")
+	}
+
+	if v := refused(); v != 0 {
+		t.Fatalf("before any handshake: %v refused", v)
+	}
+
+	probe, err := net.Dial("tcp", env.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	probe.Close()
+
+	plain, err := net.Dial("tcp", env.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+
+	if _, err = plain.Write([]byte("GET / HTTP/1.1\r\nHost: trustd\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+
+	_ = plain.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_, _ = io.Copy(io.Discard, plain) // until trustd closes it
+
+	deadline := time.Now().Add(10 * time.Second)
+	for refused() != 1 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	// The probe's end may be seen after the refusal: give it time to be
+	// (wrongly) counted before the final check.
+	time.Sleep(100 * time.Millisecond)
+
+	if v := refused(); v != 1 {
+		t.Fatalf("%v refused handshakes, want 1 (the plain HTTP request, not the probe)", v)
+	}
 }

@@ -42,6 +42,8 @@ type Server struct {
 	grpc     *grpc.Server
 	// decisions counts issuances and refusals for the metrics.
 	decisions decisions
+	// handshakes counts refused TLS handshakes; nil without metrics.
+	handshakes *metrics.HandshakeRefusalCounter
 	// reservedCache keeps the reserved set between requests.
 	reservedCache reservedCache
 }
@@ -80,6 +82,11 @@ func New(cfg Config) (*Server, error) {
 
 	calls, err := metrics.NewGRPC(cfg.Metrics, metrics.GRPCConfig{})
 	if err != nil {
+		return nil, fmt.Errorf("trustd: %w", err)
+	}
+
+	// Counted from the first handshake: the credentials take it.
+	if s.handshakes, err = metrics.NewHandshakeRefusals(cfg.Metrics, listenerName, reasonHandshake); err != nil {
 		return nil, fmt.Errorf("trustd: %w", err)
 	}
 
@@ -127,7 +134,7 @@ func (s *Server) serverOptions() []grpc.ServerOption {
 	recovered := grpcrecover.New(grpcrecover.Config{Component: "trustd", Logger: s.cfg.Logger, Rand: s.cfg.Rand})
 
 	return append(recovered.ServerOptions(),
-		grpc.Creds(credentials.NewTLS(tlsConfig)),
+		grpc.Creds(countedCreds{TransportCredentials: credentials.NewTLS(tlsConfig), counted: s.handshakes}),
 		grpc.MaxRecvMsgSize(MaxRequestSize),
 		grpc.MaxHeaderListSize(MaxHeaderListSize),
 		grpc.MaxConcurrentStreams(MaxConcurrentStreams),

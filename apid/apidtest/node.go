@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/siderolabs/talos/pkg/machinery/client"
 	"google.golang.org/grpc"
 
@@ -37,6 +38,8 @@ type NodeConfig struct {
 	Register func(*grpc.Server)
 	// Clock is apid's clock for certificate checks. Nil means the real one.
 	Clock clock.Clock
+	// Metrics receives apid's collectors. Nil means none.
+	Metrics prometheus.Registerer
 }
 
 // Node is an apid server and the backend behind it, in the test's process.
@@ -93,6 +96,7 @@ func StartNode(tb testing.TB, p *PKI, cfg NodeConfig) *Node {
 		NodePort:       p.NodePort(),
 		Logger:         cfg.Logger,
 		Clock:          cfg.Clock,
+		Metrics:        cfg.Metrics,
 	}
 	if !cfg.Worker {
 		acfg.ForwardCertificate = p.Impersonator(tb).KeyPair(tb)

@@ -225,8 +225,9 @@ func shellQuote(s string) string {
 
 func newClusterShowCommand(e *env) *cobra.Command {
 	var (
-		flags     clusterFlags
-		addresses bool
+		flags      clusterFlags
+		addresses  bool
+		prometheus bool
 	)
 
 	cmd := &cobra.Command{
@@ -246,6 +247,8 @@ func newClusterShowCommand(e *env) *cobra.Command {
 		switch {
 		case addresses:
 			fmt.Fprintln(e.stdout, strings.Join(c.Addresses(), ","))
+		case prometheus:
+			return writeScrapeConfig(e, c)
 		case *format != formatTable:
 			return writeDocument(e.stdout, *format, clusterDocument(c))
 		default:
@@ -264,6 +267,8 @@ func newClusterShowCommand(e *env) *cobra.Command {
 
 	flags.register(cmd)
 	cmd.Flags().BoolVar(&addresses, "addresses", false, "print only the node addresses, comma-separated (for -n)")
+	cmd.Flags().BoolVar(&prometheus, "prometheus", false, "print a Prometheus scrape config of the nodes' metrics endpoints (needs a cluster created with --metrics)")
+	cmd.MarkFlagsMutuallyExclusive("addresses", "prometheus")
 
 	return cmd
 }

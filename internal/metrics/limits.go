@@ -11,7 +11,9 @@ const (
 	// Beyond it a scrape answers 503 at once.
 	MaxScrapesInFlight = 4
 	// ScrapeTimeout bounds the gathering of one scrape; every collector
-	// reads memory only, so this is far above what a scrape takes.
+	// reads memory but a control plane's etcd one, which asks its local
+	// member for its status within 2 s, so this is far above what a
+	// scrape takes.
 	ScrapeTimeout = 10 * time.Second
 	// ReadHeaderTimeout bounds how long a client may take to send its
 	// request, so that idle connections cannot pile up.

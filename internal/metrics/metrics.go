@@ -30,10 +30,11 @@ import (
 const Path = "/metrics"
 
 // NewRegistry returns a daemon's registry with the Go runtime's and the
-// process's collectors in it.
+// process's collectors, and BuildInfo, in it.
 func NewRegistry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		newBuildInfo())
 
 	return reg
 }

@@ -8,6 +8,7 @@ import (
 	"math/big"
 	"net"
 	"net/http"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -22,6 +23,7 @@ import (
 	"github.com/aegis-os/aegis/internal/connlimit"
 	"github.com/aegis-os/aegis/internal/metrics"
 	"github.com/aegis-os/aegis/internal/metrics/metricstest"
+	"github.com/aegis-os/aegis/internal/version"
 )
 
 func TestCertificates(t *testing.T) {
@@ -39,8 +41,15 @@ func TestCertificates(t *testing.T) {
 aegis_certificate_not_after_seconds{certificate="accepted_ca",serial="ab"} 1.924992e+09
 aegis_certificate_not_after_seconds{certificate="server",serial="ab"} 1.924992e+09
 `
-	if err := promtest.GatherAndCompare(reg, strings.NewReader(want)); err != nil {
+	if err := promtest.GatherAndCompare(reg, strings.NewReader(want), metrics.CertificateNotAfter); err != nil {
 		t.Fatal(err)
+	}
+
+	// The time left is read at the scrape: within a minute of the test's
+	// own reading.
+	left := metricstest.Gather(t, reg).Must(t, metrics.CertificateExpiry, metrics.LabelCertificate, "server")
+	if d := left - time.Until(notAfter).Seconds(); d > 1 || d < -60 {
+		t.Fatalf("%s = %v, want about %v", metrics.CertificateExpiry, left, time.Until(notAfter).Seconds())
 	}
 
 	// A certificate gone (renewed) is gone from the next scrape.
@@ -52,6 +61,52 @@ aegis_certificate_not_after_seconds{certificate="server",serial="ab"} 1.924992e+
 	if err := metrics.RegisterCertificates(nil, nil); err != nil {
 		t.Fatalf("nil registerer: %v", err)
 	}
+}
+
+// Every daemon's registry says which build it runs.
+func TestBuildInfo(t *testing.T) {
+	fams := metricstest.Gather(t, metrics.NewRegistry())
+
+	if v := fams.Must(t, metrics.BuildInfo, metrics.LabelTalosAPI, version.TalosAPI,
+		metrics.LabelGoVersion, runtime.Version(), metrics.LabelVersion, version.Get().Tag); v != 1 {
+		t.Fatalf("%s = %v, want 1", metrics.BuildInfo, v)
+	}
+}
+
+// Client certificate calls are counted by operation and outcome, every
+// series present from the start; a nil registerer counts nothing.
+func TestClientCertificates(t *testing.T) {
+	reg := prometheus.NewRegistry()
+
+	c, err := metrics.NewClientCertificates(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	c.Count(metrics.OperationRenew, metrics.OutcomeIssued)
+	c.Count(metrics.OperationRenew, metrics.OutcomeIssued)
+	c.Count(metrics.OperationGenerate, metrics.OutcomeRefused)
+
+	fams := metricstest.Gather(t, reg)
+	for _, w := range []struct {
+		op, outcome string
+		want        float64
+	}{
+		{metrics.OperationRenew, metrics.OutcomeIssued, 2},
+		{metrics.OperationGenerate, metrics.OutcomeRefused, 1},
+		{metrics.OperationGenerate, metrics.OutcomeFailed, 0},
+	} {
+		if got := fams.Must(t, metrics.ClientCertificates, metrics.LabelOperation, w.op, metrics.LabelOutcome, w.outcome); got != w.want {
+			t.Errorf("%s{%s,%s} = %v, want %v", metrics.ClientCertificates, w.op, w.outcome, got, w.want)
+		}
+	}
+
+	none, err := metrics.NewClientCertificates(nil)
+	if err != nil || none != nil {
+		t.Fatalf("nil registerer: %v, %v", none, err)
+	}
+
+	none.Count(metrics.OperationRenew, metrics.OutcomeIssued)
 }
 
 func TestConnections(t *testing.T) {

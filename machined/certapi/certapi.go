@@ -28,6 +28,7 @@ import (
 	"github.com/aegis-os/aegis/client/serial"
 	"github.com/aegis-os/aegis/internal/defaults"
 	"github.com/aegis-os/aegis/internal/logkey"
+	"github.com/aegis-os/aegis/internal/metrics"
 	"github.com/aegis-os/aegis/machined/revocation"
 )
 
@@ -81,6 +82,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Rand makes the references of internal errors. Nil means crypto/rand.
 	Rand io.Reader
+	// Counted counts each renewal: issued, refused (the caller's
+	// request) or failed (the node's own failure). Nil counts nothing.
+	Counted *metrics.ClientCertificateCounter
 }
 
 // Server implements certificates.CertificateServiceServer.
@@ -132,16 +136,21 @@ func (s *Server) Renew(ctx context.Context, req *certificates.RenewRequest) (*ce
 		st, ref := s.toStatus(err)
 		reason := st.Message()
 
+		outcome := metrics.OutcomeRefused
 		if ref != "" {
 			reason = err.Error()
 			rec = append(rec, slog.String(logkey.RequestID, ref))
+			outcome = metrics.OutcomeFailed
 		}
+
+		s.cfg.Counted.Count(metrics.OperationRenew, outcome)
 
 		s.cfg.Logger.Warn(msgRefused, append(rec, slog.String(logkey.RefusalCode, st.Code().String()), slog.String(logkey.Reason, reason))...)
 
 		return nil, st.Err()
 	}
 
+	s.cfg.Counted.Count(metrics.OperationRenew, metrics.OutcomeIssued)
 	s.cfg.Logger.Info(msgRenewed, append(rec,
 		slog.String(logkey.CommonName, issued.Cert.Subject.CommonName),
 		slog.String(logkey.Serial, issued.Cert.SerialNumber.Text(16)),

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -26,6 +27,8 @@ import (
 	"github.com/aegis-os/aegis/ca/catest"
 	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/internal/logtest"
+	"github.com/aegis-os/aegis/internal/metrics"
+	"github.com/aegis-os/aegis/internal/metrics/metricstest"
 	"github.com/aegis-os/aegis/internal/testutil"
 )
 
@@ -171,9 +174,15 @@ func TestRenew(t *testing.T) {
 			revoked := func(serial string) bool {
 				return tt.revoked && tt.cert != nil && serial == tt.cert.SerialNumber.Text(16)
 			}
-			s := New(Config{Authority: tt.authority, MaxTTL: tt.maxTTL, Revoked: revoked, Logger: sink.Logger()})
+			reg := prometheus.NewRegistry()
+			counted, err := metrics.NewClientCertificates(reg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := New(Config{Authority: tt.authority, MaxTTL: tt.maxTTL, Revoked: revoked, Logger: sink.Logger(), Counted: counted})
 
 			resp, err := s.Renew(callContext(tt.roles, tt.cert), &certificates.RenewRequest{Csr: tt.csr, Ttl: tt.ttl})
+			checkCounted(t, reg, tt.code)
 			if tt.code != codes.OK {
 				checkRefusal(t, &sink, err, tt.code, tt.want)
 
@@ -187,6 +196,36 @@ func TestRenew(t *testing.T) {
 			}
 		})
 	}
+}
+
+// checkCounted checks that the one renewal counts once, as the outcome
+// its code says: issued, failed for the node's own error, else refused.
+func checkCounted(t *testing.T, reg *prometheus.Registry, code codes.Code) {
+	t.Helper()
+
+	outcome := metrics.OutcomeRefused
+	switch code {
+	case codes.OK:
+		outcome = metrics.OutcomeIssued
+	case codes.Internal:
+		outcome = metrics.OutcomeFailed
+	}
+
+	fams := metricstest.Gather(t, reg)
+	for _, o := range []string{metrics.OutcomeIssued, metrics.OutcomeRefused, metrics.OutcomeFailed} {
+		want := boolCount(o == outcome)
+		if got := fams.Must(t, metrics.ClientCertificates, metrics.LabelOperation, metrics.OperationRenew, metrics.LabelOutcome, o); got != want {
+			t.Errorf("renewals %s = %v, want %v", o, got, want)
+		}
+	}
+}
+
+func boolCount(b bool) float64 {
+	if b {
+		return 1
+	}
+
+	return 0
 }
 
 func checkRefusal(t *testing.T, sink *logtest.Sink, err error, code codes.Code, want string) {

@@ -1,11 +1,13 @@
 package node
 
 import (
+	"errors"
 	"time"
 
 	"github.com/aegis-os/aegis/authz/role"
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/internal/metrics"
 	"github.com/aegis-os/aegis/machined/certapi"
 )
 
@@ -36,8 +38,25 @@ func (c clientIssuer) ClientIssuer() (*ca.Issuer, []byte, error) {
 }
 
 // IssueClientConfig issues a client certificate with roles from the OS CA
-// and wraps it in a client config naming the node's addresses.
+// and wraps it in a client config naming the node's addresses. The
+// metrics count it: issued, refused (no CA here, clock not synced) or
+// failed.
 func (c clientIssuer) IssueClientConfig(roles role.Set, ttl time.Duration) (caPEM, crt, key, cfg []byte, err error) {
+	caPEM, crt, key, cfg, err = c.issueClientConfig(roles, ttl)
+
+	switch {
+	case err == nil:
+		c.n.clientCerts.Count(metrics.OperationGenerate, metrics.OutcomeIssued)
+	case errors.Is(err, certapi.ErrNoCA), errors.Is(err, certapi.ErrTimeNotSynced):
+		c.n.clientCerts.Count(metrics.OperationGenerate, metrics.OutcomeRefused)
+	default:
+		c.n.clientCerts.Count(metrics.OperationGenerate, metrics.OutcomeFailed)
+	}
+
+	return caPEM, crt, key, cfg, err
+}
+
+func (c clientIssuer) issueClientConfig(roles role.Set, ttl time.Duration) (caPEM, crt, key, cfg []byte, err error) {
 	iss, caPEM, err := c.ClientIssuer()
 	if err != nil {
 		return nil, nil, nil, nil, err

@@ -85,6 +85,15 @@ func (s *configState) setTime(b *bootState, svc *timesync.Service) {
 	s.mu.Unlock()
 }
 
+// timeService is the time service of the latest boot, nil before the
+// first.
+func (s *configState) timeService() *timesync.Service {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+
+	return s.timeSvc
+}
+
 // timeSource is the time service of the current boot, for the TimeService.
 func (s *configState) timeSource() timeapi.TimeSource {
 	s.mu.Lock()

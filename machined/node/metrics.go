@@ -18,16 +18,28 @@ func serviceStates() []system.State {
 }
 
 // registerMetrics puts machined's collectors in reg (nothing for a nil
-// reg): its services' states and restarts, and the certificates the node
+// reg): its services' states and restarts, the node's etcd member and
+// clock, the client certificates it issues, and the certificates it
 // holds. machined.sock's gRPC metrics are made with its server.
 func (n *Node) registerMetrics(reg prometheus.Registerer) error {
 	if reg == nil {
 		return nil
 	}
 
-	if err := reg.Register(newServiceCollector(n.services.List)); err != nil {
+	for _, c := range []prometheus.Collector{
+		newServiceCollector(n.services.List), newEtcdCollector(n.etcdStatus), newTimeCollector(n.timeStatus),
+	} {
+		if err := reg.Register(c); err != nil {
+			return err
+		}
+	}
+
+	clientCerts, err := metrics.NewClientCertificates(reg)
+	if err != nil {
 		return err
 	}
+
+	n.clientCerts = clientCerts
 
 	return metrics.RegisterCertificates(reg, n.certificates)
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/aegis-os/aegis/internal/clock"
 	"github.com/aegis-os/aegis/internal/daemonflag"
 	"github.com/aegis-os/aegis/internal/defaults"
+	"github.com/aegis-os/aegis/internal/metrics"
 	"github.com/aegis-os/aegis/machined/etcd"
 	"github.com/aegis-os/aegis/machined/layout"
 	"github.com/aegis-os/aegis/machined/membership"
@@ -111,6 +112,9 @@ type Node struct {
 	certRes  certResources
 	bootID   bootID
 	requests chan lifecycleRequest
+	// clientCerts counts the client certificates the node issues; nil
+	// without metrics.
+	clientCerts *metrics.ClientCertificateCounter
 }
 
 // deps are what the node's parts share, set once by New.

@@ -79,7 +79,9 @@ func (n *Node) listen() (*sockets, error) {
 	resourceapi.NewServer(n.res).Register(api)
 	timeapi.New(timeapi.Config{Source: n.config.timeSource, Clock: n.clock}).Register(api)
 	tokens.RegisterTokenServiceServer(api, tokenProxy)
-	certapi.New(certapi.Config{Authority: clientIssuer{n}, Revoked: n.revoked.isRevoked, Lineage: renewals{&n.revoked}, Logger: n.log}).Register(api)
+	certapi.New(certapi.Config{Authority: clientIssuer{n}, Revoked: n.revoked.isRevoked, Lineage: renewals{&n.revoked}, Logger: n.log,
+		Counted: n.clientCerts,
+	}).Register(api)
 	revocation.NewServer(revocation.ServerConfig{
 		Store: n.revoked.etcdStore, Local: n.revoked.list, Clock: n.clock, Logger: n.log,
 	}).Register(api)
