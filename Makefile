@@ -127,9 +127,10 @@ run: deps build
 	$(BIN)/aegisctl cluster create $(CLUSTER_FLAGS)$(if $(RUNTIME), --runtime '$(RUNTIME)')$(if $(CIDR), --cidr '$(CIDR)')$(if $(NETWORK), --network '$(NETWORK)')$(if $(filter 1 yes true,$(METRICS)), --metrics)
 	$(BIN)/aegisctl --context $(CLUSTER_NAME) -n "$$($(BIN)/aegisctl cluster show $(CLUSTER_FLAGS) --addresses)" memory
 
-## bench: the benchmark harness on real processes (127.7.0.0/16): prints a table, writes
-## $(BENCHOUT)/results.json and the results of docs/benchmarks.md; QUICK=1: a shorter run
-## (under two minutes) whose Markdown goes to $(BENCHOUT)/benchmarks.md instead
+## bench: the benchmark harness on real processes (127.7.0.0/16): prints a table and a line
+## of the goals met and missed, writes $(BENCHOUT)/results.json with its goals chart
+## (goals.svg) and the results of docs/benchmarks.md with docs/benchmarks/goals.svg;
+## QUICK=1: a shorter run (under two minutes) whose Markdown and chart go to $(BENCHOUT) instead
 bench: deps bench-deps build $(BIN)/cfssl $(BIN)/bareproxy
 	@mkdir -p $(BENCHOUT)
 	$(BIN)/aegisbench --bin-dir $(BIN) --json $(BENCHOUT)/results.json \

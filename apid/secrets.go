@@ -7,7 +7,7 @@ import (
 	"log/slog"
 
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
-	"go.yaml.in/yaml/v3"
+	"go.yaml.in/yaml/v4"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 

@@ -9,7 +9,7 @@ import (
 	"reflect"
 	"strings"
 
-	"go.yaml.in/yaml/v3"
+	"go.yaml.in/yaml/v4"
 )
 
 // MaxDocumentSize bounds every YAML document Aegis reads. The largest honest

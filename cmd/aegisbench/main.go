@@ -4,6 +4,13 @@
 // Markdown document.
 //
 //	aegisbench [--quick] [--bin-dir DIR] [--cfssl-migrations DIR] [--json FILE] [--doc FILE] [--revision REV] [--keep] [--cpuprofile FILE]
+//	aegisbench --from FILE [--doc FILE]
+//
+// The goals are drawn as an SVG chart next to the results file and in a
+// folder next to the document named as it is (docs/benchmarks.md embeds
+// docs/benchmarks/goals.svg). With --from, nothing runs: the table, the
+// document and the charts are made again from a results file written by
+// --json. The last line printed counts the goals met and missed.
 //
 // It stops everything it started before it exits, on Ctrl-C too. The exit
 // status is 1 when a part of the run failed; the figures of the other parts
@@ -36,6 +43,7 @@ type options struct {
 	cpuProfile string
 	only       []string
 	migrations string
+	from       string
 }
 
 func main() {
@@ -68,6 +76,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.jsonPath, "json", "", "write the figures as JSON to `FILE`")
 	fs.StringVar(&o.docPath, "doc", "", "put the results between the markers of the Markdown `FILE` (a new file holds only them)")
 	fs.StringVar(&o.revision, "revision", "", "the source `REV`ision measured, for the report")
+	fs.StringVar(&o.from, "from", "", "run nothing: print and write again the report of the results `FILE` written by --json")
 	fs.BoolVar(&o.keep, "keep", false, "keep the run's state and logs in its temporary directory")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write the harness's own CPU profile (the clients' side) to `FILE`")
 	fs.Func("only", "run only these `STAGES`, comma-separated, of "+strings.Join(bench.Stages, ", "), func(v string) error {
@@ -113,6 +122,30 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		defer stopProfile()
 	}
 
+	rep, err := report(ctx, opts, stderr)
+	if err != nil {
+		return err
+	}
+
+	if err = write(rep, opts, stdout); err != nil {
+		return err
+	}
+
+	fmt.Fprintln(stdout, rep.GoalSummary())
+
+	if len(rep.Failures) > 0 {
+		return fmt.Errorf("%d part(s) of the run failed; see the end of the table", len(rep.Failures))
+	}
+
+	return nil
+}
+
+// report runs the benchmarks, or reads the results file of --from.
+func report(ctx context.Context, opts options, stderr io.Writer) (*bench.Report, error) {
+	if opts.from != "" {
+		return readReport(opts.from)
+	}
+
 	plan := bench.FullPlan
 	if opts.quick {
 		plan = bench.QuickPlan
@@ -122,20 +155,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		BinDir: opts.binDir, Plan: plan, Progress: stderr, Keep: opts.keep, Only: opts.only, CfsslMigrations: opts.migrations,
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
 
 	rep.Revision = opts.revision
 
-	if err = write(rep, opts, stdout); err != nil {
-		return err
-	}
-
-	if len(rep.Failures) > 0 {
-		return fmt.Errorf("%d part(s) of the run failed; see the end of the table", len(rep.Failures))
-	}
-
-	return nil
+	return rep, nil
 }
 
 func startProfile(path string) (func(), error) {

@@ -12,13 +12,11 @@ import (
 
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
 	"github.com/aegis-os/aegis/client/nodeview"
 	"github.com/aegis-os/aegis/internal/clock"
 )
-
-// clearScreen moves the cursor home and clears the terminal before a frame.
-const clearScreen = "\x1b[H\x1b[2J"
 
 func newDashboardCommand(e *env) *cobra.Command {
 	d := &dashboard{}
@@ -29,9 +27,11 @@ func newDashboardCommand(e *env) *cobra.Command {
 		Long: `Show each node's machine stage and readiness, its services, memory, time
 sync, certificate expiry and etcd member, from the resource API and the
 MachineService, and the nodes' recent events, refreshed every --interval
-until interrupted: redrawn in place on a terminal, else each view after a
-line with its time. --once prints one view, without terminal control codes,
-and ends.`,
+until interrupted. On a terminal it fills the screen, follows its size, colours
+ready, not ready and failed nodes, and takes keys: q, Esc or Ctrl-C end it,
+r refreshes at once. Elsewhere (a pipe, a file) each view follows a line with
+its time, without control codes. --once prints one view, without control
+codes, and ends.`,
 		Args: cobra.NoArgs,
 	}
 
@@ -90,13 +90,14 @@ func (d *dashboard) run(ctx context.Context) error {
 		}
 	}()
 
+	if isTerminal(d.s.e.stdout) {
+		return d.runTerminal(ctx)
+	}
+
 	// A pipe or a file gets each view after a line with its time, not
 	// the codes that redraw a terminal.
 	for {
-		prefix := clearScreen
-		if !isTerminal(d.s.e.stdout) {
-			prefix = "--- " + d.s.e.clock.Now().UTC().Format(time.RFC3339) + "\n"
-		}
+		prefix := "--- " + d.s.e.clock.Now().UTC().Format(time.RFC3339) + "\n"
 
 		if _, err := io.WriteString(d.s.e.stdout, prefix+d.frame(ctx)); err != nil {
 			return err
@@ -108,8 +109,11 @@ func (d *dashboard) run(ctx context.Context) error {
 	}
 }
 
-// frame renders one view of every node.
-func (d *dashboard) frame(ctx context.Context) string {
+// frame renders one view of every node as plain text.
+func (d *dashboard) frame(ctx context.Context) string { return d.screen(ctx).String() }
+
+// screen reads every node and lays out one view.
+func (d *dashboard) screen(ctx context.Context) screen {
 	nodes := d.s.nodes
 	if len(nodes) == 0 {
 		nodes = []string{""}
@@ -125,14 +129,19 @@ func (d *dashboard) frame(ctx context.Context) string {
 
 	wg.Wait()
 
-	var b bytes.Buffer
+	var sc screen
 
-	fmt.Fprintf(&b, "aegis dashboard, context %q, %s\n\n", d.s.name, d.s.e.clock.Now().UTC().Format(time.RFC3339))
+	sc.add(lineTitle, fmt.Sprintf("aegis dashboard, context %q, %s", d.s.name, d.s.e.clock.Now().UTC().Format(time.RFC3339)))
+	sc.add(lineText, "")
+
+	var (
+		b     bytes.Buffer
+		kinds = []lineKind{lineHeading}
+		waits []string
+	)
 
 	tw := newTable(&b)
 	header(tw, true, "STAGE\tREADY\tSERVICES\tMEMORY\tTIME\tCERTIFICATES\tETCD")
-
-	var waits []string
 
 	for _, v := range views {
 		name := v.Node
@@ -140,18 +149,8 @@ func (d *dashboard) frame(ctx context.Context) string {
 			name = strings.Join(d.s.endpoints, ",")
 		}
 
-		if v.Err != nil {
-			fmt.Fprintf(tw, "%s\terror: %s\n", name, d.s.explain(v.Err).Error())
-
-			continue
-		}
-
-		ready := "no"
-		if v.Ready {
-			ready = "yes"
-		}
-
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, v.Stage, ready, v.Services, v.Memory, v.Time, v.Certs, v.Etcd)
+		kind := nodeRow(tw, name, v, d.s.explain)
+		kinds = append(kinds, kind)
 
 		for _, w := range v.Waits {
 			waits = append(waits, name+": "+w)
@@ -159,12 +158,17 @@ func (d *dashboard) frame(ctx context.Context) string {
 	}
 
 	tw.Flush() //nolint:errcheck // a buffer
+	sc.addTable(b.String(), kinds)
 
 	if len(waits) > 0 {
-		fmt.Fprintf(&b, "\nNOT READY\n%s\n", strings.Join(waits, "\n"))
+		sc.add(lineText, "")
+		sc.add(lineHeading, "NOT READY")
+		sc.addAll(lineNotReady, waits)
 	}
 
-	fmt.Fprintf(&b, "\nRECENT EVENTS\n")
+	sc.add(lineText, "")
+	sc.add(lineHeading, "RECENT EVENTS")
+	b.Reset()
 
 	tw = newTable(&b)
 	for _, ev := range d.events.Recent() {
@@ -172,19 +176,36 @@ func (d *dashboard) frame(ctx context.Context) string {
 	}
 
 	tw.Flush() //nolint:errcheck // a buffer
+	sc.addTable(b.String(), nil)
 
-	return b.String()
+	return sc
 }
 
-// isTerminal says whether w is a terminal (a character device), where
-// control codes redraw the screen rather than end up in a file.
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
+// nodeRow writes a node's row and says how it reads: an error, not ready,
+// or ready.
+func nodeRow(tw io.Writer, name string, v nodeview.View, explain func(error) error) lineKind {
+	if v.Err != nil {
+		// One row per node: an error spanning lines would break the table.
+		msg := strings.ReplaceAll(explain(v.Err).Error(), "\n", " ")
+		fmt.Fprintf(tw, "%s\terror: %s\n", name, msg)
+
+		return lineError
 	}
 
-	st, err := f.Stat()
+	ready, kind := "no", lineNotReady
+	if v.Ready {
+		ready, kind = "yes", lineReady
+	}
 
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
+	fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, v.Stage, ready, v.Services, v.Memory, v.Time, v.Certs, v.Etcd)
+
+	return kind
+}
+
+// isTerminal says whether w is a terminal, where the dashboard runs its
+// terminal UI; anything else (a pipe, a file, /dev/null) gets plain text.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+
+	return ok && term.IsTerminal(int(f.Fd()))
 }

@@ -39,7 +39,7 @@ func (r Results) connFloodGoals() []Goal {
 
 		for _, m := range f.Memory {
 			if m.Process == name && m.Peak > 0 {
-				g.Measured, g.Met = formatMiB(m.Peak), m.Peak < GoalFloodedRSS
+				g.Measured, g.Met, g.Margin = formatMiB(m.Peak), m.Peak < GoalFloodedRSS, float64(GoalFloodedRSS)/float64(m.Peak)
 			}
 		}
 

@@ -5,7 +5,8 @@
 // references measured in the same run, boot times and memory, measured
 // against Aegis's goals.
 //
-// The report's parts (statistics, tables, JSON, Markdown, goals) are pure
-// and tested with the package; the loads run only from cmd/aegisbench, by
-// `make bench`, never in `make test`.
+// The report's parts (statistics, tables, JSON, Markdown, goals and their
+// SVG chart, drawn with gonum.org/v1/plot) are pure and tested with the
+// package; the loads run only from cmd/aegisbench, by `make bench`, never in
+// `make test`.
 package bench

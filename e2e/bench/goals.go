@@ -113,7 +113,7 @@ func (r Results) tokenStoreConcurrentGoal() Goal {
 func atLeast(name string, v, bound float64) Goal {
 	g := Goal{Name: name, Target: fmt.Sprintf("≥ %.2f×", bound), Measured: missing}
 	if v > 0 {
-		g.Measured, g.Met = fmt.Sprintf("%.2f×", v), v >= bound
+		g.Measured, g.Met, g.Margin = fmt.Sprintf("%.2f×", v), v >= bound, v/bound
 	}
 
 	return g
@@ -122,7 +122,7 @@ func atLeast(name string, v, bound float64) Goal {
 func atMost(name string, v, bound float64) Goal {
 	g := Goal{Name: name, Target: fmt.Sprintf("≤ %.2f×", bound), Measured: missing}
 	if v > 0 {
-		g.Measured, g.Met = fmt.Sprintf("%.2f×", v), v <= bound
+		g.Measured, g.Met, g.Margin = fmt.Sprintf("%.2f×", v), v <= bound, bound/v
 	}
 
 	return g
@@ -131,7 +131,7 @@ func atMost(name string, v, bound float64) Goal {
 func under(name string, d, bound time.Duration) Goal {
 	g := Goal{Name: name, Target: "< " + formatDuration(bound), Measured: missing}
 	if d > 0 {
-		g.Measured, g.Met = formatDuration(d), d < bound
+		g.Measured, g.Met, g.Margin = formatDuration(d), d < bound, float64(bound)/float64(d)
 	}
 
 	return g

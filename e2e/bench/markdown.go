@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path"
 	"strings"
 	"time"
 )
@@ -38,6 +39,11 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	}
 
 	b.WriteString("\n### goals\n\n")
+
+	if r.ChartDir != "" {
+		fmt.Fprintf(&b, "![%s](%s)\n\n", r.GoalSummary(), path.Join(r.ChartDir, GoalsChartFile))
+	}
+
 	writeMarkdownTable(&b, goalsGrid(r.Goals))
 
 	for _, f := range r.Failures {

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"time"
 )
@@ -24,6 +25,9 @@ type Report struct {
 	Failures []string `json:"failures,omitempty"`
 	// Results are the typed figures the sections were made from.
 	Results Results `json:"results"`
+	// ChartDir is the folder, relative to the Markdown document, that
+	// holds the report's charts (GoalsChartFile); empty embeds none.
+	ChartDir string `json:"-"`
 }
 
 // Section is one table of the report: related rows measured the same way.
@@ -78,6 +82,11 @@ type Goal struct {
 	Measured string `json:"measured"`
 	// Met is false also when the figure is missing (Measured is "-").
 	Met bool `json:"met"`
+	// Margin is the figure relative to its goal, turned so that above 1 is
+	// better: measured ÷ bound for an "at least" goal, bound ÷ measured for
+	// "at most" and "under"; zero when the figure is missing. The goals
+	// chart draws it.
+	Margin float64 `json:"margin,omitempty"`
 }
 
 // Machine describes where a run ran.
@@ -108,4 +117,28 @@ func (r *Report) WriteJSON(w io.Writer) error {
 	enc.SetIndent("", "  ")
 
 	return enc.Encode(r)
+}
+
+// GoalSummary is one line of the goals met and missed, for the end of a
+// run: "goals: 9 of 18 met, 8 missed, 1 not measured".
+func (r *Report) GoalSummary() string {
+	var met, missed, notMeasured int
+
+	for _, g := range r.Goals {
+		switch {
+		case g.Met:
+			met++
+		case g.Measured == missing:
+			notMeasured++
+		default:
+			missed++
+		}
+	}
+
+	s := fmt.Sprintf("goals: %d of %d met, %d missed", met, len(r.Goals), missed)
+	if notMeasured > 0 {
+		s += fmt.Sprintf(", %d not measured", notMeasured)
+	}
+
+	return s
 }

@@ -1,6 +1,18 @@
 // Package atomicfile writes files so that a reader sees either the old
 // content or the new, never a torn write, and so that an existing file is
 // never replaced by accident.
+//
+// The temporary file, its mode and the rename are github.com/google/renameio/v2's.
+// This package stays as a thin layer over it for what renameio lacks:
+//   - create-only writes: without Overwrite the file is moved into place by a
+//     hard link, which fails if the target exists, so of two writers exactly
+//     one wins (renameio only replaces);
+//   - durability of the name: the directory is synced after the rename or
+//     link (renameio syncs the file, not the directory entry), so a power cut
+//     does not lose a key that a caller was told is written;
+//   - parent directories created with a private mode (0o700 by default);
+//   - the temporary file always in the target's directory: renameio would
+//     otherwise probe os.TempDir and may stage a secret there.
 package atomicfile
 
 import (
@@ -9,6 +21,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/google/renameio/v2"
 )
 
 // ErrExists is returned when the target exists and overwriting was not asked for.
@@ -22,10 +36,11 @@ type Options struct {
 	DirPerm fs.FileMode
 }
 
-// Write stores data at path with mode perm. The data is written to a temporary
-// file in the same directory, synced, and then moved into place: with Overwrite
-// by rename, without it by a hard link that fails if path already exists, so
-// two writers never both win.
+// Write stores data at path with mode perm, whatever the umask. The data is
+// written to a temporary file in the same directory, created with mode perm
+// before any byte is written, synced, and then moved into place: with
+// Overwrite by rename, without it by a hard link that fails if path already
+// exists, so two writers never both win. The directory is synced last.
 func Write(path string, data []byte, perm fs.FileMode, opts Options) error {
 	dirPerm := opts.DirPerm
 	if dirPerm == 0 {
@@ -43,62 +58,51 @@ func Write(path string, data []byte, perm fs.FileMode, opts Options) error {
 		}
 	}
 
-	tmp, err := writeTemp(dir, filepath.Base(path), data, perm)
+	// The temporary file is created 0o600 and chmodded to perm before the
+	// write, so secret content is never readable under a wider mode.
+	pending, err := renameio.NewPendingFile(path, renameio.WithTempDir(dir), renameio.WithStaticPermissions(perm))
 	if err != nil {
+		return fmt.Errorf("atomicfile: %w", err)
+	}
+	defer pending.Cleanup() //nolint:errcheck // a no-op once renamed; else removes our own temp file
+
+	if _, err := pending.Write(data); err != nil {
+		return fmt.Errorf("atomicfile: %w", err)
+	}
+
+	if err := place(pending, path, opts.Overwrite); err != nil {
 		return err
 	}
-	defer os.Remove(tmp) //nolint:errcheck // already moved into place on success
 
-	if opts.Overwrite {
-		err = os.Rename(tmp, path)
-	} else {
-		err = os.Link(tmp, path)
-		if errors.Is(err, fs.ErrExist) {
-			return fmt.Errorf("atomicfile: %s: %w", path, ErrExists)
+	return syncDir(dir)
+}
+
+// place moves the written temporary file to path: by rename when replacing
+// is allowed, else by a hard link that fails if path exists.
+func place(pending *renameio.PendingFile, path string, overwrite bool) error {
+	if overwrite {
+		if err := pending.CloseAtomicallyReplace(); err != nil {
+			return fmt.Errorf("atomicfile: %w", err)
 		}
+
+		return nil
+	}
+
+	if err := pending.Sync(); err != nil {
+		return fmt.Errorf("atomicfile: %w", err)
+	}
+
+	err := os.Link(pending.Name(), path)
+	if errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("atomicfile: %s: %w", path, ErrExists)
 	}
 
 	if err != nil {
 		return fmt.Errorf("atomicfile: %w", err)
 	}
 
-	return syncDir(dir)
-}
-
-func writeTemp(dir, base string, data []byte, perm fs.FileMode) (string, error) {
-	f, err := os.CreateTemp(dir, "."+base+".tmp-*")
-	if err != nil {
-		return "", fmt.Errorf("atomicfile: %w", err)
-	}
-
-	name := f.Name()
-	fail := func(err error) (string, error) {
-		f.Close()       //nolint:errcheck // the write already failed
-		os.Remove(name) //nolint:errcheck // best effort cleanup of our own temp file
-
-		return "", fmt.Errorf("atomicfile: %w", err)
-	}
-
-	// Chmod before writing so secret content is never readable under a wider mode.
-	if err = f.Chmod(perm); err != nil {
-		return fail(err)
-	}
-
-	if _, err = f.Write(data); err != nil {
-		return fail(err)
-	}
-
-	if err = f.Sync(); err != nil {
-		return fail(err)
-	}
-
-	if err = f.Close(); err != nil {
-		os.Remove(name) //nolint:errcheck // best effort cleanup of our own temp file
-
-		return "", fmt.Errorf("atomicfile: %w", err)
-	}
-
-	return name, nil
+	// The deferred Cleanup closes the file and removes the temporary name.
+	return nil
 }
 
 func syncDir(dir string) error {

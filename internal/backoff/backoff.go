@@ -3,6 +3,20 @@
 // failing together do not retry together, and tests get fixed delays.
 // trustd's join client, the certificate renewal loop, the time service and
 // machined's restart policy share it.
+//
+// github.com/cenkalti/backoff (v4 and v5, both in the module graph) is not
+// used, for three reasons found in its source:
+//   - its jitter draws from the global math/rand (math/rand/v2 in v5), which
+//     no caller can replace, so a test cannot get fixed delays; Aegis injects
+//     Rand into everything random (STYLE.md, convention 2);
+//   - its jitter is ±RandomizationFactor around the step and is applied after
+//     the cap, so a delay can exceed MaxInterval; here a delay is never above
+//     Max, so a configured RetryMax or MaxBackoff is a true maximum;
+//   - its Retry and Ticker wait on real timers (time.NewTimer), while Aegis's
+//     retry loops wait on an injected clock.Clock that tests advance.
+//
+// With its jitter and timers set aside, what the library would add is the
+// doubling up to a cap: the three lines of Next.
 package backoff
 
 import (

@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	talosconfig "github.com/siderolabs/talos/pkg/machinery/resources/config"
-	"go.yaml.in/yaml/v3"
+	"go.yaml.in/yaml/v4"
 
 	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/client/resourcetypes"
