@@ -1,5 +1,7 @@
 package trustdclient
 
+import "time"
+
 // Limits of a Client.
 const (
 	// MaxEndpoints bounds the endpoints a Client is given, and so the
@@ -7,4 +9,21 @@ const (
 	// control planes for etcd's quorum, seven at most in practice; a few
 	// names or addresses for each still fit.
 	MaxEndpoints = 32
+
+	// ProbeInterval is how long an endpoint that failed goes after the
+	// others before a call probes it again, jittered to half of it either
+	// way. It bounds how long a node stays away from its own control plane
+	// once that is back (15 s at most), and spreads the nodes' return: a
+	// control plane that comes back under 3,000 workers takes their
+	// handshakes (about 1 ms of CPU each) at some 300 a second rather than
+	// all at once. While it is down, it costs each of its nodes one
+	// failed connection per interval.
+	ProbeInterval = 10 * time.Second
+
+	// ProbeTimeout bounds a probe's call: a control plane that takes
+	// connections but does not answer (still starting, or cut off) delays
+	// a node's call this much at most, once per ProbeInterval, before the
+	// call goes on to the next endpoint. A call to a live trustd takes
+	// milliseconds.
+	ProbeTimeout = 2 * time.Second
 )
