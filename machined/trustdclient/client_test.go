@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"fmt"
 	"net"
 	"strings"
 	"sync"
@@ -307,8 +308,8 @@ func TestRenewedCertificateReplacesTheConnection(t *testing.T) {
 	}
 }
 
-// TestFailedEndpointRotates calls with the first endpoint down: the second
-// answers, and the next call starts with it.
+// TestFailedEndpointRotates calls with the node's preferred endpoint down:
+// the other answers, and the next call starts with it.
 func TestFailedEndpointRotates(t *testing.T) {
 	ctx := testContext(t)
 	authority := testCA(t)
@@ -322,7 +323,11 @@ func TestFailedEndpointRotates(t *testing.T) {
 	downAddr := down.Addr().String()
 	_ = down.Close()
 
-	client := newClient(t, authority, newNodeCert(t, authority), downAddr, up.addr)
+	client := preferring(t, downAddr, trustdclient.Config{
+		Endpoints: []string{downAddr, up.addr}, Certificate: newNodeCert(t, authority).get,
+		AcceptedCAs: func() *x509.CertPool { p := x509.NewCertPool(); p.AddCert(authority.Cert); return p },
+		Source:      "127.0.0.1",
+	})
 
 	var tried []string
 
@@ -341,6 +346,32 @@ func TestFailedEndpointRotates(t *testing.T) {
 	if want := []string{downAddr, up.addr, up.addr}; strings.Join(tried, " ") != strings.Join(want, " ") {
 		t.Fatalf("tried %v, want %v", tried, want)
 	}
+}
+
+// preferring is a Client of cfg whose identity makes it prefer endpoint.
+func preferring(t *testing.T, endpoint string, cfg trustdclient.Config) *trustdclient.Client {
+	t.Helper()
+
+	for i := range 100 {
+		cfg.Identity = fmt.Sprintf("worker-%d", i)
+
+		c, err := trustdclient.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		if c.Preferred() == endpoint {
+			t.Cleanup(func() { _ = c.Close() })
+
+			return c
+		}
+
+		_ = c.Close()
+	}
+
+	t.Fatalf("no identity of 100 prefers %s", endpoint)
+
+	return nil
 }
 
 // TestClosed: a closed Client refuses calls, and none reaches trustd.
