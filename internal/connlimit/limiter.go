@@ -38,6 +38,20 @@ type Config struct {
 	// MaxWaiting bounds the connections waiting for a slot at once; beyond
 	// it they are refused. Required when SlotWait is set.
 	MaxWaiting int
+	// ProvenTotal and ProvenPerSource bound the connections whose client
+	// proved itself in the TLS handshake (Credentials: a cluster's node,
+	// with its node certificate): they leave the table of Total and
+	// PerSource once proven, are never evicted, and never wait behind
+	// anonymous connections. Zero means no proven table: every connection
+	// counts against Total. ProvenPerSource, when ProvenTotal is set, is
+	// required and below ProvenTotal.
+	ProvenTotal, ProvenPerSource int
+	// HandshakeRoom is how many connections may do their handshake beyond
+	// Total when no anonymous slot can be had (every one holds a caller):
+	// the chance for a node to prove itself whatever anonymous callers
+	// hold. One that proves nothing is closed at the end of its handshake
+	// unless an anonymous slot came free. Required when ProvenTotal is set.
+	HandshakeRoom int
 }
 
 // Stats counts what a Limiter did.
@@ -55,6 +69,11 @@ type Stats struct {
 	// Waited counts connections that waited for a slot and got one; those
 	// whose wait ran out count as Refused.
 	Waited int
+	// Proven is the number of proven connections open now (not in Open).
+	Proven int
+	// Handshaking is the number of connections in the handshake room now
+	// (not in Open).
+	Handshaking int
 }
 
 // Limiter holds the connection table of one server. Wrap its listeners
@@ -76,6 +95,9 @@ type Limiter struct {
 
 	waiting   []*waiter      // oldest first (wait.go)
 	waitingBy map[string]int // waiters by source
+
+	proven proven  // connections proven in their handshake (proven.go)
+	room   []*conn // handshakes beyond Total, oldest first
 }
 
 // New checks cfg and returns a Limiter with no connection.
@@ -93,13 +115,17 @@ func New(cfg Config) (*Limiter, error) {
 		return nil, err
 	}
 
+	if err := checkProvenConfig(cfg); err != nil {
+		return nil, err
+	}
+
 	cfg.Logger = defaults.Logger(cfg.Logger)
 	cfg.Clock = defaults.Clock(cfg.Clock)
 
 	return &Limiter{
 		cfg: cfg, sources: map[string]*sourceConns{}, byAddr: map[string]*conn{},
 		ranks: newRanks(cfg.PerSource), suspects: newSuspects(MaxSuspects),
-		waitingBy: map[string]int{},
+		waitingBy: map[string]int{}, proven: proven{bySource: map[string]int{}},
 	}, nil
 }
 
@@ -122,7 +148,10 @@ func (l *Limiter) Stats() Stats {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 
-	return l.stats
+	st := l.stats
+	st.Proven, st.Handshaking = l.proven.open, len(l.room)
+
+	return st
 }
 
 // Wrap returns lis bounded by l. Closing it closes lis and the
@@ -152,6 +181,20 @@ func (l *Limiter) offer(raw net.Conn, lisAddr net.Addr, w *listener) *conn {
 			l.mu.Unlock()
 
 			return nil
+		}
+
+		if victim, ok := l.roomLocked(src); ok {
+			c := newConn(raw, l, src)
+			l.addRoomLocked(c)
+			l.mu.Unlock()
+
+			if victim != nil {
+				_ = victim.Close()
+			}
+
+			go c.watchFirstCall(l.cfg.Clock, l.cfg.FirstCall)
+
+			return c
 		}
 
 		refused := l.refusedLocked()
@@ -240,6 +283,11 @@ func (l *Limiter) addLocked(c *conn) {
 // removeLocked frees c's slot; it is called once per connection.
 func (l *Limiter) removeLocked(c *conn) {
 	c.released = true
+	l.detachLocked(c)
+}
+
+// detachLocked takes c out of the anonymous table.
+func (l *Limiter) detachLocked(c *conn) {
 	l.stats.Open--
 	delete(l.byAddr, c.key)
 
@@ -256,7 +304,18 @@ func (l *Limiter) release(c *conn) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 
-	if !c.released {
+	if c.released {
+		return
+	}
+
+	switch c.pool {
+	case poolProven:
+		c.released = true
+		l.releaseProvenLocked(c)
+	case poolRoom:
+		c.released = true
+		l.dropRoomLocked(c)
+	default:
 		l.removeLocked(c)
 		l.admitWaiterLocked()
 	}
