@@ -150,6 +150,7 @@ func New(cfg Config) (*Server, error) {
 	conns, err := connlimit.New(connlimit.Config{
 		PerSource: MaxConnectionsPerSource, Total: MaxConnections, FirstCall: FirstCallTimeout,
 		SlotWait: SlotWait, MaxWaiting: MaxWaiting,
+		ProvenTotal: MaxCertifiedConnections, ProvenPerSource: MaxConnectionsPerSource, HandshakeRoom: HandshakeRoom,
 		Logger: s.log, Clock: s.clock,
 	})
 	if err != nil {
@@ -218,7 +219,7 @@ func (s *Server) newGRPCServer(rules authz.Rules, calls *metrics.GRPC) *grpc.Ser
 		Logger: s.log, Summary: msgHandshakesRefused, Clock: s.clock,
 		Interval: HandshakeRefusalInterval, MaxSources: MaxRefusalSources,
 	})
-	creds := auditedCreds{TransportCredentials: credentials.NewTLS(s.serverTLS()), log: s.log, refusals: s.refusals}
+	creds := s.conns.Credentials(auditedCreds{TransportCredentials: credentials.NewTLS(s.serverTLS()), log: s.log, refusals: s.refusals}, certified)
 
 	// The metrics come first, so that every call is counted as its caller
 	// saw it: refused by authz, or Internal after a recovered panic.

@@ -176,27 +176,21 @@ func (l *Limiter) offer(raw net.Conn, lisAddr net.Addr, w *listener) *conn {
 	l.mu.Lock()
 	victim, ok := l.makeRoom(src, l.mayWaitLocked(w))
 
-	if !ok {
-		if l.belowSourceCapLocked(src) && l.enqueueLocked(raw, src, w) {
+	if !ok && l.belowSourceCapLocked(src) {
+		if l.enqueueLocked(raw, src, w) {
 			l.mu.Unlock()
 
 			return nil
 		}
 
+		// Every slot holds a caller, and the queue is full: a handshake
+		// that may prove a node gets the room.
 		if victim, ok := l.roomLocked(src); ok {
-			c := newConn(raw, l, src)
-			l.addRoomLocked(c)
-			l.mu.Unlock()
-
-			if victim != nil {
-				_ = victim.Close()
-			}
-
-			go c.watchFirstCall(l.cfg.Clock, l.cfg.FirstCall)
-
-			return c
+			return l.enterRoomUnlock(raw, src, victim)
 		}
+	}
 
+	if !ok {
 		refused := l.refusedLocked()
 		l.mu.Unlock()
 		_ = raw.Close()
@@ -207,6 +201,23 @@ func (l *Limiter) offer(raw net.Conn, lisAddr net.Addr, w *listener) *conn {
 
 	c := newConn(raw, l, src)
 	l.addLocked(c)
+	l.mu.Unlock()
+
+	if victim != nil {
+		_ = victim.Close()
+	}
+
+	go c.watchFirstCall(l.cfg.Clock, l.cfg.FirstCall)
+
+	return c
+}
+
+// enterRoomUnlock admits raw to the handshake room, where roomLocked
+// made a place (closing victim, the handshake that gave it, once l.mu is
+// released), and starts its FirstCall watch.
+func (l *Limiter) enterRoomUnlock(raw net.Conn, src string, victim *conn) *conn {
+	c := newConn(raw, l, src)
+	l.addRoomLocked(c)
 	l.mu.Unlock()
 
 	if victim != nil {
@@ -284,12 +295,12 @@ func (l *Limiter) addLocked(c *conn) {
 func (l *Limiter) removeLocked(c *conn) {
 	c.released = true
 	l.detachLocked(c)
+	delete(l.byAddr, c.key)
 }
 
 // detachLocked takes c out of the anonymous table.
 func (l *Limiter) detachLocked(c *conn) {
 	l.stats.Open--
-	delete(l.byAddr, c.key)
 
 	s := l.sources[c.source]
 	l.dropUncalledLocked(s, c)
@@ -312,6 +323,7 @@ func (l *Limiter) release(c *conn) {
 	case poolProven:
 		c.released = true
 		l.releaseProvenLocked(c)
+		delete(l.byAddr, c.key)
 	case poolRoom:
 		c.released = true
 		l.dropRoomLocked(c)

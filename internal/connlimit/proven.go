@@ -74,13 +74,17 @@ func (l *Limiter) addRoomLocked(c *conn) {
 	c.pool = poolRoom
 	c.admitted = l.cfg.Clock.Now()
 	l.room = append(l.room, c)
+	l.byAddr[c.key] = c
 }
 
-// dropRoomLocked takes c out of the handshake room.
+// dropRoomLocked takes c out of the handshake room; the table by address
+// keeps it only when it moves to another pool.
 func (l *Limiter) dropRoomLocked(c *conn) {
 	if i := slices.Index(l.room, c); i >= 0 {
 		l.room = slices.Delete(l.room, i, i+1)
 	}
+
+	delete(l.byAddr, c.key)
 }
 
 // releaseProvenLocked frees the proven slot of c.
@@ -126,10 +130,12 @@ func (l *Limiter) settle(c *conn, isProven bool) error {
 	return nil
 }
 
-// toProvenLocked moves c to the proven table.
+// toProvenLocked moves c to the proven table; it stays in the table by
+// address, so that its calls are seen (StatsHandler).
 func (l *Limiter) toProvenLocked(c *conn) {
 	if c.pool == poolRoom {
 		l.dropRoomLocked(c)
+		l.byAddr[c.key] = c
 	} else {
 		l.detachLocked(c)
 		l.admitWaiterLocked()

@@ -1,6 +1,7 @@
 package connlimit
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -91,7 +92,7 @@ func TestProvenLeaveTheAnonymousTable(t *testing.T) {
 	wantStats(t, l, 3, 1, 0, 0)
 }
 
-// byAddrFor is the open anonymous connection from ip.
+// byAddrFor is an open anonymous connection from ip.
 func (l *Limiter) byAddrFor(t *testing.T, ip string) *conn {
 	t.Helper()
 
@@ -99,7 +100,7 @@ func (l *Limiter) byAddrFor(t *testing.T, ip string) *conn {
 	defer l.mu.Unlock()
 
 	for _, c := range l.byAddr {
-		if c.source == ip {
+		if c.source == ip && c.pool == poolAnonymous {
 			return c
 		}
 	}
@@ -203,6 +204,60 @@ func TestProvenCaps(t *testing.T) {
 	}
 }
 
+// TestProvenCallsAreSeen: a proven connection is still found by its
+// addresses, so its calls are seen and the FirstCall deadline spares it,
+// as it spares an anonymous connection that called.
+func TestProvenCallsAreSeen(t *testing.T) {
+	clk := clock.NewFake(time.Now())
+	l, err := New(Config{
+		PerSource: 3, Total: 4, FirstCall: 5 * time.Second, Clock: clk,
+		ProvenTotal: 4, ProvenPerSource: 2, HandshakeRoom: 2,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	c, raw := admitFrom(l, "10.5.0.7")
+	if err := l.settle(c, true); err != nil {
+		t.Fatal(err)
+	}
+
+	if got := l.lookup(raw.remote, fakeLocal); got != c {
+		t.Fatal("a proven connection is not found by its addresses: its calls would go unseen")
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	if err := clk.WaitForTimers(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+
+	c.markCalled()
+	clk.Advance(time.Minute)
+
+	if raw.closed.Load() || l.Stats().Proven != 1 {
+		t.Fatalf("a proven connection that called was closed at FirstCall: %+v", l.Stats())
+	}
+
+	// One that never calls is closed like any other.
+	idle, idleRaw := admitFrom(l, "10.5.0.8")
+	if err := l.settle(idle, true); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := clk.WaitForTimers(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+
+	clk.Advance(time.Minute)
+	waitUntil(t, "the idle proven connection closed", idleRaw.closed.Load)
+
+	if st := l.Stats(); st.Proven != 1 || st.Expired != 1 {
+		t.Fatalf("stats %+v, want 1 proven left and 1 expired", st)
+	}
+}
+
 func TestNewRefusesBadProvenConfig(t *testing.T) {
 	base := Config{PerSource: 1, Total: 10, FirstCall: time.Second}
 
@@ -221,5 +276,27 @@ func TestNewRefusesBadProvenConfig(t *testing.T) {
 				t.Fatal("New accepted the config")
 			}
 		})
+	}
+}
+
+// TestRoomKeepsThePerSourceCap: a source at its anonymous cap gets no
+// room, whatever the table holds.
+func TestRoomKeepsThePerSourceCap(t *testing.T) {
+	l := provenLimiter(t)
+
+	for range 3 {
+		c, _ := admitFrom(l, "10.6.0.1")
+		c.markCalled()
+	}
+
+	c, _ := admitFrom(l, "10.9.0.1")
+	c.markCalled()
+
+	if c, raw := admitFrom(l, "10.6.0.1"); c != nil || !raw.closed.Load() {
+		t.Fatal("a source at its cap got a place in the handshake room")
+	}
+
+	if c, _ := admitFrom(l, "10.6.0.2"); c == nil {
+		t.Fatal("another source got no room with the table full of callers")
 	}
 }
