@@ -16,7 +16,11 @@ import (
 	"google.golang.org/grpc/credentials"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/siderolabs/talos/pkg/machinery/api/machine"
+	"google.golang.org/protobuf/types/known/emptypb"
+
 	"github.com/aegis-os/aegis/api/revocations"
+	"github.com/aegis-os/aegis/apid"
 	"github.com/aegis-os/aegis/client/join"
 	"github.com/aegis-os/aegis/internal/grpcopt"
 	"github.com/aegis-os/aegis/internal/wire"
@@ -32,7 +36,8 @@ const provenWorker = "127.8.21.250"
 // connection having made a call (so none is evicted). A stranger's new
 // connection is refused; a node's kept connection keeps answering, and a
 // node's new connection (as after a restart of trustd or a renewal) gets
-// through, proven by its node certificate.
+// through, proven by its node certificate. Then the same on apid, whose
+// health service answers callers without a certificate, for an admin.
 func TestNodeGetsThroughAnAnonymousFlood(t *testing.T) {
 	needBinaries(t)
 
@@ -62,7 +67,10 @@ func TestNodeGetsThroughAnAnonymousFlood(t *testing.T) {
 		t.Fatalf("the node's call before the flood: %v", err)
 	}
 
-	held := anonymousCallers(t, ctx, target, a.roots, cp.Address)
+	held := anonymousCallers(t, ctx, anonymous{
+		target: target, roots: a.roots, server: cp.Address, sources: "127.8.22.%d",
+		total: trustd.MaxConnections, perSource: trustd.MaxConnectionsPerSource,
+	})
 	t.Logf("anonymous callers hold %d connections (cap %d)", held, trustd.MaxConnections)
 
 	if err := healthCheck(ctx, target, a.roots, cp.Address, "127.8.22.200"); err == nil {
@@ -79,6 +87,36 @@ func TestNodeGetsThroughAnAnonymousFlood(t *testing.T) {
 	}
 
 	t.Logf("a node's new connection answered in %v with the anonymous table full", time.Since(start).Round(time.Millisecond))
+
+	// apid serves its health service to callers without a certificate:
+	// they fill its anonymous table, and an operator's new connection still
+	// gets through.
+	apidTarget := net.JoinHostPort(cp.Address, strconv.Itoa(wire.APIDPort))
+	held = anonymousCallers(t, ctx, anonymous{
+		target: apidTarget, roots: a.roots, server: cp.Address, sources: "127.8.23.%d",
+		total: apid.MaxConnections, perSource: apid.MaxConnectionsPerSource,
+	})
+	t.Logf("anonymous callers hold %d of apid's connections (cap %d)", held, apid.MaxConnections)
+
+	if err := healthCheck(ctx, apidTarget, a.roots, cp.Address, "127.8.23.200"); err == nil {
+		t.Fatal("a stranger's new connection to apid was served with every anonymous slot held by callers")
+	}
+
+	start = time.Now()
+	if _, err := machine.NewMachineServiceClient(a.conn(t, cp.Address)).Version(ctx, &emptypb.Empty{}); err != nil {
+		t.Fatalf("an admin's new connection to apid during the flood: %v", err)
+	}
+
+	t.Logf("an admin's new connection to apid answered in %v with the anonymous table full", time.Since(start).Round(time.Millisecond))
+}
+
+// anonymous is a fill of a listener's anonymous table: total slots,
+// perSource a source, from addresses made of sources (a format with one
+// number).
+type anonymous struct {
+	target, server, sources string
+	roots                   *x509.CertPool
+	total, perSource        int
 }
 
 // nodeClient is a trustd client of the node that joined as res.
@@ -118,14 +156,14 @@ func serials(ctx context.Context, c *trustdclient.Client) error {
 	return err
 }
 
-// anonymousCallers fills trustd's anonymous table: from more sources than
-// MaxConnections/MaxConnectionsPerSource, each of its per-source cap of
-// connections without a client certificate makes a call and stays open.
+// anonymousCallers fills a listener's anonymous table: from more sources
+// than it takes, each of its per-source cap of connections without a
+// client certificate makes a call (the health service's) and stays open.
 // It returns how many were served.
-func anonymousCallers(t *testing.T, ctx context.Context, target string, roots *x509.CertPool, server string) int {
+func anonymousCallers(t *testing.T, ctx context.Context, fill anonymous) int {
 	t.Helper()
 
-	sources := trustd.MaxConnections/trustd.MaxConnectionsPerSource + 1
+	sources := fill.total/fill.perSource + 1
 
 	var (
 		served atomic.Int64
@@ -138,8 +176,8 @@ func anonymousCallers(t *testing.T, ctx context.Context, target string, roots *x
 		go func() {
 			defer wg.Done()
 
-			for range trustd.MaxConnectionsPerSource {
-				conn, err := anonymousConn(target, roots, server, fmt.Sprintf("127.8.22.%d", 1+s))
+			for range fill.perSource {
+				conn, err := anonymousConn(fill.target, fill.roots, fill.server, fmt.Sprintf(fill.sources, 1+s))
 				if err != nil {
 					continue
 				}
@@ -159,8 +197,8 @@ func anonymousCallers(t *testing.T, ctx context.Context, target string, roots *x
 
 	wg.Wait()
 
-	if n := int(served.Load()); n < trustd.MaxConnections-trustd.MaxConnectionsPerSource {
-		t.Fatalf("anonymous callers hold %d connections, want trustd's %d anonymous slots, nearly all", n, trustd.MaxConnections)
+	if n := int(served.Load()); n < fill.total-fill.perSource {
+		t.Fatalf("anonymous callers hold %d connections of %s, want its %d anonymous slots, nearly all", n, fill.target, fill.total)
 	}
 
 	return int(served.Load())
