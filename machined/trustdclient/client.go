@@ -81,6 +81,9 @@ type Client struct {
 
 	// order is the endpoints' indexes, the preferred first (preference).
 	order []int
+	// ready waits for a probe's connection (connected, in client.go's
+	// tests a fake).
+	ready func(context.Context, *grpc.ClientConn) error
 
 	mu    sync.Mutex
 	conns map[string]*kept
@@ -133,7 +136,7 @@ func New(cfg Config) (*Client, error) {
 	}
 
 	return &Client{
-		cfg: cfg, order: preference(identity, eps),
+		cfg: cfg, order: preference(identity, eps), ready: connected,
 		conns: map[string]*kept{}, retryAt: make([]time.Time, len(eps)),
 	}, nil
 }
@@ -187,9 +190,11 @@ func (c *Client) Call(ctx context.Context, call func(context.Context, grpc.Clien
 }
 
 // try runs call on one endpoint of a plan. A probe of an endpoint that
-// failed is bounded by ProbeTimeout and made on a fresh connection, so a
-// control plane that does not answer yet costs a call little, and one
-// that came back is not missed for gRPC's reconnect backoff.
+// failed is made on a fresh connection, so one that came back is not
+// missed for gRPC's reconnect backoff, and the call runs only once that
+// connection is up within ProbeTimeout: a control plane that does not
+// answer yet costs a call little, while the call itself, which may be a
+// stream held open (the revocation watch), keeps the caller's context.
 func (c *Client) try(ctx context.Context, t attempt, call func(context.Context, grpc.ClientConnInterface) error) error {
 	k, err := c.acquire(c.cfg.Endpoints[t.index], t.probe)
 	if err != nil {
@@ -198,10 +203,9 @@ func (c *Client) try(ctx context.Context, t attempt, call func(context.Context, 
 	defer c.release(k)
 
 	if t.probe {
-		var cancel context.CancelFunc
-
-		ctx, cancel = context.WithTimeout(ctx, ProbeTimeout)
-		defer cancel()
+		if err := c.ready(ctx, k.conn); err != nil {
+			return err
+		}
 	}
 
 	return call(ctx, k.conn)

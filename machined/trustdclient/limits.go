@@ -20,10 +20,11 @@ const (
 	// failed connection per interval.
 	ProbeInterval = 10 * time.Second
 
-	// ProbeTimeout bounds a probe's call: a control plane that takes
-	// connections but does not answer (still starting, or cut off) delays
-	// a node's call this much at most, once per ProbeInterval, before the
-	// call goes on to the next endpoint. A call to a live trustd takes
-	// milliseconds.
+	// ProbeTimeout bounds a probe's connection attempt (TCP and TLS): a
+	// control plane that does not answer (still starting, or cut off)
+	// delays a node's call this much at most, once per ProbeInterval,
+	// before the call goes on to the next endpoint. A handshake with a
+	// live trustd takes milliseconds. The call itself is not bounded, so
+	// a stream held open is not cut.
 	ProbeTimeout = 2 * time.Second
 )

@@ -1,11 +1,16 @@
 package trustdclient
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/binary"
+	"fmt"
 	"io"
 	"slices"
 	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
 )
 
 // preference orders the endpoints for one node by rendezvous hashing: each
@@ -120,4 +125,26 @@ func (c *Client) failed(i int) {
 // Preferred is the endpoint the node asks first while it answers.
 func (c *Client) Preferred() string {
 	return c.cfg.Endpoints[c.order[0]]
+}
+
+// connected waits until conn is up, for ProbeTimeout at most; it fails at
+// once when the connection attempt does.
+func connected(ctx context.Context, conn *grpc.ClientConn) error {
+	ctx, cancel := context.WithTimeout(ctx, ProbeTimeout)
+	defer cancel()
+
+	conn.Connect()
+
+	for {
+		switch s := conn.GetState(); s {
+		case connectivity.Ready:
+			return nil
+		case connectivity.TransientFailure, connectivity.Shutdown:
+			return fmt.Errorf("trustdclient: probe: connection %s", s)
+		default:
+			if !conn.WaitForStateChange(ctx, s) {
+				return fmt.Errorf("trustdclient: probe: not connected within %v", ProbeTimeout)
+			}
+		}
+	}
 }

@@ -1,4 +1,4 @@
-package trustdclient_test
+package trustdclient
 
 import (
 	"context"
@@ -13,7 +13,6 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/aegis-os/aegis/internal/clock"
-	"github.com/aegis-os/aegis/machined/trustdclient"
 )
 
 // zeros is a Rand that makes every jitter its least: a probe at half
@@ -23,14 +22,15 @@ type zeros struct{}
 func (zeros) Read(p []byte) (int, error) { clear(p); return len(p), nil }
 
 // endpoints is a fake set of control planes: a call to one that is down
-// fails. Calls never reach the network: connections are made lazily and
-// the call only reads the target it was given.
+// fails, and so does a probe's wait for its connection. Nothing reaches
+// the network: connections are made lazily, and the call and the probe
+// only read the target they were given.
 type endpoints struct {
 	mu    sync.Mutex
 	down  map[string]bool
-	tried []string
-	// left is the time left of the last call's context, by target.
-	left map[string]time.Duration
+	tried []string // targets called, and "probe TARGET" for each probe
+	// bounded counts the calls whose context had a deadline.
+	bounded int
 }
 
 func (e *endpoints) call(ctx context.Context, conn grpc.ClientConnInterface) error {
@@ -41,11 +41,24 @@ func (e *endpoints) call(ctx context.Context, conn grpc.ClientConnInterface) err
 
 	e.tried = append(e.tried, target)
 
-	if d, ok := ctx.Deadline(); ok {
-		e.left[target] = time.Until(d)
+	if _, ok := ctx.Deadline(); ok {
+		e.bounded++
 	}
 
 	if e.down[target] {
+		return errors.New("connection refused")
+	}
+
+	return nil
+}
+
+func (e *endpoints) ready(_ context.Context, conn *grpc.ClientConn) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+
+	e.tried = append(e.tried, "probe "+conn.Target())
+
+	if e.down[conn.Target()] {
 		return errors.New("connection refused")
 	}
 
@@ -72,14 +85,15 @@ func (e *endpoints) setDown(target string, down bool) {
 
 // TestFailoverAndReturn: a worker calls its preferred control plane;
 // when that fails, the next in its fixed order, without trying the failed
-// one again until the probe is due; the probe is bounded by ProbeTimeout;
-// once the preferred answers again, the worker is back on it.
+// one again until the probe is due; a probe that finds no connection
+// skips the endpoint; once the preferred answers again, the worker is back
+// on it, and its call keeps the caller's context (a stream is not cut).
 func TestFailoverAndReturn(t *testing.T) {
-	ctx := testContext(t)
+	ctx := context.Background()
 	clk := clock.NewFake(time.Date(2026, 11, 28, 10, 0, 0, 0, time.UTC))
 	all := []string{"10.5.0.2:50001", "10.5.0.3:50001", "10.5.0.4:50001"}
 
-	c, err := trustdclient.New(trustdclient.Config{
+	c, err := New(Config{
 		Endpoints:   all,
 		Certificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &tls.Certificate{}, nil },
 		AcceptedCAs: x509.NewCertPool, Source: "10.5.0.17", Clock: clk, Rand: zeros{},
@@ -90,7 +104,8 @@ func TestFailoverAndReturn(t *testing.T) {
 
 	t.Cleanup(func() { _ = c.Close() })
 
-	fake := &endpoints{down: map[string]bool{}, left: map[string]time.Duration{}}
+	fake := &endpoints{down: map[string]bool{}}
+	c.ready = fake.ready
 
 	mustAnswer := func(want string, tried ...string) {
 		t.Helper()
@@ -132,24 +147,23 @@ func TestFailoverAndReturn(t *testing.T) {
 	fake.setDown(next, false)
 
 	// Half the ProbeInterval (the least jitter): the preferred is probed
-	// first, with a bounded context, and fails; the next, due for its
-	// probe too, answers.
-	clk.Advance(trustdclient.ProbeInterval/2 - time.Millisecond)
+	// first and finds no connection, so it is not called; the next, due
+	// for its probe too, answers.
+	clk.Advance(ProbeInterval/2 - time.Millisecond)
 	mustAnswer(third, third)
 	clk.Advance(time.Millisecond)
-	clear(fake.left)
-	mustAnswer(next, preferred, next)
-
-	if left := fake.left[preferred]; left <= 0 || left > trustdclient.ProbeTimeout {
-		t.Fatalf("the probe of %s had %v left, want at most %v", preferred, left, trustdclient.ProbeTimeout)
-	}
+	mustAnswer(next, "probe "+preferred, "probe "+next, next)
 
 	// Back: the next probe finds the preferred answering, and the worker
 	// stays there.
 	fake.setDown(preferred, false)
-	clk.Advance(trustdclient.ProbeInterval / 2)
+	clk.Advance(ProbeInterval / 2)
+	mustAnswer(preferred, "probe "+preferred, preferred)
 	mustAnswer(preferred, preferred)
-	mustAnswer(preferred, preferred)
+
+	if fake.bounded != 0 {
+		t.Fatalf("%d calls had a deadline the caller did not set", fake.bounded)
+	}
 
 	// When every endpoint failed lately, a call still tries them all.
 	for _, ep := range all {
@@ -177,7 +191,7 @@ func TestIdentityPicksThePreferred(t *testing.T) {
 	slices.Reverse(rev)
 
 	preferred := func(eps []string, source, identity string) string {
-		c, err := trustdclient.New(trustdclient.Config{
+		c, err := New(Config{
 			Endpoints: eps, Source: source, Identity: identity,
 			Certificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return nil, nil },
 			AcceptedCAs: x509.NewCertPool,
