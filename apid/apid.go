@@ -153,6 +153,7 @@ func New(cfg Config) (*Server, error) {
 	conns, err := connlimit.New(connlimit.Config{
 		PerSource: MaxConnectionsPerSource, Total: MaxConnections, FirstCall: FirstCallTimeout,
 		SlotWait: SlotWait, MaxWaiting: MaxWaiting,
+		ProvenTotal: MaxCertifiedConnections, ProvenPerSource: MaxConnectionsPerSource, HandshakeRoom: HandshakeRoom,
 		Logger: s.log, Clock: s.clock,
 	})
 	if err != nil {
@@ -226,7 +227,7 @@ func (s *Server) newGRPCServer(rules authz.Rules, calls *metrics.GRPC) *grpc.Ser
 		Logger: s.log, Summary: msgHandshakesRefused, Clock: s.clock,
 		Interval: HandshakeRefusalInterval, MaxSources: MaxRefusalSources,
 	})
-	creds := auditedCreds{TransportCredentials: credentials.NewTLS(s.serverTLS()), log: s.log, refusals: s.refusals, counted: s.handshakes}
+	creds := s.conns.Credentials(auditedCreds{TransportCredentials: credentials.NewTLS(s.serverTLS()), log: s.log, refusals: s.refusals, counted: s.handshakes}, certified)
 
 	// The metrics come first, so that every call is counted as its caller
 	// saw it: refused by authz, or Internal after a recovered panic.

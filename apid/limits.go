@@ -27,7 +27,8 @@ const (
 	// would let one call make apid parse and copy that much per hop.
 	MaxMetadataSize = 64 << 10
 
-	// MaxConnections bounds apid's open connections. Each holds a
+	// MaxConnections bounds apid's open connections of callers without a
+	// certificate (see MaxCertifiedConnections for the others). Each holds a
 	// goroutine, TLS state and gRPC's buffers; a node's clients (operators
 	// and the apid of other nodes, one pooled connection each) need a
 	// fraction of it, and the bound keeps a flood from exhausting file
@@ -36,6 +37,27 @@ const (
 	// internal/connlimit), never of one that has: other nodes and
 	// operators keep their connections whatever a flood does.
 	MaxConnections = 1024
+
+	// MaxCertifiedConnections bounds the connections whose client
+	// presented a certificate the handshake verified: operators and other
+	// nodes' apid. They are counted apart from MaxConnections, which then
+	// bounds only callers without a certificate (health probes, and
+	// floods: a client without a certificate completes the handshake and
+	// may call the health service, so anonymous callers could otherwise
+	// hold every slot with calls and keep operators and nodes out). Each
+	// node forwards over one pooled connection and an operator's command
+	// over one, so as many as the anonymous slots is plenty; at some 40
+	// KiB a kept connection (as trustd's, docs/internals/trustd.md) a full
+	// table is 40 MiB, beside the 150 MiB of MaxStreams' worst case.
+	// Each source keeps MaxConnectionsPerSource among them.
+	MaxCertifiedConnections = 1024
+
+	// HandshakeRoom is how many connections may do their handshake beyond
+	// MaxConnections when every anonymous slot holds a connection that
+	// made a call: the way in for an operator or a node whatever
+	// anonymous callers hold (internal/connlimit). A handshake that
+	// verifies no certificate is closed at its end.
+	HandshakeRoom = 64
 
 	// MaxConnectionsPerSource bounds the open connections of one source
 	// address (an IPv6 /64): an operator running many commands at once, or

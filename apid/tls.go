@@ -65,6 +65,14 @@ func (s *Server) configForClient(*tls.ClientHelloInfo) (*tls.Config, error) {
 	}, nil
 }
 
+// certified reports whether the client of a finished handshake presented a
+// certificate: one the handshake verified (crypto/tls against the accepted
+// CAs, then verifyClientChain), an operator's or another node's. Its
+// connection then counts against MaxCertifiedConnections rather than the
+// anonymous caps, which health probes without a certificate share with
+// floods.
+func certified(cs tls.ConnectionState) bool { return len(cs.PeerCertificates) > 0 }
+
 // verifyClientChain refuses a revoked client certificate and applies
 // authz.CheckClientChain to the chain crypto/tls verified: crypto/tls accepts intermediates the client sends along, CA
 // leaves and leaves without extended key usage, none of which Aegis issues

@@ -33,11 +33,25 @@ func NodeCertificate(ctx context.Context, roots *x509.CertPool, now time.Time) (
 	}
 
 	info, ok := p.AuthInfo.(credentials.TLSInfo)
-	if !ok || len(info.State.PeerCertificates) == 0 {
+	if !ok {
 		return nil, ErrNoNodeCertificate
 	}
 
-	chain := info.State.PeerCertificates
+	return NodeChain(info.State.PeerCertificates, roots, now)
+}
+
+// NodeChain is NodeCertificate's check of a chain a peer presented in its
+// handshake (leaf first): the leaf once verified as a node's own. A
+// listener uses it at the end of a handshake to tell a cluster's nodes
+// from anonymous callers (connlimit's proven table).
+func NodeChain(chain []*x509.Certificate, roots *x509.CertPool, now time.Time) (*x509.Certificate, error) {
+	switch {
+	case roots == nil:
+		return nil, fmt.Errorf("%w: no accepted CAs yet", ErrNoNodeCertificate)
+	case len(chain) == 0:
+		return nil, ErrNoNodeCertificate
+	}
+
 	inter := x509.NewCertPool()
 
 	for _, c := range chain[1:] {

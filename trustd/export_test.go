@@ -1,7 +1,14 @@
 package trustd
 
-import "google.golang.org/grpc"
+import (
+	"google.golang.org/grpc"
+
+	"github.com/aegis-os/aegis/internal/connlimit"
+)
 
 // RegisterOnServer lets an external test add a test-only service to the
 // gRPC server New built, before it serves.
 func RegisterOnServer(s *Server, register func(*grpc.Server)) { register(s.grpc) }
+
+// ConnStats is the connection table of s (internal/connlimit).
+func ConnStats(s *Server) connlimit.Stats { return s.conns.Stats() }

@@ -36,7 +36,8 @@ const (
 	// joining node makes one call; a few allow a client's retries.
 	MaxConcurrentStreams = 16
 
-	// MaxConnections bounds the open connections. Each costs a TLS
+	// MaxConnections bounds the open connections of anonymous callers
+	// (see MaxNodeConnections for the nodes'). Each costs a TLS
 	// handshake and buffers; a cluster's nodes need far fewer, and the
 	// bound keeps a flood from exhausting memory. When every slot is taken
 	// a new connection takes the slot of the oldest one that has made no
@@ -44,6 +45,39 @@ const (
 	// any number of sources churns its own connections, while joining
 	// nodes get a slot and keep it once they call.
 	MaxConnections = 512
+
+	// MaxNodeConnections bounds the open connections of the cluster's own
+	// nodes: those whose client presented a node certificate of an
+	// accepted CA in the handshake. They are counted apart from
+	// MaxConnections, which bounds anonymous callers (joins with a token,
+	// and floods), so no flood caps the cluster's size and no node waits
+	// behind strangers. Each worker keeps one connection to its preferred
+	// control plane (trustdclient), so 4,096 hold the share of 12,000
+	// workers over three control planes. A kept node connection costs
+	// trustd about 38 KiB of heap and stacks (TLS state, its parsed
+	// certificate, HTTP/2 framer and tables, two goroutines; measured by
+	// BenchmarkNodeConnectionMemory with 2,000 connections): a full table
+	// is about 150 MiB, which with trustd's 43 MiB at idle stays under the
+	// GOMEMLIMIT of its 256 MiB container (machined/node/containers.go).
+	// A larger table needs a larger container first. A proven connection
+	// over this bound is counted as an anonymous one.
+	MaxNodeConnections = 4096
+
+	// MaxNodeConnectionsPerSource bounds the node connections of one
+	// source: a node has one address and keeps one connection, plus the one
+	// that replaces it after a renewal while calls end on the old, and one
+	// left by a restart until its idle close.
+	MaxNodeConnectionsPerSource = 4
+
+	// HandshakeRoom is how many connections may do their handshake beyond
+	// MaxConnections when every anonymous slot holds a connection that
+	// made a call (anonymous callers keep their slots): the way in for a
+	// node that reconnects (trustd restarted, its certificate renewed)
+	// whatever strangers hold. A handshake takes milliseconds; one that
+	// proves no node certificate is closed at its end, and a source whose
+	// handshakes proved nothing twice gets no room for a minute
+	// (connlimit.SuspectFor).
+	HandshakeRoom = 64
 
 	// MaxConnectionsPerSource bounds the open connections of one source
 	// address (an IPv6 /64). A node joins or renews over one connection;

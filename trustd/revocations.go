@@ -2,6 +2,7 @@ package trustd
 
 import (
 	"context"
+	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"log/slog"
@@ -47,6 +48,21 @@ func (r revocationService) Serials(ctx context.Context, _ *revocations.SerialsRe
 	}
 
 	return &revocations.SerialsResponse{Revocations: r.s.cfg.Revocations.Snapshot().List}, nil
+}
+
+// provesNode reports whether the client of a handshake presented a node
+// certificate (checkNode's check, on the handshake's state): its
+// connection then counts against the nodes' connection caps, not the
+// anonymous ones (limits.go).
+func (s *Server) provesNode(state tls.ConnectionState) bool {
+	set := s.cfg.CAs.AcceptedCAs()
+	if set == nil || len(state.PeerCertificates) == 0 {
+		return false
+	}
+
+	_, err := authz.NodeChain(state.PeerCertificates, set.Pool(), s.cfg.Clock.Now())
+
+	return err == nil
 }
 
 // checkNode verifies the certificate the caller presented in the

@@ -71,6 +71,7 @@ func New(cfg Config) (*Server, error) {
 	conns, err := connlimit.New(connlimit.Config{
 		PerSource: MaxConnectionsPerSource, Total: MaxConnections, FirstCall: FirstCallTimeout,
 		SlotWait: SlotWait, MaxWaiting: MaxWaiting,
+		ProvenTotal: MaxNodeConnections, ProvenPerSource: MaxNodeConnectionsPerSource, HandshakeRoom: HandshakeRoom,
 		Logger: cfg.Logger, Clock: cfg.Clock,
 	})
 	if err != nil {
@@ -134,7 +135,7 @@ func (s *Server) serverOptions() []grpc.ServerOption {
 	recovered := grpcrecover.New(grpcrecover.Config{Component: "trustd", Logger: s.cfg.Logger, Rand: s.cfg.Rand})
 
 	return append(recovered.ServerOptions(),
-		grpc.Creds(countedCreds{TransportCredentials: credentials.NewTLS(tlsConfig), counted: s.handshakes}),
+		grpc.Creds(s.conns.Credentials(countedCreds{TransportCredentials: credentials.NewTLS(tlsConfig), counted: s.handshakes}, s.provesNode)),
 		grpc.MaxRecvMsgSize(MaxRequestSize),
 		grpc.MaxHeaderListSize(MaxHeaderListSize),
 		grpc.MaxConcurrentStreams(MaxConcurrentStreams),

@@ -32,6 +32,7 @@ type conn struct {
 	draining  bool // set once by Close's first call: linger closes the socket
 
 	released bool      // guarded by l.mu
+	pool     int       // poolAnonymous, …; guarded by l.mu
 	admitted time.Time // when it got its slot; set once under l.mu
 }
 

@@ -30,6 +30,20 @@
 // through its gRPC stats handler (StatsHandler), or MarkCalled for a
 // server that is not gRPC.
 //
+// A server that can tell its own clients from strangers at the end of the
+// TLS handshake (a cluster's nodes, by their node certificates) gives its
+// gRPC server Limiter.Credentials and sets Config.ProvenTotal: a
+// connection proven there leaves the table above for a table of its own
+// (ProvenTotal, ProvenPerSource), where it is never evicted and waits
+// behind no stranger, so the flood defence never caps how many of its own
+// clients a server keeps. Since nobody is proven before the handshake, a
+// newcomer that finds every anonymous slot held by a caller, and no place
+// in the queue or no slot there within MinEvictAge, does its handshake in
+// a room of Config.HandshakeRoom beyond Total (the oldest there giving its
+// place to a newcomer, suspects getting none); one that proves nothing is
+// closed at its end unless an anonymous slot came free, and is a strike
+// against its source.
+//
 // Memory stays bounded by the caps: a connection costs one entry in the
 // table and one timer goroutine while it holds a slot, a waiter its socket
 // and a timer, a suspect source one entry of at most MaxSuspects, and

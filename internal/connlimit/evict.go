@@ -103,7 +103,7 @@ func (l *Limiter) called(c *conn) {
 
 	l.suspects.clear(c.source)
 
-	if s := l.sources[c.source]; s != nil && !c.released {
+	if s := l.sources[c.source]; s != nil && !c.released && c.pool == poolAnonymous {
 		l.dropUncalledLocked(s, c)
 	}
 }

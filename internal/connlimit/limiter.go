@@ -38,6 +38,20 @@ type Config struct {
 	// MaxWaiting bounds the connections waiting for a slot at once; beyond
 	// it they are refused. Required when SlotWait is set.
 	MaxWaiting int
+	// ProvenTotal and ProvenPerSource bound the connections whose client
+	// proved itself in the TLS handshake (Credentials: a cluster's node,
+	// with its node certificate): they leave the table of Total and
+	// PerSource once proven, are never evicted, and never wait behind
+	// anonymous connections. Zero means no proven table: every connection
+	// counts against Total. ProvenPerSource, when ProvenTotal is set, is
+	// required and below ProvenTotal.
+	ProvenTotal, ProvenPerSource int
+	// HandshakeRoom is how many connections may do their handshake beyond
+	// Total when no anonymous slot can be had (every one holds a caller):
+	// the chance for a node to prove itself whatever anonymous callers
+	// hold. One that proves nothing is closed at the end of its handshake
+	// unless an anonymous slot came free. Required when ProvenTotal is set.
+	HandshakeRoom int
 }
 
 // Stats counts what a Limiter did.
@@ -55,6 +69,11 @@ type Stats struct {
 	// Waited counts connections that waited for a slot and got one; those
 	// whose wait ran out count as Refused.
 	Waited int
+	// Proven is the number of proven connections open now (not in Open).
+	Proven int
+	// Handshaking is the number of connections in the handshake room now
+	// (not in Open).
+	Handshaking int
 }
 
 // Limiter holds the connection table of one server. Wrap its listeners
@@ -76,6 +95,9 @@ type Limiter struct {
 
 	waiting   []*waiter      // oldest first (wait.go)
 	waitingBy map[string]int // waiters by source
+
+	proven proven  // connections proven in their handshake (proven.go)
+	room   []*conn // handshakes beyond Total, oldest first
 }
 
 // New checks cfg and returns a Limiter with no connection.
@@ -93,13 +115,17 @@ func New(cfg Config) (*Limiter, error) {
 		return nil, err
 	}
 
+	if err := checkProvenConfig(cfg); err != nil {
+		return nil, err
+	}
+
 	cfg.Logger = defaults.Logger(cfg.Logger)
 	cfg.Clock = defaults.Clock(cfg.Clock)
 
 	return &Limiter{
 		cfg: cfg, sources: map[string]*sourceConns{}, byAddr: map[string]*conn{},
 		ranks: newRanks(cfg.PerSource), suspects: newSuspects(MaxSuspects),
-		waitingBy: map[string]int{},
+		waitingBy: map[string]int{}, proven: proven{bySource: map[string]int{}},
 	}, nil
 }
 
@@ -122,7 +148,10 @@ func (l *Limiter) Stats() Stats {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 
-	return l.stats
+	st := l.stats
+	st.Proven, st.Handshaking = l.proven.open, len(l.room)
+
+	return st
 }
 
 // Wrap returns lis bounded by l. Closing it closes lis and the
@@ -147,13 +176,21 @@ func (l *Limiter) offer(raw net.Conn, lisAddr net.Addr, w *listener) *conn {
 	l.mu.Lock()
 	victim, ok := l.makeRoom(src, l.mayWaitLocked(w))
 
-	if !ok {
-		if l.belowSourceCapLocked(src) && l.enqueueLocked(raw, src, w) {
+	if !ok && l.belowSourceCapLocked(src) {
+		if l.enqueueLocked(raw, src, w) {
 			l.mu.Unlock()
 
 			return nil
 		}
 
+		// Every slot holds a caller, and the queue is full: a handshake
+		// that may prove a node gets the room.
+		if victim, ok := l.roomLocked(src); ok {
+			return l.enterRoomUnlock(raw, src, victim)
+		}
+	}
+
+	if !ok {
 		refused := l.refusedLocked()
 		l.mu.Unlock()
 		_ = raw.Close()
@@ -164,6 +201,23 @@ func (l *Limiter) offer(raw net.Conn, lisAddr net.Addr, w *listener) *conn {
 
 	c := newConn(raw, l, src)
 	l.addLocked(c)
+	l.mu.Unlock()
+
+	if victim != nil {
+		_ = victim.Close()
+	}
+
+	go c.watchFirstCall(l.cfg.Clock, l.cfg.FirstCall)
+
+	return c
+}
+
+// enterRoomUnlock admits raw to the handshake room, where roomLocked
+// made a place (closing victim, the handshake that gave it, once l.mu is
+// released), and starts its FirstCall watch.
+func (l *Limiter) enterRoomUnlock(raw net.Conn, src string, victim *conn) *conn {
+	c := newConn(raw, l, src)
+	l.addRoomLocked(c)
 	l.mu.Unlock()
 
 	if victim != nil {
@@ -240,8 +294,13 @@ func (l *Limiter) addLocked(c *conn) {
 // removeLocked frees c's slot; it is called once per connection.
 func (l *Limiter) removeLocked(c *conn) {
 	c.released = true
-	l.stats.Open--
+	l.detachLocked(c)
 	delete(l.byAddr, c.key)
+}
+
+// detachLocked takes c out of the anonymous table.
+func (l *Limiter) detachLocked(c *conn) {
+	l.stats.Open--
 
 	s := l.sources[c.source]
 	l.dropUncalledLocked(s, c)
@@ -256,7 +315,19 @@ func (l *Limiter) release(c *conn) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 
-	if !c.released {
+	if c.released {
+		return
+	}
+
+	switch c.pool {
+	case poolProven:
+		c.released = true
+		l.releaseProvenLocked(c)
+		delete(l.byAddr, c.key)
+	case poolRoom:
+		c.released = true
+		l.dropRoomLocked(c)
+	default:
 		l.removeLocked(c)
 		l.admitWaiterLocked()
 	}

@@ -185,6 +185,16 @@ func (l *Limiter) expire(wt *waiter) {
 		return
 	}
 
+	if victim, ok := l.roomForWaiterLocked(wt); ok {
+		l.mu.Unlock()
+
+		if victim != nil {
+			_ = victim.Close()
+		}
+
+		return
+	}
+
 	if wt.recheck {
 		wt.recheck = false
 		wt.timer = l.cfg.Clock.NewTimer(l.cfg.SlotWait - MinEvictAge)
@@ -267,7 +277,36 @@ func (l *Limiter) admitLocked(wt *waiter) {
 	c := newConn(wt.raw, l, wt.src)
 	l.addLocked(c)
 	l.stats.Waited++
+	l.handOverLocked(wt, c)
+}
 
+// roomForWaiterLocked moves wt, still waiting, to the handshake room when
+// it may have a place there (roomLocked), and returns the handshake that
+// gave its place, to close once the lock is released.
+func (l *Limiter) roomForWaiterLocked(wt *waiter) (*conn, bool) {
+	if slices.Index(l.waiting, wt) < 0 {
+		return nil, false
+	}
+
+	victim, ok := l.roomLocked(wt.src)
+	if !ok {
+		return nil, false
+	}
+
+	l.unqueueLocked(wt)
+	wt.timer.Stop()
+
+	c := newConn(wt.raw, l, wt.src)
+	l.addRoomLocked(c)
+	l.stats.Waited++
+	l.handOverLocked(wt, c)
+
+	return victim, true
+}
+
+// handOverLocked starts c's FirstCall watch and hands c, which got a slot
+// while it waited on wt, to its listener's Accept.
+func (l *Limiter) handOverLocked(wt *waiter, c *conn) {
 	go c.watchFirstCall(l.cfg.Clock, l.cfg.FirstCall)
 
 	// out has room for every waiter (see newListener); should Accept have

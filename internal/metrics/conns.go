@@ -14,7 +14,8 @@ type connCollector struct {
 }
 
 // RegisterConnections reports a listener's connections against its caps
-// (connlimit): open now, the caps, and the connections the limiter
+// (connlimit): open now (anonymous, proven and in the handshake room
+// together), the caps of the anonymous table, and the connections the limiter
 // closed, by reason. Nothing happens for a nil reg.
 func RegisterConnections(reg prometheus.Registerer, stats func() connlimit.Stats, total, perSource int) error {
 	if reg == nil {
@@ -38,7 +39,7 @@ func (c *connCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *connCollector) Collect(ch chan<- prometheus.Metric) {
 	st := c.stats()
 
-	ch <- prometheus.MustNewConstMetric(c.open, prometheus.GaugeValue, float64(st.Open))
+	ch <- prometheus.MustNewConstMetric(c.open, prometheus.GaugeValue, float64(st.Open+st.Proven+st.Handshaking))
 	ch <- prometheus.MustNewConstMetric(c.limit, prometheus.GaugeValue, float64(c.total), "total")
 	ch <- prometheus.MustNewConstMetric(c.limit, prometheus.GaugeValue, float64(c.perSource), "per_source")
 	ch <- prometheus.MustNewConstMetric(c.closedCount, prometheus.CounterValue, float64(st.Refused), "refused")

@@ -7,8 +7,10 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/connectivity"
@@ -43,16 +45,31 @@ type Config struct {
 	// choose. trustd checks a node's certificate against the address it
 	// calls from, so a node with a listen address calls from it.
 	Source string
-	// Clock is the time certificates are verified at. Nil means the
-	// system clock.
+	// Identity names the node for the choice of the control plane it
+	// prefers (see Client). Empty means Source; when both are empty, an
+	// identity drawn from Rand by New: nodes still spread, but one may
+	// prefer another control plane after a restart.
+	Identity string
+	// Clock is the time certificates are verified at, and times the
+	// probes of a failed endpoint. Nil means the system clock.
 	Clock clock.Clock
+	// Rand jitters the probes of a failed endpoint. Nil means
+	// crypto/rand.
+	Rand io.Reader
 }
 
-// Client calls the control planes' trustd, one endpoint after the other
-// from the last that answered. It keeps one connection per endpoint: a
-// revocation watch held open and a heartbeat every few seconds are better
-// served by one connection than by a handshake each time. A call may be a
-// stream held as long as it runs (the watch): Call returns when it ends.
+// Client calls the control planes' trustd. Each node prefers one control
+// plane, chosen by rendezvous hashing of its identity over the endpoints,
+// so that a cluster's workers spread evenly over its control planes; then
+// the others, in an order of the same hash. An endpoint that fails is
+// tried after the others until ProbeInterval (jittered) has passed; then
+// the next call probes it first again, so a node goes back to its own
+// control plane once that answers, and nodes that lost one at the same
+// moment come back to it spread over the interval. It keeps one
+// connection per endpoint: a revocation watch held open and a heartbeat
+// every few seconds are better served by one connection than by a
+// handshake each time. A call may be a stream held as long as it runs
+// (the watch): Call returns when it ends.
 //
 // A kept connection stays authenticated by the certificate presented when
 // it was made, so once the node's certificate changes (a renewal, a CA
@@ -64,10 +81,18 @@ type Config struct {
 type Client struct {
 	cfg Config
 
-	mu     sync.Mutex
-	conns  map[string]*kept
-	next   int // the endpoint to ask first: the last one that answered
-	closed bool
+	// order is the endpoints' indexes, the preferred first (preference).
+	order []int
+	// ready waits for a probe's connection (connected, in client.go's
+	// tests a fake).
+	ready func(context.Context, *grpc.ClientConn) error
+
+	mu    sync.Mutex
+	conns map[string]*kept
+	// retryAt is, by endpoint index, when an endpoint that failed is
+	// probed again; zero while it answers.
+	retryAt []time.Time
+	closed  bool
 }
 
 // kept is a connection to one endpoint and what it was made with.
@@ -105,34 +130,48 @@ func New(cfg Config) (*Client, error) {
 
 	cfg.Endpoints = eps
 	cfg.Clock = defaults.Clock(cfg.Clock)
+	cfg.Rand = defaults.Rand(cfg.Rand)
 
-	return &Client{cfg: cfg, conns: map[string]*kept{}}, nil
+	identity, err := identityOf(cfg)
+	if err != nil {
+		return nil, err
+	}
+
+	return &Client{
+		cfg: cfg, order: preference(identity, eps), ready: connected,
+		conns: map[string]*kept{}, retryAt: make([]time.Time, len(eps)),
+	}, nil
 }
 
-// Call runs call on the endpoints in turn, from the last that answered,
-// until one returns nil, and returns that endpoint. When none does, the
-// error joins each endpoint's.
-func (c *Client) Call(ctx context.Context, call func(context.Context, grpc.ClientConnInterface) error) (string, error) {
-	c.mu.Lock()
-	first := c.next
-	c.mu.Unlock()
+// identityOf is what the node's preferred endpoint is hashed from.
+func identityOf(cfg Config) ([]byte, error) {
+	switch {
+	case cfg.Identity != "":
+		return []byte(cfg.Identity), nil
+	case cfg.Source != "":
+		return []byte(cfg.Source), nil
+	}
 
+	id := make([]byte, 16)
+	if _, err := io.ReadFull(cfg.Rand, id); err != nil {
+		return nil, fmt.Errorf("trustdclient: drawing an identity: %w", err)
+	}
+
+	return id, nil
+}
+
+// Call runs call on the endpoints in the node's order (see Client) until
+// one returns nil, and returns that endpoint. When none does, the error
+// joins each endpoint's.
+func (c *Client) Call(ctx context.Context, call func(context.Context, grpc.ClientConnInterface) error) (string, error) {
 	var errs []error
 
-	for i := range c.cfg.Endpoints {
-		idx := (first + i) % len(c.cfg.Endpoints)
-		ep := c.cfg.Endpoints[idx]
+	for _, t := range c.plan() {
+		ep := c.cfg.Endpoints[t.index]
 
-		k, err := c.acquire(ep)
+		err := c.try(ctx, t, call)
 		if err == nil {
-			err = call(ctx, k.conn)
-			c.release(k)
-		}
-
-		if err == nil {
-			c.mu.Lock()
-			c.next = idx
-			c.mu.Unlock()
+			c.answered(t.index)
 
 			return ep, nil
 		}
@@ -141,16 +180,43 @@ func (c *Client) Call(ctx context.Context, call func(context.Context, grpc.Clien
 			return "", err
 		}
 
+		// A caller that gave up says nothing of the endpoint.
+		if ctx.Err() == nil {
+			c.failed(t.index)
+		}
+
 		errs = append(errs, fmt.Errorf("%s: %w", ep, err))
 	}
 
 	return "", errors.Join(errs...)
 }
 
+// try runs call on one endpoint of a plan. A probe of an endpoint that
+// failed is made on a fresh connection, so one that came back is not
+// missed for gRPC's reconnect backoff, and the call runs only once that
+// connection is up within ProbeTimeout: a control plane that does not
+// answer yet costs a call little, while the call itself, which may be a
+// stream held open (the revocation watch), keeps the caller's context.
+func (c *Client) try(ctx context.Context, t attempt, call func(context.Context, grpc.ClientConnInterface) error) error {
+	k, err := c.acquire(c.cfg.Endpoints[t.index], t.probe)
+	if err != nil {
+		return err
+	}
+	defer c.release(k)
+
+	if t.probe {
+		if err := c.ready(ctx, k.conn); err != nil {
+			return err
+		}
+	}
+
+	return call(ctx, k.conn)
+}
+
 // acquire returns the kept connection to endpoint for one call, made on
-// first use and again when the node's certificate has changed since;
-// release must follow the call.
-func (c *Client) acquire(endpoint string) (*kept, error) {
+// first use and again when the node's certificate has changed since (or,
+// when fresh, when the kept one failed); release must follow the call.
+func (c *Client) acquire(endpoint string, fresh bool) (*kept, error) {
 	cred := c.credential()
 
 	c.mu.Lock()
@@ -161,7 +227,7 @@ func (c *Client) acquire(endpoint string) (*kept, error) {
 	}
 
 	k, ok := c.conns[endpoint]
-	if ok && !bytes.Equal(k.credential, cred) {
+	if ok && (!bytes.Equal(k.credential, cred) || fresh && k.conn.GetState() == connectivity.TransientFailure) {
 		delete(c.conns, endpoint)
 		c.retireLocked(k)
 

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"fmt"
 	"net"
 	"strings"
 	"sync"
@@ -18,6 +19,7 @@ import (
 	"github.com/aegis-os/aegis/api/membership"
 	"github.com/aegis-os/aegis/api/revocations"
 	"github.com/aegis-os/aegis/ca"
+	"github.com/aegis-os/aegis/internal/clock"
 	"github.com/aegis-os/aegis/internal/testutil/h2ping"
 	membershippkg "github.com/aegis-os/aegis/machined/membership"
 	"github.com/aegis-os/aegis/machined/revocation"
@@ -307,8 +309,8 @@ func TestRenewedCertificateReplacesTheConnection(t *testing.T) {
 	}
 }
 
-// TestFailedEndpointRotates calls with the first endpoint down: the second
-// answers, and the next call starts with it.
+// TestFailedEndpointRotates calls with the node's preferred endpoint down:
+// the other answers, and the next call starts with it.
 func TestFailedEndpointRotates(t *testing.T) {
 	ctx := testContext(t)
 	authority := testCA(t)
@@ -322,7 +324,11 @@ func TestFailedEndpointRotates(t *testing.T) {
 	downAddr := down.Addr().String()
 	_ = down.Close()
 
-	client := newClient(t, authority, newNodeCert(t, authority), downAddr, up.addr)
+	client := preferring(t, downAddr, trustdclient.Config{
+		Endpoints: []string{downAddr, up.addr}, Certificate: newNodeCert(t, authority).get,
+		AcceptedCAs: func() *x509.CertPool { p := x509.NewCertPool(); p.AddCert(authority.Cert); return p },
+		Source:      "127.0.0.1",
+	})
 
 	var tried []string
 
@@ -341,6 +347,85 @@ func TestFailedEndpointRotates(t *testing.T) {
 	if want := []string{downAddr, up.addr, up.addr}; strings.Join(tried, " ") != strings.Join(want, " ") {
 		t.Fatalf("tried %v, want %v", tried, want)
 	}
+}
+
+// TestProbeOfAClosedPortSkipsIt: once its probe is due, the preferred
+// endpoint, still down, is probed on a fresh connection that fails at
+// once; the call is not made there, and the other endpoint answers.
+func TestProbeOfAClosedPortSkipsIt(t *testing.T) {
+	ctx := testContext(t)
+	authority := testCA(t)
+	up := startTrustd(t, authority)
+
+	down, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	downAddr := down.Addr().String()
+	_ = down.Close()
+
+	clk := clock.NewFake(time.Now())
+	client := preferring(t, downAddr, trustdclient.Config{
+		Endpoints: []string{downAddr, up.addr}, Certificate: newNodeCert(t, authority).get,
+		AcceptedCAs: func() *x509.CertPool { p := x509.NewCertPool(); p.AddCert(authority.Cert); return p },
+		Source:      "127.0.0.1", Clock: clk,
+	})
+
+	var tried []string
+
+	callOnce := func() {
+		t.Helper()
+
+		ep, err := client.Call(ctx, func(ctx context.Context, conn grpc.ClientConnInterface) error {
+			tried = append(tried, conn.(*grpc.ClientConn).Target())
+			_, err := revocations.NewNodeRevocationServiceClient(conn).Serials(ctx, &revocations.SerialsRequest{})
+
+			return err
+		})
+		if err != nil || ep != up.addr {
+			t.Fatalf("answered by %q (%v), want %s", ep, err, up.addr)
+		}
+	}
+
+	callOnce()
+	clk.Advance(2 * trustdclient.ProbeInterval)
+
+	tried = nil
+	start := time.Now()
+
+	callOnce()
+
+	if took := time.Since(start); took >= trustdclient.ProbeTimeout || strings.Join(tried, " ") != up.addr {
+		t.Fatalf("a call with the probe of a closed port due tried %v in %v, want only %s, within %v",
+			tried, took, up.addr, trustdclient.ProbeTimeout)
+	}
+}
+
+// preferring is a Client of cfg whose identity makes it prefer endpoint.
+func preferring(t *testing.T, endpoint string, cfg trustdclient.Config) *trustdclient.Client {
+	t.Helper()
+
+	for i := range 100 {
+		cfg.Identity = fmt.Sprintf("worker-%d", i)
+
+		c, err := trustdclient.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		if c.Preferred() == endpoint {
+			t.Cleanup(func() { _ = c.Close() })
+
+			return c
+		}
+
+		_ = c.Close()
+	}
+
+	t.Fatalf("no identity of 100 prefers %s", endpoint)
+
+	return nil
 }
 
 // TestClosed: a closed Client refuses calls, and none reaches trustd.

@@ -1,0 +1,206 @@
+package connlimit
+
+import (
+	"crypto/tls"
+	"errors"
+	"net"
+	"slices"
+
+	"google.golang.org/grpc/credentials"
+)
+
+// Pools of a connection: the table it counts against.
+const (
+	poolAnonymous = iota // Total and PerSource, with eviction and waiting
+	poolProven           // ProvenTotal and ProvenPerSource: never evicted
+	poolRoom             // HandshakeRoom: a handshake that may prove a node
+)
+
+// errAnonymousFull closes a connection let in through the handshake room
+// that proved nothing, while every anonymous slot is still taken.
+var errAnonymousFull = errors.New("connlimit: every connection slot for callers without a node certificate is taken; try again later")
+
+// proven is the table of connections whose client proved itself in the
+// handshake.
+type proven struct {
+	open     int
+	bySource map[string]int
+}
+
+// provenRoomLocked reports whether src may hold one more proven
+// connection, counting the handshakes of the room as proven already.
+func (l *Limiter) provenRoomLocked(src string) bool {
+	held := l.proven.bySource[src]
+
+	for _, c := range l.room {
+		if c.source == src {
+			held++
+		}
+	}
+
+	return l.proven.open+len(l.room) < l.cfg.ProvenTotal && held < l.cfg.ProvenPerSource
+}
+
+// roomLocked reports whether a newcomer of src, for whom the anonymous
+// table has no slot, may do its handshake in the handshake room: the
+// Limiter has a proven pool with room for src, and src is no suspect.
+// When the room is full, the oldest handshake in it gives its place, and
+// roomLocked returns it, to close once the lock is released.
+func (l *Limiter) roomLocked(src string) (*conn, bool) {
+	if l.cfg.ProvenTotal == 0 || l.suspects.has(src, l.cfg.Clock.Now()) || !l.provenRoomLocked(src) {
+		return nil, false
+	}
+
+	if len(l.room) < l.cfg.HandshakeRoom {
+		return nil, true
+	}
+
+	for _, c := range l.room {
+		if c.state.CompareAndSwap(stateWaiting, stateClosed) {
+			l.dropRoomLocked(c)
+			c.released = true
+			l.wastedLocked(c.source)
+			l.stats.Evicted++
+
+			return c, true
+		}
+	}
+
+	return nil, false
+}
+
+// addRoomLocked admits c to the handshake room.
+func (l *Limiter) addRoomLocked(c *conn) {
+	c.pool = poolRoom
+	c.admitted = l.cfg.Clock.Now()
+	l.room = append(l.room, c)
+	l.byAddr[c.key] = c
+}
+
+// dropRoomLocked takes c out of the handshake room; the table by address
+// keeps it only when it moves to another pool.
+func (l *Limiter) dropRoomLocked(c *conn) {
+	if i := slices.Index(l.room, c); i >= 0 {
+		l.room = slices.Delete(l.room, i, i+1)
+	}
+
+	delete(l.byAddr, c.key)
+}
+
+// releaseProvenLocked frees the proven slot of c.
+func (l *Limiter) releaseProvenLocked(c *conn) {
+	l.proven.open--
+
+	if l.proven.bySource[c.source]--; l.proven.bySource[c.source] <= 0 {
+		delete(l.proven.bySource, c.source)
+	}
+}
+
+// settle files c once its handshake is over: a client that proved itself
+// moves to the proven table, if it has room, and frees its anonymous slot
+// for the next newcomer; a handshake of the room that proved nothing
+// takes an anonymous slot if one is free, and is refused otherwise.
+func (l *Limiter) settle(c *conn, isProven bool) error {
+	var refused int
+
+	l.mu.Lock()
+
+	switch {
+	case c.released:
+	case isProven && (c.pool == poolRoom || l.provenRoomLocked(c.source)):
+		l.toProvenLocked(c)
+	case c.pool != poolRoom:
+	case l.stats.Open < l.cfg.Total:
+		l.dropRoomLocked(c)
+		c.pool = poolAnonymous
+		l.addLocked(c)
+	default:
+		l.dropRoomLocked(c)
+		c.released = true
+		l.wastedLocked(c.source)
+		refused = l.refusedLocked()
+		l.mu.Unlock()
+		l.logRefusals(c.LocalAddr(), c.source, refused)
+
+		return errAnonymousFull
+	}
+
+	l.mu.Unlock()
+
+	return nil
+}
+
+// toProvenLocked moves c to the proven table; it stays in the table by
+// address, so that its calls are seen (StatsHandler).
+func (l *Limiter) toProvenLocked(c *conn) {
+	if c.pool == poolRoom {
+		l.dropRoomLocked(c)
+		l.byAddr[c.key] = c
+	} else {
+		l.detachLocked(c)
+		l.admitWaiterLocked()
+	}
+
+	c.pool = poolProven
+	l.proven.open++
+	l.proven.bySource[c.source]++
+}
+
+// Credentials wraps a gRPC server's transport credentials so that the end
+// of each handshake on l's listeners tells l whether the client proved
+// itself: isProven judges the verified TLS state (a node certificate of an
+// accepted CA, say). A proven connection leaves the anonymous table for the
+// proven one (Config.ProvenTotal); a handshake let in through the room
+// that proved nothing is closed when the anonymous table is still full.
+// Give it to the gRPC server with the listener from Wrap.
+func (l *Limiter) Credentials(tc credentials.TransportCredentials, isProven func(tls.ConnectionState) bool) credentials.TransportCredentials {
+	return &settling{TransportCredentials: tc, l: l, isProven: isProven}
+}
+
+type settling struct {
+	credentials.TransportCredentials
+
+	l        *Limiter
+	isProven func(tls.ConnectionState) bool
+}
+
+func (s *settling) ServerHandshake(raw net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	secured, info, err := s.TransportCredentials.ServerHandshake(raw)
+	if err != nil {
+		return secured, info, err
+	}
+
+	c, ok := raw.(*conn)
+	if !ok || c.l != s.l {
+		return secured, info, nil
+	}
+
+	tlsInfo, ok := info.(credentials.TLSInfo)
+	if err := s.l.settle(c, ok && s.isProven(tlsInfo.State)); err != nil {
+		_ = secured.Close()
+
+		return nil, nil, err
+	}
+
+	return secured, info, nil
+}
+
+func (s *settling) Clone() credentials.TransportCredentials {
+	return &settling{TransportCredentials: s.TransportCredentials.Clone(), l: s.l, isProven: s.isProven}
+}
+
+// checkProvenConfig checks the proven part of a Config.
+func checkProvenConfig(cfg Config) error {
+	switch {
+	case cfg.ProvenTotal < 0 || cfg.ProvenPerSource < 0 || cfg.HandshakeRoom < 0:
+		return errors.New("connlimit: ProvenTotal, ProvenPerSource and HandshakeRoom must not be negative")
+	case cfg.ProvenTotal == 0:
+		return nil
+	case cfg.ProvenPerSource == 0 || cfg.ProvenPerSource >= cfg.ProvenTotal:
+		return errors.New("connlimit: ProvenPerSource must be positive and below ProvenTotal")
+	case cfg.HandshakeRoom == 0 || cfg.HandshakeRoom > cfg.ProvenTotal:
+		return errors.New("connlimit: HandshakeRoom must be positive and at most ProvenTotal")
+	}
+
+	return nil
+}
