@@ -17,6 +17,9 @@ const (
 	// revocationTimeout bounds the wait for a revocation to reach every
 	// worker: their poll is once a second, so a minute says it never will.
 	revocationTimeout = time.Minute
+	// statusAttempts is how often etcd's status is asked before its
+	// figures are left out: apid refuses a call now and then under load.
+	statusAttempts = 5
 	// cliTimeout bounds each aegisctl command.
 	cliTimeout = 2 * time.Minute
 	// idleWindow is how long the idle cluster's CPU is measured: long

@@ -96,14 +96,18 @@ type etcdMemberStatus interface {
 func (r *run) etcdStatus(ctx context.Context, cli *client.Client) etcdMemberStatus {
 	ctx = client.WithNode(ctx, r.c.ControlPlanes()[0].Address)
 
-	resp, err := cli.EtcdStatus(ctx)
-	if err != nil || len(resp.GetMessages()) == 0 {
-		r.logf("etcd status: %v", err)
+	for attempt := 1; ; attempt++ {
+		resp, err := cli.EtcdStatus(ctx)
+		if err == nil && len(resp.GetMessages()) > 0 {
+			return resp.GetMessages()[0].GetMemberStatus()
+		}
 
-		return nil
+		r.logf("etcd status, attempt %d: %v", attempt, err)
+
+		if attempt == statusAttempts || !sleep(ctx, time.Second) {
+			return nil
+		}
 	}
-
-	return resp.GetMessages()[0].GetMemberStatus()
 }
 
 // revocation revokes a client certificate's serial through the API, as
