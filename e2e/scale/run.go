@@ -98,12 +98,11 @@ func raiseFileLimit() error {
 
 // run is one run's state.
 type run struct {
-	cfg     Config
-	res     *Results
-	log     *slog.Logger
-	c       *localcluster.Cluster
-	fleet   *fleet
-	workers []*worker
+	cfg   Config
+	res   *Results
+	log   *slog.Logger
+	c     *localcluster.Cluster
+	fleet *fleet
 }
 
 func (r *run) logf(format string, a ...any) {
