@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/aegis-os/aegis/internal/defaults"
 	"github.com/aegis-os/aegis/machined/localcluster"
 )
 
@@ -54,11 +55,7 @@ func Run(ctx context.Context, cfg Config) (res Results, err error) {
 		return res, fmt.Errorf("scale: %d workers, more than the addresses of %s", cfg.Workers, cfg.Sources)
 	}
 
-	r := &run{cfg: cfg, res: &res, log: cfg.Logger}
-	if r.log == nil {
-		r.log = slog.New(slog.DiscardHandler)
-	}
-
+	r := &run{cfg: cfg, res: &res, log: defaults.Logger(cfg.Logger)}
 	r.logf("cluster: 3 control planes on %s", cfg.CIDR)
 
 	c, err := localcluster.Create(ctx, localcluster.Options{
