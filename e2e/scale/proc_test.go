@@ -1,7 +1,9 @@
 package scale
 
 import (
+	"net/netip"
 	"os"
+	"strings"
 	"testing"
 	"time"
 )
@@ -49,5 +51,14 @@ func TestOwnProcess(t *testing.T) {
 
 	if cpuOf(-1) != 0 || rssOf(-1) != 0 || socketsOf(-1) != 0 {
 		t.Error("a process that does not exist has figures")
+	}
+}
+
+// TestRunRefusesTooFewSources: a fleet larger than its source range is
+// refused before any cluster is made.
+func TestRunRefusesTooFewSources(t *testing.T) {
+	_, err := Run(t.Context(), Config{Workers: 300, Sources: netip.MustParsePrefix("127.64.0.0/24"), BinDir: t.TempDir(), Dir: t.TempDir()})
+	if err == nil || !strings.Contains(err.Error(), "more than the addresses of 127.64.0.0/24") {
+		t.Fatalf("300 workers on a /24: %v, want the range named", err)
 	}
 }
