@@ -61,6 +61,12 @@ func (r *run) steady(ctx context.Context) error {
 		}
 	}
 
+	for _, w := range r.fleet.workers {
+		if w.caller.last.Load() >= t0.UnixNano() {
+			r.res.Served++
+		}
+	}
+
 	s.Renewals, s.RenewalFailed = r.fleet.n.renewals.Load(), r.fleet.n.renewFailed.Load()
 	r.res.Steady = s
 	r.logf("steady state: %.0f calls/s, %.1f etcd writes/s, control planes %s of a core", s.CallsPerSec, s.WritesPerSec, pct(s.TotalCPU()))
