@@ -11,6 +11,8 @@ QUICK    ?=
 # ten minutes on two cores, which is go test's own default bound.
 TEST_TIMEOUT ?= 25m
 BENCHOUT := $(OUT)/bench
+# Hollow workers `make scale` runs against three control planes.
+N        ?= 10000
 # Loopback range of the cluster `make conformance` creates.
 CONFORMANCE_CIDR ?= 127.8.0.0/24
 # Talos version whose API integration suite and talosctl `make talos-suite`
@@ -33,7 +35,7 @@ INSTALL_BINS := aegisctl machined apid trustd etcd
 
 export CGO_ENABLED ?= 0
 
-.PHONY: all build images install release release-deps test e2e conformance talos-suite run bench bench-deps microbench bench-profile fuzz deps lint generate docs clean
+.PHONY: all build images install release release-deps test e2e conformance talos-suite run bench scale bench-deps microbench bench-profile fuzz deps lint generate docs clean
 
 all: build
 
@@ -126,6 +128,14 @@ run: deps build
 	fi
 	$(BIN)/aegisctl cluster create $(CLUSTER_FLAGS)$(if $(RUNTIME), --runtime '$(RUNTIME)')$(if $(CIDR), --cidr '$(CIDR)')$(if $(NETWORK), --network '$(NETWORK)')$(if $(filter 1 yes true,$(METRICS)), --metrics)
 	$(BIN)/aegisctl --context $(CLUSTER_NAME) -n "$$($(BIN)/aegisctl cluster show $(CLUSTER_FLAGS) --addresses)" memory
+
+## scale: N hollow workers (N=10000 by default; `make scale N=1000` for a quick run)
+## against three control planes on 127.11.0.0/24, the workers on 127.64.0.0/16; prints
+## the figures against the scale goals, writes $(OUT)/scale/results.json and destroys
+## the cluster whatever happens; not part of `make test` (docs/scale.md)
+scale: deps build
+	@mkdir -p $(OUT)/scale
+	$(BIN)/aegis-hollow --bin-dir $(BIN) -n $(N) --json $(OUT)/scale/results.json
 
 ## bench: the benchmark harness on real processes (127.7.0.0/16): prints a table and a line
 ## of the goals met and missed, writes $(BENCHOUT)/results.json with its goals chart

@@ -1,0 +1,68 @@
+package scale
+
+import (
+	"context"
+	"slices"
+	"time"
+)
+
+// failover kills the first control plane (the one every worker's client
+// asks first) under the workers, restarts it, and measures from the kill
+// until every worker had a call to trustd answered again, and the calls
+// and renewals that failed meanwhile.
+func (r *run) failover(ctx context.Context) error {
+	cp := r.c.ControlPlanes()[0]
+	calls0, renew0 := r.fleet.n.failed.Load(), r.fleet.n.renewFailed.Load()
+	t0 := time.Now()
+
+	if err := r.c.Kill(cp.Name); err != nil {
+		return err
+	}
+
+	if _, err := r.c.StartNode(ctx, cp.Name, clusterTimeout); err != nil {
+		return err
+	}
+
+	r.res.Failover.Restart = time.Since(t0)
+	r.res.Failover.Served, r.res.Failover.Unserved = r.waitServed(ctx, t0)
+	r.res.Failover.FailedCalls = r.fleet.n.failed.Load() - calls0
+	r.res.Failover.FailedRenew = r.fleet.n.renewFailed.Load() - renew0
+	r.logf("control plane killed: up in %s, every worker served in %s (%d not), %d failed calls",
+		dur(r.res.Failover.Restart), dur(r.res.Failover.Served), r.res.Failover.Unserved, r.res.Failover.FailedCalls)
+
+	return nil
+}
+
+// waitServed waits until every worker had a call answered after t0, or
+// servedTimeout; it returns the time from t0 to the last worker's first
+// answer and how many had none. A call is answered when it returns: a
+// worker's revocation watch holds its call open, so the figure comes from
+// the heartbeats and is the outage as the workers see it, to within a
+// heartbeat interval.
+func (r *run) waitServed(ctx context.Context, t0 time.Time) (time.Duration, int) {
+	deadline := t0.Add(servedTimeout)
+
+	first := make([]time.Time, len(r.fleet.workers))
+
+	for {
+		unserved := 0
+
+		for i, w := range r.fleet.workers {
+			if at := time.Unix(0, w.caller.last.Load()); first[i].IsZero() && !at.Before(t0) {
+				first[i] = at
+			}
+
+			if first[i].IsZero() {
+				unserved++
+			}
+		}
+
+		if unserved == 0 {
+			return slices.MaxFunc(first, time.Time.Compare).Sub(t0), 0
+		}
+
+		if time.Now().After(deadline) || !sleep(ctx, 200*time.Millisecond) {
+			return 0, unserved
+		}
+	}
+}

@@ -1,0 +1,31 @@
+package scale
+
+import "time"
+
+const (
+	// ControlPlanes is the cluster's size: the three.
+	ControlPlanes = 3
+	// clusterTimeout bounds the cluster's creation and a control plane's
+	// restart: three machined, etcd forming, on two busy cores.
+	clusterTimeout = 5 * time.Minute
+	// stormTimeout bounds the join storm: 10,000 joins on two cores, each
+	// an ECDSA key, a CSR and a signature, with the join client's backoff.
+	stormTimeout = 20 * time.Minute
+	// servedTimeout bounds the wait, after a control plane was killed, for
+	// every worker to have a call answered again.
+	servedTimeout = 3 * time.Minute
+	// revocationTimeout bounds the wait for a revocation to reach every
+	// worker: the watch pushes it within milliseconds and the fallback poll
+	// is once a second, so a minute says it never will.
+	revocationTimeout = time.Minute
+	// statusAttempts is how often etcd's status is asked before its
+	// figures are left out: apid refuses a call now and then under load.
+	statusAttempts = 5
+	// cliTimeout bounds each aegisctl command.
+	cliTimeout = 2 * time.Minute
+	// idleWindow is how long the idle cluster's CPU is measured: long
+	// enough to cover a few heartbeats of each control plane.
+	idleWindow = 20 * time.Second
+	// heartbeatInterval is a worker's default, as machined's.
+	heartbeatInterval = 10 * time.Second
+)

@@ -1,0 +1,238 @@
+package scale
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/siderolabs/talos/pkg/machinery/client"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/aegis-os/aegis/api/revocations"
+)
+
+// steady measures a window of the steady state: each control-plane
+// process's CPU, the fleet's calls to trustd, etcd's writes (its raft
+// index) and size, and each trustd's sockets and RSS at the end.
+func (r *run) steady(ctx context.Context) error {
+	cli, err := r.c.Client(ctx)
+	if err != nil {
+		return err
+	}
+	defer cli.Close() //nolint:errcheck // a client
+
+	// The join storm's retries and first heartbeats settle first.
+	if !sleep(ctx, heartbeatInterval) {
+		return ctx.Err()
+	}
+
+	procs := controlPlaneProcesses(r.c)
+	cpu0, idx0 := cpuByName(procs), r.raftIndex(ctx, cli)
+	calls0, failed0 := r.fleet.n.calls.Load(), r.fleet.n.failed.Load()
+	t0 := time.Now()
+
+	if !sleep(ctx, r.cfg.Window) {
+		return ctx.Err()
+	}
+
+	win := time.Since(t0)
+	cpu1, idx1 := cpuByName(procs), r.raftIndex(ctx, cli)
+	s := Steady{
+		Window: win, IdleCPU: r.res.Steady.IdleCPU, CPU: map[string]float64{}, TrustdConns: map[string]int{}, TrustdRSS: map[string]uint64{},
+		CallsPerSec:  float64(r.fleet.n.calls.Load()-calls0) / win.Seconds(),
+		FailedPerSec: float64(r.fleet.n.failed.Load()-failed0) / win.Seconds(),
+		WritesPerSec: float64(idx1-idx0) / win.Seconds(),
+		DBSize:       r.dbSize(ctx, cli),
+	}
+
+	for k, v := range cpu1 {
+		s.CPU[k] = (v - cpu0[k]).Seconds() / win.Seconds()
+	}
+
+	for _, n := range r.c.ControlPlanes() {
+		if pid, ok := procs[n.Name+"/trustd"]; ok {
+			s.TrustdConns[n.Name], s.TrustdRSS[n.Name] = socketsOf(pid), rssOf(pid)
+		}
+	}
+
+	for _, w := range r.fleet.workers {
+		if w.caller.last.Load() >= t0.UnixNano() {
+			r.res.Served++
+		}
+	}
+
+	s.Renewals, s.RenewalFailed = r.fleet.n.renewals.Load(), r.fleet.n.renewFailed.Load()
+	r.res.Steady = s
+	r.logf("steady state: %.0f calls/s, %.1f etcd writes/s, control planes %s of a core", s.CallsPerSec, s.WritesPerSec, pct(s.TotalCPU()))
+
+	return nil
+}
+
+// raftIndex is the first control plane's etcd raft index: every write
+// committed moves it by one.
+func (r *run) raftIndex(ctx context.Context, cli *client.Client) uint64 {
+	st := r.etcdStatus(ctx, cli)
+	if st == nil {
+		return 0
+	}
+
+	return st.GetRaftIndex()
+}
+
+func (r *run) dbSize(ctx context.Context, cli *client.Client) int64 {
+	st := r.etcdStatus(ctx, cli)
+	if st == nil {
+		return 0
+	}
+
+	return st.GetDbSize()
+}
+
+type etcdMemberStatus interface {
+	GetRaftIndex() uint64
+	GetDbSize() int64
+}
+
+func (r *run) etcdStatus(ctx context.Context, cli *client.Client) etcdMemberStatus {
+	ctx = client.WithNode(ctx, r.c.ControlPlanes()[0].Address)
+
+	for attempt := 1; ; attempt++ {
+		resp, err := cli.EtcdStatus(ctx)
+		if err == nil && len(resp.GetMessages()) > 0 {
+			return resp.GetMessages()[0].GetMemberStatus()
+		}
+
+		r.logf("etcd status, attempt %d: %v", attempt, err)
+
+		if attempt == statusAttempts || !sleep(ctx, time.Second) {
+			return nil
+		}
+	}
+}
+
+// revocation revokes a client certificate's serial through the API, as
+// `aegisctl config revoke SERIAL` does, and measures when it reached each
+// hollow worker's list.
+func (r *run) revocation(ctx context.Context) error {
+	cli, err := r.c.Client(ctx)
+	if err != nil {
+		return err
+	}
+	defer cli.Close() //nolint:errcheck // a client
+
+	b := make([]byte, 16)
+	_, _ = rand.Read(b) //nolint:errcheck // crypto/rand does not fail
+	b[0] |= 0x10        // no leading zero: the list's form is the same as ours
+	serial := hex.EncodeToString(b)
+
+	for _, w := range r.fleet.workers {
+		w.watchFor(serial)
+	}
+
+	t0 := time.Now()
+
+	_, err = revocations.NewRevocationServiceClient(cli.Conn()).Revoke(ctx, &revocations.RevokeRequest{
+		Serial: serial, NotAfter: timestamppb.New(t0.Add(time.Hour)), Reason: "scale harness",
+	})
+	if err != nil {
+		return fmt.Errorf("revoking %s: %w", serial, err)
+	}
+
+	lat := r.waitRevoked(ctx, t0)
+	p50, p99, p100 := Percentiles(lat)
+	r.res.Revocation = Revocation{P50: p50, P99: p99, P100: p100, Reached: len(lat)}
+
+	if len(lat) < len(r.fleet.workers) {
+		r.res.Revocation.P100 = 0
+	}
+
+	r.logf("revocation reached %d of %d: 99 %% %s", len(lat), len(r.fleet.workers), dur(p99))
+
+	return nil
+}
+
+// waitRevoked waits until every worker has the serial, or
+// revocationTimeout; it returns each one's time since t0.
+func (r *run) waitRevoked(ctx context.Context, t0 time.Time) []time.Duration {
+	deadline := t0.Add(revocationTimeout)
+
+	for {
+		var lat []time.Duration
+
+		for _, w := range r.fleet.workers {
+			if at := w.revoked.Load(); at != 0 {
+				lat = append(lat, time.Unix(0, at).Sub(t0))
+			}
+		}
+
+		if len(lat) == len(r.fleet.workers) || time.Now().After(deadline) || !sleep(ctx, 100*time.Millisecond) {
+			return lat
+		}
+	}
+}
+
+// cli times `aegisctl get members` and `aegisctl health` on the first
+// control plane.
+func (r *run) cli(ctx context.Context) error {
+	out, d, err := r.aegisctl(ctx, "get", "members")
+	if err != nil {
+		return err
+	}
+
+	r.res.CLI.Members = d
+	r.res.CLI.MembersListed = max(bytes.Count(out, []byte("\n"))-1, 0)
+
+	_, r.res.CLI.Health, err = r.aegisctl(ctx, "health", "--wait-timeout", "1m")
+	if err != nil {
+		r.res.CLI.HealthErr = firstLine(err.Error())
+	}
+
+	r.logf("aegisctl: get members %s (%d), health %s", dur(r.res.CLI.Members), r.res.CLI.MembersListed, dur(r.res.CLI.Health))
+
+	return nil
+}
+
+func (r *run) aegisctl(ctx context.Context, args ...string) ([]byte, time.Duration, error) {
+	ctx, cancel := context.WithTimeout(ctx, cliTimeout)
+	defer cancel()
+
+	cp := r.c.ControlPlanes()[0].Address
+	args = append([]string{"--aegisconfig", r.c.ClientConfigPath(), "-e", cp, "-n", cp}, args...)
+	cmd := exec.CommandContext(ctx, filepath.Join(r.cfg.BinDir, "aegisctl"), args...)
+
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+
+	t0 := time.Now()
+	out, err := cmd.Output()
+	d := time.Since(t0)
+
+	if err != nil {
+		return out, d, fmt.Errorf("aegisctl %s: %w: %s", strings.Join(args[6:], " "), err, firstLine(stderr.String()))
+	}
+
+	return out, d, nil
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
+	return line
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

@@ -1,0 +1,118 @@
+package scale
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/results.json")
+
+func TestPercentiles(t *testing.T) {
+	var s []time.Duration
+	for i := 100; i >= 1; i-- {
+		s = append(s, time.Duration(i)*time.Millisecond)
+	}
+
+	p50, p99, p100 := Percentiles(s)
+	if p50 != 50*time.Millisecond || p99 != 99*time.Millisecond || p100 != 100*time.Millisecond {
+		t.Fatalf("percentiles of 1..100 ms: %s %s %s, want 50ms 99ms 100ms", p50, p99, p100)
+	}
+
+	if a, b, c := Percentiles(nil); a != 0 || b != 0 || c != 0 {
+		t.Fatalf("percentiles of nothing: %s %s %s, want zeros", a, b, c)
+	}
+
+	if a, b, c := Percentiles([]time.Duration{7}); a != 7 || b != 7 || c != 7 {
+		t.Fatalf("percentiles of one sample: %s %s %s, want it thrice", a, b, c)
+	}
+}
+
+// sample are figures of the shape a run gives, chosen so that some goals
+// are met and some missed.
+func sample() Results {
+	return Results{
+		Workers: 2000, ControlPlanes: 3, Joined: 2000, Served: 1900,
+		Storm: Storm{Total: 20 * time.Second, CPU: 30 * time.Second, Floor: 10 * time.Second},
+		Steady: Steady{
+			Window: time.Minute, IdleCPU: 0.01, CPU: map[string]float64{"cp1/trustd": 0.04, "cp1/etcd": 0.02, "cp2/trustd": 0.001},
+			CallsPerSec: 2200, WritesPerSec: 200, DBSize: 8 << 20,
+			TrustdConns: map[string]int{"cp1": 900, "cp2": 4}, TrustdRSS: map[string]uint64{"cp1": 100 << 20, "cp2": 40 << 20},
+			Renewals: 2000,
+		},
+		Revocation: Revocation{P50: 500 * time.Millisecond, P99: 990 * time.Millisecond, P100: 3 * time.Second, Reached: 2000},
+		CLI:        CLI{Members: 250 * time.Millisecond, MembersListed: 2003, Health: 2 * time.Second},
+		Failover:   Failover{Restart: 20 * time.Second, Served: 4 * time.Second, FailedCalls: 300},
+	}
+}
+
+func TestGoals(t *testing.T) {
+	met := map[string]bool{}
+	for _, g := range sample().Goals() {
+		met[g.Name] = g.Met
+	}
+
+	want := map[string]bool{
+		"hollow workers served by 3 control planes":                      false, // 2000 of 10000
+		"steady CPU of the control planes per 1,000 workers (less idle)": false, // (6.1 % − 1 %) ÷ 2
+		"revocation reaching 99 %":                                       true,
+		"revocation reaching 100 %":                                      false,
+		"join storm: total ÷ CPU floor":                                  false, // 2×
+		"aegisctl get members":                                           true,
+		"control plane killed: every worker served again":                true,
+		"trustd RSS (largest)":                                           true,
+	}
+
+	for name, w := range want {
+		if got, ok := met[name]; !ok || got != w {
+			t.Errorf("goal %q: met %v (listed %v), want %v", name, got, ok, w)
+		}
+	}
+
+	empty := Results{}.Goals()
+	for _, g := range empty {
+		if g.Met {
+			t.Errorf("goal %q met with no figures: a run that measured nothing must miss every goal", g.Name)
+		}
+	}
+}
+
+func TestWriteTable(t *testing.T) {
+	var b bytes.Buffer
+	if err := sample().WriteTable(&b); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, want := range []string{"2000 of 2000 joined", "2200 trustd calls/s", "cp1/trustd", "900 connections, RSS 100 MiB", "missed", "met"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, b.String())
+		}
+	}
+}
+
+func TestWriteJSONGolden(t *testing.T) {
+	var b bytes.Buffer
+	if err := sample().WriteJSON(&b); err != nil {
+		t.Fatal(err)
+	}
+
+	path := filepath.Join("testdata", "results.json")
+	if *update {
+		if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if !bytes.Equal(b.Bytes(), want) {
+		t.Errorf("results.json differs from %s (go test -update rewrites it):\n%s", path, b.String())
+	}
+}

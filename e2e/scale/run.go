@@ -1,0 +1,148 @@
+// Package scale is the hollow-node harness of `make scale`: a real cluster
+// of three control planes (process runtime) and N hollow workers, each the
+// worker's own client code (join, renewal, trustdclient, membership,
+// revocation) from a loopback address of its own, with no apid, containerd
+// or service processes. It measures the join storm, the steady state, a
+// revocation's spread, aegisctl's reads and a control plane's restart, and
+// compares them with issue 33's goals.
+package scale
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/netip"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/aegis-os/aegis/internal/defaults"
+	"github.com/aegis-os/aegis/machined/localcluster"
+)
+
+// Config is one run of the harness.
+type Config struct {
+	Workers int
+	BinDir  string
+	// Dir holds the cluster's state; results go elsewhere.
+	Dir string
+	// CIDR is the control planes' loopback range; Sources the workers'.
+	CIDR, Sources netip.Prefix
+	// NodeCertTTL is every node certificate's lifetime: short, so that
+	// renewals at half-life happen within the run.
+	NodeCertTTL time.Duration
+	// Window is the steady-state window.
+	Window time.Duration
+	// Progress receives one line per step.
+	Progress io.Writer
+	// Logger receives the hollow workers' logs; nil discards them.
+	Logger *slog.Logger
+}
+
+// Run creates the cluster, runs the hollow workers against it, measures,
+// and destroys the cluster whatever happens. The results hold what was
+// measured even when an error stopped the run; Stopped says where.
+func Run(ctx context.Context, cfg Config) (res Results, err error) {
+	res = Results{Workers: cfg.Workers, ControlPlanes: ControlPlanes}
+
+	if err := raiseFileLimit(); err != nil {
+		return res, err
+	}
+
+	if cfg.Workers > 1<<(32-cfg.Sources.Bits())-2 {
+		return res, fmt.Errorf("scale: %d workers, more than the addresses of %s", cfg.Workers, cfg.Sources)
+	}
+
+	r := &run{cfg: cfg, res: &res, log: defaults.Logger(cfg.Logger)}
+	r.logf("cluster: 3 control planes on %s", cfg.CIDR)
+
+	c, err := localcluster.Create(ctx, localcluster.Options{
+		Name: "scale", ControlPlanes: ControlPlanes, CIDR: cfg.CIDR, StateDir: filepath.Join(cfg.Dir, "clusters"),
+		BinDir: cfg.BinDir, Timeout: clusterTimeout, NodeCertTTL: cfg.NodeCertTTL,
+	})
+	if err != nil {
+		return res, fmt.Errorf("scale: creating the cluster: %w", err)
+	}
+	defer func() { err = errors.Join(err, c.Destroy()) }()
+
+	r.c = c
+	err = r.stages(ctx)
+
+	if err != nil && res.Stopped == "" {
+		res.Stopped = err.Error()
+	}
+
+	return res, err
+}
+
+// raiseFileLimit lifts the harness's soft RLIMIT_NOFILE to its hard limit:
+// each hollow worker holds a connection or two.
+func raiseFileLimit() error {
+	var l syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l); err != nil {
+		return fmt.Errorf("scale: reading RLIMIT_NOFILE: %w", err)
+	}
+
+	l.Cur = l.Max
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &l); err != nil {
+		return fmt.Errorf("scale: raising RLIMIT_NOFILE to %d: %w", l.Max, err)
+	}
+
+	return nil
+}
+
+// run is one run's state.
+type run struct {
+	cfg   Config
+	res   *Results
+	log   *slog.Logger
+	c     *localcluster.Cluster
+	fleet *fleet
+}
+
+func (r *run) logf(format string, a ...any) {
+	if r.cfg.Progress != nil {
+		fmt.Fprintf(r.cfg.Progress, "%s scale: "+format+"\n", append([]any{time.Now().Format(time.TimeOnly)}, a...)...)
+	}
+}
+
+// stages runs the measurements in turn; the hollow workers stop at the end.
+func (r *run) stages(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	r.idle(ctx)
+
+	if err := r.storm(ctx); err != nil {
+		return fmt.Errorf("join storm: %w", err)
+	}
+
+	done := r.fleet.start(ctx, r.log)
+	defer func() { cancel(); done() }()
+
+	for _, s := range []struct {
+		name string
+		fn   func(context.Context) error
+	}{{"steady state", r.steady}, {"revocation", r.revocation}, {"aegisctl", r.cli}, {"control plane killed", r.failover}} {
+		r.logf("%s", s.name)
+
+		if err := s.fn(ctx); err != nil {
+			return fmt.Errorf("%s: %w", s.name, err)
+		}
+	}
+
+	return nil
+}
+
+// idle measures the control planes' CPU before any worker joined.
+func (r *run) idle(ctx context.Context) {
+	procs := controlPlaneProcesses(r.c)
+	before, t0 := cpuByName(procs), time.Now()
+
+	if sleep(ctx, idleWindow) {
+		r.res.Steady.IdleCPU = sumCPU(before, cpuByName(procs)).Seconds() / time.Since(t0).Seconds()
+		r.logf("idle cluster: %s of a core", pct(r.res.Steady.IdleCPU))
+	}
+}

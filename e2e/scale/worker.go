@@ -1,0 +1,223 @@
+package scale
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/aegis-os/aegis/client/join"
+	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/internal/version"
+	"github.com/aegis-os/aegis/machined/membership"
+	"github.com/aegis-os/aegis/machined/revocation"
+	"github.com/aegis-os/aegis/machined/trustdclient"
+	"github.com/aegis-os/aegis/renewal"
+)
+
+// counters are the fleet's calls to trustd, counted as the workers make
+// them: every flow goes through one counting Caller per worker.
+type counters struct {
+	calls, failed atomic.Int64
+	renewals      atomic.Int64
+	renewFailed   atomic.Int64
+}
+
+// countingCaller counts the calls a worker's flows make through its
+// trustd client, and remembers when the last one succeeded.
+type countingCaller struct {
+	c    *trustdclient.Client
+	n    *counters
+	last atomic.Int64 // unix nanoseconds of the last call answered
+}
+
+// Call is trustdclient.Client's Call, counted.
+func (cc *countingCaller) Call(ctx context.Context, call func(context.Context, grpc.ClientConnInterface) error) (string, error) {
+	ep, err := cc.c.Call(ctx, call)
+	cc.n.calls.Add(1)
+
+	if err != nil {
+		cc.n.failed.Add(1)
+	} else {
+		cc.last.Store(time.Now().UnixNano())
+	}
+
+	return ep, err
+}
+
+// worker is one hollow worker: a worker's client side, with the packages a
+// machined worker uses (join, renewal, trustdclient, membership,
+// revocation), from an address of its own, with no apid, containerd or
+// service processes.
+type worker struct {
+	addr   string
+	joiner *join.Client
+	caller *countingCaller
+	list   *revocation.List
+	n      *counters
+
+	cert    atomic.Pointer[tls.Certificate]
+	revoked atomic.Int64 // unix nanoseconds the watched serial was seen; 0 until then
+
+	mu      sync.Mutex
+	watched string // the serial whose arrival the worker records
+}
+
+// newWorker makes a hollow worker calling from addr, joining with base.
+func newWorker(addr string, base join.Config, n *counters, log *slog.Logger) (*worker, error) {
+	// As machined's worker asks: its address as the common name, then its
+	// address and its hostname as SANs, calling from its address.
+	cfg := base
+	cfg.Hostname, cfg.Source, cfg.SANs, cfg.Logger = addr, addr, []string{addr, hostnameOf(addr)}, log
+
+	j, err := join.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+
+	list, err := revocation.OpenList(revocation.ListConfig{})
+	if err != nil {
+		return nil, err
+	}
+
+	w := &worker{addr: addr, joiner: j, list: list, n: n}
+
+	tc, err := trustdclient.New(trustdclient.Config{
+		Endpoints:   base.Endpoints,
+		Certificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return w.current() },
+		AcceptedCAs: func() *x509.CertPool { return base.CAs.Pool() },
+		Source:      addr,
+	})
+	if err != nil {
+		return nil, err
+	}
+
+	w.caller = &countingCaller{c: tc, n: n}
+
+	return w, nil
+}
+
+var errNotJoined = errors.New("scale: the hollow worker has not joined yet")
+
+func (w *worker) current() (*tls.Certificate, error) {
+	if c := w.cert.Load(); c != nil {
+		return c, nil
+	}
+
+	return nil, errNotJoined
+}
+
+// join obtains a node certificate through trustd with the token, as a
+// worker's first boot and each renewal do, and puts it in use.
+func (w *worker) join(ctx context.Context) (*x509.Certificate, error) {
+	res, err := w.joiner.Join(ctx)
+	if err != nil {
+		return nil, err
+	}
+
+	pair, err := tls.X509KeyPair(res.CertPEM, res.KeyPEM)
+	if err != nil {
+		return nil, err
+	}
+
+	pair.Leaf = res.Certificate
+	w.cert.Store(&pair)
+
+	return res.Certificate, nil
+}
+
+// run keeps the worker alive until ctx ends: renewal at half-life,
+// heartbeats every interval and the revocation watch, each through the
+// packages machined's worker runs them with.
+func (w *worker) run(ctx context.Context, interval time.Duration, log *slog.Logger) error {
+	cur, err := w.current()
+	if err != nil {
+		return err
+	}
+
+	r, err := renewal.New(renewal.Config{Current: cur.Leaf, Logger: log, Renew: func(ctx context.Context) (*x509.Certificate, error) {
+		c, err := w.join(ctx)
+		w.n.renewals.Add(1)
+
+		if err != nil {
+			w.n.renewFailed.Add(1)
+		}
+
+		return c, err
+	}})
+	if err != nil {
+		return err
+	}
+
+	p, err := revocation.NewWatcher(revocation.PollerConfig{Trustd: w.caller, List: w.list, Logger: log})
+	if err != nil {
+		return err
+	}
+
+	sender := membership.Sender{Trustd: w.caller}
+	entry := &membership.Member{
+		Hostname: hostnameOf(w.addr), Addresses: []string{w.addr}, Version: version.Get().Tag,
+		Interval: durationpb.New(interval), TimeSynced: true,
+	}
+
+	var wg sync.WaitGroup
+
+	wg.Go(func() { _ = r.Run(ctx) }) //nolint:errcheck // it ends with ctx
+	wg.Go(func() { p.Run(ctx) })
+	wg.Go(func() {
+		membership.Until(ctx, clock.Real(), interval, log, func(ctx context.Context) error { return sender.Send(ctx, entry) })
+	})
+	wg.Go(func() { w.watch(ctx) })
+	wg.Wait()
+
+	return nil
+}
+
+// watchFor makes the worker record when serial reaches its list.
+func (w *worker) watchFor(serial string) {
+	w.mu.Lock()
+	w.watched = serial
+	w.mu.Unlock()
+	w.revoked.Store(0)
+	w.seen()
+}
+
+// watch records, at each change of the worker's list, whether the watched
+// serial arrived.
+func (w *worker) watch(ctx context.Context) {
+	for {
+		changed := w.list.Changed()
+		w.seen()
+
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+func (w *worker) seen() {
+	w.mu.Lock()
+	s := w.watched
+	w.mu.Unlock()
+
+	if s == "" || w.revoked.Load() != 0 {
+		return
+	}
+
+	if _, ok := revocation.Serials(w.list.Entries())[s]; ok {
+		w.revoked.CompareAndSwap(0, time.Now().UnixNano())
+	}
+}
+
+// hostnameOf is a hollow worker's hostname: its address as a DNS label.
+func hostnameOf(addr string) string { return "hollow-" + strings.ReplaceAll(addr, ".", "-") }
