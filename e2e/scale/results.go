@@ -138,7 +138,7 @@ type Goal struct {
 	Met   bool   `json:"met"`
 }
 
-// Goals compares the figures with issue 33's goal table.
+// Goals compares the figures with the scale goals (docs/scale.md).
 func (r Results) Goals() []Goal {
 	perK := r.PerThousand()
 	maxRSS := uint64(0)

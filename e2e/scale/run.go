@@ -4,7 +4,7 @@
 // revocation) from a loopback address of its own, with no apid, containerd
 // or service processes. It measures the join storm, the steady state, a
 // revocation's spread, aegisctl's reads and a control plane's restart, and
-// compares them with issue 33's goals.
+// compares them with the scale goals (docs/scale.md).
 package scale
 
 import (
