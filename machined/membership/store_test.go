@@ -8,6 +8,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/aegis-os/aegis/internal/clock"
 	"github.com/aegis-os/aegis/internal/testutil/etcdtest"
@@ -148,6 +149,64 @@ func TestStore(t *testing.T) {
 
 		if len(leases.Leases) != len(resp.Kvs) {
 			t.Fatalf("%d leases for %d entries: a refreshed entry left its old lease behind", len(leases.Leases), len(resp.Kvs))
+		}
+	})
+
+	t.Run("a refresh keeps the entry's lease", func(t *testing.T) {
+		before, err := cli.Get(ctx, "/aegis/members/10.0.0.9")
+		if err != nil || len(before.Kvs) != 1 {
+			t.Fatalf("entry: %v %v", before, err)
+		}
+
+		clk.Advance(time.Second)
+
+		if err := s.Put(ctx, entry("worker-9", "10.0.0.9"), membership.RoleWorker); err != nil {
+			t.Fatal(err)
+		}
+
+		after, err := cli.Get(ctx, "/aegis/members/10.0.0.9")
+		if err != nil || len(after.Kvs) != 1 {
+			t.Fatalf("entry: %v %v", after, err)
+		}
+
+		if after.Kvs[0].Lease != before.Kvs[0].Lease || after.Kvs[0].ModRevision != before.Header.Revision+1 {
+			t.Fatalf("lease %x → %x, revision %d → %d: want the same lease and one write",
+				before.Kvs[0].Lease, after.Kvs[0].Lease, before.Header.Revision, after.Kvs[0].ModRevision)
+		}
+	})
+
+	t.Run("a new interval moves the entry to a new lease", func(t *testing.T) {
+		before, err := cli.Get(ctx, "/aegis/members/10.0.0.9")
+		if err != nil || len(before.Kvs) != 1 {
+			t.Fatalf("entry: %v %v", before, err)
+		}
+
+		m := entry("worker-9", "10.0.0.9")
+		m.Interval = durationpb.New(2 * time.Second)
+
+		if err := s.Put(ctx, m, membership.RoleWorker); err != nil {
+			t.Fatal(err)
+		}
+
+		after, err := cli.Get(ctx, "/aegis/members/10.0.0.9")
+		if err != nil || len(after.Kvs) != 1 || after.Kvs[0].Lease == before.Kvs[0].Lease {
+			t.Fatalf("entry %v %v: want a new lease", after, err)
+		}
+
+		ttl, err := cli.TimeToLive(ctx, clientv3.LeaseID(after.Kvs[0].Lease))
+		if err != nil || ttl.GrantedTTL != int64(membership.AgeOut(2*time.Second).Seconds()) {
+			t.Fatalf("lease TTL %v %v, want the new age-out", ttl, err)
+		}
+
+		leases, err := cli.Leases(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		for _, l := range leases.Leases {
+			if l.ID == clientv3.LeaseID(before.Kvs[0].Lease) {
+				t.Fatal("the old lease was not revoked")
+			}
 		}
 	})
 
