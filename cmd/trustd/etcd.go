@@ -25,14 +25,18 @@ import (
 const etcdDialTimeout = 2 * time.Second
 
 // etcdKeepAlive and etcdKeepAliveTimeout find a connection to a member cut
-// off by a partition: no reset ever comes from a dropped link, and without
-// pings the client would keep sending a share of its requests down the
-// dead connection until each one times out. etcd refuses pings more often
-// than every 5 s (its --grpc-keepalive-min-time), so a dead connection is
-// dropped within 8 s and its requests go to the members still reachable.
+// off by a partition: no reset ever comes from a dropped link. gRPC pings
+// an idle connection at most every 10 s (it raises a shorter interval to
+// that), so the timeout does most of the work: gRPC also makes it the
+// connection's TCP user timeout, and a call whose bytes stay
+// unacknowledged that long closes the connection with Unavailable. clientv3
+// retries a read on another member then, inside the token store's 3-s
+// bound (etcdstore.DefaultTimeout); a write that was sent is not retried,
+// and the store answers Unavailable (fail closed). TCP acknowledgements
+// come from the kernel, so a busy member does not trip it.
 const (
-	etcdKeepAlive        = 5 * time.Second
-	etcdKeepAliveTimeout = 3 * time.Second
+	etcdKeepAlive        = 10 * time.Second
+	etcdKeepAliveTimeout = 2 * time.Second
 )
 
 // etcdFiles are what machined keeps of the node's etcd member under the

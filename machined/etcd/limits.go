@@ -8,11 +8,16 @@ const (
 	// is on the cluster's own network, a slower one is as good as down.
 	dialTimeout = 2 * time.Second
 	// keepAlive and keepAliveTimeout find a connection to a member that a
-	// partition cut off: a dropped link sends no reset, and without pings
-	// the client would keep calls on the dead connection until each timed
-	// out. etcd refuses pings more often than every 5 s.
-	keepAlive        = 5 * time.Second
-	keepAliveTimeout = 3 * time.Second
+	// partition cut off: a dropped link sends no reset. gRPC pings an idle
+	// connection at most every 10 s (it raises a shorter interval to that),
+	// so the timeout does most of the work: gRPC also makes it the
+	// connection's TCP user timeout, and a call whose bytes stay
+	// unacknowledged that long closes the connection with Unavailable,
+	// which clientv3 retries on another member for reads. 2 s leaves a
+	// retry inside a 3-s operation bound; TCP acknowledgements come from
+	// the kernel, so a busy member does not trip it.
+	keepAlive        = 10 * time.Second
+	keepAliveTimeout = 2 * time.Second
 	// reconnectBase and reconnectMax are the client's reconnect backoff.
 	// gRPC's default starts at a second: a member that starts (or
 	// restarts) just after the client's first attempt was then found a
