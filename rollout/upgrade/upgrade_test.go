@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/aegis-os/aegis/rollout"
+	"github.com/aegis-os/aegis/rollout/upgrade/upgradetest"
 )
 
 // TestOrder: the control planes go one at a time (the endpoint's last),
@@ -34,7 +35,7 @@ func TestOrder(t *testing.T) {
 		"upgrade w-3", "upgrade w-4", "ok w-3", "ok w-4",
 		"upgrade w-5", "ok w-5",
 	}
-	if got := f.filtered("upgrade", "ok"); !slices.Equal(got, want) {
+	if got := f.Log("upgrade", "ok"); !slices.Equal(got, want) {
 		t.Fatalf("calls\n%v\nwant\n%v", got, want)
 	}
 
@@ -59,7 +60,7 @@ func TestOrder(t *testing.T) {
 // run started again goes on where the last one stopped.
 func TestResume(t *testing.T) {
 	f := newFake(3)
-	f.versions["cp-1"], f.versions["cp-2"], f.versions["w-1"] = targetVersion, targetVersion, targetVersion
+	f.Versions["cp-1"], f.Versions["cp-2"], f.Versions["w-1"] = targetVersion, targetVersion, targetVersion
 
 	var out strings.Builder
 
@@ -69,7 +70,7 @@ func TestResume(t *testing.T) {
 	}
 
 	want := []string{"deliver cp-3", "upgrade cp-3", "deliver w-2", "upgrade w-2", "deliver w-3", "upgrade w-3"}
-	if got := f.changes(); !slices.Equal(got, want) {
+	if got := f.Changes(); !slices.Equal(got, want) {
 		t.Fatalf("changes %v, want %v", got, want)
 	}
 
@@ -90,31 +91,31 @@ func TestStopsAtFirstFailure(t *testing.T) {
 
 	for _, tt := range []struct {
 		name    string
-		set     func(f *fakeCluster)
+		set     func(f *upgradetest.Cluster)
 		changes []string
 		want    []string
 	}{{
 		name:    "delivery",
-		set:     func(f *fakeCluster) { f.failDeliver["cp-2"] = boom },
+		set:     func(f *upgradetest.Cluster) { f.FailDeliver["cp-2"] = boom },
 		changes: []string{"deliver cp-1", "upgrade cp-1", "deliver cp-2"},
 		want: []string{"upgrade stopped at cp-2 (10.0.0.3), delivering the bundle to it: boom",
 			"upgraded to v0.3.0: cp-1 (10.0.0.2)\n", "not touched: cp-2 (10.0.0.3), cp-3 (10.0.0.4), w-1", "Nothing changed on it"},
 	}, {
 		name:    "upgrade call, second of a batch",
-		set:     func(f *fakeCluster) { f.failUpgrade["w-2"] = boom },
+		set:     func(f *upgradetest.Cluster) { f.FailUpgrade["w-2"] = boom },
 		changes: append(controlPlanes(), "deliver w-1", "deliver w-2", "upgrade w-1", "upgrade w-2"),
 		want: []string{"upgrade stopped at w-2 (10.0.1.3), asking it to upgrade (MachineService.Upgrade): boom",
 			"upgraded to v0.3.0: cp-1 (10.0.0.2), cp-2 (10.0.0.3), cp-3 (10.0.0.4), w-1 (10.0.1.2)\n",
 			"not touched: w-3 (10.0.1.4)\n", "rolls back by itself", "'aegisctl -n 10.0.1.3 version'"},
 	}, {
 		name:    "unhealthy before its upgrade",
-		set:     func(f *fakeCluster) { f.unhealthy["w-3"] = boom },
+		set:     func(f *upgradetest.Cluster) { f.Unhealthy["w-3"] = boom },
 		changes: append(controlPlanes(), "deliver w-1", "deliver w-2", "upgrade w-1", "upgrade w-2"),
 		want: []string{"upgrade stopped at w-3 (10.0.1.4), checking it is healthy before its upgrade: boom",
 			"not touched: w-3 (10.0.1.4)\n", "Nothing changed on it"},
 	}, {
 		name:    "another control plane unhealthy",
-		set:     func(f *fakeCluster) { f.unhealthy["cp-3"] = boom },
+		set:     func(f *upgradetest.Cluster) { f.Unhealthy["cp-3"] = boom },
 		changes: nil,
 		want: []string{"upgrade stopped at cp-3 (10.0.0.4), checking it is healthy before cp-1 (10.0.0.2) goes down (etcd must keep its quorum): boom",
 			"upgraded to v0.3.0: none\n"},
@@ -133,7 +134,7 @@ func TestStopsAtFirstFailure(t *testing.T) {
 				t.Fatalf("no error\n%s", out.String())
 			}
 
-			if got := f.changes(); !slices.Equal(got, tt.changes) {
+			if got := f.Changes(); !slices.Equal(got, tt.changes) {
 				t.Fatalf("changes %v, want %v", got, tt.changes)
 			}
 
@@ -155,7 +156,7 @@ func controlPlanes() []string {
 // check within the node timeout stops the run, with what was last seen.
 func TestTimeout(t *testing.T) {
 	f := newFake(2)
-	f.stuck["w-1"] = true
+	f.Stuck["w-1"] = true
 
 	var out strings.Builder
 
@@ -177,7 +178,7 @@ func TestTimeout(t *testing.T) {
 		}
 	}
 
-	if slices.Contains(f.changes(), "deliver w-2") {
+	if slices.Contains(f.Changes(), "deliver w-2") {
 		t.Fatal("w-2 was touched after w-1 failed")
 	}
 
@@ -204,7 +205,7 @@ func TestDryRun(t *testing.T) {
 		t.Fatalf("Run in a dry run: %v", err)
 	}
 
-	if got := f.changes(); len(got) > 0 || out.Len() > 0 {
+	if got := f.Changes(); len(got) > 0 || out.Len() > 0 {
 		t.Fatalf("a dry run changed %v, printed %q", got, out.String())
 	}
 
@@ -220,38 +221,38 @@ func TestDryRun(t *testing.T) {
 func TestRefusesBeforeAnything(t *testing.T) {
 	for _, tt := range []struct {
 		name string
-		set  func(*fakeCluster, *Options)
+		set  func(*upgradetest.Cluster, *Options)
 		want []string
 	}{{
 		name: "unreachable",
-		set: func(f *fakeCluster, _ *Options) {
-			f.down["w-2"] = errors.New("connection refused")
-			f.down["cp-3"] = errors.New("deadline exceeded")
+		set: func(f *upgradetest.Cluster, _ *Options) {
+			f.Down["w-2"] = errors.New("connection refused")
+			f.Down["cp-3"] = errors.New("deadline exceeded")
 		},
 		want: []string{"nothing changed: these members do not answer", "cp-3 (10.0.0.4): deadline exceeded", "w-2 (10.0.1.3): connection refused"},
 	}, {
 		name: "member list refused",
-		set: func(f *fakeCluster, _ *Options) {
-			f.listErr = errors.New("node w-9 holds a live certificate but is no member")
+		set: func(f *upgradetest.Cluster, _ *Options) {
+			f.ListErr = errors.New("node w-9 holds a live certificate but is no member")
 		},
 		want: []string{"w-9 holds a live certificate"},
 	}, {
 		name: "bundle",
-		set:  func(_ *fakeCluster, o *Options) { o.Bundle = "/nowhere" },
+		set:  func(_ *upgradetest.Cluster, o *Options) { o.Bundle = "/nowhere" },
 		want: []string{"reading the release bundle /nowhere: no bundle at /nowhere"},
 	}, {
 		name: "skew",
-		set:  func(f *fakeCluster, _ *Options) { f.versions["w-1"], f.versions["cp-2"] = "v0.1.4", "v0.1.0" },
+		set:  func(f *upgradetest.Cluster, _ *Options) { f.Versions["w-1"], f.Versions["cp-2"] = "v0.1.4", "v0.1.0" },
 		want: []string{"nothing changed: the bundle's version v0.3.0 is outside the skew policy for:",
 			"cp-2 (10.0.0.3): outside the supported version skew: v0.1.0 to v0.3.0 skips a minor version; upgrade to v0.2 first",
 			"w-1 (10.0.1.2): outside"},
 	}, {
 		name: "downgrade",
-		set:  func(f *fakeCluster, _ *Options) { f.versions["cp-1"] = "v0.3.1" },
+		set:  func(f *upgradetest.Cluster, _ *Options) { f.Versions["cp-1"] = "v0.3.1" },
 		want: []string{"cp-1 (10.0.0.2): outside the supported version skew: v0.3.1 to v0.3.0 is a downgrade"},
 	}, {
 		name: "no control plane",
-		set:  func(f *fakeCluster, _ *Options) { f.members = f.members[3:] },
+		set:  func(f *upgradetest.Cluster, _ *Options) { f.List = f.List[3:] },
 		want: []string{rollout.ErrNoControlPlane.Error()},
 	}} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -273,7 +274,7 @@ func TestRefusesBeforeAnything(t *testing.T) {
 				}
 			}
 
-			if got := f.changes(); len(got) > 0 {
+			if got := f.Changes(); len(got) > 0 {
 				t.Fatalf("changed %v", got)
 			}
 		})
