@@ -51,7 +51,10 @@ Each member is checked healthy, given the bundle over the API, asked to
 upgrade (MachineService.Upgrade), and waited on until it reports the
 bundle's version and its services (and, on a control plane, its etcd
 member) are healthy, within --node-timeout; only then does the next batch
-go. Progress is printed as it goes, with the time each member took.
+go. Progress is printed as it goes, with the time each member took. At the
+end the members are listed again and every one's version read: a node that
+joined meanwhile, or a member that went back to the version it kept, fails
+the upgrade, named.
 
 The first member that fails stops the upgrade: no member after it is
 touched. The error names the member, what failed (the health check before

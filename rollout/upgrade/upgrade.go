@@ -198,7 +198,43 @@ func (u *Upgrade) Run(ctx context.Context) error {
 		}
 	}
 
+	if err := u.verify(ctx); err != nil {
+		return err
+	}
+
 	u.w.Printf("\nEvery member runs %s: %d upgraded in %s.\n", u.plan.Target, len(u.upgraded), u.since(start))
+
+	return nil
+}
+
+// verify lists the members again and reads every one's version: a member
+// that went back to the version it kept after it was seen healthy, or a
+// node that joined during the run, would otherwise be left behind unseen.
+func (u *Upgrade) verify(ctx context.Context) error {
+	members, err := u.cluster.Members(ctx)
+	if err != nil {
+		return fmt.Errorf("every member planned was upgraded, but listing the members again failed: %w", err)
+	}
+
+	var behind []string
+
+	for _, m := range members {
+		v, err := u.cluster.Version(ctx, m)
+
+		switch {
+		case err != nil:
+			behind = append(behind, fmt.Sprintf("%s: %s", m, oneLine(err)))
+		case v != u.plan.Target:
+			behind = append(behind, fmt.Sprintf("%s: runs %s", m, v))
+		}
+	}
+
+	if len(behind) > 0 {
+		return fmt.Errorf("every member planned was upgraded, but these members do not run %s now "+
+			"(joined during the upgrade, or went back to the version they kept):\n  %s\n"+
+			"find out why, then run the same upgrade again: it upgrades only those",
+			u.plan.Target, strings.Join(behind, "\n  "))
+	}
 
 	return nil
 }

@@ -187,6 +187,35 @@ func TestTimeout(t *testing.T) {
 	}
 }
 
+// TestVerifiesAtTheEnd: the members are listed and their versions read
+// again once every batch is done: a node that joined during the run, or
+// a member that went back to its kept version, fails the run, named.
+func TestVerifiesAtTheEnd(t *testing.T) {
+	f := newFake(1)
+
+	var out strings.Builder
+
+	opts := options(f, newClock(), &out)
+
+	u, err := Prepare(t.Context(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	f.List = append(f.List, rollout.Member{Name: "w-9", Addr: "10.0.1.9", Role: "worker"})
+	f.Versions["w-9"] = fromVersion
+	f.Restarts = 0
+
+	err = u.Run(t.Context())
+	if err == nil || !strings.Contains(err.Error(), "do not run v0.3.0 now") || !strings.Contains(err.Error(), "w-9 (10.0.1.9): runs v0.2.0") {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+
+	if strings.Contains(err.Error(), "w-1") || strings.Contains(out.String(), "Every member runs") {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+}
+
 // TestDryRun: a dry run plans and changes nothing.
 func TestDryRun(t *testing.T) {
 	f := newFake(2)
