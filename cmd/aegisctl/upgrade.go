@@ -59,8 +59,10 @@ the upgrade, named.
 The first member that fails stops the upgrade: no member after it is
 touched. The error names the member, what failed (the health check before
 its upgrade, the delivery, the Upgrade call, or the wait), which members
-are upgraded and which are not. A member that is not healthy in time after
-its upgrade rolls back by itself to the version it kept.
+are upgraded and which are not. A member that refuses its upgrade (a
+control plane whose going would cost etcd its quorum, for one) is left as
+it was; a member that is not healthy in time after its upgrade rolls back
+by itself to the version it kept.
 
 To resume, run the same command again: members already on the bundle's
 version are skipped, so it goes on from the member it stopped at.

@@ -81,9 +81,9 @@ type planInput struct {
 
 // makePlan orders the members (the control planes one at a time, those
 // the client calls through last, so that it keeps a route while it can;
-// then the workers in batches), skips those on the target, and refuses,
-// naming each, a member whose version the skew policy does not allow to
-// go to the target.
+// then the workers in batches), skips those on the target, and refuses
+// the members whose version the skew policy does not allow to go to the
+// target, named under each reason.
 func makePlan(in planInput) (*Plan, error) {
 	if !slices.ContainsFunc(in.members, rollout.Member.ControlPlane) {
 		return nil, rollout.ErrNoControlPlane
@@ -97,7 +97,8 @@ func makePlan(in planInput) (*Plan, error) {
 	p := &Plan{Target: in.target, Bundle: in.bundle}
 	batch, inBatch := 0, 0
 
-	var refused []string
+	refused := map[string][]string{} // members by reason
+	var reasons []string
 
 	for _, m := range members {
 		e := Entry{Member: m, From: in.versions[m.Addr]}
@@ -110,7 +111,11 @@ func makePlan(in planInput) (*Plan, error) {
 		switch {
 		case e.From == in.target:
 		case skewErr != nil:
-			refused = append(refused, fmt.Sprintf("%s: %v", m, skewErr))
+			if refused[skewErr.Error()] == nil {
+				reasons = append(reasons, skewErr.Error())
+			}
+
+			refused[skewErr.Error()] = append(refused[skewErr.Error()], m.String())
 		case m.ControlPlane() || inBatch == 0 || inBatch == in.batch:
 			batch++
 			inBatch = 1
@@ -127,9 +132,14 @@ func makePlan(in planInput) (*Plan, error) {
 		p.Entries = append(p.Entries, e)
 	}
 
-	if len(refused) > 0 {
-		return nil, fmt.Errorf("nothing changed: the bundle's version %s is outside the skew policy for:\n  %s",
-			in.target, strings.Join(refused, "\n  "))
+	if len(reasons) > 0 {
+		lines := make([]string, len(reasons))
+		for i, r := range reasons {
+			lines[i] = r + ": " + strings.Join(refused[r], ", ")
+		}
+
+		return nil, fmt.Errorf("nothing changed: the bundle's version %s is outside the skew policy of members:\n  %s",
+			in.target, strings.Join(lines, "\n  "))
 	}
 
 	return p, nil

@@ -7,6 +7,8 @@ import (
 
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"github.com/siderolabs/talos/pkg/machinery/client"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/aegis-os/aegis/client/health"
@@ -148,6 +150,26 @@ func (r *Remote) Upgrade(ctx context.Context, m rollout.Member, ref string) erro
 	defer cancel()
 
 	resp, err := r.Walker.Client().MachineClient.Upgrade(cctx, &machine.UpgradeRequest{Image: ref, Preserve: true})
+	if checked := r.Walker.Check(resp, err); checked != nil {
+		if refusal(status.Code(err)) {
+			return fmt.Errorf("%w: %w", ErrNotStarted, checked)
+		}
 
-	return r.Walker.Check(resp, err)
+		return checked
+	}
+
+	return nil
+}
+
+// refusal reports whether a call that failed with code was answered with
+// a verdict, and so did nothing; a code of transport or of an internal
+// failure leaves it unknown what the node did.
+func refusal(code codes.Code) bool {
+	switch code {
+	case codes.InvalidArgument, codes.NotFound, codes.AlreadyExists, codes.PermissionDenied, codes.FailedPrecondition,
+		codes.OutOfRange, codes.Unimplemented, codes.Unauthenticated, codes.ResourceExhausted:
+		return true
+	default:
+		return false
+	}
 }

@@ -12,8 +12,10 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"github.com/siderolabs/talos/pkg/machinery/client"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/aegis-os/aegis/internal/version"
@@ -29,7 +31,8 @@ type fakeNodes struct {
 	tags     map[string]string                 // VersionInfo.Tag by node
 	services map[string][]*machine.ServiceInfo // by node
 	etcd     map[string]*machine.EtcdMemberStatus
-	upgrades []string // "NODE IMAGE preserve"
+	refuse   map[string]error // Upgrade's error by node
+	upgrades []string         // "NODE IMAGE preserve"
 }
 
 func nodeOf(ctx context.Context) string {
@@ -60,6 +63,10 @@ func (f *fakeNodes) Upgrade(ctx context.Context, req *machine.UpgradeRequest) (*
 	preserve := ""
 	if req.GetPreserve() {
 		preserve = " preserve"
+	}
+
+	if err := f.refuse[nodeOf(ctx)]; err != nil {
+		return nil, err
 	}
 
 	f.upgrades = append(f.upgrades, nodeOf(ctx)+" "+req.GetImage()+preserve)
@@ -179,6 +186,24 @@ func TestRemote(t *testing.T) {
 
 	if len(f.upgrades) != 1 || f.upgrades[0] != "10.0.1.2 upload-b.tar preserve" {
 		t.Fatalf("upgrades %v", f.upgrades)
+	}
+}
+
+// TestRemoteUpgradeRefused: an Upgrade call answered with a verdict is
+// ErrNotStarted; one that failed otherwise may have started.
+func TestRemoteUpgradeRefused(t *testing.T) {
+	f := &fakeNodes{refuse: map[string]error{
+		cp.Addr:     status.Error(codes.FailedPrecondition, "etcd would lose quorum: cp-2 is down"),
+		worker.Addr: status.Error(codes.Internal, "internal error"),
+	}}
+	r := remoteOf(t, f, nil)
+
+	if err := r.Upgrade(t.Context(), cp, "ref"); !errors.Is(err, ErrNotStarted) || !strings.Contains(err.Error(), "cp-2 is down") {
+		t.Fatalf("a refusal: %v", err)
+	}
+
+	if err := r.Upgrade(t.Context(), worker, "ref"); err == nil || errors.Is(err, ErrNotStarted) {
+		t.Fatalf("an internal error: %v", err)
 	}
 }
 

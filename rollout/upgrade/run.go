@@ -61,7 +61,8 @@ func (u *Upgrade) runBatch(ctx context.Context, batch []Entry) []failure {
 
 	for i, e := range batch {
 		if err := u.cluster.Upgrade(ctx, e.Member, refs[i]); err != nil {
-			failed = append(failed, failure{m: e.Member, what: "asking it to upgrade (MachineService.Upgrade)", err: err, touched: true})
+			failed = append(failed, failure{m: e.Member, what: "asking it to upgrade (MachineService.Upgrade)", err: err,
+				touched: !errors.Is(err, ErrNotStarted)})
 
 			break
 		}

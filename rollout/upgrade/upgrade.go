@@ -40,9 +40,16 @@ type Cluster interface {
 	// Upgrade call names it by. ctx bounds the whole delivery.
 	Deliver(ctx context.Context, m rollout.Member, path string) (ref string, err error)
 	// Upgrade asks m to switch to the delivered bundle ref; it returns
-	// once m has accepted, before it has switched.
+	// once m has accepted, before it has switched. An error that wraps
+	// ErrNotStarted says m refused, and nothing changed on it.
 	Upgrade(ctx context.Context, m rollout.Member, ref string) error
 }
+
+// ErrNotStarted marks an Upgrade call the member answered with a refusal
+// (it does not upgrade, the request or the moment is wrong, as when its
+// etcd would lose quorum): the member runs what it ran. Any other failure
+// of the call leaves it unknown whether the upgrade started.
+var ErrNotStarted = errors.New("it refused, and did not start the upgrade")
 
 // Options are an upgrade's: the walker's and the upgrade's own.
 type Options struct {

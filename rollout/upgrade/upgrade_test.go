@@ -2,6 +2,7 @@ package upgrade
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -107,6 +108,14 @@ func TestStopsAtFirstFailure(t *testing.T) {
 		want: []string{"upgrade stopped at w-2 (10.0.1.3), asking it to upgrade (MachineService.Upgrade): boom",
 			"upgraded to v0.3.0: cp-1 (10.0.0.2), cp-2 (10.0.0.3), cp-3 (10.0.0.4), w-1 (10.0.1.2)\n",
 			"not touched: w-3 (10.0.1.4)\n", "rolls back by itself", "'aegisctl -n 10.0.1.3 version'"},
+	}, {
+		name: "upgrade refused",
+		set: func(f *upgradetest.Cluster) {
+			f.FailUpgrade["cp-1"] = fmt.Errorf("%w: etcd would lose quorum", ErrNotStarted)
+		},
+		changes: []string{"deliver cp-1", "upgrade cp-1"},
+		want: []string{"upgrade stopped at cp-1 (10.0.0.2), asking it to upgrade (MachineService.Upgrade): it refused, and did not start the upgrade: etcd would lose quorum",
+			"not touched: cp-1 (10.0.0.2), cp-2", "Nothing changed on it"},
 	}, {
 		name:    "unhealthy before its upgrade",
 		set:     func(f *upgradetest.Cluster) { f.Unhealthy["w-3"] = boom },
@@ -271,14 +280,16 @@ func TestRefusesBeforeAnything(t *testing.T) {
 		want: []string{"reading the release bundle /nowhere: no bundle at /nowhere"},
 	}, {
 		name: "skew",
-		set:  func(f *upgradetest.Cluster, _ *Options) { f.Versions["w-1"], f.Versions["cp-2"] = "v0.1.4", "v0.1.0" },
-		want: []string{"nothing changed: the bundle's version v0.3.0 is outside the skew policy for:",
-			"cp-2 (10.0.0.3): outside the supported version skew: v0.1.0 to v0.3.0 skips a minor version; upgrade to v0.2 first",
-			"w-1 (10.0.1.2): outside"},
+		set: func(f *upgradetest.Cluster, _ *Options) {
+			f.Versions["w-1"], f.Versions["cp-2"], f.Versions["cp-3"] = "v0.1.4", "v0.1.0", "v0.1.0"
+		},
+		want: []string{"nothing changed: the bundle's version v0.3.0 is outside the skew policy of members:\n",
+			"\n  outside the supported version skew: v0.1.0 to v0.3.0 skips a minor version; upgrade to v0.2 first: cp-2 (10.0.0.3), cp-3 (10.0.0.4)\n",
+			"\n  outside the supported version skew: v0.1.4 to v0.3.0 skips a minor version; upgrade to v0.2 first: w-1 (10.0.1.2)"},
 	}, {
 		name: "downgrade",
 		set:  func(f *upgradetest.Cluster, _ *Options) { f.Versions["cp-1"] = "v0.3.1" },
-		want: []string{"cp-1 (10.0.0.2): outside the supported version skew: v0.3.1 to v0.3.0 is a downgrade"},
+		want: []string{"outside the supported version skew: v0.3.1 to v0.3.0 is a downgrade; roll the node back to the version it kept instead: cp-1 (10.0.0.2)"},
 	}, {
 		name: "no control plane",
 		set:  func(f *upgradetest.Cluster, _ *Options) { f.List = f.List[3:] },
