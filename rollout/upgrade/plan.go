@@ -96,26 +96,14 @@ func makePlan(in planInput) (*Plan, error) {
 
 	p := &Plan{Target: in.target, Bundle: in.bundle}
 	batch, inBatch := 0, 0
-
-	refused := map[string][]string{} // members by reason
-	var reasons []string
+	refused := &refusals{}
 
 	for _, m := range members {
 		e := Entry{Member: m, From: in.versions[m.Addr]}
 
-		var skewErr error
-		if e.From != in.target {
-			skewErr = in.skew(e.From, in.target)
-		}
-
 		switch {
 		case e.From == in.target:
-		case skewErr != nil:
-			if refused[skewErr.Error()] == nil {
-				reasons = append(reasons, skewErr.Error())
-			}
-
-			refused[skewErr.Error()] = append(refused[skewErr.Error()], m.String())
+		case refused.add(m, in.skew(e.From, in.target)):
 		case m.ControlPlane() || inBatch == 0 || inBatch == in.batch:
 			batch++
 			inBatch = 1
@@ -132,17 +120,53 @@ func makePlan(in planInput) (*Plan, error) {
 		p.Entries = append(p.Entries, e)
 	}
 
-	if len(reasons) > 0 {
-		lines := make([]string, len(reasons))
-		for i, r := range reasons {
-			lines[i] = r + ": " + strings.Join(refused[r], ", ")
-		}
-
-		return nil, fmt.Errorf("nothing changed: the bundle's version %s is outside the skew policy of members:\n  %s",
-			in.target, strings.Join(lines, "\n  "))
+	if err := refused.err(in.target); err != nil {
+		return nil, err
 	}
 
 	return p, nil
+}
+
+// refusals are the members the skew policy refuses, by reason, in the
+// order the reasons came.
+type refusals struct {
+	reasons []string
+	members map[string][]string
+}
+
+// add records m under err's reason, and reports whether err refused it.
+func (r *refusals) add(m rollout.Member, err error) bool {
+	if err == nil {
+		return false
+	}
+
+	if r.members == nil {
+		r.members = map[string][]string{}
+	}
+
+	reason := err.Error()
+	if r.members[reason] == nil {
+		r.reasons = append(r.reasons, reason)
+	}
+
+	r.members[reason] = append(r.members[reason], m.String())
+
+	return true
+}
+
+// err names every member refused, under its reason; nil if none was.
+func (r *refusals) err(target string) error {
+	if len(r.reasons) == 0 {
+		return nil
+	}
+
+	lines := make([]string, len(r.reasons))
+	for i, reason := range r.reasons {
+		lines[i] = reason + ": " + strings.Join(r.members[reason], ", ")
+	}
+
+	return fmt.Errorf("nothing changed: the bundle's version %s is outside the skew policy of members:\n  %s",
+		target, strings.Join(lines, "\n  "))
 }
 
 // rank orders members: control planes the client does not call through,
