@@ -20,6 +20,7 @@ func nodeCommands(e *env) []*cobra.Command {
 		newBootstrapCommand(e), newEtcdCommand(e), newGetCommand(e), newDashboardCommand(e),
 		newContainersCommand(e), newStatsCommand(e), newRestartCommand(e), newImageCommand(e),
 		newApplyConfigCommand(e), newPatchCommand(e), newRotateCACommand(e), newMembersCommand(e),
+		newUpgradeCommand(e),
 	}
 }
 
