@@ -12,6 +12,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/aegis-os/aegis/internal/version"
 )
 
 // Source is what Write puts in a bundle: the tree `make build` leaves.
@@ -45,6 +47,10 @@ func (src Source) local(p string) string {
 // Write writes a gzip-compressed bundle of src to w: the manifest, then
 // every file of Contents with the size and digest the manifest names.
 func Write(w io.Writer, src Source) (*Manifest, error) {
+	if !version.IsSemver(src.Version) {
+		return nil, fmt.Errorf("%w: version %s is not semver (scripts/version.sh gives one)", ErrFormat, quote(src.Version))
+	}
+
 	m := &Manifest{Format: FormatVersion, Version: src.Version, Commit: src.Commit}
 
 	for _, p := range Contents() {
