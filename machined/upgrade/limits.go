@@ -24,6 +24,11 @@ const (
 	// start no fourth chance.
 	MaxTrialStarts = 3
 
+	// MaxUpload bounds one uploaded bundle: the bundle's own bound on
+	// its files (bundle.MaxSize) with room for the archive's headers and
+	// the manifest; gzip only makes it smaller.
+	MaxUpload = 1<<30 + 1<<20
+
 	// MaxStateFile bounds the slot state read at start: a few hundred
 	// bytes of JSON, so 64 KiB refuses only a damaged file.
 	MaxStateFile = 64 << 10
