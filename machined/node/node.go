@@ -26,9 +26,9 @@ import (
 	"github.com/aegis-os/aegis/machined/resources"
 	"github.com/aegis-os/aegis/machined/revocation"
 	"github.com/aegis-os/aegis/machined/system"
-	"github.com/aegis-os/aegis/machined/upgrade"
 	"github.com/aegis-os/aegis/machined/system/events"
 	"github.com/aegis-os/aegis/machined/system/logs"
+	"github.com/aegis-os/aegis/machined/upgrade"
 	"github.com/aegis-os/aegis/trustd"
 )
 
