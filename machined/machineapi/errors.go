@@ -113,7 +113,8 @@ func refusal(err error) (codes.Code, string, bool) {
 	}
 
 	switch {
-	case errors.Is(err, ErrBadRequest), errors.Is(err, etcd.ErrBadSnapshot), errors.Is(err, bundle.ErrInvalid):
+	case errors.Is(err, ErrBadRequest), errors.Is(err, etcd.ErrBadSnapshot), errors.Is(err, bundle.ErrInvalid),
+		errors.Is(err, upgrade.ErrUpload):
 		return codes.InvalidArgument, err.Error(), true
 	case errors.Is(err, ErrNotFound), errors.Is(err, system.ErrUnknownService), errors.Is(err, etcd.ErrMemberNotFound),
 		errors.Is(err, containerd.ErrNoContainer):

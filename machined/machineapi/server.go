@@ -61,6 +61,9 @@ type Config struct {
 	// Upgrader installs release bundles and switches between the node's
 	// slots; nil refuses Upgrade and Rollback as FailedPrecondition.
 	Upgrader Upgrader
+	// Uploads keeps the bundles the BundleService receives; nil refuses
+	// Upload as FailedPrecondition.
+	Uploads Receiver
 	// Containers is the node's containerd; nil on a node that runs its
 	// services as processes: the container methods then answer
 	// FailedPrecondition.

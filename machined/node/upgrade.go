@@ -25,10 +25,6 @@ import (
 // cmd/machined then executes the active slot's machined.
 var ErrSwitchVersion = errors.New("node: switching to another installed version")
 
-// UploadRefPrefix starts the reference of a bundle uploaded to the node
-// (the BundleService's Upload); the bundle's SHA-256 follows in hex.
-const UploadRefPrefix = "upload:"
-
 // upgrades are the node's installed versions as the API changes them.
 type upgrades struct {
 	// mu orders Upgrade, Rollback and the end of a trial.
@@ -123,7 +119,7 @@ func (n *Node) Upgrade(ctx context.Context, ref string, stage bool, actor string
 // bundlePath resolves Upgrade's image: an uploaded bundle's reference, or
 // an absolute path on the node.
 func (n *Node) bundlePath(ref string) (string, error) {
-	if digest, ok := strings.CutPrefix(ref, UploadRefPrefix); ok {
+	if digest, ok := strings.CutPrefix(ref, upgrade.UploadRefPrefix); ok {
 		p, err := n.uploads().Path(digest)
 		if err != nil {
 			return "", machineapi.Refuse(machineapi.ErrNotFound, err.Error())
@@ -134,7 +130,7 @@ func (n *Node) bundlePath(ref string) (string, error) {
 
 	if !filepath.IsAbs(ref) {
 		return "", machineapi.Refuse(machineapi.ErrBadRequest,
-			fmt.Sprintf("Upgrade: image %q is neither an absolute path on the node nor an upload reference (%s<sha256>)", ref, UploadRefPrefix))
+			fmt.Sprintf("Upgrade: image %q is neither an absolute path on the node nor an upload reference (%s<sha256>)", ref, upgrade.UploadRefPrefix))
 	}
 
 	return ref, nil

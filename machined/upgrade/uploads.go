@@ -16,6 +16,11 @@ import (
 // InvalidArgument.
 var ErrUpload = errors.New("upgrade: upload refused")
 
+// UploadRefPrefix starts the reference of an uploaded bundle, which the
+// BundleService's Upload returns and MachineService.Upgrade takes as its
+// image: "upload:" then the bundle's SHA-256 in lowercase hex.
+const UploadRefPrefix = "upload:"
+
 // Uploads keeps the release bundles uploaded to a node, each in a file
 // named by its SHA-256; only the latest is kept, so that uploads never
 // fill the disk.
@@ -39,8 +44,9 @@ func (u Uploads) Path(digest string) (string, error) {
 }
 
 // Receive writes size bytes read from r into the upload folder and checks
-// them against digest (hex SHA-256); it returns the digest once the file
-// is in place, and removes every older upload then.
+// them against digest (hex SHA-256); it returns the bundle's reference
+// (UploadRefPrefix and the digest) once the file is in place, and removes
+// every older upload then.
 func (u Uploads) Receive(r io.Reader, size int64, digest string) (string, error) {
 	want, err := hex.DecodeString(digest)
 
@@ -85,7 +91,7 @@ func (u Uploads) Receive(r io.Reader, size int64, digest string) (string, error)
 
 	u.removeOthers(digest)
 
-	return digest, nil
+	return UploadRefPrefix + digest, nil
 }
 
 // removeOthers removes every upload but keep's.

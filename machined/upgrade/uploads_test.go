@@ -41,11 +41,11 @@ func TestUploads(t *testing.T) {
 	}
 
 	ref, err := u.Receive(bytes.NewReader(data), int64(len(data)), digest)
-	if err != nil || ref != digest {
+	if err != nil || ref != UploadRefPrefix+digest {
 		t.Fatalf("Receive: %q, %v", ref, err)
 	}
 
-	p, err := u.Path(ref)
+	p, err := u.Path(digest)
 	if got, _ := os.ReadFile(p); err != nil || !bytes.Equal(got, data) {
 		t.Fatalf("Path: %s %v", p, err)
 	}
@@ -57,7 +57,7 @@ func TestUploads(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	if _, err := u.Path(ref); err == nil {
+	if _, err := u.Path(digest); err == nil {
 		t.Fatal("an older upload was kept")
 	}
 
