@@ -130,7 +130,8 @@ func TestUpgrade(t *testing.T) {
 }
 
 // TestUpgradeRefusedWithoutQuorum: of two control planes, neither may go:
-// etcd would lose quorum, and the refusal says so before anything changes.
+// etcd would lose quorum, and the refusal says so, naming the member that
+// would be left, before anything changes.
 func TestUpgradeRefusedWithoutQuorum(t *testing.T) {
 	needImages(t)
 
@@ -139,10 +140,14 @@ func TestUpgradeRefusedWithoutQuorum(t *testing.T) {
 	admin := talosClient(t, c.ClientConfigPath())
 	ref := uploadBundle(t, clusterAdmin(t, c).conn(t, cp.Address), writeBundle(t, binDir, version.Dev))
 
-	eventually(t, "two voting members", func() error { return votersAre(etcdCtx(t), admin, cp.Address, c.ControlPlanes()[0].Name, c.ControlPlanes()[1].Name) })
+	eventually(t, "two voting members", func() error {
+		return votersAre(etcdCtx(t), admin, cp.Address, c.ControlPlanes()[0].Name, c.ControlPlanes()[1].Name)
+	})
 
 	_, err := admin.UpgradeWithOptions(client.WithNode(etcdCtx(t), cp.Address), client.WithUpgradeImage(ref))
-	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "etcd would lose quorum") {
+	other := c.ControlPlanes()[1].Name
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "etcd would lose quorum") ||
+		!strings.Contains(err.Error(), "("+other+")") {
 		t.Fatalf("Upgrade of one of two control planes: %v, want FailedPrecondition naming the quorum", err)
 	}
 

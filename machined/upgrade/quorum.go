@@ -37,13 +37,14 @@ func CheckQuorum(members []Member, self string) error {
 	quorum := len(members)/2 + 1
 	healthy := 0
 
-	var down []string
+	var up, down []string
 
 	for _, m := range members {
 		switch {
 		case m.Name == self:
 		case m.Healthy:
 			healthy++
+			up = append(up, m.Name)
 		default:
 			down = append(down, m.Name)
 		}
@@ -53,12 +54,13 @@ func CheckQuorum(members []Member, self string) error {
 		return nil
 	}
 
-	if len(down) == 0 {
-		return fmt.Errorf("%w: %d members need %d up, and only %d would be while %s restarts; add a control plane first",
-			ErrQuorum, len(members), quorum, healthy, self)
-	}
-
+	slices.Sort(up)
 	slices.Sort(down)
+
+	if len(down) == 0 {
+		return fmt.Errorf("%w: %d members need %d up, and only %d (%s) would be while %s restarts; add a control plane first",
+			ErrQuorum, len(members), quorum, healthy, strings.Join(up, ", "), self)
+	}
 
 	return fmt.Errorf("%w: %d of %d members would be up while %s restarts, %d needed; not healthy: %s; bring them back first",
 		ErrQuorum, healthy, len(members), self, quorum, strings.Join(down, ", "))

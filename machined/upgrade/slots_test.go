@@ -177,7 +177,7 @@ func TestCheckQuorum(t *testing.T) {
 		{"three healthy", []Member{up("cp1"), up("cp2"), up("cp3")}, ""},
 		{"self down, others up", []Member{down("cp1"), up("cp2"), up("cp3")}, ""},
 		{"one other down", []Member{up("cp1"), down("cp2"), up("cp3")}, "not healthy: cp2"},
-		{"two of two", []Member{up("cp1"), up("cp2")}, "add a control plane first"},
+		{"two of two", []Member{up("cp1"), up("cp2")}, "only 1 (cp2) would be"},
 		{"five, two down", []Member{up("cp1"), down("cp5"), up("cp3"), down("cp4"), up("cp2")}, "not healthy: cp4, cp5"},
 		{"five, one down", []Member{up("cp1"), down("cp5"), up("cp3"), up("cp4"), up("cp2")}, ""},
 	} {
