@@ -113,9 +113,22 @@ func TestWriteThenExtract(t *testing.T) {
 		}
 	}
 
+	for _, plain := range []bool{false, true} {
+		checkRoundTrip(t, Source{BinDir: src, Version: "v0.3.0", Commit: "abc", Plain: plain})
+	}
+}
+
+// checkRoundTrip writes a bundle of src and extracts it again.
+func checkRoundTrip(t *testing.T, src Source) {
+	t.Helper()
+
 	var buf bytes.Buffer
-	if _, err := Write(&buf, Source{BinDir: src, Version: "v0.3.0", Commit: "abc"}); err != nil {
+	if _, err := Write(&buf, src); err != nil {
 		t.Fatal(err)
+	}
+
+	if gz := bytes.HasPrefix(buf.Bytes(), []byte{0x1f, 0x8b}); gz == src.Plain {
+		t.Fatalf("Plain %v wrote gzip %v", src.Plain, gz)
 	}
 
 	dir := filepath.Join(t.TempDir(), "slot")

