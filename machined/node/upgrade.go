@@ -90,19 +90,12 @@ func (n *Node) Upgrade(ctx context.Context, ref string, stage bool, actor string
 		}
 	}
 
-	name := upgrade.NextSlot(s)
-	dir := n.slots().SlotDir(name)
+	name, err := n.install(s, incoming, m.Version)
+	if err != nil {
+		if !stage {
+			n.releaseLease(ctx)
+		}
 
-	if err := replaceDir(incoming, dir); err != nil {
-		return "", err
-	}
-
-	slot := upgrade.Slot{Name: name, BinDir: filepath.Join(dir, bundle.BinDir), ImageDir: filepath.Join(dir, bundle.ImageDir), Version: m.Version}
-	if s, err = upgrade.Stage(s, slot); err != nil {
-		return "", err
-	}
-
-	if err := n.slots().Save(s); err != nil {
 		return "", err
 	}
 
@@ -114,6 +107,26 @@ func (n *Node) Upgrade(ctx context.Context, ref string, stage bool, actor string
 	}
 
 	return m.Version, nil
+}
+
+// install moves the checked bundle at incoming into the next slot and
+// stages it; it returns the slot's name.
+func (n *Node) install(s upgrade.State, incoming, v string) (string, error) {
+	name := upgrade.NextSlot(s)
+	dir := n.slots().SlotDir(name)
+
+	if err := replaceDir(incoming, dir); err != nil {
+		return "", err
+	}
+
+	slot := upgrade.Slot{Name: name, BinDir: filepath.Join(dir, bundle.BinDir), ImageDir: filepath.Join(dir, bundle.ImageDir), Version: v}
+
+	s, err := upgrade.Stage(s, slot)
+	if err != nil {
+		return "", err
+	}
+
+	return name, n.slots().Save(s)
 }
 
 // bundlePath resolves Upgrade's image: an uploaded bundle's reference, or

@@ -156,13 +156,18 @@ func Confirm(s State) State {
 
 // Stage records next to become active at the next start. It refuses
 // while the active version is on trial: a trial is confirmed or rolled
-// back before anything else is installed.
+// back before anything else is installed. A previous version kept in
+// next's slot is gone (the new one was installed over it): none is kept
+// then until the switch makes the active one previous.
 func Stage(s State, next Slot) (State, error) {
 	if s.Trial != nil {
 		return s, fmt.Errorf("%w until %s (started %d times); wait for it to be confirmed or rolled back", ErrOnTrial, s.Trial.Deadline.UTC().Format(time.RFC3339), s.Trial.Starts)
 	}
 
 	s.Staged = &next
+	if s.Previous != nil && s.Previous.Name == next.Name {
+		s.Previous = nil
+	}
 
 	return s, nil
 }

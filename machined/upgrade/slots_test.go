@@ -130,6 +130,26 @@ func TestRollBackOnDemandSwaps(t *testing.T) {
 	}
 }
 
+func TestStageOverPreviousDropsIt(t *testing.T) {
+	s, _ := Start(staged(t), time.Unix(0, 0), time.Minute)
+	s = Confirm(s)
+	s, _ = RollBack(s, "asked") // active installed, previous a
+
+	next := Slot{Name: NextSlot(s), BinDir: "/s/a/bin", Version: "v0.3.1"}
+	if next.Name != "a" {
+		t.Fatalf("next slot %s", next.Name)
+	}
+
+	s, err := Stage(s, next)
+	if err != nil || s.Previous != nil {
+		t.Fatalf("a previous version in the slot installed over is still kept: %+v %v", s.Previous, err)
+	}
+
+	if _, err := RollBack(s, "asked"); !errors.Is(err, ErrNoPrevious) {
+		t.Fatalf("rollback to a slot installed over: %v", err)
+	}
+}
+
 func TestNextSlotAlternates(t *testing.T) {
 	for active, want := range map[string]string{InstalledSlot: "a", "a": "b", "b": "a"} {
 		if got := NextSlot(State{Active: Slot{Name: active}}); got != want {
