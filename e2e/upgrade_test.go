@@ -43,7 +43,8 @@ const upgradeTrial = 20 * time.Second
 // TestUpgrade upgrades a control plane built as upgradeOldTag to this
 // build over the API, as an operator would with the Talos client: a
 // damaged bundle refused before anything changes, the upgrade, a rollback
-// on demand, and a bundle whose apid cannot start, rolled back by the node
+// on demand, a staged upgrade that a restart of the installed machined
+// boots, and a bundle whose apid cannot start, rolled back by the node
 // itself.
 func TestUpgrade(t *testing.T) {
 	needImages(t)
@@ -102,6 +103,29 @@ func TestUpgrade(t *testing.T) {
 		waitVersion(t, admin, cp.Address, upgradeOldTag)
 	})
 
+	t.Run("staged, then booted by a restart from the installed machined", func(t *testing.T) {
+		ref := uploadBundle(t, bundles, writeBundle(t, binDir, version.Dev))
+
+		if _, err := admin.UpgradeWithOptions(client.WithNode(etcdCtx(t), cp.Address), client.WithUpgradeImage(ref),
+			client.WithUpgradeStage(true)); err != nil {
+			t.Fatal(err)
+		}
+
+		waitVersion(t, admin, cp.Address, upgradeOldTag)
+
+		// What a supervisor does: stop machined, start it again from
+		// where it was installed (old's machined, old's --bin-dir).
+		if err := c.StopNode(cp.Name); err != nil {
+			t.Fatal(err)
+		}
+
+		if _, err := c.StartNode(etcdCtx(t), cp.Name, etcdTimeout); err != nil {
+			t.Fatal(err)
+		}
+
+		waitVersion(t, admin, cp.Address, version.Dev)
+	})
+
 	t.Run("a version whose apid cannot start rolls back by itself", func(t *testing.T) {
 		broken := brokenBin(t)
 		ref := uploadBundle(t, bundles, writeBundle(t, broken, "v0.1.1"))
@@ -113,15 +137,15 @@ func TestUpgrade(t *testing.T) {
 
 		eventually(t, "the node back on its version", func() error {
 			s, _, err := store.Load()
-			if err == nil && (s.Active.Version != upgradeOldTag || !strings.Contains(s.LastRollback, "v0.1.1 was not healthy within")) {
+			if err == nil && (s.Active.Version != version.Dev || !strings.Contains(s.LastRollback, "v0.1.1 was not healthy within")) {
 				err = fmt.Errorf("slots %+v", s)
 			}
 
 			return err
 		})
 
-		waitVersion(t, admin, cp.Address, upgradeOldTag)
-		t.Logf("rollback: node back on %s with its services up %s after the call", upgradeOldTag, time.Since(start).Round(time.Millisecond))
+		waitVersion(t, admin, cp.Address, version.Dev)
+		t.Logf("rollback: node back on %s with its services up %s after the call", version.Dev, time.Since(start).Round(time.Millisecond))
 
 		if tail := c.Tail(cp, 400); !strings.Contains(tail, `"msg":"upgrade rolled back"`) {
 			t.Fatalf("no log line of the rollback:\n%s", tail)
