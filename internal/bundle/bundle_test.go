@@ -131,6 +131,10 @@ func checkRoundTrip(t *testing.T, src Source) {
 		t.Fatalf("Plain %v wrote gzip %v", src.Plain, gz)
 	}
 
+	if m, err := ReadManifest(bytes.NewReader(buf.Bytes())); err != nil || m.Version != src.Version {
+		t.Fatalf("ReadManifest: %+v, %v", m, err)
+	}
+
 	dir := filepath.Join(t.TempDir(), "slot")
 
 	m, err := Extract(bytes.NewReader(buf.Bytes()), dir, Options{Running: "v0.2.4"})
@@ -221,6 +225,20 @@ func TestExtractRefuses(t *testing.T) {
 				t.Fatalf("a refused bundle left %s behind (%v)", dir, serr)
 			}
 		})
+	}
+}
+
+func TestReadManifestRefuses(t *testing.T) {
+	good := goodEntries()
+	m := manifestOf("v0.3.0", good)
+	m.Files = m.Files[1:]
+
+	if _, err := ReadManifest(bytes.NewReader(archive(t, true, marshal(t, m), good))); !errors.Is(err, ErrMissingFile) {
+		t.Fatalf("ReadManifest of a manifest that lacks a file: %v", err)
+	}
+
+	if _, err := ReadManifest(bytes.NewReader([]byte("not a bundle, not a tar archive"))); !errors.Is(err, ErrFormat) {
+		t.Fatalf("ReadManifest of text: %v", err)
 	}
 }
 

@@ -52,6 +52,19 @@ func Extract(r io.Reader, dir string, opts Options) (m *Manifest, err error) {
 	return m, extractFiles(tr, dir, m)
 }
 
+// ReadManifest reads and checks the manifest of the bundle r without
+// reading its files: what a client needs to know which version a bundle
+// installs before it uploads it. The files are checked by Extract, on the
+// node.
+func ReadManifest(r io.Reader) (*Manifest, error) {
+	tr, err := open(r)
+	if err != nil {
+		return nil, err
+	}
+
+	return readManifest(tr, Options{})
+}
+
 // open reads r as a tar archive, through gzip when it starts as gzip does.
 func open(r io.Reader) (*tar.Reader, error) {
 	br := bufio.NewReader(r)
