@@ -57,8 +57,8 @@ install: build
 	install -m 0755 $(addprefix $(BIN)/,$(INSTALL_BINS)) '$(DESTDIR)$(PREFIX)/bin/'
 	install -m 0644 $(BIN)/images/*.tar '$(DESTDIR)$(PREFIX)/lib/aegis/images/'
 
-## release: Debian packages (aegisctl, aegis-node with machined's systemd unit) and a
-## tarball in $(OUT)/release, stamped with VERSION, with the man pages and completions; then
+## release: Debian packages (aegisctl, aegis-node with machined's systemd unit), a
+## tarball and the release bundle nodes upgrade from in $(OUT)/release, stamped with VERSION, with the man pages and completions; then
 ## installs them into a clean root and runs systemd-analyze verify on the units (fails, never
 ## skips, without dpkg-deb or systemd-analyze). Not part of make test: a build of everything
 release: release-deps build

@@ -15,6 +15,7 @@ import (
 	"github.com/aegis-os/aegis/api/revocations"
 	"github.com/aegis-os/aegis/api/rotation"
 	"github.com/aegis-os/aegis/api/tokens"
+	upgradeapi "github.com/aegis-os/aegis/api/upgrade"
 	"github.com/aegis-os/aegis/authz/role"
 )
 
@@ -28,7 +29,7 @@ type Rules map[string]role.Set
 // machine.MachineService, cluster.ClusterService, cosi.resource.State,
 // time.TimeService, aegis.tokens.TokenService,
 // aegis.certificates.CertificateService, aegis.revocations.RevocationService,
-// aegis.rotation.RotationService
+// aegis.rotation.RotationService, aegis.upgrade.BundleService
 // and aegis.membership.MembershipService, with Talos's split between readers,
 // operators, etcd backups and admins. os:impersonator alone is allowed
 // nothing: it only carries other callers' roles.
@@ -133,6 +134,7 @@ func DefaultRules() Rules {
 		tokens.TokenService_Create_FullMethodName,
 		tokens.TokenService_List_FullMethodName,
 		tokens.TokenService_Revoke_FullMethodName,
+		upgradeapi.BundleService_Upload_FullMethodName,
 		revocations.RevocationService_Revoke_FullMethodName,
 		revocations.RevocationService_List_FullMethodName,
 		rotation.RotationService_Get_FullMethodName,

@@ -28,6 +28,7 @@ var servedServices = []protoreflect.FullName{
 	"aegis.membership.MembershipService",
 	"aegis.machineconfig.MachineConfigService",
 	"aegis.rotation.RotationService",
+	"aegis.upgrade.BundleService",
 	"cluster.ClusterService",
 	"cosi.resource.State",
 	"time.TimeService",

@@ -40,7 +40,7 @@ var walkedServices = []protoreflect.FullName{
 // Their behaviour is tested where they are implemented.
 var disruptive = []string{
 	"/machine.MachineService/Reboot", "/machine.MachineService/Shutdown", "/machine.MachineService/Reset",
-	"/machine.MachineService/Upgrade", "/machine.MachineService/EtcdLeaveCluster",
+	"/machine.MachineService/Upgrade", "/machine.MachineService/Rollback", "/machine.MachineService/EtcdLeaveCluster",
 	"/machine.MachineService/ApplyConfiguration", "/machine.MachineService/EtcdForfeitLeadership",
 }
 

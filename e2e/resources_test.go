@@ -174,8 +174,8 @@ func TestResourceAPI(t *testing.T) {
 		}
 
 		_, err = admin.MachineClient.Rollback(client.WithNode(etcdCtx(t), cp.Address), &machine.RollbackRequest{})
-		if status.Code(err) != codes.Unimplemented || !strings.Contains(err.Error(), "Rollback") {
-			t.Errorf("Rollback: %v", err)
+		if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "no previous version") {
+			t.Errorf("Rollback of a node never upgraded: %v", err)
 		}
 	})
 

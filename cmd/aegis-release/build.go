@@ -17,9 +17,12 @@ import (
 type built struct {
 	debs    []string
 	tarball string
+	bundle  string
 }
 
-func (b built) files() []string { return append(append([]string(nil), b.debs...), b.tarball) }
+func (b built) files() []string {
+	return append(append([]string(nil), b.debs...), b.tarball, b.bundle)
+}
 
 // build stages the generated files, then writes the Debian packages and
 // the tarball into out.
@@ -52,6 +55,10 @@ func build(in inputs, out string) (built, error) {
 
 	if b.tarball, err = writeTarball(pkgs, in, out); err != nil {
 		return b, fmt.Errorf("tarball: %w", err)
+	}
+
+	if b.bundle, err = writeBundle(in, out); err != nil {
+		return b, fmt.Errorf("bundle: %w", err)
 	}
 
 	return b, nil

@@ -1,8 +1,10 @@
 // Command aegis-release builds what operators install Aegis from, into one
 // folder: Debian packages (aegisctl, for a workstation; aegis-node, for a
 // node: machined, apid, trustd, etcd, the service image archives, the
-// systemd unit of machined) built with nfpm, and a tarball holding both
-// packages' files in the same layout.
+// systemd unit of machined) built with nfpm, a tarball holding both
+// packages' files in the same layout, and the release bundle a node
+// upgrades from (internal/bundle: the node's binaries and images with a
+// manifest of their digests).
 //
 //	aegis-release --bin-dir bin --man-dir docs/man --version VERSION --out _out/release [--verify]
 //

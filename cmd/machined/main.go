@@ -4,9 +4,14 @@
 // certificates service that waits for time sync to issue and renew) and
 // serves the MachineService to apid, until SIGTERM, SIGINT, a Shutdown or
 // a Reset call; after a Reset that asks for a reboot it executes itself
-// again with the same arguments.
+// again with the same arguments. After an upgrade (MachineService.Upgrade)
+// the node keeps its versions in slots under DIR/upgrade: machined started
+// from anywhere runs the active slot's machined (executing it, with that
+// slot's --bin-dir and --image-dir), and a version on trial that is not
+// healthy within --upgrade-trial (5s to 30m, default 2m), or that starts
+// three times without becoming so, is replaced by the version kept.
 //
-//	machined --config FILE --state DIR [--bin-dir DIR] [--image-dir DIR] [--node-cert-ttl D] [--heartbeat-interval D] [--log-level LEVEL] [--log-format json|text] [--metrics-listen ADDR]
+//	machined --config FILE --state DIR [--bin-dir DIR] [--image-dir DIR] [--node-cert-ttl D] [--heartbeat-interval D] [--upgrade-trial D] [--log-level LEVEL] [--log-format json|text] [--metrics-listen ADDR]
 //	machined --version
 //
 // The whole node lives under DIR. A config with errors is refused with every
@@ -46,6 +51,7 @@ import (
 	"github.com/aegis-os/aegis/machined/membership"
 	"github.com/aegis-os/aegis/machined/node"
 	"github.com/aegis-os/aegis/machined/system/logs"
+	"github.com/aegis-os/aegis/machined/upgrade"
 	"github.com/aegis-os/aegis/trustd"
 )
 
@@ -53,6 +59,7 @@ type options struct {
 	config, state, binDir string
 	imageDir              string
 	nodeCertTTL           time.Duration
+	trialTimeout          time.Duration
 	heartbeat             time.Duration
 	daemonflag.Flags
 }
@@ -62,9 +69,14 @@ func main() {
 	defer stop()
 
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	if errors.Is(err, node.ErrRebootAfterReset) {
+
+	switch {
+	case errors.Is(err, node.ErrRebootAfterReset):
 		stop()
 		err = reexec()
+	case errors.Is(err, node.ErrSwitchVersion):
+		stop()
+		err = switchSlot(stateDir(os.Args[1:]))
 	}
 
 	if err != nil {
@@ -89,6 +101,17 @@ func reexec() error {
 	return fmt.Errorf("booting again after the reset: %w", syscall.Exec(exe, os.Args, os.Environ())) //nolint:gosec // machined's own binary and arguments
 }
 
+// stateDir is the --state of args, made absolute as run made it; empty
+// when it cannot be read (run refused the arguments before).
+func stateDir(args []string) string {
+	opts, err := parseFlags(args, io.Discard)
+	if err != nil {
+		return ""
+	}
+
+	return opts.state
+}
+
 // flagSet is machined's command line, writing usage to stderr; its man
 // page is generated from it.
 func (o *options) flagSet(stderr io.Writer) *flag.FlagSet {
@@ -99,6 +122,7 @@ func (o *options) flagSet(stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&o.binDir, "bin-dir", "", "`DIR`ectory of the apid and trustd binaries (default: machined's own)")
 	fs.StringVar(&o.imageDir, "image-dir", "", "`DIR`ectory of the image archives of apid, trustd and etcd, for the containerd runtime (default: BIN-DIR/images)")
 	fs.DurationVar(&o.nodeCertTTL, "node-cert-ttl", node.NodeCertTTL, "lifetime of the node certificates this node issues or has trustd sign (1m to 24h)")
+	fs.DurationVar(&o.trialTimeout, "upgrade-trial", upgrade.TrialTimeout, "how long a new version has to become healthy before the node goes back to the one it kept (5s to 30m)")
 	fs.DurationVar(&o.heartbeat, "heartbeat-interval", membership.DefaultInterval, "how often the node refreshes its membership entry (1s to 5m); it ages out after three intervals")
 	o.Register(fs)
 
@@ -122,6 +146,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, errors.New("--config and --state are required")
 	case o.nodeCertTTL < trustd.MinCertTTL || o.nodeCertTTL > trustd.MaxCertTTL:
 		return o, fmt.Errorf("--node-cert-ttl %s outside [%s, %s]", o.nodeCertTTL, trustd.MinCertTTL, trustd.MaxCertTTL)
+	case o.trialTimeout < upgrade.MinTrialTimeout || o.trialTimeout > upgrade.MaxTrialTimeout:
+		return o, fmt.Errorf("--upgrade-trial %s outside [%s, %s]", o.trialTimeout, upgrade.MinTrialTimeout, upgrade.MaxTrialTimeout)
 	}
 
 	// The services run with their own working directory: every path they
@@ -169,6 +195,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 
+	// The version the node runs is the active slot's, after an upgrade.
+	slot, decision, err := chooseSlot(&opts, time.Now())
+	if err != nil {
+		return err
+	}
+
 	for _, bin := range []string{"apid", "trustd"} {
 		if _, err := os.Stat(filepath.Join(opts.binDir, bin)); err != nil {
 			return fmt.Errorf("binary %s not found in %s (give --bin-dir): %w", bin, opts.binDir, err)
@@ -208,7 +240,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	n, err := node.New(node.Config{
 		ConfigPath: opts.config, Machine: cfg, State: opts.state, BinDir: opts.binDir, ImageDir: opts.imageDir,
 		MachinedLog: own, Logger: log, LogLevel: opts.Level, LogFormat: opts.Format, NodeCertTTL: opts.nodeCertTTL, Metrics: reg,
-		HeartbeatInterval: opts.heartbeat,
+		HeartbeatInterval: opts.heartbeat, Slot: slot, StartDecision: decision,
 	})
 	if err != nil {
 		return err

@@ -98,8 +98,15 @@ const (
 	NotAfter = "not_after"
 	// TTL is a certificate's lifetime.
 	TTL = "ttl"
-	// Reason is why a request was refused, as the caller read it.
+	// Reason is why a request was refused, as the caller read it; for
+	// an upgrade, why the node went back to the version it kept.
 	Reason = "reason"
+	// Version is an Aegis version, of a release bundle or a slot.
+	Version = "version"
+	// Slot is the name of a slot of installed versions.
+	Slot = "slot"
+	// Staged is true when an upgrade waits for machined's next start.
+	Staged = "staged"
 	// RefusalCode is the gRPC code of a refusal, in audit records.
 	RefusalCode = "code"
 	// AskingSerial and AskingCommonName are the certificate a renewal

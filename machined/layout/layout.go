@@ -64,3 +64,10 @@ func (l Layout) RevocationList() string { return filepath.Join(l.State, "revocat
 // PreviousConfig is the machine config a config apply replaced, kept as
 // it was (mode 0600: it holds the token and a control plane's CA keys).
 func (l Layout) PreviousConfig() string { return filepath.Join(l.State, "config.previous.yaml") }
+
+// UpgradeDir holds the node's installed versions: the slots' record
+// (state.json), the slot directories and the uploaded bundles.
+func (l Layout) UpgradeDir() string { return filepath.Join(l.State, "upgrade") }
+
+// UploadDir holds the release bundles uploaded to the node, by digest.
+func (l Layout) UploadDir() string { return filepath.Join(l.UpgradeDir(), "uploads") }

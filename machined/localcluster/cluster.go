@@ -39,6 +39,9 @@ type Cluster struct {
 	// HeartbeatInterval is given to every machined as
 	// --heartbeat-interval; zero leaves machined's default.
 	HeartbeatInterval time.Duration `json:"heartbeatInterval,omitempty"`
+	// UpgradeTrial is given to every machined as --upgrade-trial; zero
+	// leaves machined's default.
+	UpgradeTrial time.Duration `json:"upgradeTrial,omitempty"`
 	// Runtime is every node's machine.runtime; empty leaves it out (the
 	// process runtime).
 	Runtime certs.Runtime `json:"runtime,omitempty"`
@@ -135,7 +138,7 @@ func (c *Cluster) save() error {
 // writes the secrets, the configs and the manifest.
 func prepare(opts Options) (*Cluster, error) {
 	c := &Cluster{Name: opts.Name, Dir: filepath.Join(opts.StateDir, opts.Name), BinDir: opts.BinDir, NodeCertTTL: opts.NodeCertTTL, Metrics: opts.Metrics,
-		HeartbeatInterval: opts.HeartbeatInterval, Runtime: opts.Runtime}
+		HeartbeatInterval: opts.HeartbeatInterval, UpgradeTrial: opts.UpgradeTrial, Runtime: opts.Runtime}
 	if opts.Network == NetworkNetns {
 		c.Net = newNet(opts.NetnsPrefix, opts.CIDR)
 	}

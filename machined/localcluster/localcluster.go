@@ -55,6 +55,10 @@ type Options struct {
 	// often each node refreshes its member entry, 10 s when zero. Short
 	// intervals are for tests of the age-out.
 	HeartbeatInterval time.Duration
+	// UpgradeTrial is every machined's --upgrade-trial: how long an
+	// upgraded node has to be healthy before it goes back, 2 m when
+	// zero. Short trials are for tests of the rollback.
+	UpgradeTrial time.Duration
 	// SkipBootstrap leaves etcd unbootstrapped (for a recovery from a
 	// snapshot): Create then waits for every service but etcd.
 	SkipBootstrap bool

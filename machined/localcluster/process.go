@@ -58,6 +58,10 @@ func (c *Cluster) start(n Node) (int, error) {
 		args = append(args, "--heartbeat-interval", c.HeartbeatInterval.String())
 	}
 
+	if c.UpgradeTrial != 0 {
+		args = append(args, "--upgrade-trial", c.UpgradeTrial.String())
+	}
+
 	cmd := exec.Command(filepath.Join(c.BinDir, "machined"), args...)
 	if c.Net != nil {
 		// nsenter execs machined in the node's network namespace, so the

@@ -11,13 +11,16 @@ import (
 
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/internal/bundle"
 	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/internal/requestid"
+	"github.com/aegis-os/aegis/internal/version"
 	"github.com/aegis-os/aegis/machined/certapi"
 	"github.com/aegis-os/aegis/machined/containerd"
 	"github.com/aegis-os/aegis/machined/etcd"
 	"github.com/aegis-os/aegis/machined/system"
 	"github.com/aegis-os/aegis/machined/system/events"
+	"github.com/aegis-os/aegis/machined/upgrade"
 )
 
 // Kinds of refusal. Each maps to one gRPC code at the API boundary
@@ -110,14 +113,15 @@ func refusal(err error) (codes.Code, string, bool) {
 	}
 
 	switch {
-	case errors.Is(err, ErrBadRequest), errors.Is(err, etcd.ErrBadSnapshot):
+	case errors.Is(err, ErrBadRequest), errors.Is(err, etcd.ErrBadSnapshot), errors.Is(err, bundle.ErrInvalid),
+		errors.Is(err, upgrade.ErrUpload):
 		return codes.InvalidArgument, err.Error(), true
 	case errors.Is(err, ErrNotFound), errors.Is(err, system.ErrUnknownService), errors.Is(err, etcd.ErrMemberNotFound),
 		errors.Is(err, containerd.ErrNoContainer):
 		return codes.NotFound, err.Error(), true
 	case errors.Is(err, ErrNotHere), errors.Is(err, system.ErrNotAllowed), errors.Is(err, certapi.ErrTimeNotSynced),
 		errors.Is(err, etcd.ErrNotControlPlane), errors.Is(err, etcd.ErrBootstrapped),
-		errors.Is(err, etcd.ErrQuorum), errors.Is(err, etcd.ErrNoSnapshot):
+		errors.Is(err, etcd.ErrQuorum), errors.Is(err, etcd.ErrNoSnapshot), upgradeRefused(err):
 		return codes.FailedPrecondition, err.Error(), true
 	case errors.Is(err, etcd.ErrNotRunning):
 		return codes.Unavailable, err.Error(), true
@@ -130,6 +134,23 @@ func refusal(err error) (codes.Code, string, bool) {
 	}
 
 	return codes.OK, "", false
+}
+
+// upgradeRefused reports the refusals of an upgrade that depend on the
+// node's or the cluster's state, not on the request: a version outside
+// the skew, a trial under way, no version kept, etcd's quorum, another
+// control plane's lease.
+func upgradeRefused(err error) bool {
+	for _, target := range []error{
+		version.ErrSkew, version.ErrDowngrade, version.ErrNotSemver,
+		upgrade.ErrOnTrial, upgrade.ErrNoPrevious, upgrade.ErrQuorum, upgrade.ErrLeaseHeld,
+	} {
+		if errors.Is(err, target) {
+			return true
+		}
+	}
+
+	return false
 }
 
 // newID returns a random ID: an actor ID tying events to the request that

@@ -19,10 +19,6 @@ var errHostKernelLog = refuse(ErrNotHere,
 	"Dmesg: this node runs as a process on a host, not as the host's init (PID 1); "+
 		"the kernel log belongs to the host and the node does not serve it")
 
-// errNoRollback is Rollback's answer: Aegis nodes boot from the binaries
-// installed on them, with no A/B system images to go back to.
-const errNoRollback = "Rollback: Aegis nodes have no A/B system images to roll back to; install the previous binaries instead"
-
 // Dmesg streams the kernel ring buffer, one record per message, and with
 // follow the records that come after, until the caller leaves. Only a
 // node that is the host's init reads it (Config.KernelLog).
@@ -66,9 +62,4 @@ func (s *Server) Dmesg(req *machine.DmesgRequest, stream grpc.ServerStreamingSer
 			return s.toStatus("Dmesg", err)
 		}
 	}
-}
-
-// Rollback answers Unimplemented, saying why.
-func (s *Server) Rollback(context.Context, *machine.RollbackRequest) (*machine.RollbackResponse, error) {
-	return nil, s.toStatus("Rollback", refuse(errNotServed, errNoRollback))
 }

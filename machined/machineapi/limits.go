@@ -4,6 +4,12 @@ import "time"
 
 // Limits of machined's API socket, in one place.
 const (
+	// MaxUploadChunk bounds one chunk of a bundle upload: 1 MiB keeps a
+	// message well under gRPC's default 4 MiB receive bound on every hop
+	// (apid forwards the frames as they are), and a gigabyte-sized bundle
+	// is still a thousand messages, not a million.
+	MaxUploadChunk = 1 << 20
+
 	// MaxCalls bounds the calls machined serves at once on its API socket,
 	// Logs and Events follows included, and is what it announces in HTTP/2
 	// as the streams one connection may open. Its caller is the node's

@@ -106,10 +106,3 @@ func TestDmesgReadsTheKernelLog(t *testing.T) {
 		t.Fatalf("sent %q", ds.sent)
 	}
 }
-
-func TestRollbackSaysWhy(t *testing.T) {
-	_, err := New(Config{}).Rollback(context.Background(), &machine.RollbackRequest{})
-	if status.Code(err) != codes.Unimplemented || !strings.Contains(err.Error(), "Rollback") {
-		t.Fatalf("err = %v", err)
-	}
-}

@@ -58,6 +58,12 @@ type Config struct {
 	Config Configurator
 	// Etcd returns the node's etcd; nil, or an error, on nodes without one.
 	Etcd func() (Etcd, error)
+	// Upgrader installs release bundles and switches between the node's
+	// slots; nil refuses Upgrade and Rollback as FailedPrecondition.
+	Upgrader Upgrader
+	// Uploads keeps the bundles the BundleService receives; nil refuses
+	// Upload as FailedPrecondition.
+	Uploads Receiver
 	// Containers is the node's containerd; nil on a node that runs its
 	// services as processes: the container methods then answer
 	// FailedPrecondition.

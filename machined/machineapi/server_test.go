@@ -191,8 +191,8 @@ func TestInfoMethods(t *testing.T) {
 		t.Fatalf("Containers on a node without containerd: %v, want FailedPrecondition", err)
 	}
 
-	if _, err := c.Rollback(ctx, &machine.RollbackRequest{}); status.Code(err) != codes.Unimplemented {
-		t.Fatalf("Rollback: %v, want Unimplemented", err)
+	if _, err := c.Rollback(ctx, &machine.RollbackRequest{}); status.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("Rollback on a node without slots: %v, want FailedPrecondition", err)
 	}
 }
 

@@ -16,6 +16,9 @@ type lifecycleRequest struct {
 	actor    string
 	shutdown bool
 	reset    *resetRequest // set by Reset
+	// switchVersion ends machined for cmd/machined to run the active
+	// slot: an upgrade, a rollback, a failed trial.
+	switchVersion bool
 }
 
 // Run serves the node's sockets and runs boot sequences (again after each
@@ -23,9 +26,18 @@ type lifecycleRequest struct {
 // the state directory once everything is stopped and closed, and returns
 // ErrRebootAfterReset if the reset asked for a reboot.
 func (n *Node) Run(ctx context.Context) error {
-	reset, err := n.run(ctx)
-	if err != nil || reset == nil {
+	last, err := n.run(ctx)
+	if err != nil {
 		return err
+	}
+
+	if last.switchVersion {
+		return ErrSwitchVersion
+	}
+
+	reset := last.reset
+	if reset == nil {
+		return nil
 	}
 
 	if err = n.wipe(); err != nil {
@@ -39,7 +51,7 @@ func (n *Node) Run(ctx context.Context) error {
 	return nil
 }
 
-func (n *Node) run(ctx context.Context) (*resetRequest, error) {
+func (n *Node) run(ctx context.Context) (lifecycleRequest, error) {
 	defer n.closeLogs()
 
 	if n.ctr != nil {
@@ -51,7 +63,7 @@ func (n *Node) run(ctx context.Context) (*resetRequest, error) {
 
 	sockets, err := n.listen()
 	if err != nil {
-		return nil, err
+		return lifecycleRequest{}, err
 	}
 	defer sockets.stop()
 
@@ -65,7 +77,7 @@ func (n *Node) run(ctx context.Context) (*resetRequest, error) {
 		if done {
 			n.log.Info("node stopped")
 
-			return req.reset, nil
+			return req, nil
 		}
 
 		actor = req.actor
@@ -82,6 +94,8 @@ func (n *Node) startBackground(ctx context.Context) (stop func()) {
 
 	n.followResources(ctx, &wg)
 	wg.Go(func() { n.trials.run(ctx, n.clock, n.rollback) })
+	n.startDecision()
+	wg.Go(func() { n.watchTrial(ctx) })
 
 	return func() {
 		cancel()
@@ -107,7 +121,7 @@ func (n *Node) runBoot(ctx context.Context, actor string) (lifecycleRequest, boo
 
 	select {
 	case req = <-n.requests:
-		done = req.shutdown
+		done = req.shutdown || req.switchVersion
 
 		// A reset leaves the cluster while etcd and the heartbeats still
 		// run; if it cannot, the node boots again unchanged.

@@ -28,6 +28,7 @@ import (
 	"github.com/aegis-os/aegis/machined/system"
 	"github.com/aegis-os/aegis/machined/system/events"
 	"github.com/aegis-os/aegis/machined/system/logs"
+	"github.com/aegis-os/aegis/machined/upgrade"
 	"github.com/aegis-os/aegis/trustd"
 )
 
@@ -81,7 +82,14 @@ type Config struct {
 	// means no metrics. apid's and trustd's endpoints follow the machine
 	// config (machine.metrics), not this field.
 	Metrics prometheus.Registerer
-	Clock   clock.Clock
+	// Slot is the installed version this machined runs, as cmd/machined
+	// chose it from the node's slots (machined/upgrade); its zero value
+	// is the version installed at BinDir, never upgraded.
+	Slot upgrade.Slot
+	// StartDecision is what cmd/machined decided on the slots at this
+	// start; the node publishes a rollback it made.
+	StartDecision upgrade.Decision
+	Clock         clock.Clock
 	// Rand makes the node's boot IDs. Nil means crypto/rand.
 	Rand io.Reader
 }
@@ -109,6 +117,7 @@ type Node struct {
 	etcd     etcdState
 	beats    heartbeats
 	trials   trials
+	upgrades upgrades
 	certRes  certResources
 	bootID   bootID
 	requests chan lifecycleRequest

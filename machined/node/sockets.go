@@ -71,11 +71,12 @@ func (n *Node) listen() (*sockets, error) {
 		Hostname: func() string { res, _ := n.store.Current(); return res.GetHostname() },
 		Services: n.services, Logs: n, Bus: n.bus, Lifecycle: n, Config: n, Reset: n,
 		ClientConfig: clientIssuer{n}, Etcd: n.Etcd, KernelLog: kernelLog(), Clock: n.clock, Logger: n.log,
-		Containers: n.containersAPI(), BootID: n.bootID.current,
+		Containers: n.containersAPI(), BootID: n.bootID.current, Upgrader: n, Uploads: n.uploads(),
 	})
 	machineAPI.Register(api)
 	n.setVersion(machineAPI)
 	machineAPI.ConfigService().Register(api)
+	machineAPI.BundleService().Register(api)
 	resourceapi.NewServer(n.res).Register(api)
 	timeapi.New(timeapi.Config{Source: n.config.timeSource, Clock: n.clock}).Register(api)
 	tokens.RegisterTokenServiceServer(api, tokenProxy)

@@ -24,10 +24,14 @@ type machineState struct {
 	unmet  []*machine.MachineStatusEvent_MachineStatus_UnmetCondition
 	health *health.Server // machined.sock's grpc.health.v1
 	deps   deps
+	// ready is closed the first time the machine is ready: a version on
+	// trial is then confirmed.
+	ready     chan struct{}
+	readyOnce *sync.Once
 }
 
 func newMachineState(d deps) machineState {
-	return machineState{health: newHealth(), deps: d}
+	return machineState{health: newHealth(), deps: d, ready: make(chan struct{}), readyOnce: &sync.Once{}}
 }
 
 // machineStatus publishes the machine's stage and, with reason set, that
@@ -92,6 +96,10 @@ func (s *machineState) refresh() {
 	}
 
 	ready := s.stage == machine.MachineStatusEvent_RUNNING && len(conds) == 0
+	if ready {
+		s.readyOnce.Do(func() { close(s.ready) })
+	}
+
 	s.deps.resourceErr("machine status", s.deps.res.SetMachineStatus(s.stage, ready, conds))
 }
 
