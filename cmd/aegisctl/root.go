@@ -25,9 +25,6 @@ type env struct {
 	// joinTransport calls trustd for 'certificate request'; nil means
 	// gRPC over TLS.
 	joinTransport join.Transport
-	// release reads and uploads release bundles for 'upgrade'; its nil
-	// functions are what this build lacks, and the command refuses.
-	release releaseIO
 }
 
 // targetFlags pick the context, the endpoints a node command connects to

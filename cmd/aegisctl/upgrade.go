@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/aegis-os/aegis/internal/bundle"
 	"github.com/aegis-os/aegis/rollout/upgrade"
 )
 
@@ -20,24 +22,23 @@ type upgradeFlags struct {
 	dryRun      bool
 }
 
-// releaseIO is what 'upgrade' needs of release bundles: reading the
-// version in a bundle's manifest, and uploading a bundle to a node. A nil
-// function is one this build lacks: the command refuses, saying so, before
-// anything is dialed.
-type releaseIO struct {
-	// version reads the Aegis version of the bundle at path.
-	version func(path string) (string, error)
-	// upload uploads a bundle to the node its context is routed to.
-	upload upgrade.UploadFunc
-}
+// bundleVersion is the Aegis version the manifest of the release bundle
+// at path names. The node checks every file of the bundle when it
+// receives it; the client reads only the manifest, to plan.
+func bundleVersion(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close() //nolint:errcheck // read-only
 
-// Refusals of a build that lacks part of releaseIO.
-var (
-	errNoBundleReader = errors.New("this build of aegisctl cannot read a release bundle's manifest yet, " +
-		"so it cannot tell the version to upgrade to; nothing was changed")
-	errNoBundleUpload = errors.New("this build of aegisctl cannot upload a release bundle to a node yet " +
-		"(only --dry-run works); nothing was changed")
-)
+	m, err := bundle.ReadManifest(f)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", path, err)
+	}
+
+	return m.Version, nil
+}
 
 // upgradeLong is the help of upgrade.
 const upgradeLong = `Upgrade Aegis on every member of the cluster, as the endpoint's membership
@@ -100,7 +101,7 @@ func newUpgradeCommand(e *env) *cobra.Command {
 	fl.BoolVar(&f.dryRun, "dry-run", true, "print the plan, change nothing")
 
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		if err := checkUpgradeFlags(e, f); err != nil {
+		if err := checkUpgradeFlags(f); err != nil {
 			return err
 		}
 
@@ -110,8 +111,8 @@ func newUpgradeCommand(e *env) *cobra.Command {
 			}
 
 			return runUpgrade(ctx, s.e, upgrade.Options{
-				Options: s.rolloutOptions(f.dryRun), Upload: e.release.upload, Bundle: f.bundle,
-				BundleVersion: e.release.version, Batch: f.batch, NodeTimeout: f.nodeTimeout, Endpoints: s.endpoints,
+				Options: s.rolloutOptions(f.dryRun), Upload: upgrade.Upload, Bundle: f.bundle,
+				BundleVersion: bundleVersion, Batch: f.batch, NodeTimeout: f.nodeTimeout, Endpoints: s.endpoints,
 			})
 		})
 	}
@@ -119,9 +120,9 @@ func newUpgradeCommand(e *env) *cobra.Command {
 	return cmd
 }
 
-// checkUpgradeFlags refuses flags, and a build that cannot do what they
-// ask, before anything is dialed.
-func checkUpgradeFlags(e *env, f upgradeFlags) error {
+// checkUpgradeFlags refuses flags, and a file that is no release bundle,
+// before anything is dialed.
+func checkUpgradeFlags(f upgradeFlags) error {
 	switch {
 	case f.bundle == "":
 		return errors.New("--bundle: name the release bundle to upgrade to")
@@ -129,10 +130,10 @@ func checkUpgradeFlags(e *env, f upgradeFlags) error {
 		return fmt.Errorf("--batch %d: want 1 or more workers at once", f.batch)
 	case f.nodeTimeout <= 0:
 		return fmt.Errorf("--node-timeout %s: want a positive duration", f.nodeTimeout)
-	case e.release.version == nil:
-		return errNoBundleReader
-	case e.release.upload == nil && !f.dryRun:
-		return errNoBundleUpload
+	}
+
+	if _, err := bundleVersion(f.bundle); err != nil {
+		return fmt.Errorf("--bundle: %w", err)
 	}
 
 	return nil

@@ -2,13 +2,13 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/siderolabs/talos/pkg/machinery/client"
 
 	"github.com/aegis-os/aegis/internal/clock"
 	"github.com/aegis-os/aegis/internal/testutil"
@@ -17,42 +17,37 @@ import (
 	"github.com/aegis-os/aegis/rollout/upgrade/upgradetest"
 )
 
-// TestUpgradeFlags: flags that ask for nothing sensible, and a build that
-// cannot read or upload a bundle, are refused before anything is dialed.
+// TestUpgradeFlags: flags that ask for nothing sensible, and a file that
+// is no release bundle, are refused before anything is dialed, naming
+// what is wrong.
 func TestUpgradeFlags(t *testing.T) {
-	read := releaseIO{version: func(string) (string, error) { return "v0.3.0", nil }}
-	wired := read
-	wired.upload = func(context.Context, *client.Client, string) (string, error) { return "", nil }
-
-	for _, tt := range []struct {
-		release releaseIO
-		flags   upgradeFlags
-		want    error
-		prefix  string
-	}{
-		{wired, upgradeFlags{batch: 1, nodeTimeout: time.Minute}, nil, "--bundle"},
-		{wired, upgradeFlags{bundle: "b", batch: 0, nodeTimeout: time.Minute}, nil, "--batch 0"},
-		{wired, upgradeFlags{bundle: "b", batch: 1}, nil, "--node-timeout 0s"},
-		{releaseIO{}, upgradeFlags{bundle: "b", batch: 1, nodeTimeout: time.Minute, dryRun: true}, errNoBundleReader, ""},
-		{read, upgradeFlags{bundle: "b", batch: 1, nodeTimeout: time.Minute}, errNoBundleUpload, ""},
-	} {
-		err := checkUpgradeFlags(&env{release: tt.release}, tt.flags)
-		if err == nil || (tt.want != nil && !errors.Is(err, tt.want)) || !strings.HasPrefix(err.Error(), tt.prefix) {
-			t.Errorf("%+v: %v, want %v / an error starting %q", tt.flags, err, tt.want, tt.prefix)
-		}
+	notBundle := filepath.Join(t.TempDir(), "notes.txt")
+	if err := os.WriteFile(notBundle, []byte("not a bundle\n"), 0o600); err != nil {
+		t.Fatal(err)
 	}
 
-	if err := checkUpgradeFlags(&env{release: read}, upgradeFlags{bundle: "b", batch: 1, nodeTimeout: time.Minute, dryRun: true}); err != nil {
-		t.Errorf("a dry run needs no upload: %v", err)
+	for _, tt := range []struct {
+		flags  upgradeFlags
+		prefix string
+	}{
+		{upgradeFlags{batch: 1, nodeTimeout: time.Minute}, "--bundle: name"},
+		{upgradeFlags{bundle: "b", batch: 0, nodeTimeout: time.Minute}, "--batch 0"},
+		{upgradeFlags{bundle: "b", batch: 1}, "--node-timeout 0s"},
+		{upgradeFlags{bundle: "/nonexistent/aegis.bundle", batch: 1, nodeTimeout: time.Minute}, "--bundle: open /nonexistent/aegis.bundle"},
+		{upgradeFlags{bundle: notBundle, batch: 1, nodeTimeout: time.Minute}, "--bundle: " + notBundle + ": "},
+	} {
+		if err := checkUpgradeFlags(tt.flags); err == nil || !strings.HasPrefix(err.Error(), tt.prefix) {
+			t.Errorf("%+v: %v, want an error starting %q", tt.flags, err, tt.prefix)
+		}
 	}
 }
 
-// TestUpgradeNotWired: this build reads no bundle yet, and the command
-// says so rather than dial anything.
-func TestUpgradeNotWired(t *testing.T) {
-	_, _, err := runCLI(t, testutil.Epoch, "--aegisconfig", "/nonexistent/config", "upgrade", "--bundle", "aegis.tar.gz")
-	if !errors.Is(err, errNoBundleReader) {
-		t.Fatalf("upgrade in a build without a bundle reader: %v", err)
+// TestUpgradeNoBundle: the command refuses a bundle it cannot read before
+// it reads the client config or dials anything.
+func TestUpgradeNoBundle(t *testing.T) {
+	_, _, err := runCLI(t, testutil.Epoch, "--aegisconfig", "/nonexistent/config", "upgrade", "--bundle", "/nonexistent/aegis.bundle")
+	if !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), "/nonexistent/aegis.bundle") {
+		t.Fatalf("upgrade with a bundle that is not there: %v", err)
 	}
 }
 

@@ -15,4 +15,9 @@ const (
 	// waited on: often enough to see a node come back, rarely enough to be
 	// no load on the endpoint.
 	DefaultInterval = time.Second
+
+	// UploadChunk is the size of one message of a bundle upload: half the
+	// node's bound on a chunk (machineapi.MaxUploadChunk, 1 MiB), so that
+	// every hop stays well under gRPC's 4-MiB message bound.
+	UploadChunk = 512 << 10
 )

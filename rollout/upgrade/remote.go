@@ -23,7 +23,7 @@ type UploadFunc func(ctx context.Context, c *client.Client, path string) (ref st
 
 // ErrNoUpload refuses to deliver a bundle when no UploadFunc is given:
 // an upgrade never goes on as if a member had the bundle.
-var ErrNoUpload = errors.New("this build of aegisctl cannot upload a release bundle to a node")
+var ErrNoUpload = errors.New("upgrade: no way to upload a release bundle to a node was given")
 
 // Remote is the Cluster reached through a Walker's endpoint, each member
 // by `node` metadata: the members as the Walker lists them, versions from

@@ -21,6 +21,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aegis-os/aegis/internal/version"
 	"github.com/aegis-os/aegis/rollout"
 )
 
@@ -66,7 +67,7 @@ type Options struct {
 	// its manifest. Required.
 	BundleVersion func(path string) (string, error)
 	// Skew returns an error when a member running one version may not go
-	// to the target. nil: WithinSkew.
+	// to the target. nil: version.CheckUpgrade, Aegis's skew policy.
 	Skew func(running, target string) error
 	// Batch is how many workers are upgraded at once. Zero or less: one.
 	Batch int
@@ -135,7 +136,7 @@ func Prepare(ctx context.Context, opts Options) (*Upgrade, error) {
 
 func withDefaults(opts Options) Options {
 	if opts.Skew == nil {
-		opts.Skew = WithinSkew
+		opts.Skew = version.CheckUpgrade
 	}
 
 	if opts.Batch <= 0 {
