@@ -9,3 +9,6 @@ func SetBeforeRemove(s *Store, f func()) { s.beforeRemove = f }
 
 // SetBeforePut makes f run between Put's reads and its transaction.
 func SetBeforePut(s *Store, f func()) { s.beforePut = f }
+
+// Space is s.space: the check of a heartbeat's spacing for key.
+func Space(s *Server, key string) error { return s.space(key) }
