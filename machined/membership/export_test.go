@@ -6,3 +6,9 @@ func SetAfterLoad(s *Store, f func()) { s.afterLoad = f }
 
 // SetBeforeRemove makes f run between Remove's read and its transaction.
 func SetBeforeRemove(s *Store, f func()) { s.beforeRemove = f }
+
+// SetBeforePut makes f run between Put's reads and its transaction.
+func SetBeforePut(s *Store, f func()) { s.beforePut = f }
+
+// Space is s.space: the check of a heartbeat's spacing for key.
+func Space(s *Server, key string) error { return s.space(key) }

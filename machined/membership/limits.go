@@ -25,6 +25,17 @@ const (
 	// MaxMembers bounds the entries List reads: far above any cluster
 	// Aegis runs, it keeps one reply within a gRPC message.
 	MaxMembers = 1000
+	// scanPage bounds one page of the read of every entry that checks a
+	// hostname without its index key (a node's first heartbeat, or the
+	// first after an upgrade from a version without the index): about
+	// 100 KiB a page, well within a gRPC message, whatever the list's size.
+	scanPage = 500
+	// MaxHeartbeatSources bounds the nodes whose last heartbeat a server
+	// keeps for MinHeartbeatSpacing: an address and a time each, under
+	// 2 MiB in all, for every node of a cluster of the 10,000 Aegis is
+	// measured with, and a control plane's share after another failed.
+	// Only callers with a valid node certificate reach the table.
+	MaxHeartbeatSources = 16384
 	// MaxAddresses bounds the addresses of one entry: a node has a few.
 	MaxAddresses = 16
 	// MaxVersionLength bounds the version string ("v1.2.3-4-gabcdef-dirty").

@@ -223,28 +223,30 @@ var errTooOften = errors.New("membership: heartbeats too frequent")
 
 // space refuses a heartbeat for key sooner than MinHeartbeatSpacing after
 // the last one. The map holds one entry per node that holds a valid
-// certificate, pruned of those silent for MaxInterval once it grows past
-// MaxMembers.
+// certificate; once it holds MaxHeartbeatSources, it is pruned of those
+// silent for MaxInterval, and a node it does not know is refused while it
+// stays full. A node it knows is never refused for the table's size.
 func (s *Server) space(key string) error {
 	now := s.cfg.Clock.Now()
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 
-	if last, ok := s.last[key]; ok && now.Sub(last) < MinHeartbeatSpacing {
+	last, known := s.last[key]
+	if known && now.Sub(last) < MinHeartbeatSpacing {
 		return fmt.Errorf("%w: %s sent one %s ago", errTooOften, key, now.Sub(last))
 	}
 
-	if len(s.last) >= MaxMembers {
+	if !known && len(s.last) >= MaxHeartbeatSources {
 		for k, t := range s.last {
 			if now.Sub(t) > MaxInterval {
 				delete(s.last, k)
 			}
 		}
-	}
 
-	if len(s.last) >= MaxMembers {
-		return fmt.Errorf("%w: more than %d nodes", errTooOften, MaxMembers)
+		if len(s.last) >= MaxHeartbeatSources {
+			return fmt.Errorf("%w: more than %d nodes", errTooOften, MaxHeartbeatSources)
+		}
 	}
 
 	s.last[key] = now

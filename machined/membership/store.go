@@ -49,6 +49,9 @@ type Store struct {
 	// beforeRemove, when set by a test, runs between Remove's read and
 	// its transaction.
 	beforeRemove func()
+	// beforePut, when set by a test, runs between Put's reads and its
+	// transaction.
+	beforePut func()
 }
 
 // New makes a Store.
@@ -79,12 +82,8 @@ func (s *Store) Put(ctx context.Context, m *Member, role string) error {
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 
-	current, keys, err := s.read(ctx)
+	c, err := s.readClaim(ctx, m)
 	if err != nil {
-		return err
-	}
-
-	if err := s.checkClaims(m, current); err != nil {
 		return err
 	}
 
@@ -93,23 +92,24 @@ func (s *Store) Put(ctx context.Context, m *Member, role string) error {
 		return fmt.Errorf("membership: %w", err)
 	}
 
-	old := keys[key(m)].lease
+	old := c.entry.lease
 
 	lease, err := s.leaseFor(ctx, old, int64(math.Ceil(AgeOut(m.GetInterval().AsDuration()).Seconds())))
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 
-	resp, err := s.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.ModRevision(key(m)), "=", keys[key(m)].rev)).
-		Then(clientv3.OpPut(key(m), string(data), clientv3.WithLease(lease))).
-		Commit()
+	if s.beforePut != nil {
+		s.beforePut()
+	}
+
+	resp, err := s.cli.Txn(ctx).If(c.cmps...).Then(c.writes(m, data, lease)...).Commit()
 
 	switch {
 	case err != nil:
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	case !resp.Succeeded:
-		return fmt.Errorf("%w: %s", ErrConflict, key(m))
+		return fmt.Errorf("%w: %s or hostname %s", ErrConflict, key(m), m.GetHostname())
 	}
 
 	// An entry that moved to a new lease leaves the old one, which would
@@ -149,22 +149,32 @@ func (s *Store) Delete(ctx context.Context, address, role string) error {
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 
-	current, keys, err := s.read(ctx)
-	if err != nil {
-		return err
-	}
-
 	k := prefix + address
 
-	for _, c := range current {
-		if key(c) == k && c.GetRole() == RoleControlPlane && role != RoleControlPlane {
-			return fmt.Errorf("%w: %s is a control plane's entry", ErrNotOwner, address)
+	got, err := s.cli.Get(ctx, k)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+
+	var cur stored
+
+	ops := []clientv3.Op{clientv3.OpDelete(k)}
+
+	if kv := first(got.Kvs); kv != nil {
+		cur = stored{rev: kv.ModRevision, lease: clientv3.LeaseID(kv.Lease)}
+
+		if c := decode(kv); c != nil {
+			if c.GetRole() == RoleControlPlane && role != RoleControlPlane {
+				return fmt.Errorf("%w: %s is a control plane's entry", ErrNotOwner, address)
+			}
+
+			ops = append(ops, dropName(c))
 		}
 	}
 
 	resp, err := s.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.ModRevision(k), "=", keys[k].rev)).
-		Then(clientv3.OpDelete(k)).
+		If(clientv3.Compare(clientv3.ModRevision(k), "=", cur.rev)).
+		Then(ops...).
 		Commit()
 
 	switch {
@@ -174,8 +184,8 @@ func (s *Store) Delete(ctx context.Context, address, role string) error {
 		return fmt.Errorf("%w: %s", ErrConflict, k)
 	}
 
-	if old := keys[k].lease; old != 0 {
-		_, _ = s.cli.Revoke(ctx, old) // best effort, as in Put
+	if cur.lease != 0 {
+		_, _ = s.cli.Revoke(ctx, cur.lease) // best effort, as in Put
 	}
 
 	return nil
@@ -185,28 +195,6 @@ func (s *Store) Delete(ctx context.Context, address, role string) error {
 type stored struct {
 	rev   int64
 	lease clientv3.LeaseID
-}
-
-// checkClaims refuses an entry that would take what another node holds:
-// a worker's over a control plane's, or another live node's hostname.
-func (s *Store) checkClaims(m *Member, current []*Member) error {
-	now := s.clock.Now()
-
-	for _, c := range current {
-		if c.GetAddresses()[0] == m.GetAddresses()[0] {
-			if c.GetRole() == RoleControlPlane && m.GetRole() != RoleControlPlane && !Stale(c, now) {
-				return fmt.Errorf("%w: %s is a control plane's entry", ErrNotOwner, m.GetAddresses()[0])
-			}
-
-			continue
-		}
-
-		if c.GetHostname() == m.GetHostname() && !Stale(c, now) {
-			return fmt.Errorf("%w: hostname %s is held by %s", ErrNotOwner, m.GetHostname(), c.GetAddresses()[0])
-		}
-	}
-
-	return nil
 }
 
 // List returns the live members, sorted by hostname.

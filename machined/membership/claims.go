@@ -1,0 +1,205 @@
+package membership
+
+import (
+	"context"
+	"fmt"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// namePrefix is the hostname index: one key per hostname an entry holds,
+// whose value is the first address of that entry (its key under prefix).
+// It is written in the entry's own transaction, under the entry's lease,
+// so it ages out with the entry; it lies outside prefix, so the list's
+// readers and watchers never see it. The entry's key is the index of its
+// first address.
+const namePrefix = "/aegis/member-names/"
+
+func nameKey(hostname string) string { return namePrefix + hostname }
+
+// claim is what an entry's write depends on, as Put read it: the entry
+// and the name key, and the compares that let the write through only if
+// none of what was read changed meanwhile.
+type claim struct {
+	entry stored
+	// name is the name key as read; owned when it already points at the
+	// entry.
+	name  stored
+	owned bool
+	// renamed is the hostname the entry held before, when it differs.
+	renamed string
+	cmps    []clientv3.Cmp
+}
+
+// readClaim reads what m's write depends on, in one round trip when the
+// name key is present (the steady state): m's own entry and the key of its
+// hostname. It refuses what Put refuses: a worker's entry over a live
+// control plane's, and a hostname another live node holds.
+func (s *Store) readClaim(ctx context.Context, m *Member) (*claim, error) {
+	k, nk := key(m), nameKey(m.GetHostname())
+
+	resp, err := s.cli.Txn(ctx).Then(clientv3.OpGet(k), clientv3.OpGet(nk)).Commit()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+
+	c := &claim{}
+
+	if kv := first(resp.Responses[0].GetResponseRange().GetKvs()); kv != nil {
+		c.entry = stored{rev: kv.ModRevision, lease: clientv3.LeaseID(kv.Lease)}
+
+		old := decode(kv)
+		if err := s.checkEntry(m, old); err != nil {
+			return nil, err
+		}
+
+		if old != nil && old.GetHostname() != m.GetHostname() {
+			c.renamed = old.GetHostname()
+		}
+	}
+
+	c.cmps = append(c.cmps, clientv3.Compare(clientv3.ModRevision(k), "=", c.entry.rev))
+
+	kv := first(resp.Responses[1].GetResponseRange().GetKvs())
+	if err := s.checkName(ctx, m, kv, c); err != nil {
+		return nil, err
+	}
+
+	return c, nil
+}
+
+// checkEntry refuses a worker's entry over cur, the live entry of a
+// control plane at the same address. A damaged entry (nil) is written
+// over.
+func (s *Store) checkEntry(m, cur *Member) error {
+	if cur != nil && cur.GetRole() == RoleControlPlane && m.GetRole() != RoleControlPlane && !Stale(cur, s.clock.Now()) {
+		return fmt.Errorf("%w: %s is a control plane's entry", ErrNotOwner, m.GetAddresses()[0])
+	}
+
+	return nil
+}
+
+// checkName refuses m's hostname when the node the name key points at
+// still holds it, and adds to c the compares of what it read. A name key
+// is believed only as far as the entry it points at: one whose entry is
+// gone, aged out or renamed is taken over. A missing name key is never
+// taken to mean a free name (an entry written before the index, or one
+// whose key was lost, has none): every entry is read instead.
+func (s *Store) checkName(ctx context.Context, m *Member, kv *mvccpb.KeyValue, c *claim) error {
+	nk := nameKey(m.GetHostname())
+
+	if kv == nil {
+		c.cmps = append(c.cmps, clientv3.Compare(clientv3.ModRevision(nk), "=", 0))
+
+		return s.scanClaim(ctx, m)
+	}
+
+	c.name = stored{rev: kv.ModRevision, lease: clientv3.LeaseID(kv.Lease)}
+	c.cmps = append(c.cmps, clientv3.Compare(clientv3.ModRevision(nk), "=", kv.ModRevision))
+
+	holder := string(kv.Value)
+	if holder == m.GetAddresses()[0] {
+		c.owned = true
+
+		return nil
+	}
+
+	hk := prefix + holder
+
+	resp, err := s.cli.Get(ctx, hk)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+
+	var rev int64
+
+	if h := first(resp.Kvs); h != nil {
+		rev = h.ModRevision
+
+		if cur := decode(h); cur != nil && cur.GetHostname() == m.GetHostname() && !Stale(cur, s.clock.Now()) {
+			return fmt.Errorf("%w: hostname %s is held by %s", ErrNotOwner, m.GetHostname(), holder)
+		}
+	}
+
+	// The holder's entry must stay as read: a heartbeat of it in between
+	// makes its claim live again, and this write a conflict.
+	c.cmps = append(c.cmps, clientv3.Compare(clientv3.ModRevision(hk), "=", rev))
+
+	return nil
+}
+
+// scanClaim reads every entry, page by page at one revision, and refuses
+// m's hostname if another live entry holds it: the check of a name without
+// its key, as before the index. It is the cost of a node's first
+// heartbeat, and of each node's first after an upgrade from a version
+// without the index; the write that follows fills the key.
+func (s *Store) scanClaim(ctx context.Context, m *Member) error {
+	from, end, rev := prefix, clientv3.GetPrefixRangeEnd(prefix), int64(0)
+	now := s.clock.Now()
+
+	for {
+		resp, err := s.cli.Get(ctx, from, clientv3.WithRange(end), clientv3.WithLimit(scanPage), clientv3.WithRev(rev))
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrUnavailable, err)
+		}
+
+		rev = resp.Header.Revision
+
+		for _, kv := range resp.Kvs {
+			cur := decode(kv)
+			if cur == nil || string(kv.Key) == key(m) {
+				continue
+			}
+
+			if cur.GetHostname() == m.GetHostname() && !Stale(cur, now) {
+				return fmt.Errorf("%w: hostname %s is held by %s", ErrNotOwner, m.GetHostname(), cur.GetAddresses()[0])
+			}
+		}
+
+		if !resp.More || len(resp.Kvs) == 0 {
+			return nil
+		}
+
+		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	}
+}
+
+// writes are the operations of m's write under lease: the entry, its name
+// key unless it already points at the entry under that lease, and the
+// removal of the key of a hostname the entry held before, if it still
+// points at the entry.
+func (c *claim) writes(m *Member, data []byte, lease clientv3.LeaseID) []clientv3.Op {
+	addr := m.GetAddresses()[0]
+	ops := []clientv3.Op{clientv3.OpPut(key(m), string(data), clientv3.WithLease(lease))}
+
+	if !c.owned || c.name.lease != lease {
+		ops = append(ops, clientv3.OpPut(nameKey(m.GetHostname()), addr, clientv3.WithLease(lease)))
+	}
+
+	if c.renamed != "" {
+		ops = append(ops, dropName(&Member{Hostname: c.renamed, Addresses: m.GetAddresses()}))
+	}
+
+	return ops
+}
+
+// dropName deletes the name key of m's hostname if it still points at m's
+// entry: an operation of the transaction that deletes or renames the
+// entry, so the index never keeps a name for an entry that gave it up.
+func dropName(m *Member) clientv3.Op {
+	k := nameKey(m.GetHostname())
+
+	return clientv3.OpTxn(
+		[]clientv3.Cmp{clientv3.Compare(clientv3.Value(k), "=", m.GetAddresses()[0])},
+		[]clientv3.Op{clientv3.OpDelete(k)}, nil)
+}
+
+// first is the first of kvs, or nil.
+func first(kvs []*mvccpb.KeyValue) *mvccpb.KeyValue {
+	if len(kvs) == 0 {
+		return nil
+	}
+
+	return kvs[0]
+}
