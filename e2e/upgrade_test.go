@@ -139,7 +139,7 @@ func TestUpgrade(t *testing.T) {
 
 		eventually(t, "the node back on its version", func() error {
 			s, _, err := store.Load()
-			if err == nil && (s.Active.Version != version.Dev || !strings.Contains(s.LastRollback, "v0.1.1 was not healthy within")) {
+			if err == nil && (s.Active.Version != version.Dev || !strings.Contains(s.LastRollback, "v0.1.1: service apid exited 3 times in a row")) {
 				err = fmt.Errorf("slots %+v", s)
 			}
 

@@ -57,10 +57,13 @@ func talosAPICases() []*Case {
 
 			return "", firstRecv(s, err)
 		}),
-		apiCase("Rollback names itself", "Unimplemented, named", pickAdmin, nil, func(ctx context.Context, c *grpc.ClientConn) (string, error) {
+		apiCase("Rollback of a node never upgraded", "FailedPrecondition, no previous version", pickAdmin, nil, func(ctx context.Context, c *grpc.ClientConn) (string, error) {
 			_, err := machine.NewMachineServiceClient(c).Rollback(ctx, &machine.RollbackRequest{})
+			if st := status.Convert(err); st.Code() == codes.FailedPrecondition && strings.Contains(st.Message(), "no previous version") {
+				return "FailedPrecondition, no previous version", nil
+			}
 
-			return namedUnimplemented(err, "Rollback")
+			return "", err
 		}),
 		apiCase("a Talos service the node lacks: no \"unknown service\"", "Unimplemented, named", pickAdmin, nil, func(ctx context.Context, c *grpc.ClientConn) (string, error) {
 			_, err := inspect.NewInspectServiceClient(c).ControllerRuntimeDependencies(ctx, &emptypb.Empty{})

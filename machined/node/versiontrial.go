@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 
 	"github.com/aegis-os/aegis/internal/logkey"
+	"github.com/aegis-os/aegis/machined/system/runner"
 	"github.com/aegis-os/aegis/machined/upgrade"
 )
 
@@ -93,18 +95,60 @@ func (n *Node) watchTrial(ctx context.Context) {
 	deadline := n.clock.NewTimer(s.Trial.Deadline.Sub(n.clock.Now()))
 	defer deadline.Stop()
 
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	looping := make(chan string, 1)
+
+	go n.watchCrashLoop(wctx, s.Active.Version, looping)
+
 	select {
 	case <-n.status.ready:
-		n.finishTrial(ctx, true)
+		n.finishTrial(ctx, true, "")
 	case <-deadline.C():
-		n.finishTrial(ctx, false)
+		n.finishTrial(ctx, false, "")
+	case reason := <-looping:
+		n.finishTrial(ctx, false, reason)
 	case <-ctx.Done():
 	}
 }
 
-// finishTrial confirms the trial (healthy) or lets it expire, as recorded
-// in the slots now: an upgrade or rollback may have come first.
-func (n *Node) finishTrial(ctx context.Context, healthy bool) {
+// watchCrashLoop reads the service events of this machined from its
+// first, and sends the reason to go back once a service of the version
+// on trial exited upgrade.CrashLoopExits times in a row without coming up.
+func (n *Node) watchCrashLoop(ctx context.Context, version string, looping chan<- string) {
+	var loop upgrade.CrashLoop
+
+	sub := n.bus.Subscribe(1)
+
+	for {
+		ev, err := sub.Next(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+
+		st, ok := ev.Payload.(*machine.ServiceStateEvent)
+		if err != nil || !ok {
+			continue // a lagged reader goes on from the oldest event held
+		}
+
+		switch {
+		case st.GetAction() == machine.ServiceStateEvent_RUNNING && (st.GetHealth() == nil || st.GetHealth().GetHealthy()):
+			loop.Up(st.GetService())
+		case st.GetAction() == machine.ServiceStateEvent_WAITING && strings.Contains(st.GetMessage(), runner.Restarting):
+			if reason := loop.Exited(version, st.GetService(), st.GetMessage()); reason != "" {
+				looping <- reason
+
+				return
+			}
+		}
+	}
+}
+
+// finishTrial confirms the trial (healthy), or ends it for reason (a
+// service that cannot start), or lets it expire, as recorded in the slots
+// now: an upgrade or rollback may have come first.
+func (n *Node) finishTrial(ctx context.Context, healthy bool, reason string) {
 	n.upgrades.mu.Lock()
 	defer n.upgrades.mu.Unlock()
 
@@ -127,8 +171,12 @@ func (n *Node) finishTrial(ctx context.Context, healthy bool) {
 		return
 	}
 
-	rolled, reason, expired := upgrade.Expire(s, n.clock.Now())
-	if !expired {
+	rolled, ended := upgrade.GiveUp(s, reason)
+	if reason == "" {
+		rolled, reason, ended = upgrade.Expire(s, n.clock.Now())
+	}
+
+	if !ended {
 		return
 	}
 

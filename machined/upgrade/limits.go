@@ -24,6 +24,10 @@ const (
 	// start no fourth chance.
 	MaxTrialStarts = 3
 
+	// CrashLoopExits is how many exits in a row, without coming up, of one
+	// service of a version on trial end the trial at once (CrashLoop).
+	CrashLoopExits = 3
+
 	// MaxUpload bounds one uploaded bundle: the bundle's own bound on
 	// its files (bundle.MaxSize) with room for the archive's headers and
 	// the manifest; gzip only makes it smaller.

@@ -35,6 +35,12 @@ func (p Policy) String() string {
 	}
 }
 
+// Restarting is in the state message of every exit the Restart runner
+// restarts after: "REASON; restarting in DELAY". Readers of the service
+// events (a version on trial) count exits by it; localcluster reads the same
+// text from machined's log.
+const Restarting = "; restarting in "
+
 // Backoff defaults: a crash loop settles at one attempt every 30 s; a run of
 // a minute counts as healthy and earns a fast restart next time.
 const (
@@ -112,7 +118,7 @@ func (r *restart) Run(ctx context.Context, notify Notify) error {
 			reason = err.Error()
 		}
 
-		notify(false, fmt.Sprintf("%s; restarting in %s", reason, delay))
+		notify(false, reason+Restarting+delay.String())
 
 		if !clock.Sleep(ctx, r.cfg.Clock, delay) {
 			return nil
