@@ -10,6 +10,11 @@ QUICK    ?=
 # Bound of one test package's run: the end-to-end package runs for about
 # ten minutes on two cores, which is go test's own default bound.
 TEST_TIMEOUT ?= 25m
+# Tests of one package run at once when they call t.Parallel: the
+# end-to-end tests that do each run a cluster of their own and spend most
+# of their time waiting on it (certificate lifetimes, restarts), so four
+# at once on two cores, not go test's default of one per core.
+TEST_PARALLEL ?= 4
 BENCHOUT := $(OUT)/bench
 # Hollow workers `make scale` runs against three control planes.
 N        ?= 10000
@@ -82,7 +87,7 @@ lint:
 
 ## test: install deps, lint, run every test (slow end-to-end tests included), then the conformance suite
 test: deps lint
-	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -parallel $(TEST_PARALLEL) ./...
 	@$(MAKE) --no-print-directory conformance
 
 ## conformance: create a local cluster in CONFORMANCE_CIDR, run the conformance suite against it, destroy it
@@ -100,7 +105,7 @@ talos-suite: deps build
 
 ## e2e: run only the end-to-end tests (real processes on loopback addresses 127.0.x-127.9.x)
 e2e:
-	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./e2e/...
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -parallel $(TEST_PARALLEL) ./e2e/...
 
 CLUSTER_NAME ?= aegis-local
 # Loopback range and state folder of `make run`'s cluster, as aegisctl

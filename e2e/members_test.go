@@ -39,6 +39,7 @@ const membersHeartbeat = time.Second
 // aging out of the list, and no worker taking a name it does not hold.
 func TestMembershipAndClusterHealth(t *testing.T) {
 	needBinaries(t)
+	t.Parallel()
 
 	c, err := localcluster.Create(context.Background(), localcluster.Options{
 		Name: "mem", ControlPlanes: 3, Workers: 2, CIDR: netip.MustParsePrefix("127.9.12.0/24"),

@@ -123,6 +123,8 @@ func ipOut(t *testing.T, args ...string) string {
 // plane agrees on every token and use count; and after a restart of the
 // whole cluster every token and use count is still there.
 func TestTokensPartitioned(t *testing.T) {
+	t.Parallel()
+
 	c := netnsCluster(t, "part", "10.213.1.0/24", 3, 1)
 	a := clusterAdmin(t, c)
 	cps := c.ControlPlanes()
