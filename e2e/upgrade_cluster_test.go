@@ -16,7 +16,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/aegis-os/aegis/internal/testutil"
 	"github.com/aegis-os/aegis/internal/version"
 	"github.com/aegis-os/aegis/machined/layout"
 	"github.com/aegis-os/aegis/machined/localcluster"
@@ -51,25 +50,9 @@ func TestUpgradeCluster(t *testing.T) {
 
 	old := oldBuild(t)
 
-	c, err := localcluster.Create(context.Background(), localcluster.Options{
+	c := upgradeCluster(t, localcluster.Options{
 		Name: "upcluster", ControlPlanes: 3, Workers: 2, CIDR: netip.MustParsePrefix("127.9.62.0/24"),
-		StateDir: testutil.ShortTempDir(t), BinDir: old, Timeout: etcdTimeout, UpgradeTrial: time.Minute,
-		NodeCertTTL: upgradeClusterTTL,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	t.Cleanup(func() {
-		if t.Failed() {
-			for _, n := range c.Nodes {
-				t.Logf("%s:\n%s", n.Name, c.Tail(n, 60))
-			}
-		}
-
-		if err := c.Destroy(); err != nil {
-			t.Errorf("destroying the cluster: %v", err)
-		}
+		BinDir: old, UpgradeTrial: time.Minute, NodeCertTTL: upgradeClusterTTL,
 	})
 
 	cps := c.ControlPlanes()

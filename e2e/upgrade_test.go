@@ -52,7 +52,9 @@ func TestUpgrade(t *testing.T) {
 	t.Parallel()
 
 	old := oldBuild(t)
-	c := upgradeCluster(t, "upgrade", "127.9.61.0/24", 1, old)
+	c := upgradeCluster(t, localcluster.Options{
+		Name: "upgrade", ControlPlanes: 1, CIDR: netip.MustParsePrefix("127.9.61.0/24"), BinDir: old, UpgradeTrial: upgradeTrial,
+	})
 	cp := c.ControlPlanes()[0]
 	admin := talosClient(t, c.ClientConfigPath())
 	bundles := clusterAdmin(t, c).conn(t, cp.Address)
@@ -155,14 +157,15 @@ func TestUpgrade(t *testing.T) {
 	})
 }
 
-// upgradeCluster is a local cluster of control planes run from bin.
-func upgradeCluster(t *testing.T, name, cidr string, controlPlanes int, bin string) *localcluster.Cluster {
+// upgradeCluster creates the local cluster opts describe, in a folder of
+// the test's, destroyed when the test ends (the nodes' last log lines
+// shown when it failed).
+func upgradeCluster(t *testing.T, opts localcluster.Options) *localcluster.Cluster {
 	t.Helper()
 
-	c, err := localcluster.Create(context.Background(), localcluster.Options{
-		Name: name, ControlPlanes: controlPlanes, CIDR: netip.MustParsePrefix(cidr), StateDir: testutil.ShortTempDir(t), BinDir: bin,
-		Timeout: etcdTimeout, UpgradeTrial: upgradeTrial,
-	})
+	opts.StateDir, opts.Timeout = testutil.ShortTempDir(t), etcdTimeout
+
+	c, err := localcluster.Create(context.Background(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
