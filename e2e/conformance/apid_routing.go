@@ -29,6 +29,7 @@ func withMetadata(ctx context.Context, kv ...string) context.Context {
 
 func pickAdmin(i *identities) Identity        { return i.admin }
 func pickReader(i *identities) Identity       { return i.reader }
+func pickOperator(i *identities) Identity     { return i.operator }
 func pickUnknown(i *identities) Identity      { return i.unknownRoles }
 func pickNoRoles(i *identities) Identity      { return i.noRoles }
 func pickImpersonator(i *identities) Identity { return i.impersonator }

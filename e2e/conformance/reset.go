@@ -11,8 +11,6 @@ import (
 // the RBAC refusal (admin only, as in Talos) and the refusals of what a
 // node run by machined has not got, which come before anything is done.
 func resetCases() []*Case {
-	reader := func(i *identities) Identity { return i.reader }
-	operator := func(i *identities) Identity { return i.operator }
 	reset := func(req *machine.ResetRequest) func(context.Context, *grpc.ClientConn) (string, error) {
 		return func(ctx context.Context, c *grpc.ClientConn) (string, error) {
 			_, err := machine.NewMachineServiceClient(c).Reset(ctx, req)
@@ -22,8 +20,8 @@ func resetCases() []*Case {
 	}
 
 	return []*Case{
-		resetCase("Reset by a reader", "PermissionDenied", reader, reset(&machine.ResetRequest{Graceful: true})),
-		resetCase("Reset by an operator", "PermissionDenied", operator, reset(&machine.ResetRequest{Graceful: true})),
+		resetCase("Reset by a reader", "PermissionDenied", pickReader, reset(&machine.ResetRequest{Graceful: true})),
+		resetCase("Reset by an operator", "PermissionDenied", pickOperator, reset(&machine.ResetRequest{Graceful: true})),
 		resetCase("Reset wiping STATE (the config) refused", "InvalidArgument", pickAdmin, reset(&machine.ResetRequest{
 			Graceful: true, SystemPartitionsToWipe: []*machine.ResetPartitionSpec{{Label: "STATE", Wipe: true}},
 		})),

@@ -2,7 +2,9 @@ package conformance
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"strings"
 
 	cosiapi "github.com/cosi-project/runtime/api/v1alpha1"
@@ -22,6 +24,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/emptypb"
 
+	upgradeapi "github.com/aegis-os/aegis/api/upgrade"
 	"github.com/aegis-os/aegis/client/resourcetypes"
 	"github.com/aegis-os/aegis/machined/resourceapi"
 )
@@ -62,6 +65,24 @@ func talosAPICases() []*Case {
 			if st := status.Convert(err); st.Code() == codes.FailedPrecondition && strings.Contains(st.Message(), "no previous version") {
 				return "FailedPrecondition, no previous version", nil
 			}
+
+			return "", err
+		}),
+		apiCase("Upgrade by an operator", codes.PermissionDenied.String(), pickOperator, nil, upgradeFrom("/nonexistent/aegis.bundle")),
+		apiCase("Upgrade naming a bundle the node does not have", codes.NotFound.String(), pickAdmin, nil, upgradeFrom("/nonexistent/aegis.bundle")),
+		apiCase("bundle Upload by an operator", codes.PermissionDenied.String(), pickOperator, nil, func(ctx context.Context, c *grpc.ClientConn) (string, error) {
+			stream, err := upgradeapi.NewBundleServiceClient(c).Upload(ctx)
+			if err != nil {
+				return "", err
+			}
+
+			// A header for an empty bundle: were the call let through, the
+			// node would refuse it for its size, and keep nothing.
+			if err = stream.Send(&upgradeapi.UploadRequest{Header: &upgradeapi.UploadHeader{Size: 1, Sha256: strings.Repeat("0", 64)}}); err != nil && !errors.Is(err, io.EOF) {
+				return "", err
+			}
+
+			_, err = stream.CloseAndRecv()
 
 			return "", err
 		}),
@@ -204,4 +225,15 @@ func namedUnimplemented(err error, method string) (string, error) {
 	}
 
 	return "Unimplemented, named", nil
+}
+
+// upgradeFrom calls MachineService.Upgrade with image, a bundle path no
+// node has: an upgrade that is let through is refused before anything
+// changes.
+func upgradeFrom(image string) func(context.Context, *grpc.ClientConn) (string, error) {
+	return func(ctx context.Context, c *grpc.ClientConn) (string, error) {
+		_, err := machine.NewMachineServiceClient(c).Upgrade(ctx, &machine.UpgradeRequest{Image: image, Preserve: true})
+
+		return "", err
+	}
 }
