@@ -138,6 +138,24 @@ func TestFollowEndsWithItsCredential(t *testing.T) {
 
 			tt.end(clk, &cert, &accepted)
 
+			// Other timers of the node (a connection's first-call timer)
+			// may be what WaitForTimers saw: until the stream ends, time
+			// goes on by a recheck interval at a time, so that the stream's
+			// recheck fires whenever its timer was made.
+			ended := make(chan struct{})
+			defer close(ended)
+
+			go func() {
+				for {
+					select {
+					case <-ended:
+						return
+					case <-time.After(50 * time.Millisecond):
+						clk.Advance(apid.StreamRecheckInterval)
+					}
+				}
+			}()
+
 			_, err = stream.Recv()
 			if status.Code(err) != codes.Unauthenticated || !strings.Contains(status.Convert(err).Message(), tt.want) {
 				t.Fatalf("follow after the credential ended: %v, want Unauthenticated %q", err, tt.want)
