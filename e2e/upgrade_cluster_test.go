@@ -158,6 +158,13 @@ func checkQuorumRefusal(t *testing.T, c *localcluster.Cluster, cli *client.Clien
 	eventually(t, "three voting members again", func() error {
 		return votersAre(etcdCtx(t), cli, cps[0].Address, cps[0].Name, cps[1].Name, cps[2].Name)
 	})
+
+	// The upgrade checks every control plane healthy before one goes:
+	// the restarted one's etcd passes its health check a moment after it
+	// votes.
+	for _, n := range c.Nodes {
+		waitVersion(t, cli, n.Address, upgradeOldTag)
+	}
 }
 
 // versionCalls calls Version on every node's own apid, one caller per
