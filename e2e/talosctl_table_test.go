@@ -53,6 +53,7 @@ var talosctlCoverage = map[string]string{
 	"machine.MachineService/Processes":                   "TestResourceAPI",
 	"machine.MachineService/Dmesg":                       "TestResourceAPI",
 	"machine.MachineService/Rollback":                    "TestResourceAPI",
+	"machine.MachineService/Upgrade":                     "TestUpgrade",
 	"cluster.ClusterService/HealthCheck":                 "TestMembershipAndClusterHealth",
 	"machine.MachineService/Containers":                  "TestContainerdRestarts",
 	"machine.MachineService/Stats":                       "TestContainerdRestarts",

@@ -13,6 +13,7 @@ import (
 
 	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/e2e/talossuite"
+	"github.com/aegis-os/aegis/internal/bundle"
 	"github.com/aegis-os/aegis/internal/version"
 	"github.com/aegis-os/aegis/machined/localcluster"
 )
@@ -89,7 +90,7 @@ func (o options) runStages(ctx context.Context, stderr io.Writer, c *localcluste
 		return err
 	}
 
-	tag, goVersion, err := aegisVersion(ctx, filepath.Join(o.binDir, "machined"))
+	tag, aegis, goVersion, err := aegisVersion(ctx, filepath.Join(o.binDir, "machined"))
 	if err != nil {
 		return err
 	}
@@ -134,13 +135,45 @@ func (o options) runStages(ctx context.Context, stderr io.Writer, c *localcluste
 	}
 	defer os.RemoveAll(tmp)
 
+	bundlePath, err := writeBundle(o.binDir, aegis, tmp)
+	if err != nil {
+		return err
+	}
+
 	report.Verbs = talossuite.RunTalosctl(ctx, talossuite.TalosctlOptions{
 		Talosctl: bins.Talosctl, Talosconfig: talosconfig, Nodes: nodes, TempDir: tmp, Progress: progress,
+		Bundle:       bundlePath,
 		LogDir:       filepath.Join(o.out, "logs", "talosctl"),
 		WorkerConfig: c.ConfigPath(workerNode(c)),
 	}, commands)
 
 	return nil
+}
+
+// writeBundle writes the release bundle of binDir, version v, into dir,
+// for talosctl upgrade: the nodes run the same build, so the upgrade is to
+// the version they run (the skew policy allows an equal version) and
+// exercises the whole switch.
+func writeBundle(binDir, v, dir string) (string, error) {
+	abs, err := filepath.Abs(binDir)
+	if err != nil {
+		return "", err
+	}
+
+	path := filepath.Join(dir, "aegis.bundle")
+
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return "", err
+	}
+
+	if _, err := bundle.Write(f, bundle.Source{BinDir: abs, Version: v, Plain: true}); err != nil {
+		f.Close() //nolint:errcheck // the write's error is the one to report
+
+		return "", fmt.Errorf("writing the bundle of %s for talosctl upgrade: %w", abs, err)
+	}
+
+	return path, f.Close()
 }
 
 // writeTalosconfig copies the cluster's admin client config, which is a
@@ -186,23 +219,24 @@ func workerNode(c *localcluster.Cluster) localcluster.Node {
 // aegisVersion reads the tag and Go version machined was built with, from
 // its --version line "machined TAG (commit …, goX.Y.Z, os/arch)", and
 // returns what the nodes' Version answer should carry: the Talos tag of
-// that build (version.TalosTagOf) and the Go version.
-func aegisVersion(ctx context.Context, machined string) (string, string, error) {
+// that build (version.TalosTagOf) and the Go version; and the Aegis
+// version itself, which a bundle of that build names.
+func aegisVersion(ctx context.Context, machined string) (talosTag, aegis, goVersion string, err error) {
 	out, err := exec.CommandContext(ctx, machined, "--version").Output()
 	if err != nil {
-		return "", "", fmt.Errorf("%s --version: %w", machined, err)
+		return "", "", "", fmt.Errorf("%s --version: %w", machined, err)
 	}
 
 	fields := strings.Fields(strings.NewReplacer("(", " ", ")", " ", ",", " ").Replace(string(out)))
 	if len(fields) < 2 {
-		return "", "", fmt.Errorf("%s --version: unexpected %q", machined, out)
+		return "", "", "", fmt.Errorf("%s --version: unexpected %q", machined, out)
 	}
 
 	for _, f := range fields[2:] {
 		if strings.HasPrefix(f, "go1") {
-			return version.TalosTagOf(fields[1]), f, nil
+			return version.TalosTagOf(fields[1]), fields[1], f, nil
 		}
 	}
 
-	return "", "", fmt.Errorf("%s --version: no Go version in %q", machined, out)
+	return "", "", "", fmt.Errorf("%s --version: no Go version in %q", machined, out)
 }

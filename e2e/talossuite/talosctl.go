@@ -22,7 +22,8 @@ type VerbStatus string
 const (
 	VerbOK VerbStatus = "ok"
 	// VerbRefused: the command failed with the answer the guide documents
-	// (dmesg's FailedPrecondition on a host, rollback's Unimplemented).
+	// (dmesg's FailedPrecondition on a host, bootstrap of a bootstrapped
+	// cluster).
 	VerbRefused VerbStatus = "refused as documented"
 	VerbFailed  VerbStatus = "failed"
 	VerbNotRun  VerbStatus = "not run"
@@ -54,6 +55,9 @@ type TalosctlOptions struct {
 	LogDir string
 	// TempDir receives the files commands write (a snapshot, a config).
 	TempDir string
+	// Bundle is the absolute path of a release bundle of the build the
+	// nodes run, for talosctl upgrade; "" does not run it.
+	Bundle string
 	// Progress receives a line per command. Nil discards.
 	Progress io.Writer
 }

@@ -75,7 +75,10 @@ func verbPlan() []verb {
 			return nodeArgs(r.opts.Nodes.Workers[0], "apply-config", "-f", r.opts.WorkerConfig, "--dry-run"), nil
 		}},
 		{command: "bootstrap", args: onCP(0, "bootstrap"), accept: "already bootstrapped"},
-		{command: "rollback", args: onWorker(1, "rollback"), accept: "Unimplemented"},
+		// The node keeps the version it ran, so the rollback that follows
+		// has one to go back to.
+		{command: "upgrade --image BUNDLE", args: upgradeBundle, after: waitWorker(1)},
+		{command: "rollback", args: onWorker(1, "rollback"), after: waitWorker(1)},
 		{command: "bootstrap --recover-from FILE", notRun: "recovery needs a control plane whose etcd was wiped and never bootstrapped; " +
 			"e2e TestEtcdCluster recovers one through the machinery client"},
 		// Destructive, each on a node of its own.
@@ -121,6 +124,17 @@ func timeCheck(r *verbRunner) ([]string, error) {
 	}
 
 	return nodeArgs(r.opts.Nodes.ControlPlanes[0], "time", "--check", server), nil
+}
+
+// upgradeBundle upgrades the second worker from the bundle the stage was
+// given, a file on the same host as the node; talosctl waits (its default)
+// for the node to be ready again with a new boot ID.
+func upgradeBundle(r *verbRunner) ([]string, error) {
+	if r.opts.Bundle == "" {
+		return nil, notRun("no release bundle was given to upgrade from")
+	}
+
+	return nodeArgs(r.opts.Nodes.Workers[1], "upgrade", "--image", r.opts.Bundle, "--timeout", VerbTimeout.String()), nil
 }
 
 // notRun is the reason a command is not run, found when its arguments are
