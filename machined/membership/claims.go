@@ -3,9 +3,11 @@ package membership
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/protobuf/proto"
 )
 
 // namePrefix is the hostname index: one key per hostname an entry holds,
@@ -23,6 +25,9 @@ func nameKey(hostname string) string { return namePrefix + hostname }
 // none of what was read changed meanwhile.
 type claim struct {
 	entry stored
+	// current is the entry as read, decoded; nil when there is none or it
+	// is damaged.
+	current *Member
 	// name is the name key as read; owned when it already points at the
 	// entry.
 	name  stored
@@ -50,6 +55,8 @@ func (s *Store) readClaim(ctx context.Context, m *Member) (*claim, error) {
 		c.entry = stored{rev: kv.ModRevision, lease: clientv3.LeaseID(kv.Lease)}
 
 		old := decode(kv)
+		c.current = old
+
 		if err := s.checkEntry(m, old); err != nil {
 			return nil, err
 		}
@@ -163,6 +170,26 @@ func (s *Store) scanClaim(ctx context.Context, m *Member) error {
 
 		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
 	}
+}
+
+// unchanged reports whether the entry as read already says what m says,
+// under the name key it owns and with a last_seen at most LastSeenRefresh
+// old at now: then a heartbeat keeps the entry's lease alive and writes
+// nothing. Only last_seen may differ.
+func (c *claim) unchanged(m *Member, now time.Time) bool {
+	cur := c.current
+	if cur == nil || !c.owned || c.renamed != "" || c.entry.lease == 0 || c.name.lease != c.entry.lease {
+		return false
+	}
+
+	if age := now.Sub(cur.GetLastSeen().AsTime()); age < 0 || age >= LastSeenRefresh(m.GetInterval().AsDuration()) {
+		return false
+	}
+
+	a, b := proto.CloneOf(cur), proto.CloneOf(m)
+	a.LastSeen, b.LastSeen = nil, nil
+
+	return proto.Equal(a, b)
 }
 
 // writes are the operations of m's write under lease: the entry, its name

@@ -229,7 +229,7 @@ func (f *follower) untilAgeOut() (time.Duration, bool) {
 		}
 
 		// Stale is strict: the entry is stale just after its age-out.
-		d := m.GetLastSeen().AsTime().Add(AgeOut(m.GetInterval().AsDuration())).Sub(now) + time.Nanosecond
+		d := m.GetLastSeen().AsTime().Add(StaleAfter(m.GetInterval().AsDuration())).Sub(now) + time.Nanosecond
 		if !ok || d < first {
 			first, ok = d, true
 		}

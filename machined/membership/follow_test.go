@@ -113,7 +113,8 @@ func TestFollow(t *testing.T) {
 	})
 
 	t.Run("a last-seen refresh alone publishes nothing", func(t *testing.T) {
-		clk.Advance(time.Second)
+		// Old enough for the heartbeat to write last_seen again.
+		clk.Advance(membership.LastSeenRefresh(time.Minute))
 
 		if err := writer.Put(ctx, longEntry("worker-1", "10.0.0.5"), membership.RoleWorker); err != nil {
 			t.Fatal(err)
@@ -167,12 +168,12 @@ func TestFollow(t *testing.T) {
 	})
 
 	t.Run("an entry aged out by its stamp leaves", func(t *testing.T) {
-		// cp-1 was last seen a second before worker-1: it ages out first.
+		// cp-1 was last seen a refresh before worker-1: it ages out first.
 		if err := clk.WaitForTimers(ctx, 1); err != nil {
 			t.Fatal(err)
 		}
 
-		clk.Set(start.Add(membership.AgeOut(time.Minute) + time.Millisecond))
+		clk.Set(start.Add(membership.StaleAfter(time.Minute) + time.Millisecond))
 		f.expect(t, "worker-1")
 	})
 }

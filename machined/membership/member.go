@@ -152,9 +152,13 @@ func CheckOwner(cert *x509.Certificate, m *Member) error {
 	return nil
 }
 
-// Stale reports whether m has not been refreshed for its age-out at now.
+// Stale reports whether m, as read at now, belongs to a node that stopped
+// its heartbeats. The entry's lease ends it AgeOut after the last one;
+// last_seen, written at least every LastSeenRefresh while the node beats,
+// is the check that does not depend on etcd's lease expiry (which a
+// leader election postpones): past both, the entry is not believed.
 func Stale(m *Member, now time.Time) bool {
-	return now.Sub(m.GetLastSeen().AsTime()) > AgeOut(m.GetInterval().AsDuration())
+	return now.Sub(m.GetLastSeen().AsTime()) > StaleAfter(m.GetInterval().AsDuration())
 }
 
 // CADigest is the accepted-CA digest of a PEM bundle: SHA-256 over the

@@ -70,7 +70,9 @@ func key(m *Member) string { return prefix + m.GetAddresses()[0] }
 // Put records m as the caller's entry with role, stamped now, under a lease
 // of its age-out. A worker never replaces a control plane's entry, and no
 // entry takes a hostname another live node holds. The entry is written
-// only if nothing changed it since it was read.
+// only if nothing changed it since it was read, and only if something
+// other than last_seen changed or last_seen is LastSeenRefresh old: else
+// Put renews the entry's lease alone.
 func (s *Store) Put(ctx context.Context, m *Member, role string) error {
 	if err := Check(m); err != nil {
 		return err
@@ -87,6 +89,17 @@ func (s *Store) Put(ctx context.Context, m *Member, role string) error {
 		return err
 	}
 
+	ttl := int64(math.Ceil(AgeOut(m.GetInterval().AsDuration()).Seconds()))
+
+	// The steady state: nothing but last_seen would change, and it is
+	// recent. The lease's keep-alive, answered by etcd's leader without a
+	// write through raft, keeps the entry and its name key alive.
+	if c.unchanged(m, m.GetLastSeen().AsTime()) {
+		if ka, err := s.cli.KeepAliveOnce(ctx, c.entry.lease); err == nil && ka.TTL == ttl {
+			return nil
+		}
+	}
+
 	data, err := proto.Marshal(m)
 	if err != nil {
 		return fmt.Errorf("membership: %w", err)
@@ -94,7 +107,7 @@ func (s *Store) Put(ctx context.Context, m *Member, role string) error {
 
 	old := c.entry.lease
 
-	lease, err := s.leaseFor(ctx, old, int64(math.Ceil(AgeOut(m.GetInterval().AsDuration()).Seconds())))
+	lease, err := s.leaseFor(ctx, old, ttl)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
@@ -241,7 +254,7 @@ func (s *Store) read(ctx context.Context) ([]*Member, map[string]stored, error) 
 // Remove deletes the entries of the worker named by node (its hostname or
 // one of its addresses) once they are aged out: the node is gone, and an
 // operator takes it out of the cluster. It refuses a control plane's entry
-// (ErrControlPlane) and one refreshed within its age-out (ErrAlive), and
+// (ErrControlPlane) and one still kept by heartbeats (ErrAlive), and
 // returns the entries deleted, none when nothing matches. The entries are
 // deleted only if nothing changed them since they were read: a heartbeat
 // that arrives meanwhile keeps the node in.
@@ -325,7 +338,7 @@ func removable(m *Member, now time.Time) error {
 	}
 
 	if !Stale(m, now) {
-		return fmt.Errorf("%w: %s sent a heartbeat %s ago, within its age-out of %s; stop or reset it first",
+		return fmt.Errorf("%w: %s still sends heartbeats (its entry was written %s ago; it ages out %s after the last one); stop or reset it first",
 			ErrAlive, name, now.Sub(m.GetLastSeen().AsTime()).Round(time.Second), AgeOut(m.GetInterval().AsDuration()))
 	}
 

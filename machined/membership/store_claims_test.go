@@ -187,7 +187,7 @@ func TestClaimFreed(t *testing.T) {
 			t.Fatal(err)
 		}
 
-		clk.Advance(membership.AgeOut(time.Second) + time.Millisecond)
+		clk.Advance(membership.StaleAfter(time.Second) + time.Millisecond)
 
 		if err := s.Put(ctx, entry("node-m", "10.0.0.33"), membership.RoleWorker); err != nil {
 			t.Fatalf("the name of an aged-out entry: %v", err)

@@ -43,7 +43,7 @@ func TestStoreRemove(t *testing.T) {
 		err  error
 		text string
 	}{
-		{"worker-5", membership.ErrAlive, "worker-5 (10.0.0.5) sent a heartbeat 0s ago, within its age-out of 3s; stop or reset it first"},
+		{"worker-5", membership.ErrAlive, "worker-5 (10.0.0.5) still sends heartbeats (its entry was written 0s ago; it ages out 3s after the last one); stop or reset it first"},
 		{"10.0.0.1", membership.ErrControlPlane, "cp-1 (10.0.0.1) is a control plane; it leaves the cluster through etcd's member removal"},
 	} {
 		if _, err := s.Remove(ctx, tt.node); !errors.Is(err, tt.err) || !strings.Contains(err.Error(), tt.text) {
@@ -51,7 +51,7 @@ func TestStoreRemove(t *testing.T) {
 		}
 	}
 
-	clk.Advance(membership.AgeOut(time.Second) + time.Second) // the etcd leases (real time) still hold the entries
+	clk.Advance(membership.StaleAfter(time.Second) + time.Second) // the etcd leases (real time) still hold the entries
 
 	for _, node := range []string{"worker-5", "10.0.0.6"} {
 		gone, err := s.Remove(ctx, node)
@@ -97,7 +97,7 @@ func TestStoreRemoveEntryGoneMeanwhile(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	clk.Advance(membership.AgeOut(time.Second) + time.Second)
+	clk.Advance(membership.StaleAfter(time.Second) + time.Second)
 
 	deleted := 0
 

@@ -72,16 +72,46 @@ func TestStore(t *testing.T) {
 		}
 	})
 
-	t.Run("refreshed entry replaces the old one", func(t *testing.T) {
+	t.Run("an unchanged entry is written again once last_seen is old", func(t *testing.T) {
+		written := clk.Now()
+
+		before, err := cli.Get(ctx, "/aegis/members/10.0.0.5")
+		if err != nil || len(before.Kvs) != 1 {
+			t.Fatalf("entry: %v %v", before, err)
+		}
+
+		// A heartbeat with nothing new renews the lease and writes nothing.
 		clk.Advance(time.Second)
 
 		if err := s.Put(ctx, entry("worker-1", "10.0.0.5"), membership.RoleWorker); err != nil {
 			t.Fatal(err)
 		}
 
+		after, err := cli.Get(ctx, "/aegis/members/10.0.0.5")
+		if err != nil || len(after.Kvs) != 1 || after.Kvs[0].ModRevision != before.Kvs[0].ModRevision {
+			t.Fatalf("an unchanged heartbeat wrote the entry: revision %d → %v (%v)", before.Kvs[0].ModRevision, after.Kvs, err)
+		}
+
+		ttl, err := cli.TimeToLive(ctx, clientv3.LeaseID(after.Kvs[0].Lease))
+		if err != nil || ttl.TTL < ttl.GrantedTTL-1 {
+			t.Fatalf("the lease was not renewed: %v %v", ttl, err)
+		}
+
 		list, _ := s.List(ctx)
-		if len(list) != 2 || !list[1].GetLastSeen().AsTime().Equal(clk.Now()) {
+		if len(list) != 2 || !list[1].GetLastSeen().AsTime().Equal(written) {
 			t.Fatalf("List = %v", list)
+		}
+
+		// One whose last_seen is LastSeenRefresh old is written.
+		clk.Advance(membership.LastSeenRefresh(time.Second))
+
+		if err := s.Put(ctx, entry("worker-1", "10.0.0.5"), membership.RoleWorker); err != nil {
+			t.Fatal(err)
+		}
+
+		list, _ = s.List(ctx)
+		if len(list) != 2 || !list[1].GetLastSeen().AsTime().Equal(clk.Now()) {
+			t.Fatalf("List after a refresh = %v", list)
 		}
 	})
 
@@ -103,7 +133,7 @@ func TestStore(t *testing.T) {
 	})
 
 	t.Run("stale entries aged out", func(t *testing.T) {
-		clk.Advance(membership.AgeOut(time.Second) + time.Millisecond)
+		clk.Advance(membership.StaleAfter(time.Second) + time.Millisecond)
 
 		if err := s.Put(ctx, entry("cp-1", "10.0.0.1"), membership.RoleControlPlane); err != nil {
 			t.Fatal(err)
@@ -158,7 +188,7 @@ func TestStore(t *testing.T) {
 			t.Fatalf("entry: %v %v", before, err)
 		}
 
-		clk.Advance(time.Second)
+		clk.Advance(membership.LastSeenRefresh(time.Second))
 
 		if err := s.Put(ctx, entry("worker-9", "10.0.0.9"), membership.RoleWorker); err != nil {
 			t.Fatal(err)

@@ -85,7 +85,7 @@ func TestCertifiedRecord(t *testing.T) {
 	}
 
 	for _, refused := range []struct{ node, text string }{
-		{"worker-1", "worker-1 (10.0.0.5) sent a heartbeat 0s ago, within its age-out of 3s; stop or reset it first"},
+		{"worker-1", "worker-1 (10.0.0.5) still sends heartbeats (its entry was written 0s ago; it ages out 3s after the last one); stop or reset it first"},
 		{e.Config().Name, "is a control plane; it leaves the cluster through etcd's member removal"},
 	} {
 		_, err := srv.Remove(ctx, &membership.RemoveRequest{Node: refused.node})
@@ -94,7 +94,7 @@ func TestCertifiedRecord(t *testing.T) {
 		}
 	}
 
-	clk.Advance(membershippkg.AgeOut(time.Second) + time.Second)
+	clk.Advance(membershippkg.StaleAfter(time.Second) + time.Second)
 
 	for _, node := range []string{"worker-1", "10.0.0.6"} {
 		resp, err := srv.Remove(ctx, &membership.RemoveRequest{Node: node})
