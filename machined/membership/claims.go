@@ -142,34 +142,25 @@ func (s *Store) checkName(ctx context.Context, m *Member, kv *mvccpb.KeyValue, c
 // heartbeat, and of each node's first after an upgrade from a version
 // without the index; the write that follows fills the key.
 func (s *Store) scanClaim(ctx context.Context, m *Member) error {
-	from, end, rev := prefix, clientv3.GetPrefixRangeEnd(prefix), int64(0)
 	now := s.clock.Now()
 
-	for {
-		resp, err := s.cli.Get(ctx, from, clientv3.WithRange(end), clientv3.WithLimit(scanPage), clientv3.WithRev(rev))
-		if err != nil {
-			return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	var held error
+
+	_, err := s.scan(ctx, func(kv *mvccpb.KeyValue) {
+		cur := decode(kv)
+		if held != nil || cur == nil || string(kv.Key) == key(m) {
+			return
 		}
 
-		rev = resp.Header.Revision
-
-		for _, kv := range resp.Kvs {
-			cur := decode(kv)
-			if cur == nil || string(kv.Key) == key(m) {
-				continue
-			}
-
-			if cur.GetHostname() == m.GetHostname() && !Stale(cur, now) {
-				return fmt.Errorf("%w: hostname %s is held by %s", ErrNotOwner, m.GetHostname(), cur.GetAddresses()[0])
-			}
+		if cur.GetHostname() == m.GetHostname() && !Stale(cur, now) {
+			held = fmt.Errorf("%w: hostname %s is held by %s", ErrNotOwner, m.GetHostname(), cur.GetAddresses()[0])
 		}
-
-		if !resp.More || len(resp.Kvs) == 0 {
-			return nil
-		}
-
-		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	})
+	if err != nil {
+		return err
 	}
+
+	return held
 }
 
 // unchanged reports whether the entry as read already says what m says,

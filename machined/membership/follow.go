@@ -157,25 +157,25 @@ func (f *follower) load(ctx context.Context) (int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 
-	resp, err := f.s.cli.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithLimit(MaxMembers))
-	if err != nil {
-		return 0, fmt.Errorf("%w: %w", ErrUnavailable, err)
-	}
+	entries := map[string]*Member{}
 
-	f.entries = make(map[string]*Member, len(resp.Kvs))
-
-	for _, kv := range resp.Kvs {
+	rev, err := f.s.scan(ctx, func(kv *mvccpb.KeyValue) {
 		if m := decode(kv); m != nil {
-			f.entries[string(kv.Key)] = m
+			entries[string(kv.Key)] = m
 		}
+	})
+	if err != nil {
+		return 0, err
 	}
 
-	return resp.Header.Revision, nil
+	f.entries = entries
+
+	return rev, nil
 }
 
 // apply changes the entries as one event says. A key that no longer
-// parses is dropped, as read skips it; a new key beyond MaxMembers is not
-// taken, as read's limit would not.
+// parses is dropped, as read skips it; a new key beyond twice the bound is
+// not taken (a read would refuse such a list).
 func (f *follower) apply(ev *clientv3.Event) {
 	k := string(ev.Kv.Key)
 
@@ -190,7 +190,7 @@ func (f *follower) apply(ev *clientv3.Event) {
 	switch _, held := f.entries[k]; {
 	case m == nil:
 		delete(f.entries, k)
-	case held || len(f.entries) < MaxMembers:
+	case held || len(f.entries) < 2*f.s.max:
 		f.entries[k] = m
 	}
 }

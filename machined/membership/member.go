@@ -68,6 +68,9 @@ var (
 	// ErrAlive: Remove was asked to take out a node that is not gone: its
 	// entry is not aged out.
 	ErrAlive = errors.New("membership: the node is alive")
+	// ErrFull: the member list holds as many entries as it admits; a new
+	// node is not listed until one leaves.
+	ErrFull = errors.New("membership: the member list is full")
 	// ErrNotFound: no node of that hostname or address holds a
 	// certificate or an entry.
 	ErrNotFound = errors.New("membership: no such node")

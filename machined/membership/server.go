@@ -301,7 +301,7 @@ func (s *Server) toStatus(op string, err error) error {
 		code = codes.FailedPrecondition
 	case errors.Is(err, ErrNotFound):
 		code = codes.NotFound
-	case errors.Is(err, errTooOften):
+	case errors.Is(err, errTooOften), errors.Is(err, ErrFull):
 		code = codes.ResourceExhausted
 	case errors.Is(err, ErrUnavailable), errors.Is(err, ErrConflict):
 		code = codes.Unavailable

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -34,6 +35,9 @@ type Config struct {
 	Rand io.Reader
 	// Logger receives Follow's failures. Nil discards.
 	Logger *slog.Logger
+	// MaxMembers bounds the entries Put admits; readers refuse a list of
+	// more than twice as many. Zero means MaxMembers.
+	MaxMembers int
 }
 
 // Store is the member list in etcd. It is safe for concurrent use.
@@ -42,6 +46,7 @@ type Store struct {
 	clock clock.Clock
 	rand  io.Reader
 	log   *slog.Logger
+	max   int
 
 	// afterLoad, when set by a test, runs after each of Follow's reads,
 	// before its watch starts.
@@ -60,8 +65,14 @@ func New(cfg Config) (*Store, error) {
 		return nil, errors.New("membership: Client is required")
 	}
 
+	limit := cfg.MaxMembers
+	if limit <= 0 {
+		limit = MaxMembers
+	}
+
 	return &Store{
 		cli: cfg.Client, clock: defaults.Clock(cfg.Clock), rand: defaults.Rand(cfg.Rand), log: defaults.Logger(cfg.Logger),
+		max: limit,
 	}, nil
 }
 
@@ -86,6 +97,10 @@ func (s *Store) Put(ctx context.Context, m *Member, role string) error {
 
 	c, err := s.readClaim(ctx, m)
 	if err != nil {
+		return err
+	}
+
+	if err := s.admit(ctx, c); err != nil {
 		return err
 	}
 
@@ -228,27 +243,79 @@ func (s *Store) List(ctx context.Context) ([]*Member, error) {
 // read returns every entry, sorted by hostname, and the mod revision and
 // lease of each key (absent: zero).
 func (s *Store) read(ctx context.Context) ([]*Member, map[string]stored, error) {
-	resp, err := s.cli.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithLimit(MaxMembers))
-	if err != nil {
-		return nil, nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
-	}
-
 	keys := map[string]stored{}
 
 	var out []*Member
 
-	for _, kv := range resp.Kvs {
+	_, err := s.scan(ctx, func(kv *mvccpb.KeyValue) {
 		keys[string(kv.Key)] = stored{rev: kv.ModRevision, lease: clientv3.LeaseID(kv.Lease)}
 
 		// An entry that does not decode is skipped, never served.
 		if m := decode(kv); m != nil {
 			out = append(out, m)
 		}
+	})
+	if err != nil {
+		return nil, nil, err
 	}
 
 	slices.SortFunc(out, func(a, b *Member) int { return strings.Compare(a.GetHostname(), b.GetHostname()) })
 
 	return out, keys, nil
+}
+
+// scan calls each with every entry's key, in pages of scanPage read at one
+// revision, which it returns: the whole list whatever its size, each page
+// a small reply. It refuses a list of more than twice the entries Put
+// admits (new entries racing the count, or keys some other writer put),
+// rather than hand back a part of it.
+func (s *Store) scan(ctx context.Context, each func(kv *mvccpb.KeyValue)) (int64, error) {
+	from, end, rev, n := prefix, clientv3.GetPrefixRangeEnd(prefix), int64(0), 0
+
+	for {
+		resp, err := s.cli.Get(ctx, from, clientv3.WithRange(end), clientv3.WithLimit(scanPage), clientv3.WithRev(rev))
+		if err != nil {
+			return 0, fmt.Errorf("%w: %w", ErrUnavailable, err)
+		}
+
+		rev = resp.Header.Revision
+
+		if n += len(resp.Kvs); n > 2*s.max {
+			return 0, fmt.Errorf("%w: the member list holds more than %d entries, twice its bound", ErrFull, 2*s.max)
+		}
+
+		for _, kv := range resp.Kvs {
+			each(kv)
+		}
+
+		if !resp.More || len(resp.Kvs) == 0 {
+			return rev, nil
+		}
+
+		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	}
+}
+
+// admit refuses m's entry when it would be a new one in a full list: a
+// reader then sees every member or refuses, never a part. An entry already
+// there is always refreshed. The count is not part of the write's
+// transaction, so new entries that race it may pass the bound by as many
+// as write at once; readers allow twice the bound.
+func (s *Store) admit(ctx context.Context, c *claim) error {
+	if c.entry.rev != 0 {
+		return nil
+	}
+
+	resp, err := s.cli.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+
+	switch {
+	case err != nil:
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	case resp.Count >= int64(s.max):
+		return fmt.Errorf("%w: the member list holds %d entries, its bound", ErrFull, resp.Count)
+	}
+
+	return nil
 }
 
 // Remove deletes the entries of the worker named by node (its hostname or
