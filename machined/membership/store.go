@@ -18,6 +18,7 @@ import (
 
 	"github.com/aegis-os/aegis/internal/clock"
 	"github.com/aegis-os/aegis/internal/defaults"
+	"github.com/aegis-os/aegis/internal/etcdutil"
 )
 
 // prefix is where the entries live in etcd, one key per node under its
@@ -270,30 +271,16 @@ func (s *Store) read(ctx context.Context) ([]*Member, map[string]stored, error) 
 // admits (new entries racing the count, or keys some other writer put),
 // rather than hand back a part of it.
 func (s *Store) scan(ctx context.Context, each func(kv *mvccpb.KeyValue)) (int64, error) {
-	from, end, rev, n := prefix, clientv3.GetPrefixRangeEnd(prefix), int64(0), 0
+	rev, err := etcdutil.Scan(ctx, s.cli, prefix, scanPage, 2*s.max, each)
 
-	for {
-		resp, err := s.cli.Get(ctx, from, clientv3.WithRange(end), clientv3.WithLimit(scanPage), clientv3.WithRev(rev))
-		if err != nil {
-			return 0, fmt.Errorf("%w: %w", ErrUnavailable, err)
-		}
-
-		rev = resp.Header.Revision
-
-		if n += len(resp.Kvs); n > 2*s.max {
-			return 0, fmt.Errorf("%w: the member list holds more than %d entries, twice its bound", ErrFull, 2*s.max)
-		}
-
-		for _, kv := range resp.Kvs {
-			each(kv)
-		}
-
-		if !resp.More || len(resp.Kvs) == 0 {
-			return rev, nil
-		}
-
-		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	switch {
+	case errors.Is(err, etcdutil.ErrTooMany):
+		return 0, fmt.Errorf("%w: the member list holds more than %d entries, twice its bound", ErrFull, 2*s.max)
+	case err != nil:
+		return 0, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
+
+	return rev, nil
 }
 
 // admit refuses m's entry when it would be a new one in a full list: a

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/netip"
 	"net/url"
@@ -11,9 +12,10 @@ import (
 	"strings"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 
 	"github.com/aegis-os/aegis/ca"
+	"github.com/aegis-os/aegis/internal/etcdutil"
 )
 
 // Holder is a node that holds a live certificate of the cluster.
@@ -45,29 +47,33 @@ func (s *Store) Holders(ctx context.Context) ([]Holder, error) {
 		return nil, err
 	}
 
-	resp, err := s.cfg.Client.Get(ctx, s.cfg.Prefix, clientv3.WithPrefix(), clientv3.WithLimit(maxHolders))
-	if err != nil {
-		return nil, fmt.Errorf("namestore: reading the bindings: %w", err)
-	}
-
-	if resp.More {
-		return nil, fmt.Errorf("namestore: more than %d bindings", maxHolders)
-	}
-
 	now := s.cfg.Clock.Now()
 
-	for _, kv := range resp.Kvs {
+	var damaged error
+
+	_, err = etcdutil.Scan(ctx, s.cfg.Client, s.cfg.Prefix, holdersPage, maxHolders, func(kv *mvccpb.KeyValue) {
 		name := strings.TrimPrefix(string(kv.Key), s.cfg.Prefix)
 
 		var b binding
 		if err := json.Unmarshal(kv.Value, &b); err != nil {
 			// Damage is not a free name (read's rule): it is an error here too.
-			return nil, fmt.Errorf("namestore: the binding of %s does not parse: %w", name, err)
+			damaged = errors.Join(damaged, fmt.Errorf("namestore: the binding of %s does not parse: %w", name, err))
+
+			return
 		}
 
 		if now.Before(b.NotAfter) {
 			out = append(out, Holder{Name: name, Addresses: b.Addresses, NotAfter: b.NotAfter})
 		}
+	})
+
+	switch {
+	case errors.Is(err, etcdutil.ErrTooMany):
+		return nil, fmt.Errorf("namestore: more than %d bindings", maxHolders)
+	case err != nil:
+		return nil, fmt.Errorf("namestore: reading the bindings: %w", err)
+	case damaged != nil:
+		return nil, damaged
 	}
 
 	slices.SortStableFunc(out, func(a, b Holder) int { return cmp.Compare(a.Name, b.Name) })

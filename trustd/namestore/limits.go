@@ -19,9 +19,12 @@ const (
 	// leaseSlack keeps a binding's key a little past the certificate's end:
 	// the binding itself ends at NotAfter, and the lease only cleans up.
 	leaseSlack = 60
-	// maxHolders bounds the bindings Holders reads in one reply: far above
-	// any cluster Aegis runs (the member list's own bound), it keeps the
-	// reply within a gRPC message; a record beyond it is an error, never a
-	// short list.
-	maxHolders = 1000
+	// maxHolders bounds the bindings Holders reads: the member list's own
+	// bound (membership.MaxMembers), one binding a node. A record beyond it
+	// is an error, never a short list, so a cluster-wide procedure never
+	// misses a node.
+	maxHolders = 16384
+	// holdersPage bounds one reply of Holders's read: about 100 KiB of
+	// bindings, whatever the record's size.
+	holdersPage = 500
 )
