@@ -71,6 +71,8 @@ func checkWentBack(t *testing.T, c *localcluster.Cluster, reader *client.Client,
 	if err != nil || !strings.Contains(out, crashLoop) {
 		t.Fatalf("aegisctl get upgrade (%v):\n%s", err, out)
 	}
+
+	t.Logf("aegisctl get upgrade:\n%s", out)
 }
 
 // upgradeStatus reads the UpgradeStatus of node through c.
