@@ -62,6 +62,8 @@ func TestUpgrade(t *testing.T) {
 
 	waitVersion(t, admin, cp.Address, upgradeOldTag)
 
+	reader := roleClient(t, admin, cp.Address, "os:reader")
+
 	t.Run("a damaged bundle is refused before anything changes", func(t *testing.T) {
 		path := writeBundle(t, binDir, version.Dev)
 		damage(t, path)
@@ -105,6 +107,12 @@ func TestUpgrade(t *testing.T) {
 		}
 
 		waitVersion(t, admin, cp.Address, upgradeOldTag)
+
+		st := upgradeStatus(t, reader, cp.Address)
+		if r := st.LastRollback; st.ActiveVersion != upgradeOldTag || st.PreviousVersion != version.Dev || r.ByNode ||
+			r.From != version.Dev || r.To != upgradeOldTag || r.Reason != "rollback asked through the API" {
+			t.Fatalf("upgrade status after the rollback: %+v", st)
+		}
 	})
 
 	t.Run("staged, then booted by a restart from the installed machined", func(t *testing.T) {
@@ -130,26 +138,13 @@ func TestUpgrade(t *testing.T) {
 		waitVersion(t, admin, cp.Address, version.Dev)
 	})
 
-	t.Run("a version whose apid cannot start rolls back by itself", func(t *testing.T) {
-		broken := brokenBin(t)
-		ref := uploadBundle(t, bundles, writeBundle(t, broken, "v0.1.1"))
-		start := time.Now()
+	t.Run("a version whose apid cannot start rolls back by itself, and aegisctl upgrade stops there", func(t *testing.T) {
+		checkWentBack(t, c, reader, cp)
 
-		if _, err := admin.UpgradeWithOptions(client.WithNode(etcdCtx(t), cp.Address), client.WithUpgradeImage(ref)); err != nil {
-			t.Fatal(err)
+		s, _, err := store.Load()
+		if err != nil || s.Active.Version != version.Dev || s.LastRollback == nil || !strings.Contains(s.LastRollback.Reason, crashLoop) {
+			t.Fatalf("slots %+v (%v)", s, err)
 		}
-
-		eventually(t, "the node back on its version", func() error {
-			s, _, err := store.Load()
-			if err == nil && (s.Active.Version != version.Dev || !strings.Contains(s.LastRollback, "v0.1.1: service apid exited 3 times in a row")) {
-				err = fmt.Errorf("slots %+v", s)
-			}
-
-			return err
-		})
-
-		waitVersion(t, admin, cp.Address, version.Dev)
-		t.Logf("rollback: node back on %s with its services up %s after the call", version.Dev, time.Since(start).Round(time.Millisecond))
 
 		if tail := c.Tail(cp, 400); !strings.Contains(tail, `"msg":"upgrade rolled back"`) {
 			t.Fatalf("no log line of the rollback:\n%s", tail)

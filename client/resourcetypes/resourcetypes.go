@@ -1,7 +1,8 @@
 // Package resourcetypes defines Aegis's own COSI resource types: what a
 // node has that no Talos type describes (its certificates, its time
-// servers, the config it booted with). The node's resource API serves them
-// and clients decode them, so the package imports only COSI's runtime.
+// servers, the config it booted with, its installed versions). The node's
+// resource API serves them and clients decode them, so the package imports
+// only COSI's runtime.
 package resourcetypes
 
 import (
@@ -192,6 +193,7 @@ func init() {
 		protobuf.RegisterDynamic[CertificateStatusSpec](CertificateStatusType, &CertificateStatus{}),
 		protobuf.RegisterDynamic[NTPStatusSpec](NTPStatusType, &NTPStatus{}),
 		protobuf.RegisterDynamic[MachineConfigSpec](MachineConfigType, &MachineConfig{}),
+		protobuf.RegisterDynamic[UpgradeStatusSpec](UpgradeStatusType, &UpgradeStatus{}),
 	} {
 		if err != nil {
 			panic(err)

@@ -33,6 +33,7 @@ func completeGetKind(_ *cobra.Command, args []string, _ string) ([]cobra.Complet
 		resourcetypes.CertificateStatusExtension{}.ResourceDefinition(),
 		resourcetypes.NTPStatusExtension{}.ResourceDefinition(),
 		resourcetypes.MachineConfigExtension{}.ResourceDefinition(),
+		resourcetypes.UpgradeStatusExtension{}.ResourceDefinition(),
 	} {
 		if len(d.Aliases) > 0 {
 			kinds = append(kinds, string(d.Aliases[0]))

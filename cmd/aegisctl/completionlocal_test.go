@@ -47,7 +47,7 @@ func TestCompletionLocal(t *testing.T) {
 		{name: "cluster destroy --name", args: []string{"cluster", "destroy", "--name", ""}, want: []string{"aegis-local", "lab"}},
 		{name: "cluster readmit --name", args: []string{"cluster", "readmit", "--name", ""}, want: []string{"aegis-local", "lab"}},
 		{name: "--name of --state-dir", args: []string{"cluster", "show", "--state-dir", other, "--name", ""}, want: []string{"elsewhere"}},
-		{name: "get TYPE", args: []string{"get", ""}, want: []string{"rd", "members", "machinestatus", "services", "certs", "ntp", "aegisconfig"}},
+		{name: "get TYPE", args: []string{"get", ""}, want: []string{"rd", "members", "machinestatus", "services", "certs", "ntp", "aegisconfig", "upgrade"}},
 		{name: "get TYPE ID", args: []string{"get", "certs", ""}},
 	}
 

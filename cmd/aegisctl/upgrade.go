@@ -63,7 +63,11 @@ its upgrade, the delivery, the Upgrade call, or the wait), which members
 are upgraded and which are not. A member that refuses its upgrade (a
 control plane whose going would cost etcd its quorum, for one) is left as
 it was; a member that is not healthy in time after its upgrade rolls back
-by itself to the version it kept.
+by itself to the version it kept. A member that reports such a rollback
+(its upgrade status, 'aegisctl -n NODE get upgrade') stops the upgrade at
+once, with the version it went back to and the reason it gives, rather
+than at the end of --node-timeout; a member of an older Aegis, which does
+not report it, is waited on until then.
 
 To resume, run the same command again: members already on the bundle's
 version are skipped, so it goes on from the member it stopped at.

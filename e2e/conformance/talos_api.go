@@ -49,6 +49,7 @@ func talosAPICases() []*Case {
 		apiCase("resources: `nodes` fan-out refused as in Talos", codes.InvalidArgument.String(), reader, []string{"nodes", "TARGET,WORKER"}, listDefinitions),
 		apiCase("resources: machine config served without secrets", "redacted", reader, nil, machineConfigRedacted),
 		apiCase("resources: members on the target", "OK, control plane and worker listed", reader, nil, clusterMembers),
+		apiCase("resources: upgrade status of the worker, as a reader", "OK, the installed version active", reader, onWorker, upgradeStatus),
 		apiCase("TimeService Time as a reader", codes.OK.String(), reader, nil, func(ctx context.Context, c *grpc.ClientConn) (string, error) {
 			_, err := timeapi.NewTimeServiceClient(c).Time(ctx, &emptypb.Empty{})
 
@@ -167,6 +168,21 @@ func clusterMembers(ctx context.Context, c *grpc.ClientConn) (string, error) {
 	default:
 		return fmt.Sprintf("OK, %d members: %v", list.Len(), types), nil
 	}
+}
+
+// upgradeStatus describes a node's UpgradeStatus (aegisctl get upgrade):
+// a node of the suite's cluster was never upgraded.
+func upgradeStatus(ctx context.Context, c *grpc.ClientConn) (string, error) {
+	st, err := safe.StateGet[*resourcetypes.UpgradeStatus](ctx, cosiState(c), resourcetypes.NewUpgradeStatus().Metadata())
+	if err != nil {
+		return "", err
+	}
+
+	if spec := st.TypedSpec(); spec.ActiveSlot != "installed" || spec.ActiveVersion == "" || spec.OnTrial || !spec.LastRollback.IsZero() {
+		return fmt.Sprintf("%+v", *spec), nil
+	}
+
+	return "OK, the installed version active", nil
 }
 
 func workerMachineStatus(ctx context.Context, c *grpc.ClientConn) (string, error) {

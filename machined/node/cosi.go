@@ -32,6 +32,7 @@ const etcdMemberRetry = time.Second
 // The node's resources (resourceapi) follow its state where that state
 // changes: the machine status where the node publishes it (machineStatus),
 // the time status where the time service measures (followTime), the
+// installed versions where the node records them (saveSlots), the
 // services at every change the service manager announces, and the
 // hostname, addresses and certificates at every change of the resources
 // store. Nothing polls and nothing keeps a second copy to drift.
@@ -42,6 +43,7 @@ func (n *Node) followResources(ctx context.Context, wg *sync.WaitGroup) {
 	etcdRunning := make(chan bool, 1)
 
 	n.setSecurityState()
+	n.setUpgradeStatus()
 
 	wg.Go(func() { n.followStore(ctx) })
 	wg.Go(func() { n.followServices(ctx, etcdRunning) })

@@ -44,6 +44,31 @@ func (n *Node) running() upgrade.Slot {
 	return upgrade.Slot{Name: upgrade.InstalledSlot, BinDir: n.cfg.BinDir, ImageDir: n.cfg.ImageDir, Version: version.Get().Tag}
 }
 
+// saveSlots records s, and serves it as the node's UpgradeStatus.
+func (n *Node) saveSlots(s upgrade.State) error {
+	if err := n.slots().Save(s); err != nil {
+		return err
+	}
+
+	n.resourceErr("upgrade status", n.res.SetUpgradeStatus(s.Status()))
+
+	return nil
+}
+
+// setUpgradeStatus serves the installed versions as recorded at this
+// start (cmd/machined took its decision on them before the node began),
+// or the running version alone on a node never upgraded. A state file
+// that cannot be read is logged, and the resource left unset: a reader
+// sees none rather than a guess.
+func (n *Node) setUpgradeStatus() {
+	s, err := n.slotState()
+	if err == nil {
+		err = n.res.SetUpgradeStatus(s.Status())
+	}
+
+	n.resourceErr("upgrade status", err)
+}
+
 // slotState is the recorded state, or the running version alone on a node
 // never upgraded.
 func (n *Node) slotState() (upgrade.State, error) {
@@ -126,7 +151,7 @@ func (n *Node) install(s upgrade.State, incoming, v string) (string, error) {
 		return "", err
 	}
 
-	return name, n.slots().Save(s)
+	return name, n.saveSlots(s)
 }
 
 // bundlePath resolves Upgrade's image: an uploaded bundle's reference, or
@@ -192,15 +217,15 @@ func (n *Node) Rollback(_ context.Context, actor string) (string, error) {
 		return "", err
 	}
 
-	if s, err = upgrade.RollBack(s, "rollback asked through the API"); err != nil {
+	if s, err = upgrade.RollBack(s, n.clock.Now(), "rollback asked through the API"); err != nil {
 		return "", err
 	}
 
-	if err := n.slots().Save(s); err != nil {
+	if err := n.saveSlots(s); err != nil {
 		return "", err
 	}
 
-	n.log.Warn("rolling back", slog.String(logkey.Version, s.Active.Version), slog.String(logkey.Reason, s.LastRollback))
+	n.log.Warn("rolling back", slog.String(logkey.Version, s.Active.Version), slog.String(logkey.Reason, s.LastRollback.Reason))
 	n.bus.Publish(&machine.SequenceEvent{Sequence: "rollback", Action: machine.SequenceEvent_START}, actor)
 	n.request(lifecycleRequest{actor: actor, switchVersion: true})
 

@@ -158,7 +158,7 @@ func (n *Node) finishTrial(ctx context.Context, healthy bool, reason string) {
 	}
 
 	if healthy {
-		if err := n.slots().Save(upgrade.Confirm(s)); err != nil {
+		if err := n.saveSlots(upgrade.Confirm(s)); err != nil {
 			n.log.Error("upgrade not confirmed", slog.String(logkey.Error, err.Error()))
 
 			return
@@ -171,7 +171,7 @@ func (n *Node) finishTrial(ctx context.Context, healthy bool, reason string) {
 		return
 	}
 
-	rolled, ended := upgrade.GiveUp(s, reason)
+	rolled, ended := upgrade.GiveUp(s, n.clock.Now(), reason)
 	if reason == "" {
 		rolled, reason, ended = upgrade.Expire(s, n.clock.Now())
 	}
@@ -180,7 +180,7 @@ func (n *Node) finishTrial(ctx context.Context, healthy bool, reason string) {
 		return
 	}
 
-	if err := n.slots().Save(rolled); err != nil {
+	if err := n.saveSlots(rolled); err != nil {
 		n.log.Error("upgrade not rolled back", slog.String(logkey.Reason, reason), slog.String(logkey.Error, err.Error()))
 
 		return

@@ -8,6 +8,8 @@ import (
 	"sync"
 
 	"github.com/siderolabs/talos/pkg/machinery/resources/runtime"
+
+	"github.com/aegis-os/aegis/client/resourcetypes"
 )
 
 // ProductName is the Versions resource's name of the product, where Talos
@@ -91,4 +93,10 @@ func (s *State) SetSecurityState(spec runtime.SecurityStateSpec) error {
 	return set(s, runtime.NewSecurityStateSpec(runtime.NamespaceName), func(r *runtime.SecurityState) {
 		*r.TypedSpec() = spec
 	})
+}
+
+// SetUpgradeStatus sets UpgradeStatuses/node to spec: the node's installed
+// versions, as its slots record them.
+func (s *State) SetUpgradeStatus(spec resourcetypes.UpgradeStatusSpec) error {
+	return set(s, resourcetypes.NewUpgradeStatus(), func(r *resourcetypes.UpgradeStatus) { *r.TypedSpec() = spec })
 }

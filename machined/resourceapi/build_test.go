@@ -5,12 +5,14 @@ import (
 	"slices"
 	"testing"
 	"testing/fstest"
+	"time"
 
 	"github.com/cosi-project/runtime/pkg/safe"
 	talosconfig "github.com/siderolabs/talos/pkg/machinery/resources/config"
 	"github.com/siderolabs/talos/pkg/machinery/resources/runtime"
 
 	"github.com/aegis-os/aegis/authz/role"
+	"github.com/aegis-os/aegis/client/resourcetypes"
 	"github.com/aegis-os/aegis/machined/resourceapi"
 )
 
@@ -141,5 +143,38 @@ func TestTalosViewFollowsLiveChanges(t *testing.T) {
 
 	if sans := mc.Provider().Machine().Security().CertSANs(); mc.Metadata().Version().Value() != 2 || !slices.Contains(sans, "new.example") {
 		t.Errorf("version %d, SANs %v; want version 2 with new.example", mc.Metadata().Version().Value(), sans)
+	}
+}
+
+// TestUpgradeStatusReadable: the node's installed versions reach a reader
+// over the wire whole, the trial's times and the last rollback included,
+// and a client that imports the types decodes them typed.
+func TestUpgradeStatusReadable(t *testing.T) {
+	st, cli := serveAs(t, role.NewSet(role.Reader))
+	at := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	want := resourcetypes.UpgradeStatusSpec{
+		ActiveSlot: "b", ActiveVersion: "v0.3.0", PreviousVersion: "v0.2.0", StagedVersion: "v0.3.1",
+		OnTrial: true, TrialSince: at, TrialDeadline: at.Add(time.Minute), TrialStarts: 2,
+		LastRollback: resourcetypes.UpgradeRollback{At: at.Add(-time.Hour), From: "v0.3.0", To: "v0.2.0", Reason: "v0.3.0 was not healthy within 1m0s", ByNode: true},
+	}
+
+	if err := st.SetUpgradeStatus(want); err != nil {
+		t.Fatal(err)
+	}
+
+	got, err := safe.StateGetByID[*resourcetypes.UpgradeStatus](ctx(t), cli, resourcetypes.UpgradeStatusID)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	spec := *got.TypedSpec()
+	if !spec.TrialSince.Equal(want.TrialSince) || !spec.TrialDeadline.Equal(want.TrialDeadline) || !spec.LastRollback.At.Equal(want.LastRollback.At) {
+		t.Fatalf("times %v %v %v, want %v %v %v", spec.TrialSince, spec.TrialDeadline, spec.LastRollback.At,
+			want.TrialSince, want.TrialDeadline, want.LastRollback.At)
+	}
+
+	spec.TrialSince, spec.TrialDeadline, spec.LastRollback.At = want.TrialSince, want.TrialDeadline, want.LastRollback.At
+	if spec != want {
+		t.Fatalf("read\n%+v\nwant\n%+v", spec, want)
 	}
 }

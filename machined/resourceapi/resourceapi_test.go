@@ -110,7 +110,7 @@ func TestDefinitionsResolveNamesAndAliases(t *testing.T) {
 	for _, name := range []string{
 		"machinestatus", "services", "svc", "timestatus", "hostname", "hostnamestatus", "nodename",
 		"nodeaddresses", "etcdmembers", "certificatestatuses", "certs", "ntpstatus", "mc", "machineconfig", "rd",
-		"members", "version", "platformmetadata", "securitystate", "aegisconfig",
+		"members", "version", "platformmetadata", "securitystate", "aegisconfig", "upgrade", "upgradestatus",
 	} {
 		var matched []string
 

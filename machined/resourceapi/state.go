@@ -45,7 +45,7 @@ var namespaces = []struct {
 	{etcd.NamespaceName, "The node's etcd member (control planes)."},
 	{cluster.NamespaceName, "The cluster's members, as a control plane's etcd keeps them."},
 	{talosconfig.NamespaceName, "The node's machine config, as a Talos v1alpha1 view (redacted)."},
-	{resourcetypes.NamespaceName, "Aegis: certificates, NTP status, the machine config (redacted)."},
+	{resourcetypes.NamespaceName, "Aegis: certificates, NTP status, the machine config (redacted), installed versions."},
 }
 
 // definitions are the resource types the node serves.
@@ -55,6 +55,7 @@ func definitions() []meta.ResourceWithRD {
 		&runtime.Version{}, &runtime.PlatformMetadata{}, &runtime.SecurityState{}, &talosconfig.MachineConfig{},
 		&network.HostnameStatus{}, &network.NodeAddress{}, &k8s.Nodename{}, &etcd.Member{}, &cluster.Member{},
 		&resourcetypes.CertificateStatus{}, &resourcetypes.NTPStatus{}, &resourcetypes.MachineConfig{},
+		&resourcetypes.UpgradeStatus{},
 	}
 }
 

@@ -1,6 +1,9 @@
 package upgrade
 
-import "fmt"
+import (
+	"fmt"
+	"time"
+)
 
 // CrashLoop tells a version on trial that cannot start one of its
 // services from one that is still starting: it counts, per service, the
@@ -34,13 +37,14 @@ func (c *CrashLoop) Exited(version, service, message string) string {
 func (c *CrashLoop) Up(service string) { delete(c.exits, service) }
 
 // GiveUp ends the trial of the active version before its deadline, for
-// reason: the version goes back to the kept one, as at the deadline.
-func GiveUp(s State, reason string) (State, bool) {
+// reason, at now: the version goes back to the kept one, as at the
+// deadline.
+func GiveUp(s State, now time.Time, reason string) (State, bool) {
 	if s.Trial == nil {
 		return s, false
 	}
 
-	rolled, err := autoRollBack(s, reason)
+	rolled, err := autoRollBack(s, now, reason)
 	if err != nil {
 		return s, false
 	}

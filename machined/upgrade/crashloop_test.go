@@ -47,13 +47,14 @@ func TestGiveUp(t *testing.T) {
 		Trial:    &Trial{Since: now, Deadline: now.Add(TrialTimeout)},
 	}
 
-	rolled, ok := GiveUp(s, "v0.2.0: service apid exited 3 times in a row")
+	rolled, ok := GiveUp(s, now.Add(time.Second), "v0.2.0: service apid exited 3 times in a row")
 	if !ok || rolled.Active.Version != "v0.1.0" || rolled.Trial != nil || rolled.Previous != nil ||
-		!strings.Contains(rolled.LastRollback, "apid exited") {
+		rolled.LastRollback == nil || !rolled.LastRollback.ByNode || !strings.Contains(rolled.LastRollback.Reason, "apid exited") ||
+		!rolled.LastRollback.At.Equal(now.Add(time.Second)) || rolled.LastRollback.From != "v0.2.0" || rolled.LastRollback.To != "v0.1.0" {
 		t.Fatalf("GiveUp = %+v, %v", rolled, ok)
 	}
 
-	if same, ok := GiveUp(rolled, "again"); ok || same.Active.Version != "v0.1.0" {
+	if same, ok := GiveUp(rolled, now, "again"); ok || same.Active.Version != "v0.1.0" {
 		t.Fatalf("GiveUp without a trial = %+v, %v", same, ok)
 	}
 }

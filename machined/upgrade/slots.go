@@ -53,8 +53,9 @@ type State struct {
 	Staged *Slot `json:"staged,omitempty"`
 	// Trial is set while Active has not been confirmed healthy.
 	Trial *Trial `json:"trial,omitempty"`
-	// LastRollback says why the node last went back, for the operator.
-	LastRollback string `json:"last_rollback,omitempty"`
+	// LastRollback is the node's last rollback, for the operator; nil
+	// when it never went back.
+	LastRollback *Rollback `json:"last_rollback,omitempty"`
 }
 
 // Sentinels of the decisions; the API maps both to FailedPrecondition.
@@ -118,7 +119,7 @@ func Start(s State, now time.Time, timeout time.Duration) (State, Decision) {
 		return s, Decision{Outcome: OnTrial}
 	}
 
-	rolled, err := autoRollBack(s, reason)
+	rolled, err := autoRollBack(s, now, reason)
 	if err != nil {
 		// A trial always has a previous version (Start made it); a
 		// state file edited by hand may not: the version stays.
@@ -139,7 +140,7 @@ func Expire(s State, now time.Time) (State, string, bool) {
 
 	reason := fmt.Sprintf("%s was not healthy within %s", s.Active.Version, s.Trial.Deadline.Sub(s.Trial.Since))
 
-	rolled, err := autoRollBack(s, reason)
+	rolled, err := autoRollBack(s, now, reason)
 	if err != nil {
 		return s, "", false
 	}
@@ -175,15 +176,16 @@ func Stage(s State, next Slot) (State, error) {
 // RollBack is an operator's rollback: the previous version becomes active
 // and the active one is kept as previous, so that the rollback itself can
 // be undone. Nothing staged survives it, and no trial follows: the
-// version returned to has run on this node before.
-func RollBack(s State, reason string) (State, error) {
+// version returned to has run on this node before. It is recorded as of
+// now, for reason.
+func RollBack(s State, now time.Time, reason string) (State, error) {
 	if s.Previous == nil {
 		return s, fmt.Errorf("%w (the node runs %s)", ErrNoPrevious, s.Active.Version)
 	}
 
 	cur := s.Active
 	s.Active, s.Previous, s.Staged, s.Trial = *s.Previous, &cur, nil, nil
-	s.LastRollback = reason
+	s.LastRollback = &Rollback{At: now, From: cur.Version, To: s.Active.Version, Reason: reason}
 
 	return s, nil
 }
@@ -192,11 +194,16 @@ func RollBack(s State, reason string) (State, error) {
 // operator's, it does not keep the failed version as previous, so that a
 // Rollback cannot return to it by mistake; its slot is reused by the next
 // upgrade.
-func autoRollBack(s State, reason string) (State, error) {
-	s, err := RollBack(s, reason)
-	s.Previous = nil
+func autoRollBack(s State, now time.Time, reason string) (State, error) {
+	s, err := RollBack(s, now, reason)
+	if err != nil {
+		return s, err
+	}
 
-	return s, err
+	s.Previous = nil
+	s.LastRollback.ByNode = true
+
+	return s, nil
 }
 
 // NextSlot is the slot directory an upgrade installs into: the one that is

@@ -72,8 +72,9 @@ func TestTrialExpiresWhileRunning(t *testing.T) {
 		t.Fatalf("at the deadline: %+v %v", rolled, expired)
 	}
 
-	if !strings.Contains(reason, "v0.3.0 was not healthy within 1m0s") || rolled.LastRollback != reason {
-		t.Fatalf("reason %q, recorded %q", reason, rolled.LastRollback)
+	want := Rollback{At: clk.Now(), From: "v0.3.0", To: "v0.2.0", Reason: reason, ByNode: true}
+	if !strings.Contains(reason, "v0.3.0 was not healthy within 1m0s") || rolled.LastRollback == nil || *rolled.LastRollback != want {
+		t.Fatalf("reason %q, recorded %+v, want %+v", reason, rolled.LastRollback, want)
 	}
 }
 
@@ -116,16 +117,20 @@ func TestRollBackOnDemandSwaps(t *testing.T) {
 	s, _ := Start(staged(t), time.Unix(0, 0), time.Minute)
 	s = Confirm(s)
 
-	back, err := RollBack(s, "asked")
+	back, err := RollBack(s, time.Unix(60, 0), "asked")
 	if err != nil || back.Active != installed || back.Previous == nil || *back.Previous != slotA || back.Trial != nil {
 		t.Fatalf("%+v %v", back, err)
 	}
 
-	if again, err := RollBack(back, "asked"); err != nil || again.Active != slotA {
+	if want := (Rollback{At: time.Unix(60, 0), From: "v0.3.0", To: "v0.2.0", Reason: "asked"}); back.LastRollback == nil || *back.LastRollback != want {
+		t.Fatalf("recorded %+v, want %+v (not by the node)", back.LastRollback, want)
+	}
+
+	if again, err := RollBack(back, time.Unix(0, 0), "asked"); err != nil || again.Active != slotA {
 		t.Fatalf("rolling the rollback back: %+v %v", again, err)
 	}
 
-	if _, err := RollBack(State{Active: installed}, "asked"); !errors.Is(err, ErrNoPrevious) {
+	if _, err := RollBack(State{Active: installed}, time.Unix(0, 0), "asked"); !errors.Is(err, ErrNoPrevious) {
 		t.Fatalf("rollback without a previous version: %v", err)
 	}
 }
@@ -133,7 +138,7 @@ func TestRollBackOnDemandSwaps(t *testing.T) {
 func TestStageOverPreviousDropsIt(t *testing.T) {
 	s, _ := Start(staged(t), time.Unix(0, 0), time.Minute)
 	s = Confirm(s)
-	s, _ = RollBack(s, "asked") // active installed, previous a
+	s, _ = RollBack(s, time.Unix(0, 0), "asked") // active installed, previous a
 
 	next := Slot{Name: NextSlot(s), BinDir: "/s/a/bin", Version: "v0.3.1"}
 	if next.Name != "a" {
@@ -145,7 +150,7 @@ func TestStageOverPreviousDropsIt(t *testing.T) {
 		t.Fatalf("a previous version in the slot installed over is still kept: %+v %v", s.Previous, err)
 	}
 
-	if _, err := RollBack(s, "asked"); !errors.Is(err, ErrNoPrevious) {
+	if _, err := RollBack(s, time.Unix(0, 0), "asked"); !errors.Is(err, ErrNoPrevious) {
 		t.Fatalf("rollback to a slot installed over: %v", err)
 	}
 }

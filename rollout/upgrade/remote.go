@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/cosi-project/runtime/pkg/safe"
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"github.com/siderolabs/talos/pkg/machinery/client"
 	"google.golang.org/grpc/codes"
@@ -12,6 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/aegis-os/aegis/client/health"
+	"github.com/aegis-os/aegis/client/resourcetypes"
 	"github.com/aegis-os/aegis/internal/version"
 	"github.com/aegis-os/aegis/rollout"
 )
@@ -28,7 +30,8 @@ var ErrNoUpload = errors.New("upgrade: no way to upload a release bundle to a no
 // Remote is the Cluster reached through a Walker's endpoint, each member
 // by `node` metadata: the members as the Walker lists them, versions from
 // MachineService.Version, health from ServiceList (and EtcdStatus on
-// control planes), upgrades with MachineService.Upgrade.
+// control planes), rollbacks from the UpgradeStatus resource, upgrades
+// with MachineService.Upgrade.
 type Remote struct {
 	// Walker calls the members. Required.
 	Walker *rollout.Walker
@@ -125,6 +128,19 @@ func (r *Remote) etcdHealthy(ctx context.Context, m rollout.Member, services []*
 	}
 
 	return nil
+}
+
+// LastRollback reads m's UpgradeStatus through the resource API.
+func (r *Remote) LastRollback(ctx context.Context, m rollout.Member) (resourcetypes.UpgradeRollback, error) {
+	cctx, cancel := r.Walker.Route(ctx, m)
+	defer cancel()
+
+	st, err := safe.StateGet[*resourcetypes.UpgradeStatus](cctx, r.Walker.Client().COSI, resourcetypes.NewUpgradeStatus().Metadata())
+	if err != nil {
+		return resourcetypes.UpgradeRollback{}, fmt.Errorf("reading its upgrade status: %w", err)
+	}
+
+	return st.TypedSpec().LastRollback, nil
 }
 
 // Deliver uploads the bundle at path to m with Upload.

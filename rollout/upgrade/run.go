@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aegis-os/aegis/client/resourcetypes"
 	"github.com/aegis-os/aegis/internal/clock"
 	"github.com/aegis-os/aegis/rollout"
 )
@@ -20,13 +21,21 @@ type failure struct {
 	err  error
 	// touched: the member was asked to upgrade, and may run either version.
 	touched bool
+	// wentBack: the member reported going back to the version it kept,
+	// and runs that one.
+	wentBack bool
 }
 
 // started is a member asked to upgrade: when its turn began (the start of
-// its delivery) and when its Upgrade call was accepted.
+// its delivery) and when its Upgrade call was accepted, and the last
+// rollback it reported before that call (watched: it reported one, or
+// none; a member that does not serve its upgrade status is not watched).
 type started struct {
 	Entry
 	began, upgraded time.Time
+
+	before  resourcetypes.UpgradeRollback
+	watched bool
 }
 
 // runBatch upgrades one batch: every member checked healthy (for a control
@@ -60,18 +69,34 @@ func (u *Upgrade) runBatch(ctx context.Context, batch []Entry) []failure {
 	)
 
 	for i, e := range batch {
-		if err := u.cluster.Upgrade(ctx, e.Member, refs[i]); err != nil {
+		s, err := u.ask(ctx, e, began[i], refs[i])
+		if err != nil {
 			failed = append(failed, failure{m: e.Member, what: "asking it to upgrade (MachineService.Upgrade)", err: err,
 				touched: !errors.Is(err, ErrNotStarted)})
 
 			break
 		}
 
-		u.w.Printf("  %s: upgrading from %s\n", e, e.From)
-		going = append(going, started{Entry: e, began: began[i], upgraded: u.w.Clock().Now()})
+		going = append(going, s)
 	}
 
 	return append(failed, u.wait(ctx, going)...)
+}
+
+// ask asks e to upgrade to ref, having read the last rollback it reports,
+// so that the wait tells a rollback of this upgrade from an older one.
+func (u *Upgrade) ask(ctx context.Context, e Entry, began time.Time, ref string) (started, error) {
+	before, err := u.cluster.LastRollback(ctx, e.Member)
+	s := started{Entry: e, began: began, before: before, watched: err == nil}
+
+	if err = u.cluster.Upgrade(ctx, e.Member, ref); err != nil {
+		return s, err
+	}
+
+	u.w.Printf("  %s: upgrading from %s\n", e, e.From)
+	s.upgraded = u.w.Clock().Now()
+
+	return s, nil
 }
 
 // deliver gives e the bundle, bounded by the node timeout.
@@ -113,7 +138,8 @@ func (u *Upgrade) precheck(ctx context.Context, batch []Entry) []failure {
 }
 
 // wait checks the members asked to upgrade until each reports the target
-// and is healthy, or its node timeout has passed since its Upgrade call.
+// and is healthy, reports that it went back to the version it kept, or its
+// node timeout has passed since its Upgrade call.
 func (u *Upgrade) wait(ctx context.Context, going []started) []failure {
 	last := map[string]string{}
 
@@ -121,7 +147,14 @@ func (u *Upgrade) wait(ctx context.Context, going []started) []failure {
 
 	for {
 		going = slices.DeleteFunc(going, func(s started) bool {
-			why := u.check(ctx, s.Member)
+			why, back := u.check(ctx, s)
+			if back != nil {
+				u.w.Printf("  %s: %s, %s after its upgrade began\n", s.Entry, back, u.since(s.began))
+				failed = append(failed, failure{m: s.Member, what: "waiting for it", touched: true, wentBack: true, err: back})
+
+				return true
+			}
+
 			if why == "" {
 				u.upgraded = append(u.upgraded, s.Entry)
 				u.w.Printf("  %s: runs %s and is healthy, %s in all\n", s.Entry, u.plan.Target, u.since(s.began))
@@ -158,23 +191,53 @@ func (u *Upgrade) wait(ctx context.Context, going []started) []failure {
 	}
 }
 
-// check is why m is not done yet, or nothing when it runs the target and
-// is healthy.
-func (u *Upgrade) check(ctx context.Context, m rollout.Member) string {
-	v, err := u.cluster.Version(ctx, m)
+// check is why s is not done yet, or nothing when it runs the target and
+// is healthy; back is set when s went back to the version it kept.
+func (u *Upgrade) check(ctx context.Context, s started) (why string, back error) {
+	v, err := u.cluster.Version(ctx, s.Member)
 
 	switch {
 	case err != nil:
-		return "not answering (it restarts during its upgrade): " + oneLine(err)
+		return "not answering (it restarts during its upgrade): " + oneLine(err), nil
 	case v != u.plan.Target:
-		return "runs " + v
+		return "runs " + v, u.wentBack(ctx, s)
 	}
 
-	if err = u.cluster.Healthy(ctx, m); err != nil {
-		return "runs " + v + ", not healthy yet: " + oneLine(err)
+	if err = u.cluster.Healthy(ctx, s.Member); err != nil {
+		return "runs " + v + ", not healthy yet: " + oneLine(err), nil
 	}
 
-	return ""
+	return "", nil
+}
+
+// wentBack is an error naming the version s went back to and why, when s
+// reports a rollback other than the one it reported before its Upgrade
+// call: a member back on the version it kept does not try the target
+// again by itself, and waiting for it would only wait out the timeout.
+// A member not watched, or whose status cannot be read now, is nil.
+func (u *Upgrade) wentBack(ctx context.Context, s started) error {
+	if !s.watched {
+		return nil
+	}
+
+	r, err := u.cluster.LastRollback(ctx, s.Member)
+	if err != nil || r.IsZero() || sameRollback(r, s.before) {
+		return nil
+	}
+
+	how := "by itself"
+	if !r.ByNode {
+		how = "on a Rollback asked through the API"
+	}
+
+	return fmt.Errorf("it went back to %s %s at %s: %s", r.To, how, r.At.UTC().Format(time.RFC3339), r.Reason)
+}
+
+// sameRollback reports whether a and b record one rollback.
+func sameRollback(a, b resourcetypes.UpgradeRollback) bool {
+	a.At, b.At = a.At.UTC(), b.At.UTC()
+
+	return a == b
 }
 
 // stopped is the error of a run stopped by failed: each member that
@@ -182,12 +245,15 @@ func (u *Upgrade) check(ctx context.Context, m rollout.Member) string {
 func (u *Upgrade) stopped(failed []failure) error {
 	var b strings.Builder
 
-	touched := ""
+	touched, back := "", ""
 
 	for _, f := range failed {
 		fmt.Fprintf(&b, "upgrade stopped at %s, %s: %s\n", f.m, f.what, oneLine(f.err))
 
-		if f.touched && touched == "" {
+		switch {
+		case f.wentBack && back == "":
+			back = f.m.Addr
+		case f.touched && !f.wentBack && touched == "":
 			touched = f.m.Addr
 		}
 	}
@@ -195,11 +261,15 @@ func (u *Upgrade) stopped(failed []failure) error {
 	fmt.Fprintf(&b, "upgraded to %s: %s\n", u.plan.Target, listOrNone(u.upgraded))
 	fmt.Fprintf(&b, "not touched: %s\n", listOrNone(u.untouched(failed)))
 
-	if touched != "" {
+	switch {
+	case touched != "":
 		fmt.Fprintf(&b, "A member that is not healthy in time after its upgrade rolls back by itself to the version it kept: "+
 			"check what it runs ('aegisctl -n %s version') and its services ('aegisctl -n %[1]s services'), "+
 			"roll it back (MachineService.Rollback) if it is stuck, fix the cause, then ", touched)
-	} else {
+	case back != "":
+		fmt.Fprintf(&b, "It runs the version it kept again ('aegisctl -n %s get upgrade' shows its versions and the rollback): "+
+			"fix the cause it gives (in the release, or on the node), then ", back)
+	default:
 		fmt.Fprintf(&b, "Nothing changed on it: fix the cause, then ")
 	}
 

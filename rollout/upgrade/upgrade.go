@@ -4,7 +4,10 @@
 // to upgrade (MachineService.Upgrade), and waited on until it reports the
 // bundle's version and is healthy, before the next batch goes. The first
 // member that fails stops the run: nothing after it is touched, and the
-// error names the member, what failed and how to go on.
+// error names the member, what failed and how to go on. A member that
+// goes back to the version it kept (its UpgradeStatus reports a rollback
+// it had not reported before its Upgrade call) fails at once, with the
+// reason it gives, rather than at the end of its wait.
 //
 // A run is resumable by design rather than by record: the plan skips every
 // member that already runs the target, so the same run started again goes
@@ -21,6 +24,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aegis-os/aegis/client/resourcetypes"
 	"github.com/aegis-os/aegis/internal/version"
 	"github.com/aegis-os/aegis/rollout"
 )
@@ -40,6 +44,11 @@ type Cluster interface {
 	// Deliver gives m the bundle at path and returns the reference m's
 	// Upgrade call names it by. ctx bounds the whole delivery.
 	Deliver(ctx context.Context, m rollout.Member, path string) (ref string, err error)
+	// LastRollback is the last rollback m reports having made (its
+	// UpgradeStatus resource): zero when it never went back. An error (a
+	// member of an older version that does not serve the type, or one
+	// that does not answer) leaves m waited on by version and health.
+	LastRollback(ctx context.Context, m rollout.Member) (resourcetypes.UpgradeRollback, error)
 	// Upgrade asks m to switch to the delivered bundle ref; it returns
 	// once m has accepted, before it has switched. An error that wraps
 	// ErrNotStarted says m refused, and nothing changed on it.

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/aegis-os/aegis/client/resourcetypes"
 	"github.com/aegis-os/aegis/rollout"
 )
 
@@ -36,6 +37,14 @@ type Cluster struct {
 	Down, Unhealthy, FailDeliver, FailUpgrade map[string]error
 	// Stuck members never switch to Target.
 	Stuck map[string]bool
+	// GoesBack members go back after their Upgrade call: they run the
+	// rollback's To again and report the rollback.
+	GoesBack map[string]resourcetypes.UpgradeRollback
+	// Rollbacks are the last rollbacks the members report, by name.
+	Rollbacks map[string]resourcetypes.UpgradeRollback
+	// NoStatus fails LastRollback on a member, by name, as on a member of
+	// a version that does not serve its upgrade status.
+	NoStatus map[string]error
 
 	restarting map[string]int
 	upgraded   map[string]bool
@@ -48,7 +57,8 @@ type Cluster struct {
 func New(controlPlanes, workers int, from, target string) *Cluster {
 	c := &Cluster{Versions: map[string]string{}, Target: target, Restarts: 2,
 		Down: map[string]error{}, Unhealthy: map[string]error{}, FailDeliver: map[string]error{}, FailUpgrade: map[string]error{},
-		Stuck: map[string]bool{}, restarting: map[string]int{}, upgraded: map[string]bool{}, healthy: map[string]bool{}}
+		Stuck: map[string]bool{}, GoesBack: map[string]resourcetypes.UpgradeRollback{}, Rollbacks: map[string]resourcetypes.UpgradeRollback{}, NoStatus: map[string]error{},
+		restarting: map[string]int{}, upgraded: map[string]bool{}, healthy: map[string]bool{}}
 
 	for i := range controlPlanes {
 		c.add(fmt.Sprintf("cp-%d", i+1), fmt.Sprintf("10.0.0.%d", i+2), "controlplane", from)
@@ -140,18 +150,37 @@ func (c *Cluster) Upgrade(_ context.Context, m rollout.Member, ref string) error
 	c.upgraded[m.Name] = true
 	c.restarting[m.Name] = c.Restarts
 
-	if !c.Stuck[m.Name] {
+	switch r, back := c.GoesBack[m.Name]; {
+	case back:
+		c.Rollbacks[m.Name], c.Versions[m.Name] = r, r.To
+	case !c.Stuck[m.Name]:
 		c.Versions[m.Name] = c.Target
 	}
 
 	return nil
 }
 
+// LastRollback is m's entry in Rollbacks (zero when none), unless NoStatus
+// names m; every call is logged "status NAME".
+func (c *Cluster) LastRollback(_ context.Context, m rollout.Member) (resourcetypes.UpgradeRollback, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+
+	c.log = append(c.log, "status "+m.Name)
+
+	if err := c.NoStatus[m.Name]; err != nil {
+		return resourcetypes.UpgradeRollback{}, err
+	}
+
+	return c.Rollbacks[m.Name], nil
+}
+
 // Changes are the calls that changed something ("deliver NAME", "upgrade
 // NAME"), in order.
 func (c *Cluster) Changes() []string { return c.Log("deliver", "upgrade") }
 
-// Log is the log of the calls of the kinds ("deliver", "upgrade", "ok"),
+// Log is the log of the calls of the kinds ("deliver", "upgrade", "ok",
+// "status"),
 // in order.
 func (c *Cluster) Log(kinds ...string) []string {
 	c.mu.Lock()
