@@ -33,8 +33,6 @@ func (r *Rollback) UnmarshalJSON(raw []byte) error {
 
 	type plain Rollback
 
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-
-	return dec.Decode((*plain)(r))
+	// Fields a later version adds are ignored, as in the whole file (Load).
+	return json.Unmarshal(raw, (*plain)(r))
 }

@@ -1,7 +1,6 @@
 package upgrade
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -46,10 +45,11 @@ func (st Store) Load() (s State, ok bool, err error) {
 		return State{}, false, fmt.Errorf("upgrade: %s is over %d bytes; it is damaged: remove it to boot the installed version", st.path(), MaxStateFile)
 	}
 
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-
-	if err := dec.Decode(&s); err != nil || s.Active.BinDir == "" {
+	// Fields this version does not know are ignored: the file may have
+	// been written by a later version, and this one is what a rollback
+	// runs. A field therefore keeps its name and its type for good; a
+	// change of meaning is a new field.
+	if err := json.Unmarshal(raw, &s); err != nil || s.Active.BinDir == "" {
 		return State{}, false, fmt.Errorf("upgrade: %s is damaged (%v); remove it to boot the installed version", st.path(), err)
 	}
 
