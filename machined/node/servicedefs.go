@@ -24,7 +24,7 @@ func (n *Node) serviceDefinitions(b *bootState) []system.Service {
 
 	apid := n.apidService(b, probeHost)
 	svcs := []system.Service{apid, certService{n}}
-	held := []string{n.listenOn(apid, b, wire.APIDPort)}
+	held := n.listenOn(apid, b, wire.APIDPort, nil)
 
 	if n.ctr != nil {
 		svcs = append(svcs, n.containerdService())
@@ -34,7 +34,7 @@ func (n *Node) serviceDefinitions(b *bootState) []system.Service {
 	if b.cfg.Machine.Type.IsControlPlane() {
 		trustd := n.trustdService(b, probeHost)
 		svcs = append(svcs, trustd)
-		held = append(held, n.listenOn(trustd, b, wire.TrustdPort))
+		held = n.listenOn(trustd, b, wire.TrustdPort, held)
 
 		if n.ctr != nil {
 			n.confineTrustd(trustd, b.cfg.EtcdCA() != nil)
@@ -42,7 +42,8 @@ func (n *Node) serviceDefinitions(b *bootState) []system.Service {
 	}
 
 	// A socket adopted from the machined of another version that this
-	// config does not name is closed.
+	// config does not name is closed, and every one with the containerd
+	// runtime.
 	n.cfg.Listeners.Retain(held...)
 
 	if e := n.etcd.member(); e != nil {
@@ -76,23 +77,26 @@ func (n *Node) apidService(b *bootState, probeHost string) *processService {
 }
 
 // listenOn adds p's listen address (the config's listen address, port)
-// to its arguments and returns it. With the process runtime, p serves the
+// to its arguments. With the process runtime, it appends the address to
+// held, which it returns, and p serves the
 // socket machined holds for that address (Config.Listeners), inherited
 // at each start as descriptor inherit.FirstFD (--listen-fd): the socket
 // outlives p's restarts, the node's reboots and its switches of version,
 // so that a client's connection waits in its backlog for the next p
 // rather than being refused. A container binds the address itself: a
 // containerd task takes no descriptor from machined.
-func (n *Node) listenOn(p *processService, b *bootState, port int) string {
+func (n *Node) listenOn(p *processService, b *bootState, port int, held []string) []string {
 	addr := net.JoinHostPort(b.cfg.Machine.ListenAddress, strconv.Itoa(port))
 	p.args = append(p.args, "--listen", addr)
 
-	if n.ctr == nil {
-		p.args = append(p.args, "--listen-fd", strconv.Itoa(inherit.FirstFD))
-		p.files = []runner.FileSource{n.cfg.Listeners.Source(addr)}
+	if n.ctr != nil {
+		return held
 	}
 
-	return addr
+	p.args = append(p.args, "--listen-fd", strconv.Itoa(inherit.FirstFD))
+	p.files = []runner.FileSource{n.cfg.Listeners.Source(addr)}
+
+	return append(held, addr)
 }
 
 // logArgs are machined's --log-level and --log-format, passed on to apid
