@@ -30,10 +30,11 @@ const upgradeClusterTTL = time.Minute
 // upgradeClusterTimeout bounds the whole rolling upgrade of five nodes.
 const upgradeClusterTimeout = 5 * time.Minute
 
-// upgradeMaxOutage bounds how long one node's API may be down while it
-// switches version: machined executes the new version and starts its
-// services again in seconds.
-const upgradeMaxOutage = 30 * time.Second
+// upgradeMaxOutage bounds how long one call may wait while its node
+// switches version: machined holds apid's socket across the exec, so a
+// new connection waits in its backlog until the new apid accepts it, a
+// second or so later; the callers' own deadline is 5 s.
+const upgradeMaxOutage = 4 * time.Second
 
 // TestUpgradeCluster upgrades three control planes and two workers built
 // as upgradeOldTag to this build with `aegisctl upgrade`, as an operator
@@ -41,9 +42,10 @@ const upgradeMaxOutage = 30 * time.Second
 // workers renew their certificates: a control plane whose going would
 // cost etcd its quorum is refused first, naming the member that is down;
 // then every node ends on the new version with the cluster's etcd data
-// intact, no call fails but Unavailable while its node switches, and the
+// intact, no call fails (the nodes run the process runtime, whose apid
+// socket outlives the switch: a call waits for the new apid), and the
 // workers renew through the upgraded control planes. The figures (per
-// node outage, total time, failed calls) are logged.
+// node outage, the longest call, total time, failed calls) are logged.
 func TestUpgradeCluster(t *testing.T) {
 	needImages(t)
 	t.Parallel()
@@ -177,9 +179,11 @@ type versionCalls struct {
 	log    map[string][]callOutcome
 }
 
-// callOutcome is one Version call: when it ended, and its code.
+// callOutcome is one Version call: when it ended, how long it took, and
+// its code.
 type callOutcome struct {
 	at   time.Time
+	took time.Duration
 	code codes.Code
 	err  error
 }
@@ -211,6 +215,7 @@ func startVersionCalls(t *testing.T, c *localcluster.Cluster) *versionCalls {
 func (v *versionCalls) call(ctx context.Context, cli *client.Client, name string) {
 	for ctx.Err() == nil {
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		began := time.Now()
 		_, err := cli.Version(cctx)
 		cancel()
 
@@ -219,7 +224,7 @@ func (v *versionCalls) call(ctx context.Context, cli *client.Client, name string
 		}
 
 		v.mu.Lock()
-		v.log[name] = append(v.log[name], callOutcome{at: time.Now(), code: status.Code(err), err: err})
+		v.log[name] = append(v.log[name], callOutcome{at: time.Now(), took: time.Since(began), code: status.Code(err), err: err})
 		v.mu.Unlock()
 
 		select {
@@ -236,25 +241,29 @@ func (v *versionCalls) stop() {
 }
 
 // check logs, per node, the calls, the failed ones and the outage (the
-// longest run of failed calls), and fails the test for a failure other
-// than Unavailable (the node switching), an outage over upgradeMaxOutage,
-// a node that ended down or one that never answered.
+// longest call, or run of failed calls, while it switched), and fails the
+// test for any failed call, an outage over upgradeMaxOutage, a node that
+// ended down or one that never answered.
 func (v *versionCalls) check(t *testing.T, took time.Duration) {
 	t.Helper()
 
-	var total, failed int
+	var (
+		total, failed int
+		longest       time.Duration
+	)
 
 	for _, name := range v.nodes {
 		log := v.log[name]
 		outage, down, fails := outageOf(log)
 		total += len(log)
 		failed += fails
+		longest = max(longest, outage)
 
 		t.Logf("%s: %d calls, %d failed while it switched, outage %s", name, len(log), fails, outage.Round(time.Millisecond))
 
 		for _, o := range log {
-			if o.code != codes.OK && o.code != codes.Unavailable {
-				t.Errorf("%s: a call failed with %v, want only Unavailable while the node switches", name, o.err)
+			if o.code != codes.OK {
+				t.Errorf("%s: a call failed after %s with %v, want none: the socket outlives the switch", name, o.took.Round(time.Millisecond), o.err)
 			}
 		}
 
@@ -268,18 +277,20 @@ func (v *versionCalls) check(t *testing.T, took time.Duration) {
 		}
 	}
 
-	t.Logf("upgrade figures: %s in all, %d Version calls, %d failed (%.1f %%), every one Unavailable while its node switched",
-		took.Round(time.Millisecond), total, failed, 100*float64(failed)/float64(max(total, 1)))
+	t.Logf("upgrade figures: %s in all, %d Version calls, %d failed (%.1f %%), longest outage %s",
+		took.Round(time.Millisecond), total, failed, 100*float64(failed)/float64(max(total, 1)), longest.Round(time.Millisecond))
 }
 
-// outageOf is the longest time from a node's first failed call after an
-// answer to its next answer, whether its last call failed, and how many
-// failed.
+// outageOf is a node's outage: the longest of its calls, or of the times
+// from its first failed call after an answer to its next answer; whether
+// its last call failed, and how many failed.
 func outageOf(log []callOutcome) (longest time.Duration, down bool, failed int) {
 	var since time.Time
 
 	for i, o := range log {
 		if o.code == codes.OK {
+			longest = max(longest, o.took)
+
 			if !since.IsZero() {
 				longest = max(longest, o.at.Sub(since))
 				since = time.Time{}

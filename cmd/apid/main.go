@@ -4,10 +4,13 @@
 //
 //	apid --cert FILE --key FILE --ca BUNDLE --machined-socket PATH
 //	     [--impersonator-cert FILE --impersonator-key FILE]
-//	     [--listen ADDR] [--self NAME]... [--node-name NAME]... [--watch-interval D]
+//	     [--listen ADDR [--listen-fd N]] [--self NAME]... [--node-name NAME]... [--watch-interval D]
 //	     [--shutdown-timeout D] [--log-level debug|info|warn|error] [--log-format json|text] [--metrics-listen ADDR]
 //	apid --version
 //
+// --listen-fd serves the socket inherited as descriptor N, which must
+// listen on --listen: machined (process runtime) holds apid's socket
+// across apid's restarts and passes it so.
 // Certificate and CA files are watched and reloaded when they are replaced,
 // without dropping connections. --metrics-listen serves Prometheus metrics
 // at http://ADDR/metrics (machined passes it when machine.metrics is on).

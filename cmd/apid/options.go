@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/aegis-os/aegis/internal/daemonflag"
+	"github.com/aegis-os/aegis/internal/inherit"
 	"github.com/aegis-os/aegis/internal/wire"
 )
 
@@ -22,6 +23,7 @@ type options struct {
 	socket                  string
 	nodeSocket              string
 	listen                  string
+	listenFD                int
 	pprof                   string
 	self                    []string
 	names                   []string
@@ -85,6 +87,7 @@ func (o *options) flagSet(stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&o.socket, "machined-socket", "", "machined's Unix `SOCKET`")
 	fs.StringVar(&o.nodeSocket, "node-socket", "", "machined's apid `SOCKET` to take certificates and CAs from, instead of the files")
 	fs.StringVar(&o.listen, "listen", ":"+strconv.Itoa(wire.APIDPort), "`ADDR`ess to listen on")
+	fs.IntVar(&o.listenFD, "listen-fd", 0, "serve the listening socket inherited as descriptor `N` (it must listen on --listen) instead of opening one; machined passes it")
 	fs.Var((*stringList)(&o.self), "self", "a name or address clients use for this node (repeatable)")
 	fs.Var((*stringList)(&o.names), "node-name", "a control-plane endpoint (DNS name or address) clients may route to (repeatable); other nodes must be live members")
 	fs.StringVar(&o.role, "role", "", "this node's role, controlplane or worker (file mode; --node-socket reads it from machined); calls carrying secrets are refused without it")
@@ -112,6 +115,8 @@ func (o *options) check(extra int) error {
 		return errors.New("--node-socket replaces --role")
 	case o.role != "" && o.role != "controlplane" && o.role != "worker":
 		return fmt.Errorf("--role %q: want controlplane or worker", o.role)
+	case o.listenFD < 0:
+		return fmt.Errorf("--listen-fd %d: want an inherited descriptor", o.listenFD)
 	case o.watchInterval <= 0 || o.shutdownTimeout < 0:
 		return errors.New("--watch-interval must be positive and --shutdown-timeout not negative")
 	}
@@ -121,6 +126,16 @@ func (o *options) check(extra int) error {
 	}
 
 	return nil
+}
+
+// listener is the socket inherited as --listen-fd, which must listen on
+// --listen, or a new one on --listen.
+func (o *options) listener() (net.Listener, error) {
+	if o.listenFD != 0 {
+		return inherit.Listener(o.listenFD, o.listen)
+	}
+
+	return net.Listen("tcp", o.listen)
 }
 
 // selfNames are the names that mean this node: the --self values, and the

@@ -7,6 +7,7 @@ import (
 	"net"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -30,6 +31,8 @@ func TestParseOptions(t *testing.T) {
 		{name: "bad log level", args: append(slices.Clone(base), "--log-level", "loud"), bad: `unknown log level "loud": use debug, info, warn or error`},
 		{name: "log format text", args: append(slices.Clone(base), "--log-format", "text")},
 		{name: "bad log format", args: append(slices.Clone(base), "--log-format", "yaml"), bad: `unknown log format "yaml": use json or text`},
+		{name: "inherited socket", args: append(slices.Clone(base), "--listen", "127.0.1.2:50000", "--listen-fd", "3")},
+		{name: "negative descriptor", args: append(slices.Clone(base), "--listen-fd", "-3"), bad: "--listen-fd -3: want an inherited descriptor"},
 		{name: "version alone", args: []string{"--version"}},
 	}
 
@@ -50,6 +53,34 @@ func TestParseOptions(t *testing.T) {
 				t.Fatalf("err %v, stderr %q; want %q", err, stderr.String(), tt.bad)
 			}
 		})
+	}
+}
+
+// TestListenerChecksTheInheritedSocket: --listen-fd must be a socket
+// listening on --listen; a mismatch stops apid with both named.
+func TestListenerChecksTheInheritedSocket(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+
+	f, err := l.(*net.TCPListener).File()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// A bare descriptor, as apid inherits it; the refusal closes it.
+	fd, err := syscall.Dup(int(f.Fd()))
+	f.Close()
+
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	o := &options{listen: "127.0.0.1:1", listenFD: fd}
+	if _, err := o.listener(); err == nil || !strings.Contains(err.Error(), "listens on "+l.Addr().String()+", not on 127.0.0.1:1") {
+		t.Fatalf("err = %v, want the mismatch named", err)
 	}
 }
 

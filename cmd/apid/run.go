@@ -123,7 +123,7 @@ func serve(ctx context.Context, o *options, log *slog.Logger) error {
 		return err
 	}
 
-	lis, err := net.Listen("tcp", o.listen)
+	lis, err := o.listener()
 	if err != nil {
 		return fmt.Errorf("apid: %w", err)
 	}

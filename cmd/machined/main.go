@@ -9,7 +9,10 @@
 // from anywhere runs the active slot's machined (executing it, with that
 // slot's --bin-dir and --image-dir), and a version on trial that is not
 // healthy within --upgrade-trial (5s to 30m, default 2m), or that starts
-// three times without becoming so, is replaced by the version kept.
+// three times without becoming so, is replaced by the version kept. With
+// the process runtime, machined holds apid's and trustd's listening
+// sockets and hands them to the machined it executes (AEGIS_LISTENERS), so
+// that clients' connections wait through a switch instead of being refused.
 //
 //	machined --config FILE --state DIR [--bin-dir DIR] [--image-dir DIR] [--node-cert-ttl D] [--heartbeat-interval D] [--upgrade-trial D] [--log-level LEVEL] [--log-format json|text] [--metrics-listen ADDR]
 //	machined --version
@@ -46,6 +49,7 @@ import (
 
 	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/internal/daemonflag"
+	"github.com/aegis-os/aegis/internal/inherit"
 	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/internal/metrics"
 	"github.com/aegis-os/aegis/machined/membership"
@@ -68,7 +72,10 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 
-	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	// The listening sockets of apid and trustd: the node holds them while
+	// it runs, and a switch of versions passes them on.
+	held := &inherit.Set{}
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr, held)
 
 	switch {
 	case errors.Is(err, node.ErrRebootAfterReset):
@@ -76,7 +83,7 @@ func main() {
 		err = reexec()
 	case errors.Is(err, node.ErrSwitchVersion):
 		stop()
-		err = switchSlot(stateDir(os.Args[1:]))
+		err = switchSlot(stateDir(os.Args[1:]), held)
 	}
 
 	if err != nil {
@@ -177,7 +184,11 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	return o, nil
 }
 
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+// run runs the node of args until it ends. held receives the listening
+// sockets a machined of another version handed over (slots.go) and those
+// the node opens; run closes them, but when it returns
+// node.ErrSwitchVersion.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, held *inherit.Set) error {
 	opts, err := parseFlags(args, stderr)
 	if err != nil {
 		return err
@@ -198,6 +209,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	// The version the node runs is the active slot's, after an upgrade.
 	slot, decision, err := chooseSlot(&opts, time.Now())
 	if err != nil {
+		return err
+	}
+
+	if err := adoptListeners(held); err != nil {
 		return err
 	}
 
@@ -224,6 +239,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		log = slog.New(slog.NewMultiHandler(opts.Handler(stderr), opts.JSONHandler(own)))
 	}
 
+	if addrs := held.Addrs(); len(addrs) > 0 {
+		log.Info("listening sockets handed over by the previous machined", slog.Any(logkey.Listen, addrs))
+	}
+
 	// --metrics-listen wins over the config's machine.metrics for machined
 	// itself; apid and trustd follow the config.
 	addr := opts.MetricsListen
@@ -240,9 +259,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	n, err := node.New(node.Config{
 		ConfigPath: opts.config, Machine: cfg, State: opts.state, BinDir: opts.binDir, ImageDir: opts.imageDir,
 		MachinedLog: own, Logger: log, LogLevel: opts.Level, LogFormat: opts.Format, NodeCertTTL: opts.nodeCertTTL, Metrics: reg,
-		HeartbeatInterval: opts.heartbeat, Slot: slot, StartDecision: decision,
+		HeartbeatInterval: opts.heartbeat, Slot: slot, StartDecision: decision, Listeners: held,
 	})
 	if err != nil {
+		held.Close()
+
 		return err
 	}
 

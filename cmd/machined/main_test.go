@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/internal/inherit"
 )
 
 // TestBadConfigStartsNothing: a config with several errors is refused with
@@ -26,7 +27,7 @@ func TestBadConfigStartsNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	err := run(context.Background(), []string{"--config", cfg, "--state", state, "--bin-dir", dir}, io.Discard, &bytes.Buffer{})
+	err := run(context.Background(), []string{"--config", cfg, "--state", state, "--bin-dir", dir}, io.Discard, &bytes.Buffer{}, &inherit.Set{})
 
 	var verr *certs.ValidationError
 	if !errors.As(err, &verr) {
@@ -63,7 +64,7 @@ func TestMissingBinariesStartNothing(t *testing.T) {
 
 	state := filepath.Join(dir, "state")
 
-	err = run(context.Background(), []string{"--config", cfg, "--state", state, "--bin-dir", filepath.Join(dir, "nobin")}, io.Discard, &bytes.Buffer{})
+	err = run(context.Background(), []string{"--config", cfg, "--state", state, "--bin-dir", filepath.Join(dir, "nobin")}, io.Discard, &bytes.Buffer{}, &inherit.Set{})
 	if err == nil || !strings.Contains(err.Error(), "binary apid not found") {
 		t.Fatalf("err = %v", err)
 	}
@@ -90,7 +91,7 @@ func TestVersionAndLogLevel(t *testing.T) {
 	var stdout bytes.Buffer
 
 	// --version needs no other flag and starts nothing.
-	if err := run(context.Background(), []string{"--version"}, &stdout, io.Discard); err != nil {
+	if err := run(context.Background(), []string{"--version"}, &stdout, io.Discard, &inherit.Set{}); err != nil {
 		t.Fatal(err)
 	}
 

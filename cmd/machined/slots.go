@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/aegis-os/aegis/internal/inherit"
 	"github.com/aegis-os/aegis/machined/layout"
 	"github.com/aegis-os/aegis/machined/upgrade"
 )
@@ -57,7 +58,9 @@ func chooseSlot(opts *options, now time.Time) (upgrade.Slot, upgrade.Decision, e
 // switchSlot executes the active slot's machined after the node asked
 // for another version: that machined takes the start decision itself
 // (promoting a staged version). It returns only on failure.
-func switchSlot(state string) error {
+//
+// The listening sockets held go on to that machined (passListeners).
+func switchSlot(state string, held *inherit.Set) error {
 	s, ok, err := upgrade.Store{Dir: layout.Layout{State: state}.UpgradeDir()}.Load()
 	if err == nil && !ok {
 		err = errors.New("no slots are recorded")
@@ -67,7 +70,45 @@ func switchSlot(state string) error {
 		return fmt.Errorf("switching versions: %w", err)
 	}
 
+	if err := passListeners(held); err != nil {
+		return fmt.Errorf("switching versions: %w", err)
+	}
+
 	return execSlot(s.Active, nil)
+}
+
+// passListeners names the sockets held in EnvListeners for the machined
+// executed next, and keeps them open across the exec. Nothing starts a
+// child between this and the exec (the node's services are stopped), so
+// the sockets reach that machined alone.
+func passListeners(held *inherit.Set) error {
+	v, err := held.PassOn()
+	if err != nil || v == "" {
+		return err
+	}
+
+	return os.Setenv(inherit.EnvListeners, v)
+}
+
+// adoptListeners takes over the sockets a machined of another version
+// handed over, once this machined is the one that runs the node (the
+// active slot's). A bad EnvListeners value refuses the start: it can only
+// come from a machined of this node that went wrong.
+func adoptListeners(held *inherit.Set) error {
+	v, ok := os.LookupEnv(inherit.EnvListeners)
+	if !ok {
+		return nil
+	}
+
+	if err := os.Unsetenv(inherit.EnvListeners); err != nil {
+		return err
+	}
+
+	if err := held.Adopt(v); err != nil {
+		return fmt.Errorf("%w; start machined without %s to listen anew", err, inherit.EnvListeners)
+	}
+
+	return nil
 }
 
 // execSlot replaces this process by slot's machined, with this process's

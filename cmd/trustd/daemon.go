@@ -18,6 +18,7 @@ import (
 
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/internal/inherit"
 	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/internal/metrics"
 	"github.com/aegis-os/aegis/internal/wire"
@@ -37,17 +38,20 @@ const tokenCountTimeout = 2 * time.Second
 
 // daemon is trustd with everything it runs beside the server.
 type daemon struct {
-	log     *slog.Logger
-	ops     opsLog // the operational log's writer and level, for the audit copies
-	listen  string
-	certTTL time.Duration // of the certificates trustd signs
-	bolt    *boltstore.Store
-	etcd    *clientv3.Client // of the etcd token store, on a control plane running etcd
-	store   tokenstore.Store
-	names   *formedNames // the record of node names, beside the etcd token store; nil without etcd
-	audit   *auditLogs
-	server  *trustd.Server
-	tokens  *tokenSocket
+	log    *slog.Logger
+	ops    opsLog // the operational log's writer and level, for the audit copies
+	listen string
+	// listenFD is the inherited socket listening on listen (--listen-fd);
+	// zero opens one.
+	listenFD int
+	certTTL  time.Duration // of the certificates trustd signs
+	bolt     *boltstore.Store
+	etcd     *clientv3.Client // of the etcd token store, on a control plane running etcd
+	store    tokenstore.Store
+	names    *formedNames // the record of node names, beside the etcd token store; nil without etcd
+	audit    *auditLogs
+	server   *trustd.Server
+	tokens   *tokenSocket
 	// metrics and endpoint are the Prometheus registry and its server;
 	// both nil without --metrics-listen.
 	metrics  prometheus.Registerer
@@ -70,7 +74,7 @@ func setup(opts options, log *slog.Logger) (*daemon, error) {
 		return nil, fmt.Errorf("%s is a %s config without the CA key; trustd runs on control planes only", opts.config, cfg.Machine.Type)
 	}
 
-	d := &daemon{log: log, ops: opts.opsLog(), listen: opts.listen, certTTL: opts.certTTL}
+	d := &daemon{log: log, ops: opts.opsLog(), listen: opts.listen, listenFD: opts.listenFD, certTTL: opts.certTTL}
 	if d.listen == "" {
 		d.listen = net.JoinHostPort(cfg.Machine.ListenAddress, strconv.Itoa(wire.TrustdPort))
 	}
@@ -232,9 +236,19 @@ type controlPlanes []string
 
 func (c controlPlanes) ControlPlaneHosts() []string { return c }
 
+// listener is the socket inherited as --listen-fd, or a new one on the
+// listen address.
+func (d *daemon) listener() (net.Listener, error) {
+	if d.listenFD != 0 {
+		return inherit.Listener(d.listenFD, d.listen)
+	}
+
+	return net.Listen("tcp", d.listen)
+}
+
 // run serves until ctx ends or a component fails, then stops them all.
 func (d *daemon) run(ctx context.Context) error {
-	lis, err := net.Listen("tcp", d.listen)
+	lis, err := d.listener()
 	if err != nil {
 		return err
 	}

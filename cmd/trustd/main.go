@@ -3,12 +3,14 @@
 // is synced, and serves the token management API on a Unix socket.
 //
 //	trustd --config FILE --state DIR [--listen ADDR] [--cert FILE --key FILE] [--cert-ttl D]
-//	trustd --node-socket SOCKET --state DIR --listen ADDR [--cert-ttl D]
+//	trustd --node-socket SOCKET --state DIR --listen ADDR [--listen-fd N] [--cert-ttl D]
 //	trustd --version
 //
 // The second form is how machined runs it: the OS CA, the server
 // certificate, the accepted CAs, the machine config's token and the
 // time-sync status come from machined over SOCKET and follow its updates.
+// With the process runtime machined also passes the socket listening on
+// ADDR, which it holds across trustd's restarts, as descriptor N.
 //
 // State lives under DIR: the token store at DIR/trustd/tokens.db, the
 // token API socket at DIR/run/trustd/tokens.sock, and the audit trail:
@@ -49,6 +51,7 @@ type options struct {
 	nodeSocket string
 	state      string
 	listen     string
+	listenFD   int
 	cert       string
 	key        string
 	certTTL    time.Duration
@@ -92,6 +95,10 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, errors.New("--state is required")
 	case o.nodeSocket != "" && (o.listen == "" || o.cert != ""):
 		return o, errors.New("--node-socket needs --listen and takes its certificate from machined")
+	case o.listenFD != 0 && o.listen == "":
+		return o, errors.New("--listen-fd needs --listen, the address the descriptor listens on")
+	case o.listenFD < 0:
+		return o, fmt.Errorf("--listen-fd %d: want an inherited descriptor", o.listenFD)
 	case (o.cert == "") != (o.key == ""):
 		return o, errors.New("--cert and --key go together")
 	case o.certTTL < trustd.MinCertTTL || o.certTTL > trustd.MaxCertTTL:
@@ -110,6 +117,7 @@ func (o *options) flagSet(stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&o.nodeSocket, "node-socket", "", "machined's trustd `SOCKET` to take the node's resources from, instead of --config")
 	fs.StringVar(&o.state, "state", "", "state `DIR` (token store, sockets)")
 	fs.StringVar(&o.listen, "listen", "", "listen `ADDR`ess (default: the config's listenAddress, port 50001)")
+	fs.IntVar(&o.listenFD, "listen-fd", 0, "serve the listening socket inherited as descriptor `N` (it must listen on --listen) instead of opening one; machined passes it")
 	fs.StringVar(&o.cert, "cert", "", "server certificate `FILE` (watched for changes; default: issued from the config's CA)")
 	fs.StringVar(&o.key, "key", "", "server key `FILE` for --cert")
 	fs.DurationVar(&o.certTTL, "cert-ttl", trustd.MaxCertTTL, "lifetime of the node certificates trustd signs (1m to 24h)")

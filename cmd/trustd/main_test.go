@@ -33,6 +33,9 @@ func TestParseFlags(t *testing.T) {
 		{name: "bad log level", args: []string{"--config", "c.yaml", "--state", "s", "--log-level", "trace"}},
 		{name: "log format text", args: []string{"--config", "c.yaml", "--state", "s", "--log-format", "text"}, ok: true},
 		{name: "bad log format", args: []string{"--config", "c.yaml", "--state", "s", "--log-format", "xml"}},
+		{name: "inherited socket", args: []string{"--config", "c.yaml", "--state", "s", "--listen", "127.0.1.2:50001", "--listen-fd", "3"}, ok: true},
+		{name: "inherited socket without its address", args: []string{"--config", "c.yaml", "--state", "s", "--listen-fd", "3"}},
+		{name: "negative descriptor", args: []string{"--config", "c.yaml", "--state", "s", "--listen", "127.0.1.2:50001", "--listen-fd", "-1"}},
 		{name: "version alone", args: []string{"--version"}, ok: true},
 	}
 

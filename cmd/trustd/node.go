@@ -207,7 +207,7 @@ func setupNode(ctx context.Context, opts options, log *slog.Logger) (*daemon, er
 		return nil, err
 	}
 
-	d := &daemon{log: log, ops: opts.opsLog(), listen: opts.listen, certTTL: opts.certTTL, stop: stopWatch}
+	d := &daemon{log: log, ops: opts.opsLog(), listen: opts.listen, listenFD: opts.listenFD, certTTL: opts.certTTL, stop: stopWatch}
 
 	if err = d.openMetrics(opts.MetricsListen); err != nil {
 		d.close()

@@ -24,15 +24,20 @@ type lifecycleRequest struct {
 // Run serves the node's sockets and runs boot sequences (again after each
 // reboot) until a shutdown is asked for or ctx ends. After a reset it wipes
 // the state directory once everything is stopped and closed, and returns
-// ErrRebootAfterReset if the reset asked for a reboot.
+// ErrRebootAfterReset if the reset asked for a reboot. It closes the
+// listening sockets it holds for apid and trustd (Config.Listeners), but
+// when it returns ErrSwitchVersion.
 func (n *Node) Run(ctx context.Context) error {
 	last, err := n.run(ctx)
-	if err != nil {
-		return err
+	if err == nil && last.switchVersion {
+		// The listening sockets go on to the version switched to.
+		return ErrSwitchVersion
 	}
 
-	if last.switchVersion {
-		return ErrSwitchVersion
+	n.cfg.Listeners.Close()
+
+	if err != nil {
+		return err
 	}
 
 	reset := last.reset

@@ -18,6 +18,7 @@ import (
 	"github.com/aegis-os/aegis/internal/clock"
 	"github.com/aegis-os/aegis/internal/daemonflag"
 	"github.com/aegis-os/aegis/internal/defaults"
+	"github.com/aegis-os/aegis/internal/inherit"
 	"github.com/aegis-os/aegis/internal/metrics"
 	"github.com/aegis-os/aegis/machined/etcd"
 	"github.com/aegis-os/aegis/machined/layout"
@@ -89,7 +90,13 @@ type Config struct {
 	// StartDecision is what cmd/machined decided on the slots at this
 	// start; the node publishes a rollback it made.
 	StartDecision upgrade.Decision
-	Clock         clock.Clock
+	// Listeners holds the listening sockets of apid and trustd with the
+	// process runtime (see servicedefs.go): machined keeps them open
+	// across the services' restarts and reboots, and Run closes them when
+	// it ends, unless it returns ErrSwitchVersion: cmd/machined then passes
+	// them on to the version it executes. Nil means a new, empty set.
+	Listeners *inherit.Set
+	Clock     clock.Clock
 	// Rand makes the node's boot IDs. Nil means crypto/rand.
 	Rand io.Reader
 }
@@ -208,6 +215,10 @@ func withDefaults(cfg Config) (Config, error) {
 
 	if cfg.ImageDir == "" {
 		cfg.ImageDir = defaultImageDir(cfg.BinDir)
+	}
+
+	if cfg.Listeners == nil {
+		cfg.Listeners = &inherit.Set{}
 	}
 
 	cfg.Clock = defaults.Clock(cfg.Clock)

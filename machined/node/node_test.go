@@ -4,10 +4,13 @@ import (
 	"cmp"
 	"crypto/rand"
 	"crypto/x509"
+	"errors"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,6 +18,7 @@ import (
 	"github.com/aegis-os/aegis/ca/catest"
 	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/internal/daemonflag"
+	"github.com/aegis-os/aegis/internal/inherit"
 )
 
 // A reply's CA joins the node's only when a CA the node trusts signed it:
@@ -155,9 +159,13 @@ func TestNodeNameIsCanonical(t *testing.T) {
 }
 
 // TestServicesInheritLogLevel: apid and trustd are started at machined's
-// --log-level and in its --log-format.
+// --log-level and in its --log-format, and (process runtime) on the
+// sockets machined holds for their addresses.
 func TestServicesInheritLogLevel(t *testing.T) {
-	n := &Node{cfg: Config{LogLevel: slog.LevelDebug, LogFormat: daemonflag.FormatText, NodeCertTTL: NodeCertTTL}}
+	held := &inherit.Set{}
+	defer held.Close()
+
+	n := &Node{cfg: Config{LogLevel: slog.LevelDebug, LogFormat: daemonflag.FormatText, NodeCertTTL: NodeCertTTL, Listeners: held}}
 	b := &bootState{cfg: &certs.MachineConfig{Machine: certs.MachineSpec{Type: certs.NodeControlPlane, ListenAddress: "127.5.0.9"}}}
 
 	var procs []*processService
@@ -180,6 +188,36 @@ func TestServicesInheritLogLevel(t *testing.T) {
 		if i := slices.Index(p.args, "--log-format"); i < 0 || i+1 >= len(p.args) || p.args[i+1] != "text" {
 			t.Errorf("%s args %q lack --log-format text", p.id, p.args)
 		}
+
+		if i := slices.Index(p.args, "--listen-fd"); i < 1 || i+1 >= len(p.args) || p.args[i+1] != "3" ||
+			!strings.HasPrefix(p.args[i-1], "127.5.0.9:5000") || len(p.files) != 1 {
+			t.Errorf("%s args %q, %d files: want --listen ADDR --listen-fd 3 and the socket", p.id, p.args, len(p.files))
+		}
+	}
+}
+
+// TestHeldSocketsFollowTheConfig: a socket handed over for an address the
+// config does not name (another listen address) is closed when the
+// services are defined; the config's own are opened when apid and trustd
+// start (the unit tests of internal/inherit keep one that is named).
+func TestHeldSocketsFollowTheConfig(t *testing.T) {
+	held := &inherit.Set{}
+	defer held.Close()
+
+	old, err := held.Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	n := &Node{cfg: Config{NodeCertTTL: NodeCertTTL, Listeners: held}}
+	n.serviceDefinitions(&bootState{cfg: &certs.MachineConfig{Machine: certs.MachineSpec{Type: certs.NodeWorker, ListenAddress: "127.5.0.9"}}})
+
+	if got := held.Addrs(); len(got) != 0 {
+		t.Fatalf("held %v, want nothing before apid starts", got)
+	}
+
+	if _, err := old.Accept(); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("the socket of another address is still open: %v", err)
 	}
 }
 

@@ -6,8 +6,10 @@ import (
 	"strconv"
 
 	"github.com/aegis-os/aegis/internal/daemonflag"
+	"github.com/aegis-os/aegis/internal/inherit"
 	"github.com/aegis-os/aegis/internal/wire"
 	"github.com/aegis-os/aegis/machined/system"
+	"github.com/aegis-os/aegis/machined/system/runner"
 )
 
 // serviceDefinitions builds apid, the certificates service and, on control
@@ -22,6 +24,7 @@ func (n *Node) serviceDefinitions(b *bootState) []system.Service {
 
 	apid := n.apidService(b, probeHost)
 	svcs := []system.Service{apid, certService{n}}
+	held := n.listenOn(apid, b, wire.APIDPort, nil)
 
 	if n.ctr != nil {
 		svcs = append(svcs, n.containerdService())
@@ -31,11 +34,17 @@ func (n *Node) serviceDefinitions(b *bootState) []system.Service {
 	if b.cfg.Machine.Type.IsControlPlane() {
 		trustd := n.trustdService(b, probeHost)
 		svcs = append(svcs, trustd)
+		held = n.listenOn(trustd, b, wire.TrustdPort, held)
 
 		if n.ctr != nil {
 			n.confineTrustd(trustd, b.cfg.EtcdCA() != nil)
 		}
 	}
+
+	// A socket adopted from the machined of another version that this
+	// config does not name is closed, and every one with the containerd
+	// runtime.
+	n.cfg.Listeners.Retain(held...)
 
 	if e := n.etcd.member(); e != nil {
 		svcs = append(svcs, etcdService{Service: e.Service(), n: n})
@@ -50,18 +59,44 @@ func (n *Node) apidService(b *bootState, probeHost string) *processService {
 		id: "apid", path: n.binary("apid"), log: n.logs["apid"], clock: n.clock,
 		args: append([]string{
 			"--node-socket", n.layout.APIDResources(), "--machined-socket", n.layout.MachinedSocket(),
-			"--listen", net.JoinHostPort(b.cfg.Machine.ListenAddress, strconv.Itoa(wire.APIDPort)),
 		}, n.logArgs()...),
 		moreArgs: func() []string {
 			cfg := n.config.bootConfig()
 
 			return append(metricsArgs(cfg, "apid"), nodeNameArgs(cfg)...)
 		},
-		check:      dialCheck(net.JoinHostPort(probeHost, strconv.Itoa(wire.APIDPort))),
+		// A dial would succeed on the socket machined holds with no apid
+		// serving it: the check is apid's health service ("" is SERVING
+		// while apid reaches machined), which needs no client certificate.
+		check: grpcHealthCheck(net.JoinHostPort(probeHost, strconv.Itoa(wire.APIDPort)), probeHost,
+			func() *x509.CertPool { return n.config.current().AcceptedCAs().Pool() }),
 		refuse:     map[system.Action]string{system.ActionStop: "apid carries the API itself; restart it instead"},
 		carriesAPI: true,
 		condition:  certsPresent{store: n.store, impersonator: b.cfg.OSCA() != nil},
 	}
+}
+
+// listenOn adds p's listen address (the config's listen address, port)
+// to its arguments. With the process runtime, it appends the address to
+// held, which it returns, and p serves the
+// socket machined holds for that address (Config.Listeners), inherited
+// at each start as descriptor inherit.FirstFD (--listen-fd): the socket
+// outlives p's restarts, the node's reboots and its switches of version,
+// so that a client's connection waits in its backlog for the next p
+// rather than being refused. A container binds the address itself: a
+// containerd task takes no descriptor from machined.
+func (n *Node) listenOn(p *processService, b *bootState, port int, held []string) []string {
+	addr := net.JoinHostPort(b.cfg.Machine.ListenAddress, strconv.Itoa(port))
+	p.args = append(p.args, "--listen", addr)
+
+	if n.ctr != nil {
+		return held
+	}
+
+	p.args = append(p.args, "--listen-fd", strconv.Itoa(inherit.FirstFD))
+	p.files = []runner.FileSource{n.cfg.Listeners.Source(addr)}
+
+	return append(held, addr)
 }
 
 // logArgs are machined's --log-level and --log-format, passed on to apid
@@ -79,7 +114,6 @@ func (n *Node) trustdService(b *bootState, probeHost string) *processService {
 		id: "trustd", path: n.binary("trustd"), log: n.logs["trustd"], clock: n.clock,
 		args: append([]string{
 			"--node-socket", n.layout.TrustdResources(), "--state", n.cfg.State,
-			"--listen", net.JoinHostPort(b.cfg.Machine.ListenAddress, strconv.Itoa(wire.TrustdPort)),
 			"--cert-ttl", n.cfg.NodeCertTTL.String(),
 		}, n.logArgs()...),
 		moreArgs: func() []string { return metricsArgs(n.config.bootConfig(), "trustd") },

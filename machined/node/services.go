@@ -6,7 +6,6 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"net"
 	"slices"
 	"time"
 
@@ -42,6 +41,8 @@ type processService struct {
 	condition system.Condition
 	// env is the process's environment; nil means an empty one.
 	env []string
+	// files are given to the process at each start (see listenOn).
+	files []runner.FileSource
 	// container, if set, runs the service as a container instead.
 	container *containerSpec
 }
@@ -50,7 +51,9 @@ func (p *processService) ID() string          { return p.id }
 func (p *processService) DependsOn() []string { return p.deps }
 
 func (p *processService) Runner() (runner.Runner, error) {
-	var r runner.Runner = runner.Process(runner.ProcessConfig{Path: p.path, Args: p.allArgs(), Env: p.env, Log: p.log, Clock: p.clock})
+	var r runner.Runner = runner.Process(runner.ProcessConfig{
+		Path: p.path, Args: p.allArgs(), Env: p.env, Log: p.log, Clock: p.clock, Files: p.files,
+	})
 	if p.container != nil {
 		r = p.container.runner(p)
 	}
@@ -111,20 +114,6 @@ func (p *processService) AllowAPI(a system.Action) error {
 	}
 
 	return nil
-}
-
-// dialCheck is healthy when addr accepts TCP connections.
-func dialCheck(addr string) health.Check {
-	return func(ctx context.Context) error {
-		var d net.Dialer
-
-		conn, err := d.DialContext(ctx, "tcp", addr)
-		if err != nil {
-			return err
-		}
-
-		return conn.Close()
-	}
 }
 
 // grpcHealthCheck is healthy when the gRPC health service at addr, reached

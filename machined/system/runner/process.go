@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -38,6 +39,16 @@ type ProcessConfig struct {
 	GracePeriod time.Duration
 	// Clock times the grace period. Nil means the system clock.
 	Clock clock.Clock
+	// Files are given to the process at each start as the descriptors
+	// 3, 4, … (a listening socket machined holds, say); machined's copies
+	// are closed once the process has started. Nil gives none.
+	Files []FileSource
+}
+
+// FileSource gives a new copy of a file at each call, such as
+// (*net.TCPListener).File; the caller closes it.
+type FileSource interface {
+	File() (*os.File, error)
 }
 
 type process struct {
@@ -76,7 +87,17 @@ func (p *process) Run(ctx context.Context, notify Notify) error {
 	// for long once the process itself has exited.
 	cmd.WaitDelay = outputDrainDelay
 
-	if err := cmd.Start(); err != nil {
+	files, err := openFiles(p.cfg.Files)
+	if err != nil {
+		return fmt.Errorf("runner: starting %s: %w", p.cfg.Path, err)
+	}
+
+	cmd.ExtraFiles = files
+	err = cmd.Start()
+
+	closeFiles(files)
+
+	if err != nil {
 		return fmt.Errorf("runner: starting %s: %w", p.cfg.Path, err)
 	}
 
@@ -99,6 +120,31 @@ func (p *process) Run(ctx context.Context, notify Notify) error {
 		return nil
 	case <-ctx.Done():
 		return p.stop(cmd.Process.Pid, done)
+	}
+}
+
+// openFiles opens a copy of each source, in order.
+func openFiles(sources []FileSource) ([]*os.File, error) {
+	files := make([]*os.File, 0, len(sources))
+
+	for _, src := range sources {
+		f, err := src.File()
+		if err != nil {
+			closeFiles(files)
+
+			return nil, err
+		}
+
+		files = append(files, f)
+	}
+
+	return files, nil
+}
+
+// closeFiles closes machined's copies of files a process was given.
+func closeFiles(files []*os.File) {
+	for _, f := range files {
+		f.Close() //nolint:errcheck // a copy; the process holds its own
 	}
 }
 
