@@ -20,8 +20,12 @@ import (
 	"github.com/aegis-os/aegis/client/join"
 )
 
-// pollInterval is how often a booting cluster is looked at.
-const pollInterval = 200 * time.Millisecond
+// pollInterval is how often a booting cluster is looked at: each look
+// reads the nodes' logs or makes one API call through a control plane,
+// and a local cluster's steps (a node ready, a member promoted) come
+// tenths of a second apart, so a longer period was a good part of a
+// create's wait.
+const pollInterval = 100 * time.Millisecond
 
 // tailLines is how much of a failed node's log an error shows.
 const tailLines = 15
