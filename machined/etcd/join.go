@@ -17,11 +17,15 @@ import (
 
 	"github.com/aegis-os/aegis/internal/atomicfile"
 	"github.com/aegis-os/aegis/internal/logkey"
-	"github.com/aegis-os/aegis/machined/system/runner"
 )
 
 // errNoCluster: no other control plane answers with a cluster.
 var errNoCluster = errors.New("no etcd cluster at the control-plane endpoints")
+
+// errChangeUnanswered: the addition of this node got no answer within
+// memberChangeTimeout, most likely dropped for another control plane's,
+// proposed at the same moment; it is asked again at once.
+var errChangeUnanswered = errors.New("the addition of this node as a learner got no answer (another membership change was under way); asking again")
 
 // withPeers runs fn with a client of one voting member among the other
 // control planes: a learner, or a member not started, forwards no
@@ -148,88 +152,12 @@ func (e *Etcd) join(ctx context.Context) (startPlan, joinOrder, error) {
 
 		e.log.Info("joining the etcd cluster as a learner", slog.String(logkey.MemberID, formatID(id)))
 
-		plan = startPlan{state: existingCluster, initial: initialCluster(list, id, e.cfg.Name)}
+		plan = joinPlan(list, id, e.cfg.Name)
 
 		return nil
 	})
 
 	return plan, order, err
-}
-
-// joinOrder is a joining member's ID and the learners added before it that
-// had not started then.
-type joinOrder struct {
-	self    uint64
-	earlier []uint64
-}
-
-// unstarted returns the IDs of the members of list, other than self, that
-// have not started (etcd names a member once it has published itself).
-func unstarted(list []member, self uint64) []uint64 {
-	var out []uint64
-
-	for _, m := range list {
-		if m.id != self && m.name == "" {
-			out = append(out, m.id)
-		}
-	}
-
-	return out
-}
-
-// awaitEarlier waits, up to learnerWait, until none of the learners added
-// before this one is still to start, and returns the start plan again with
-// the names they published. A member starting with an existing cluster asks
-// every other member for its version before it serves: a learner whose
-// server has bound its peer port but is itself still asking the others
-// answers nothing, and each question waits out etcd's request timeout
-// (7 s by default, twice). Control planes that joined together asked each
-// other and lost 14 s; one at a time, in the order they were added, each
-// finds the earlier one serving and the later ones not yet listening
-// (refused at once). An earlier learner that never starts costs the wait
-// and no more.
-func (e *Etcd) awaitEarlier(ctx context.Context, plan startPlan, order joinOrder, notify runner.Notify) (startPlan, error) {
-	if len(order.earlier) == 0 {
-		return plan, nil
-	}
-
-	deadline := e.cfg.Clock.Now().Add(learnerWait)
-	shown := false
-
-	for {
-		list, err := e.peerMembers(ctx)
-		if err == nil {
-			waiting := slices.ContainsFunc(unstarted(list, order.self), func(m uint64) bool { return slices.Contains(order.earlier, m) })
-			if !waiting {
-				if slices.ContainsFunc(list, func(m member) bool { return m.id == order.self }) {
-					plan.initial = initialCluster(list, order.self, e.cfg.Name)
-				}
-
-				return plan, nil
-			}
-		}
-
-		if !e.cfg.Clock.Now().Before(deadline) {
-			e.log.Warn("a control plane that joined before this one has not started its member; starting anyway")
-
-			return plan, nil
-		}
-
-		if !shown {
-			notify(false, "waiting for the control plane that joined before this one to start its member")
-			shown = true
-		}
-
-		t := e.cfg.Clock.NewTimer(learnerPoll)
-
-		select {
-		case <-ctx.Done():
-			t.Stop()
-
-			return startPlan{}, ctx.Err()
-		case <-t.C():
-		}
-	}
 }
 
 // addSelf returns this node's member ID and the membership, adding the
@@ -259,13 +187,16 @@ func (e *Etcd) addSelf(ctx context.Context, cli *clientv3.Client, list []member)
 	// proposed meanwhile without an answer: of two control planes adding
 	// themselves at once, one waits for nothing. It gives up soon and asks
 	// again (an addition that did apply is then found and taken up).
-	addCtx, cancel := context.WithTimeout(ctx, memberAddTimeout)
+	addCtx, cancel := context.WithTimeout(ctx, memberChangeTimeout)
 	defer cancel()
 
 	added, err := cli.MemberAddAsLearner(addCtx, []string{e.peerURL()})
 	if err != nil {
-		if errors.Is(err, rpctypes.ErrTooManyLearners) {
+		switch {
+		case errors.Is(err, rpctypes.ErrTooManyLearners):
 			return 0, nil, nil, errors.New("another control plane is joining; waiting for its promotion")
+		case addCtx.Err() != nil && ctx.Err() == nil:
+			return 0, nil, nil, errChangeUnanswered
 		}
 
 		return 0, nil, nil, fmt.Errorf("adding this node as a learner: %w", translate(err))
@@ -291,74 +222,6 @@ func (e *Etcd) removed(ctx context.Context) bool {
 	}
 
 	return !slices.ContainsFunc(list, func(m member) bool { return m.id == id })
-}
-
-// afterStart follows the started member: it records the member's ID and,
-// while the member is a learner, asks for its promotion until etcd grants it
-// (once the learner has caught up with the leader).
-func (e *Etcd) afterStart(ctx context.Context) {
-	for {
-		st, err := e.localStatus(ctx)
-		if err == nil {
-			e.shareDataDirs()
-
-			if have, _ := e.memberID(); have != st.Header.MemberId {
-				if err := e.saveMemberID(st.Header.MemberId); err != nil {
-					e.log.Warn("recording the member ID", slog.String(logkey.Error, err.Error()))
-				}
-			}
-
-			if !st.IsLearner || e.promote(ctx, st.Header.MemberId) {
-				return
-			}
-		}
-
-		t := e.cfg.Clock.NewTimer(promotePeriod)
-
-		select {
-		case <-ctx.Done():
-			t.Stop()
-
-			return
-		case <-t.C():
-		}
-	}
-}
-
-// promote asks the cluster, through the other control planes (a learner
-// forwards no membership changes), to promote the learner id; it reports
-// whether the member is a voter now.
-func (e *Etcd) promote(ctx context.Context, id uint64) bool {
-	err := e.withPeers(ctx, func(ctx context.Context, cli *clientv3.Client) error {
-		_, err := cli.MemberPromote(ctx, id)
-
-		return err
-	})
-
-	switch {
-	case err == nil:
-		e.log.Info("promoted to a voting member", slog.String(logkey.MemberID, formatID(id)))
-
-		return true
-	case errors.Is(err, rpctypes.ErrMemberNotLearner):
-		return true
-	default:
-		return false
-	}
-}
-
-func (e *Etcd) localStatus(ctx context.Context) (*clientv3.StatusResponse, error) {
-	var st *clientv3.StatusResponse
-
-	err := e.withLocal(ctx, func(ctx context.Context, cli *clientv3.Client) error {
-		var err error
-
-		st, err = cli.Status(ctx, e.ClientURL())
-
-		return err
-	})
-
-	return st, err
 }
 
 func (e *Etcd) memberID() (uint64, bool) {

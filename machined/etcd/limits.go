@@ -30,21 +30,50 @@ const (
 	// or a boot never hangs on an etcd without quorum.
 	callTimeout = 5 * time.Second
 	// discoverPeriod is how often, on average, a control plane that has
-	// neither data nor a bootstrap looks for an existing cluster to join.
-	discoverPeriod = 500 * time.Millisecond
-	// memberAddTimeout bounds the addition of this node as a learner, well
-	// under callTimeout: a membership change applies within milliseconds
-	// here, and one proposed while another is pending is dropped unanswered.
-	memberAddTimeout = time.Second
+	// neither data nor a bootstrap looks for an existing cluster to join:
+	// a look is a connection to each other control plane, refused at once
+	// while none runs etcd, and the control planes that boot together
+	// find the cluster at most this far apart.
+	discoverPeriod = 200 * time.Millisecond
+	// memberChangeTimeout bounds the addition of this node as a learner
+	// and its promotion, well under callTimeout. Raft takes one membership
+	// change at a time and drops one proposed while another is pending
+	// without an answer: control planes that find the cluster at the same
+	// moment (all waiting for its first member to serve) propose theirs at
+	// once, and all but one wait for nothing. A change commits within
+	// milliseconds on the cluster's own network (a WAL sync of a quorum),
+	// so the wait ends soon; asking again is safe (an addition that did
+	// apply is found and taken up, a promotion that did is answered "not a
+	// learner").
+	memberChangeTimeout = 300 * time.Millisecond
 	// learnerWait bounds how long a joining control plane waits for the
 	// learners added before it to start their members (awaitEarlier): one
 	// starts in well under a second, and a learner that never starts
-	// costs a join no more than this; learnerPoll is how often it looks.
+	// costs a join no more than this. learnerPoll is how often it looks:
+	// a look is a connection and a member list on the cluster's own
+	// network, and a learner starts and publishes itself in about 0.1 s
+	// here, so a longer period was most of the wait.
 	learnerWait = 10 * time.Second
-	learnerPoll = 250 * time.Millisecond
-	// promotePeriod is how often a learner asks to be promoted: etcd refuses
-	// until the learner has caught up with the leader.
+	learnerPoll = 50 * time.Millisecond
+	// promoteRetry is the first wait after a refused promotion, doubled
+	// after each refusal up to promotePeriod: etcd refuses until the
+	// learner has caught up with the leader, which a fresh cluster's
+	// learner does within a few of these, and a learner with much to
+	// catch up with is not asked for more than twice a second.
+	promoteRetry  = 50 * time.Millisecond
 	promotePeriod = 500 * time.Millisecond
+	// promoteHold bounds how long a new learner holds its promotion while
+	// control planes of the config are not members yet (see
+	// absentControlPlanes): well over the spread of the looks of control
+	// planes that boot together (discoverPeriod) and their additions, and
+	// under the five seconds a control plane added after the promotion
+	// would wait. A control plane that is down costs a join this once.
+	promoteHold = 2 * time.Second
+	// maxReplans bounds the starts of a join planned again at once because
+	// the membership changed as the member started (memberRunner.Run):
+	// each is another control plane's addition, and one that keeps
+	// happening is left to the restart policy's backoff.
+	maxReplans = 3
 	// healthPeriod is how often the local member's health is checked: a
 	// status and a read, cheap enough to notice a promotion or a lost
 	// quorum within a second.
@@ -52,9 +81,10 @@ const (
 	// healthTimeout bounds one health check of the local member.
 	healthTimeout = 3 * time.Second
 	// maxLearners lets the control planes that boot together join at once:
-	// etcd refuses a new member until every voter has been connected for
-	// five seconds, which one at a time would cost each join after the
-	// first. Learners do not count toward quorum.
+	// etcd refuses a new member, a learner too, until a quorum of the
+	// voters it would make has been connected for five seconds, which one
+	// at a time would cost each join after the first. Learners do not
+	// count toward quorum.
 	maxLearners = 8
 	// snapshotChunk is the size of one message of a streamed snapshot, well
 	// under gRPC's 4 MiB message limit.

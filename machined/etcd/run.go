@@ -2,10 +2,12 @@ package etcd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -28,6 +30,34 @@ const (
 type startPlan struct {
 	state   clusterState
 	initial string // --initial-cluster, for a new or joined cluster
+	// peers are the peer URLs of a join's membership, sorted and joined:
+	// what etcd compares with the running members' at the start.
+	peers string
+}
+
+// joinPlan is the start with the existing cluster of the members in list,
+// the member self under this node's name.
+func joinPlan(list []member, self uint64, name string) startPlan {
+	return startPlan{state: existingCluster, initial: initialCluster(list, self, name), peers: peerSet(list)}
+}
+
+// peerSet is the peer URLs of list, sorted and joined.
+func peerSet(list []member) string {
+	var urls []string
+	for _, m := range list {
+		urls = append(urls, m.peerURLs...)
+	}
+
+	slices.Sort(urls)
+
+	return strings.Join(urls, ",")
+}
+
+// stale reports whether a join's plan no longer matches the membership in
+// list: etcd ends at once a member started with other peers than the
+// running members hold (another control plane added meanwhile).
+func (p startPlan) stale(list []member) bool {
+	return p.state == existingCluster && p.peers != peerSet(list)
 }
 
 // memberRunner prepares each start (rejoin, bootstrap or join) and runs the
@@ -37,16 +67,47 @@ type memberRunner struct{ e *Etcd }
 
 func (r memberRunner) String() string { return "etcd " + r.e.cfg.Binary }
 
+// Run prepares a start and runs the server. A join whose member ended
+// while the membership changed from its plan (a learner of another
+// control plane added as this one started) is prepared and started again
+// at once, up to maxReplans times, rather than after the restart
+// policy's backoff: the plan was stale, not the member broken.
 func (r memberRunner) Run(ctx context.Context, notify runner.Notify) error {
-	plan, err := r.e.prepare(ctx, notify)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil
+	for replans := 0; ; replans++ {
+		plan, err := r.e.prepare(ctx, notify)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+
+			return err
 		}
 
-		return err
+		err = r.runMember(ctx, plan, notify)
+		if err == nil || ctx.Err() != nil || replans == maxReplans || !r.e.planStale(ctx, plan) {
+			return err
+		}
+
+		r.e.log.Info("the membership changed as the member started; starting again with the membership of now",
+			slog.String(logkey.Error, err.Error()))
+	}
+}
+
+// planStale reports whether the other control planes answer with a
+// membership that plan does not match; no answer counts as not stale.
+func (e *Etcd) planStale(ctx context.Context, plan startPlan) bool {
+	if plan.state != existingCluster {
+		return false
 	}
 
+	list, err := e.peerMembers(ctx)
+
+	return err == nil && plan.stale(list)
+}
+
+// runMember runs the server with plan until it ends, following its
+// promotion meanwhile.
+func (r memberRunner) runMember(ctx context.Context, plan startPlan, notify runner.Notify) error {
 	r.e.log.Info("starting etcd", slog.String(logkey.State, plan.state.String()))
 
 	ended := r.e.loadedTrust()
@@ -63,7 +124,7 @@ func (r memberRunner) Run(ctx context.Context, notify runner.Notify) error {
 		newRunner = runner.Process
 	}
 
-	err = newRunner(runner.ProcessConfig{
+	err := newRunner(runner.ProcessConfig{
 		Path: r.e.cfg.Binary, Args: r.e.args(plan), Log: r.e.cfg.Log, Clock: r.e.cfg.Clock,
 	}).Run(ctx, notify)
 
@@ -161,6 +222,12 @@ func (e *Etcd) waitForPlan(ctx context.Context, notify runner.Notify) (startPlan
 		if msg := "waiting for bootstrap or a cluster to join: " + err.Error(); msg != shown {
 			notify(false, msg)
 			shown = msg
+		}
+
+		// The cluster answered; only the addition did not: asked again
+		// at once (the call itself took memberChangeTimeout).
+		if errors.Is(err, errChangeUnanswered) && ctx.Err() == nil {
+			continue
 		}
 
 		t := e.cfg.Clock.NewTimer(discoverDelay())

@@ -3,7 +3,6 @@ package localcluster
 import (
 	"context"
 	"fmt"
-	"io"
 	"strings"
 	"time"
 
@@ -13,44 +12,29 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// formEtcd bootstraps etcd on the first control plane, as talosctl cluster
-// create does, then waits until every control plane is a voting member,
-// every service of every node is up, and every control plane lists every
-// node as a member.
-func (c *Cluster) formEtcd(ctx context.Context, deadline time.Time, progress io.Writer, start time.Time) error {
+// formEtcd waits, once every node is ready and etcd bootstrapped (see
+// waitUp), until every control plane is a voting member, every service of
+// every node is up, and every control plane lists every node as a member.
+func (c *Cluster) formEtcd(ctx context.Context, cli *client.Client, deadline time.Time, w *bootWatch) error {
 	if c.skipBootstrap {
 		return c.checkServices(ctx, deadline)
 	}
 
-	cli, err := c.Client(ctx)
-	if err != nil {
-		return err
-	}
-	defer cli.Close() //nolint:errcheck // short-lived client
-
-	first := c.ControlPlanes()[0]
-
-	if err = c.Bootstrap(ctx, cli, deadline); err != nil {
+	if err := c.WaitVoters(ctx, cli, deadline); err != nil {
 		return err
 	}
 
-	fmt.Fprintf(progress, "[%5.1fs] %-28s %-12s %s\n", time.Since(start).Seconds(), first.Name, first.Address, "etcd bootstrapped")
+	fmt.Fprintf(w.progress, "[%5.1fs] %-28s %-12s %d voting members\n", time.Since(w.start).Seconds(), "etcd", "", len(c.ControlPlanes()))
 
-	if err = c.WaitVoters(ctx, cli, deadline); err != nil {
+	if err := c.checkServices(ctx, deadline); err != nil {
 		return err
 	}
 
-	fmt.Fprintf(progress, "[%5.1fs] %-28s %-12s %d voting members\n", time.Since(start).Seconds(), "etcd", "", len(c.ControlPlanes()))
-
-	if err = c.checkServices(ctx, deadline); err != nil {
+	if err := c.waitMembers(ctx, cli, deadline); err != nil {
 		return err
 	}
 
-	if err = c.waitMembers(ctx, cli, deadline); err != nil {
-		return err
-	}
-
-	fmt.Fprintf(progress, "[%5.1fs] %-28s %-12s every node listed by every control plane\n", time.Since(start).Seconds(), "members", "")
+	fmt.Fprintf(w.progress, "[%5.1fs] %-28s %-12s every node listed by every control plane\n", time.Since(w.start).Seconds(), "members", "")
 
 	return nil
 }

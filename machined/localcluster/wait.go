@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -19,8 +20,12 @@ import (
 	"github.com/aegis-os/aegis/client/join"
 )
 
-// pollInterval is how often a booting cluster is looked at.
-const pollInterval = 200 * time.Millisecond
+// pollInterval is how often a booting cluster is looked at: each look
+// reads the nodes' logs or makes one API call through a control plane,
+// and a local cluster's steps (a node ready, a member promoted) come
+// tenths of a second apart, so a longer period was a good part of a
+// create's wait.
+const pollInterval = 100 * time.Millisecond
 
 // tailLines is how much of a failed node's log an error shows.
 const tailLines = 15
@@ -32,44 +37,69 @@ type bootStatus struct {
 	failed string
 }
 
-// waitUp waits until every node reports ready, then checks through the API
-// (all nodes through the first control plane's apid) that every service
-// of every node is up.
+// waitUp waits until every node reports ready, bootstrapping etcd on the
+// first control plane as soon as that one is ready, then waits for the
+// cluster to form (formEtcd). The bootstrap does not wait for the other
+// nodes: a worker's boot waits for the answer to its first heartbeat,
+// which needs etcd (up to machined's 5-s bound), so a bootstrap sent only
+// once every node was ready cost every cluster with workers that wait.
 func (c *Cluster) waitUp(ctx context.Context, timeout time.Duration, progress io.Writer) error {
-	start := time.Now()
-	deadline := start.Add(timeout)
-	shown := map[string]string{}
+	w := &bootWatch{c: c, start: time.Now(), progress: progress, shown: map[string]string{}}
+	deadline := w.start.Add(timeout)
 
-	for {
-		var pending []string
+	cli, err := c.Client(ctx)
+	if err != nil {
+		return err
+	}
+	defer cli.Close() //nolint:errcheck // short-lived client
 
-		for _, n := range c.Nodes {
-			st := c.bootStatus(n)
+	if !c.skipBootstrap {
+		first := c.ControlPlanes()[0]
 
-			switch {
-			case st.failed != "":
-				return fmt.Errorf("localcluster: node %s failed to boot: %s\n%s", n.Name, st.failed, c.Tail(n, tailLines))
-			case c.exited(n):
-				return fmt.Errorf("localcluster: node %s exited while booting:\n%s", n.Name, c.Tail(n, tailLines))
-			}
-
-			if st.text != shown[n.Name] {
-				fmt.Fprintf(progress, "[%5.1fs] %-28s %-12s %s\n", time.Since(start).Seconds(), n.Name, n.Address, st.text)
-				shown[n.Name] = st.text
-			}
-
-			if !st.ready {
-				pending = append(pending, n.Name)
-			}
+		if err = w.until(ctx, deadline, timeout, []Node{first}); err != nil {
+			return err
 		}
 
-		if len(pending) == 0 {
-			return c.formEtcd(ctx, deadline, progress, start)
+		if err = c.Bootstrap(ctx, cli, deadline); err != nil {
+			return err
+		}
+
+		w.show(first, "etcd bootstrapped")
+	}
+
+	if err = w.until(ctx, deadline, timeout, c.Nodes); err != nil {
+		return err
+	}
+
+	return c.formEtcd(ctx, cli, deadline, w)
+}
+
+// bootWatch follows the boot of a cluster's nodes through their logs and
+// shows each change of a node's stage once.
+type bootWatch struct {
+	c        *Cluster
+	start    time.Time
+	progress io.Writer
+	shown    map[string]string // node name → the stage last shown
+}
+
+// show writes one progress line about node n.
+func (w *bootWatch) show(n Node, text string) {
+	fmt.Fprintf(w.progress, "[%5.1fs] %-28s %-12s %s\n", time.Since(w.start).Seconds(), n.Name, n.Address, text)
+}
+
+// until waits until every node of want reports ready; a node of the
+// cluster that fails its boot or exits ends the wait with its log's tail.
+func (w *bootWatch) until(ctx context.Context, deadline time.Time, timeout time.Duration, want []Node) error {
+	for {
+		pending, err := w.look(want)
+		if err != nil || len(pending) == 0 {
+			return err
 		}
 
 		if time.Now().After(deadline) {
 			return fmt.Errorf("localcluster: %s not up after %s; last lines of %s:\n%s",
-				strings.Join(pending, ", "), timeout, pending[0], c.Tail(c.node(pending[0]), tailLines))
+				strings.Join(pending, ", "), timeout, pending[0], w.c.Tail(w.c.node(pending[0]), tailLines))
 		}
 
 		select {
@@ -78,6 +108,34 @@ func (c *Cluster) waitUp(ctx context.Context, timeout time.Duration, progress io
 		case <-time.After(pollInterval):
 		}
 	}
+}
+
+// look reads every node's boot once, shows the changes, and returns the
+// nodes of want that are not ready yet.
+func (w *bootWatch) look(want []Node) ([]string, error) {
+	var pending []string
+
+	for _, n := range w.c.Nodes {
+		st := w.c.bootStatus(n)
+
+		switch {
+		case st.failed != "":
+			return nil, fmt.Errorf("localcluster: node %s failed to boot: %s\n%s", n.Name, st.failed, w.c.Tail(n, tailLines))
+		case w.c.exited(n):
+			return nil, fmt.Errorf("localcluster: node %s exited while booting:\n%s", n.Name, w.c.Tail(n, tailLines))
+		}
+
+		if st.text != w.shown[n.Name] {
+			w.show(n, st.text)
+			w.shown[n.Name] = st.text
+		}
+
+		if !st.ready && slices.ContainsFunc(want, func(m Node) bool { return m.Name == n.Name }) {
+			pending = append(pending, n.Name)
+		}
+	}
+
+	return pending, nil
 }
 
 // bootStatus reads the node's log for its latest boot progress.
