@@ -333,8 +333,8 @@ func destroyDocsCluster(t *testing.T, work string, env []string, aegisctl, home 
 		}
 	}
 
-	if pids := processesUnder(c.Dir); len(pids) > 0 {
-		t.Errorf("processes left running: %v", pids)
+	if left := lingering(c.Dir); len(left) > 0 {
+		t.Errorf("processes left running: %q", left)
 	}
 }
 
