@@ -2,9 +2,12 @@ package node
 
 import (
 	"context"
+	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
@@ -22,14 +25,56 @@ type tokenProxy struct {
 	conn *grpc.ClientConn
 }
 
+// trustdWait bounds how long a token call waits for trustd's socket: a
+// trustd that restarts (a version switch, a service restart) serves again
+// within a second or two, and the call then goes through instead of
+// failing; one that stays down is refused after this long.
+const trustdWait = 5 * time.Second
+
+// tokenSocketBackoff paces reconnects to trustd's socket: a local socket
+// is back within moments of trustd, so waits stay short (gRPC's default
+// grows to two minutes).
+var tokenSocketBackoff = backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second}
+
+// errTrustdDown is the refusal of a token call when trustd does not
+// answer on its socket within trustdWait; it names no local path.
+var errTrustdDown = status.Error(codes.Unavailable,
+	"machined: trustd does not serve tokens on this node now (it is starting or stopped); try again")
+
 func newTokenProxy(n *Node) (*tokenProxy, error) {
-	conn, err := grpc.NewClient("unix:"+n.layout.TokensSocket(),
-		append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, grpcopt.FixedWindows()...)...)
+	conn, err := dialTokenSocket(n.layout.TokensSocket())
 	if err != nil {
 		return nil, err
 	}
 
 	return &tokenProxy{n: n, conn: conn}, nil
+}
+
+func dialTokenSocket(path string) (*grpc.ClientConn, error) {
+	return grpc.NewClient("unix:"+path, append([]grpc.DialOption{
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithConnectParams(grpc.ConnectParams{Backoff: tokenSocketBackoff, MinConnectTimeout: time.Second}),
+	}, grpcopt.FixedWindows()...)...)
+}
+
+// ready waits, within ctx and trustdWait, until the connection to trustd's
+// socket is up.
+func ready(ctx context.Context, conn *grpc.ClientConn) error {
+	ctx, cancel := context.WithTimeout(ctx, trustdWait)
+	defer cancel()
+
+	conn.Connect()
+
+	for {
+		st := conn.GetState()
+		if st == connectivity.Ready {
+			return nil
+		}
+
+		if !conn.WaitForStateChange(ctx, st) {
+			return errTrustdDown
+		}
+	}
 }
 
 func (p *tokenProxy) close() { p.conn.Close() } //nolint:errcheck // local socket
@@ -42,32 +87,35 @@ func (p *tokenProxy) client() (tokens.TokenServiceClient, error) {
 	return tokens.NewTokenServiceClient(p.conn), nil
 }
 
-// Create forwards to trustd.
-func (p *tokenProxy) Create(ctx context.Context, req *tokens.CreateRequest) (*tokens.CreateResponse, error) {
+// call makes a token call once trustd's socket is up.
+func call[Req, Resp any](ctx context.Context, p *tokenProxy, req Req,
+	method func(tokens.TokenServiceClient, context.Context, Req, ...grpc.CallOption) (Resp, error),
+) (Resp, error) {
+	var zero Resp
+
 	c, err := p.client()
 	if err != nil {
-		return nil, err
+		return zero, err
 	}
 
-	return c.Create(ctx, req)
+	if err := ready(ctx, p.conn); err != nil {
+		return zero, err
+	}
+
+	return method(c, ctx, req)
+}
+
+// Create forwards to trustd.
+func (p *tokenProxy) Create(ctx context.Context, req *tokens.CreateRequest) (*tokens.CreateResponse, error) {
+	return call(ctx, p, req, tokens.TokenServiceClient.Create)
 }
 
 // List forwards to trustd.
 func (p *tokenProxy) List(ctx context.Context, req *tokens.ListRequest) (*tokens.ListResponse, error) {
-	c, err := p.client()
-	if err != nil {
-		return nil, err
-	}
-
-	return c.List(ctx, req)
+	return call(ctx, p, req, tokens.TokenServiceClient.List)
 }
 
 // Revoke forwards to trustd.
 func (p *tokenProxy) Revoke(ctx context.Context, req *tokens.RevokeRequest) (*tokens.RevokeResponse, error) {
-	c, err := p.client()
-	if err != nil {
-		return nil, err
-	}
-
-	return c.Revoke(ctx, req)
+	return call(ctx, p, req, tokens.TokenServiceClient.Revoke)
 }

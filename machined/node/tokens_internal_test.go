@@ -1,0 +1,79 @@
+package node
+
+import (
+	"context"
+	"net"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/aegis-os/aegis/api/tokens"
+	"github.com/aegis-os/aegis/internal/testutil"
+)
+
+type fakeTokens struct {
+	tokens.UnimplementedTokenServiceServer
+}
+
+func (fakeTokens) List(context.Context, *tokens.ListRequest) (*tokens.ListResponse, error) {
+	return &tokens.ListResponse{}, nil
+}
+
+// TestTokenSocketWaits: a token call that arrives while trustd's socket is
+// not up waits for it (trustd restarting), and one that finds no trustd
+// within the bound is Unavailable with a message that names no path.
+func TestTokenSocketWaits(t *testing.T) {
+	path := filepath.Join(testutil.ShortTempDir(t), "tokens.sock")
+
+	conn, err := dialTokenSocket(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+
+	t.Run("no trustd within the bound", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		defer cancel()
+
+		err := ready(ctx, conn)
+		if status.Code(err) != codes.Unavailable || strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "trustd") {
+			t.Fatalf("ready with no trustd: %v, want Unavailable naming trustd and no path", err)
+		}
+	})
+
+	t.Run("trustd that comes up in time", func(t *testing.T) {
+		srv := grpc.NewServer()
+		tokens.RegisterTokenServiceServer(srv, fakeTokens{})
+		t.Cleanup(srv.Stop)
+
+		go func() {
+			time.Sleep(500 * time.Millisecond)
+
+			lis, err := net.Listen("unix", path)
+			if err != nil {
+				t.Error(err)
+
+				return
+			}
+
+			_ = srv.Serve(lis) //nolint:errcheck // ends with Stop
+		}()
+
+		began := time.Now()
+
+		if err := ready(context.Background(), conn); err != nil {
+			t.Fatalf("ready with trustd up after 500 ms: %v", err)
+		}
+
+		if _, err := tokens.NewTokenServiceClient(conn).List(context.Background(), &tokens.ListRequest{}); err != nil {
+			t.Fatal(err)
+		}
+
+		t.Logf("served %s after the call came", time.Since(began).Round(time.Millisecond))
+	})
+}
