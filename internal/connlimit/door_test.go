@@ -1,6 +1,7 @@
 package connlimit
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"testing"
@@ -15,8 +16,19 @@ import (
 func doorLimiter(t *testing.T) (*Limiter, net.Listener, chan net.Conn) {
 	t.Helper()
 
+	l, _, lis, conns := doorLimiterClock(t)
+
+	return l, lis, conns
+}
+
+// doorLimiterClock is doorLimiter with its clock.
+func doorLimiterClock(t *testing.T) (*Limiter, *clock.Fake, net.Listener, chan net.Conn) {
+	t.Helper()
+
+	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
+
 	l, err := New(Config{
-		PerSource: 2, Total: 4, FirstCall: time.Minute, Clock: clock.NewFake(time.Unix(1_700_000_000, 0)),
+		PerSource: 2, Total: 4, FirstCall: time.Minute, Clock: clk,
 		SlotWait: 2 * time.Second, MaxWaiting: 2,
 		ProvenTotal: 64, ProvenPerSource: 2, HandshakeRoom: 2,
 	})
@@ -29,7 +41,7 @@ func doorLimiter(t *testing.T) (*Limiter, net.Listener, chan net.Conn) {
 
 	t.Cleanup(func() { _ = lis.Close() })
 
-	return l, lis, conns
+	return l, clk, lis, conns
 }
 
 // doorHeld reports whether a newcomer waits at one of l's doors.
@@ -123,16 +135,7 @@ func TestReconnectStormGetsInAtTheDoor(t *testing.T) {
 func TestSuspectsDoNotHoldTheDoor(t *testing.T) {
 	l, lis, conns := doorLimiter(t)
 
-	// Young handshakes: four in the table, two in the queue, two in the
-	// room.
-	for i := range 8 {
-		conns <- newFake(fmt.Sprintf("10.1.0.%d", i+1))
-
-		if i < 4 || i >= 6 {
-			accept(t, lis)
-		}
-	}
-
+	fillWithHandshakes(t, lis, conns)
 	waitUntil(t, "two waiting", func() bool { return waiting(l) == 2 })
 
 	l.mu.Lock()
@@ -150,5 +153,70 @@ func TestSuspectsDoNotHoldTheDoor(t *testing.T) {
 
 	if st := l.Stats(); st.Evicted != 0 || st.Refused != 1 || node.closed.Load() {
 		t.Fatalf("stats %+v, node closed %v: want the suspect refused and nothing evicted", st, node.closed.Load())
+	}
+}
+
+// fillWithHandshakes takes every place of a doorLimiter with handshakes
+// that have not ended: four in the table, two in the queue, two in the
+// room; it returns those of the table, oldest first.
+func fillWithHandshakes(t *testing.T, lis net.Listener, conns chan<- net.Conn) []*fakeConn {
+	t.Helper()
+
+	var table []*fakeConn
+
+	for i := range 8 {
+		c := newFake(fmt.Sprintf("10.1.0.%d", i+1))
+		conns <- c
+
+		switch {
+		case i < 4:
+			accept(t, lis)
+
+			table = append(table, c)
+		case i >= 6:
+			accept(t, lis)
+		}
+	}
+
+	return table
+}
+
+// TestHandshakesAreNotEvicted: a waiting newcomer never takes the slot
+// of a connection still in its handshake, however long it takes (busy
+// cores under a reconnect storm), only of one idle MinEvictAge since its
+// handshake ended.
+func TestHandshakesAreNotEvicted(t *testing.T) {
+	l, clk, lis, conns := doorLimiterClock(t)
+	table := fillWithHandshakes(t, lis, conns)
+
+	waitUntil(t, "two waiting", func() bool { return waiting(l) == 2 })
+
+	// The oldest ends its handshake without proving a node, and makes no
+	// call.
+	oldest := l.byAddrFor(t, "10.1.0.1")
+	if err := l.settle(oldest, false); err != nil {
+		t.Fatal(err)
+	}
+
+	// Six FirstCall watches and the two waiters' timers.
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+
+	if err := clk.WaitForTimers(ctx, 8); err != nil {
+		t.Fatal(err)
+	}
+
+	clk.Advance(MinEvictAge)
+
+	waitUntil(t, "the idle connection evicted", table[0].closed.Load)
+
+	for _, c := range table[1:] {
+		if c.closed.Load() {
+			t.Fatalf("the handshake of %v was cut", c.remote)
+		}
+	}
+
+	if st := l.Stats(); st.Evicted != 1 || st.Handshaking != 2 {
+		t.Fatalf("stats %+v, want one evicted and two handshaking", st)
 	}
 }

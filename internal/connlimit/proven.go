@@ -46,9 +46,9 @@ func (l *Limiter) provenRoomLocked(src string) bool {
 // Limiter has a proven pool with room for src, and src is no suspect.
 // When the room is full, the oldest handshake in it gives its place, and
 // roomLocked returns it, to close once the lock is released; when
-// spareYoung, only once it is MinEvictAge old (the newcomer waits at the
-// door meanwhile, door.go), so that a reconnect storm of nodes does not
-// cut its own handshakes.
+// spareYoung, only a handshake of a suspect source gives its place (the
+// newcomer waits at the door meanwhile, door.go), so that a reconnect
+// storm of nodes does not cut its own handshakes.
 func (l *Limiter) roomLocked(src string, spareYoung bool) (*conn, bool) {
 	now := l.cfg.Clock.Now()
 	if l.cfg.ProvenTotal == 0 || l.suspects.has(src, now) || !l.provenRoomLocked(src) {
@@ -60,9 +60,9 @@ func (l *Limiter) roomLocked(src string, spareYoung bool) (*conn, bool) {
 	}
 
 	for _, c := range l.room {
-		if spareYoung && now.Sub(c.admitted) < MinEvictAge {
-			// The room is oldest first: the rest are younger still.
-			return nil, false
+		// Every connection in the room is in its handshake.
+		if spareYoung && !l.suspects.has(c.source, now) {
+			continue
 		}
 
 		if c.state.CompareAndSwap(stateWaiting, stateClosed) {
@@ -136,6 +136,10 @@ func (l *Limiter) settle(c *conn, isProven bool) error {
 
 // settleLocked is settle under l.mu.
 func (l *Limiter) settleLocked(c *conn, isProven bool) error {
+	if !c.released {
+		c.settled = l.cfg.Clock.Now()
+	}
+
 	switch {
 	case c.released:
 	case isProven && (c.pool == poolRoom || l.provenRoomLocked(c.source)):
