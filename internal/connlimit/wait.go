@@ -96,7 +96,12 @@ func (w *listener) acceptLoop() {
 			}
 		}
 
-		if c := w.l.offer(raw, w.Addr(), w); c != nil {
+		c, freed := w.l.offer(raw, w.Addr(), w)
+		if freed != nil {
+			c = w.hold(raw, freed)
+		}
+
+		if c != nil {
 			select {
 			case w.out <- c:
 			case <-w.closed:
@@ -228,6 +233,7 @@ func (l *Limiter) unqueueLocked(wt *waiter) bool {
 
 	l.waiting = slices.Delete(l.waiting, i, i+1)
 	close(wt.left)
+	l.placeFreedLocked()
 
 	if l.waitingBy[wt.src]--; l.waitingBy[wt.src] == 0 {
 		delete(l.waitingBy, wt.src)
@@ -288,7 +294,7 @@ func (l *Limiter) roomForWaiterLocked(wt *waiter) (*conn, bool) {
 		return nil, false
 	}
 
-	victim, ok := l.roomLocked(wt.src)
+	victim, ok := l.roomLocked(wt.src, true)
 	if !ok {
 		return nil, false
 	}
@@ -302,6 +308,22 @@ func (l *Limiter) roomForWaiterLocked(wt *waiter) (*conn, bool) {
 	l.handOverLocked(wt, c)
 
 	return victim, true
+}
+
+// roomForWaiterFirstLocked gives a place that came free in the handshake
+// room to the oldest waiter that may have one, rather than to the next
+// newcomer, so that connections get their handshakes in the order they
+// came.
+func (l *Limiter) roomForWaiterFirstLocked() {
+	if l.cfg.ProvenTotal == 0 || len(l.room) >= l.cfg.HandshakeRoom {
+		return
+	}
+
+	for _, wt := range l.waiting {
+		if _, ok := l.roomForWaiterLocked(wt); ok {
+			return
+		}
+	}
 }
 
 // handOverLocked starts c's FirstCall watch and hands c, which got a slot
