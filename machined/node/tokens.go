@@ -36,11 +36,6 @@ const trustdWait = 5 * time.Second
 // grows to two minutes).
 var tokenSocketBackoff = backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second}
 
-// errTrustdDown is the refusal of a token call when trustd does not
-// answer on its socket within trustdWait; it names no local path.
-var errTrustdDown = status.Error(codes.Unavailable,
-	"machined: trustd does not serve tokens on this node now (it is starting or stopped); try again")
-
 func newTokenProxy(n *Node) (*tokenProxy, error) {
 	conn, err := dialTokenSocket(n.layout.TokensSocket())
 	if err != nil {
@@ -58,7 +53,8 @@ func dialTokenSocket(path string) (*grpc.ClientConn, error) {
 }
 
 // ready waits, within ctx and trustdWait, until the connection to trustd's
-// socket is up.
+// socket is up. A trustd that does not come up in time is Unavailable, in
+// words that name no local path.
 func ready(ctx context.Context, conn *grpc.ClientConn) error {
 	ctx, cancel := context.WithTimeout(ctx, trustdWait)
 	defer cancel()
@@ -72,7 +68,7 @@ func ready(ctx context.Context, conn *grpc.ClientConn) error {
 		}
 
 		if !conn.WaitForStateChange(ctx, st) {
-			return errTrustdDown
+			return status.Error(codes.Unavailable, "machined: trustd does not serve tokens on this node now (it is starting or stopped); try again")
 		}
 	}
 }
