@@ -66,16 +66,12 @@ const (
 	MaxConnectionsPerSource = 64
 
 	// SlotWait is how long a connection may wait for a slot once all
-	// MaxConnections hold connections that made a call or are in their
-	// handshake (connlimit.MinEvictAge), in the queue and again at the
-	// listener's door (the next ones in the kernel's backlog), instead of
-	// being closed at once: a burst of short-lived clients waits for the
-	// ones ahead of it rather than failing. As long as a handshake may
-	// take (HandshakeTimeout): a place frees at least that often, and
-	// closing a waiter sooner only sends its client back to the end of the
-	// line with a reset. A waiter holds only its socket, and its handshake
-	// timeout starts when it gets a slot.
-	SlotWait = HandshakeTimeout
+	// MaxConnections hold connections that made a call or are too young to
+	// evict (connlimit.MinEvictAge),
+	// instead of being closed at once: a burst of short-lived clients
+	// waits for the ones ahead of it rather than failing. A waiter holds
+	// only its socket, and its handshake timeout starts when it gets a slot.
+	SlotWait = 2 * time.Second
 
 	// MaxWaiting bounds the connections waiting for a slot: as many again
 	// as the slots, a socket each; beyond it they are closed at once.

@@ -86,17 +86,13 @@ const (
 	MaxConnectionsPerSource = 32
 
 	// SlotWait is how long a connection may wait for a slot once all
-	// MaxConnections hold connections that made a call or are in their
-	// handshake (a join storm of more nodes than slots, or a reconnect
-	// storm of workers; see connlimit.MinEvictAge), in the queue and again
-	// at the listener's door (the next ones in the kernel's backlog),
-	// instead of being closed at once and retrying after the client's
-	// backoff. As long as a handshake may take (HandshakeTimeout): at
-	// 5,000 workers on two busy cores, handshakes took seconds, and
-	// waiters closed after 2 s came back with a reset, some 150 a second
-	// per trustd, to the end of the line. A waiter holds only its socket,
+	// MaxConnections hold connections that made a call or are too young
+	// to evict (a join storm of more nodes than slots; see
+	// connlimit.MinEvictAge), instead of being closed at once and
+	// retrying after the client's backoff of 0.5–1 s. Joins end within
+	// milliseconds, so slots free quickly; a waiter holds only its socket,
 	// and its handshake timeout starts when it gets a slot.
-	SlotWait = HandshakeTimeout
+	SlotWait = 2 * time.Second
 
 	// MaxWaiting bounds the connections waiting for a slot: as many again
 	// as the slots, a socket each; beyond it they are closed at once.

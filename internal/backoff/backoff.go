@@ -36,30 +36,19 @@ type Backoff struct {
 	Max time.Duration
 	// Rand is the jitter source. Nil means crypto/rand.
 	Rand io.Reader
-	// Full draws the whole delay at random, uniform in [0, step) ("full
-	// jitter"), rather than its upper half: for many clients that failed
-	// at the same moment and must not come back together (a control
-	// plane's nodes after it closed their connections). False keeps
-	// "equal jitter".
-	Full bool
 
 	cur time.Duration
 }
 
 // Next returns the next delay: the current step, doubled after each call up
 // to Max, of which the upper half is randomized ("equal jitter"), so a delay
-// is never below half its step and never above it; with Full, the whole of
-// it, so a delay is anywhere below its step.
+// is never below half its step and never above it.
 func (b *Backoff) Next() time.Duration {
 	switch {
 	case b.cur == 0:
 		b.cur = b.Min
 	case b.cur < b.Max:
 		b.cur = min(2*b.cur, max(b.Max, b.Min))
-	}
-
-	if b.Full {
-		return Jitter(b.Rand, b.cur)
 	}
 
 	half := b.cur / 2

@@ -2,7 +2,6 @@ package backoff
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"testing"
 	"time"
@@ -83,38 +82,5 @@ func TestJitter(t *testing.T) {
 
 	if got := Jitter(failing{}, time.Second); got != 0 {
 		t.Fatalf("failing source: %s, want 0", got)
-	}
-}
-
-// TestFullJitter: with Full, each delay is drawn from the whole of its
-// step, which still doubles up to Max.
-func TestFullJitter(t *testing.T) {
-	// Each draw is the step's length minus one nanosecond, modulo: the
-	// largest delay below the step.
-	maxBelow := func(step time.Duration) []byte {
-		var b [8]byte
-		binary.BigEndian.PutUint64(b[:], uint64(step-1))
-
-		return b[:]
-	}
-
-	var draws []byte
-	steps := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 4 * time.Second}
-
-	for _, s := range steps {
-		draws = append(draws, maxBelow(s)...)
-	}
-
-	b := &Backoff{Min: time.Second, Max: 4 * time.Second, Rand: bytes.NewReader(draws), Full: true}
-
-	for i, s := range steps {
-		if got := b.Next(); got != s-1 {
-			t.Fatalf("delay %d = %s, want %s", i, got, s-1)
-		}
-	}
-
-	zero := &Backoff{Min: time.Second, Max: 4 * time.Second, Rand: testutil.ZeroRand{}, Full: true}
-	if got := zero.Next(); got != 0 {
-		t.Fatalf("delay drawn from zeros = %s, want 0: full jitter reaches down to nothing", got)
 	}
 }

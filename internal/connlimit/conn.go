@@ -33,10 +33,7 @@ type conn struct {
 
 	released bool      // guarded by l.mu
 	pool     int       // poolAnonymous, …; guarded by l.mu
-	admitted time.Time // when it got its slot; set under l.mu
-	// settled is when its TLS handshake ended (Limiter.Credentials);
-	// zero before. Guarded by l.mu.
-	settled time.Time
+	admitted time.Time // when it got its slot; set once under l.mu
 }
 
 func newConn(raw net.Conn, l *Limiter, src string) *conn {

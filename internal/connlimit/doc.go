@@ -18,20 +18,13 @@
 // the flood's rate: time for it to finish its handshake and make its call.
 // A newcomer that may wait for a slot (Config.SlotWait, with room among
 // Config.MaxWaiting waiters) spares the connections of sources that are no
-// suspects until they are MinEvictAge old (for a Limiter with a proven
-// table, until they have been idle that long since their handshake ended:
-// one in its handshake is never cut for a newcomer that may wait), so that
-// a burst of honest clients larger than the table (a join storm, a
-// reconnect storm of nodes) waits rather than evicting its own members in
-// their handshakes; a waiter takes a slot as soon as one is released, or
-// MinEvictAge into its wait by eviction, and is closed when neither came
-// within SlotWait. When the queue is full too, a listener holds its door
-// (door.go): it stops accepting and holds the newcomer, the next ones in
-// the kernel's backlog, until a place may have come free, for SlotWait at
-// most; a newcomer of a suspect source is closed at once instead. A
-// newcomer that may not wait at all (SlotWait zero) evicts whatever the
-// age; when every slot holds a connection that made a call, it is closed
-// at once.
+// suspects until they are MinEvictAge old, so that a burst of honest
+// clients larger than the table (a join storm) waits rather than evicting
+// its own members in their handshakes; a waiter takes a slot as soon as
+// one is released, or MinEvictAge into its wait by eviction, and is closed
+// when neither came within SlotWait. A newcomer that may not wait evicts
+// whatever the age; when every slot holds a connection that made a call,
+// it is closed at once.
 // A connection that has started no call within Config.FirstCall is closed,
 // whether its TLS handshake finished or not. The Limiter learns of calls
 // through its gRPC stats handler (StatsHandler), or MarkCalled for a
@@ -46,19 +39,15 @@
 // clients a server keeps. Since nobody is proven before the handshake, a
 // newcomer that finds every anonymous slot held by a caller, and no place
 // in the queue or no slot there within MinEvictAge, does its handshake in
-// a room of Config.HandshakeRoom beyond Total (suspects getting none; a
-// place that comes free goes to the oldest waiter first; when the room is
-// full, a newcomer that may wait holds the door, while one that may not
-// takes the place of the oldest handshake there); one that proves nothing
-// is closed at its end unless an anonymous slot came free, and is a strike
+// a room of Config.HandshakeRoom beyond Total (the oldest there giving its
+// place to a newcomer, suspects getting none); one that proves nothing is
+// closed at its end unless an anonymous slot came free, and is a strike
 // against its source.
 //
 // Memory stays bounded by the caps: a connection costs one entry in the
 // table and one timer goroutine while it holds a slot, a waiter its socket
-// and a timer, a newcomer held at the door its socket (one per listener),
-// a connection in the kernel's backlog nothing of the server's (the
-// backlog's length bounds them), a suspect source one entry of at most
-// MaxSuspects, and nothing is kept of a connection once it is closed.
+// and a timer, a suspect source one entry of at most MaxSuspects, and
+// nothing is kept of a connection once it is closed.
 //
 // What belongs to gRPC stays there: the deadline of the TLS handshake and
 // HTTP/2 preface (grpc.ConnectionTimeout) and the graceful close of a

@@ -118,24 +118,6 @@ func (l *Limiter) wastedLocked(src string) {
 	}
 }
 
-// idleLongLocked reports whether c, which has made no call, has been
-// idle for MinEvictAge: since its handshake ended, for a Limiter that
-// learns of that end (a proven table, with Credentials), and since it got
-// its slot otherwise. A connection in its handshake is not idle: under a
-// reconnect storm on busy cores a handshake can take seconds, and cutting
-// it wastes the work done and sends its node back to the door; one that
-// never ends is closed at the server's handshake deadline.
-func (l *Limiter) idleLongLocked(c *conn) bool {
-	since := c.admitted
-	if l.cfg.ProvenTotal > 0 {
-		if since = c.settled; since.IsZero() {
-			return false
-		}
-	}
-
-	return l.cfg.Clock.Now().Sub(since) >= MinEvictAge
-}
-
 // evictableLocked picks a connection that has made no call: of a suspect
 // source first (suspects), then of the source holding the most such
 // connections (the first to hold that many, when several do), its oldest;
@@ -144,7 +126,7 @@ func (l *Limiter) idleLongLocked(c *conn) bool {
 // however many anonymous sources connect; and a newcomer from an address
 // that wasted no slot lately, its source's only connection, goes last.
 // When spareYoung, a connection of a source that is no suspect is picked
-// only once idle for MinEvictAge (idleLongLocked): a burst of honest clients larger than the
+// only once MinEvictAge old: a burst of honest clients larger than the
 // table (a join storm) then waits for slots rather than evicting each
 // other in their handshakes. It marks the connection evicted so that a
 // call can no longer claim it.
@@ -156,7 +138,7 @@ func (l *Limiter) evictableLocked(spareYoung bool) *conn {
 		}
 
 		c := s.uncalled[0]
-		if spareYoung && s.class != classSuspect && !l.idleLongLocked(c) {
+		if spareYoung && s.class != classSuspect && l.cfg.Clock.Now().Sub(c.admitted) < MinEvictAge {
 			return nil
 		}
 

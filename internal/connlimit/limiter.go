@@ -98,10 +98,6 @@ type Limiter struct {
 
 	proven proven  // connections proven in their handshake (proven.go)
 	room   []*conn // handshakes beyond Total, oldest first
-
-	// freed is closed when a place may have come free, for the listeners
-	// holding their door (door.go); nil while none does.
-	freed chan struct{}
 }
 
 // New checks cfg and returns a Limiter with no connection.
@@ -167,55 +163,30 @@ func (l *Limiter) Wrap(lis net.Listener) net.Listener {
 
 // admit is offer without waiting: raw gets a slot now or is closed.
 func (l *Limiter) admit(raw net.Conn, lisAddr net.Addr) *conn {
-	c, _ := l.offer(raw, lisAddr, nil)
-
-	return c
+	return l.offer(raw, lisAddr, nil)
 }
 
 // offer gives raw a slot, taking one from a connection without a call if
 // need be (makeRoom), and starts its FirstCall watch. When no slot can be
 // had, raw waits for one on w (see Config.SlotWait) if it may, and offer
-// returns nil. When w holds its door (holdsDoor) and neither a slot, the
-// queue nor the room has a place for raw short of cutting a young
-// handshake, offer returns a channel closed once a place may have come
-// free, and w holds raw until then (listener.hold). Otherwise offer
-// closes raw and returns nil.
-func (l *Limiter) offer(raw net.Conn, lisAddr net.Addr, w *listener) (*conn, <-chan struct{}) {
+// returns nil; otherwise offer closes raw and returns nil.
+func (l *Limiter) offer(raw net.Conn, lisAddr net.Addr, w *listener) *conn {
 	src := sourceOf(raw.RemoteAddr())
-	door := l.holdsDoor(w)
 
 	l.mu.Lock()
-	victim, ok := l.makeRoom(src, door || l.mayWaitLocked(w))
+	victim, ok := l.makeRoom(src, l.mayWaitLocked(w))
 
 	if !ok && l.belowSourceCapLocked(src) {
-		// Every slot holds a caller, which frees none soon: a place free
-		// in the room goes before the queue.
-		if l.ranks.top() == nil && len(l.room) < l.cfg.HandshakeRoom {
-			if victim, ok := l.roomLocked(src, true); ok {
-				return l.enterRoomUnlock(raw, src, victim), nil
-			}
-		}
-
 		if l.enqueueLocked(raw, src, w) {
 			l.mu.Unlock()
 
-			return nil, nil
+			return nil
 		}
 
 		// Every slot holds a caller, and the queue is full: a handshake
 		// that may prove a node gets the room.
-		if victim, ok := l.roomLocked(src, door); ok {
-			return l.enterRoomUnlock(raw, src, victim), nil
-		}
-
-		// Nothing is free but young handshakes: a newcomer that wasted
-		// no slot lately waits at the door, the next in the kernel's
-		// backlog, rather than cut a handshake that may prove a node.
-		if door && !l.suspects.has(src, l.cfg.Clock.Now()) {
-			freed := l.freedLocked()
-			l.mu.Unlock()
-
-			return nil, freed
+		if victim, ok := l.roomLocked(src); ok {
+			return l.enterRoomUnlock(raw, src, victim)
 		}
 	}
 
@@ -225,7 +196,7 @@ func (l *Limiter) offer(raw net.Conn, lisAddr net.Addr, w *listener) (*conn, <-c
 		_ = raw.Close()
 		l.logRefusals(lisAddr, src, refused)
 
-		return nil, nil
+		return nil
 	}
 
 	c := newConn(raw, l, src)
@@ -238,7 +209,7 @@ func (l *Limiter) offer(raw net.Conn, lisAddr net.Addr, w *listener) (*conn, <-c
 
 	go c.watchFirstCall(l.cfg.Clock, l.cfg.FirstCall)
 
-	return c, nil
+	return c
 }
 
 // enterRoomUnlock admits raw to the handshake room, where roomLocked
@@ -330,7 +301,6 @@ func (l *Limiter) removeLocked(c *conn) {
 // detachLocked takes c out of the anonymous table.
 func (l *Limiter) detachLocked(c *conn) {
 	l.stats.Open--
-	l.placeFreedLocked()
 
 	s := l.sources[c.source]
 	l.dropUncalledLocked(s, c)
@@ -349,8 +319,6 @@ func (l *Limiter) release(c *conn) {
 		return
 	}
 
-	defer l.placeFreedLocked()
-
 	switch c.pool {
 	case poolProven:
 		c.released = true
@@ -359,7 +327,6 @@ func (l *Limiter) release(c *conn) {
 	case poolRoom:
 		c.released = true
 		l.dropRoomLocked(c)
-		l.roomForWaiterFirstLocked()
 	default:
 		l.removeLocked(c)
 		l.admitWaiterLocked()

@@ -46,10 +46,7 @@ const (
 	// within a second; evicting its members in their handshakes made a
 	// quarter of a 1,000-node storm retry. A newcomer that may not wait
 	// takes the slot whatever its age, so a flood that fills the queue too
-	// cannot keep newcomers out. With a proven table (Credentials) the age
-	// counts from the end of the handshake: at 5,000 nodes reconnecting on
-	// two busy cores, handshakes took over a second, and cutting them at a
-	// second evicted thousands that would have proved a node.
+	// cannot keep newcomers out.
 	MinEvictAge = time.Second
 	// maxLingerRead bounds what one graceful close reads and discards.
 	maxLingerRead = 64 << 10

@@ -45,13 +45,9 @@ func (l *Limiter) provenRoomLocked(src string) bool {
 // table has no slot, may do its handshake in the handshake room: the
 // Limiter has a proven pool with room for src, and src is no suspect.
 // When the room is full, the oldest handshake in it gives its place, and
-// roomLocked returns it, to close once the lock is released; when
-// spareYoung, only a handshake of a suspect source gives its place (the
-// newcomer waits at the door meanwhile, door.go), so that a reconnect
-// storm of nodes does not cut its own handshakes.
-func (l *Limiter) roomLocked(src string, spareYoung bool) (*conn, bool) {
-	now := l.cfg.Clock.Now()
-	if l.cfg.ProvenTotal == 0 || l.suspects.has(src, now) || !l.provenRoomLocked(src) {
+// roomLocked returns it, to close once the lock is released.
+func (l *Limiter) roomLocked(src string) (*conn, bool) {
+	if l.cfg.ProvenTotal == 0 || l.suspects.has(src, l.cfg.Clock.Now()) || !l.provenRoomLocked(src) {
 		return nil, false
 	}
 
@@ -60,11 +56,6 @@ func (l *Limiter) roomLocked(src string, spareYoung bool) (*conn, bool) {
 	}
 
 	for _, c := range l.room {
-		// Every connection in the room is in its handshake.
-		if spareYoung && !l.suspects.has(c.source, now) {
-			continue
-		}
-
 		if c.state.CompareAndSwap(stateWaiting, stateClosed) {
 			l.dropRoomLocked(c)
 			c.released = true
@@ -91,7 +82,6 @@ func (l *Limiter) addRoomLocked(c *conn) {
 func (l *Limiter) dropRoomLocked(c *conn) {
 	if i := slices.Index(l.room, c); i >= 0 {
 		l.room = slices.Delete(l.room, i, i+1)
-		l.placeFreedLocked()
 	}
 
 	delete(l.byAddr, c.key)
@@ -111,34 +101,9 @@ func (l *Limiter) releaseProvenLocked(c *conn) {
 // for the next newcomer; a handshake of the room that proved nothing
 // takes an anonymous slot if one is free, and is refused otherwise.
 func (l *Limiter) settle(c *conn, isProven bool) error {
+	var refused int
+
 	l.mu.Lock()
-
-	fromRoom := c.pool == poolRoom && !c.released
-	err := l.settleLocked(c, isProven)
-
-	// The place c left in the room goes to the oldest waiter first.
-	if fromRoom {
-		l.roomForWaiterFirstLocked()
-	}
-
-	refused := 0
-	if err != nil {
-		refused = l.refusedLocked()
-	}
-	l.mu.Unlock()
-
-	if err != nil {
-		l.logRefusals(c.LocalAddr(), c.source, refused)
-	}
-
-	return err
-}
-
-// settleLocked is settle under l.mu.
-func (l *Limiter) settleLocked(c *conn, isProven bool) error {
-	if !c.released {
-		c.settled = l.cfg.Clock.Now()
-	}
 
 	switch {
 	case c.released:
@@ -153,9 +118,14 @@ func (l *Limiter) settleLocked(c *conn, isProven bool) error {
 		l.dropRoomLocked(c)
 		c.released = true
 		l.wastedLocked(c.source)
+		refused = l.refusedLocked()
+		l.mu.Unlock()
+		l.logRefusals(c.LocalAddr(), c.source, refused)
 
 		return errAnonymousFull
 	}
+
+	l.mu.Unlock()
 
 	return nil
 }

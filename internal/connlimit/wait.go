@@ -96,12 +96,7 @@ func (w *listener) acceptLoop() {
 			}
 		}
 
-		c, freed := w.l.offer(raw, w.Addr(), w)
-		if freed != nil {
-			c = w.hold(raw, freed)
-		}
-
-		if c != nil {
+		if c := w.l.offer(raw, w.Addr(), w); c != nil {
 			select {
 			case w.out <- c:
 			case <-w.closed:
@@ -233,7 +228,6 @@ func (l *Limiter) unqueueLocked(wt *waiter) bool {
 
 	l.waiting = slices.Delete(l.waiting, i, i+1)
 	close(wt.left)
-	l.placeFreedLocked()
 
 	if l.waitingBy[wt.src]--; l.waitingBy[wt.src] == 0 {
 		delete(l.waitingBy, wt.src)
@@ -294,7 +288,7 @@ func (l *Limiter) roomForWaiterLocked(wt *waiter) (*conn, bool) {
 		return nil, false
 	}
 
-	victim, ok := l.roomLocked(wt.src, true)
+	victim, ok := l.roomLocked(wt.src)
 	if !ok {
 		return nil, false
 	}
@@ -308,22 +302,6 @@ func (l *Limiter) roomForWaiterLocked(wt *waiter) (*conn, bool) {
 	l.handOverLocked(wt, c)
 
 	return victim, true
-}
-
-// roomForWaiterFirstLocked gives a place that came free in the handshake
-// room to the oldest waiter that may have one, rather than to the next
-// newcomer, so that connections get their handshakes in the order they
-// came.
-func (l *Limiter) roomForWaiterFirstLocked() {
-	if l.cfg.ProvenTotal == 0 || len(l.room) >= l.cfg.HandshakeRoom {
-		return
-	}
-
-	for _, wt := range l.waiting {
-		if _, ok := l.roomForWaiterLocked(wt); ok {
-			return
-		}
-	}
 }
 
 // handOverLocked starts c's FirstCall watch and hands c, which got a slot

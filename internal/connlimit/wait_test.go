@@ -156,13 +156,11 @@ func TestWaitRunsOut(t *testing.T) {
 }
 
 // TestWaitersAreBounded: a source may not hold more than its cap counting
-// its waiters, beyond which a connection is refused at once; the queue
-// holds at most MaxWaiting, beyond which a newcomer is held at the door
-// (the next ones in the backlog) and joins the queue once a place in it
-// frees.
+// its waiters, and the queue holds at most MaxWaiting; beyond either a
+// connection is refused at once.
 func TestWaitersAreBounded(t *testing.T) {
 	l, _, lis, conns := waitingLimiter(t, 2, 3, 2)
-	open := fill(t, lis, conns, "127.0.0.2", "127.0.0.3", "127.0.0.4")
+	fill(t, lis, conns, "127.0.0.2", "127.0.0.3", "127.0.0.4")
 
 	w1, w2, overSource, overQueue := newFake("127.0.0.5"), newFake("127.0.0.5"), newFake("127.0.0.5"), newFake("127.0.0.6")
 	conns <- w1
@@ -173,31 +171,17 @@ func TestWaitersAreBounded(t *testing.T) {
 	conns <- overSource
 	conns <- overQueue
 
-	waitUntil(t, "the connection over its source's cap refused", overSource.closed.Load)
-
-	if w1.closed.Load() || w2.closed.Load() || overQueue.closed.Load() || waiting(l) != 2 {
-		t.Fatalf("closed: waiters %v %v, newcomer at the door %v; %d waiting",
-			w1.closed.Load(), w2.closed.Load(), overQueue.closed.Load(), waiting(l))
-	}
-
-	if got := l.Stats(); got.Refused != 1 {
-		t.Fatalf("stats %+v, want 1 refused", got)
-	}
-
-	// A slot frees: the oldest waiter takes it, and the newcomer at the
-	// door takes its place in the queue.
-	_ = open[0].Close()
-
-	if got := accept(t, lis); got.RemoteAddr() != w1.remote {
-		t.Fatalf("accepted %v, want the oldest waiter %v", got.RemoteAddr(), w1.remote)
-	}
-
-	waitUntil(t, "the newcomer at the door queued", func() bool {
-		l.mu.Lock()
-		defer l.mu.Unlock()
-
-		return len(l.waiting) == 2 && l.waiting[1].raw == overQueue
+	waitUntil(t, "the connections over the bounds refused", func() bool {
+		return overSource.closed.Load() && overQueue.closed.Load()
 	})
+
+	if w1.closed.Load() || w2.closed.Load() || waiting(l) != 2 {
+		t.Fatalf("the waiters were disturbed: %d waiting", waiting(l))
+	}
+
+	if got := l.Stats(); got.Refused != 2 {
+		t.Fatalf("stats %+v, want 2 refused", got)
+	}
 }
 
 // TestCloseDropsWaiters: closing the listener closes the connections

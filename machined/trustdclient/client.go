@@ -87,10 +87,6 @@ type Client struct {
 	// tests a fake).
 	ready func(context.Context, *grpc.ClientConn) error
 
-	// pacers space the connection attempts of each endpoint after
-	// failed ones (reconnect.go); they outlive its connections.
-	pacers map[string]*pacer
-
 	mu    sync.Mutex
 	conns map[string]*kept
 	// retryAt is, by endpoint index, when an endpoint that failed is
@@ -141,13 +137,8 @@ func New(cfg Config) (*Client, error) {
 		return nil, err
 	}
 
-	pacers := make(map[string]*pacer, len(eps))
-	for _, ep := range eps {
-		pacers[ep] = newPacer(cfg.Clock, cfg.Rand)
-	}
-
 	return &Client{
-		cfg: cfg, order: preference(identity, eps), ready: connected, pacers: pacers,
+		cfg: cfg, order: preference(identity, eps), ready: connected,
 		conns: map[string]*kept{}, retryAt: make([]time.Time, len(eps)),
 	}, nil
 }
@@ -290,13 +281,11 @@ func (c *Client) credential() []byte {
 // dial makes a connection to endpoint; gRPC connects on first use.
 func (c *Client) dial(endpoint string) (*grpc.ClientConn, error) {
 	host, _, _ := net.SplitHostPort(endpoint) // checked by New
-	pace := c.pacers[endpoint]
 
 	opts := append([]grpc.DialOption{
-		grpc.WithTransportCredentials(&perHandshake{host: host, config: c.tlsConfig, pace: pace}),
+		grpc.WithTransportCredentials(&perHandshake{host: host, config: c.tlsConfig}), grpcopt.DialFrom(c.cfg.Source),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: KeepaliveTime, Timeout: KeepaliveTimeout}),
 	}, grpcopt.FixedWindows()...)
-	opts = append(opts, pace.dialOptions(c.cfg.Source)...)
 
 	conn, err := grpc.NewClient(endpoint, opts...)
 	if err != nil {

@@ -19,23 +19,12 @@ type perHandshake struct {
 
 	host   string
 	config func(host string) *tls.Config
-	// pace learns whether each handshake ended well (reconnect.go); nil
-	// counts nothing.
-	pace *pacer
 }
 
 func (c *perHandshake) ClientHandshake(ctx context.Context, authority string, raw net.Conn) (net.Conn, credentials.AuthInfo, error) {
 	conn, info, err := credentials.NewTLS(c.config(c.host)).ClientHandshake(ctx, authority, raw)
 	if errors.As(err, new(x509.UnknownAuthorityError)) {
 		err = fmt.Errorf("%w: %w", ErrUnknownAuthority, err)
-	}
-
-	switch {
-	case c.pace == nil:
-	case err != nil:
-		c.pace.failed()
-	default:
-		c.pace.succeeded()
 	}
 
 	return conn, info, err
@@ -56,7 +45,7 @@ func (c *perHandshake) Info() credentials.ProtocolInfo {
 }
 
 func (c *perHandshake) Clone() credentials.TransportCredentials {
-	return &perHandshake{host: c.host, config: c.config, pace: c.pace}
+	return &perHandshake{host: c.host, config: c.config}
 }
 
 func (c *perHandshake) OverrideServerName(string) error { return nil }

@@ -39,28 +39,4 @@ const (
 	// live trustd takes milliseconds. The call itself is not bounded, so
 	// a stream held open is not cut.
 	ProbeTimeout = 2 * time.Second
-
-	// ReconnectBackoffMin and ReconnectBackoffMax bound the step of the
-	// wait before a new connection to an endpoint whose last attempt
-	// failed (refused, or closed before its handshake ended): the wait is
-	// drawn uniformly below the step, which doubles from a second to
-	// eight (see pacer). 5,000 workers whose control plane closed their
-	// connections at once came back in lock-step within gRPC's ±20 % of a
-	// second, every second, and kept its handshake slots full; drawn over
-	// the whole step they come back at some 5,000 a second at first, then
-	// fewer as the step grows. Eight seconds keeps a node's wait under
-	// ProbeInterval, and well under ConnectTimeout, which includes it.
-	ReconnectBackoffMin = time.Second
-	ReconnectBackoffMax = 8 * time.Second
-
-	// ReconnectFloor is gRPC's own reconnect backoff, fixed: the least
-	// time between two attempts of one connection, so that the pacer's
-	// jittered wait is the one that counts.
-	ReconnectFloor = 100 * time.Millisecond
-
-	// ConnectTimeout bounds one connection attempt, the pacer's wait, TCP
-	// and the TLS handshake together: gRPC's default, kept explicit since
-	// setting the backoff sets it too. A listener that makes newcomers
-	// wait for a handshake slot (internal/connlimit) does so for seconds.
-	ConnectTimeout = 20 * time.Second
 )
