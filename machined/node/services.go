@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"time"
 
@@ -117,12 +118,29 @@ func (p *processService) AllowAPI(a system.Action) error {
 }
 
 // grpcHealthCheck is healthy when the gRPC health service at addr, reached
-// over TLS verified against roots(), reports SERVING.
+// over TLS verified against roots(), reports SERVING. The probe is an
+// anonymous caller, which a flood of anonymous callers may keep out (the
+// service is then reported unhealthy, and the listener counts the probe
+// against its source): it is made from serverName, the address probed,
+// so that it counts against the node's own address and never against
+// another client of the same host, such as an operator's aegisctl on
+// 127.0.0.1.
 func grpcHealthCheck(addr, serverName string, roots func() *x509.CertPool) health.Check {
+	dialer := &net.Dialer{}
+	if ip := net.ParseIP(serverName); ip != nil {
+		dialer.LocalAddr = &net.TCPAddr{IP: ip}
+	}
+
+	dial := func(ctx context.Context, target string) (net.Conn, error) {
+		return dialer.DialContext(ctx, "tcp", target)
+	}
+
 	return func(ctx context.Context) error {
 		creds := credentials.NewTLS(&tls.Config{RootCAs: roots(), ServerName: serverName, MinVersion: tls.VersionTLS13})
 
-		conn, err := grpc.NewClient(addr, append([]grpc.DialOption{grpc.WithTransportCredentials(creds)}, grpcopt.FixedWindows()...)...)
+		conn, err := grpc.NewClient("passthrough:///"+addr, append([]grpc.DialOption{
+			grpc.WithTransportCredentials(creds), grpc.WithContextDialer(dial),
+		}, grpcopt.FixedWindows()...)...)
 		if err != nil {
 			return err
 		}
