@@ -137,6 +137,10 @@ func (n *Node) runBoot(ctx context.Context, actor string) (lifecycleRequest, boo
 		done = true
 	}
 
+	if done {
+		n.endingNow.Do(func() { close(n.ending) })
+	}
+
 	cancel()
 	wg.Wait()
 

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -128,6 +129,10 @@ type Node struct {
 	certRes  certResources
 	bootID   bootID
 	requests chan lifecycleRequest
+	// ending is closed when machined begins to end (a shutdown, a version
+	// switch): what waits for a service of this machined's stops waiting.
+	ending    chan struct{}
+	endingNow sync.Once
 	// clientCerts counts the client certificates the node issues; nil
 	// without metrics.
 	clientCerts *metrics.ClientCertificateCounter
@@ -164,7 +169,7 @@ func New(cfg Config) (*Node, error) {
 	n := &Node{
 		cfg: cfg, layout: layout.Layout{State: cfg.State}, deps: d, logs: map[string]*logs.Log{},
 		config: configState{machine: cfg.Machine}, status: newMachineState(d),
-		trials: newTrials(), requests: make(chan lifecycleRequest, 1),
+		trials: newTrials(), requests: make(chan lifecycleRequest, 1), ending: make(chan struct{}),
 	}
 	n.beats = heartbeats{deps: d, interval: cfg.HeartbeatInterval, etcd: &n.etcd, config: &n.config}
 	n.certRes = certResources{deps: d, config: &n.config, etcd: &n.etcd}

@@ -53,11 +53,32 @@ func dialTokenSocket(path string) (*grpc.ClientConn, error) {
 }
 
 // ready waits, within ctx and trustdWait, until the connection to trustd's
-// socket is up. A trustd that does not come up in time is Unavailable, in
-// words that name no local path.
-func ready(ctx context.Context, conn *grpc.ClientConn) error {
+// socket is up, and no longer once ending is closed. A trustd that does not
+// come up in time is Unavailable, in words that name no local path.
+func ready(ctx context.Context, conn *grpc.ClientConn, ending <-chan struct{}) error {
+	// While machined ends, its trustd is stopped and does not come back in
+	// this process; a call that waited would hold apid's own stop, and
+	// with it the node's API, for trustdWait.
+	errEnding := status.Error(codes.Unavailable,
+		"machined: trustd does not serve tokens on this node now (the node is stopping or switching version); try again")
+
+	select {
+	case <-ending:
+		return errEnding
+	default:
+	}
+
 	ctx, cancel := context.WithTimeout(ctx, trustdWait)
 	defer cancel()
+
+	// The wait ends with machined too.
+	go func() {
+		select {
+		case <-ending:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 
 	conn.Connect()
 
@@ -68,7 +89,12 @@ func ready(ctx context.Context, conn *grpc.ClientConn) error {
 		}
 
 		if !conn.WaitForStateChange(ctx, st) {
-			return status.Error(codes.Unavailable, "machined: trustd does not serve tokens on this node now (it is starting or stopped); try again")
+			select {
+			case <-ending:
+				return errEnding
+			default:
+				return status.Error(codes.Unavailable, "machined: trustd does not serve tokens on this node now (it is starting or stopped); try again")
+			}
 		}
 	}
 }
@@ -94,7 +120,7 @@ func call[Req, Resp any](ctx context.Context, p *tokenProxy, req Req,
 		return zero, err
 	}
 
-	if err := ready(ctx, p.conn); err != nil {
+	if err := ready(ctx, p.conn, p.n.ending); err != nil {
 		return zero, err
 	}
 

@@ -26,7 +26,9 @@ func (fakeTokens) List(context.Context, *tokens.ListRequest) (*tokens.ListRespon
 
 // TestTokenSocketWaits: a token call that arrives while trustd's socket is
 // not up waits for it (trustd restarting), and one that finds no trustd
-// within the bound is Unavailable with a message that names no path.
+// within the bound is Unavailable with a message that names no path; once
+// machined begins to end, nothing waits (a waiting call would hold apid's
+// stop).
 func TestTokenSocketWaits(t *testing.T) {
 	path := filepath.Join(testutil.ShortTempDir(t), "tokens.sock")
 
@@ -40,9 +42,33 @@ func TestTokenSocketWaits(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 		defer cancel()
 
-		err := ready(ctx, conn)
+		err := ready(ctx, conn, nil)
 		if status.Code(err) != codes.Unavailable || strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "trustd") {
 			t.Fatalf("ready with no trustd: %v, want Unavailable naming trustd and no path", err)
+		}
+	})
+
+	t.Run("machined ending while a call waits", func(t *testing.T) {
+		ending := make(chan struct{})
+		errc := make(chan error, 1)
+		began := time.Now()
+
+		go func() { errc <- ready(context.Background(), conn, ending) }()
+
+		time.Sleep(100 * time.Millisecond)
+		close(ending)
+
+		select {
+		case err := <-errc:
+			if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "stopping") {
+				t.Fatalf("ready as machined ends: %v, want Unavailable saying the node is stopping", err)
+			}
+		case <-time.After(trustdWait - time.Second):
+			t.Fatalf("ready still waiting %s after machined began to end, want it refused at once", time.Since(began).Round(time.Millisecond))
+		}
+
+		if err := ready(context.Background(), conn, ending); status.Code(err) != codes.Unavailable {
+			t.Fatalf("a call after machined began to end: %v, want Unavailable at once", err)
 		}
 	})
 
@@ -66,7 +92,7 @@ func TestTokenSocketWaits(t *testing.T) {
 
 		began := time.Now()
 
-		if err := ready(context.Background(), conn); err != nil {
+		if err := ready(context.Background(), conn, nil); err != nil {
 			t.Fatalf("ready with trustd up after 500 ms: %v", err)
 		}
 
