@@ -305,9 +305,10 @@ func (s *Server) Serve(lis net.Listener) error {
 }
 
 // Shutdown stops accepting connections and waits for open calls to end,
-// until ctx ends; then it closes whatever is still open (such as Events
-// follows, which never end by themselves). It then closes the connections
-// to machined and to other nodes.
+// until ctx ends; streaming calls (such as Events follows, which never end
+// by themselves) are ended, Unavailable, after StreamStopGrace already.
+// Whatever is still open when ctx ends is closed. It then closes the
+// connections to machined and to other nodes.
 func (s *Server) Shutdown(ctx context.Context) {
 	// Probes see the node go before its connections do.
 	s.health.Shutdown()
@@ -318,6 +319,17 @@ func (s *Server) Shutdown(ctx context.Context) {
 		s.grpc.GracefulStop()
 		close(done)
 	}()
+
+	// Streaming calls get StreamStopGrace of the grace, unary ones all of it.
+	streams := s.clock.NewTimer(StreamStopGrace)
+	defer streams.Stop()
+
+	select {
+	case <-done:
+	case <-streams.C():
+		s.streams.endStreams()
+	case <-ctx.Done():
+	}
 
 	select {
 	case <-done:

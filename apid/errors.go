@@ -30,7 +30,7 @@ func (s *Server) toStatus(method string, err error) error {
 		return status.Error(codes.ResourceExhausted, err.Error())
 	case isCredentialEnded(err), errors.Is(err, errNoChain):
 		return status.Error(codes.Unauthenticated, err.Error())
-	case errors.Is(err, errPoolClosed):
+	case errors.Is(err, errPoolClosed), errors.Is(err, errStopping):
 		return status.Error(codes.Unavailable, err.Error())
 	}
 

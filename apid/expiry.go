@@ -19,6 +19,11 @@ func (e *credentialEnded) Error() string {
 
 func (e *credentialEnded) Unwrap() error { return e.reason }
 
+// errStopping is the cause of a streaming call that Shutdown ended once
+// StreamStopGrace was over: the client may call again, and reaches the
+// node's next apid.
+var errStopping = errors.New("apid: the node's API is stopping or restarting; call again")
+
 // isCredentialEnded reports whether err is the guard's ending of a call.
 func isCredentialEnded(err error) bool {
 	var e *credentialEnded
@@ -134,6 +139,21 @@ func (g *streamGuard) recheckNow() {
 	select {
 	case g.wake <- struct{}{}:
 	default: // a wake-up is pending already
+	}
+}
+
+// endStreams ends every open call that is not unary with errStopping.
+func (g *streamGuard) endStreams() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+
+	for st := range g.open {
+		if st.ended || isUnary(st.method) {
+			continue
+		}
+
+		st.ended = true
+		st.end(errStopping)
 	}
 }
 

@@ -228,6 +228,14 @@ const (
 	// no polling: each open call's end is timed at its chain's NotAfter.
 	StreamRecheckInterval = 5 * time.Second
 
+	// StreamStopGrace is how long Shutdown lets the open streaming calls
+	// end by themselves before it ends them, Unavailable (a follow never
+	// ends by itself); unary calls keep the whole grace. While apid stops,
+	// new connections wait in its listening socket's backlog (machined
+	// holds the socket across a restart or a version switch), so what
+	// holds the stop holds every new call to the node.
+	StreamStopGrace = time.Second
+
 	// WindowSize is the HTTP/2 flow-control window of apid's connections,
 	// per stream and fixed (gRPC's minimum). To machined and to other
 	// nodes it bounds what apid holds of a follow its caller does not

@@ -163,10 +163,10 @@ func (g *streamGuard) release(st *openStream) {
 }
 
 // ended returns why ctx (from admit) was ended by the guard, or err: a
-// call cut short because its credential expired reports that, not the
-// cancellation the backend saw.
+// call cut short because its credential expired, or because apid stops,
+// reports that, not the cancellation the backend saw.
 func ended(ctx context.Context, err error) error {
-	if cause := context.Cause(ctx); isCredentialEnded(cause) {
+	if cause := context.Cause(ctx); isCredentialEnded(cause) || errors.Is(cause, errStopping) {
 		return cause
 	}
 
