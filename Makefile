@@ -85,9 +85,10 @@ lint:
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
 
-## test: install deps, lint, run every test (slow end-to-end tests included), then the conformance suite
+## test: install deps, lint, run every test (slow end-to-end tests included; the whole output in
+## _out/test.log, and a summary of the failures at its end), then the conformance suite
 test: deps lint
-	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -parallel $(TEST_PARALLEL) ./...
+	@GO='$(GO)' TEST_LOG=$(OUT)/test.log ./scripts/gotest.sh -count=1 -timeout $(TEST_TIMEOUT) -parallel $(TEST_PARALLEL) ./...
 	@$(MAKE) --no-print-directory conformance
 
 ## conformance: create a local cluster in CONFORMANCE_CIDR, run the conformance suite against it, destroy it
