@@ -5,6 +5,7 @@ import (
 	"log/slog"
 
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
@@ -47,6 +48,14 @@ func setHealth(h *health.Server, reached bool, node healthpb.HealthCheckResponse
 
 	h.SetServingStatus("", own)
 	h.SetServingStatus(machine.MachineService_ServiceDesc.ServiceName, node)
+}
+
+// RegisterHealth serves apid's health service on r as well, with the same
+// statuses: the node's supervisor probes it on a local socket
+// (--health-socket), where it needs none of the listener's connection
+// slots, which a flood of anonymous callers may hold.
+func (s *Server) RegisterHealth(r grpc.ServiceRegistrar) {
+	healthpb.RegisterHealthServer(r, s.health)
 }
 
 // followMachined keeps the health service in step with machined's until

@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -87,6 +88,7 @@ func TestNodeGetsThroughAnAnonymousFlood(t *testing.T) {
 	}
 
 	t.Logf("a node's new connection answered in %v with the anonymous table full", time.Since(start).Round(time.Millisecond))
+	stillHealthy(t, ctx, a, cp.Address, "trustd")
 
 	// apid serves its health service to callers without a certificate:
 	// they fill its anonymous table, and an operator's new connection still
@@ -108,7 +110,40 @@ func TestNodeGetsThroughAnAnonymousFlood(t *testing.T) {
 	}
 
 	t.Logf("an admin's new connection to apid answered in %v with the anonymous table full", time.Since(start).Round(time.Millisecond))
+	stillHealthy(t, ctx, a, cp.Address, "apid", "trustd")
 }
+
+// stillHealthy fails the test unless machined reports every one of ids
+// healthy and its health unchanged through floodProbes of its probes: a
+// flood of anonymous callers must not make the node's own health checks
+// fail (they would mark the service down, and roll back a version on
+// trial).
+func stillHealthy(t *testing.T, ctx context.Context, a admin, node string, ids ...string) {
+	t.Helper()
+
+	time.Sleep(floodProbes * 2 * time.Second) // the probes' period
+
+	list, err := machine.NewMachineServiceClient(a.conn(t, node)).ServiceList(ctx, &emptypb.Empty{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	for _, s := range list.GetMessages()[0].GetServices() {
+		if !slices.Contains(ids, s.GetId()) {
+			continue
+		}
+
+		h := s.GetHealth()
+		if !h.GetHealthy() || h.GetLastChange().AsTime().After(time.Now().Add(-floodProbes*2*time.Second)) {
+			t.Errorf("%s during the flood: healthy %v (%q), last change %s, want healthy all along: its health check must not compete with anonymous callers",
+				s.GetId(), h.GetHealthy(), h.GetLastMessage(), h.GetLastChange().AsTime().Format(time.TimeOnly))
+		}
+	}
+}
+
+// floodProbes is how many of a service's health probes (one every 2 s)
+// stillHealthy lets run under a flood.
+const floodProbes = 3
 
 // anonymous is a fill of a listener's anonymous table: total slots,
 // perSource a source, from addresses made of sources (a format with one

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 
 	securityapi "github.com/siderolabs/talos/pkg/machinery/api/security"
+	"google.golang.org/grpc"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/aegis-os/aegis/internal/logkey"
@@ -33,6 +34,14 @@ func (s *Server) watchTimeGate(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// RegisterHealth serves the health service of trustd's listener on r as
+// well, with the same statuses: the node's supervisor probes it on a local
+// socket, where it needs none of the listener's connection slots, which a
+// flood of anonymous callers may hold.
+func (s *Server) RegisterHealth(r grpc.ServiceRegistrar) {
+	healthpb.RegisterHealthServer(r, s.health)
 }
 
 // setHealth reports the server as a whole ("") and SecurityService alike:

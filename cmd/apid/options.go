@@ -22,6 +22,7 @@ type options struct {
 	caPath                  string
 	socket                  string
 	nodeSocket              string
+	healthSocket            string
 	listen                  string
 	listenFD                int
 	pprof                   string
@@ -86,6 +87,7 @@ func (o *options) flagSet(stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&o.caPath, "ca", "", "`FILE` of the accepted CAs (PEM), reloaded when replaced")
 	fs.StringVar(&o.socket, "machined-socket", "", "machined's Unix `SOCKET`")
 	fs.StringVar(&o.nodeSocket, "node-socket", "", "machined's apid `SOCKET` to take certificates and CAs from, instead of the files")
+	fs.StringVar(&o.healthSocket, "health-socket", "", "serve the health service on this Unix `SOCKET` too (mode 0600), for a supervisor's probe: there it needs no slot of the listener, which anonymous callers may hold")
 	fs.StringVar(&o.listen, "listen", ":"+strconv.Itoa(wire.APIDPort), "`ADDR`ess to listen on")
 	fs.IntVar(&o.listenFD, "listen-fd", 0, "serve the listening socket inherited as descriptor `N` (it must listen on --listen) instead of opening one; machined passes it")
 	fs.Var((*stringList)(&o.self), "self", "a name or address clients use for this node (repeatable)")

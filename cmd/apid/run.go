@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"github.com/aegis-os/aegis/apid"
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/certs"
@@ -20,6 +22,7 @@ import (
 	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/internal/metrics"
 	"github.com/aegis-os/aegis/internal/pprofserve"
+	"github.com/aegis-os/aegis/internal/unixsock"
 	"github.com/aegis-os/aegis/renewal"
 )
 
@@ -178,7 +181,40 @@ func serve(ctx context.Context, o *options, log *slog.Logger) error {
 		}
 	}()
 
+	stopHealth, err := serveHealth(o.healthSocket, srv, log)
+	if err != nil {
+		lis.Close()
+		endpoint.Close() //nolint:errcheck // failing already
+
+		return err
+	}
+	defer stopHealth()
+
 	return serveUntil(ctx, srv, lis, o, log)
+}
+
+// serveHealth serves srv's health service on the Unix socket at path
+// (--health-socket) until the returned stop; "" serves nothing.
+func serveHealth(path string, srv *apid.Server, log *slog.Logger) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+
+	lis, err := unixsock.Listen(path)
+	if err != nil {
+		return nil, fmt.Errorf("apid: health socket: %w", err)
+	}
+
+	hs := grpc.NewServer()
+	srv.RegisterHealth(hs)
+
+	go func() {
+		if err := hs.Serve(lis); err != nil {
+			log.Error("health socket stopped", slog.String(logkey.Error, err.Error()))
+		}
+	}()
+
+	return hs.Stop, nil
 }
 
 // load reads the certificates and CAs from the files, or follows them from

@@ -131,7 +131,7 @@ func (d *daemon) listenTokens(state string) error {
 		return err
 	}
 
-	d.tokens, err = listenTokenSocket(layout.Layout{State: state}.TokensSocket(), api, d.log)
+	d.tokens, err = listenTokenSocket(layout.Layout{State: state}.TokensSocket(), api, d.server, d.log)
 	if err != nil {
 		return err
 	}

@@ -22,21 +22,34 @@ type tokenSocket struct {
 	grpc *grpc.Server
 }
 
-func listenTokenSocket(path string, api *tokenapi.Service, log *slog.Logger) (*tokenSocket, error) {
+func listenTokenSocket(path string, api *tokenapi.Service, health healthService, log *slog.Logger) (*tokenSocket, error) {
 	lis, err := unixsock.Listen(path)
 	if err != nil {
 		return nil, err
 	}
 
-	return &tokenSocket{lis: lis, grpc: newTokenServer(api, log)}, nil
+	return &tokenSocket{lis: lis, grpc: newTokenServer(api, health, log)}, nil
+}
+
+// healthService serves trustd's health statuses on another server
+// (trustd.Server.RegisterHealth).
+type healthService interface {
+	RegisterHealth(grpc.ServiceRegistrar)
 }
 
 // newTokenServer is the token socket's server: a panic in a handler
 // answers Internal with a reference that is also in the log line with
-// the stack, and trustd goes on serving, as on its TLS listener.
-func newTokenServer(api tokens.TokenServiceServer, log *slog.Logger) *grpc.Server {
+// the stack, and trustd goes on serving, as on its TLS listener. It
+// serves trustd's health service too, for machined's probe: on the
+// listener, the probe would be an anonymous caller that a flood of them
+// keeps out. A nil health serves none.
+func newTokenServer(api tokens.TokenServiceServer, health healthService, log *slog.Logger) *grpc.Server {
 	s := grpc.NewServer(grpcrecover.New(grpcrecover.Config{Component: "trustd", Logger: log}).ServerOptions()...)
 	tokens.RegisterTokenServiceServer(s, api)
+
+	if health != nil {
+		health.RegisterHealth(s)
+	}
 
 	return s
 }

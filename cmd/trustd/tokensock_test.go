@@ -7,6 +7,8 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/aegis-os/aegis/api/tokens"
 	"github.com/aegis-os/aegis/internal/grpcrecover/recovertest"
@@ -19,7 +21,7 @@ import (
 func TestTokenSocketRecoversPanics(t *testing.T) {
 	var logs logtest.Sink
 
-	srv := newTokenServer(tokens.UnimplementedTokenServiceServer{}, logs.Logger())
+	srv := newTokenServer(tokens.UnimplementedTokenServiceServer{}, nil, logs.Logger())
 	recovertest.Register(srv)
 
 	path := filepath.Join(t.TempDir(), "tokens.sock")
@@ -41,4 +43,44 @@ func TestTokenSocketRecoversPanics(t *testing.T) {
 	t.Cleanup(func() { _ = conn.Close() })
 
 	recovertest.Check(t.Context(), t, conn, logs.String)
+}
+
+// healthOf registers h as trustd.Server.RegisterHealth does.
+type healthOf struct{ h *health.Server }
+
+func (f healthOf) RegisterHealth(r grpc.ServiceRegistrar) { healthpb.RegisterHealthServer(r, f.h) }
+
+// The token socket serves trustd's health statuses, for machined's probe:
+// the statuses the listener's health service holds, whatever they are now.
+func TestTokenSocketServesHealth(t *testing.T) {
+	var logs logtest.Sink
+
+	h := health.NewServer()
+	srv := newTokenServer(tokens.UnimplementedTokenServiceServer{}, healthOf{h}, logs.Logger())
+	path := filepath.Join(t.TempDir(), "tokens.sock")
+
+	lis, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	go func() { _ = srv.Serve(lis) }()
+
+	t.Cleanup(srv.Stop)
+
+	conn, err := grpc.NewClient("unix://"+path, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	t.Cleanup(func() { _ = conn.Close() })
+
+	for _, want := range []healthpb.HealthCheckResponse_ServingStatus{healthpb.HealthCheckResponse_NOT_SERVING, healthpb.HealthCheckResponse_SERVING} {
+		h.SetServingStatus("", want)
+
+		resp, err := healthpb.NewHealthClient(conn).Check(t.Context(), &healthpb.HealthCheckRequest{})
+		if err != nil || resp.GetStatus() != want {
+			t.Fatalf("health on the token socket: %v, %v; want %v", resp.GetStatus(), err, want)
+		}
+	}
 }

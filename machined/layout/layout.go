@@ -24,6 +24,10 @@ func (l Layout) APIDRun() string { return filepath.Join(l.State, "run", "apid") 
 // APIDResources is apid's socket for its view of the node's resources.
 func (l Layout) APIDResources() string { return filepath.Join(l.APIDRun(), "node.sock") }
 
+// APIDHealth is the socket apid serves its health service on for
+// machined's probe (apid --health-socket).
+func (l Layout) APIDHealth() string { return filepath.Join(l.APIDRun(), "health.sock") }
+
 // TrustdRun is trustd's own socket folder: its resources socket and the
 // token API it serves.
 func (l Layout) TrustdRun() string { return filepath.Join(l.State, "run", "trustd") }

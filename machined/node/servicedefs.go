@@ -1,7 +1,6 @@
 package node
 
 import (
-	"crypto/x509"
 	"net"
 	"strconv"
 
@@ -17,12 +16,7 @@ import (
 // the clock: trustd serves while the clock is not synced, refusing to sign
 // with FailedPrecondition, rather than refusing connections.
 func (n *Node) serviceDefinitions(b *bootState) []system.Service {
-	probeHost := b.cfg.Machine.ListenAddress
-	if probeHost == "" || probeHost == "0.0.0.0" || probeHost == "::" {
-		probeHost = "127.0.0.1"
-	}
-
-	apid := n.apidService(b, probeHost)
+	apid := n.apidService(b)
 	svcs := []system.Service{apid, certService{n}}
 	held := n.listenOn(apid, b, wire.APIDPort, nil)
 
@@ -32,7 +26,7 @@ func (n *Node) serviceDefinitions(b *bootState) []system.Service {
 	}
 
 	if b.cfg.Machine.Type.IsControlPlane() {
-		trustd := n.trustdService(b, probeHost)
+		trustd := n.trustdService()
 		svcs = append(svcs, trustd)
 		held = n.listenOn(trustd, b, wire.TrustdPort, held)
 
@@ -53,23 +47,24 @@ func (n *Node) serviceDefinitions(b *bootState) []system.Service {
 	return svcs
 }
 
-// apidService runs apid on the listen address; it is probed on probeHost.
-func (n *Node) apidService(b *bootState, probeHost string) *processService {
+// apidService runs apid on the listen address; it is probed on its health
+// socket.
+func (n *Node) apidService(b *bootState) *processService {
 	return &processService{
 		id: "apid", path: n.binary("apid"), log: n.logs["apid"], clock: n.clock,
 		args: append([]string{
 			"--node-socket", n.layout.APIDResources(), "--machined-socket", n.layout.MachinedSocket(),
+			"--health-socket", n.layout.APIDHealth(),
 		}, n.logArgs()...),
 		moreArgs: func() []string {
 			cfg := n.config.bootConfig()
 
 			return append(metricsArgs(cfg, "apid"), nodeNameArgs(cfg)...)
 		},
-		// A dial would succeed on the socket machined holds with no apid
-		// serving it: the check is apid's health service ("" is SERVING
-		// while apid reaches machined), which needs no client certificate.
-		check: grpcHealthCheck(net.JoinHostPort(probeHost, strconv.Itoa(wire.APIDPort)), probeHost,
-			func() *x509.CertPool { return n.config.current().AcceptedCAs().Pool() }),
+		// A dial of the listen address would succeed on the socket machined
+		// holds with no apid serving it: the check is apid's health service
+		// ("" is SERVING while apid reaches machined).
+		check:      localHealthCheck(n.layout.APIDHealth()),
 		refuse:     map[system.Action]string{system.ActionStop: "apid carries the API itself; restart it instead"},
 		carriesAPI: true,
 		condition:  certsPresent{store: n.store, impersonator: b.cfg.OSCA() != nil},
@@ -108,17 +103,16 @@ func (n *Node) logArgs() []string {
 }
 
 // trustdService runs a control plane's trustd on the listen address; it
-// is probed on probeHost, verified against the CAs accepted then.
-func (n *Node) trustdService(b *bootState, probeHost string) *processService {
+// is probed on its token socket, which serves trustd's health service too.
+func (n *Node) trustdService() *processService {
 	return &processService{
 		id: "trustd", path: n.binary("trustd"), log: n.logs["trustd"], clock: n.clock,
 		args: append([]string{
 			"--node-socket", n.layout.TrustdResources(), "--state", n.cfg.State,
 			"--cert-ttl", n.cfg.NodeCertTTL.String(),
 		}, n.logArgs()...),
-		moreArgs: func() []string { return metricsArgs(n.config.bootConfig(), "trustd") },
-		check: grpcHealthCheck(net.JoinHostPort(probeHost, strconv.Itoa(wire.TrustdPort)), probeHost,
-			func() *x509.CertPool { return n.config.current().AcceptedCAs().Pool() }),
+		moreArgs:  func() []string { return metricsArgs(n.config.bootConfig(), "trustd") },
+		check:     localHealthCheck(n.layout.TokensSocket()),
 		condition: certsPresent{store: n.store},
 	}
 }

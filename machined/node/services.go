@@ -2,20 +2,17 @@ package node
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
-	"net"
 	"slices"
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 
 	"github.com/aegis-os/aegis/internal/clock"
-	"github.com/aegis-os/aegis/internal/grpcopt"
 	"github.com/aegis-os/aegis/machined/system"
 	"github.com/aegis-os/aegis/machined/system/health"
 	"github.com/aegis-os/aegis/machined/system/logs"
@@ -117,30 +114,17 @@ func (p *processService) AllowAPI(a system.Action) error {
 	return nil
 }
 
-// grpcHealthCheck is healthy when the gRPC health service at addr, reached
-// over TLS verified against roots(), reports SERVING. The probe is an
-// anonymous caller, which a flood of anonymous callers may keep out (the
-// service is then reported unhealthy, and the listener counts the probe
-// against its source): it is made from serverName, the address probed,
-// so that it counts against the node's own address and never against
-// another client of the same host, such as an operator's aegisctl on
-// 127.0.0.1.
-func grpcHealthCheck(addr, serverName string, roots func() *x509.CertPool) health.Check {
-	dialer := &net.Dialer{}
-	if ip := net.ParseIP(serverName); ip != nil {
-		dialer.LocalAddr = &net.TCPAddr{IP: ip}
-	}
-
-	dial := func(ctx context.Context, target string) (net.Conn, error) {
-		return dialer.DialContext(ctx, "tcp", target)
-	}
-
+// localHealthCheck is healthy when the gRPC health service on the Unix
+// socket at path (apid's --health-socket, trustd's token socket) reports
+// SERVING ("": the service as a whole). On the service's TCP listener the
+// probe would be an anonymous caller, which a flood of anonymous callers
+// keeps out: the service would be reported down, and a version on trial
+// rolled back, while it serves the cluster's own nodes and operators. The
+// socket is the service's own (a dead one refuses the dial), so the check
+// still fails whenever the process does not serve.
+func localHealthCheck(path string) health.Check {
 	return func(ctx context.Context) error {
-		creds := credentials.NewTLS(&tls.Config{RootCAs: roots(), ServerName: serverName, MinVersion: tls.VersionTLS13})
-
-		conn, err := grpc.NewClient("passthrough:///"+addr, append([]grpc.DialOption{
-			grpc.WithTransportCredentials(creds), grpc.WithContextDialer(dial),
-		}, grpcopt.FixedWindows()...)...)
+		conn, err := grpc.NewClient("unix:"+path, grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {
 			return err
 		}
@@ -148,7 +132,8 @@ func grpcHealthCheck(addr, serverName string, roots func() *x509.CertPool) healt
 
 		resp, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
 		if err != nil {
-			return err
+			// gRPC's text names the socket's path; the state says enough.
+			return fmt.Errorf("its health service did not answer (%s)", status.Code(err))
 		}
 
 		if resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
