@@ -8,6 +8,7 @@ package lifecycle
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -16,6 +17,8 @@ import (
 	"github.com/cosi-project/runtime/pkg/state"
 	"github.com/siderolabs/talos/pkg/machinery/client"
 	"github.com/siderolabs/talos/pkg/machinery/resources/runtime"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/aegis-os/aegis/internal/clock"
 	"github.com/aegis-os/aegis/internal/defaults"
@@ -150,8 +153,14 @@ func (w *Waiter) node(ctx context.Context, node string) error {
 	}
 }
 
+// errGone ends the watch of a node shut down whose API no longer answers.
+var errGone = errors.New("the node's API is gone")
+
 // watch follows the node's machine status until the wait is over (nil) or
-// the watch breaks (its error).
+// the watch breaks (its error). The COSI client retries a broken watch by
+// itself, without end, so that a shutdown's watch would never break: once
+// a node being shut down has left the running stage, its API is asked
+// every RetryInterval whether it is still there.
 func (w *Waiter) watch(ctx context.Context, node string, moved *bool, last *string) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -164,12 +173,39 @@ func (w *Waiter) watch(ctx context.Context, node string, moved *bool, last *stri
 	}
 
 	for {
-		var ev state.Event
+		var (
+			ev    state.Event
+			probe clock.Timer
+			tick  <-chan time.Time
+		)
+
+		if w.opts.Shutdown && *moved {
+			probe = w.opts.Clock.NewTimer(RetryInterval)
+			tick = probe.C()
+		}
+
+		ticked := false
 
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+		case <-tick:
+			ticked = true
 		case ev = <-events:
+		}
+
+		if probe != nil {
+			probe.Stop()
+		}
+
+		switch {
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case ticked:
+			if w.gone(ctx) {
+				return errGone
+			}
+
+			continue
 		}
 
 		if ev.Type == state.Errored {
@@ -194,6 +230,23 @@ func (w *Waiter) watch(ctx context.Context, node string, moved *bool, last *stri
 		} else if *moved && !old && spec.Status.Ready && !w.opts.Shutdown {
 			return nil
 		}
+	}
+}
+
+// gone reports whether the node ctx routes to no longer answers: a read of
+// its machine status fails Unavailable (refused, or unreachable through
+// the endpoint) or within RetryInterval.
+func (w *Waiter) gone(ctx context.Context) bool {
+	ctx, cancel := context.WithTimeout(ctx, RetryInterval)
+	defer cancel()
+
+	_, err := w.opts.Client.COSI.Get(ctx, runtime.NewMachineStatus().Metadata())
+
+	switch status.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded:
+		return true
+	default:
+		return errors.Is(err, context.DeadlineExceeded)
 	}
 }
 
