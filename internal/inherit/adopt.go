@@ -40,15 +40,19 @@ func (s *Set) Adopt(value string) error {
 	defer s.mu.Unlock()
 
 	if s.held == nil {
-		s.held = map[string]*net.TCPListener{}
+		s.held = map[string]*socket{}
 	}
 
 	for a, l := range adopted {
 		if old, ok := s.held[a]; ok {
-			old.Close() //nolint:errcheck // replaced by the inherited one
+			old.stopRefusing()
+			old.l.Close() //nolint:errcheck // replaced by the inherited one
 		}
 
-		s.held[a] = l
+		// No process has it yet: the services of this machined start
+		// within moments, or its clients are refused after HoldFor.
+		s.held[a] = &socket{l: l}
+		s.idleLocked(a, s.held[a])
 	}
 
 	return nil

@@ -6,6 +6,12 @@
 // completing TCP handshakes into its backlog, so a client's connection
 // waits for the next process instead of being refused.
 //
+// It waits a moment, not for ever: a socket no process has had for HoldFor
+// (a service in a crash loop's backoff, one that waits before it starts)
+// refuses its connections, as a closed port would, until a process is
+// given it again; a client then fails over instead of waiting out its
+// deadline. A restart or a switch of version takes well under HoldFor.
+//
 // Across an exec (machined switching to another installed version) the
 // held sockets survive too: PassOn clears close-on-exec on them and names
 // them in EnvListeners, and the new machined adopts them with Adopt. A
@@ -21,6 +27,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -35,12 +42,24 @@ const EnvListeners = "AEGIS_LISTENERS"
 // (exec.Cmd.ExtraFiles starts after stdin, stdout and stderr).
 const FirstFD = 3
 
+// DefaultHoldFor is how long a held socket no process has keeps its
+// clients waiting before it refuses them: a service restarted or switched
+// to another version serves it again within a second or so.
+const DefaultHoldFor = 2 * time.Second
+
 // Set holds listening TCP sockets by the address they were opened for.
 // Its methods may be called concurrently. The zero Set holds nothing and
 // is ready to use.
 type Set struct {
+	// HoldFor is how long a socket no process has keeps clients waiting
+	// before it refuses them; zero means DefaultHoldFor.
+	HoldFor time.Duration
+
 	mu   sync.Mutex
-	held map[string]*net.TCPListener
+	held map[string]*socket
+	// passed is set by PassOn: the sockets belong to the next process,
+	// and nothing here refuses on them any more.
+	passed bool
 }
 
 // Listen returns the socket held for addr, opening it on first use.
@@ -48,8 +67,17 @@ func (s *Set) Listen(addr string) (*net.TCPListener, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 
-	if l, ok := s.held[addr]; ok {
-		return l, nil
+	sock, err := s.listenLocked(addr)
+	if err != nil {
+		return nil, err
+	}
+
+	return sock.l, nil
+}
+
+func (s *Set) listenLocked(addr string) (*socket, error) {
+	if sock, ok := s.held[addr]; ok {
+		return sock, nil
 	}
 
 	l, err := net.Listen("tcp", addr)
@@ -58,17 +86,18 @@ func (s *Set) Listen(addr string) (*net.TCPListener, error) {
 	}
 
 	if s.held == nil {
-		s.held = map[string]*net.TCPListener{}
+		s.held = map[string]*socket{}
 	}
 
-	s.held[addr] = l.(*net.TCPListener) //nolint:forcetypeassert // net.Listen("tcp") gives one
+	s.held[addr] = &socket{l: l.(*net.TCPListener)} //nolint:forcetypeassert // net.Listen("tcp") gives one
 
 	return s.held[addr], nil
 }
 
 // Source is what gives a process the socket of addr at each start: its
 // File is a new copy of the held socket (opened then, if need be), which
-// the caller closes once the process has it.
+// the caller closes once the process has it, and Release says that the
+// process has ended.
 func (s *Set) Source(addr string) Source { return Source{set: s, addr: addr} }
 
 // Source gives copies of one held socket; see Set.Source.
@@ -77,19 +106,49 @@ type Source struct {
 	addr string
 }
 
-// File opens (or takes) the socket and returns a copy of it.
+// File opens (or takes) the socket and returns a copy of it for a
+// process, which has it until Release: the socket stops refusing
+// clients, if it was.
 func (src Source) File() (*os.File, error) {
-	l, err := src.set.Listen(src.addr)
+	s := src.set
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+
+	sock, err := s.listenLocked(src.addr)
 	if err != nil {
 		return nil, err
 	}
 
-	f, err := l.File()
+	sock.users++
+	sock.stopRefusing()
+
+	f, err := sock.l.File()
 	if err != nil {
+		sock.users--
+		s.idleLocked(src.addr, sock)
+
 		return nil, fmt.Errorf("inherit: copying the socket of %s: %w", src.addr, err)
 	}
 
 	return f, nil
+}
+
+// Release says that a process File gave the socket to has ended: once no
+// process has it for HoldFor, the socket refuses clients.
+func (src Source) Release() {
+	s := src.set
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+
+	sock, ok := s.held[src.addr]
+	if !ok {
+		return
+	}
+
+	sock.users = max(sock.users-1, 0)
+	s.idleLocked(src.addr, sock)
 }
 
 // Addrs are the addresses of the held sockets, sorted.
@@ -113,9 +172,10 @@ func (s *Set) Retain(addrs ...string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 
-	for a, l := range s.held {
+	for a, sock := range s.held {
 		if !slices.Contains(addrs, a) {
-			l.Close() //nolint:errcheck // nothing accepts on it
+			sock.stopRefusing()
+			sock.l.Close() //nolint:errcheck // nothing accepts on it
 			delete(s.held, a)
 		}
 	}
@@ -135,10 +195,13 @@ func (s *Set) PassOn() (string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 
+	s.passed = true
 	entries := make([]string, 0, len(s.held))
 
-	for addr, l := range s.held {
-		fd, err := keepOnExec(l)
+	for addr, sock := range s.held {
+		sock.stopRefusing()
+
+		fd, err := keepOnExec(sock.l)
 		if err != nil {
 			return "", fmt.Errorf("inherit: passing on the socket of %s: %w", addr, err)
 		}

@@ -71,6 +71,9 @@ func (n *Node) apidService(b *bootState) *processService {
 	}
 }
 
+// A held socket learns when the process it was given to has ended.
+var _ runner.Releaser = inherit.Source{}
+
 // listenOn adds p's listen address (the config's listen address, port)
 // to its arguments. With the process runtime, it appends the address to
 // held, which it returns, and p serves the

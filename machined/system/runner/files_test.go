@@ -35,8 +35,8 @@ func TestProcessInheritsFiles(t *testing.T) {
 		t.Fatalf("descriptor 3 of the process: %q, want a socket at each start", got)
 	}
 
-	if src.opened != 2 {
-		t.Fatalf("%d copies opened, want one per start", src.opened)
+	if src.opened != 2 || src.released != 2 {
+		t.Fatalf("%d copies opened and %d released, want one of each per start (released once the process ended)", src.opened, src.released)
 	}
 
 	for _, f := range src.files {
@@ -47,21 +47,35 @@ func TestProcessInheritsFiles(t *testing.T) {
 }
 
 // TestProcessFileSourceFailure: a source that cannot give its file fails
-// the start, naming the binary.
+// the start, naming the binary; a source that gave its file before it is
+// released again.
 func TestProcessFileSourceFailure(t *testing.T) {
-	r := Process(ProcessConfig{Path: "/bin/true", Files: []FileSource{failingSource{}}})
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lis.Close()
 
-	err := r.Run(context.Background(), func(bool, string) {})
+	gave := &countingSource{l: lis.(*net.TCPListener)}
+	r := Process(ProcessConfig{Path: "/bin/true", Files: []FileSource{gave, failingSource{}}})
+
+	err = r.Run(context.Background(), func(bool, string) {})
 	if err == nil || !strings.Contains(err.Error(), "/bin/true") || !strings.Contains(err.Error(), "address already in use") {
 		t.Fatalf("err = %v, want the source's error naming the binary", err)
+	}
+
+	if gave.opened != 1 || gave.released != 1 {
+		t.Fatalf("the source before the failing one: %d opened, %d released; want it released", gave.opened, gave.released)
 	}
 }
 
 type countingSource struct {
-	l      *net.TCPListener
-	opened int
-	files  []*os.File
+	l                *net.TCPListener
+	opened, released int
+	files            []*os.File
 }
+
+func (c *countingSource) Release() { c.released++ }
 
 func (c *countingSource) File() (*os.File, error) {
 	f, err := c.l.File()

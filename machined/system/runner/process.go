@@ -51,6 +51,13 @@ type FileSource interface {
 	File() (*os.File, error)
 }
 
+// Releaser is a FileSource told when the process it gave a file to has
+// ended (inherit.Source: a held socket no process has refuses clients
+// after a moment).
+type Releaser interface {
+	Release()
+}
+
 type process struct {
 	cfg ProcessConfig
 }
@@ -91,6 +98,7 @@ func (p *process) Run(ctx context.Context, notify Notify) error {
 	if err != nil {
 		return fmt.Errorf("runner: starting %s: %w", p.cfg.Path, err)
 	}
+	defer releaseFiles(p.cfg.Files)
 
 	cmd.ExtraFiles = files
 	err = cmd.Start()
@@ -123,14 +131,16 @@ func (p *process) Run(ctx context.Context, notify Notify) error {
 	}
 }
 
-// openFiles opens a copy of each source, in order.
+// openFiles opens a copy of each source, in order. On an error, the
+// sources opened are released again.
 func openFiles(sources []FileSource) ([]*os.File, error) {
 	files := make([]*os.File, 0, len(sources))
 
-	for _, src := range sources {
+	for i, src := range sources {
 		f, err := src.File()
 		if err != nil {
 			closeFiles(files)
+			releaseFiles(sources[:i])
 
 			return nil, err
 		}
@@ -139,6 +149,16 @@ func openFiles(sources []FileSource) ([]*os.File, error) {
 	}
 
 	return files, nil
+}
+
+// releaseFiles tells each source that is a Releaser that the process it
+// gave a file to has ended.
+func releaseFiles(sources []FileSource) {
+	for _, src := range sources {
+		if r, ok := src.(Releaser); ok {
+			r.Release()
+		}
+	}
 }
 
 // closeFiles closes machined's copies of files a process was given.
