@@ -9,8 +9,8 @@
 #   SKEW_FROM    the git ref of the previous release; empty: the newest
 #                tag v* reachable from HEAD (not one on HEAD itself), else
 #                HEAD^1, the previous commit on the first-parent line
-#   NEW_BIN      the current build (machined, apid, trustd, etcd,
-#                aegisctl, images/), stamped NEW_VERSION
+#   NEW_BIN      the current build (`make build`'s bin: the node binaries,
+#                aegisctl and images/), stamped NEW_VERSION
 #   NEW_VERSION  the current build's version (scripts/version.sh)
 #   GO           the go command; SKEW_TIMEOUT bounds the test (20m)
 set -eu
@@ -78,12 +78,13 @@ if [ -x "$old/machined" ] && [ "$(cat "$old/.stamp" 2>/dev/null)" = "$stamp" ]; 
 else
 	began=$(date +%s)
 	src=$OUT/src-$short
+	# A run that was cut short may have left its worktree behind.
+	git worktree remove --force "$src" 2>/dev/null || true
 	rm -rf "$old.tmp" "$src"
-	git worktree prune
 	mkdir -p "$old.tmp"
-	git worktree add --quiet --detach "$src" "$commit"
+	git worktree add --quiet --force --detach "$src" "$commit"
 	trap 'git worktree remove --force "$src" 2>/dev/null || true' EXIT
-	for name in machined apid trustd etcd aegisctl; do
+	for name in machined apid trustd etcd; do
 		(cd "$src" && CGO_ENABLED=0 "$GO" build -ldflags \
 			"-X github.com/aegis-os/aegis/internal/version.Tag=$stamp -X github.com/aegis-os/aegis/internal/version.Commit=$commit" \
 			-o "$top/$old.tmp/$name" "./cmd/$name") || fail "building $name of $short ($ref) failed"
