@@ -27,12 +27,9 @@ const skewCIDR = "127.9.64.0/24"
 // cluster is mixed.
 const skewCertTTL = time.Minute
 
-// skewHeartbeat is every node's heartbeat interval; a member entry is
-// fresh when it was refreshed within skewFresh.
-const (
-	skewHeartbeat = 2 * time.Second
-	skewFresh     = 3 * skewHeartbeat
-)
+// skewHeartbeat is every node's heartbeat interval: a node rewrites its
+// member entry's last_seen every 12 s (membership.LastSeenRefresh).
+const skewHeartbeat = 2 * time.Second
 
 // skewBuilds are the two builds of TestSkew, which `make skew` passes in
 // the environment: the previous release's node binaries and the current
