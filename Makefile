@@ -40,7 +40,7 @@ INSTALL_BINS := aegisctl machined apid trustd etcd
 
 export CGO_ENABLED ?= 0
 
-.PHONY: all build images install release release-deps test e2e conformance talos-suite run bench scale bench-deps microbench bench-profile fuzz deps lint generate docs clean
+.PHONY: all build images install release release-deps test e2e conformance talos-suite skew run bench scale bench-deps microbench bench-profile fuzz deps lint generate docs clean
 
 all: build
 
@@ -103,6 +103,17 @@ conformance: deps build
 talos-suite: deps build
 	$(BIN)/aegis-talos-suite --create --cidr $(TALOS_SUITE_CIDR) --bin-dir $(BIN) --runtime $(RUNTIME) \
 		--talos-version $(TALOS_SUITE_VERSION) --out $(OUT)/talos-suite -v
+
+# The previous release `make skew` tests against: a git ref; empty: the
+# newest v* tag reachable from HEAD, else HEAD^1 (scripts/skew.sh).
+SKEW_FROM ?=
+
+## skew: the version-skew policy tested with two real builds: SKEW_FROM's node binaries (the
+## newest v* tag before HEAD, else HEAD^1; built once into $(OUT)/skew/<commit>/bin, stamped with
+## the previous minor unless a tag) and this build, in one mixed cluster on 127.9.64.0/24
+## (TestSkew in e2e/skew_test.go). Not part of make test: it takes minutes
+skew: build
+	@GO='$(GO)' SKEW_FROM='$(SKEW_FROM)' NEW_BIN='$(BIN)' NEW_VERSION='$(VERSION)' ./scripts/skew.sh
 
 ## e2e: run only the end-to-end tests (real processes on loopback addresses 127.0.x-127.9.x)
 e2e:
