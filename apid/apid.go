@@ -22,7 +22,6 @@ import (
 	"github.com/aegis-os/aegis/internal/clock"
 	"github.com/aegis-os/aegis/internal/connlimit"
 	"github.com/aegis-os/aegis/internal/defaults"
-	"github.com/aegis-os/aegis/internal/grpcopt"
 	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/internal/metrics"
 	"github.com/aegis-os/aegis/internal/refusals"
@@ -92,6 +91,10 @@ type Config struct {
 	Rules authz.Rules
 	// Logger receives the request log and the audit records. Nil discards.
 	Logger *slog.Logger
+	// RequestLogger receives the request log line of every call instead of
+	// Logger, so that a command can let those lines wait a little and be
+	// written together (cmd/apid: internal/logbuf). Nil means Logger.
+	RequestLogger *slog.Logger
 	// Metrics receives apid's collectors: gRPC calls by method and code,
 	// connections and streams against their caps, certificate expiry. Nil
 	// means no metrics.
@@ -112,6 +115,7 @@ type Server struct {
 	names    *nodeNames
 	nodePort int
 	log      *slog.Logger
+	reqLog   *slog.Logger // the request log: Config.RequestLogger
 	clock    clock.Clock
 	rand     io.Reader
 	pools    caPoolCache
@@ -143,6 +147,7 @@ func New(cfg Config) (*Server, error) {
 		forward:  cfg.ForwardCertificate,
 		nodePort: cfg.NodePort,
 		log:      cfg.Logger,
+		reqLog:   cfg.RequestLogger,
 		clock:    cfg.Clock,
 		rand:     cfg.Rand,
 		callOpts: []grpc.CallOption{grpc.ForceCodecV2(rawCodec{})},
@@ -214,6 +219,9 @@ func (s *Server) defaults() {
 	}
 
 	s.log = defaults.Logger(s.log)
+	if s.reqLog == nil {
+		s.reqLog = s.log
+	}
 
 	s.clock = defaults.Clock(s.clock)
 
@@ -235,7 +243,7 @@ func (s *Server) newGRPCServer(rules authz.Rules, calls *metrics.GRPC) *grpc.Ser
 		grpc.Creds(creds),
 		grpc.ForceServerCodecV2(rawCodec{}),
 		grpc.UnknownServiceHandler(s.handle),
-		grpcopt.StreamWorkers(),
+		grpc.NumStreamWorkers(StreamWorkers),
 		grpc.ChainUnaryInterceptor(unary...),
 		grpc.ChainStreamInterceptor(stream...),
 		grpc.MaxRecvMsgSize(MaxMessageSize),

@@ -20,7 +20,7 @@ func (s *Server) interceptors(rules authz.Rules) ([]grpc.UnaryServerInterceptor,
 	authn := authz.NewAuthenticator(authz.AuthenticatorConfig{Logger: s.log, Recheck: s.recheckCall})
 	inject := authz.NewInjector(authz.InjectorConfig{Mode: authz.FromCertificate, Logger: s.log})
 	authorize := authz.NewAuthorizer(authz.AuthorizerConfig{Rules: rules, Logger: s.log})
-	logger := requestLog{log: s.log}
+	logger := requestLog{log: s.reqLog}
 
 	// Health probes come without a certificate, often every few seconds:
 	// they skip the request log and authz, and reach nothing but the

@@ -261,4 +261,27 @@ const (
 	// as "other". It bounds the memory of the counts and the lines a flood
 	// from many addresses writes per interval.
 	MaxRefusalSources = 1024
+
+	// StreamWorkers is how many long-lived goroutines run calls. A call
+	// waits for its backend (machined, or other nodes) in its goroutine, so
+	// as many calls are in flight as there are callers; a call that finds
+	// no worker free starts a goroutine of its own, whose small stack the
+	// interceptor chain, the log line and TLS grow again on every call.
+	// With one worker per CPU, at 8 callers the runtime's stack growth
+	// (morestack, copystack) was 7–8 % of apid's CPU. 64 workers keep the
+	// grown stacks of that many calls, about 2 MiB at most; calls beyond
+	// them start goroutines as before.
+	StreamWorkers = 64
+
+	// RequestLogInterval is how long a request log line may wait before it
+	// is written, together with the lines of the calls around it
+	// (internal/logbuf): one write per interval or per RequestLogBuffer,
+	// instead of one per call. A crash loses at most this much of the
+	// request log; every other line is written at once.
+	RequestLogInterval = 100 * time.Millisecond
+
+	// RequestLogBuffer is how many bytes of request log lines wait at most
+	// before they are written: about 150 lines of 400 bytes, a few tens of
+	// milliseconds of calls at the rates apid reaches on two cores.
+	RequestLogBuffer = 64 << 10
 )

@@ -5,25 +5,22 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"strconv"
 	"strings"
 	"time"
 
 	middleware "github.com/grpc-ecosystem/go-grpc-middleware/v2"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	"github.com/aegis-os/aegis/internal/logkey"
 )
 
-// Fields of the request log line that no other log line has.
-const (
-	fieldStartTime = "grpc.start_time"
-	fieldDeadline  = "grpc.request.deadline"
-	fieldGRPCError = "grpc.error"
-	msgFinished    = "finished call"
-)
+// msgFinished is the message of the request log line.
+const msgFinished = "finished call"
 
 // requestLog writes one line per call once it has finished, at a level
 // its code decides (go-grpc-middleware's DefaultServerCodeToLevel), with
@@ -64,46 +61,69 @@ func (r requestLog) finished(ctx context.Context, fullMethod string, start time.
 	code := status.Code(err)
 	level := slog.Level(logging.DefaultServerCodeToLevel(code))
 
-	if !r.log.Enabled(ctx, level) {
+	h := r.log.Handler()
+	if !h.Enabled(ctx, level) {
 		return
 	}
 
+	// Through the handler, as slog.Logger would, less its walk of the
+	// stack for a source the handler does not write, and with the fields
+	// made attributes here rather than from key-value pairs.
+	rec := slog.NewRecord(time.Now(), level, msgFinished, 0)
+	rec.AddAttrs(r.fields(ctx, fullMethod, start, code, err)...)
+
+	_ = h.Handle(ctx, rec) //nolint:errcheck // as slog.Logger does: a log line that fails to write has no one to tell
+}
+
+// fields are the fields of the line, in go-grpc-middleware's order.
+func (r requestLog) fields(ctx context.Context, fullMethod string, start time.Time, code codes.Code, err error) []slog.Attr {
 	service, method := splitMethod(fullMethod)
-	fields := make([]any, 0, 24)
-	fields = append(fields, logkey.Service, service, logkey.Method, method)
+	fields := make([]slog.Attr, 0, 12)
+	fields = append(fields, slog.String(logkey.Service, service), slog.String(logkey.Method, method))
 
 	if addr := peerAddress(ctx); addr != "" {
-		fields = append(fields, logkey.Peer, addr)
+		fields = append(fields, slog.String(logkey.Peer, addr))
 	}
 
-	fields = append(fields, fieldStartTime, start.Format(time.RFC3339))
+	fields = append(fields, slog.String(logkey.StartTime, start.Format(time.RFC3339)))
 	if d, ok := ctx.Deadline(); ok {
-		fields = append(fields, fieldDeadline, d.Format(time.RFC3339))
+		fields = append(fields, slog.String(logkey.Deadline, d.Format(time.RFC3339)))
 	}
 
 	fields = appendNew(fields, logging.ExtractFields(ctx))
-	fields = append(fields, logkey.Code, code.String())
+	fields = append(fields, slog.String(logkey.Code, code.String()))
 
 	if err != nil {
-		fields = append(fields, fieldGRPCError, err.Error())
+		fields = append(fields, slog.String(logkey.GRPCError, err.Error()))
 	}
 
-	fields = append(fields, logging.DurationToTimeMillisFields(time.Since(start))...)
-	r.log.Log(ctx, level, msgFinished, fields...)
+	return append(fields, slog.String(logkey.Duration, millis(time.Since(start))))
+}
+
+// millis is a duration in milliseconds as go-grpc-middleware writes it:
+// whole microseconds, as a float32, formatted as %v formats one.
+func millis(d time.Duration) string {
+	return strconv.FormatFloat(float64(float32(d.Microseconds())/1000), 'g', -1, 32)
 }
 
 // appendNew appends the fields of add whose keys fields does not hold:
 // as in go-grpc-middleware, the call's own fields come first.
-func appendNew(fields []any, add logging.Fields) []any {
+func appendNew(fields []slog.Attr, add logging.Fields) []slog.Attr {
 next:
 	for i := 0; i+1 < len(add); i += 2 {
-		for j := 0; j+1 < len(fields); j += 2 {
-			if fields[j] == add[i] {
+		key, ok := add[i].(string)
+		if !ok {
+			// slog.Logger would write it as !BADKEY; nothing in apid adds one.
+			continue
+		}
+
+		for _, f := range fields {
+			if f.Key == key {
 				continue next
 			}
 		}
 
-		fields = append(fields, add[i], add[i+1])
+		fields = append(fields, slog.Any(key, add[i+1]))
 	}
 
 	return fields

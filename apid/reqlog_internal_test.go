@@ -101,3 +101,21 @@ func TestRequestLogLine(t *testing.T) {
 		})
 	}
 }
+
+// TestMillis: the duration field is go-grpc-middleware's, digit for digit,
+// from a microsecond to days, where float32 rounds and %v turns to
+// exponents.
+func TestMillis(t *testing.T) {
+	for d := time.Microsecond; d < 100*time.Hour; d = d*3 + 7*time.Microsecond {
+		want := logging.DurationToTimeMillisFields(d)[1]
+		if got := millis(d); got != want {
+			t.Fatalf("%v: %q, want %q", d, got, want)
+		}
+	}
+
+	for _, d := range []time.Duration{0, 999, time.Microsecond, 1500 * time.Microsecond, time.Second, 24 * time.Hour * 365} {
+		if got, want := millis(d), logging.DurationToTimeMillisFields(d)[1]; got != want {
+			t.Fatalf("%v: %q, want %q", d, got, want)
+		}
+	}
+}

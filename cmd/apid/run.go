@@ -19,6 +19,7 @@ import (
 	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/internal/clock"
 	"github.com/aegis-os/aegis/internal/daemonflag"
+	"github.com/aegis-os/aegis/internal/logbuf"
 	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/internal/metrics"
 	"github.com/aegis-os/aegis/internal/pprofserve"
@@ -43,9 +44,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 
-	log := slog.New(o.Handler(stderr))
+	// Request log lines wait up to apid.RequestLogInterval and go out
+	// together; every other line is written at once, after them.
+	out, err := logbuf.New(logbuf.Config{Out: stderr, Interval: apid.RequestLogInterval, MaxBuffered: apid.RequestLogBuffer})
+	if err != nil {
+		fmt.Fprintln(stderr, "apid:", err)
 
-	if err := serve(ctx, o, log); err != nil {
+		return 1
+	}
+	defer out.Close() //nolint:errcheck // the last lines are written; a failing stderr has no one to tell
+
+	log := slog.New(o.Handler(out))
+
+	if err := serve(ctx, o, log, slog.New(o.Handler(out.Deferred()))); err != nil {
 		log.Error("apid stopped", slog.String(logkey.Error, err.Error()))
 
 		return 1
@@ -117,7 +128,8 @@ func (f *files) watch(ctx context.Context, o *options, log *slog.Logger) {
 	}
 }
 
-func serve(ctx context.Context, o *options, log *slog.Logger) error {
+// serve runs apid until ctx ends; reqLog takes the request log lines.
+func serve(ctx context.Context, o *options, log, reqLog *slog.Logger) error {
 	watchCtx, stopWatching := context.WithCancel(ctx)
 	defer stopWatching()
 
@@ -149,6 +161,7 @@ func serve(ctx context.Context, o *options, log *slog.Logger) error {
 		Members:        &f.members,
 		Role:           role,
 		Logger:         log,
+		RequestLogger:  reqLog,
 	}
 	if f.forward != nil {
 		// Only a loaded pair: a nil *KeyPair in the interface would look

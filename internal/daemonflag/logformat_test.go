@@ -103,3 +103,35 @@ func isText(t *testing.T, line string) {
 		t.Fatalf("not a text line: %q", line)
 	}
 }
+
+// TestLevelUnchanged: the level a line is written with is the one slog
+// writes without DurationsAsText, in both formats, for levels between the
+// named ones too; a level-valued field other than the record's is left to
+// slog.
+func TestLevelUnchanged(t *testing.T) {
+	for _, lvl := range []slog.Level{slog.LevelDebug, slog.LevelInfo, slog.LevelWarn, slog.LevelError, slog.LevelInfo + 2, slog.LevelError + 4} {
+		for name, newHandler := range map[string]func(io.Writer, *slog.HandlerOptions) slog.Handler{
+			"json": func(w io.Writer, o *slog.HandlerOptions) slog.Handler { return slog.NewJSONHandler(w, o) },
+			"text": func(w io.Writer, o *slog.HandlerOptions) slog.Handler { return slog.NewTextHandler(w, o) },
+		} {
+			var plain, replaced bytes.Buffer
+
+			at := time.Unix(0, 0)
+			for w, opts := range map[*bytes.Buffer]*slog.HandlerOptions{
+				&plain:    {Level: slog.LevelDebug},
+				&replaced: {Level: slog.LevelDebug, ReplaceAttr: DurationsAsText},
+			} {
+				r := slog.NewRecord(at, lvl, "msg", 0)
+				r.AddAttrs(slog.Any("threshold", slog.LevelWarn))
+
+				if err := newHandler(w, opts).Handle(t.Context(), r); err != nil {
+					t.Fatal(err)
+				}
+			}
+
+			if plain.String() != replaced.String() {
+				t.Errorf("%s, %v: %q, want %q", name, lvl, replaced.String(), plain.String())
+			}
+		}
+	}
+}

@@ -14,7 +14,9 @@ import (
 // a worker keeps its grown stack. In the benchmarks this takes 10–12 % off
 // a certificate from trustd and a call through apid. When every worker is
 // busy (long streams such as Events follows) gRPC starts a goroutine as
-// usual, so no call waits for a worker.
+// usual, so no call waits for a worker. A server whose calls wait for
+// something else while they hold their worker (apid for its backends,
+// trustd for its record's sync) sizes its own pool instead.
 //
 // grpc.NumStreamWorkers is marked experimental; dropping this option is the
 // whole of the way back.

@@ -19,6 +19,12 @@ const (
 	Duration = "grpc.time_ms"
 	// Peer is the caller's network address.
 	Peer = "peer.address"
+	// StartTime is when a call began (RFC 3339), in apid's request log.
+	StartTime = "grpc.start_time"
+	// Deadline is a call's deadline (RFC 3339), in apid's request log.
+	Deadline = "grpc.request.deadline"
+	// GRPCError is the error a call ended with, in apid's request log.
+	GRPCError = "grpc.error"
 	// RequestID is the random ID of a request: the reference an Internal
 	// answer carries instead of its cause, in the one log line that has
 	// the cause too.
