@@ -24,23 +24,7 @@ func TestTokenSocketRecoversPanics(t *testing.T) {
 	srv := newTokenServer(tokens.UnimplementedTokenServiceServer{}, nil, logs.Logger())
 	recovertest.Register(srv)
 
-	path := filepath.Join(t.TempDir(), "tokens.sock")
-
-	lis, err := net.Listen("unix", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	go func() { _ = srv.Serve(lis) }()
-
-	t.Cleanup(srv.Stop)
-
-	conn, err := grpc.NewClient("unix://"+path, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	t.Cleanup(func() { _ = conn.Close() })
+	conn := serveOnSocket(t, srv)
 
 	recovertest.Check(t.Context(), t, conn, logs.String)
 }
@@ -57,6 +41,23 @@ func TestTokenSocketServesHealth(t *testing.T) {
 
 	h := health.NewServer()
 	srv := newTokenServer(tokens.UnimplementedTokenServiceServer{}, healthOf{h}, logs.Logger())
+	conn := serveOnSocket(t, srv)
+
+	for _, want := range []healthpb.HealthCheckResponse_ServingStatus{healthpb.HealthCheckResponse_NOT_SERVING, healthpb.HealthCheckResponse_SERVING} {
+		h.SetServingStatus("", want)
+
+		resp, err := healthpb.NewHealthClient(conn).Check(t.Context(), &healthpb.HealthCheckRequest{})
+		if err != nil || resp.GetStatus() != want {
+			t.Fatalf("health on the token socket: %v, %v; want %v", resp.GetStatus(), err, want)
+		}
+	}
+}
+
+// serveOnSocket serves srv on a Unix socket of the test's until it ends,
+// and returns a client connection to it.
+func serveOnSocket(t *testing.T, srv *grpc.Server) *grpc.ClientConn {
+	t.Helper()
+
 	path := filepath.Join(t.TempDir(), "tokens.sock")
 
 	lis, err := net.Listen("unix", path)
@@ -75,12 +76,5 @@ func TestTokenSocketServesHealth(t *testing.T) {
 
 	t.Cleanup(func() { _ = conn.Close() })
 
-	for _, want := range []healthpb.HealthCheckResponse_ServingStatus{healthpb.HealthCheckResponse_NOT_SERVING, healthpb.HealthCheckResponse_SERVING} {
-		h.SetServingStatus("", want)
-
-		resp, err := healthpb.NewHealthClient(conn).Check(t.Context(), &healthpb.HealthCheckRequest{})
-		if err != nil || resp.GetStatus() != want {
-			t.Fatalf("health on the token socket: %v, %v; want %v", resp.GetStatus(), err, want)
-		}
-	}
+	return conn
 }
