@@ -458,6 +458,13 @@ func checkReboot(t *testing.T, c *client.Client, p *machinedProc) {
 	}
 
 	actor := resp.GetMessages()[0].GetActorId()
+
+	// talosctl opens its follow with a tail of 0 beside the call: one that
+	// opens once the call is answered still sees the stop.
+	if !followSeesStop(t, c, actor) {
+		t.Fatalf("a follow opened once Reboot answered (actor %q) never saw the stopAllServices task", actor)
+	}
+
 	deadline := time.Now().Add(timeout)
 
 	for {
@@ -504,6 +511,35 @@ func checkReboot(t *testing.T, c *client.Client, p *machinedProc) {
 	}, client.WithTailEvents(-1))
 	if err != nil || !stopped || !booted {
 		t.Fatalf("events with actor %q: stopAllServices task %v, boot sequence %v (%v)", actor, stopped, booted, err)
+	}
+}
+
+// followSeesStop follows the node's new events (a tail of 0, as talosctl)
+// until the stopAllServices task of actor, or the end of the follow.
+func followSeesStop(t *testing.T, c *client.Client, actor string) bool {
+	t.Helper()
+
+	evCtx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+
+	events := make(chan client.EventResult)
+	if err := c.EventsWatchV2(evCtx, events, client.WithTailEvents(0)); err != nil {
+		t.Fatalf("following events: %v", err)
+	}
+
+	for {
+		select {
+		case ev := <-events:
+			if ev.Error != nil {
+				return false
+			}
+
+			if p, ok := ev.Event.Payload.(*machine.TaskEvent); ok && ev.Event.ActorID == actor && p.GetTask() == "stopAllServices" {
+				return true
+			}
+		case <-evCtx.Done():
+			return false
+		}
 	}
 }
 

@@ -156,6 +156,12 @@ func (n *Node) stopServices(req lifecycleRequest) {
 		n.machineStatus(machine.MachineStatusEvent_REBOOTING, "")
 	}
 
+	// A request made over the API (it has an actor) gives the caller's
+	// follow of the events time to open (stopNotice); a signal does not wait.
+	if req.actor != "" {
+		<-n.clock.NewTimer(stopNotice).C()
+	}
+
 	ctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
 	defer cancel()
 

@@ -41,6 +41,17 @@ const (
 	// stopTimeout bounds the stop of all services at shutdown or reboot; a
 	// process gets SIGKILL after its own grace period well before that.
 	stopTimeout = time.Minute
+	// stopNotice is how long a node asked to reboot, shut down or reset
+	// over the API goes on serving, its new status published, before it
+	// stops its services. Talos clients open their follow of the node's
+	// events beside the call (talosctl's reboot, shutdown and reset
+	// --wait, with a tail of 0), and a follow that opens after
+	// stopAllServices went out never sees it: the client then waits for
+	// the event until its timeout, the node's API gone. Half a second is
+	// many times the round of a call through two apids on a loaded
+	// machine, and what a Talos node spends on its own tasks before it
+	// stops its services.
+	stopNotice = 500 * time.Millisecond
 	// timeWaitReminder is how often a service waiting for time sync says
 	// so again in the log: often enough that the last lines of a stuck
 	// node's log name what it waits for, rare enough not to flood it.
