@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -126,4 +127,47 @@ func createCertDB(ctx context.Context, dir, dbPath, configPath string) error {
 	}
 
 	return os.WriteFile(configPath, config, 0o600)
+}
+
+// checkRecorded counts the certificates in cfssl's certificate database
+// and checks them against c's calls (recorded).
+func (c *cfsslServer) checkRecorded(ctx context.Context) (rows, answered int64, err error) {
+	shell, err := exec.LookPath("sqlite3")
+	if err != nil {
+		return 0, 0, fmt.Errorf("bench: the sqlite3 shell reads cfssl's certificate database: %w (make deps installs it)", err)
+	}
+
+	out, err := exec.CommandContext(ctx, shell, "-readonly", c.db, "SELECT COUNT(*) FROM certificates;").CombinedOutput()
+	if err != nil {
+		return 0, 0, fmt.Errorf("bench: reading cfssl's certificate database %s: %w: %s", c.db, err, strings.TrimSpace(string(out)))
+	}
+
+	rows, err = strconv.ParseInt(strings.TrimSpace(string(out)), 10, 64)
+	if err != nil {
+		return 0, 0, fmt.Errorf("bench: cfssl's certificate database %s: counting its certificates: %w", c.db, err)
+	}
+
+	answered = c.answered.Load()
+
+	if err := recorded(rows, answered, c.sent.Load()); err != nil {
+		return rows, answered, fmt.Errorf("bench: cfssl's certificate database %s: %w", c.db, err)
+	}
+
+	return rows, answered, nil
+}
+
+// recorded checks that a certificate database holding rows certificates
+// has one for every certificate answered, and none for a call never sent:
+// the reference the harness calls durable records what it signs. A call
+// cut by the end of a timed case may be committed without its answer
+// being read, so rows may exceed answered, never sent.
+func recorded(rows, answered, sent int64) error {
+	switch {
+	case rows < answered:
+		return fmt.Errorf("it holds %d certificates, but %d were answered: %d not recorded", rows, answered, answered-rows)
+	case rows > sent:
+		return fmt.Errorf("it holds %d certificates, more than the %d calls made", rows, sent)
+	}
+
+	return nil
 }

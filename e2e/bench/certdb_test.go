@@ -55,3 +55,25 @@ func TestSchemaSQL(t *testing.T) {
 		t.Fatalf("an empty directory: %v", err)
 	}
 }
+
+// TestRecorded: a certificate database must hold every certificate
+// answered, and no more than the calls made.
+func TestRecorded(t *testing.T) {
+	for _, tt := range []struct {
+		name                 string
+		rows, answered, sent int64
+		fails                bool
+	}{
+		{"one per answer", 100, 100, 100, false},
+		{"a call cut after its commit", 101, 100, 102, false},
+		{"an answer not recorded", 99, 100, 100, true},
+		{"more rows than calls", 103, 100, 102, true},
+		{"nothing", 0, 0, 0, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := recorded(tt.rows, tt.answered, tt.sent); (err != nil) != tt.fails {
+				t.Fatalf("recorded(%d, %d, %d) = %v, want fails %v", tt.rows, tt.answered, tt.sent, err, tt.fails)
+			}
+		})
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 
 	"github.com/aegis-os/aegis/ca"
 )
@@ -34,6 +35,13 @@ type cfsslServer struct {
 	one, fresh *http.Client
 	// tls is the clients' TLS configuration.
 	tls *tls.Config
+	// db is the certificate database's file; "" for a server without one.
+	db string
+	// sent counts the calls made, answered those answered with a
+	// certificate: the database must hold at least answered rows and at
+	// most sent (a call cut by the end of a timed case may be committed
+	// without its answer being read).
+	sent, answered atomic.Int64
 }
 
 // cfsslProfile is the signing profile of the requests: a 24-hour server
@@ -69,9 +77,13 @@ func (r *run) startCfssl(ctx context.Context, s *issueSetup, ip string, withDB b
 		return nil, err
 	}
 
+	var db string
+
 	if withDB {
+		db = filepath.Join(dir, "certdb.sqlite")
+
 		dbConfig := filepath.Join(dir, "certdb.json")
-		if err = createCertDB(ctx, r.cfg.CfsslMigrations, filepath.Join(dir, "certdb.sqlite"), dbConfig); err != nil {
+		if err = createCertDB(ctx, r.cfg.CfsslMigrations, db, dbConfig); err != nil {
 			return nil, err
 		}
 
@@ -86,6 +98,7 @@ func (r *run) startCfssl(ctx context.Context, s *issueSetup, ip string, withDB b
 	addr := net.JoinHostPort(ip, strconv.Itoa(CfsslPort))
 	c := &cfsslServer{
 		url:   "https://" + addr + "/api/v1/cfssl/authsign",
+		db:    db,
 		body:  body,
 		tls:   tlsCfg,
 		one:   &http.Client{Transport: &http.Transport{TLSClientConfig: tlsCfg, MaxIdleConnsPerHost: 1}},
@@ -218,6 +231,8 @@ func (c *cfsslServer) callOne(ctx context.Context) error { return c.call(ctx, c.
 func (c *cfsslServer) callNew(ctx context.Context) error { return c.call(ctx, c.fresh) }
 
 func (c *cfsslServer) call(ctx context.Context, hc *http.Client) error {
+	c.sent.Add(1)
+
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, bytes.NewReader(c.body))
 	if err != nil {
 		return err
@@ -248,6 +263,8 @@ func (c *cfsslServer) call(ctx context.Context, hc *http.Client) error {
 	case !out.Success || out.Result.Certificate == "":
 		return fmt.Errorf("cfssl: %s: %v", resp.Status, out.Errors)
 	}
+
+	c.answered.Add(1)
 
 	return nil
 }

@@ -134,6 +134,13 @@ func (r *run) issueKeyType(ctx context.Context, kt ca.KeyType, a issueAddrs) (Is
 
 	r.res.Memory = append(r.res.Memory, watched.memory(idle, watched.read())...)
 
+	rows, answered, err := is.cfsslDB.checkRecorded(ctx)
+	if err != nil {
+		return Issuance{}, err
+	}
+
+	r.logf("issuance, %s: cfssl's certificate database holds %d certificates; %d answered", kt, rows, answered)
+
 	return Issuance{
 		KeyType: string(kt), Bound: lat[0].Case(),
 		TrustdOne: lat[1].Case(), TrustdNew: lat[2].Case(),
