@@ -13,12 +13,15 @@
 #                aegisctl and images/), stamped NEW_VERSION
 #   NEW_VERSION  the current build's version (scripts/version.sh)
 #   GO           the go command; SKEW_TIMEOUT bounds the test (20m)
+#   SKEW_KEEP    how many builds of previous releases _out/skew keeps, the
+#                one just used and those used last (2; each about 150 MB)
 set -eu
 
 GO=${GO:-go}
 top=$(pwd)
 OUT=_out/skew
 SKEW_TIMEOUT=${SKEW_TIMEOUT:-20m}
+SKEW_KEEP=${SKEW_KEEP:-2}
 : "${NEW_BIN:?make skew: NEW_BIN, the current build, is not set}"
 : "${NEW_VERSION:?make skew: NEW_VERSION, the current build version, is not set}"
 
@@ -96,6 +99,17 @@ else
 	mv "$old.tmp" "$old"
 	echo "make skew: built $short into $old in $(($(date +%s) - began)) s"
 fi
+
+# The build used now is the newest; those beyond SKEW_KEEP, by last use, go.
+touch "$OUT/$commit"
+case "$SKEW_KEEP" in
+'' | *[!0-9]* | 0) fail "SKEW_KEEP=$SKEW_KEEP: give how many builds to keep, 1 or more" ;;
+esac
+# shellcheck disable=SC2012 # the names are commit hashes: no odd characters
+ls -1t "$OUT" | grep -E '^[0-9a-f]{40}$' | tail -n +"$((SKEW_KEEP + 1))" | while read -r gone; do
+	echo "make skew: removing the build of ${gone%"${gone#????????????}"} (SKEW_KEEP=$SKEW_KEEP)"
+	rm -rf "${OUT:?}/$gone"
+done
 
 AEGIS_SKEW_OLD_BIN=$(cd "$old" && pwd) AEGIS_SKEW_OLD_VERSION=$stamp \
 	AEGIS_SKEW_NEW_BIN=$(cd "$NEW_BIN" && pwd) AEGIS_SKEW_NEW_VERSION=$NEW_VERSION \
