@@ -33,10 +33,25 @@ type Storm struct {
 	Total time.Duration `json:"totalNs"`
 	// CPU is the CPU time of every control-plane process over the storm.
 	CPU time.Duration `json:"cpuNs"`
-	// Floor is the in-process cost of as many signatures: the least the
-	// storm can cost.
+	// HarnessCPU is the harness's own, whose workers make their keys,
+	// CSRs and handshakes on the same cores.
+	HarnessCPU time.Duration `json:"harnessCpuNs"`
+	// Cores are the machine's.
+	Cores int `json:"cores"`
+	// Floor is the storm's CPU floor (CPUFloor).
 	Floor  time.Duration `json:"floorNs"`
 	Failed int           `json:"failed"`
+}
+
+// CPUFloor is a storm's CPU floor: the CPU time of every process it made
+// work over the cores, the least time any schedule of the same work could
+// take; zero without cores.
+func CPUFloor(cpu, harness time.Duration, cores int) time.Duration {
+	if cores <= 0 {
+		return 0
+	}
+
+	return (cpu + harness) / time.Duration(cores)
 }
 
 // Ratio is the storm's total time over its CPU floor.
@@ -181,7 +196,8 @@ func (r Results) WriteTable(out io.Writer) error {
 		f("stopped\t%s", r.Stopped)
 	}
 
-	f("join storm\t%s total, %s control-plane CPU, floor %s, %d failed", dur(r.Storm.Total), dur(r.Storm.CPU), dur(r.Storm.Floor), r.Storm.Failed)
+	f("join storm\t%s total, CPU %s control planes + %s harness over %d cores: floor %s (%.2f×), %d failed", dur(r.Storm.Total),
+		dur(r.Storm.CPU), dur(r.Storm.HarnessCPU), r.Storm.Cores, dur(r.Storm.Floor), r.Storm.Ratio(), r.Storm.Failed)
 	f("steady state (%s)\t%.0f trustd calls/s (%.1f failed/s), %.1f etcd writes/s, etcd db %.1f MiB", dur(r.Steady.Window),
 		r.Steady.CallsPerSec, r.Steady.FailedPerSec, r.Steady.WritesPerSec, float64(r.Steady.DBSize)/(1<<20))
 

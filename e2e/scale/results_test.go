@@ -37,7 +37,7 @@ func TestPercentiles(t *testing.T) {
 func sample() Results {
 	return Results{
 		Workers: 2000, ControlPlanes: 3, Joined: 2000, Served: 1900,
-		Storm: Storm{Total: 20 * time.Second, CPU: 30 * time.Second, Floor: 10 * time.Second},
+		Storm: Storm{Total: 20 * time.Second, CPU: 14 * time.Second, HarnessCPU: 6 * time.Second, Cores: 2, Floor: 10 * time.Second},
 		Steady: Steady{
 			Window: time.Minute, IdleCPU: 0.01, CPU: map[string]float64{"cp1/trustd": 0.04, "cp1/etcd": 0.02, "cp2/trustd": 0.001},
 			CallsPerSec: 2200, WritesPerSec: 200, DBSize: 8 << 20,
@@ -114,5 +114,16 @@ func TestWriteJSONGolden(t *testing.T) {
 
 	if !bytes.Equal(b.Bytes(), want) {
 		t.Errorf("results.json differs from %s (go test -update rewrites it):\n%s", path, b.String())
+	}
+}
+
+// TestCPUFloor: a storm's floor is every process's CPU time over the cores.
+func TestCPUFloor(t *testing.T) {
+	if got := CPUFloor(14*time.Second, 6*time.Second, 2); got != 10*time.Second {
+		t.Errorf("CPUFloor(14s, 6s, 2 cores) = %s, want 10s", got)
+	}
+
+	if got := CPUFloor(time.Second, time.Second, 0); got != 0 {
+		t.Errorf("CPUFloor without cores = %s, want 0", got)
 	}
 }
