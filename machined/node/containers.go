@@ -24,8 +24,13 @@ const (
 	// containerMemoryLimit bounds apid's and trustd's cgroups: several
 	// times what either uses under the floods of the e2e tests, so only a
 	// leak reaches it.
-	// Each container's GOMEMLIMIT is 80 % of its limit: the Go runtime
-	// collects harder before the cgroup's limit is reached.
+	// Each container's GOMEMLIMIT is 80 % of its limit (goMemLimit): the
+	// Go runtime collects harder before the cgroup's limit is reached.
+	// The process runtime gives apid and trustd the same GOMEMLIMIT,
+	// without a cgroup: trustd lets its heap grow to five times what is
+	// live between collections (trustd.GCPercent), and only the soft
+	// limit keeps a control plane that serves thousands of workers near
+	// what it needs.
 	containerMemoryLimit = 256 << 20
 	// etcdMemoryLimit bounds etcd's cgroup: its backend is memory-mapped
 	// and grows with the data; a few hundred MiB hold far more than a
@@ -248,7 +253,7 @@ func (c *containerSpec) config(p runner.ProcessConfig) runner.ContainerConfig {
 
 	return runner.ContainerConfig{
 		Client: c.rt.daemon.Client(), ID: c.id, Image: c.rt.images[c.id].Name, Args: p.Args,
-		Env: []string{"GOMEMLIMIT=" + strconv.FormatInt(limit/10*8, 10)}, UID: u.UID, GID: u.GID,
+		Env: []string{goMemLimit(limit)}, UID: u.UID, GID: u.GID,
 		Mounts: c.mounts, MemoryLimit: limit, PidsLimit: pids, OOMScoreAdj: oomScoreAdj(), OpenFiles: containerOpenFiles,
 		CgroupsPath: c.rt.cgroupParent + "/" + c.id, RuncRoot: c.rt.daemon.RuncRoot(), FIFODir: c.rt.daemon.FIFODir(),
 		Log: p.Log, Clock: p.Clock,
@@ -356,3 +361,7 @@ func (n *Node) containersAPI() machineapi.Containers {
 
 	return n.ctr.daemon
 }
+
+// goMemLimit is the GOMEMLIMIT setting of a Go service whose memory is
+// bounded by limit: 80 % of it.
+func goMemLimit(limit int64) string { return "GOMEMLIMIT=" + strconv.FormatInt(limit/10*8, 10) }

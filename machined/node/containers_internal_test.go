@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/aegis-os/aegis/apid"
+	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/machined/containerd"
 	"github.com/aegis-os/aegis/machined/layout"
 	"github.com/aegis-os/aegis/machined/system/runner"
@@ -51,6 +52,21 @@ func TestContainersHaveLimits(t *testing.T) {
 
 		if cfg.PidsLimit != tt.pids {
 			t.Errorf("%s: pids limit %d, want %d", tt.spec.id, cfg.PidsLimit, tt.pids)
+		}
+	}
+}
+
+// TestProcessesHaveGoMemLimit: with the process runtime, apid and trustd
+// get the GOMEMLIMIT their containers would have, the only bound on a
+// heap that trustd lets grow to five times what is live.
+func TestProcessesHaveGoMemLimit(t *testing.T) {
+	n := &Node{layout: layout.Layout{State: t.TempDir()}}
+	b := &bootState{cfg: &certs.MachineConfig{}}
+	want := "GOMEMLIMIT=" + strconv.FormatInt(containerMemoryLimit/10*8, 10)
+
+	for _, p := range []*processService{n.apidService(b), n.trustdService()} {
+		if !slices.Contains(p.env, want) {
+			t.Errorf("%s: environment %q, want %s", p.id, p.env, want)
 		}
 	}
 }

@@ -65,6 +65,7 @@ func (n *Node) apidService(b *bootState) *processService {
 		// holds with no apid serving it: the check is apid's health service
 		// ("" is SERVING while apid reaches machined).
 		check:      localHealthCheck(n.layout.APIDHealth()),
+		env:        []string{goMemLimit(containerMemoryLimit)},
 		refuse:     map[system.Action]string{system.ActionStop: "apid carries the API itself; restart it instead"},
 		carriesAPI: true,
 		condition:  certsPresent{store: n.store, impersonator: b.cfg.OSCA() != nil},
@@ -116,6 +117,7 @@ func (n *Node) trustdService() *processService {
 		}, n.logArgs()...),
 		moreArgs:  func() []string { return metricsArgs(n.config.bootConfig(), "trustd") },
 		check:     localHealthCheck(n.layout.TokensSocket()),
+		env:       []string{goMemLimit(containerMemoryLimit)},
 		condition: certsPresent{store: n.store},
 	}
 }
