@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"net"
 	"net/netip"
+	"slices"
 	"time"
 
 	securityapi "github.com/siderolabs/talos/pkg/machinery/api/security"
@@ -51,6 +53,7 @@ func (s *Server) certificate(ctx context.Context, in *securityapi.CertificateReq
 	resp, err := r.run(in.GetCsr())
 	if err == nil {
 		s.decisions.count(nil, r.rec.tokenKind)
+		r.knowCaller()
 
 		return resp, nil
 	}
@@ -256,4 +259,22 @@ func (r *request) signingError(err error) error {
 	}
 
 	return fmt.Errorf("trustd: signing: %w", err)
+}
+
+// knowCaller tells the listener's connection table that the caller's
+// address is a node's, when the certificate just signed names it: the
+// node's next connections, which present that certificate, then do their
+// handshake apart from strangers (connlimit's known sources), so that
+// thousands of nodes that joined at once are not held off by each other's
+// handshakes.
+func (r *request) knowCaller() {
+	if r.csr == nil || r.s.conns == nil || !slices.ContainsFunc(r.csr.Request.IPAddresses, func(ip net.IP) bool {
+		a, ok := netip.AddrFromSlice(ip)
+
+		return ok && a.Unmap() == r.source
+	}) {
+		return
+	}
+
+	r.s.conns.Know(net.TCPAddrFromAddrPort(netip.AddrPortFrom(r.source, 0)))
 }

@@ -5,7 +5,9 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"crypto/x509/pkix"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"runtime"
@@ -20,6 +22,8 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/aegis-os/aegis/api/revocations"
+	"github.com/aegis-os/aegis/ca"
+	"github.com/aegis-os/aegis/ca/catest"
 	"github.com/aegis-os/aegis/internal/grpcopt"
 	"github.com/aegis-os/aegis/trustd"
 	"github.com/aegis-os/aegis/trustd/trustdtest"
@@ -194,4 +198,32 @@ func TestNodeClients(t *testing.T) {
 	fmt.Println("ready")
 
 	_, _ = bufio.NewReader(os.Stdin).ReadString('\n')
+}
+
+// TestSignedNodeIsKnown: once trustd has signed a certificate naming the
+// caller's address, the listener knows that address as a node's, so the
+// node's next connections do their handshake apart from strangers; a
+// caller that was refused, or whose certificate names other addresses, is
+// not known.
+func TestSignedNodeIsKnown(t *testing.T) {
+	e := trustdtest.Start(t, trustdtest.Options{GateOpen: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	for _, tt := range []struct {
+		source, named, token string
+		known                bool
+	}{
+		{"127.0.1.9", "127.0.1.9", trustdtest.StaticToken, true},
+		{"127.0.1.10", "127.0.1.10", "abcdef.0123456789abcdef", false},
+	} {
+		csr := catest.CSR(t, catest.Key(t, ca.Ed25519), &x509.CertificateRequest{
+			Subject: pkix.Name{CommonName: tt.named}, IPAddresses: []net.IP{net.ParseIP(tt.named)},
+		})
+
+		_, err := trustdtest.Call(ctx, e.Client(t, tt.source), tt.token, csr)
+		if (err == nil) != tt.known || trustd.Knows(e.Server, tt.source) != tt.known {
+			t.Errorf("caller %s: call %v, known %v; want known %v", tt.source, err, trustd.Knows(e.Server, tt.source), tt.known)
+		}
+	}
 }

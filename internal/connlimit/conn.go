@@ -33,6 +33,7 @@ type conn struct {
 
 	released bool      // guarded by l.mu
 	pool     int       // poolAnonymous, …; guarded by l.mu
+	known    bool      // in the room as a known source's; guarded by l.mu
 	admitted time.Time // when it got its slot; set once under l.mu
 }
 

@@ -42,7 +42,12 @@
 // a room of Config.HandshakeRoom beyond Total (the oldest there giving its
 // place to a newcomer, suspects getting none); one that proves nothing is
 // closed at its end unless an anonymous slot came free, and is a strike
-// against its source.
+// against its source. A newcomer from a known source (one that proved
+// itself before, or that the server marked with Know, as trustd does for
+// the address a node certificate it signed names) does its handshake in
+// the room without taking a stranger's place and without giving its own
+// to anyone, within the proven table's caps: its address picks the queue
+// and authorizes nothing; its handshake must still prove itself.
 //
 // Memory stays bounded by the caps: a connection costs one entry in the
 // table and one timer goroutine while it holds a slot, a waiter its socket

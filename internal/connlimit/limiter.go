@@ -98,6 +98,7 @@ type Limiter struct {
 
 	proven proven  // connections proven in their handshake (proven.go)
 	room   []*conn // handshakes beyond Total, oldest first
+	known  known   // sources that proved themselves (known.go)
 }
 
 // New checks cfg and returns a Limiter with no connection.
@@ -174,6 +175,13 @@ func (l *Limiter) offer(raw net.Conn, lisAddr net.Addr, w *listener) *conn {
 	src := sourceOf(raw.RemoteAddr())
 
 	l.mu.Lock()
+
+	// A known source does its handshake in the room, where no newcomer
+	// takes its place (known.go).
+	if l.claimLocked(src) {
+		return l.enterRoomUnlock(raw, src, nil, true)
+	}
+
 	victim, ok := l.makeRoom(src, l.mayWaitLocked(w))
 
 	if !ok && l.belowSourceCapLocked(src) {
@@ -186,7 +194,7 @@ func (l *Limiter) offer(raw net.Conn, lisAddr net.Addr, w *listener) *conn {
 		// Every slot holds a caller, and the queue is full: a handshake
 		// that may prove a node gets the room.
 		if victim, ok := l.roomLocked(src); ok {
-			return l.enterRoomUnlock(raw, src, victim)
+			return l.enterRoomUnlock(raw, src, victim, false)
 		}
 	}
 
@@ -214,9 +222,11 @@ func (l *Limiter) offer(raw net.Conn, lisAddr net.Addr, w *listener) *conn {
 
 // enterRoomUnlock admits raw to the handshake room, where roomLocked
 // made a place (closing victim, the handshake that gave it, once l.mu is
-// released), and starts its FirstCall watch.
-func (l *Limiter) enterRoomUnlock(raw net.Conn, src string, victim *conn) *conn {
+// released) or, known, as a known source's (claimLocked), and starts its
+// FirstCall watch.
+func (l *Limiter) enterRoomUnlock(raw net.Conn, src string, victim *conn, known bool) *conn {
 	c := newConn(raw, l, src)
+	c.known = known
 	l.addRoomLocked(c)
 	l.mu.Unlock()
 

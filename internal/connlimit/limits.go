@@ -48,6 +48,15 @@ const (
 	// takes the slot whatever its age, so a flood that fills the queue too
 	// cannot keep newcomers out.
 	MinEvictAge = time.Second
+	// KnownFor is how long a source stays known (known.go) after its last
+	// proof: a node certificate lives a day at most, and a node that
+	// renews proves itself again.
+	KnownFor = 24 * time.Hour
+	// MaxKnown bounds the sources kept known: every node of a cluster of
+	// the 10,000 Aegis is measured with, a time and an address each (some
+	// 100 bytes, under 2 MiB in all); beyond it the one known longest ago
+	// is forgotten, and its next connection is a stranger's again.
+	MaxKnown = 16384
 	// maxLingerRead bounds what one graceful close reads and discards.
 	maxLingerRead = 64 << 10
 )

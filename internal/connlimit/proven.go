@@ -51,12 +51,12 @@ func (l *Limiter) roomLocked(src string) (*conn, bool) {
 		return nil, false
 	}
 
-	if len(l.room) < l.cfg.HandshakeRoom {
+	if l.strangersInRoomLocked() < l.cfg.HandshakeRoom {
 		return nil, true
 	}
 
 	for _, c := range l.room {
-		if c.state.CompareAndSwap(stateWaiting, stateClosed) {
+		if !c.known && c.state.CompareAndSwap(stateWaiting, stateClosed) {
 			l.dropRoomLocked(c)
 			c.released = true
 			l.wastedLocked(c.source)
@@ -105,6 +105,10 @@ func (l *Limiter) settle(c *conn, isProven bool) error {
 
 	l.mu.Lock()
 
+	if isProven && !c.released {
+		l.knowLocked(c.source)
+	}
+
 	switch {
 	case c.released:
 	case isProven && (c.pool == poolRoom || l.provenRoomLocked(c.source)):
@@ -112,12 +116,18 @@ func (l *Limiter) settle(c *conn, isProven bool) error {
 	case c.pool != poolRoom:
 	case l.stats.Open < l.cfg.Total:
 		l.dropRoomLocked(c)
-		c.pool = poolAnonymous
+		c.pool, c.known = poolAnonymous, false
 		l.addLocked(c)
 	default:
 		l.dropRoomLocked(c)
 		c.released = true
-		l.wastedLocked(c.source)
+
+		// A known source that proved nothing may be joining again with a
+		// token: no strike.
+		if !c.known {
+			l.wastedLocked(c.source)
+		}
+
 		refused = l.refusedLocked()
 		l.mu.Unlock()
 		l.logRefusals(c.LocalAddr(), c.source, refused)
