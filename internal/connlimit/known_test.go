@@ -150,3 +150,39 @@ func TestKnownSourcesAreBounded(t *testing.T) {
 		t.Fatal("a source is still known KnownFor after its proof")
 	}
 }
+
+// TestKnownSourceJoiningAgain: a known source's handshake that proves
+// nothing (a node joining again with a token) takes the slot of a
+// stranger's connection that made no call, as any newcomer would.
+func TestKnownSourceJoiningAgain(t *testing.T) {
+	l := provenLimiter(t)
+	l.Know(&net.TCPAddr{IP: net.ParseIP("10.5.0.7")})
+
+	var strangers []*fakeConn
+
+	for i := range 4 {
+		_, raw := admitFrom(l, fmt.Sprintf("10.9.1.%d", i+1))
+		strangers = append(strangers, raw)
+	}
+
+	c, _ := admitFrom(l, "10.5.0.7")
+	if c == nil || !c.known {
+		t.Fatal("a known source got no known place in the room")
+	}
+
+	if err := l.settle(c, false); err != nil {
+		t.Fatalf("a known source joining again: %v", err)
+	}
+
+	closed := 0
+
+	for _, raw := range strangers {
+		if raw.closed.Load() {
+			closed++
+		}
+	}
+
+	if st := l.Stats(); closed != 1 || st.Open != 4 || st.Handshaking != 0 || st.Evicted != 1 {
+		t.Fatalf("%d strangers closed, stats %+v; want one evicted for the known source", closed, st)
+	}
+}

@@ -101,7 +101,10 @@ func (l *Limiter) releaseProvenLocked(c *conn) {
 // for the next newcomer; a handshake of the room that proved nothing
 // takes an anonymous slot if one is free, and is refused otherwise.
 func (l *Limiter) settle(c *conn, isProven bool) error {
-	var refused int
+	var (
+		refused int
+		victim  *conn
+	)
 
 	l.mu.Lock()
 
@@ -109,12 +112,20 @@ func (l *Limiter) settle(c *conn, isProven bool) error {
 		l.knowLocked(c.source)
 	}
 
+	// A known source's handshake that proved nothing (a node joining again
+	// with a token) is a newcomer to the anonymous table, as it would have
+	// been without the room: it may take a stranger's slot.
+	roomForKnown := false
+	if !c.released && !isProven && c.pool == poolRoom && c.known && l.stats.Open >= l.cfg.Total {
+		victim, roomForKnown = l.makeRoom(c.source, false)
+	}
+
 	switch {
 	case c.released:
 	case isProven && (c.pool == poolRoom || l.provenRoomLocked(c.source)):
 		l.toProvenLocked(c)
 	case c.pool != poolRoom:
-	case l.stats.Open < l.cfg.Total:
+	case roomForKnown || l.stats.Open < l.cfg.Total:
 		l.dropRoomLocked(c)
 		c.pool, c.known = poolAnonymous, false
 		l.addLocked(c)
@@ -136,6 +147,10 @@ func (l *Limiter) settle(c *conn, isProven bool) error {
 	}
 
 	l.mu.Unlock()
+
+	if victim != nil {
+		_ = victim.Close()
+	}
 
 	return nil
 }
