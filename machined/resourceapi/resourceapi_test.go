@@ -284,3 +284,55 @@ func TestCertificatesNeverCarryKeys(t *testing.T) {
 		}
 	}
 }
+
+// TestSetMembersWritesWhatChanged: a member whose resource would not
+// change is not written again; one that changed is, and one that left is
+// destroyed.
+func TestSetMembersWritesWhatChanged(t *testing.T) {
+	st, cli := serve(t)
+
+	versions := func() map[string]string {
+		t.Helper()
+
+		list, err := safe.StateListAll[*cluster.Member](ctx(t), cli)
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		out := map[string]string{}
+		for m := range list.All() {
+			out[m.Metadata().ID()] = m.Metadata().Version().String()
+		}
+
+		return out
+	}
+
+	cp := resourceapi.MemberInfo{Hostname: "cp-1", Addresses: []string{"127.5.0.2"}, ControlPlane: true, Version: "v1"}
+	w := resourceapi.MemberInfo{Hostname: "w-1", Addresses: []string{"127.5.0.3"}, Version: "v1"}
+
+	if err := st.SetMembers([]resourceapi.MemberInfo{cp, w}); err != nil {
+		t.Fatal(err)
+	}
+
+	before := versions()
+
+	w2 := w
+	w2.Version = "v2"
+
+	if err := st.SetMembers([]resourceapi.MemberInfo{cp, w2}); err != nil {
+		t.Fatal(err)
+	}
+
+	after := versions()
+	if after["cp-1"] != before["cp-1"] || after["w-1"] == before["w-1"] {
+		t.Fatalf("resource versions %v then %v: want cp-1 untouched and w-1 written", before, after)
+	}
+
+	if err := st.SetMembers([]resourceapi.MemberInfo{cp}); err != nil {
+		t.Fatal(err)
+	}
+
+	if left := versions(); len(left) != 1 || left["cp-1"] != before["cp-1"] {
+		t.Fatalf("after w-1 left: %v", left)
+	}
+}

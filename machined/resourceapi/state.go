@@ -66,6 +66,10 @@ type State struct {
 	mu sync.Mutex
 	st state.State
 
+	// membersMu guards members, what SetMembers last wrote by hostname.
+	membersMu sync.Mutex
+	members   map[string]MemberInfo
+
 	platform platform
 }
 
