@@ -1,6 +1,8 @@
 package node
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
 	"sync"
 
 	"github.com/aegis-os/aegis/client/resourcetypes"
@@ -15,6 +17,11 @@ type certResources struct {
 	etcd   *etcdState
 	// mu makes the updates one at a time, each from the latest state.
 	mu sync.Mutex
+	// last is the digest of what the resources were last set from: the
+	// store changes with every change of the member list, and the
+	// certificates' resources (a parse and a signature check of each)
+	// are set again only when what they are made of changed.
+	last [sha256.Size]byte
 }
 
 // refresh sets the certificate resources from the resources store (the
@@ -39,7 +46,40 @@ func (c *certResources) refresh() {
 	list = append(list, c.etcd.trustedResources()...)
 	list = append(list, c.etcd.issuedResources()...)
 
-	c.resourceErr("certificates", c.res.SetCertificates(list, res.GetAcceptedCas()))
+	sum := digest(list, res.GetAcceptedCas())
+	if sum == c.last {
+		return
+	}
+
+	err := c.res.SetCertificates(list, res.GetAcceptedCas())
+	c.resourceErr("certificates", err)
+
+	if err == nil {
+		c.last = sum
+	}
+}
+
+// digest is what the certificates' resources are made of, as a digest.
+func digest(list []resourceapi.Certificate, acceptedPEM []byte) [sha256.Size]byte {
+	h := sha256.New()
+
+	for _, crt := range list {
+		for _, part := range [][]byte{[]byte(crt.ID), []byte(crt.Kind), crt.PEM} {
+			var n [8]byte
+
+			binary.BigEndian.PutUint64(n[:], uint64(len(part)))
+			h.Write(n[:])
+			h.Write(part)
+		}
+	}
+
+	h.Write(acceptedPEM)
+
+	var out [sha256.Size]byte
+
+	copy(out[:], h.Sum(nil))
+
+	return out
 }
 
 // etcdIssued records a certificate etcd was issued (etcd.Config.OnIssue).
