@@ -39,6 +39,10 @@ type Config struct {
 	// MaxMembers bounds the entries Put admits; readers refuse a list of
 	// more than twice as many. Zero means MaxMembers.
 	MaxMembers int
+	// PublishEvery is the least time between two lists Follow publishes:
+	// the changes of that time go out together, in the next list. Zero
+	// publishes each change at once.
+	PublishEvery time.Duration
 }
 
 // Store is the member list in etcd. It is safe for concurrent use.
@@ -48,6 +52,7 @@ type Store struct {
 	rand  io.Reader
 	log   *slog.Logger
 	max   int
+	every time.Duration
 
 	// afterLoad, when set by a test, runs after each of Follow's reads,
 	// before its watch starts.
@@ -73,7 +78,7 @@ func New(cfg Config) (*Store, error) {
 
 	return &Store{
 		cli: cfg.Client, clock: defaults.Clock(cfg.Clock), rand: defaults.Rand(cfg.Rand), log: defaults.Logger(cfg.Logger),
-		max: limit,
+		max: limit, every: cfg.PublishEvery,
 	}, nil
 }
 
