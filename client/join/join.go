@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/aegis-os/aegis/ca"
+	"github.com/aegis-os/aegis/client/spread"
 	"github.com/aegis-os/aegis/internal/clock"
 	"github.com/aegis-os/aegis/internal/defaults"
 	"github.com/aegis-os/aegis/internal/wire"
@@ -64,6 +65,12 @@ type Config struct {
 	// token caller the address its call comes from, so a node on a host
 	// with several addresses binds the one its certificate names. Empty
 	// lets the system choose.
+	//
+	// Source is also the node's identity for the order of the endpoints
+	// (client/spread, as machined/trustdclient orders them for the node's
+	// later calls): the node joins first through the control plane it
+	// then keeps to, which has seen it and lets its node certificate's
+	// handshakes in apart from strangers. Empty keeps the given order.
 	Source string
 	// MaxAttempts bounds the calls of one Join; zero means until the
 	// context ends. A renewal loop with its own retries sets it to the
@@ -123,9 +130,17 @@ func New(cfg Config) (*Client, error) {
 		return nil, errors.New("join: negative attempt limit")
 	}
 
-	endpoints := make([]string, len(cfg.Endpoints))
+	given := make([]string, len(cfg.Endpoints))
 	for i, ep := range cfg.Endpoints {
-		endpoints[i] = wire.WithDefaultPort(ep, wire.TrustdPort)
+		given[i] = wire.WithDefaultPort(ep, wire.TrustdPort)
+	}
+
+	endpoints := given
+	if cfg.Source != "" {
+		endpoints = make([]string, 0, len(given))
+		for _, i := range spread.Preference([]byte(cfg.Source), given) {
+			endpoints = append(endpoints, given[i])
+		}
 	}
 
 	kt, err := ca.KeyTypeOf(cfg.CA.PublicKey)

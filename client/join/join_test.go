@@ -16,6 +16,7 @@ import (
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/ca/catest"
 	"github.com/aegis-os/aegis/client/join"
+	"github.com/aegis-os/aegis/client/spread"
 	"github.com/aegis-os/aegis/internal/clock"
 	"github.com/aegis-os/aegis/internal/logtest"
 	"github.com/aegis-os/aegis/internal/testutil"
@@ -433,5 +434,45 @@ func TestTokenRefusalKeepsItsCode(t *testing.T) {
 	r := <-done
 	if status.Code(r.err) != codes.Unauthenticated || !errors.Is(r.err, join.ErrTokenRefused) {
 		t.Fatalf("join: %v (code %s), want Unauthenticated and ErrTokenRefused", r.err, status.Code(r.err))
+	}
+}
+
+// TestJoinGoesFirstToTheNodesOwnControlPlane: with a Source, a node joins
+// first through the control plane client/spread prefers for it, the one
+// its later calls keep to, and then through the others in that order.
+func TestJoinGoesFirstToTheNodesOwnControlPlane(t *testing.T) {
+	authority := catest.NewCA(t, ca.Ed25519, testutil.Epoch)
+
+	cas, err := ca.NewAcceptedSet(testutil.Epoch, authority.Cert)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	tok, _ := token.Parse("abcdef.0123456789abcdef")
+	endpoints := []string{"10.5.0.2:50001", "10.5.0.3:50001", "10.5.0.4:50001"}
+
+	for _, source := range []string{"10.6.0.1", "10.6.0.2", "10.6.0.3", "10.6.0.4"} {
+		calls := make(chan call)
+		c, err := join.New(join.Config{
+			Endpoints: endpoints, Token: tok, CAs: cas, CA: authority.Cert, Hostname: source, Source: source,
+			MaxAttempts: 1, Transport: fakeTransport{calls: calls}, Clock: clock.NewFake(testutil.Epoch), Rand: testutil.ZeroRand{},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+
+		go func() { defer close(done); _, _ = c.Join(ctx) }()
+
+		got := <-calls
+		cancel()
+		got.reply <- reply{err: errors.New("refused")}
+		<-done
+
+		if want := endpoints[spread.Preference([]byte(source), endpoints)[0]]; got.endpoint != want {
+			t.Errorf("node %s joined first through %s, want %s", source, got.endpoint, want)
+		}
 	}
 }

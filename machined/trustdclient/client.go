@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/keepalive"
 
+	"github.com/aegis-os/aegis/client/spread"
 	"github.com/aegis-os/aegis/internal/clock"
 	"github.com/aegis-os/aegis/internal/defaults"
 	"github.com/aegis-os/aegis/internal/grpcopt"
@@ -138,7 +139,7 @@ func New(cfg Config) (*Client, error) {
 	}
 
 	return &Client{
-		cfg: cfg, order: preference(identity, eps), ready: connected,
+		cfg: cfg, order: spread.Preference(identity, eps), ready: connected,
 		conns: map[string]*kept{}, retryAt: make([]time.Time, len(eps)),
 	}, nil
 }

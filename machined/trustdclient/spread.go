@@ -2,60 +2,14 @@ package trustdclient
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
 	"io"
-	"slices"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/connectivity"
 )
-
-// preference orders the endpoints for one node by rendezvous hashing: each
-// endpoint scores hash(identity, endpoint) and the highest score is the
-// node's own control plane. Over many nodes every endpoint comes first for
-// an even share of them; adding or removing an endpoint moves only the
-// nodes whose first choice it is (or becomes), and when one fails its
-// nodes spread over the others in the same way, rather than all moving to
-// the next in the list.
-func preference(identity []byte, endpoints []string) []int {
-	scores := make([]uint64, len(endpoints))
-	for i, ep := range endpoints {
-		scores[i] = score(identity, ep)
-	}
-
-	order := make([]int, len(endpoints))
-	for i := range order {
-		order[i] = i
-	}
-
-	slices.SortStableFunc(order, func(a, b int) int {
-		switch {
-		case scores[a] > scores[b]:
-			return -1
-		case scores[a] < scores[b]:
-			return 1
-		default:
-			return 0
-		}
-	})
-
-	return order
-}
-
-// score is the rendezvous weight of endpoint for identity. SHA-256 mixes
-// well enough that addresses differing in one byte land anywhere; it runs
-// once per endpoint, when the Client is made.
-func score(identity []byte, endpoint string) uint64 {
-	h := sha256.New()
-	_ = binary.Write(h, binary.BigEndian, uint32(len(identity)))
-	h.Write(identity)
-	io.WriteString(h, endpoint)
-
-	return binary.BigEndian.Uint64(h.Sum(nil))
-}
 
 // jittered is d spread uniformly over [d/2, 3d/2) by r, so that nodes
 // that lost the same control plane at the same moment do not all probe it
