@@ -75,6 +75,11 @@ const (
 	// plane's machined a third of a core. A node that joins is routed to
 	// a quarter of a second later at most.
 	PublishEvery = 250 * time.Millisecond
+	// NamesFresh is how old the read of every entry may be that the check
+	// of a hostname without its index key uses (claims.go scanClaim): one
+	// read of the whole list per two seconds rather than one per node's
+	// first heartbeat.
+	NamesFresh = 2 * time.Second
 	// callTimeout bounds one heartbeat or one read of the list: etcd and
 	// the control planes are on the cluster's own network.
 	callTimeout = 5 * time.Second

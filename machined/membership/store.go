@@ -9,6 +9,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -53,6 +54,11 @@ type Store struct {
 	log   *slog.Logger
 	max   int
 	every time.Duration
+
+	// names is the last read of every live entry's hostname, for the
+	// check of a name without its key (claims.go); guarded by namesMu.
+	namesMu sync.Mutex
+	names   *hostnames
 
 	// afterLoad, when set by a test, runs after each of Follow's reads,
 	// before its watch starts.

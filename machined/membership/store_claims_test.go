@@ -297,6 +297,29 @@ func TestClaimWithoutIndex(t *testing.T) {
 		}
 	})
 
+	t.Run("one read of every entry serves the checks of NamesFresh", func(t *testing.T) {
+		s, cli, clk := claimStore(t)
+
+		// A first heartbeat reads every entry; an entry written without
+		// its key just after is not seen until the read is NamesFresh old.
+		if err := s.Put(ctx, entry("node-a", "10.0.0.70"), membership.RoleWorker); err != nil {
+			t.Fatal(err)
+		}
+
+		legacy(t, cli, entry("node-b", "10.0.0.71"), clk.Now())
+
+		if err := s.Put(ctx, entry("node-b", "10.0.0.72"), membership.RoleWorker); err != nil {
+			t.Fatalf("within NamesFresh of the last read: %v, want the read reused", err)
+		}
+
+		clk.Advance(membership.NamesFresh)
+		legacy(t, cli, entry("node-c", "10.0.0.73"), clk.Now())
+
+		if err := s.Put(ctx, entry("node-c", "10.0.0.74"), membership.RoleWorker); !errors.Is(err, membership.ErrNotOwner) {
+			t.Fatalf("NamesFresh after the last read: %v, want ErrNotOwner from a new read", err)
+		}
+	})
+
 	t.Run("the read of every entry goes past one page", func(t *testing.T) {
 		s, cli, clk := claimStore(t)
 
