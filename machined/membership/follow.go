@@ -100,8 +100,6 @@ type follower struct {
 	// changed: since the last emit, an entry came or left, or changed as
 	// a reader sees it, or one aged out by its stamp.
 	changed bool
-	// emitted is when publish was last called (Config.PublishEvery).
-	emitted time.Time
 }
 
 // followed is one entry and its place among the age-outs.
@@ -144,7 +142,7 @@ func (f *follower) follow(ctx context.Context) error {
 // next waits for the next watch response and applies it, or for the
 // moment the first live entry ages out by its stamp.
 func (f *follower) next(ctx context.Context, watch clientv3.WatchChan) error {
-	var ageOut, held <-chan time.Time
+	var ageOut <-chan time.Time
 
 	if d, ok := f.untilAgeOut(); ok {
 		t := f.s.clock.NewTimer(d)
@@ -153,18 +151,9 @@ func (f *follower) next(ctx context.Context, watch clientv3.WatchChan) error {
 		ageOut = t.C()
 	}
 
-	if d, ok := f.untilPublish(); ok {
-		t := f.s.clock.NewTimer(d)
-		defer t.Stop()
-
-		held = t.C()
-	}
-
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
-	case <-held:
-		return nil
 	case <-ageOut:
 		f.changed = true
 
@@ -286,10 +275,6 @@ func (f *follower) emit() {
 		return
 	}
 
-	if _, held := f.untilPublish(); held {
-		return
-	}
-
 	f.changed = false
 	now := f.s.clock.Now()
 	live := make([]*Member, 0, len(f.entries))
@@ -306,20 +291,8 @@ func (f *follower) emit() {
 		return
 	}
 
-	f.last, f.published, f.emitted = live, true, now
+	f.last, f.published = live, true
 	f.publish(live)
-}
-
-// untilPublish is how long a change waits before it may be published
-// (Config.PublishEvery), if it must wait.
-func (f *follower) untilPublish() (time.Duration, bool) {
-	if !f.published || !f.changed || f.s.every <= 0 {
-		return 0, false
-	}
-
-	d := f.emitted.Add(f.s.every).Sub(f.s.clock.Now())
-
-	return d, d > 0
 }
 
 // untilAgeOut is how long until the first live entry goes stale by its

@@ -140,33 +140,3 @@ func BenchmarkFollowerHeartbeat(b *testing.B) {
 		f.untilAgeOut()
 	}
 }
-
-// TestFollowerPublishesAtMostEvery: with PublishEvery, the changes of that
-// time go out together once it has passed.
-func TestFollowerPublishesAtMostEvery(t *testing.T) {
-	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
-	f, lists := following(t, clk, 2)
-	f.s.every = 250 * time.Millisecond
-
-	f.apply(put(t, member(2, clk.Now())))
-	f.emit()
-
-	clk.Advance(100 * time.Millisecond)
-	f.apply(put(t, member(3, clk.Now())))
-	f.emit()
-
-	if len(*lists) != 1 {
-		t.Fatalf("%d lists published within PublishEvery of the first, want the first alone", len(*lists))
-	}
-
-	if d, held := f.untilPublish(); !held || d != 150*time.Millisecond {
-		t.Fatalf("the next list is due in %s (%v), want 150ms", d, held)
-	}
-
-	clk.Advance(150 * time.Millisecond)
-	f.emit()
-
-	if got := (*lists)[len(*lists)-1]; len(*lists) != 2 || len(got) != 4 {
-		t.Fatalf("%d lists, the last of %d members; want a second list of 4", len(*lists), len(got))
-	}
-}

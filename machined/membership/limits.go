@@ -67,14 +67,6 @@ const (
 	// comes back within two seconds of etcd, as soon as the poll it
 	// replaced, at one read per two seconds at worst.
 	followRetryMax = 2 * time.Second
-	// PublishEvery is the least time between two member lists a control
-	// plane's machined publishes (Config.PublishEvery): its resources, its
-	// routing, apid's and trustd's copies. A list of 5,000 members costs
-	// milliseconds to sort, compare and hand over; while thousands of
-	// workers join or age out, one publication per change took a control
-	// plane's machined a third of a core. A node that joins is routed to
-	// a quarter of a second later at most.
-	PublishEvery = 250 * time.Millisecond
 	// NamesFresh is how old the read of every entry may be that the check
 	// of a hostname without its index key uses (claims.go scanClaim): one
 	// read of the whole list per two seconds rather than one per node's

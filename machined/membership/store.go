@@ -40,10 +40,6 @@ type Config struct {
 	// MaxMembers bounds the entries Put admits; readers refuse a list of
 	// more than twice as many. Zero means MaxMembers.
 	MaxMembers int
-	// PublishEvery is the least time between two lists Follow publishes:
-	// the changes of that time go out together, in the next list. Zero
-	// publishes each change at once.
-	PublishEvery time.Duration
 }
 
 // Store is the member list in etcd. It is safe for concurrent use.
@@ -53,7 +49,6 @@ type Store struct {
 	rand  io.Reader
 	log   *slog.Logger
 	max   int
-	every time.Duration
 
 	// names is the last read of every live entry's hostname, for the
 	// check of a name without its key (claims.go); guarded by namesMu.
@@ -84,7 +79,7 @@ func New(cfg Config) (*Store, error) {
 
 	return &Store{
 		cli: cfg.Client, clock: defaults.Clock(cfg.Clock), rand: defaults.Rand(cfg.Rand), log: defaults.Logger(cfg.Logger),
-		max: limit, every: cfg.PublishEvery,
+		max: limit,
 	}, nil
 }
 

@@ -231,7 +231,7 @@ func (h *heartbeats) memberStore() (*membership.Store, error) {
 		return nil, err
 	}
 
-	return membership.New(membership.Config{Client: cli, Clock: h.clock, Logger: h.log, PublishEvery: membership.PublishEvery})
+	return membership.New(membership.Config{Client: cli, Clock: h.clock, Logger: h.log})
 }
 
 var errNoEtcd = fmt.Errorf("%w: etcd is not set up on this node", membership.ErrUnavailable)
