@@ -28,25 +28,64 @@ var (
 	errWatchEnded = errors.New("membership: etcd watch ended")
 )
 
+// Change is what a reader sees of one member after a change: the entry
+// under its address (its first, as it is keyed), or nil when it left or
+// aged out.
+type Change struct {
+	Address string
+	Member  *Member
+}
+
 // Follow calls publish with the live members, sorted by hostname, once
-// read, and again after every change of what a reader sees of them
-// (hostname, addresses, role, version, accepted CAs, time sync; not the
-// last-seen stamp every heartbeat moves), until ctx ends. It reads the
-// list once, then watches etcd from the revision after that read, so a
-// change reaches publish as etcd commits it, at no cost while nothing
-// changes. An entry that ages out leaves by its lease; one whose
-// last-seen stamp ages it out first leaves at that moment too.
+// read, and again after every change of what a reader sees of them; it is
+// FollowChanges for readers that want the whole list each time, at a cost
+// per change that grows with the list.
+func (s *Store) Follow(ctx context.Context, publish func([]*Member)) {
+	live := map[string]*Member{}
+
+	s.FollowChanges(ctx, func(changes []Change) {
+		for _, c := range changes {
+			if c.Member == nil {
+				delete(live, c.Address)
+			} else {
+				live[c.Address] = c.Member
+			}
+		}
+
+		list := make([]*Member, 0, len(live))
+		for _, m := range live {
+			list = append(list, m)
+		}
+
+		slices.SortFunc(list, func(a, b *Member) int { return strings.Compare(a.GetHostname(), b.GetHostname()) })
+		publish(list)
+	})
+}
+
+// FollowChanges calls publish with the live members once read, and then
+// with the members whose view changed (hostname, addresses, role,
+// version, accepted CAs, time sync; not the last-seen stamp every
+// heartbeat moves), as each change happens, until ctx ends: applied in
+// order, the changes keep a copy of the list the same as etcd's, each
+// costing its reader only the members it names. The first call comes once
+// the list was read, with no changes if it is empty. It reads the list
+// once, then watches etcd from the revision after that read, so a change
+// reaches publish as etcd commits it, at no cost while nothing changes. An
+// entry that ages out leaves by its lease; one whose last-seen stamp ages
+// it out first leaves at that moment too.
 //
 // When etcd cannot be read, or the watch ends or was compacted, it reads
 // the list again and watches anew, after a backoff on failures; publish is
-// not called meanwhile and its caller keeps the list it has. A failure is
-// logged as a warning once, and at debug level while it lasts.
+// not called meanwhile and its caller keeps the list it has. After a read
+// again, publish is given what differs from what it was given before,
+// members gone meanwhile included. A failure is logged as a warning once,
+// and at debug level while it lasts.
 //
-// publish runs on Follow's goroutine and must not keep the slice's
+// publish runs on FollowChanges's goroutine and must not keep the changes'
 // entries for change: they are shared with later calls.
-func (s *Store) Follow(ctx context.Context, publish func([]*Member)) {
+func (s *Store) FollowChanges(ctx context.Context, publish func([]Change)) {
 	f := &follower{
-		s: s, publish: publish,
+		s: s, publish: publish, shown: map[string]*Member{}, dirty: map[string]struct{}{},
 		retry: backoff.Backoff{Min: RetryInterval, Max: followRetryMax, Rand: s.rand},
 	}
 
@@ -76,30 +115,33 @@ func (s *Store) Follow(ctx context.Context, publish func([]*Member)) {
 	}
 }
 
-// follower is the state of one Follow: the entries by key as of the last
-// watch response, and what publish was last given.
+// follower is the state of one FollowChanges: the entries by key as of
+// the last watch response, and what publish was given.
 //
-// A heartbeat that writes its entry moves only its last-seen stamp, which
-// no reader sees: the follower then changes that entry and its place in
-// the order of age-outs, and nothing else, so that its cost per watch
-// event does not grow with the list (with 5,000 members, rebuilding and
-// sorting the list on every event took a control plane's machined 23 % of
-// a core at 60 events a second). The list is rebuilt only when a reader
-// would see a change (changed); the next age-out by stamp is the top of a
-// heap of the live entries, ordered by the moment each goes stale.
+// Its cost per watch event does not grow with the list. A heartbeat that
+// writes its entry moves only its last-seen stamp, which no reader sees:
+// the follower then changes that entry and its place in the order of
+// age-outs, and nothing else. A change a reader sees is published as that
+// member alone (with 5,000 members, rebuilding and sorting the list on
+// every event took a control plane's machined 23 % of a core at 60 events
+// a second, and handing the whole list on to apid as much again). The next
+// age-out by stamp is the top of a heap of the live entries, ordered by
+// the moment each goes stale.
 type follower struct {
 	s       *Store
-	publish func([]*Member)
+	publish func([]Change)
 	retry   backoff.Backoff
 
-	entries   map[string]*followed
-	dues      dueHeap
-	last      []*Member
-	published bool
+	entries map[string]*followed
+	dues    dueHeap
 
-	// changed: since the last emit, an entry came or left, or changed as
-	// a reader sees it, or one aged out by its stamp.
-	changed bool
+	// shown is what publish was given, by key: the live entries as a
+	// reader sees them.
+	shown     map[string]*Member
+	published bool
+	// dirty are the keys touched since the last emit: set, dropped or
+	// aged out by their stamp.
+	dirty map[string]struct{}
 }
 
 // followed is one entry and its place among the age-outs.
@@ -155,9 +197,7 @@ func (f *follower) next(ctx context.Context, watch clientv3.WatchChan) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-ageOut:
-		f.changed = true
-
-		return nil
+		return nil // emit takes the entries aged out
 	case resp, ok := <-watch:
 		switch {
 		case !ok:
@@ -203,9 +243,14 @@ func (f *follower) load(ctx context.Context) (int64, error) {
 	return rev, nil
 }
 
-// reset empties the entries: everything is to be published again.
+// reset empties the entries before a read: each member shown is looked at
+// again by the next emit, so that those gone meanwhile leave.
 func (f *follower) reset() {
-	f.entries, f.dues, f.changed = map[string]*followed{}, nil, true
+	f.entries, f.dues = map[string]*followed{}, nil
+
+	for k := range f.shown {
+		f.dirty[k] = struct{}{}
+	}
 }
 
 // apply changes the entries as one event says. A key that no longer
@@ -228,14 +273,11 @@ func (f *follower) apply(ev *clientv3.Event) {
 	}
 }
 
-// set makes m the entry of k, marking a change a reader would see.
+// set makes m the entry of k.
 func (f *follower) set(k string, m *Member) {
 	now := f.s.clock.Now()
 	e, held := f.entries[k]
-
-	if !held || Stale(e.m, now) != Stale(m, now) || !sameView(e.m, m) {
-		f.changed = true
-	}
+	f.dirty[k] = struct{}{}
 
 	if !held {
 		e = &followed{index: -1}
@@ -265,51 +307,62 @@ func (f *follower) drop(k string) {
 		heap.Remove(&f.dues, e.index)
 	}
 
-	f.changed = true
+	f.dirty[k] = struct{}{}
 }
 
-// emit calls publish with the live entries if a reader would see them
-// differ from what it was last given.
+// emit calls publish with the members a reader would now see differ from
+// what it was given, if any (and once after the first read in any case):
+// those of the keys touched since the last emit, and those aged out by
+// their stamp.
 func (f *follower) emit() {
-	if f.published && !f.changed {
-		return
-	}
-
-	f.changed = false
-	now := f.s.clock.Now()
-	live := make([]*Member, 0, len(f.entries))
-
-	for _, e := range f.entries {
-		if !Stale(e.m, now) {
-			live = append(live, e.m)
-		}
-	}
-
-	slices.SortFunc(live, func(a, b *Member) int { return strings.Compare(a.GetHostname(), b.GetHostname()) })
-
-	if f.published && slices.EqualFunc(live, f.last, sameView) {
-		return
-	}
-
-	f.last, f.published = live, true
-	f.publish(live)
-}
-
-// untilAgeOut is how long until the first live entry goes stale by its
-// last-seen stamp, if any is live. Entries already stale leave the heap.
-func (f *follower) untilAgeOut() (time.Duration, bool) {
 	now := f.s.clock.Now()
 
 	for len(f.dues) > 0 && f.dues[0].at.Before(now) {
-		heap.Pop(&f.dues)
+		e, _ := heap.Pop(&f.dues).(*followed)
+		f.dirty[key(e.m)] = struct{}{}
 	}
 
+	var changes []Change
+
+	for k := range f.dirty {
+		var live *Member
+		if e, ok := f.entries[k]; ok && !Stale(e.m, now) {
+			live = e.m
+		}
+
+		shown, ok := f.shown[k]
+
+		switch {
+		case live != nil && (!ok || !sameView(shown, live)):
+			f.shown[k] = live
+		case live == nil && ok:
+			delete(f.shown, k)
+		default:
+			continue
+		}
+
+		changes = append(changes, Change{Address: strings.TrimPrefix(k, prefix), Member: live})
+	}
+
+	clear(f.dirty)
+
+	if f.published && len(changes) == 0 {
+		return
+	}
+
+	f.published = true
+	f.publish(changes)
+}
+
+// untilAgeOut is how long until the first live entry goes stale by its
+// last-seen stamp, if any is live: none if it already is (emit takes it).
+func (f *follower) untilAgeOut() (time.Duration, bool) {
 	if len(f.dues) == 0 {
 		return 0, false
 	}
 
 	// Stale is strict: the entry is stale just after its age-out.
-	return f.dues[0].at.Sub(now) + time.Nanosecond, true
+	return max(f.dues[0].at.Sub(f.s.clock.Now())+time.Nanosecond, 0), true
 }
 
 // dueHeap orders live entries by the moment each goes stale

@@ -2,6 +2,7 @@ package membership
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -15,14 +16,15 @@ import (
 )
 
 // following is a follower of n members, loaded, with what it published.
-func following(tb testing.TB, clk clock.Clock, n int) (*follower, *[][]*Member) {
+func following(tb testing.TB, clk clock.Clock, n int) (*follower, *[][]Change) {
 	tb.Helper()
 
-	var lists [][]*Member
+	var lists [][]Change
 
 	f := &follower{
 		s:       &Store{clock: clk, max: MaxMembers},
-		publish: func(l []*Member) { lists = append(lists, l) },
+		publish: func(l []Change) { lists = append(lists, l) },
+		shown:   map[string]*Member{}, dirty: map[string]struct{}{},
 	}
 
 	f.reset()
@@ -54,10 +56,29 @@ func put(tb testing.TB, m *Member) *clientv3.Event {
 	return &clientv3.Event{Type: clientv3.EventTypePut, Kv: &mvccpb.KeyValue{Key: []byte(key(m)), Value: data}}
 }
 
+// changed is what one publish said, as hostname or "-address" (left),
+// sorted.
+func changed(cs []Change) []string {
+	var out []string
+
+	for _, c := range cs {
+		if c.Member == nil {
+			out = append(out, "-"+c.Address)
+		} else {
+			out = append(out, c.Member.GetHostname())
+		}
+	}
+
+	slices.Sort(out)
+
+	return out
+}
+
 // TestFollowerPublishesWhatReadersSee: a heartbeat that moves only
 // last_seen publishes nothing and leaves the next age-out where it was
 // unless it was the first to age out; a change a reader sees, a new
-// member, one that leaves, and one that ages out by its stamp publish.
+// member, one that leaves, and one that ages out by its stamp publish
+// that member alone.
 func TestFollowerPublishesWhatReadersSee(t *testing.T) {
 	start := time.Unix(1_700_000_000, 0)
 	clk := clock.NewFake(start)
@@ -98,8 +119,8 @@ func TestFollowerPublishesWhatReadersSee(t *testing.T) {
 	f.apply(put(t, m))
 	f.emit()
 
-	if len(*lists) != 2 {
-		t.Fatalf("a new version published %d lists in all, want 2", len(*lists))
+	if len(*lists) != 2 || !slices.Equal(changed((*lists)[1]), []string{"worker-00002"}) {
+		t.Fatalf("a new version published %d times in all, want 2, the last only worker 2: %v", len(*lists), *lists)
 	}
 
 	// A new member, and one that leaves.
@@ -107,17 +128,55 @@ func TestFollowerPublishesWhatReadersSee(t *testing.T) {
 	f.apply(&clientv3.Event{Type: clientv3.EventTypeDelete, Kv: &mvccpb.KeyValue{Key: []byte(key(member(0, start)))}})
 	f.emit()
 
-	if got := (*lists)[len(*lists)-1]; len(*lists) != 3 || len(got) != 3 || got[0].GetHostname() != "worker-00001" {
-		t.Fatalf("after a join and a leave: %d lists, the last %v", len(*lists), got)
+	if got := changed((*lists)[len(*lists)-1]); len(*lists) != 3 || !slices.Equal(got, []string{"-10.0.0.0", "worker-00003"}) {
+		t.Fatalf("after a join and a leave: %d publishes, the last %q", len(*lists), got)
 	}
 
-	// Nobody is seen again: every member ages out by its stamp.
+	// Nobody is seen again: every member ages out by its stamp, as emit
+	// finds once the age-out's timer fired.
 	clk.Advance(due())
-	f.changed = true // as next does when the age-out's timer fires
+
+	if d, ok := f.untilAgeOut(); !ok || d != 0 {
+		t.Fatalf("at the age-out, untilAgeOut = %s, %v; want 0, true", d, ok)
+	}
+
 	f.emit()
 
-	if got := (*lists)[len(*lists)-1]; len(got) != 0 {
-		t.Fatalf("after the age-out, %d members published, want none", len(got))
+	if got := changed((*lists)[len(*lists)-1]); !slices.Equal(got, []string{"-10.0.0.1", "-10.0.0.2", "-10.0.0.3"}) {
+		t.Fatalf("after the age-out, published %q, want every member gone", got)
+	}
+
+	if _, ok := f.untilAgeOut(); ok {
+		t.Fatal("an age-out is still due with no member live")
+	}
+}
+
+// TestFollowerReadAgain: after the list is read again (a watch that
+// failed), publish is given only what differs from what it had, the
+// members gone meanwhile included.
+func TestFollowerReadAgain(t *testing.T) {
+	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
+	f, lists := following(t, clk, 3)
+
+	f.reset()
+	f.apply(put(t, member(0, clk.Now())))
+
+	m := member(1, clk.Now())
+	m.Version = "v1.1.0"
+	f.apply(put(t, m))
+	f.emit()
+
+	if got := changed((*lists)[len(*lists)-1]); len(*lists) != 2 || !slices.Equal(got, []string{"-10.0.0.2", "worker-00001"}) {
+		t.Fatalf("after a read again: %d publishes, the last %q", len(*lists), got)
+	}
+
+	f.reset()
+	f.apply(put(t, member(0, clk.Now())))
+	f.apply(put(t, m))
+	f.emit()
+
+	if len(*lists) != 2 {
+		t.Fatalf("a read again that found the same members published %v", (*lists)[2:])
 	}
 }
 
