@@ -200,9 +200,6 @@ type Resources struct {
 	// Revoked client certificates (apid refuses them; trustd serves them to
 	// the cluster's nodes). Always the whole list, possibly empty.
 	Revoked []*RevokedSerial `protobuf:"bytes,11,rep,name=revoked,proto3" json:"revoked,omitempty"`
-	// The cluster's members by name (apid on control planes): a member's
-	// hostname routes to its address in `node`/`nodes` metadata.
-	Members []*MemberName `protobuf:"bytes,12,rep,name=members,proto3" json:"members,omitempty"`
 	// The machine config's machine.previousTokens: former trustd tokens
 	// still accepted, each until its expiry, the overlap of a static token
 	// rotation (trustd).
@@ -322,13 +319,6 @@ func (x *Resources) GetWorkerSans() []string {
 func (x *Resources) GetRevoked() []*RevokedSerial {
 	if x != nil {
 		return x.Revoked
-	}
-	return nil
-}
-
-func (x *Resources) GetMembers() []*MemberName {
-	if x != nil {
-		return x.Members
 	}
 	return nil
 }
@@ -461,6 +451,69 @@ func (x *RevokedSerial) GetNotAfter() *timestamppb.Timestamp {
 	return nil
 }
 
+// MemberChanges is one message of WatchMembers: the members set, by
+// address, and the addresses of those that left. With full, they replace
+// every member the reader held.
+type MemberChanges struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Full          bool                   `protobuf:"varint,1,opt,name=full,proto3" json:"full,omitempty"`
+	Set           []*MemberName          `protobuf:"bytes,2,rep,name=set,proto3" json:"set,omitempty"`
+	Removed       []string               `protobuf:"bytes,3,rep,name=removed,proto3" json:"removed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MemberChanges) Reset() {
+	*x = MemberChanges{}
+	mi := &file_node_node_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MemberChanges) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MemberChanges) ProtoMessage() {}
+
+func (x *MemberChanges) ProtoReflect() protoreflect.Message {
+	mi := &file_node_node_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MemberChanges.ProtoReflect.Descriptor instead.
+func (*MemberChanges) Descriptor() ([]byte, []int) {
+	return file_node_node_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *MemberChanges) GetFull() bool {
+	if x != nil {
+		return x.Full
+	}
+	return false
+}
+
+func (x *MemberChanges) GetSet() []*MemberName {
+	if x != nil {
+		return x.Set
+	}
+	return nil
+}
+
+func (x *MemberChanges) GetRemoved() []string {
+	if x != nil {
+		return x.Removed
+	}
+	return nil
+}
+
 // MemberName is a member's hostname, the address it routes to, and the
 // role its entry proves: "controlplane" for an entry a control plane wrote
 // through etcd, "worker" for one trustd's heartbeat server recorded.
@@ -475,7 +528,7 @@ type MemberName struct {
 
 func (x *MemberName) Reset() {
 	*x = MemberName{}
-	mi := &file_node_node_proto_msgTypes[6]
+	mi := &file_node_node_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -487,7 +540,7 @@ func (x *MemberName) String() string {
 func (*MemberName) ProtoMessage() {}
 
 func (x *MemberName) ProtoReflect() protoreflect.Message {
-	mi := &file_node_node_proto_msgTypes[6]
+	mi := &file_node_node_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -500,7 +553,7 @@ func (x *MemberName) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberName.ProtoReflect.Descriptor instead.
 func (*MemberName) Descriptor() ([]byte, []int) {
-	return file_node_node_proto_rawDescGZIP(), []int{6}
+	return file_node_node_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *MemberName) GetHostname() string {
@@ -537,7 +590,7 @@ const file_node_node_proto_rawDesc = "" +
 	"\n" +
 	"TimeStatus\x12\x16\n" +
 	"\x06synced\x18\x01 \x01(\bR\x06synced\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage\"\x8f\x05\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"\xec\x04\n" +
 	"\tResources\x12+\n" +
 	"\x06server\x18\x01 \x01(\v2\x13.aegis.node.KeyPairR\x06server\x127\n" +
 	"\fimpersonator\x18\x02 \x01(\v2\x13.aegis.node.KeyPairR\fimpersonator\x12!\n" +
@@ -551,24 +604,28 @@ const file_node_node_proto_rawDesc = "" +
 	"\vworker_sans\x18\n" +
 	" \x03(\tR\n" +
 	"workerSans\x123\n" +
-	"\arevoked\x18\v \x03(\v2\x19.aegis.node.RevokedSerialR\arevoked\x120\n" +
-	"\amembers\x18\f \x03(\v2\x16.aegis.node.MemberNameR\amembers\x12O\n" +
+	"\arevoked\x18\v \x03(\v2\x19.aegis.node.RevokedSerialR\arevoked\x12O\n" +
 	"\x16previous_trustd_tokens\x18\r \x03(\v2\x19.aegis.node.PreviousTokenR\x14previousTrustdTokens\x12\x12\n" +
 	"\x04role\x18\x0e \x01(\tR\x04role\x12)\n" +
-	"\x10revoked_revision\x18\x0f \x01(\x03R\x0frevokedRevision\"[\n" +
+	"\x10revoked_revision\x18\x0f \x01(\x03R\x0frevokedRevisionJ\x04\b\f\x10\rR\amembers\"[\n" +
 	"\rPreviousToken\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\x124\n" +
 	"\aexpires\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\aexpires\"`\n" +
 	"\rRevokedSerial\x12\x16\n" +
 	"\x06serial\x18\x01 \x01(\tR\x06serial\x127\n" +
-	"\tnot_after\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\bnotAfter\"V\n" +
+	"\tnot_after\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\bnotAfter\"g\n" +
+	"\rMemberChanges\x12\x12\n" +
+	"\x04full\x18\x01 \x01(\bR\x04full\x12(\n" +
+	"\x03set\x18\x02 \x03(\v2\x16.aegis.node.MemberNameR\x03set\x12\x18\n" +
+	"\aremoved\x18\x03 \x03(\tR\aremoved\"V\n" +
 	"\n" +
 	"MemberName\x12\x1a\n" +
 	"\bhostname\x18\x01 \x01(\tR\bhostname\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +
-	"\x04role\x18\x03 \x01(\tR\x04role2I\n" +
+	"\x04role\x18\x03 \x01(\tR\x04role2\x90\x01\n" +
 	"\vNodeService\x12:\n" +
-	"\x05Watch\x12\x18.aegis.node.WatchRequest\x1a\x15.aegis.node.Resources0\x01B$Z\"github.com/aegis-os/aegis/api/nodeb\x06proto3"
+	"\x05Watch\x12\x18.aegis.node.WatchRequest\x1a\x15.aegis.node.Resources0\x01\x12E\n" +
+	"\fWatchMembers\x12\x18.aegis.node.WatchRequest\x1a\x19.aegis.node.MemberChanges0\x01B$Z\"github.com/aegis-os/aegis/api/nodeb\x06proto3"
 
 var (
 	file_node_node_proto_rawDescOnce sync.Once
@@ -582,7 +639,7 @@ func file_node_node_proto_rawDescGZIP() []byte {
 	return file_node_node_proto_rawDescData
 }
 
-var file_node_node_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_node_node_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_node_node_proto_goTypes = []any{
 	(*WatchRequest)(nil),          // 0: aegis.node.WatchRequest
 	(*KeyPair)(nil),               // 1: aegis.node.KeyPair
@@ -590,8 +647,9 @@ var file_node_node_proto_goTypes = []any{
 	(*Resources)(nil),             // 3: aegis.node.Resources
 	(*PreviousToken)(nil),         // 4: aegis.node.PreviousToken
 	(*RevokedSerial)(nil),         // 5: aegis.node.RevokedSerial
-	(*MemberName)(nil),            // 6: aegis.node.MemberName
-	(*timestamppb.Timestamp)(nil), // 7: google.protobuf.Timestamp
+	(*MemberChanges)(nil),         // 6: aegis.node.MemberChanges
+	(*MemberName)(nil),            // 7: aegis.node.MemberName
+	(*timestamppb.Timestamp)(nil), // 8: google.protobuf.Timestamp
 }
 var file_node_node_proto_depIdxs = []int32{
 	1,  // 0: aegis.node.Resources.server:type_name -> aegis.node.KeyPair
@@ -599,14 +657,16 @@ var file_node_node_proto_depIdxs = []int32{
 	1,  // 2: aegis.node.Resources.os_ca:type_name -> aegis.node.KeyPair
 	2,  // 3: aegis.node.Resources.time:type_name -> aegis.node.TimeStatus
 	5,  // 4: aegis.node.Resources.revoked:type_name -> aegis.node.RevokedSerial
-	6,  // 5: aegis.node.Resources.members:type_name -> aegis.node.MemberName
-	4,  // 6: aegis.node.Resources.previous_trustd_tokens:type_name -> aegis.node.PreviousToken
-	7,  // 7: aegis.node.PreviousToken.expires:type_name -> google.protobuf.Timestamp
-	7,  // 8: aegis.node.RevokedSerial.not_after:type_name -> google.protobuf.Timestamp
+	4,  // 5: aegis.node.Resources.previous_trustd_tokens:type_name -> aegis.node.PreviousToken
+	8,  // 6: aegis.node.PreviousToken.expires:type_name -> google.protobuf.Timestamp
+	8,  // 7: aegis.node.RevokedSerial.not_after:type_name -> google.protobuf.Timestamp
+	7,  // 8: aegis.node.MemberChanges.set:type_name -> aegis.node.MemberName
 	0,  // 9: aegis.node.NodeService.Watch:input_type -> aegis.node.WatchRequest
-	3,  // 10: aegis.node.NodeService.Watch:output_type -> aegis.node.Resources
-	10, // [10:11] is the sub-list for method output_type
-	9,  // [9:10] is the sub-list for method input_type
+	0,  // 10: aegis.node.NodeService.WatchMembers:input_type -> aegis.node.WatchRequest
+	3,  // 11: aegis.node.NodeService.Watch:output_type -> aegis.node.Resources
+	6,  // 12: aegis.node.NodeService.WatchMembers:output_type -> aegis.node.MemberChanges
+	11, // [11:13] is the sub-list for method output_type
+	9,  // [9:11] is the sub-list for method input_type
 	9,  // [9:9] is the sub-list for extension type_name
 	9,  // [9:9] is the sub-list for extension extendee
 	0,  // [0:9] is the sub-list for field type_name
@@ -623,7 +683,7 @@ func file_node_node_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_node_node_proto_rawDesc), len(file_node_node_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   7,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -27,7 +27,8 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	NodeService_Watch_FullMethodName = "/aegis.node.NodeService/Watch"
+	NodeService_Watch_FullMethodName        = "/aegis.node.NodeService/Watch"
+	NodeService_WatchMembers_FullMethodName = "/aegis.node.NodeService/WatchMembers"
 )
 
 // NodeServiceClient is the client API for NodeService service.
@@ -37,6 +38,12 @@ type NodeServiceClient interface {
 	// Watch sends the caller's resources at once, then again after every
 	// change, until the caller goes away.
 	Watch(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[Resources], error)
+	// WatchMembers sends the cluster's members by name (apid on control
+	// planes: a member's hostname routes to its address in `node`/`nodes`
+	// metadata): all of them at once, then the members that came, changed
+	// or left at each change, until the caller goes away. Only apid's
+	// socket serves it.
+	WatchMembers(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[MemberChanges], error)
 }
 
 type nodeServiceClient struct {
@@ -66,6 +73,25 @@ func (c *nodeServiceClient) Watch(ctx context.Context, in *WatchRequest, opts ..
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type NodeService_WatchClient = grpc.ServerStreamingClient[Resources]
 
+func (c *nodeServiceClient) WatchMembers(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[MemberChanges], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &NodeService_ServiceDesc.Streams[1], NodeService_WatchMembers_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchRequest, MemberChanges]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type NodeService_WatchMembersClient = grpc.ServerStreamingClient[MemberChanges]
+
 // NodeServiceServer is the server API for NodeService service.
 // All implementations must embed UnimplementedNodeServiceServer
 // for forward compatibility.
@@ -73,6 +99,12 @@ type NodeServiceServer interface {
 	// Watch sends the caller's resources at once, then again after every
 	// change, until the caller goes away.
 	Watch(*WatchRequest, grpc.ServerStreamingServer[Resources]) error
+	// WatchMembers sends the cluster's members by name (apid on control
+	// planes: a member's hostname routes to its address in `node`/`nodes`
+	// metadata): all of them at once, then the members that came, changed
+	// or left at each change, until the caller goes away. Only apid's
+	// socket serves it.
+	WatchMembers(*WatchRequest, grpc.ServerStreamingServer[MemberChanges]) error
 	mustEmbedUnimplementedNodeServiceServer()
 }
 
@@ -85,6 +117,9 @@ type UnimplementedNodeServiceServer struct{}
 
 func (UnimplementedNodeServiceServer) Watch(*WatchRequest, grpc.ServerStreamingServer[Resources]) error {
 	return status.Errorf(codes.Unimplemented, "method Watch not implemented")
+}
+func (UnimplementedNodeServiceServer) WatchMembers(*WatchRequest, grpc.ServerStreamingServer[MemberChanges]) error {
+	return status.Errorf(codes.Unimplemented, "method WatchMembers not implemented")
 }
 func (UnimplementedNodeServiceServer) mustEmbedUnimplementedNodeServiceServer() {}
 func (UnimplementedNodeServiceServer) testEmbeddedByValue()                     {}
@@ -118,6 +153,17 @@ func _NodeService_Watch_Handler(srv interface{}, stream grpc.ServerStream) error
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type NodeService_WatchServer = grpc.ServerStreamingServer[Resources]
 
+func _NodeService_WatchMembers_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(NodeServiceServer).WatchMembers(m, &grpc.GenericServerStream[WatchRequest, MemberChanges]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type NodeService_WatchMembersServer = grpc.ServerStreamingServer[MemberChanges]
+
 // NodeService_ServiceDesc is the grpc.ServiceDesc for NodeService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -129,6 +175,11 @@ var NodeService_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "Watch",
 			Handler:       _NodeService_Watch_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "WatchMembers",
+			Handler:       _NodeService_WatchMembers_Handler,
 			ServerStreams: true,
 		},
 	},

@@ -1,7 +1,7 @@
 package main
 
 import (
-	"sync/atomic"
+	"sync"
 
 	"github.com/aegis-os/aegis/api/node"
 	"github.com/aegis-os/aegis/apid"
@@ -9,25 +9,37 @@ import (
 )
 
 // memberNames are the cluster's live members (hostname, address, proven
-// role) as machined last published them; apid routes a member's hostname
-// or address to it.
+// role) as machined publishes them; apid routes a member's hostname or
+// address to it. machined sends the list once, then each member that
+// came, changed or left, so that a change costs apid that member alone.
 type memberNames struct {
-	list atomic.Pointer[memberList]
+	mu sync.RWMutex
+	// byAddr are the routable members by address; byName the addresses
+	// of the members that claim each name.
+	byAddr map[string]apid.Member
+	byName map[string][]string
 }
 
-type memberList struct {
-	byName, byAddr map[string]apid.Member
-}
+// apply takes one message of machined's member list: the whole list when
+// Full, else the members set (by address) and those that left. An entry
+// whose name or address is not canonical is left out: it could not be
+// routed to anyway. A name two entries claim names neither: apid does not
+// guess which node the caller meant.
+func (m *memberNames) apply(c *node.MemberChanges) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 
-// set replaces the members. An entry whose name or address is not
-// canonical is left out: it could not be routed to anyway. A name or an
-// address two entries claim is left out too: apid does not guess which
-// node the caller meant.
-func (m *memberNames) set(members []*node.MemberName) {
-	l := &memberList{byName: map[string]apid.Member{}, byAddr: map[string]apid.Member{}}
-	dupName, dupAddr := map[string]bool{}, map[string]bool{}
+	if c.GetFull() || m.byAddr == nil {
+		m.byAddr, m.byName = map[string]apid.Member{}, map[string][]string{}
+	}
 
-	for _, mn := range members {
+	for _, addr := range c.GetRemoved() {
+		m.remove(addr)
+	}
+
+	for _, mn := range c.GetSet() {
+		m.remove(mn.GetAddress())
+
 		name, err := routing.Canonical(mn.GetHostname())
 		if err != nil {
 			continue
@@ -38,28 +50,34 @@ func (m *memberNames) set(members []*node.MemberName) {
 			continue
 		}
 
-		mb := apid.Member{Hostname: name, Address: addr, Role: provenRole(mn.GetRole())}
+		m.byAddr[addr] = apid.Member{Hostname: name, Address: addr, Role: provenRole(mn.GetRole())}
+		m.byName[name] = append(m.byName[name], addr)
+	}
 
-		if _, ok := l.byName[name]; ok {
-			dupName[name] = true
+	return nil
+}
+
+// remove takes out the member at addr, if any.
+func (m *memberNames) remove(addr string) {
+	mb, ok := m.byAddr[addr]
+	if !ok {
+		return
+	}
+
+	delete(m.byAddr, addr)
+
+	rest := m.byName[mb.Hostname][:0]
+	for _, a := range m.byName[mb.Hostname] {
+		if a != addr {
+			rest = append(rest, a)
 		}
-
-		if _, ok := l.byAddr[addr]; ok {
-			dupAddr[addr] = true
-		}
-
-		l.byName[name], l.byAddr[addr] = mb, mb
 	}
 
-	for name := range dupName {
-		delete(l.byName, name)
+	if len(rest) == 0 {
+		delete(m.byName, mb.Hostname)
+	} else {
+		m.byName[mb.Hostname] = rest
 	}
-
-	for addr := range dupAddr {
-		delete(l.byAddr, addr)
-	}
-
-	m.list.Store(l)
 }
 
 // provenRole keeps the roles apid knows; anything else proves none.
@@ -71,26 +89,24 @@ func provenRole(r string) string {
 	return ""
 }
 
-// MemberByName is the member named name.
+// MemberByName is the member named name, unless two entries claim it.
 func (m *memberNames) MemberByName(name string) (apid.Member, bool) {
-	l := m.list.Load()
-	if l == nil {
-		return apid.Member{}, false
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+
+	if addrs := m.byName[name]; len(addrs) == 1 {
+		return m.byAddr[addrs[0]], true
 	}
 
-	mb, ok := l.byName[name]
-
-	return mb, ok
+	return apid.Member{}, false
 }
 
 // MemberByAddress is the member at addr.
 func (m *memberNames) MemberByAddress(addr string) (apid.Member, bool) {
-	l := m.list.Load()
-	if l == nil {
-		return apid.Member{}, false
-	}
+	m.mu.RLock()
+	defer m.mu.RUnlock()
 
-	mb, ok := l.byAddr[addr]
+	mb, ok := m.byAddr[addr]
 
 	return mb, ok
 }

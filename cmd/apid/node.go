@@ -56,7 +56,6 @@ func (n *nodeFiles) apply(res *node.Resources) error {
 	}
 
 	n.accepted.Store(set)
-	n.members.set(res.GetMembers())
 
 	serials := make([]string, 0, len(res.GetRevoked()))
 	for _, r := range res.GetRevoked() {
@@ -84,9 +83,13 @@ func (n *nodeFiles) apply(res *node.Resources) error {
 }
 
 // loadNode connects to machined and waits for apid's first resources; they
-// keep being applied until ctx ends.
+// keep being applied until ctx ends, and so does the member list.
 func loadNode(ctx context.Context, o *options, log *slog.Logger) (*nodeFiles, error) {
 	n := &nodeFiles{ready: make(chan struct{})}
+
+	if err := resources.FollowMembers(ctx, o.nodeSocket, log, n.members.apply); err != nil {
+		return nil, fmt.Errorf("apid: %w", err)
+	}
 
 	if _, err := resources.Follow(ctx, o.nodeSocket, log, n.ready, n.apply); err != nil {
 		return nil, fmt.Errorf("apid: %w", err)

@@ -154,27 +154,37 @@ func (h *heartbeats) followMembers(ctx context.Context) {
 		}
 	}
 
-	store.Follow(ctx, h.publishMembers)
+	store.FollowChanges(ctx, h.publishMembers)
 }
 
-// publishMembers gives apid the members' names and the resource API the
-// member list. Each hostname routes to the member's first address, with
-// the role its entry proves; an unchanged list changes nothing
-// (Store.Update).
-func (h *heartbeats) publishMembers(members []*membership.Member) {
-	infos := make([]resourceapi.MemberInfo, 0, len(members))
-	names := make([]*node.MemberName, 0, len(members))
+// publishMembers gives apid the names of the members that came, changed
+// or left, and the resource API those members: each costs them that
+// member alone, whatever the size of the list. Each hostname routes to
+// the member's first address, with the role its entry proves.
+func (h *heartbeats) publishMembers(changes []membership.Change) {
+	var (
+		infos   []resourceapi.MemberInfo
+		names   []*node.MemberName
+		removed []string
+	)
 
-	for _, m := range members {
+	for _, c := range changes {
+		m := c.Member
+		if m == nil {
+			removed = append(removed, c.Address)
+
+			continue
+		}
+
 		infos = append(infos, resourceapi.MemberInfo{
 			Hostname: m.GetHostname(), Addresses: m.GetAddresses(),
 			ControlPlane: m.GetRole() == membership.RoleControlPlane, Version: m.GetVersion(),
 		})
-		names = append(names, &node.MemberName{Hostname: m.GetHostname(), Address: m.GetAddresses()[0], Role: m.GetRole()})
+		names = append(names, &node.MemberName{Hostname: m.GetHostname(), Address: c.Address, Role: m.GetRole()})
 	}
 
-	h.store.Update(func(r *node.Resources) { r.Members = names })
-	h.resourceErr("members", h.res.SetMembers(infos))
+	h.members.Apply(names, removed)
+	h.resourceErr("members", h.res.ApplyMembers(infos, removed))
 }
 
 // workerBeat sends the worker's entry; a refusal for want of the node's

@@ -1,9 +1,13 @@
 package node
 
 import (
+	"context"
 	"log/slog"
 	"slices"
 	"testing"
+
+	"github.com/cosi-project/runtime/pkg/safe"
+	"github.com/siderolabs/talos/pkg/machinery/resources/cluster"
 
 	"github.com/aegis-os/aegis/machined/membership"
 	"github.com/aegis-os/aegis/machined/resourceapi"
@@ -11,30 +15,28 @@ import (
 )
 
 // TestPublishMembers: apid receives each member's hostname with its first
-// address, and the names of a later list replace the earlier ones.
+// address, and a member that left leaves its list; trustd sees none.
 func TestPublishMembers(t *testing.T) {
 	st, err := resourceapi.New()
 	if err != nil {
 		t.Fatal(err)
 	}
 
-	n := &heartbeats{deps: deps{store: resources.NewStore(), res: st, log: slog.New(slog.DiscardHandler)}}
+	n := &heartbeats{deps: deps{store: resources.NewStore(), members: resources.NewMembers(), res: st, log: slog.New(slog.DiscardHandler)}}
 
-	n.publishMembers([]*membership.Member{
-		{Hostname: "cp-1", Addresses: []string{"10.0.0.1"}},
-		{Hostname: "worker-1", Addresses: []string{"10.0.0.5", "fd00::5"}},
+	n.publishMembers([]membership.Change{
+		{Address: "10.0.0.1", Member: &membership.Member{Hostname: "cp-1", Addresses: []string{"10.0.0.1"}}},
+		{Address: "10.0.0.5", Member: &membership.Member{Hostname: "worker-1", Addresses: []string{"10.0.0.5", "fd00::5"}}},
 	})
-	n.publishMembers([]*membership.Member{{Hostname: "worker-1", Addresses: []string{"10.0.0.5", "fd00::5"}}})
+	n.publishMembers([]membership.Change{{Address: "10.0.0.1"}})
 
-	res, _ := n.store.Current()
-	apid := resources.APIDView(res)
-
-	if got := apid.GetMembers(); len(got) != 1 || got[0].GetHostname() != "worker-1" || got[0].GetAddress() != "10.0.0.5" {
+	if got := n.members.List(); len(got) != 1 || got[0].GetHostname() != "worker-1" || got[0].GetAddress() != "10.0.0.5" {
 		t.Fatalf("apid's members = %v", got)
 	}
 
-	if trustd := resources.TrustdView(res); len(trustd.GetMembers()) != 0 {
-		t.Fatalf("trustd sees the members: %v", trustd.GetMembers())
+	list, err := safe.StateListAll[*cluster.Member](context.Background(), st.Reader())
+	if err != nil || list.Len() != 1 || list.Get(0).Metadata().ID() != "worker-1" {
+		t.Fatalf("the resource API's members = %v, %v; want worker-1 alone", list, err)
 	}
 }
 

@@ -156,6 +156,7 @@ type deps struct {
 	bus      *events.Bus
 	services *system.Manager
 	store    *resources.Store
+	members  *resources.Members // the member list apid routes by, a control plane's
 	res      *resourceapi.State // the resource API's state, set from the node's own
 }
 
@@ -174,7 +175,7 @@ func New(cfg Config) (*Node, error) {
 	bus := events.NewBus(system.DefaultBusSize, cfg.Clock)
 
 	d := deps{
-		log: cfg.Logger, clock: cfg.Clock, bus: bus, res: res, store: resources.NewStore(),
+		log: cfg.Logger, clock: cfg.Clock, bus: bus, res: res, store: resources.NewStore(), members: resources.NewMembers(),
 		services: system.New(system.Config{Bus: bus, Clock: cfg.Clock, Logger: cfg.Logger}),
 	}
 	n := &Node{

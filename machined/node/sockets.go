@@ -105,8 +105,8 @@ func (n *Node) listen() (*sockets, error) {
 		server *grpc.Server
 	}{
 		{n.layout.MachinedSocket(), api},
-		{n.layout.APIDResources(), n.resourceServer(n.layout.APIDResources(), resources.APIDView)},
-		{n.layout.TrustdResources(), n.resourceServer(n.layout.TrustdResources(), resources.TrustdView)},
+		{n.layout.APIDResources(), newResourceServer(n.layout.APIDResources(), resources.NewServer(n.store, resources.APIDView, n.members), n.log)},
+		{n.layout.TrustdResources(), newResourceServer(n.layout.TrustdResources(), resources.NewServer(n.store, resources.TrustdView, nil), n.log)},
 	} {
 		lis, err := unixsock.Listen(sock.path)
 		if err != nil {
@@ -168,15 +168,11 @@ func recoveryOptions(log *slog.Logger) []grpc.ServerOption {
 	return grpcrecover.New(grpcrecover.Config{Component: "machined", Logger: log}).ServerOptions()
 }
 
-func (n *Node) resourceServer(path string, view resources.View) *grpc.Server {
-	return newResourceServer(path, view, n.store, n.log)
-}
-
 // newResourceServer is the server of a service's resource socket.
-func newResourceServer(path string, view resources.View, store *resources.Store, log *slog.Logger) *grpc.Server {
+func newResourceServer(path string, srv *resources.Server, log *slog.Logger) *grpc.Server {
 	g := grpc.NewServer(append(recoveryOptions(log),
 		resources.DenyOthers(path, log), grpc.MaxConcurrentStreams(resources.MaxWatches))...)
-	node.RegisterNodeServiceServer(g, resources.NewServer(store, view))
+	node.RegisterNodeServiceServer(g, srv)
 
 	return g
 }

@@ -33,7 +33,7 @@ func TestSocketServersRecoverPanics(t *testing.T) {
 	}{
 		{name: "machined.sock", build: func(log *slog.Logger) *grpc.Server { return newAPIServer(log, nil) }},
 		{name: "resource socket", build: func(log *slog.Logger) *grpc.Server {
-			return newResourceServer("apid.sock", resources.APIDView, resources.NewStore(), log)
+			return newResourceServer("apid.sock", resources.NewServer(resources.NewStore(), resources.APIDView, resources.NewMembers()), log)
 		}},
 	}
 

@@ -19,64 +19,118 @@ type MemberInfo struct {
 	Version string
 }
 
-// SetMembers makes Members (namespace cluster, Talos's type, so that
-// `talosctl get members` reads it) hold exactly members, by hostname, as
-// Talos names its members. A control plane sets it from the member list
-// in etcd each time what a reader sees of it changes; a worker, which runs
-// no etcd, has none.
+// ApplyMembers keeps Members (namespace cluster, Talos's type, so that
+// `talosctl get members` reads it) the same as the cluster's member list,
+// one resource per hostname, as Talos names its members. A control plane
+// gives it the members of its etcd's list that came or changed (set) and
+// the first addresses of those that left (removed), as it follows the
+// list; a worker, which runs no etcd, has none. Members are keyed by their
+// first address; when two claim one hostname (which the list refuses to
+// record), the resource shows the one of the lowest address.
 //
-// Only the members that came, changed or left since the last call are
-// written: with thousands of members, writing every one (a read, a deep
-// copy and a comparison of each resource) on every change was half of a
-// control plane's machined's CPU while workers joined. A member whose
-// write failed is written again at the next call.
-func (s *State) SetMembers(members []MemberInfo) error {
+// It writes only the resources of the members named: with thousands of
+// members, writing every one on every change (a read, a deep copy and a
+// comparison of each resource) was half of a control plane's machined's
+// CPU while workers joined. A resource whose write failed is written
+// again at the next call. Nothing is applied from a member with a bad
+// address; the rest are.
+func (s *State) ApplyMembers(set []MemberInfo, removed []string) error {
 	s.membersMu.Lock()
 	defer s.membersMu.Unlock()
 
 	if s.members == nil {
-		s.members = map[string]MemberInfo{}
+		s.members, s.holders, s.shown, s.unwritten = map[string]MemberInfo{}, map[string][]string{}, map[string]MemberInfo{}, map[string]bool{}
 	}
-
-	seen := make(map[string]bool, len(members))
 
 	var errs []error
 
-	for _, m := range members {
-		seen[m.Hostname] = true
+	hosts := s.unwritten
+	s.unwritten = map[string]bool{}
 
-		if prev, ok := s.members[m.Hostname]; ok && sameInfo(prev, m) {
-			continue
+	for _, addr := range removed {
+		if prev, ok := s.members[addr]; ok {
+			s.dropMember(addr, prev)
+			hosts[prev.Hostname] = true
 		}
+	}
 
-		delete(s.members, m.Hostname)
-
-		if err := s.setMember(m); err != nil {
+	for _, m := range set {
+		if err := checkMember(m); err != nil {
 			errs = append(errs, err)
 
 			continue
 		}
 
-		s.members[m.Hostname] = m
+		addr := m.Addresses[0]
+		if prev, ok := s.members[addr]; ok {
+			s.dropMember(addr, prev)
+			hosts[prev.Hostname] = true
+		}
+
+		s.members[addr] = m
+		s.holders[m.Hostname] = append(s.holders[m.Hostname], addr)
+		hosts[m.Hostname] = true
 	}
 
-	left := false
-
-	for host := range s.members {
-		if !seen[host] {
-			delete(s.members, host)
-
-			left = true
+	for host := range hosts {
+		if err := s.showMember(host); err != nil {
+			s.unwritten[host] = true
+			errs = append(errs, err)
 		}
 	}
 
-	// The resources of the members that left, and of any whose write
-	// failed and may have left since, are looked for only then.
-	if left || len(errs) > 0 {
-		errs = append(errs, s.keep(cluster.NamespaceName, cluster.MemberType, seen))
+	return errors.Join(errs...)
+}
+
+// dropMember forgets the member at addr.
+func (s *State) dropMember(addr string, m MemberInfo) {
+	delete(s.members, addr)
+
+	s.holders[m.Hostname] = slices.DeleteFunc(s.holders[m.Hostname], func(a string) bool { return a == addr })
+	if len(s.holders[m.Hostname]) == 0 {
+		delete(s.holders, m.Hostname)
+	}
+}
+
+// showMember makes the resource of host show its member, or destroys it
+// when none holds host any more.
+func (s *State) showMember(host string) error {
+	addrs := s.holders[host]
+	if len(addrs) == 0 {
+		delete(s.shown, host)
+
+		return s.destroy(cluster.NewMember(cluster.NamespaceName, host).Metadata())
 	}
 
-	return errors.Join(errs...)
+	m := s.members[slices.Min(addrs)]
+	if prev, ok := s.shown[host]; ok && sameInfo(prev, m) {
+		return nil
+	}
+
+	delete(s.shown, host)
+
+	if err := s.setMember(m); err != nil {
+		return err
+	}
+
+	s.shown[host] = m
+
+	return nil
+}
+
+// checkMember refuses a member without a hostname or a parsable address.
+func checkMember(m MemberInfo) error {
+	if m.Hostname == "" || len(m.Addresses) == 0 {
+		return fmt.Errorf("resourceapi: member %q without a hostname or an address", m.Hostname)
+	}
+
+	for _, a := range m.Addresses {
+		if _, err := netip.ParseAddr(a); err != nil {
+			return fmt.Errorf("resourceapi: member %s: address %q: %w", m.Hostname, a, err)
+		}
+	}
+
+	return nil
 }
 
 // setMember writes the resource of one member.

@@ -198,19 +198,18 @@ func TestSetServicesRemovesGone(t *testing.T) {
 	}
 }
 
-func TestSetMembersFollowsTheList(t *testing.T) {
+func TestApplyMembersFollowsTheList(t *testing.T) {
 	st, cli := serve(t)
 
-	for _, members := range [][]resourceapi.MemberInfo{
-		{
-			{Hostname: "cp-1", Addresses: []string{"127.5.0.2"}, ControlPlane: true, Version: "v1"},
-			{Hostname: "w-1", Addresses: []string{"127.5.0.3"}, Version: "v1"},
-		},
-		{{Hostname: "cp-1", Addresses: []string{"127.5.0.2"}, ControlPlane: true, Version: "v1"}},
-	} {
-		if err := st.SetMembers(members); err != nil {
-			t.Fatal(err)
-		}
+	if err := st.ApplyMembers([]resourceapi.MemberInfo{
+		{Hostname: "cp-1", Addresses: []string{"127.5.0.2"}, ControlPlane: true, Version: "v1"},
+		{Hostname: "w-1", Addresses: []string{"127.5.0.3"}, Version: "v1"},
+	}, nil); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := st.ApplyMembers(nil, []string{"127.5.0.3", "127.5.0.9"}); err != nil {
+		t.Fatal(err)
 	}
 
 	list, err := safe.StateListAll[*cluster.Member](ctx(t), cli)
@@ -228,8 +227,55 @@ func TestSetMembersFollowsTheList(t *testing.T) {
 		t.Fatalf("member = %v %+v", list.Get(0).Metadata(), spec)
 	}
 
-	if err := st.SetMembers([]resourceapi.MemberInfo{{Hostname: "bad", Addresses: []string{"not-an-address"}}}); err == nil {
+	if err := st.ApplyMembers([]resourceapi.MemberInfo{{Hostname: "bad", Addresses: []string{"not-an-address"}}}, nil); err == nil {
 		t.Fatal("a member with a bad address was set without an error")
+	}
+}
+
+// TestApplyMembersTwoOfOneName: a hostname two members claim shows the
+// member of the lower address, and the other once that one leaves; the
+// resource goes when neither holds it.
+func TestApplyMembersTwoOfOneName(t *testing.T) {
+	st, cli := serve(t)
+
+	shows := func() string {
+		t.Helper()
+
+		list, err := safe.StateListAll[*cluster.Member](ctx(t), cli)
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		var out []string
+		for m := range list.All() {
+			for _, a := range m.TypedSpec().Addresses {
+				out = append(out, m.Metadata().ID()+"@"+a.String())
+			}
+		}
+
+		return strings.Join(out, " ")
+	}
+
+	a := resourceapi.MemberInfo{Hostname: "twin", Addresses: []string{"127.5.0.4"}, Version: "v1"}
+	b := resourceapi.MemberInfo{Hostname: "twin", Addresses: []string{"127.5.0.3"}, Version: "v1"}
+
+	for _, step := range []struct {
+		set     []resourceapi.MemberInfo
+		removed []string
+		want    string
+	}{
+		{set: []resourceapi.MemberInfo{a}, want: "twin@127.5.0.4"},
+		{set: []resourceapi.MemberInfo{b}, want: "twin@127.5.0.3"},
+		{removed: []string{"127.5.0.3"}, want: "twin@127.5.0.4"},
+		{removed: []string{"127.5.0.4"}, want: ""},
+	} {
+		if err := st.ApplyMembers(step.set, step.removed); err != nil {
+			t.Fatal(err)
+		}
+
+		if got := shows(); got != step.want {
+			t.Fatalf("after set %v, removed %v: %q, want %q", step.set, step.removed, got, step.want)
+		}
 	}
 }
 
@@ -285,10 +331,10 @@ func TestCertificatesNeverCarryKeys(t *testing.T) {
 	}
 }
 
-// TestSetMembersWritesWhatChanged: a member whose resource would not
+// TestApplyMembersWritesWhatChanged: a member whose resource would not
 // change is not written again; one that changed is, and one that left is
 // destroyed.
-func TestSetMembersWritesWhatChanged(t *testing.T) {
+func TestApplyMembersWritesWhatChanged(t *testing.T) {
 	st, cli := serve(t)
 
 	versions := func() map[string]string {
@@ -310,7 +356,7 @@ func TestSetMembersWritesWhatChanged(t *testing.T) {
 	cp := resourceapi.MemberInfo{Hostname: "cp-1", Addresses: []string{"127.5.0.2"}, ControlPlane: true, Version: "v1"}
 	w := resourceapi.MemberInfo{Hostname: "w-1", Addresses: []string{"127.5.0.3"}, Version: "v1"}
 
-	if err := st.SetMembers([]resourceapi.MemberInfo{cp, w}); err != nil {
+	if err := st.ApplyMembers([]resourceapi.MemberInfo{cp, w}, nil); err != nil {
 		t.Fatal(err)
 	}
 
@@ -319,7 +365,7 @@ func TestSetMembersWritesWhatChanged(t *testing.T) {
 	w2 := w
 	w2.Version = "v2"
 
-	if err := st.SetMembers([]resourceapi.MemberInfo{cp, w2}); err != nil {
+	if err := st.ApplyMembers([]resourceapi.MemberInfo{cp, w2}, nil); err != nil {
 		t.Fatal(err)
 	}
 
@@ -328,7 +374,7 @@ func TestSetMembersWritesWhatChanged(t *testing.T) {
 		t.Fatalf("resource versions %v then %v: want cp-1 untouched and w-1 written", before, after)
 	}
 
-	if err := st.SetMembers([]resourceapi.MemberInfo{cp}); err != nil {
+	if err := st.ApplyMembers(nil, []string{"127.5.0.3"}); err != nil {
 		t.Fatal(err)
 	}
 

@@ -66,9 +66,15 @@ type State struct {
 	mu sync.Mutex
 	st state.State
 
-	// membersMu guards members, what SetMembers last wrote by hostname.
+	// membersMu guards the member list as ApplyMembers keeps it: the
+	// members by first address, the addresses holding each hostname, what
+	// each hostname's resource shows, and the hostnames whose resource
+	// failed to be written.
 	membersMu sync.Mutex
 	members   map[string]MemberInfo
+	holders   map[string][]string
+	shown     map[string]MemberInfo
+	unwritten map[string]bool
 
 	platform platform
 }
@@ -123,6 +129,18 @@ func set[R resource.Resource](s *State, r R, fill func(R)) error {
 	}, state.WithUpdateOwner(Owner))
 	if err != nil {
 		return fmt.Errorf("resourceapi: setting %s: %w", r.Metadata(), err)
+	}
+
+	return nil
+}
+
+// destroy removes one resource, if it is there.
+func (s *State) destroy(md *resource.Metadata) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+
+	if err := s.st.Destroy(context.Background(), md, state.WithDestroyOwner(Owner)); err != nil && !state.IsNotFoundError(err) {
+		return fmt.Errorf("resourceapi: destroying %s: %w", md, err)
 	}
 
 	return nil

@@ -36,13 +36,34 @@ func Dial(socket string) (*grpc.ClientConn, error) {
 func Watch(ctx context.Context, conn *grpc.ClientConn, log *slog.Logger, apply func(*node.Resources) error) {
 	client := node.NewNodeServiceClient(conn)
 
+	watchStream(ctx, log, "node resources", func(ctx context.Context) (grpc.ServerStreamingClient[node.Resources], error) {
+		return client.Watch(ctx, &node.WatchRequest{}, grpc.WaitForReady(true))
+	}, apply)
+}
+
+// WatchMembers calls apply with the member list and then its changes as
+// machined sends them (NodeService.WatchMembers), as Watch does. After a
+// broken stream the first message is the whole list again (Full).
+func WatchMembers(ctx context.Context, conn *grpc.ClientConn, log *slog.Logger, apply func(*node.MemberChanges) error) {
+	client := node.NewNodeServiceClient(conn)
+
+	watchStream(ctx, log, "member list", func(ctx context.Context) (grpc.ServerStreamingClient[node.MemberChanges], error) {
+		return client.WatchMembers(ctx, &node.WatchRequest{}, grpc.WaitForReady(true))
+	}, apply)
+}
+
+// watchStream opens a stream and applies its messages, again after it
+// broke, until ctx ends.
+func watchStream[T any](ctx context.Context, log *slog.Logger, what string,
+	open func(context.Context) (grpc.ServerStreamingClient[T], error), apply func(*T) error,
+) {
 	for ctx.Err() == nil {
-		err := watchOnce(ctx, client, log, apply)
+		err := watchOnce(ctx, log, what, open, apply)
 		if ctx.Err() != nil {
 			return
 		}
 
-		log.Warn("node resources stream ended, reconnecting", slog.String(logkey.Error, fmt.Sprint(err)))
+		log.Warn(what+" stream ended, reconnecting", slog.String(logkey.Error, fmt.Sprint(err)))
 
 		select {
 		case <-ctx.Done():
@@ -51,20 +72,22 @@ func Watch(ctx context.Context, conn *grpc.ClientConn, log *slog.Logger, apply f
 	}
 }
 
-func watchOnce(ctx context.Context, client node.NodeServiceClient, log *slog.Logger, apply func(*node.Resources) error) error {
-	stream, err := client.Watch(ctx, &node.WatchRequest{}, grpc.WaitForReady(true))
+func watchOnce[T any](ctx context.Context, log *slog.Logger, what string,
+	open func(context.Context) (grpc.ServerStreamingClient[T], error), apply func(*T) error,
+) error {
+	stream, err := open(ctx)
 	if err != nil {
 		return err
 	}
 
 	for {
-		res, err := stream.Recv()
+		msg, err := stream.Recv()
 		if err != nil {
 			return err
 		}
 
-		if err := apply(res); err != nil {
-			log.Warn("node resources not applied", slog.String(logkey.Error, err.Error()))
+		if err := apply(msg); err != nil {
+			log.Warn(what+" not applied", slog.String(logkey.Error, err.Error()))
 		}
 	}
 }
@@ -97,4 +120,20 @@ func Follow(ctx context.Context, socket string, log *slog.Logger, ready <-chan s
 
 		return nil, fmt.Errorf("no resources from machined on %s: %w", socket, wait.Err())
 	}
+}
+
+// FollowMembers dials machined's resource socket and applies the member
+// list and its changes (WatchMembers) in the background until ctx ends.
+func FollowMembers(ctx context.Context, socket string, log *slog.Logger, apply func(*node.MemberChanges) error) error {
+	conn, err := Dial(socket)
+	if err != nil {
+		return err
+	}
+
+	go func() {
+		WatchMembers(ctx, conn, log, apply)
+		conn.Close()
+	}()
+
+	return nil
 }

@@ -16,8 +16,9 @@ import (
 	"github.com/aegis-os/aegis/api/node"
 )
 
-// listen serves store's APIDView on a new socket and returns its path.
-func listen(t *testing.T, store *Store) string {
+// listen serves store's APIDView, and members unless nil, on a new socket
+// and returns its path.
+func listen(t *testing.T, store *Store, members *Members) string {
 	t.Helper()
 
 	sock := filepath.Join(t.TempDir(), "svc.sock")
@@ -28,7 +29,7 @@ func listen(t *testing.T, store *Store) string {
 	}
 
 	g := grpc.NewServer()
-	node.RegisterNodeServiceServer(g, NewServer(store, APIDView))
+	node.RegisterNodeServiceServer(g, NewServer(store, APIDView, members))
 
 	go g.Serve(lis) //nolint:errcheck // ends with Stop
 
@@ -41,7 +42,7 @@ func listen(t *testing.T, store *Store) string {
 // incomplete update until apply says the resources are complete.
 func TestFollowReturnsAtTheFirstCompleteUpdate(t *testing.T) {
 	store := NewStore()
-	sock := listen(t, store)
+	sock := listen(t, store, nil)
 
 	ready := make(chan struct{})
 
@@ -70,7 +71,7 @@ func TestFollowReturnsAtTheFirstCompleteUpdate(t *testing.T) {
 // TestFollowGivesUpNamingTheSocket: without a complete update Follow
 // returns an error that names the socket once its context ends.
 func TestFollowGivesUpNamingTheSocket(t *testing.T) {
-	sock := listen(t, NewStore())
+	sock := listen(t, NewStore(), nil)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()

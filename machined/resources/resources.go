@@ -60,13 +60,13 @@ func (s *Store) Current() (*node.Resources, <-chan struct{}) {
 type View func(all *node.Resources) *node.Resources
 
 // APIDView is what apid reads: its certificates, the accepted CAs, the
-// node's addresses, hostname and role, the revocation list and the
-// cluster's member names.
+// node's addresses, hostname and role, and the revocation list (the
+// cluster's member names come through WatchMembers).
 func APIDView(all *node.Resources) *node.Resources {
 	return &node.Resources{
 		Server: all.GetServer(), Impersonator: all.GetImpersonator(), AcceptedCas: all.GetAcceptedCas(),
 		Addresses: all.GetAddresses(), Hostname: all.GetHostname(), Revoked: all.GetRevoked(),
-		Members: all.GetMembers(), Role: all.GetRole(),
+		Role: all.GetRole(),
 	}
 }
 
@@ -87,13 +87,15 @@ func TrustdView(all *node.Resources) *node.Resources {
 type Server struct {
 	node.UnimplementedNodeServiceServer
 
-	store *Store
-	view  View
+	store   *Store
+	view    View
+	members *Members
 }
 
-// NewServer returns a NodeService serving view of store.
-func NewServer(store *Store, view View) *Server {
-	return &Server{store: store, view: view}
+// NewServer returns a NodeService serving view of store, and members
+// through WatchMembers unless members is nil.
+func NewServer(store *Store, view View, members *Members) *Server {
+	return &Server{store: store, view: view, members: members}
 }
 
 // Watch sends the view now and after every change that alters it.

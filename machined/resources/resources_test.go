@@ -30,7 +30,7 @@ func serve(t *testing.T, store *Store, view View, log *slog.Logger) *grpc.Client
 	}
 
 	g := grpc.NewServer(DenyOthers(sock, log))
-	node.RegisterNodeServiceServer(g, NewServer(store, view))
+	node.RegisterNodeServiceServer(g, NewServer(store, view, nil))
 
 	go g.Serve(lis) //nolint:errcheck // ends with Stop
 
