@@ -34,7 +34,7 @@ func (r *run) steady(ctx context.Context) error {
 
 	procs := controlPlaneProcesses(r.c)
 	cpu0, idx0 := cpuByName(procs), r.raftIndex(ctx, cli)
-	calls0, failed0 := r.fleet.n.calls.Load(), r.fleet.n.failed.Load()
+	calls0, failed0, causes0 := r.fleet.n.calls.Load(), r.fleet.n.failed.Load(), r.fleet.n.causes.snapshot()
 	t0 := time.Now()
 
 	if !sleep(ctx, r.cfg.Window) {
@@ -49,6 +49,7 @@ func (r *run) steady(ctx context.Context) error {
 		FailedPerSec: float64(r.fleet.n.failed.Load()-failed0) / win.Seconds(),
 		WritesPerSec: float64(idx1-idx0) / win.Seconds(),
 		DBSize:       r.dbSize(ctx, cli),
+		Causes:       topCauses(causes0, r.fleet.n.causes.snapshot(), win.Seconds(), 5),
 	}
 
 	for k, v := range cpu1 {

@@ -74,6 +74,8 @@ type Steady struct {
 	TrustdRSS     map[string]uint64 `json:"trustdRssBytes"`
 	Renewals      int64             `json:"renewals"`
 	RenewalFailed int64             `json:"renewalsFailed"`
+	// Causes are the most frequent causes of the failed calls.
+	Causes []Cause `json:"failureCauses,omitempty"`
 }
 
 // TotalCPU is the sum of every control-plane process's share of a core.
@@ -200,6 +202,10 @@ func (r Results) WriteTable(out io.Writer) error {
 		dur(r.Storm.CPU), dur(r.Storm.HarnessCPU), r.Storm.Cores, dur(r.Storm.Floor), r.Storm.Ratio(), r.Storm.Failed)
 	f("steady state (%s)\t%.0f trustd calls/s (%.1f failed/s), %.1f etcd writes/s, etcd db %.1f MiB", dur(r.Steady.Window),
 		r.Steady.CallsPerSec, r.Steady.FailedPerSec, r.Steady.WritesPerSec, float64(r.Steady.DBSize)/(1<<20))
+
+	for _, c := range r.Steady.Causes {
+		f("  failed: %s\t%.1f /s", c.Cause, c.PerSec)
+	}
 
 	f("  CPU of every control-plane process\t%s of a core (idle cluster %s), %s per 1,000 workers",
 		pct(r.Steady.TotalCPU()), pct(r.Steady.IdleCPU), pct(r.PerThousand()))

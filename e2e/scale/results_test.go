@@ -2,12 +2,17 @@ package scale
 
 import (
 	"bytes"
+	"errors"
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/results.json")
@@ -42,7 +47,7 @@ func sample() Results {
 			Window: time.Minute, IdleCPU: 0.01, CPU: map[string]float64{"cp1/trustd": 0.04, "cp1/etcd": 0.02, "cp2/trustd": 0.001},
 			CallsPerSec: 2200, WritesPerSec: 200, DBSize: 8 << 20,
 			TrustdConns: map[string]int{"cp1": 900, "cp2": 4}, TrustdRSS: map[string]uint64{"cp1": 100 << 20, "cp2": 40 << 20},
-			Renewals: 2000,
+			Renewals: 2000, Causes: []Cause{{Cause: "Unavailable: connection error", PerSec: 12.5}},
 		},
 		Revocation: Revocation{P50: 500 * time.Millisecond, P99: 990 * time.Millisecond, P100: 3 * time.Second, Reached: 2000},
 		CLI:        CLI{Members: 250 * time.Millisecond, MembersListed: 2003, Health: 2 * time.Second},
@@ -87,7 +92,7 @@ func TestWriteTable(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	for _, want := range []string{"2000 of 2000 joined", "2200 trustd calls/s", "cp1/trustd", "900 connections, RSS 100 MiB", "missed", "met"} {
+	for _, want := range []string{"2000 of 2000 joined", "2200 trustd calls/s", "cp1/trustd", "900 connections, RSS 100 MiB", "failed: Unavailable: connection error", "missed", "met"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, b.String())
 		}
@@ -125,5 +130,31 @@ func TestCPUFloor(t *testing.T) {
 
 	if got := CPUFloor(time.Second, time.Second, 0); got != 0 {
 		t.Errorf("CPUFloor without cores = %s, want 0", got)
+	}
+}
+
+// TestCauses: failures that differ only in addresses, ports and figures
+// count as one cause; the top causes are those that grew most in the
+// window, the most frequent first.
+func TestCauses(t *testing.T) {
+	var c causes
+
+	c.add(status.Error(codes.Unavailable, `connection error: desc = "transport: Error while dialing: dial tcp 127.11.0.2:50001: i/o timeout"`))
+	before := c.snapshot()
+
+	for _, addr := range []string{"127.11.0.2:50001", "127.11.0.3:50001", "[fd00::1]:50001"} {
+		c.add(status.Error(codes.Unavailable, "connection error: desc = \"transport: Error while dialing: dial tcp "+addr+": i/o timeout\""))
+	}
+
+	c.add(errors.New("context deadline exceeded after 10s"))
+
+	got := topCauses(before, c.snapshot(), 2, 5)
+	want := []Cause{
+		{Cause: `Unavailable: connection error: desc = "transport: Error while dialing: dial tcp N: i/o timeout"`, PerSec: 1.5},
+		{Cause: "Unknown: context deadline exceeded after Ns", PerSec: 0.5},
+	}
+
+	if !slices.Equal(got, want) {
+		t.Fatalf("topCauses = %+v, want %+v", got, want)
 	}
 }

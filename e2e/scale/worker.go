@@ -29,6 +29,7 @@ type counters struct {
 	calls, failed atomic.Int64
 	renewals      atomic.Int64
 	renewFailed   atomic.Int64
+	causes        causes
 }
 
 // countingCaller counts the calls a worker's flows make through its
@@ -46,6 +47,7 @@ func (cc *countingCaller) Call(ctx context.Context, call func(context.Context, g
 
 	if err != nil {
 		cc.n.failed.Add(1)
+		cc.n.causes.add(err)
 	} else {
 		cc.last.Store(time.Now().UnixNano())
 	}
