@@ -72,6 +72,10 @@ func (r *run) steady(ctx context.Context) error {
 	r.res.Steady = s
 	r.logf("steady state: %.0f calls/s, %.1f etcd writes/s, control planes %s of a core", s.CallsPerSec, s.WritesPerSec, pct(s.TotalCPU()))
 
+	for _, c := range s.Causes {
+		r.logf("steady state: failed %.1f /s: %s", c.PerSec, c.Cause)
+	}
+
 	return nil
 }
 

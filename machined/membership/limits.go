@@ -52,10 +52,11 @@ const (
 	MaxAddresses = 16
 	// MaxVersionLength bounds the version string ("v1.2.3-4-gabcdef-dirty").
 	MaxVersionLength = 64
-	// RetryInterval is the wait after a failed heartbeat, when shorter
-	// than the interval: a node whose etcd has just been bootstrapped, or
-	// whose control plane has just come back, is listed within a second,
-	// not an interval later.
+	// RetryInterval is the first wait after a failed heartbeat, when
+	// shorter than the interval: a node whose etcd has just been
+	// bootstrapped, or whose control plane has just come back, is listed
+	// within a second, not an interval later. Further failures wait
+	// longer, up to the interval (Until).
 	RetryInterval = time.Second
 	// MinHeartbeatSpacing is the least time between two heartbeats of one
 	// node that trustd records: half the shortest interval, so a node on

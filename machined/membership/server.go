@@ -18,6 +18,7 @@ import (
 
 	"github.com/aegis-os/aegis/api/membership"
 	"github.com/aegis-os/aegis/authz"
+	"github.com/aegis-os/aegis/internal/backoff"
 	"github.com/aegis-os/aegis/internal/clock"
 	"github.com/aegis-os/aegis/internal/defaults"
 	"github.com/aegis-os/aegis/internal/logkey"
@@ -319,9 +320,15 @@ func (s *Server) toStatus(op string, err error) error {
 	return status.Error(code, err.Error())
 }
 
-// Until runs beat now and then every interval until ctx ends; a failed
-// beat is logged and tried again after RetryInterval.
+// Until runs beat now and then every interval until ctx ends. A failed
+// beat is logged and tried again after a backoff: RetryInterval first (so
+// that a node whose control plane just came back is listed within a
+// second), doubling up to the interval, each wait jittered. Nodes that
+// fail together, thousands behind one overloaded control plane, thus
+// spread their retries over the interval instead of trying again every
+// second together, which kept the control plane overloaded.
 func Until(ctx context.Context, clk clock.Clock, interval time.Duration, log *slog.Logger, beat func(context.Context) error) {
+	retry := backoff.Backoff{Min: min(interval, RetryInterval), Max: interval}
 	failing := false
 
 	for {
@@ -338,7 +345,9 @@ func Until(ctx context.Context, clk clock.Clock, interval time.Duration, log *sl
 
 		wait := interval
 		if failing {
-			wait = min(interval, RetryInterval)
+			wait = retry.Next()
+		} else {
+			retry.Reset()
 		}
 
 		if !clock.Sleep(ctx, clk, wait) {
