@@ -21,6 +21,8 @@ const (
 	// statusAttempts is how often etcd's status is asked before its
 	// figures are left out: apid refuses a call now and then under load.
 	statusAttempts = 5
+	// scrapeTimeout bounds one read of a trustd's metrics.
+	scrapeTimeout = 10 * time.Second
 	// cliTimeout bounds each aegisctl command.
 	cliTimeout = 2 * time.Minute
 	// idleWindow is how long the idle cluster's CPU is measured: long

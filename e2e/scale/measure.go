@@ -6,8 +6,10 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"net"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -15,6 +17,9 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/aegis-os/aegis/api/revocations"
+	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/internal/metrics"
+	"github.com/aegis-os/aegis/internal/metrics/metricstest"
 )
 
 // steady measures a window of the steady state: each control-plane
@@ -35,6 +40,7 @@ func (r *run) steady(ctx context.Context) error {
 	procs := controlPlaneProcesses(r.c)
 	cpu0, idx0 := cpuByName(procs), r.raftIndex(ctx, cli)
 	calls0, failed0, causes0 := r.fleet.n.calls.Load(), r.fleet.n.failed.Load(), r.fleet.n.causes.snapshot()
+	closed0 := r.trustdClosed(ctx)
 	t0 := time.Now()
 
 	if !sleep(ctx, r.cfg.Window) {
@@ -42,7 +48,8 @@ func (r *run) steady(ctx context.Context) error {
 	}
 
 	win := time.Since(t0)
-	cpu1, idx1 := cpuByName(procs), r.raftIndex(ctx, cli)
+	cpu1, closed1 := cpuByName(procs), r.trustdClosed(ctx)
+	idx1 := r.raftIndex(ctx, cli)
 	s := Steady{
 		Window: win, IdleCPU: r.res.Steady.IdleCPU, CPU: map[string]float64{}, TrustdConns: map[string]int{}, TrustdRSS: map[string]uint64{},
 		CallsPerSec:  float64(r.fleet.n.calls.Load()-calls0) / win.Seconds(),
@@ -50,6 +57,11 @@ func (r *run) steady(ctx context.Context) error {
 		WritesPerSec: float64(idx1-idx0) / win.Seconds(),
 		DBSize:       r.dbSize(ctx, cli),
 		Causes:       topCauses(causes0, r.fleet.n.causes.snapshot(), win.Seconds(), 5),
+		TrustdClosed: map[string]float64{},
+	}
+
+	for reason, n := range closed1 {
+		s.TrustdClosed[reason] = (n - closed0[reason]) / win.Seconds()
 	}
 
 	for k, v := range cpu1 {
@@ -77,6 +89,38 @@ func (r *run) steady(ctx context.Context) error {
 	}
 
 	return nil
+}
+
+// closeReasons are the reasons trustd's connection limiter counts the
+// connections it closed by (metrics.ConnectionsClosed).
+var closeReasons = []string{"refused", "evicted", "expired"}
+
+// trustdClosed is how many connections the control planes' trustd have
+// closed so far, summed, by reason, from their metrics endpoints; a
+// trustd that cannot be scraped counts nothing.
+func (r *run) trustdClosed(ctx context.Context) map[string]float64 {
+	out := map[string]float64{}
+
+	for _, n := range r.c.ControlPlanes() {
+		sctx, cancel := context.WithTimeout(ctx, scrapeTimeout)
+		fams, _, err := metricstest.Scrape(sctx, net.JoinHostPort(n.Address, strconv.Itoa(certs.DefaultTrustdMetricsPort)))
+
+		cancel()
+
+		if err != nil {
+			r.logf("trustd metrics of %s: %v", n.Name, err)
+
+			continue
+		}
+
+		for _, reason := range closeReasons {
+			if v, ok := fams.Value(metrics.ConnectionsClosed, metrics.LabelReason, reason); ok {
+				out[reason] += v
+			}
+		}
+	}
+
+	return out
 }
 
 // raftIndex is the first control plane's etcd raft index: every write

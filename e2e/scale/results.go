@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 )
@@ -76,6 +77,10 @@ type Steady struct {
 	RenewalFailed int64             `json:"renewalsFailed"`
 	// Causes are the most frequent causes of the failed calls.
 	Causes []Cause `json:"failureCauses,omitempty"`
+	// TrustdClosed is how many connections a second the control planes'
+	// trustd closed, together, by the limiter's reason (refused, evicted,
+	// expired).
+	TrustdClosed map[string]float64 `json:"trustdClosedPerSec,omitempty"`
 }
 
 // TotalCPU is the sum of every control-plane process's share of a core.
@@ -202,6 +207,15 @@ func (r Results) WriteTable(out io.Writer) error {
 		dur(r.Storm.CPU), dur(r.Storm.HarnessCPU), r.Storm.Cores, dur(r.Storm.Floor), r.Storm.Ratio(), r.Storm.Failed)
 	f("steady state (%s)\t%.0f trustd calls/s (%.1f failed/s), %.1f etcd writes/s, etcd db %.1f MiB", dur(r.Steady.Window),
 		r.Steady.CallsPerSec, r.Steady.FailedPerSec, r.Steady.WritesPerSec, float64(r.Steady.DBSize)/(1<<20))
+
+	if len(r.Steady.TrustdClosed) > 0 {
+		var parts []string
+		for _, k := range sortedKeys(r.Steady.TrustdClosed) {
+			parts = append(parts, fmt.Sprintf("%s %.1f /s", k, r.Steady.TrustdClosed[k]))
+		}
+
+		f("  connections trustd closed\t%s", strings.Join(parts, ", "))
+	}
 
 	for _, c := range r.Steady.Causes {
 		f("  failed: %s\t%.1f /s", c.Cause, c.PerSec)

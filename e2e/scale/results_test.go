@@ -48,6 +48,7 @@ func sample() Results {
 			CallsPerSec: 2200, WritesPerSec: 200, DBSize: 8 << 20,
 			TrustdConns: map[string]int{"cp1": 900, "cp2": 4}, TrustdRSS: map[string]uint64{"cp1": 100 << 20, "cp2": 40 << 20},
 			Renewals: 2000, Causes: []Cause{{Cause: "Unavailable: connection error", PerSec: 12.5}},
+			TrustdClosed: map[string]float64{"evicted": 3.5, "refused": 1},
 		},
 		Revocation: Revocation{P50: 500 * time.Millisecond, P99: 990 * time.Millisecond, P100: 3 * time.Second, Reached: 2000},
 		CLI:        CLI{Members: 250 * time.Millisecond, MembersListed: 2003, Health: 2 * time.Second},
@@ -92,7 +93,7 @@ func TestWriteTable(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	for _, want := range []string{"2000 of 2000 joined", "2200 trustd calls/s", "cp1/trustd", "900 connections, RSS 100 MiB", "failed: Unavailable: connection error", "missed", "met"} {
+	for _, want := range []string{"2000 of 2000 joined", "2200 trustd calls/s", "cp1/trustd", "900 connections, RSS 100 MiB", "failed: Unavailable: connection error", "evicted 3.5 /s, refused 1.0 /s", "missed", "met"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, b.String())
 		}

@@ -61,6 +61,8 @@ func Run(ctx context.Context, cfg Config) (res Results, err error) {
 	c, err := localcluster.Create(ctx, localcluster.Options{
 		Name: "scale", ControlPlanes: ControlPlanes, CIDR: cfg.CIDR, StateDir: filepath.Join(cfg.Dir, "clusters"),
 		BinDir: cfg.BinDir, Timeout: clusterTimeout, NodeCertTTL: cfg.NodeCertTTL,
+		// trustd's metrics say why it closed the connections it closed.
+		Metrics: true,
 	})
 	if err != nil {
 		return res, fmt.Errorf("scale: creating the cluster: %w", err)
