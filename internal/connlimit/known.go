@@ -77,10 +77,19 @@ func (l *Limiter) Know(addr net.Addr) {
 }
 
 // claimLocked reports whether a newcomer of src does its handshake in the
-// room as a known source: src is known, no suspect, and the proven table
-// has room for it. A known handshake is never displaced from the room.
+// room as a known source: src is known and the proven table has room for
+// it. A known handshake is never displaced from the room.
+//
+// Strikes against a known source do not take its place away: they are
+// most often its own handshakes evicted, or expired, while thousands of
+// nodes reconnected to a loaded server, and a node locked out for them
+// would reconnect as a stranger, be evicted again, and stay locked out (at
+// 5,000 workers, most of trustd's 200 evictions a second). The room's
+// per-source cap bounds what a known source holds there, and a suspect
+// known source's handshake that proves nothing takes no stranger's slot
+// (settle).
 func (l *Limiter) claimLocked(src string) bool {
-	return l.cfg.ProvenTotal > 0 && l.knownLocked(src) && !l.suspects.has(src, l.cfg.Clock.Now()) && l.provenRoomLocked(src)
+	return l.cfg.ProvenTotal > 0 && l.knownLocked(src) && l.provenRoomLocked(src)
 }
 
 // strangersInRoomLocked counts the handshakes of the room that are not of

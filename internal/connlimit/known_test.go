@@ -186,3 +186,78 @@ func TestKnownSourceJoiningAgain(t *testing.T) {
 		t.Fatalf("%d strangers closed, stats %+v; want one evicted for the known source", closed, st)
 	}
 }
+
+// TestKnownSourceWithStrikes: strikes against a known source (its
+// handshakes evicted or expired under load) leave it its place in the
+// room, where it proves itself; but a suspect known source's handshake
+// that proves nothing takes no stranger's slot.
+func TestKnownSourceWithStrikes(t *testing.T) {
+	l := provenLimiter(t)
+	l.Know(&net.TCPAddr{IP: net.ParseIP("10.5.0.7")})
+
+	l.mu.Lock()
+	for range SuspectStrikes {
+		l.wastedLocked("10.5.0.7")
+	}
+	l.mu.Unlock()
+
+	if !l.suspects.has("10.5.0.7", l.cfg.Clock.Now()) {
+		t.Fatal("the strikes did not make the source a suspect")
+	}
+
+	fillWithCallers(t, l)
+	fillWithStrangers(t, l)
+
+	node, raw := admitFrom(l, "10.5.0.7")
+	if node == nil || raw.closed.Load() || !node.known {
+		t.Fatal("a known source with strikes got no known place in the room")
+	}
+
+	if err := l.settle(node, true); err != nil {
+		t.Fatalf("its handshake proved a node certificate: %v", err)
+	}
+
+	if st := l.Stats(); st.Proven != 1 {
+		t.Fatalf("stats %+v, want it proven", st)
+	}
+
+}
+
+// TestSuspectKnownSourceTakesNoStrangersSlot: a known source's handshake
+// that proves nothing takes the slot of a stranger that made no call, as
+// any newcomer would; not when strikes made its source a suspect.
+func TestSuspectKnownSourceTakesNoStrangersSlot(t *testing.T) {
+	for _, suspect := range []bool{false, true} {
+		l := provenLimiter(t)
+		l.Know(&net.TCPAddr{IP: net.ParseIP("10.5.0.7")})
+
+		if suspect {
+			l.mu.Lock()
+			for range SuspectStrikes {
+				l.wastedLocked("10.5.0.7")
+			}
+			l.mu.Unlock()
+		}
+
+		// Strangers that made no call hold every anonymous slot.
+		for i := range 4 {
+			if c, _ := admitFrom(l, fmt.Sprintf("10.9.1.%d", i+1)); c == nil {
+				t.Fatalf("stranger %d refused", i+1)
+			}
+		}
+
+		c, _ := admitFrom(l, "10.5.0.7")
+		if c == nil || !c.known {
+			t.Fatalf("suspect %v: a known source got no known place in the room", suspect)
+		}
+
+		err := l.settle(c, false)
+
+		switch {
+		case suspect && !errors.Is(err, errAnonymousFull):
+			t.Fatalf("a suspect known source's unproven handshake: settle %v, want %v", err, errAnonymousFull)
+		case !suspect && err != nil:
+			t.Fatalf("a known source's unproven handshake: settle %v, want a stranger's slot", err)
+		}
+	}
+}

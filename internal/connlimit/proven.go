@@ -114,9 +114,11 @@ func (l *Limiter) settle(c *conn, isProven bool) error {
 
 	// A known source's handshake that proved nothing (a node joining again
 	// with a token) is a newcomer to the anonymous table, as it would have
-	// been without the room: it may take a stranger's slot.
+	// been without the room: it may take a stranger's slot, unless its
+	// source is a suspect (as a suspect stranger gets no room either).
 	roomForKnown := false
-	if !c.released && !isProven && c.pool == poolRoom && c.known && l.stats.Open >= l.cfg.Total {
+	if !c.released && !isProven && c.pool == poolRoom && c.known && l.stats.Open >= l.cfg.Total &&
+		!l.suspects.has(c.source, l.cfg.Clock.Now()) {
 		victim, roomForKnown = l.makeRoom(c.source, false)
 	}
 
