@@ -40,7 +40,7 @@ func (r *run) steady(ctx context.Context) error {
 	procs := controlPlaneProcesses(r.c)
 	cpu0, idx0 := cpuByName(procs), r.raftIndex(ctx, cli)
 	calls0, failed0, causes0 := r.fleet.n.calls.Load(), r.fleet.n.failed.Load(), r.fleet.n.causes.snapshot()
-	closed0 := r.trustdClosed(ctx)
+	closed0, closedOK0 := r.trustdClosed(ctx)
 	t0 := time.Now()
 
 	if !sleep(ctx, r.cfg.Window) {
@@ -48,7 +48,8 @@ func (r *run) steady(ctx context.Context) error {
 	}
 
 	win := time.Since(t0)
-	cpu1, closed1 := cpuByName(procs), r.trustdClosed(ctx)
+	cpu1 := cpuByName(procs)
+	closed1, closedOK1 := r.trustdClosed(ctx)
 	idx1 := r.raftIndex(ctx, cli)
 	s := Steady{
 		Window: win, IdleCPU: r.res.Steady.IdleCPU, CPU: map[string]float64{}, TrustdConns: map[string]int{}, TrustdRSS: map[string]uint64{},
@@ -57,11 +58,16 @@ func (r *run) steady(ctx context.Context) error {
 		WritesPerSec: float64(idx1-idx0) / win.Seconds(),
 		DBSize:       r.dbSize(ctx, cli),
 		Causes:       topCauses(causes0, r.fleet.n.causes.snapshot(), win.Seconds(), 5),
-		TrustdClosed: map[string]float64{},
 	}
 
-	for reason, n := range closed1 {
-		s.TrustdClosed[reason] = (n - closed0[reason]) / win.Seconds()
+	// Only when every trustd was read at both ends: a count missing at the
+	// start would be taken for the whole run's.
+	if closedOK0 && closedOK1 {
+		s.TrustdClosed = map[string]float64{}
+
+		for reason, n := range closed1 {
+			s.TrustdClosed[reason] = (n - closed0[reason]) / win.Seconds()
+		}
 	}
 
 	for k, v := range cpu1 {
@@ -96,10 +102,10 @@ func (r *run) steady(ctx context.Context) error {
 var closeReasons = []string{"refused", "evicted", "expired"}
 
 // trustdClosed is how many connections the control planes' trustd have
-// closed so far, summed, by reason, from their metrics endpoints; a
-// trustd that cannot be scraped counts nothing.
-func (r *run) trustdClosed(ctx context.Context) map[string]float64 {
-	out := map[string]float64{}
+// closed so far, summed, by reason, from their metrics endpoints; ok is
+// false when one could not be read.
+func (r *run) trustdClosed(ctx context.Context) (map[string]float64, bool) {
+	out, ok := map[string]float64{}, true
 
 	for _, n := range r.c.ControlPlanes() {
 		sctx, cancel := context.WithTimeout(ctx, scrapeTimeout)
@@ -109,6 +115,8 @@ func (r *run) trustdClosed(ctx context.Context) map[string]float64 {
 
 		if err != nil {
 			r.logf("trustd metrics of %s: %v", n.Name, err)
+
+			ok = false
 
 			continue
 		}
@@ -120,7 +128,7 @@ func (r *run) trustdClosed(ctx context.Context) map[string]float64 {
 		}
 	}
 
-	return out
+	return out, ok
 }
 
 // raftIndex is the first control plane's etcd raft index: every write
