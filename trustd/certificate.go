@@ -276,5 +276,21 @@ func (r *request) knowCaller() {
 		return
 	}
 
-	r.s.conns.Know(net.TCPAddrFromAddrPort(netip.AddrPortFrom(r.source, 0)))
+	r.s.Know(r.source)
+}
+
+// Know tells the listener's connection table that addr is a node's: its
+// next connections do their handshake apart from strangers (connlimit's
+// known sources). trustd knows the addresses it signed node certificates
+// for, and those of the cluster's members (cmd/trustd follows the member
+// list): each entry was recorded by a heartbeat whose node certificate
+// named it, so a worker that moves to this control plane when its own
+// fails is not evicted here as a stranger. The address picks the queue and
+// authorizes nothing: the handshake must still prove a node certificate.
+func (s *Server) Know(addr netip.Addr) {
+	if s.conns == nil || !addr.IsValid() {
+		return
+	}
+
+	s.conns.Know(net.TCPAddrFromAddrPort(netip.AddrPortFrom(addr.Unmap(), 0)))
 }

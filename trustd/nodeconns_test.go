@@ -8,6 +8,7 @@ import (
 	"crypto/x509/pkix"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"runtime"
@@ -225,5 +226,22 @@ func TestSignedNodeIsKnown(t *testing.T) {
 		if (err == nil) != tt.known || trustd.Knows(e.Server, tt.source) != tt.known {
 			t.Errorf("caller %s: call %v, known %v; want known %v", tt.source, err, trustd.Knows(e.Server, tt.source), tt.known)
 		}
+	}
+}
+
+// TestKnowMarksAMember: an address trustd is told is a member's (Know)
+// is known to its connection table; an invalid one changes nothing.
+func TestKnowMarksAMember(t *testing.T) {
+	e := trustdtest.Start(t, trustdtest.Options{GateOpen: true})
+
+	if trustd.Knows(e.Server, "127.0.1.11") {
+		t.Fatal("an address no one named is known")
+	}
+
+	e.Server.Know(netip.MustParseAddr("127.0.1.11"))
+	e.Server.Know(netip.Addr{})
+
+	if !trustd.Knows(e.Server, "127.0.1.11") {
+		t.Fatal("a member's address trustd was told of is not known")
 	}
 }

@@ -38,11 +38,12 @@ type NodeServiceClient interface {
 	// Watch sends the caller's resources at once, then again after every
 	// change, until the caller goes away.
 	Watch(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[Resources], error)
-	// WatchMembers sends the cluster's members by name (apid on control
-	// planes: a member's hostname routes to its address in `node`/`nodes`
-	// metadata): all of them at once, then the members that came, changed
-	// or left at each change, until the caller goes away. Only apid's
-	// socket serves it.
+	// WatchMembers sends the cluster's members by name: all of them at
+	// once, then the members that came, changed or left at each change,
+	// until the caller goes away. apid routes a member's hostname to its
+	// address in `node`/`nodes` metadata; trustd lets the members' addresses
+	// do their handshakes apart from strangers. A worker's machined has no
+	// list to send.
 	WatchMembers(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[MemberChanges], error)
 }
 
@@ -99,11 +100,12 @@ type NodeServiceServer interface {
 	// Watch sends the caller's resources at once, then again after every
 	// change, until the caller goes away.
 	Watch(*WatchRequest, grpc.ServerStreamingServer[Resources]) error
-	// WatchMembers sends the cluster's members by name (apid on control
-	// planes: a member's hostname routes to its address in `node`/`nodes`
-	// metadata): all of them at once, then the members that came, changed
-	// or left at each change, until the caller goes away. Only apid's
-	// socket serves it.
+	// WatchMembers sends the cluster's members by name: all of them at
+	// once, then the members that came, changed or left at each change,
+	// until the caller goes away. apid routes a member's hostname to its
+	// address in `node`/`nodes` metadata; trustd lets the members' addresses
+	// do their handshakes apart from strangers. A worker's machined has no
+	// list to send.
 	WatchMembers(*WatchRequest, grpc.ServerStreamingServer[MemberChanges]) error
 	mustEmbedUnimplementedNodeServiceServer()
 }

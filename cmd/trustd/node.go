@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -221,7 +222,25 @@ func setupNode(ctx context.Context, opts options, log *slog.Logger) (*daemon, er
 		return nil, err
 	}
 
+	if err = resources.FollowMembers(ctx, opts.nodeSocket, log, d.knowMembers); err != nil {
+		d.close()
+
+		return nil, err
+	}
+
 	return d, nil
+}
+
+// knowMembers makes the addresses of the cluster's members known to the
+// listener (trustd.Server.Know) as machined publishes them.
+func (d *daemon) knowMembers(c *node.MemberChanges) error {
+	for _, m := range c.GetSet() {
+		if addr, err := netip.ParseAddr(m.GetAddress()); err == nil {
+			d.server.Know(addr)
+		}
+	}
+
+	return nil
 }
 
 func (d *daemon) buildNode(src *nodeSource, opts options) error {

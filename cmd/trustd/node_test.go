@@ -127,7 +127,7 @@ func serveResources(t *testing.T, sock string, store *resources.Store) string {
 	}
 
 	g := grpc.NewServer()
-	node.RegisterNodeServiceServer(g, resources.NewServer(store, resources.TrustdView, nil))
+	node.RegisterNodeServiceServer(g, resources.NewServer(store, resources.TrustdView, resources.NewMembers()))
 
 	go g.Serve(lis) //nolint:errcheck // ends with Stop
 

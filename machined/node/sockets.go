@@ -106,7 +106,7 @@ func (n *Node) listen() (*sockets, error) {
 	}{
 		{n.layout.MachinedSocket(), api},
 		{n.layout.APIDResources(), newResourceServer(n.layout.APIDResources(), resources.NewServer(n.store, resources.APIDView, n.members), n.log)},
-		{n.layout.TrustdResources(), newResourceServer(n.layout.TrustdResources(), resources.NewServer(n.store, resources.TrustdView, nil), n.log)},
+		{n.layout.TrustdResources(), newResourceServer(n.layout.TrustdResources(), resources.NewServer(n.store, resources.TrustdView, n.members), n.log)},
 	} {
 		lis, err := unixsock.Listen(sock.path)
 		if err != nil {

@@ -12,8 +12,8 @@ import (
 	"github.com/aegis-os/aegis/api/node"
 )
 
-// Members is the cluster's member list as machined hands it to apid, by
-// address: each watcher is sent the list once, then only the members that
+// Members is the cluster's member list as machined hands it to apid and
+// trustd, by address: each watcher is sent the list once, then only the members that
 // came, changed or left. With thousands of members, sending the whole list
 // at each change, and apid indexing it again, cost a control plane more
 // CPU than everything else its members do. It is safe for concurrent use.
@@ -167,7 +167,7 @@ func (m *Members) watch(stream grpc.ServerStreamingServer[node.MemberChanges]) e
 }
 
 // WatchMembers sends the member list, then its changes, when the socket
-// serves it (apid's); any other socket refuses it.
+// serves it (apid's and trustd's); a server without a list refuses it.
 func (s *Server) WatchMembers(_ *node.WatchRequest, stream grpc.ServerStreamingServer[node.MemberChanges]) error {
 	if s.members == nil {
 		return status.Error(codes.PermissionDenied, "the member list is not available on this socket")

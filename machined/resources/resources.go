@@ -73,7 +73,8 @@ func APIDView(all *node.Resources) *node.Resources {
 // TrustdView is what trustd reads: the OS CA, its server certificate, the
 // accepted CAs, the machine config's tokens and the names they obtain, the
 // control planes' hosts, the time status and the revocation list with its
-// revision (which it serves to the nodes).
+// revision (which it serves to the nodes); the member list comes through
+// WatchMembers.
 func TrustdView(all *node.Resources) *node.Resources {
 	return &node.Resources{
 		Server: all.GetServer(), OsCa: all.GetOsCa(), AcceptedCas: all.GetAcceptedCas(),
