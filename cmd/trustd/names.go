@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"slices"
 	"time"
 
+	"github.com/aegis-os/aegis/internal/clock"
 	"github.com/aegis-os/aegis/machined/membership"
 	"github.com/aegis-os/aegis/trustd"
 	"github.com/aegis-os/aegis/trustd/namestore"
@@ -77,6 +79,24 @@ type formedNames struct {
 	store  *namestore.Store
 	formed func() bool
 }
+
+// followHolders makes the addresses of the name bindings known to trustd's
+// listener (namestore.Store.FollowHolders), once the local etcd member is
+// part of a formed cluster: nodes any trustd signed for are then known at
+// this one before their first heartbeat lists them as members.
+func (f formedNames) followHolders(ctx context.Context, log *slog.Logger, know func(netip.Addr)) {
+	for !f.formed() {
+		if !clock.Sleep(ctx, clock.Real(), formedPoll) {
+			return
+		}
+	}
+
+	f.store.FollowHolders(ctx, log, know)
+}
+
+// formedPoll is how often followHolders looks whether the local etcd
+// member joined a formed cluster: the bindings are written only from then.
+const formedPoll = time.Second
 
 func (f formedNames) ControlPlaneNames(ctx context.Context) ([]string, error) {
 	if !f.formed() {

@@ -228,6 +228,10 @@ func setupNode(ctx context.Context, opts options, log *slog.Logger) (*daemon, er
 		return nil, err
 	}
 
+	if d.names != nil {
+		go d.names.followHolders(ctx, log, d.server.Know)
+	}
+
 	return d, nil
 }
 

@@ -27,4 +27,8 @@ const (
 	// holdersPage bounds one reply of Holders's read: about 100 KiB of
 	// bindings, whatever the record's size.
 	holdersPage = 500
+	// followRetryMin and followRetryMax pace FollowHolders's reads again
+	// after a failure: etcd not formed yet, or a watch that ended.
+	followRetryMin = time.Second
+	followRetryMax = 10 * time.Second
 )
