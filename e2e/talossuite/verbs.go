@@ -77,8 +77,8 @@ func verbPlan() []verb {
 		{command: "bootstrap", args: onCP(0, "bootstrap"), accept: "already bootstrapped"},
 		// The node keeps the version it ran, so the rollback that follows
 		// has one to go back to.
-		{command: "upgrade --image BUNDLE", args: upgradeBundle, after: waitWorker(1)},
-		{command: "rollback", args: onWorker(1, "rollback"), after: waitWorker(1)},
+		{command: "upgrade --image BUNDLE", args: upgradeBundle, after: waitWorkerRestart(1)},
+		{command: "rollback", args: onWorker(1, "rollback"), after: waitWorkerRestart(1)},
 		{command: "bootstrap --recover-from FILE", notRun: "recovery needs a control plane whose etcd was wiped and never bootstrapped; " +
 			"e2e TestEtcdCluster recovers one through the machinery client"},
 		// Destructive, each on a node of its own.
@@ -157,6 +157,40 @@ func removeMember(r *verbRunner) ([]string, error) {
 
 	return nil, fmt.Errorf("talosctl etcd members listed no member with a peer URL on %s", target)
 }
+
+// waitWorkerRestart waits for a worker whose version switch was just
+// asked for (upgrade, rollback: talosctl returns at once) to go down and
+// answer again. The node serves for a moment before it stops
+// (machined's stopNotice), so an answer right after the call is still the
+// old boot's: the wait first sees the node stop answering, for
+// restartGoneWithin at most (a restart quicker than the polls leaves the
+// node answering again by then), then waits until it answers.
+func waitWorkerRestart(i int) func(context.Context, *verbRunner) error {
+	return func(ctx context.Context, r *verbRunner) error {
+		node := r.opts.Nodes.Workers[i]
+
+		for gone := time.Now().Add(restartGoneWithin); time.Now().Before(gone); {
+			if _, err := r.talosctl(ctx, nodeArgs(node, "version"), false); err != nil {
+				break
+			}
+
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(restartPoll):
+			}
+		}
+
+		return waitWorker(i)(ctx, r)
+	}
+}
+
+// restartGoneWithin bounds waitWorkerRestart's wait for the node to stop
+// answering; restartPoll is how often it asks.
+const (
+	restartGoneWithin = 10 * time.Second
+	restartPoll       = 200 * time.Millisecond
+)
 
 // waitWorker waits until a rebooted worker answers talosctl version again.
 func waitWorker(i int) func(context.Context, *verbRunner) error {
