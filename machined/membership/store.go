@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -64,6 +65,9 @@ type Store struct {
 	// beforePut, when set by a test, runs between Put's reads and its
 	// transaction.
 	beforePut func()
+	// keepAlive renews a lease once: the client's KeepAliveOnce, or a
+	// test's stand-in that fails.
+	keepAlive func(context.Context, clientv3.LeaseID) (*clientv3.LeaseKeepAliveResponse, error)
 }
 
 // New makes a Store.
@@ -79,7 +83,7 @@ func New(cfg Config) (*Store, error) {
 
 	return &Store{
 		cli: cfg.Client, clock: defaults.Clock(cfg.Clock), rand: defaults.Rand(cfg.Rand), log: defaults.Logger(cfg.Logger),
-		max: limit,
+		max: limit, keepAlive: cfg.Client.KeepAliveOnce,
 	}, nil
 }
 
@@ -117,7 +121,12 @@ func (s *Store) Put(ctx context.Context, m *Member, role string) error {
 	// recent. The lease's keep-alive, answered by etcd's leader without a
 	// write through raft, keeps the entry and its name key alive.
 	if c.unchanged(m, m.GetLastSeen().AsTime()) {
-		if ka, err := s.cli.KeepAliveOnce(ctx, c.entry.lease); err == nil && ka.TTL == ttl {
+		renewed, err := s.renew(ctx, c.entry.lease, ttl)
+		if err != nil {
+			return err
+		}
+
+		if renewed {
 			return nil
 		}
 	}
@@ -131,7 +140,7 @@ func (s *Store) Put(ctx context.Context, m *Member, role string) error {
 
 	lease, err := s.leaseFor(ctx, old, ttl)
 	if err != nil {
-		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+		return err
 	}
 
 	if s.beforePut != nil {
@@ -163,17 +172,46 @@ func (s *Store) Put(ctx context.Context, m *Member, role string) error {
 // three (a grant, the entry and the revocation of the old lease).
 func (s *Store) leaseFor(ctx context.Context, old clientv3.LeaseID, ttl int64) (clientv3.LeaseID, error) {
 	if old != 0 {
-		if ka, err := s.cli.KeepAliveOnce(ctx, old); err == nil && ka.TTL == ttl {
+		renewed, err := s.renew(ctx, old, ttl)
+		if err != nil {
+			return 0, err
+		}
+
+		if renewed {
 			return old, nil
 		}
 	}
 
 	granted, err := s.cli.Grant(ctx, ttl)
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 
 	return granted.ID, nil
+}
+
+// renew keeps lease alive and reports whether it still has the TTL
+// wanted. A lease that is gone, or has another TTL, is not renewed and
+// no error: the entry is written under a new one. A keep-alive that fails
+// for any other reason is ErrUnavailable, and nothing is written: a write
+// costs etcd four times a keep-alive (a second keep-alive, a grant, the
+// transaction and a revocation), and would land on the very etcd that
+// failed it.
+func (s *Store) renew(ctx context.Context, lease clientv3.LeaseID, ttl int64) (bool, error) {
+	if lease == 0 {
+		return false, nil
+	}
+
+	ka, err := s.keepAlive(ctx, lease)
+
+	switch {
+	case errors.Is(err, rpctypes.ErrLeaseNotFound) || errors.Is(rpctypes.Error(err), rpctypes.ErrLeaseNotFound):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("%w: renewing the lease of the entry: %w", ErrUnavailable, err)
+	}
+
+	return ka.TTL == ttl, nil
 }
 
 // Delete removes the entry of the node whose first address is address, as

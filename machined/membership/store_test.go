@@ -8,6 +8,8 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/aegis-os/aegis/internal/clock"
@@ -251,4 +253,95 @@ func TestStore(t *testing.T) {
 			t.Fatalf("lease TTL %v %v, want the age-out", ttl, err)
 		}
 	})
+}
+
+// A keep-alive that fails for any reason but a lease that is gone refuses
+// the heartbeat and writes nothing: no new lease, no transaction. One
+// whose lease is gone writes the entry again under a new lease.
+func TestPutKeepAliveFailureWritesNothing(t *testing.T) {
+	e, _ := etcdtest.Start(t)
+	cli := etcdtest.Client(t, e)
+	clk := clock.NewFake(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
+
+	s, err := membership.New(membership.Config{Client: cli, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	ctx := context.Background()
+	const k = "/aegis/members/10.0.0.5"
+
+	if err := s.Put(ctx, entry("worker-1", "10.0.0.5"), membership.RoleWorker); err != nil {
+		t.Fatal(err)
+	}
+
+	read := func() (rev int64, lease clientv3.LeaseID) {
+		t.Helper()
+
+		got, err := cli.Get(ctx, k)
+		if err != nil || len(got.Kvs) != 1 {
+			t.Fatalf("entry: %v %v", got, err)
+		}
+
+		return got.Kvs[0].ModRevision, clientv3.LeaseID(got.Kvs[0].Lease)
+	}
+
+	leases := func() int {
+		t.Helper()
+
+		got, err := cli.Leases(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		return len(got.Leases)
+	}
+
+	rev, lease := read()
+	held := leases()
+
+	var calls int
+
+	membership.SetKeepAlive(s, func(context.Context, clientv3.LeaseID) (*clientv3.LeaseKeepAliveResponse, error) {
+		calls++
+
+		return nil, status.Error(codes.Unavailable, "etcdserver: too many requests")
+	})
+
+	for _, tt := range []struct {
+		name    string
+		advance time.Duration
+	}{
+		{"a heartbeat with nothing new", time.Second},
+		{"one whose last_seen is due to be written", membership.LastSeenRefresh(time.Second)},
+	} {
+		clk.Advance(tt.advance)
+
+		calls = 0
+
+		err := s.Put(ctx, entry("worker-1", "10.0.0.5"), membership.RoleWorker)
+		if !errors.Is(err, membership.ErrUnavailable) || calls != 1 {
+			t.Fatalf("%s: Put = %v after %d keep-alives, want ErrUnavailable after one", tt.name, err, calls)
+		}
+
+		if r, l := read(); r != rev || l != lease || leases() != held {
+			t.Fatalf("%s: a failed keep-alive wrote: revision %d → %d, lease %x → %x, %d leases → %d",
+				tt.name, rev, r, lease, l, held, leases())
+		}
+	}
+
+	// A lease that is gone is no failure: the entry is written anew.
+	membership.SetKeepAlive(s, cli.KeepAliveOnce)
+
+	if _, err := cli.Revoke(ctx, lease); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := s.Put(ctx, entry("worker-1", "10.0.0.5"), membership.RoleWorker); err != nil {
+		t.Fatalf("Put after the lease was revoked: %v", err)
+	}
+
+	if _, l := read(); l == lease || l == 0 {
+		t.Fatalf("the entry was not written under a new lease: %x", l)
+	}
 }
