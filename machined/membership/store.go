@@ -106,6 +106,16 @@ func (s *Store) Put(ctx context.Context, m *Member, role string) error {
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 
+	ttl := int64(math.Ceil(AgeOut(m.GetInterval().AsDuration()).Seconds()))
+
+	// The steady state: nothing but last_seen would change, and it is
+	// recent. The lease's keep-alive, answered by etcd's leader without a
+	// write through raft, keeps the entry and its name key alive.
+	renewed, err := s.renewUnchanged(ctx, m, ttl)
+	if err != nil || renewed {
+		return err
+	}
+
 	c, err := s.readClaim(ctx, m)
 	if err != nil {
 		return err
@@ -115,19 +125,10 @@ func (s *Store) Put(ctx context.Context, m *Member, role string) error {
 		return err
 	}
 
-	ttl := int64(math.Ceil(AgeOut(m.GetInterval().AsDuration()).Seconds()))
-
-	// The steady state: nothing but last_seen would change, and it is
-	// recent. The lease's keep-alive, answered by etcd's leader without a
-	// write through raft, keeps the entry and its name key alive.
 	if c.unchanged(m, m.GetLastSeen().AsTime()) {
 		renewed, err := s.renew(ctx, c.entry.lease, ttl)
-		if err != nil {
+		if err != nil || renewed {
 			return err
-		}
-
-		if renewed {
-			return nil
 		}
 	}
 
@@ -188,6 +189,43 @@ func (s *Store) leaseFor(ctx context.Context, old clientv3.LeaseID, ttl int64) (
 	}
 
 	return granted.ID, nil
+}
+
+// renewUnchanged renews the lease of m's entry, and reports so, when the
+// entry and its name key already say what m says (only last_seen, recent,
+// may differ). It reads them from the etcd member it asks, without a round
+// of raft (a serializable read): the steady state's heartbeat costs that
+// member's read and the leader's keep-alive, and no agreement among the
+// members. A read a moment behind the leader renews nothing but a lease:
+// an entry changed meanwhile is seen by the next heartbeat, and one that
+// left with its lease fails the keep-alive. Whatever else, Put decides on
+// a linearizable read.
+func (s *Store) renewUnchanged(ctx context.Context, m *Member, ttl int64) (bool, error) {
+	resp, err := s.cli.Txn(ctx).Then(
+		clientv3.OpGet(key(m), clientv3.WithSerializable()),
+		clientv3.OpGet(nameKey(m.GetHostname()), clientv3.WithSerializable()),
+	).Commit()
+	if err != nil {
+		return false, nil
+	}
+
+	c := &claim{}
+
+	if kv := first(resp.Responses[0].GetResponseRange().GetKvs()); kv != nil {
+		c.entry = stored{rev: kv.ModRevision, lease: clientv3.LeaseID(kv.Lease)}
+		c.current = decode(kv)
+	}
+
+	if kv := first(resp.Responses[1].GetResponseRange().GetKvs()); kv != nil {
+		c.name = stored{rev: kv.ModRevision, lease: clientv3.LeaseID(kv.Lease)}
+		c.owned = string(kv.Value) == m.GetAddresses()[0]
+	}
+
+	if !c.unchanged(m, m.GetLastSeen().AsTime()) {
+		return false, nil
+	}
+
+	return s.renew(ctx, c.entry.lease, ttl)
 }
 
 // renew keeps lease alive and reports whether it still has the TTL

@@ -234,10 +234,13 @@ func (s *Store) Bind(ctx context.Context, b trustd.Binding) error {
 
 // Ensure binds b unless a live binding to b's addresses already covers it
 // (until b.NotAfter or later): a node proving its name by the certificate
-// it presents costs one read when the record already knows it.
+// it presents, at every heartbeat, costs one read when the record already
+// knows it. That read is the local etcd member's, without a round of raft
+// (a serializable read): it can only be a moment behind, and a binding
+// it does not show is written by Bind, which reads through the leader.
 func (s *Store) Ensure(ctx context.Context, b trustd.Binding) error {
 	rctx, cancel := context.WithTimeout(ctx, callTimeout)
-	cur, err := s.read(rctx, b.Name)
+	cur, err := s.read(rctx, b.Name, clientv3.WithSerializable())
 
 	cancel()
 
@@ -319,8 +322,8 @@ func (s *Store) refuseHeld(name string, cur current, source netip.Addr) error {
 // read returns the binding of name. A value that does not parse is an
 // error, not a free name: it is damage, and the name must not change hands
 // because of it.
-func (s *Store) read(ctx context.Context, name string) (current, error) {
-	resp, err := s.cfg.Client.Get(ctx, s.cfg.Prefix+name)
+func (s *Store) read(ctx context.Context, name string, opts ...clientv3.OpOption) (current, error) {
+	resp, err := s.cfg.Client.Get(ctx, s.cfg.Prefix+name, opts...)
 	if err != nil {
 		return current{}, fmt.Errorf("namestore: reading %s: %w", name, err)
 	}
