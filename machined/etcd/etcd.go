@@ -167,6 +167,10 @@ func (e *Etcd) recoverFile() string {
 	return filepath.Join(e.cfg.Dir, "recover.snapshot")
 }
 
+// httpURL is where the member serves its HTTP to clients: a socket in its
+// folder (args).
+func (e *Etcd) httpURL() string { return "unixs://" + filepath.Join(e.cfg.Dir, "http.sock") }
+
 // ClientURL is the local member's client URL.
 func (e *Etcd) ClientURL() string { return url(e.cfg.Address, certs.EtcdClientPort) }
 

@@ -120,6 +120,12 @@ func TestArgs(t *testing.T) {
 		if i := slices.Index(args, "--log-format"); i < 0 || args[i+1] != "json" {
 			t.Errorf("%s: etcd's logs are not JSON by default: %q", tt.plan.state, args)
 		}
+
+		// The client port serves gRPC alone; HTTP goes to an mTLS socket
+		// in the member's folder.
+		if i := slices.Index(args, "--listen-client-http-urls"); i < 0 || args[i+1] != "unixs://"+filepath.Join(e.cfg.Dir, "http.sock") {
+			t.Errorf("%s: the client port serves HTTP next to gRPC: %q", tt.plan.state, args)
+		}
 	}
 
 	e.cfg.TextLogs = true

@@ -147,12 +147,18 @@ func (s clusterState) String() string {
 
 // args are the server's flags: mTLS for clients and peers with the files
 // of pkiDir (peers proving PeerName), the node's address for both, and the
-// cluster to start with.
+// cluster to start with. The client port serves gRPC alone, on gRPC's own
+// server: etcd serves gRPC next to HTTP on one port through Go's HTTP
+// server instead, a handler and its allocations per call, which took most
+// of etcd's CPU under the heartbeats of a thousand nodes. Its HTTP (health,
+// metrics, the gRPC gateway), which Aegis does not use, moves to a socket
+// in the member's folder, under the same mTLS.
 func (e *Etcd) args(p startPlan) []string {
 	args := []string{
 		"--name", e.cfg.Name,
 		"--data-dir", e.dataDir(),
 		"--listen-client-urls", e.ClientURL(),
+		"--listen-client-http-urls", e.httpURL(),
 		"--advertise-client-urls", e.ClientURL(),
 		"--listen-peer-urls", e.peerURL(),
 		"--initial-advertise-peer-urls", e.peerURL(),
