@@ -18,6 +18,7 @@ import (
 
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/internal/etcdutil"
 	"github.com/aegis-os/aegis/internal/inherit"
 	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/internal/metrics"
@@ -47,6 +48,7 @@ type daemon struct {
 	certTTL  time.Duration // of the certificates trustd signs
 	bolt     *boltstore.Store
 	etcd     *clientv3.Client // of the etcd token store, on a control plane running etcd
+	leader   *etcdutil.Leader // etcd's leader, for the heartbeats' lease keep-alives; with etcd
 	store    tokenstore.Store
 	names    *formedNames // the record of node names, beside the etcd token store; nil without etcd
 	audit    *auditLogs
@@ -285,6 +287,10 @@ func (d *daemon) close() {
 	}
 
 	_ = d.endpoint.Close()
+
+	if d.leader != nil {
+		_ = d.leader.Close()
+	}
 
 	if d.etcd != nil {
 		_ = d.etcd.Close()

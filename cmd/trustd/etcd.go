@@ -16,6 +16,7 @@ import (
 
 	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/internal/etcdtls"
+	"github.com/aegis-os/aegis/internal/etcdutil"
 	"github.com/aegis-os/aegis/internal/logkey"
 	"github.com/aegis-os/aegis/trustd/tokenstore/etcdstore"
 )
@@ -92,6 +93,15 @@ func etcdEndpoints(listen string, controlPlanes []string) []string {
 	return out
 }
 
+// etcdConfig is the configuration of trustd's clients of endpoints.
+func etcdConfig(files etcdFiles, endpoints ...string) clientv3.Config {
+	return clientv3.Config{
+		Endpoints: endpoints, DialOptions: []grpc.DialOption{files.client().DialOption()},
+		DialTimeout: etcdDialTimeout, Logger: zap.NewNop(),
+		DialKeepAliveTime: etcdKeepAlive, DialKeepAliveTimeout: etcdKeepAliveTimeout,
+	}
+}
+
 // openEtcdStore puts the handover store in front of the bbolt one when
 // machined runs etcd on this node: bbolt until the cluster is formed, etcd
 // from then on.
@@ -107,14 +117,19 @@ func (d *daemon) openEtcdStore(state, listen string, controlPlanes []string) err
 
 	var err error
 
-	d.etcd, err = clientv3.New(clientv3.Config{
-		Endpoints: etcdEndpoints(listen, controlPlanes), DialOptions: []grpc.DialOption{files.client().DialOption()},
-		DialTimeout: etcdDialTimeout, Logger: zap.NewNop(),
-		DialKeepAliveTime: etcdKeepAlive, DialKeepAliveTimeout: etcdKeepAliveTimeout,
-	})
+	d.etcd, err = clientv3.New(etcdConfig(files, etcdEndpoints(listen, controlPlanes)...))
 	if err != nil {
 		return fmt.Errorf("etcd client: %w", err)
 	}
+
+	// The leader's client does not wait for its connection: a keep-alive
+	// that finds none goes through d.etcd.
+	d.leader = etcdutil.NewLeader(d.etcd, func(endpoint string) (*clientv3.Client, error) {
+		cfg := etcdConfig(files, endpoint)
+		cfg.DialTimeout = 0
+
+		return clientv3.New(cfg)
+	}, nil)
 
 	shared, err := etcdstore.New(etcdstore.Config{Client: d.etcd})
 	if err != nil {

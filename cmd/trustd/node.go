@@ -295,7 +295,7 @@ func (d *daemon) memberStore() (*membership.Store, error) {
 		return nil, nil
 	}
 
-	return membership.New(membership.Config{Client: d.etcd})
+	return membership.New(membership.Config{Client: d.etcd, KeepAlive: d.leader.KeepAliveOnce})
 }
 
 // formedWriter answers at once, Unavailable, while the local etcd member

@@ -41,6 +41,10 @@ type Config struct {
 	// MaxMembers bounds the entries Put admits; readers refuse a list of
 	// more than twice as many. Zero means MaxMembers.
 	MaxMembers int
+	// KeepAlive renews an entry's lease once. Nil means Client's
+	// KeepAliveOnce; a trustd that takes the heartbeats of many nodes
+	// sends them to etcd's leader (etcdutil.Leader).
+	KeepAlive func(context.Context, clientv3.LeaseID) (*clientv3.LeaseKeepAliveResponse, error)
 }
 
 // Store is the member list in etcd. It is safe for concurrent use.
@@ -65,8 +69,7 @@ type Store struct {
 	// beforePut, when set by a test, runs between Put's reads and its
 	// transaction.
 	beforePut func()
-	// keepAlive renews a lease once: the client's KeepAliveOnce, or a
-	// test's stand-in that fails.
+	// keepAlive renews a lease once (Config.KeepAlive).
 	keepAlive func(context.Context, clientv3.LeaseID) (*clientv3.LeaseKeepAliveResponse, error)
 }
 
@@ -81,9 +84,14 @@ func New(cfg Config) (*Store, error) {
 		limit = MaxMembers
 	}
 
+	keepAlive := cfg.KeepAlive
+	if keepAlive == nil {
+		keepAlive = cfg.Client.KeepAliveOnce
+	}
+
 	return &Store{
 		cli: cfg.Client, clock: defaults.Clock(cfg.Clock), rand: defaults.Rand(cfg.Rand), log: defaults.Logger(cfg.Logger),
-		max: limit, keepAlive: cfg.Client.KeepAliveOnce,
+		max: limit, keepAlive: keepAlive,
 	}, nil
 }
 
