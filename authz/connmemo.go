@@ -31,9 +31,11 @@ func newCertFacts(leaf *x509.Certificate) *certFacts {
 	return &certFacts{leaf: leaf, roles: roles, unknown: unknown, rolesText: roles.String(), caller: CallerOfCertificate(leaf)}
 }
 
-// connMemo keeps the facts of a connection's client certificate.
+// connMemo keeps the facts of a connection's client certificate, and its
+// verification as a node's (NodeCertificate).
 type connMemo struct {
 	facts atomic.Pointer[certFacts]
+	node  atomic.Pointer[nodeVerified]
 }
 
 type connMemoKey struct{}

@@ -2,10 +2,18 @@ package authz
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"math/big"
 	"testing"
+	"time"
+
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/peer"
 )
 
 // TestFactsOfFillsTheMemoOnce: the facts of a connection's certificate are
@@ -32,5 +40,61 @@ func TestFactsOfFillsTheMemoOnce(t *testing.T) {
 	bare := context.Background()
 	if factsOf(bare, leaf) == factsOf(bare, leaf) {
 		t.Fatal("facts kept without a memo")
+	}
+}
+
+// TestNodeCertificateFillsTheMemoOnce: a connection's node certificate is
+// verified at its first call and not again while the roots are equal and
+// the chain valid; other roots verify it afresh.
+func TestNodeCertificateFillsTheMemoOnce(t *testing.T) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "node"}, NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour),
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		BasicConstraintsValid: true, IsCA: true,
+	}
+
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	roots := func() *x509.CertPool {
+		p := x509.NewCertPool()
+		p.AddCert(cert)
+
+		return p
+	}
+
+	conn := ContextWithConnMemo(peer.NewContext(context.Background(), &peer.Peer{
+		AuthInfo: credentials.TLSInfo{State: tls.ConnectionState{PeerCertificates: []*x509.Certificate{cert}}},
+	}))
+	memo := conn.Value(connMemoKey{}).(*connMemo)
+
+	if _, err := NodeCertificate(conn, roots(), now); err != nil {
+		t.Fatal(err)
+	}
+
+	first := memo.node.Load()
+	if first == nil {
+		t.Fatal("the verification was not kept")
+	}
+
+	if _, err := NodeCertificate(conn, roots(), now.Add(time.Minute)); err != nil || memo.node.Load() != first {
+		t.Fatalf("the second call verified again (%v)", err)
+	}
+
+	if _, err := NodeCertificate(conn, x509.NewCertPool(), now); err == nil || memo.node.Load() != first {
+		t.Fatalf("other roots: %v; the memo changed: %v", err, memo.node.Load() != first)
 	}
 }

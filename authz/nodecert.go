@@ -22,6 +22,13 @@ var ErrNoNodeCertificate = errors.New("authz: no node certificate of an accepted
 // so it tells a node from a person on a listener that only requests
 // certificates (trustd's). A nil roots accepts nothing: it never falls
 // back to the system's roots.
+//
+// On a connection with a memo (ContextWithConnMemo) the verification is
+// kept: a later call verified against roots equal to these, at a time
+// every certificate of the chain is valid, is answered from it. The chain
+// is the handshake's and does not change on the connection, and nothing
+// else goes into the verification, so the answer is the same; a node's
+// heartbeats on one connection cost one verification, not one each.
 func NodeCertificate(ctx context.Context, roots *x509.CertPool, now time.Time) (*x509.Certificate, error) {
 	if roots == nil {
 		return nil, fmt.Errorf("%w: no accepted CAs yet", ErrNoNodeCertificate)
@@ -37,7 +44,25 @@ func NodeCertificate(ctx context.Context, roots *x509.CertPool, now time.Time) (
 		return nil, ErrNoNodeCertificate
 	}
 
-	return NodeChain(info.State.PeerCertificates, roots, now)
+	chain := info.State.PeerCertificates
+	memo, _ := ctx.Value(connMemoKey{}).(*connMemo)
+
+	if memo != nil && len(chain) > 0 {
+		if v := memo.node.Load(); v != nil && v.leaf == chain[0] && v.valid(roots, now) {
+			return v.leaf, nil
+		}
+	}
+
+	verified, err := verifyNode(chain, roots, now)
+	if err != nil {
+		return nil, err
+	}
+
+	if memo != nil {
+		memo.node.Store(verified)
+	}
+
+	return verified.leaf, nil
 }
 
 // NodeChain is NodeCertificate's check of a chain a peer presented in its
@@ -45,6 +70,29 @@ func NodeCertificate(ctx context.Context, roots *x509.CertPool, now time.Time) (
 // listener uses it at the end of a handshake to tell a cluster's nodes
 // from anonymous callers (connlimit's proven table).
 func NodeChain(chain []*x509.Certificate, roots *x509.CertPool, now time.Time) (*x509.Certificate, error) {
+	verified, err := verifyNode(chain, roots, now)
+	if err != nil {
+		return nil, err
+	}
+
+	return verified.leaf, nil
+}
+
+// nodeVerified is a node certificate chain as verified: the leaf, the
+// roots it chained to, and the span of time in which every certificate of
+// the chain found is valid.
+type nodeVerified struct {
+	leaf        *x509.Certificate
+	roots       *x509.CertPool
+	from, until time.Time
+}
+
+// valid reports whether the verification holds for roots at now.
+func (v *nodeVerified) valid(roots *x509.CertPool, now time.Time) bool {
+	return v.roots.Equal(roots) && !now.Before(v.from) && !now.After(v.until)
+}
+
+func verifyNode(chain []*x509.Certificate, roots *x509.CertPool, now time.Time) (*nodeVerified, error) {
 	switch {
 	case roots == nil:
 		return nil, fmt.Errorf("%w: no accepted CAs yet", ErrNoNodeCertificate)
@@ -58,12 +106,25 @@ func NodeChain(chain []*x509.Certificate, roots *x509.CertPool, now time.Time) (
 		inter.AddCert(c)
 	}
 
-	if _, err := chain[0].Verify(x509.VerifyOptions{
+	chains, err := chain[0].Verify(x509.VerifyOptions{
 		Roots: roots, Intermediates: inter, CurrentTime: now,
 		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}); err != nil {
+	})
+	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrNoNodeCertificate, err)
 	}
 
-	return chain[0], nil
+	v := &nodeVerified{leaf: chain[0], roots: roots, from: chain[0].NotBefore, until: chain[0].NotAfter}
+
+	for _, c := range chains[0] {
+		if c.NotBefore.After(v.from) {
+			v.from = c.NotBefore
+		}
+
+		if c.NotAfter.Before(v.until) {
+			v.until = c.NotAfter
+		}
+	}
+
+	return v, nil
 }

@@ -59,3 +59,65 @@ func TestNodeCertificate(t *testing.T) {
 		})
 	}
 }
+
+// TestNodeCertificateMemo: on a connection whose node certificate was
+// verified once, what NodeCertificate answers is still what a verification
+// would: other roots, a time the chain is not valid at, and another
+// certificate are refused; roots equal to the first (another pool), or
+// that hold its CA among others, are not.
+func TestNodeCertificateMemo(t *testing.T) {
+	now := testutil.Epoch
+	osCA := catest.NewCA(t, ca.Ed25519, now)
+	iss := catest.NewIssuer(t, osCA, now)
+	other := catest.NewCA(t, ca.Ed25519, now)
+	node := catest.Issue(t, iss, catest.Key(t, ca.Ed25519), ca.ProfileServer, time.Hour).Cert
+	client := catest.Issue(t, iss, catest.Key(t, ca.Ed25519), ca.ProfileClient, time.Hour, role.Admin).Cert
+
+	pool := func(cas ...*x509.Certificate) *x509.CertPool {
+		p := x509.NewCertPool()
+		for _, c := range cas {
+			p.AddCert(c)
+		}
+
+		return p
+	}
+
+	conn := chainCtxFrom(authz.ContextWithConnMemo(context.Background()), node, nil, nil)
+
+	if got, err := authz.NodeCertificate(conn, pool(osCA.Cert), now); err != nil || got != node {
+		t.Fatalf("first call: %v, %v", got, err)
+	}
+
+	for _, tc := range []struct {
+		name  string
+		ctx   context.Context
+		roots *x509.CertPool
+		at    time.Time
+		ok    bool
+	}{
+		{"the same roots, in another pool", conn, pool(osCA.Cert), now.Add(time.Minute), true},
+		{"the roots and another CA, as in a rotation", conn, pool(osCA.Cert, other.Cert), now, true},
+		{"another CA", conn, pool(other.Cert), now, false},
+		{"after the certificate expired", conn, pool(osCA.Cert), now.Add(2 * time.Hour), false},
+		{"before it was valid", conn, pool(osCA.Cert), now.Add(-time.Hour), false},
+		{"no accepted CAs", conn, nil, now, false},
+		{"a person's certificate on a connection of its own", chainCtxFrom(authz.ContextWithConnMemo(context.Background()), client, nil, nil), pool(osCA.Cert), now, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := authz.NodeCertificate(tc.ctx, tc.roots, tc.at)
+			plain, plainErr := authz.NodeChain([]*x509.Certificate{node}, tc.roots, tc.at)
+
+			if tc.ctx != conn {
+				plain, plainErr = authz.NodeChain([]*x509.Certificate{client}, tc.roots, tc.at)
+			}
+
+			if (err == nil) != tc.ok || (plainErr == nil) != tc.ok {
+				t.Fatalf("NodeCertificate = %v, %v; a fresh verification = %v, %v; want ok %v", got, err, plain, plainErr, tc.ok)
+			}
+
+			if !tc.ok && !errors.Is(err, authz.ErrNoNodeCertificate) {
+				t.Fatalf("err = %v, want ErrNoNodeCertificate", err)
+			}
+		})
+	}
+}

@@ -8,6 +8,8 @@ import (
 	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/tap"
+
+	"github.com/aegis-os/aegis/authz"
 )
 
 // tap runs when a call's headers arrive, before its message is read: a
@@ -79,9 +81,12 @@ func (a auditStats) HandleRPC(ctx context.Context, st stats.RPCStats) {
 	a.s.auditRefused(ctx, &rec, end.Error, code)
 }
 
-// TagConn works out the connection's caller once, for all its calls.
+// TagConn works out the connection's caller once, for all its calls, and
+// gives the connection a memo of its node certificate's verification: a
+// node's heartbeats on one connection verify its chain once
+// (authz.NodeCertificate).
 func (auditStats) TagConn(ctx context.Context, info *stats.ConnTagInfo) context.Context {
-	return context.WithValue(ctx, callerKey{}, newCaller(addrOf(info.RemoteAddr)))
+	return authz.ContextWithConnMemo(context.WithValue(ctx, callerKey{}, newCaller(addrOf(info.RemoteAddr))))
 }
 
 func (auditStats) HandleConn(context.Context, stats.ConnStats) {}
