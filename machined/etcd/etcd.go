@@ -167,9 +167,15 @@ func (e *Etcd) recoverFile() string {
 	return filepath.Join(e.cfg.Dir, "recover.snapshot")
 }
 
+// RunDir is the folder of the member's socket under its etcd folder dir:
+// the one folder besides its data that etcd writes to.
+func RunDir(dir string) string { return filepath.Join(dir, "run") }
+
 // httpURL is where the member serves its HTTP to clients: a socket in its
-// folder (args).
-func (e *Etcd) httpURL() string { return "unixs://" + filepath.Join(e.cfg.Dir, "http.sock") }
+// run folder (args).
+func (e *Etcd) httpURL() string {
+	return "unixs://" + filepath.Join(RunDir(e.cfg.Dir), "http.sock")
+}
 
 // ClientURL is the local member's client URL.
 func (e *Etcd) ClientURL() string { return url(e.cfg.Address, certs.EtcdClientPort) }

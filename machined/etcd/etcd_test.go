@@ -122,8 +122,8 @@ func TestArgs(t *testing.T) {
 		}
 
 		// The client port serves gRPC alone; HTTP goes to an mTLS socket
-		// in the member's folder.
-		if i := slices.Index(args, "--listen-client-http-urls"); i < 0 || args[i+1] != "unixs://"+filepath.Join(e.cfg.Dir, "http.sock") {
+		// in the member's run folder.
+		if i := slices.Index(args, "--listen-client-http-urls"); i < 0 || args[i+1] != "unixs://"+filepath.Join(e.cfg.Dir, "run", "http.sock") {
 			t.Errorf("%s: the client port serves HTTP next to gRPC: %q", tt.plan.state, args)
 		}
 	}

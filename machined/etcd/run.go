@@ -124,6 +124,13 @@ func (r memberRunner) runMember(ctx context.Context, plan startPlan, notify runn
 		newRunner = runner.Process
 	}
 
+	if err := os.MkdirAll(RunDir(r.e.cfg.Dir), 0o700); err != nil {
+		cancel()
+		wg.Wait()
+
+		return fmt.Errorf("etcd: %w", err)
+	}
+
 	err := newRunner(runner.ProcessConfig{
 		Path: r.e.cfg.Binary, Args: r.e.args(plan), Log: r.e.cfg.Log, Clock: r.e.cfg.Clock,
 	}).Run(ctx, notify)
@@ -152,7 +159,7 @@ func (s clusterState) String() string {
 // server instead, a handler and its allocations per call, which took most
 // of etcd's CPU under the heartbeats of a thousand nodes. Its HTTP (health,
 // metrics, the gRPC gateway), which Aegis does not use, moves to a socket
-// in the member's folder, under the same mTLS.
+// in the member's run folder (RunDir), under the same mTLS.
 func (e *Etcd) args(p startPlan) []string {
 	args := []string{
 		"--name", e.cfg.Name,

@@ -8,17 +8,20 @@ import (
 	"path/filepath"
 
 	"github.com/aegis-os/aegis/internal/ociimage"
+	"github.com/aegis-os/aegis/machined/etcd"
 	"github.com/aegis-os/aegis/machined/system/runner"
 )
 
-// confineEtcd makes etcd's container: it sees its data folder and,
-// read-only, its certificates.
+// confineEtcd makes etcd's container: it sees its data folder, its run
+// folder (its HTTP socket) and, read-only, its certificates.
 func (n *Node) confineEtcd() *containerSpec {
 	dir := n.layout.EtcdDir()
 
 	return &containerSpec{
 		rt: n.ctr, id: "etcd", memory: etcdMemoryLimit,
-		mounts: []runner.Mount{{Path: filepath.Join(dir, "data")}, {Path: filepath.Join(dir, "pki"), ReadOnly: true}},
+		mounts: []runner.Mount{
+			{Path: filepath.Join(dir, "data")}, {Path: etcd.RunDir(dir)}, {Path: filepath.Join(dir, "pki"), ReadOnly: true},
+		},
 	}
 }
 
@@ -50,8 +53,8 @@ func (s shareFirst) Run(ctx context.Context, notify runner.Notify) error {
 // shareEtcdFiles gives etcd's folder to the users of the containers that
 // read it, and nothing more: the folders searchable, not readable (0711);
 // the CA certificate readable (it is public); the server and peer
-// certificates and keys and the data to etcd's user, when etcd runs as a
-// container; the client certificate and key to trustd's user, who reads
+// certificates and keys, the data and the run folder to etcd's user, when
+// etcd runs as a container; the client certificate and key to trustd's user, who reads
 // the token store on etcd with them. What does not exist yet is skipped.
 func (n *Node) shareEtcdFiles() error {
 	dir := n.layout.EtcdDir()
@@ -62,12 +65,14 @@ func (n *Node) shareEtcdFiles() error {
 	inContainer := n.etcd.container() != nil
 
 	if inContainer {
-		if err := os.MkdirAll(data, 0o700); err != nil {
-			return fmt.Errorf("node: %w", err)
-		}
+		for _, d := range []string{data, etcd.RunDir(dir)} {
+			if err := os.MkdirAll(d, 0o700); err != nil {
+				return fmt.Errorf("node: %w", err)
+			}
 
-		if err := giveTreeTo(etcdUser.User, data); err != nil {
-			return err
+			if err := giveTreeTo(etcdUser.User, d); err != nil {
+				return err
+			}
 		}
 	}
 
