@@ -1,4 +1,6 @@
-// Package etcdutil holds what Aegis's stores in etcd do alike.
+// Package etcdutil holds what Aegis's stores in etcd do alike, and Leader:
+// clientv3 spreads calls over its endpoints and has no way to send one to
+// etcd's leader, the only member that renews a lease.
 package etcdutil
 
 import (
