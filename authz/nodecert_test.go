@@ -14,19 +14,34 @@ import (
 	"github.com/aegis-os/aegis/internal/testutil"
 )
 
+// nodeCerts are a CA, another CA, and a node's and a person's certificate
+// the first CA issued, valid for an hour from testutil.Epoch.
+type nodeCerts struct {
+	osCA, other, node, client *x509.Certificate
+}
+
+func newNodeCerts(t *testing.T) nodeCerts {
+	t.Helper()
+
+	osCA := catest.NewCA(t, ca.Ed25519, testutil.Epoch)
+	iss := catest.NewIssuer(t, osCA, testutil.Epoch)
+
+	return nodeCerts{
+		osCA: osCA.Cert, other: catest.NewCA(t, ca.Ed25519, testutil.Epoch).Cert,
+		node:   catest.Issue(t, iss, catest.Key(t, ca.Ed25519), ca.ProfileServer, time.Hour).Cert,
+		client: catest.Issue(t, iss, catest.Key(t, ca.Ed25519), ca.ProfileClient, time.Hour, role.Admin).Cert,
+	}
+}
+
 func TestNodeCertificate(t *testing.T) {
-	now := testutil.Epoch
-	osCA := catest.NewCA(t, ca.Ed25519, now)
-	iss := catest.NewIssuer(t, osCA, now)
-	other := catest.NewCA(t, ca.Ed25519, now)
-	node := catest.Issue(t, iss, catest.Key(t, ca.Ed25519), ca.ProfileServer, time.Hour).Cert
-	client := catest.Issue(t, iss, catest.Key(t, ca.Ed25519), ca.ProfileClient, time.Hour, role.Admin).Cert
+	now, c := testutil.Epoch, newNodeCerts(t)
+	osCA, other, node, client := c.osCA, c.other, c.node, c.client
 
 	roots := x509.NewCertPool()
-	roots.AddCert(osCA.Cert)
+	roots.AddCert(osCA)
 
 	otherRoots := x509.NewCertPool()
-	otherRoots.AddCert(other.Cert)
+	otherRoots.AddCert(other)
 
 	for _, tc := range []struct {
 		name  string
@@ -66,12 +81,8 @@ func TestNodeCertificate(t *testing.T) {
 // certificate are refused; roots equal to the first (another pool), or
 // that hold its CA among others, are not.
 func TestNodeCertificateMemo(t *testing.T) {
-	now := testutil.Epoch
-	osCA := catest.NewCA(t, ca.Ed25519, now)
-	iss := catest.NewIssuer(t, osCA, now)
-	other := catest.NewCA(t, ca.Ed25519, now)
-	node := catest.Issue(t, iss, catest.Key(t, ca.Ed25519), ca.ProfileServer, time.Hour).Cert
-	client := catest.Issue(t, iss, catest.Key(t, ca.Ed25519), ca.ProfileClient, time.Hour, role.Admin).Cert
+	now, c := testutil.Epoch, newNodeCerts(t)
+	osCA, other, node, client := c.osCA, c.other, c.node, c.client
 
 	pool := func(cas ...*x509.Certificate) *x509.CertPool {
 		p := x509.NewCertPool()
@@ -84,7 +95,7 @@ func TestNodeCertificateMemo(t *testing.T) {
 
 	conn := chainCtxFrom(authz.ContextWithConnMemo(context.Background()), node, nil, nil)
 
-	if got, err := authz.NodeCertificate(conn, pool(osCA.Cert), now); err != nil || got != node {
+	if got, err := authz.NodeCertificate(conn, pool(osCA), now); err != nil || got != node {
 		t.Fatalf("first call: %v, %v", got, err)
 	}
 
@@ -95,13 +106,13 @@ func TestNodeCertificateMemo(t *testing.T) {
 		at    time.Time
 		ok    bool
 	}{
-		{"the same roots, in another pool", conn, pool(osCA.Cert), now.Add(time.Minute), true},
-		{"the roots and another CA, as in a rotation", conn, pool(osCA.Cert, other.Cert), now, true},
-		{"another CA", conn, pool(other.Cert), now, false},
-		{"after the certificate expired", conn, pool(osCA.Cert), now.Add(2 * time.Hour), false},
-		{"before it was valid", conn, pool(osCA.Cert), now.Add(-time.Hour), false},
+		{"the same roots, in another pool", conn, pool(osCA), now.Add(time.Minute), true},
+		{"the roots and another CA, as in a rotation", conn, pool(osCA, other), now, true},
+		{"another CA", conn, pool(other), now, false},
+		{"after the certificate expired", conn, pool(osCA), now.Add(2 * time.Hour), false},
+		{"before it was valid", conn, pool(osCA), now.Add(-time.Hour), false},
 		{"no accepted CAs", conn, nil, now, false},
-		{"a person's certificate on a connection of its own", chainCtxFrom(authz.ContextWithConnMemo(context.Background()), client, nil, nil), pool(osCA.Cert), now, false},
+		{"a person's certificate on a connection of its own", chainCtxFrom(authz.ContextWithConnMemo(context.Background()), client, nil, nil), pool(osCA), now, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := authz.NodeCertificate(tc.ctx, tc.roots, tc.at)

@@ -26,33 +26,9 @@ const readyTimeout = time.Minute
 func Start(tb testing.TB) (e *embed.Etcd, stop func()) {
 	tb.Helper()
 
-	cfg := embed.NewConfig()
-	cfg.Dir = tb.TempDir()
-	cfg.Logger, cfg.LogLevel = "zap", "error"
-	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
+	m := StartCluster(tb, 1)[0]
 
-	client, peer := freeURL(tb), freeURL(tb)
-	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{client}, []url.URL{client}
-	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}
-	cfg.InitialCluster = cfg.Name + "=" + peer.String()
-
-	e, err := embed.StartEtcd(cfg)
-	if err != nil {
-		tb.Fatal(err)
-	}
-
-	var once sync.Once
-
-	stop = func() { once.Do(e.Close) }
-	tb.Cleanup(stop)
-
-	select {
-	case <-e.Server.ReadyNotify():
-	case <-time.After(readyTimeout):
-		tb.Fatal("etcd did not become ready")
-	}
-
-	return e, stop
+	return m.Etcd, m.Stop
 }
 
 // Member is one member of a cluster StartCluster runs.
