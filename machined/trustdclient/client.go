@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -63,10 +64,12 @@ type Config struct {
 // plane, chosen by rendezvous hashing of its identity over the endpoints,
 // so that a cluster's workers spread evenly over its control planes; then
 // the others, in an order of the same hash. An endpoint that fails is
-// tried after the others until ProbeInterval (jittered) has passed; then
-// the next call probes it first again, so a node goes back to its own
-// control plane once that answers, and nodes that lost one at the same
-// moment come back to it spread over the interval. It keeps one
+// tried after the others until ProbeInterval (jittered) has passed, twice
+// that after a second failure in a row, and so on up to MaxProbeInterval;
+// then the next call probes it first again, so a node goes back to its own
+// control plane once that answers, nodes that lost one at the same moment
+// come back to it spread over the interval, and a control plane that
+// keeps failing is sent ever fewer handshakes. It keeps one
 // connection per endpoint: a revocation watch held open and a heartbeat
 // every few seconds are better served by one connection than by a
 // handshake each time. A call may be a stream held as long as it runs
@@ -86,19 +89,24 @@ type Client struct {
 	order []int
 	// ready waits for a probe's connection (connected, in client.go's
 	// tests a fake).
-	ready func(context.Context, *grpc.ClientConn) error
+	ready func(context.Context, *kept) error
 
 	mu    sync.Mutex
 	conns map[string]*kept
 	// retryAt is, by endpoint index, when an endpoint that failed is
-	// probed again; zero while it answers.
-	retryAt []time.Time
-	closed  bool
+	// probed again; zero while it answers. failures counts, by endpoint
+	// index, its failures since it last answered.
+	retryAt  []time.Time
+	failures []int
+	closed   bool
 }
 
 // kept is a connection to one endpoint and what it was made with.
 type kept struct {
 	conn *grpc.ClientConn
+	// handshake is when the latest TLS handshake on conn began (Unix
+	// nanoseconds, zero before the first): TCP had connected by then.
+	handshake atomic.Int64
 	// credential is the certificate (DER) the node presented when the
 	// connection was made.
 	credential []byte
@@ -140,7 +148,7 @@ func New(cfg Config) (*Client, error) {
 
 	return &Client{
 		cfg: cfg, order: spread.Preference(identity, eps), ready: connected,
-		conns: map[string]*kept{}, retryAt: make([]time.Time, len(eps)),
+		conns: map[string]*kept{}, retryAt: make([]time.Time, len(eps)), failures: make([]int, len(eps)),
 	}, nil
 }
 
@@ -195,18 +203,23 @@ func (c *Client) Call(ctx context.Context, call func(context.Context, grpc.Clien
 // try runs call on one endpoint of a plan. A probe of an endpoint that
 // failed is made on a fresh connection, so one that came back is not
 // missed for gRPC's reconnect backoff, and the call runs only once that
-// connection is up within ProbeTimeout: a control plane that does not
-// answer yet costs a call little, while the call itself, which may be a
-// stream held open (the revocation watch), keeps the caller's context.
+// connection is up (connected): a control plane that does not answer yet
+// costs a call little, while the call itself, which may be a stream held
+// open (the revocation watch), keeps the caller's context. A probe that
+// fails closes its connection.
 func (c *Client) try(ctx context.Context, t attempt, call func(context.Context, grpc.ClientConnInterface) error) error {
-	k, err := c.acquire(c.cfg.Endpoints[t.index], t.probe)
+	endpoint := c.cfg.Endpoints[t.index]
+
+	k, err := c.acquire(endpoint, t.probe)
 	if err != nil {
 		return err
 	}
 	defer c.release(k)
 
 	if t.probe {
-		if err := c.ready(ctx, k.conn); err != nil {
+		if err := c.ready(ctx, k); err != nil {
+			c.drop(endpoint, k)
+
 			return err
 		}
 	}
@@ -236,12 +249,14 @@ func (c *Client) acquire(endpoint string, fresh bool) (*kept, error) {
 	}
 
 	if !ok {
-		conn, err := c.dial(endpoint)
+		k = &kept{credential: cred}
+
+		conn, err := c.dial(endpoint, k)
 		if err != nil {
 			return nil, err
 		}
 
-		k = &kept{conn: conn, credential: cred}
+		k.conn = conn
 		c.conns[endpoint] = k
 	}
 
@@ -258,6 +273,18 @@ func (c *Client) release(k *kept) {
 	k.calls--
 	if k.retired && k.calls == 0 {
 		_ = k.conn.Close()
+	}
+}
+
+// drop retires k, the connection to endpoint, unless it was replaced
+// meanwhile.
+func (c *Client) drop(endpoint string, k *kept) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+
+	if c.conns[endpoint] == k {
+		delete(c.conns, endpoint)
+		c.retireLocked(k)
 	}
 }
 
@@ -279,12 +306,13 @@ func (c *Client) credential() []byte {
 	return cert.Certificate[0]
 }
 
-// dial makes a connection to endpoint; gRPC connects on first use.
-func (c *Client) dial(endpoint string) (*grpc.ClientConn, error) {
+// dial makes k's connection to endpoint; gRPC connects on first use.
+func (c *Client) dial(endpoint string, k *kept) (*grpc.ClientConn, error) {
 	host, _, _ := net.SplitHostPort(endpoint) // checked by New
+	began := func() { k.handshake.Store(time.Now().UnixNano()) }
 
 	opts := append([]grpc.DialOption{
-		grpc.WithTransportCredentials(&perHandshake{host: host, config: c.tlsConfig}), grpcopt.DialFrom(c.cfg.Source),
+		grpc.WithTransportCredentials(&perHandshake{host: host, config: c.tlsConfig, began: began}), grpcopt.DialFrom(c.cfg.Source),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: KeepaliveTime, Timeout: KeepaliveTimeout}),
 	}, grpcopt.FixedWindows()...)
 

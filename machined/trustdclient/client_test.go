@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strings"
 	"sync"
@@ -44,6 +45,9 @@ type fakeTrustd struct {
 	// hold, when set, keeps each heartbeat waiting until it is closed;
 	// held is told each time one waits.
 	hold, held chan struct{}
+	// delay, when set, holds back the server's side of each handshake
+	// this long: a control plane too busy to answer at once.
+	delay time.Duration
 }
 
 func (f *fakeTrustd) Serials(context.Context, *revocations.SerialsRequest) (*revocations.SerialsResponse, error) {
@@ -87,16 +91,42 @@ func (l countingListener) Accept() (net.Conn, error) {
 		l.f.mu.Unlock()
 	}
 
+	if err == nil && l.f.delay > 0 {
+		c = &slowConn{Conn: c, delay: l.f.delay}
+	}
+
 	return c, err
+}
+
+// slowConn holds back its first read (the server's side of the TLS
+// handshake) for delay.
+type slowConn struct {
+	net.Conn
+	delay time.Duration
+	once  sync.Once
+}
+
+func (c *slowConn) Read(p []byte) (int, error) {
+	c.once.Do(func() { time.Sleep(c.delay) })
+
+	return c.Conn.Read(p)
 }
 
 func startTrustd(t *testing.T, authority *ca.CA) *fakeTrustd {
 	t.Helper()
 
-	pair := trustdtest.ServerKeyPair(t, authority, "127.0.0.1")
-	f := &fakeTrustd{}
+	return startTrustdAt(t, authority, "127.0.0.1:0", 0)
+}
 
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
+// startTrustdAt starts a fakeTrustd listening on addr whose handshakes
+// wait delay.
+func startTrustdAt(t *testing.T, authority *ca.CA, addr string, delay time.Duration) *fakeTrustd {
+	t.Helper()
+
+	pair := trustdtest.ServerKeyPair(t, authority, "127.0.0.1")
+	f := &fakeTrustd{delay: delay}
+
+	lis, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -400,6 +430,146 @@ func TestProbeOfAClosedPortSkipsIt(t *testing.T) {
 		t.Fatalf("a call with the probe of a closed port due tried %v in %v, want only %s, within %v",
 			tried, took, up.addr, trustdclient.ProbeTimeout)
 	}
+}
+
+// TestProbeWaitsForAHandshakeUnderWay: a control plane that connects but
+// is slow to finish its handshake (busier than ProbeTimeout allows) is
+// waited for, up to ProbeHandshakeTimeout, instead of being skipped with
+// its handshake thrown away.
+func TestProbeWaitsForAHandshakeUnderWay(t *testing.T) {
+	t.Parallel()
+
+	ctx := testContext(t)
+	authority := testCA(t)
+	up := startTrustd(t, authority)
+	slowAddr := closedPort(t)
+
+	clk := clock.NewFake(time.Now())
+	client := preferring(t, slowAddr, trustdclient.Config{
+		Endpoints: []string{slowAddr, up.addr}, Certificate: newNodeCert(t, authority).get,
+		AcceptedCAs: func() *x509.CertPool { p := x509.NewCertPool(); p.AddCert(authority.Cert); return p },
+		Source:      "127.0.0.1", Clock: clk,
+	})
+
+	serials := func() (string, error) {
+		return client.Call(ctx, func(ctx context.Context, conn grpc.ClientConnInterface) error {
+			_, err := revocations.NewNodeRevocationServiceClient(conn).Serials(ctx, &revocations.SerialsRequest{})
+
+			return err
+		})
+	}
+
+	// The port is closed: the call goes on to the other control plane.
+	if ep, err := serials(); err != nil || ep != up.addr {
+		t.Fatalf("answered by %q (%v), want %s", ep, err, up.addr)
+	}
+
+	// The control plane comes up, busy: its handshakes take longer than
+	// ProbeTimeout. The probe waits for it, and the call is its.
+	delay := trustdclient.ProbeTimeout + (trustdclient.ProbeHandshakeTimeout-trustdclient.ProbeTimeout)/3
+	startTrustdAt(t, authority, slowAddr, delay)
+	clk.Advance(trustdclient.MaxProbeInterval * 2)
+
+	start := time.Now()
+
+	if ep, err := serials(); err != nil || ep != slowAddr {
+		t.Fatalf("with its probe due, the busy control plane did not answer: answered by %q (%v), want %s", ep, err, slowAddr)
+	}
+
+	if took := time.Since(start); took < delay {
+		t.Fatalf("the call took %v, less than the handshake's delay %v", took, delay)
+	}
+}
+
+// TestFailedProbeClosesItsConnection: a probe of a control plane that
+// accepts the connection but never finishes the handshake gives up at
+// ProbeHandshakeTimeout, and closes the connection rather than leave it
+// half made.
+func TestFailedProbeClosesItsConnection(t *testing.T) {
+	t.Parallel()
+
+	ctx := testContext(t)
+	authority := testCA(t)
+	up := startTrustd(t, authority)
+	silentAddr := closedPort(t)
+
+	clk := clock.NewFake(time.Now())
+	client := preferring(t, silentAddr, trustdclient.Config{
+		Endpoints: []string{silentAddr, up.addr}, Certificate: newNodeCert(t, authority).get,
+		AcceptedCAs: func() *x509.CertPool { p := x509.NewCertPool(); p.AddCert(authority.Cert); return p },
+		Source:      "127.0.0.1", Clock: clk,
+	})
+
+	serials := func() (string, error) {
+		return client.Call(ctx, func(ctx context.Context, conn grpc.ClientConnInterface) error {
+			_, err := revocations.NewNodeRevocationServiceClient(conn).Serials(ctx, &revocations.SerialsRequest{})
+
+			return err
+		})
+	}
+
+	if ep, err := serials(); err != nil || ep != up.addr {
+		t.Fatalf("answered by %q (%v), want %s", ep, err, up.addr)
+	}
+
+	// A listener that reads what comes and never answers: it learns when
+	// the client closes.
+	silent, err := net.Listen("tcp", silentAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	t.Cleanup(func() { _ = silent.Close() })
+
+	closed := make(chan time.Time, 1)
+
+	go func() {
+		c, err := silent.Accept()
+		if err != nil {
+			return
+		}
+
+		defer c.Close()
+
+		_, _ = io.Copy(io.Discard, c)
+		closed <- time.Now()
+	}()
+
+	clk.Advance(trustdclient.MaxProbeInterval * 2)
+
+	start := time.Now()
+
+	if ep, err := serials(); err != nil || ep != up.addr {
+		t.Fatalf("answered by %q (%v), want %s", ep, err, up.addr)
+	}
+
+	if took := time.Since(start); took < trustdclient.ProbeHandshakeTimeout {
+		t.Fatalf("the probe of a handshake under way gave up after %v, before ProbeHandshakeTimeout (%v)", took, trustdclient.ProbeHandshakeTimeout)
+	}
+
+	select {
+	case at := <-closed:
+		if at.Sub(start) > trustdclient.ProbeHandshakeTimeout+5*time.Second {
+			t.Fatalf("the failed probe's connection was closed %v after the probe began", at.Sub(start))
+		}
+	case <-ctx.Done():
+		t.Fatal("the failed probe's connection was never closed")
+	}
+}
+
+// closedPort is a local address where nothing listens (for now).
+func closedPort(t *testing.T) string {
+	t.Helper()
+
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	addr := lis.Addr().String()
+	_ = lis.Close()
+
+	return addr
 }
 
 // preferring is a Client of cfg whose identity makes it prefer endpoint.

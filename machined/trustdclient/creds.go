@@ -19,9 +19,13 @@ type perHandshake struct {
 
 	host   string
 	config func(host string) *tls.Config
+	// began is told when a handshake begins: TCP connected.
+	began func()
 }
 
 func (c *perHandshake) ClientHandshake(ctx context.Context, authority string, raw net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	c.began()
+
 	conn, info, err := credentials.NewTLS(c.config(c.host)).ClientHandshake(ctx, authority, raw)
 	if errors.As(err, new(x509.UnknownAuthorityError)) {
 		err = fmt.Errorf("%w: %w", ErrUnknownAuthority, err)
@@ -45,7 +49,7 @@ func (c *perHandshake) Info() credentials.ProtocolInfo {
 }
 
 func (c *perHandshake) Clone() credentials.TransportCredentials {
-	return &perHandshake{host: c.host, config: c.config}
+	return &perHandshake{host: c.host, config: c.config, began: c.began}
 }
 
 func (c *perHandshake) OverrideServerName(string) error { return nil }

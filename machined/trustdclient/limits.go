@@ -32,11 +32,38 @@ const (
 	// failed connection per interval.
 	ProbeInterval = 10 * time.Second
 
-	// ProbeTimeout bounds a probe's connection attempt (TCP and TLS): a
-	// control plane that does not answer (still starting, or cut off)
-	// delays a node's call this much at most, once per ProbeInterval,
-	// before the call goes on to the next endpoint. A handshake with a
-	// live trustd takes milliseconds. The call itself is not bounded, so
-	// a stream held open is not cut.
+	// MaxProbeInterval caps the interval of an endpoint that failed again
+	// and again: each failure in a row doubles its interval from
+	// ProbeInterval, an answer resets it. A probe costs the node, and the
+	// control plane it reaches, a handshake; were every failed probe
+	// followed by another ProbeInterval later, a control plane too loaded
+	// to finish handshakes in time would be sent more of them the longer
+	// it failed (a hollow-node run of 5,000 workers stuck at some 1,000
+	// failed handshakes a second that way). Doubling makes the probes of
+	// a control plane that keeps failing fewer, down to one a minute per
+	// node that lost it (some 55 a second from the 3,333 of 10,000 nodes
+	// that prefer one of three, against 333), while a node whose control
+	// plane comes back after a long outage returns to it within 90 s at
+	// most (MaxProbeInterval, jittered), after a short one within 15 s as
+	// before.
+	MaxProbeInterval = time.Minute
+
+	// ProbeTimeout bounds a probe's wait for its connection when no TLS
+	// handshake has begun on it (TCP did not connect): a control plane that
+	// does not answer (still starting, or cut off) delays a node's call
+	// this much at most, once per probe, before the call goes on to the
+	// next endpoint. A handshake with a live trustd takes milliseconds. The
+	// call itself is not bounded, so a stream held open is not cut.
 	ProbeTimeout = 2 * time.Second
+
+	// ProbeHandshakeTimeout bounds a probe's wait for a connection whose
+	// TLS handshake has begun: the control plane answered, and is busy.
+	// Moving on at ProbeTimeout would throw that handshake away, its CPU
+	// spent on both sides, and the next probe would start another; the
+	// busier the control plane, the more of them. trustd ends a handshake
+	// that runs past its own HandshakeTimeout (5 s), so waiting as long
+	// costs the call no more than the handshake itself; a probe that still
+	// fails closes its connection, which leaves no half-made connection
+	// holding a slot of trustd's until its first-call deadline.
+	ProbeHandshakeTimeout = 5 * time.Second
 )

@@ -7,7 +7,6 @@ import (
 	"io"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/connectivity"
 )
 
@@ -64,16 +63,34 @@ func (c *Client) answered(i int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 
-	c.retryAt[i] = time.Time{}
+	c.retryAt[i], c.failures[i] = time.Time{}, 0
 }
 
 // failed records that endpoint i failed: it goes after the others until
-// its probe, ProbeInterval from now, jittered.
+// its probe, jittered, ProbeInterval from now after its first failure in a
+// row and twice the interval before after each one since, up to
+// MaxProbeInterval.
 func (c *Client) failed(i int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 
-	c.retryAt[i] = c.cfg.Clock.Now().Add(jittered(ProbeInterval, c.cfg.Rand))
+	c.failures[i]++
+	c.retryAt[i] = c.cfg.Clock.Now().Add(jittered(probeInterval(c.failures[i]), c.cfg.Rand))
+}
+
+// probeInterval is the interval before the probe of an endpoint that
+// failed n times in a row (n ≥ 1).
+func probeInterval(n int) time.Duration {
+	d := ProbeInterval
+	for range n - 1 {
+		if d >= MaxProbeInterval/2 {
+			return MaxProbeInterval
+		}
+
+		d *= 2
+	}
+
+	return d
 }
 
 // Preferred is the endpoint the node asks first while it answers.
@@ -81,24 +98,58 @@ func (c *Client) Preferred() string {
 	return c.cfg.Endpoints[c.order[0]]
 }
 
-// connected waits until conn is up, for ProbeTimeout at most; it fails at
-// once when the connection attempt does.
-func connected(ctx context.Context, conn *grpc.ClientConn) error {
-	ctx, cancel := context.WithTimeout(ctx, ProbeTimeout)
+// connected waits until k's connection is up: for ProbeTimeout while no
+// TLS handshake is under way on it, and for ProbeHandshakeTimeout in all
+// once one is (the control plane answered and is busy; see
+// ProbeHandshakeTimeout). It fails at once when the connection attempt
+// does.
+func connected(parent context.Context, k *kept) error {
+	start := time.Now()
+
+	ctx, cancel := context.WithTimeout(parent, ProbeHandshakeTimeout)
 	defer cancel()
 
-	conn.Connect()
+	k.conn.Connect()
 
 	for {
-		switch s := conn.GetState(); s {
+		s := k.conn.GetState()
+
+		switch s {
 		case connectivity.Ready:
 			return nil
 		case connectivity.TransientFailure, connectivity.Shutdown:
 			return fmt.Errorf("trustdclient: probe: connection %s", s)
-		default:
-			if !conn.WaitForStateChange(ctx, s) {
-				return fmt.Errorf("trustdclient: probe: not connected within %v", ProbeTimeout)
-			}
+		}
+
+		wait := ProbeHandshakeTimeout
+		if !k.handshaking() {
+			wait = ProbeTimeout - time.Since(start)
+		}
+
+		if wait <= 0 {
+			return fmt.Errorf("trustdclient: probe: not connected within %v", ProbeTimeout)
+		}
+
+		wctx, wcancel := context.WithTimeout(ctx, wait)
+		changed := k.conn.WaitForStateChange(wctx, s)
+
+		wcancel()
+
+		switch {
+		case changed:
+		case parent.Err() != nil:
+			return fmt.Errorf("trustdclient: probe: %w", parent.Err())
+		case ctx.Err() != nil:
+			return fmt.Errorf("trustdclient: probe: not connected within %v, its handshake under way", ProbeHandshakeTimeout)
 		}
 	}
+}
+
+// handshaking reports whether a TLS handshake began on k's connection
+// lately enough to be under way still: trustd ends one by
+// ProbeHandshakeTimeout.
+func (k *kept) handshaking() bool {
+	at := k.handshake.Load()
+
+	return at != 0 && time.Since(time.Unix(0, at)) < ProbeHandshakeTimeout
 }

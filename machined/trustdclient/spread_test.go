@@ -52,13 +52,13 @@ func (e *endpoints) call(ctx context.Context, conn grpc.ClientConnInterface) err
 	return nil
 }
 
-func (e *endpoints) ready(_ context.Context, conn *grpc.ClientConn) error {
+func (e *endpoints) ready(_ context.Context, k *kept) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 
-	e.tried = append(e.tried, "probe "+conn.Target())
+	e.tried = append(e.tried, "probe "+k.conn.Target())
 
-	if e.down[conn.Target()] {
+	if e.down[k.conn.Target()] {
 		return errors.New("connection refused")
 	}
 
@@ -86,8 +86,9 @@ func (e *endpoints) setDown(target string, down bool) {
 // TestFailoverAndReturn: a worker calls its preferred control plane;
 // when that fails, the next in its fixed order, without trying the failed
 // one again until the probe is due; a probe that finds no connection
-// skips the endpoint; once the preferred answers again, the worker is back
-// on it, and its call keeps the caller's context (a stream is not cut).
+// skips the endpoint, and puts the next probe twice as far off; once the
+// preferred answers again, the worker is back on it, and its call keeps
+// the caller's context (a stream is not cut).
 func TestFailoverAndReturn(t *testing.T) {
 	ctx := context.Background()
 	clk := clock.NewFake(time.Date(2026, 11, 28, 10, 0, 0, 0, time.UTC))
@@ -154,9 +155,12 @@ func TestFailoverAndReturn(t *testing.T) {
 	clk.Advance(time.Millisecond)
 	mustAnswer(next, "probe "+preferred, "probe "+next, next)
 
-	// Back: the next probe finds the preferred answering, and the worker
-	// stays there.
+	// Back: the preferred's probe failed, its second failure in a row, so
+	// the next probe is twice as far off; it finds the preferred
+	// answering, and the worker stays there.
 	fake.setDown(preferred, false)
+	clk.Advance(ProbeInterval / 2)
+	mustAnswer(next, next)
 	clk.Advance(ProbeInterval / 2)
 	mustAnswer(preferred, "probe "+preferred, preferred)
 	mustAnswer(preferred, preferred)
@@ -180,6 +184,85 @@ func TestFailoverAndReturn(t *testing.T) {
 	if got, err := c.Call(ctx, fake.call); err != nil || got != next {
 		t.Fatalf("Call with only %s up, every endpoint failed lately: %q, %v", next, got, err)
 	}
+}
+
+// TestProbesOfAFailingEndpointBackOff: each failure of an endpoint in a
+// row doubles the interval before its next probe, up to MaxProbeInterval;
+// an answer brings it back to ProbeInterval.
+func TestProbesOfAFailingEndpointBackOff(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(time.Date(2026, 11, 28, 10, 0, 0, 0, time.UTC))
+
+	c, err := New(Config{
+		Endpoints:   []string{"10.5.0.2:50001", "10.5.0.3:50001"},
+		Certificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &tls.Certificate{}, nil },
+		AcceptedCAs: x509.NewCertPool, Source: "10.5.0.17", Clock: clk, Rand: zeros{},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	t.Cleanup(func() { _ = c.Close() })
+
+	fake := &endpoints{down: map[string]bool{}}
+	c.ready = fake.ready
+	preferred := c.Preferred()
+
+	// probedAfter advances the clock by d less a millisecond, where the
+	// preferred must not be probed yet, and by the millisecond left,
+	// where it must be.
+	probedAfter := func(d time.Duration) {
+		t.Helper()
+
+		clk.Advance(d - time.Millisecond)
+		fake.reset()
+
+		if _, err := c.Call(ctx, fake.call); err != nil {
+			t.Fatal(err)
+		}
+
+		if tried := fake.reset(); slices.Contains(tried, "probe "+preferred) {
+			t.Fatalf("the preferred was probed %v early", time.Millisecond)
+		}
+
+		clk.Advance(time.Millisecond)
+
+		if _, err := c.Call(ctx, fake.call); err != nil {
+			t.Fatal(err)
+		}
+
+		if tried := fake.reset(); !slices.Contains(tried, "probe "+preferred) {
+			t.Fatalf("the preferred was not probed %v after its last failure: %v", d, tried)
+		}
+	}
+
+	fake.setDown(preferred, true)
+
+	if _, err := c.Call(ctx, fake.call); err != nil {
+		t.Fatal(err)
+	}
+
+	// The least jitter is half the interval: 5 s, 10 s, 20 s, then the
+	// cap's half, 30 s, from then on.
+	for _, d := range []time.Duration{5, 10, 20, 30, 30} {
+		probedAfter(d * time.Second)
+	}
+
+	// Up again: the probe finds it, and its next failure is a first one.
+	fake.setDown(preferred, false)
+	clk.Advance(MaxProbeInterval / 2)
+
+	if got, err := c.Call(ctx, fake.call); err != nil || got != preferred {
+		t.Fatalf("Call with the preferred up again: %q, %v", got, err)
+	}
+
+	fake.setDown(preferred, true)
+
+	if _, err := c.Call(ctx, fake.call); err != nil {
+		t.Fatal(err)
+	}
+
+	probedAfter(ProbeInterval / 2)
 }
 
 // TestIdentityPicksThePreferred: two clients of one identity prefer the
