@@ -5,8 +5,11 @@ import (
 	"log/slog"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/aegis-os/aegis/internal/clock"
 	"github.com/aegis-os/aegis/internal/testutil/etcdtest"
@@ -78,5 +81,103 @@ func TestFollowHolders(t *testing.T) {
 
 	if has("10.0.0.2") {
 		t.Fatal("the address of an ended binding was given")
+	}
+}
+
+// countingKV counts the reads that reach etcd.
+type countingKV struct {
+	clientv3.KV
+	gets atomic.Int64
+}
+
+func (c *countingKV) Get(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
+	c.gets.Add(1)
+
+	return c.KV.Get(ctx, key, opts...)
+}
+
+// TestEnsureFromTheFollowedBindings: while FollowHolders runs, a
+// heartbeat's binding that is already recorded costs no read of etcd; a
+// renewal's later end still writes, and a binding released is bound again
+// rather than taken as held.
+func TestEnsureFromTheFollowedBindings(t *testing.T) {
+	e, _ := etcdtest.Start(t)
+	cli := etcdtest.Client(t, e)
+	kv := &countingKV{KV: cli.KV}
+	cli.KV = kv
+
+	ctx, cancel := context.WithCancel(context.Background())
+	clk := clock.NewFake(time.Now())
+
+	s, err := namestore.New(namestore.Config{Client: cli, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	b := binding("worker-1", "10.0.0.1", clk.Now().Add(time.Hour))
+	if err := s.Bind(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+
+	var (
+		wg     sync.WaitGroup
+		follow = make(chan struct{}, 1)
+	)
+
+	wg.Go(func() {
+		s.FollowHolders(ctx, slog.New(slog.DiscardHandler), func(netip.Addr) {
+			select {
+			case follow <- struct{}{}:
+			default:
+			}
+		})
+	})
+	t.Cleanup(func() { cancel(); wg.Wait() })
+
+	select {
+	case <-follow:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the bindings were never followed")
+	}
+
+	// FollowHolders gives the addresses it read before it starts its
+	// watch: wait until a heartbeat is answered without a read.
+	answered := func() bool {
+		before := kv.gets.Load()
+		if err := s.Ensure(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+
+		return kv.gets.Load() == before
+	}
+
+	for deadline := time.Now().Add(10 * time.Second); !answered(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("every Ensure of a recorded binding read etcd")
+		}
+	}
+
+	// A renewal ends later: it is written.
+	renewed := binding("worker-1", "10.0.0.1", clk.Now().Add(2*time.Hour))
+	before := kv.gets.Load()
+
+	if err := s.Ensure(ctx, renewed); err != nil || kv.gets.Load() == before {
+		t.Fatalf("Ensure of a renewal: %v, %d reads", err, kv.gets.Load()-before)
+	}
+
+	// Released: once the watch has seen it, Ensure binds the name again.
+	if err := s.Release(ctx, "worker-1", []netip.Addr{addr("10.0.0.1")}); err != nil {
+		t.Fatal(err)
+	}
+
+	for deadline := time.Now().Add(10 * time.Second); answered(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("a released binding was still taken as held")
+		}
+	}
+
+	resp, err := cli.Get(ctx, namestore.DefaultPrefix+"worker-1")
+	if err != nil || len(resp.Kvs) != 1 {
+		t.Fatalf("the binding after Ensure of a released name: %v, %v", resp, err)
 	}
 }

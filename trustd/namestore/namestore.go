@@ -64,6 +64,8 @@ type Store struct {
 	mu         sync.Mutex
 	cps        []string  // the control planes' names last read
 	cpsExpires time.Time // when they are read again
+
+	followed followed
 }
 
 var _ trustd.Names = (*Store)(nil)
@@ -234,11 +236,17 @@ func (s *Store) Bind(ctx context.Context, b trustd.Binding) error {
 
 // Ensure binds b unless a live binding to b's addresses already covers it
 // (until b.NotAfter or later): a node proving its name by the certificate
-// it presents, at every heartbeat, costs one read when the record already
-// knows it. That read is the local etcd member's, without a round of raft
-// (a serializable read): it can only be a moment behind, and a binding
-// it does not show is written by Bind, which reads through the leader.
+// it presents, at every heartbeat, costs nothing of etcd when the record
+// already knows it. While FollowHolders runs, the bindings it follows
+// answer; otherwise one read of the local etcd member's, without a round
+// of raft (a serializable read). Either can only be a moment behind, and a
+// binding it does not show is written by Bind, which reads through the
+// leader.
 func (s *Store) Ensure(ctx context.Context, b trustd.Binding) error {
+	if s.followed.covers(b) {
+		return nil
+	}
+
 	rctx, cancel := context.WithTimeout(ctx, callTimeout)
 	cur, err := s.read(rctx, b.Name, clientv3.WithSerializable())
 
@@ -248,12 +256,18 @@ func (s *Store) Ensure(ctx context.Context, b trustd.Binding) error {
 		return err
 	}
 
-	if old := cur.b; old != nil && !old.NotAfter.Before(b.NotAfter) &&
-		!slices.ContainsFunc(b.Addresses, func(a netip.Addr) bool { return !slices.Contains(old.Addresses, a) }) {
+	if cur.b.covers(b) {
 		return nil
 	}
 
 	return s.Bind(ctx, b)
+}
+
+// covers reports whether old, a binding as stored, already binds b: its
+// name to b's addresses until b's end at least.
+func (old *binding) covers(b trustd.Binding) bool {
+	return old != nil && !old.NotAfter.Before(b.NotAfter) &&
+		!slices.ContainsFunc(b.Addresses, func(a netip.Addr) bool { return !slices.Contains(old.Addresses, a) })
 }
 
 // write puts the new binding if the key is still at cur's revision.
