@@ -71,6 +71,10 @@ type Store struct {
 	beforePut func()
 	// keepAlive renews a lease once (Config.KeepAlive).
 	keepAlive func(context.Context, clientv3.LeaseID) (*clientv3.LeaseKeepAliveResponse, error)
+
+	// recorded is what this Store last wrote or found of each entry it
+	// renewed (recorded.go).
+	recorded recorded
 }
 
 // New makes a Store.
@@ -118,8 +122,14 @@ func (s *Store) Put(ctx context.Context, m *Member, role string) error {
 
 	// The steady state: nothing but last_seen would change, and it is
 	// recent. The lease's keep-alive, answered by etcd's leader without a
-	// write through raft, keeps the entry and its name key alive.
-	renewed, err := s.renewUnchanged(ctx, m, ttl)
+	// write through raft, keeps the entry and its name key alive. What
+	// this Store recorded of the entry answers first, then a read.
+	renewed, err := s.renewRecorded(ctx, m, ttl)
+	if err != nil || renewed {
+		return err
+	}
+
+	renewed, err = s.renewUnchanged(ctx, m, ttl)
 	if err != nil || renewed {
 		return err
 	}
@@ -135,6 +145,10 @@ func (s *Store) Put(ctx context.Context, m *Member, role string) error {
 
 	if c.unchanged(m, m.GetLastSeen().AsTime()) {
 		renewed, err := s.renew(ctx, c.entry.lease, ttl)
+		if renewed {
+			s.recorded.put(c.current, c.entry.lease)
+		}
+
 		if err != nil || renewed {
 			return err
 		}
@@ -164,6 +178,8 @@ func (s *Store) Put(ctx context.Context, m *Member, role string) error {
 	case !resp.Succeeded:
 		return fmt.Errorf("%w: %s or hostname %s", ErrConflict, key(m), m.GetHostname())
 	}
+
+	s.recorded.put(m, lease)
 
 	// An entry that moved to a new lease leaves the old one, which would
 	// otherwise linger until it expires: one lease per node. Best effort.
@@ -233,7 +249,12 @@ func (s *Store) renewUnchanged(ctx context.Context, m *Member, ttl int64) (bool,
 		return false, nil
 	}
 
-	return s.renew(ctx, c.entry.lease, ttl)
+	renewed, err := s.renew(ctx, c.entry.lease, ttl)
+	if renewed {
+		s.recorded.put(c.current, c.entry.lease)
+	}
+
+	return renewed, err
 }
 
 // renew keeps lease alive and reports whether it still has the TTL
@@ -269,6 +290,7 @@ func (s *Store) Delete(ctx context.Context, address, role string) error {
 	defer cancel()
 
 	k := prefix + address
+	s.recorded.drop(k)
 
 	got, err := s.cli.Get(ctx, k)
 	if err != nil {

@@ -1,0 +1,141 @@
+package membership_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/aegis-os/aegis/internal/clock"
+	"github.com/aegis-os/aegis/internal/testutil/etcdtest"
+	"github.com/aegis-os/aegis/machined/membership"
+)
+
+// countingKV counts the reads and transactions that reach etcd.
+type countingKV struct {
+	clientv3.KV
+	gets, txns atomic.Int64
+}
+
+func (c *countingKV) Get(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
+	c.gets.Add(1)
+
+	return c.KV.Get(ctx, key, opts...)
+}
+
+func (c *countingKV) Txn(ctx context.Context) clientv3.Txn {
+	c.txns.Add(1)
+
+	return c.KV.Txn(ctx)
+}
+
+// TestPutRenewsWhatItRecorded: a heartbeat that says what the entry the
+// Store wrote says costs the lease's keep-alive alone, no read; an entry
+// that left (its node's leave, its lease revoked) or whose last_seen is
+// due is read and written again.
+func TestPutRenewsWhatItRecorded(t *testing.T) {
+	e, _ := etcdtest.Start(t)
+	cli := etcdtest.Client(t, e)
+	kv := &countingKV{KV: cli.KV}
+	cli.KV = kv
+	clk := clock.NewFake(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
+
+	s, err := membership.New(membership.Config{Client: cli, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	var keepAlives atomic.Int64
+
+	membership.SetKeepAlive(s, func(ctx context.Context, id clientv3.LeaseID) (*clientv3.LeaseKeepAliveResponse, error) {
+		keepAlives.Add(1)
+
+		return cli.KeepAliveOnce(ctx, id)
+	})
+
+	ctx := context.Background()
+	const k = "/aegis/members/10.0.0.5"
+
+	m := entry("worker-1", "10.0.0.5")
+	interval := m.GetInterval().AsDuration()
+
+	// beat sends one heartbeat an interval on, and returns the etcd reads
+	// and transactions and the keep-alives it cost.
+	beat := func() (reads, keeps int64) {
+		t.Helper()
+
+		clk.Advance(interval)
+
+		g, x, a := kv.gets.Load(), kv.txns.Load(), keepAlives.Load()
+		if err := s.Put(ctx, m, membership.RoleWorker); err != nil {
+			t.Fatal(err)
+		}
+
+		return kv.gets.Load() - g + kv.txns.Load() - x, keepAlives.Load() - a
+	}
+
+	entryThere := func(when string) {
+		t.Helper()
+
+		got, err := cli.Get(ctx, k)
+		if err != nil || len(got.Kvs) != 1 {
+			t.Fatalf("%s: the entry: %v, %v", when, got, err)
+		}
+	}
+
+	beat()
+	entryThere("written")
+
+	if reads, keeps := beat(); reads != 0 || keeps != 1 {
+		t.Fatalf("an unchanged heartbeat cost %d reads or transactions and %d keep-alives, want 0 and 1", reads, keeps)
+	}
+
+	// The node left: its entry and lease are gone, and its next heartbeat
+	// writes it again.
+	if err := s.Delete(ctx, "10.0.0.5", membership.RoleWorker); err != nil {
+		t.Fatal(err)
+	}
+
+	beat()
+	entryThere("after a leave")
+
+	// The lease revoked behind the Store's back: the keep-alive finds it
+	// gone, and the entry is written again.
+	got, err := cli.Get(ctx, k)
+	if err != nil || len(got.Kvs) != 1 {
+		t.Fatalf("the entry: %v, %v", got, err)
+	}
+
+	if _, err := cli.Revoke(ctx, clientv3.LeaseID(got.Kvs[0].Lease)); err != nil {
+		t.Fatal(err)
+	}
+
+	if reads, _ := beat(); reads == 0 {
+		t.Fatal("a heartbeat whose lease was revoked read nothing")
+	}
+
+	entryThere("after its lease was revoked")
+
+	// Unchanged heartbeats until last_seen is due: then it is written.
+	for range membership.RefreshIntervals - 1 {
+		if reads, _ := beat(); reads != 0 {
+			t.Fatalf("an unchanged heartbeat cost %d reads or transactions", reads)
+		}
+	}
+
+	before, err := cli.Get(ctx, k)
+	if err != nil || len(before.Kvs) != 1 {
+		t.Fatalf("the entry: %v, %v", before, err)
+	}
+
+	if reads, _ := beat(); reads == 0 {
+		t.Fatal("the heartbeat with last_seen due read nothing")
+	}
+
+	after, err := cli.Get(ctx, k)
+	if err != nil || len(after.Kvs) != 1 || after.Kvs[0].ModRevision == before.Kvs[0].ModRevision {
+		t.Fatalf("last_seen due, the entry was not written: %v, %v", after, err)
+	}
+}
