@@ -439,40 +439,19 @@ func TestProbeOfAClosedPortSkipsIt(t *testing.T) {
 func TestProbeWaitsForAHandshakeUnderWay(t *testing.T) {
 	t.Parallel()
 
-	ctx := testContext(t)
 	authority := testCA(t)
-	up := startTrustd(t, authority)
-	slowAddr := closedPort(t)
-
-	clk := clock.NewFake(time.Now())
-	client := preferring(t, slowAddr, trustdclient.Config{
-		Endpoints: []string{slowAddr, up.addr}, Certificate: newNodeCert(t, authority).get,
-		AcceptedCAs: func() *x509.CertPool { p := x509.NewCertPool(); p.AddCert(authority.Cert); return p },
-		Source:      "127.0.0.1", Clock: clk,
-	})
-
-	serials := func() (string, error) {
-		return client.Call(ctx, func(ctx context.Context, conn grpc.ClientConnInterface) error {
-			_, err := revocations.NewNodeRevocationServiceClient(conn).Serials(ctx, &revocations.SerialsRequest{})
-
-			return err
-		})
-	}
-
-	// The port is closed: the call goes on to the other control plane.
-	if ep, err := serials(); err != nil || ep != up.addr {
-		t.Fatalf("answered by %q (%v), want %s", ep, err, up.addr)
-	}
+	p := failedOver(t, authority)
+	slowAddr := p.failed
 
 	// The control plane comes up, busy: its handshakes take longer than
 	// ProbeTimeout. The probe waits for it, and the call is its.
 	delay := trustdclient.ProbeTimeout + (trustdclient.ProbeHandshakeTimeout-trustdclient.ProbeTimeout)/3
 	startTrustdAt(t, authority, slowAddr, delay)
-	clk.Advance(trustdclient.MaxProbeInterval * 2)
+	p.clk.Advance(trustdclient.MaxProbeInterval * 2)
 
 	start := time.Now()
 
-	if ep, err := serials(); err != nil || ep != slowAddr {
+	if ep, err := p.serials(); err != nil || ep != slowAddr {
 		t.Fatalf("with its probe due, the busy control plane did not answer: answered by %q (%v), want %s", ep, err, slowAddr)
 	}
 
@@ -488,29 +467,8 @@ func TestProbeWaitsForAHandshakeUnderWay(t *testing.T) {
 func TestFailedProbeClosesItsConnection(t *testing.T) {
 	t.Parallel()
 
-	ctx := testContext(t)
-	authority := testCA(t)
-	up := startTrustd(t, authority)
-	silentAddr := closedPort(t)
-
-	clk := clock.NewFake(time.Now())
-	client := preferring(t, silentAddr, trustdclient.Config{
-		Endpoints: []string{silentAddr, up.addr}, Certificate: newNodeCert(t, authority).get,
-		AcceptedCAs: func() *x509.CertPool { p := x509.NewCertPool(); p.AddCert(authority.Cert); return p },
-		Source:      "127.0.0.1", Clock: clk,
-	})
-
-	serials := func() (string, error) {
-		return client.Call(ctx, func(ctx context.Context, conn grpc.ClientConnInterface) error {
-			_, err := revocations.NewNodeRevocationServiceClient(conn).Serials(ctx, &revocations.SerialsRequest{})
-
-			return err
-		})
-	}
-
-	if ep, err := serials(); err != nil || ep != up.addr {
-		t.Fatalf("answered by %q (%v), want %s", ep, err, up.addr)
-	}
+	p := failedOver(t, testCA(t))
+	silentAddr := p.failed
 
 	// A listener that reads what comes and never answers: it learns when
 	// the client closes.
@@ -535,12 +493,12 @@ func TestFailedProbeClosesItsConnection(t *testing.T) {
 		closed <- time.Now()
 	}()
 
-	clk.Advance(trustdclient.MaxProbeInterval * 2)
+	p.clk.Advance(trustdclient.MaxProbeInterval * 2)
 
 	start := time.Now()
 
-	if ep, err := serials(); err != nil || ep != up.addr {
-		t.Fatalf("answered by %q (%v), want %s", ep, err, up.addr)
+	if ep, err := p.serials(); err != nil || ep != p.up {
+		t.Fatalf("answered by %q (%v), want %s", ep, err, p.up)
 	}
 
 	if took := time.Since(start); took < trustdclient.ProbeHandshakeTimeout {
@@ -552,9 +510,46 @@ func TestFailedProbeClosesItsConnection(t *testing.T) {
 		if at.Sub(start) > trustdclient.ProbeHandshakeTimeout+5*time.Second {
 			t.Fatalf("the failed probe's connection was closed %v after the probe began", at.Sub(start))
 		}
-	case <-ctx.Done():
+	case <-p.ctx.Done():
 		t.Fatal("the failed probe's connection was never closed")
 	}
+}
+
+// probing is a Client of two endpoints that failed over from the one it
+// prefers, failed (a closed port, for the test to open), to up (a trustd).
+type probing struct {
+	ctx        context.Context
+	clk        *clock.Fake
+	client     *trustdclient.Client
+	failed, up string
+}
+
+func failedOver(t *testing.T, authority *ca.CA) *probing {
+	t.Helper()
+
+	p := &probing{ctx: testContext(t), clk: clock.NewFake(time.Now()), failed: closedPort(t), up: startTrustd(t, authority).addr}
+	p.client = preferring(t, p.failed, trustdclient.Config{
+		Endpoints: []string{p.failed, p.up}, Certificate: newNodeCert(t, authority).get,
+		AcceptedCAs: func() *x509.CertPool { pool := x509.NewCertPool(); pool.AddCert(authority.Cert); return pool },
+		Source:      "127.0.0.1", Clock: p.clk,
+	})
+
+	// The port is closed: the call goes on to the other control plane.
+	if ep, err := p.serials(); err != nil || ep != p.up {
+		t.Fatalf("answered by %q (%v), want %s", ep, err, p.up)
+	}
+
+	return p
+}
+
+// serials asks for the revocation list's serials, and returns the
+// endpoint that answered.
+func (p *probing) serials() (string, error) {
+	return p.client.Call(p.ctx, func(ctx context.Context, conn grpc.ClientConnInterface) error {
+		_, err := revocations.NewNodeRevocationServiceClient(conn).Serials(ctx, &revocations.SerialsRequest{})
+
+		return err
+	})
 }
 
 // closedPort is a local address where nothing listens (for now).

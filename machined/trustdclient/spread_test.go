@@ -83,19 +83,13 @@ func (e *endpoints) setDown(target string, down bool) {
 	e.down[target] = down
 }
 
-// TestFailoverAndReturn: a worker calls its preferred control plane;
-// when that fails, the next in its fixed order, without trying the failed
-// one again until the probe is due; a probe that finds no connection
-// skips the endpoint, and puts the next probe twice as far off; once the
-// preferred answers again, the worker is back on it, and its call keeps
-// the caller's context (a stream is not cut).
-func TestFailoverAndReturn(t *testing.T) {
-	ctx := context.Background()
-	clk := clock.NewFake(time.Date(2026, 11, 28, 10, 0, 0, 0, time.UTC))
-	all := []string{"10.5.0.2:50001", "10.5.0.3:50001", "10.5.0.4:50001"}
+// fakeClient is a Client of eps whose probes and calls reach the fake
+// endpoints it returns, with the least jitter.
+func fakeClient(t *testing.T, clk clock.Clock, eps ...string) (*Client, *endpoints) {
+	t.Helper()
 
 	c, err := New(Config{
-		Endpoints:   all,
+		Endpoints:   eps,
 		Certificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &tls.Certificate{}, nil },
 		AcceptedCAs: x509.NewCertPool, Source: "10.5.0.17", Clock: clk, Rand: zeros{},
 	})
@@ -107,6 +101,22 @@ func TestFailoverAndReturn(t *testing.T) {
 
 	fake := &endpoints{down: map[string]bool{}}
 	c.ready = fake.ready
+
+	return c, fake
+}
+
+// TestFailoverAndReturn: a worker calls its preferred control plane;
+// when that fails, the next in its fixed order, without trying the failed
+// one again until the probe is due; a probe that finds no connection
+// skips the endpoint, and puts the next probe twice as far off; once the
+// preferred answers again, the worker is back on it, and its call keeps
+// the caller's context (a stream is not cut).
+func TestFailoverAndReturn(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(time.Date(2026, 11, 28, 10, 0, 0, 0, time.UTC))
+	all := []string{"10.5.0.2:50001", "10.5.0.3:50001", "10.5.0.4:50001"}
+
+	c, fake := fakeClient(t, clk, all...)
 
 	mustAnswer := func(want string, tried ...string) {
 		t.Helper()
@@ -193,19 +203,7 @@ func TestProbesOfAFailingEndpointBackOff(t *testing.T) {
 	ctx := context.Background()
 	clk := clock.NewFake(time.Date(2026, 11, 28, 10, 0, 0, 0, time.UTC))
 
-	c, err := New(Config{
-		Endpoints:   []string{"10.5.0.2:50001", "10.5.0.3:50001"},
-		Certificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &tls.Certificate{}, nil },
-		AcceptedCAs: x509.NewCertPool, Source: "10.5.0.17", Clock: clk, Rand: zeros{},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	t.Cleanup(func() { _ = c.Close() })
-
-	fake := &endpoints{down: map[string]bool{}}
-	c.ready = fake.ready
+	c, fake := fakeClient(t, clk, "10.5.0.2:50001", "10.5.0.3:50001")
 	preferred := c.Preferred()
 
 	// probedAfter advances the clock by d less a millisecond, where the
