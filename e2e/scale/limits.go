@@ -30,4 +30,12 @@ const (
 	idleWindow = 20 * time.Second
 	// heartbeatInterval is a worker's default, as machined's.
 	heartbeatInterval = 10 * time.Second
+	// filesPerWorker and filesSpare size the harness's RLIMIT_NOFILE: a
+	// hollow worker keeps a connection to each control plane it has
+	// called (three) and makes one more while a probe replaces one; the
+	// spare is the harness's own (clients, logs, /proc reads). 10,000
+	// workers ran out of 20,000 descriptors ("socket: too many open
+	// files").
+	filesPerWorker = 4
+	filesSpare     = 4096
 )

@@ -169,9 +169,18 @@ func (r Results) Goals() []Goal {
 		maxRSS = max(maxRSS, v)
 	}
 
+	// The CPU per 1,000 workers of a window in which some were not served
+	// measures a cluster doing less than its workers ask, not its cost:
+	// a starved run must not meet the goal by starving.
+	cpu := pct(perK)
+	if r.Served < r.Joined {
+		cpu += fmt.Sprintf(" (%d of %d served)", r.Served, r.Joined)
+	}
+
 	return []Goal{
 		{"hollow workers served by 3 control planes", fmt.Sprint(r.Served), "10000", r.Served >= 10000},
-		{"steady CPU of the control planes per 1,000 workers (less idle)", pct(perK), "≤ 2 % of a core", r.Steady.Window > 0 && r.Joined > 0 && perK <= 0.02},
+		{"steady CPU of the control planes per 1,000 workers (less idle)", cpu, "≤ 2 % of a core",
+			r.Steady.Window > 0 && r.Joined > 0 && r.Served == r.Joined && perK <= 0.02},
 		{"revocation reaching 99 %", dur(r.Revocation.P99), "≤ 1s", r.Revocation.Reached > 0 && r.Revocation.P99 <= time.Second},
 		{"revocation reaching 100 %", dur(r.Revocation.P100), "≤ 2s", r.Revocation.Reached > 0 && r.Revocation.Reached == r.Joined && r.Revocation.P100 <= 2*time.Second},
 		{"join storm: total ÷ CPU floor", fmt.Sprintf("%.1f×", r.Storm.Ratio()), "≤ 1.3×", r.Storm.Floor > 0 && r.Storm.Ratio() <= 1.3},

@@ -79,6 +79,24 @@ func TestGoals(t *testing.T) {
 		}
 	}
 
+	// Under 2 % per 1,000 because most workers went unserved: missed.
+	starved := sample()
+	starved.Steady.CPU = map[string]float64{"cp1/trustd": 0.02}
+
+	for _, g := range starved.Goals() {
+		if g.Name == "steady CPU of the control planes per 1,000 workers (less idle)" && (g.Met || !strings.Contains(g.Value, "1900 of 2000 served")) {
+			t.Errorf("goal %q with 100 of 2,000 workers unserved: met %v, value %q", g.Name, g.Met, g.Value)
+		}
+	}
+
+	starved.Served = starved.Joined
+
+	for _, g := range starved.Goals() {
+		if g.Name == "steady CPU of the control planes per 1,000 workers (less idle)" && !g.Met {
+			t.Errorf("goal %q with every worker served at %s: missed", g.Name, g.Value)
+		}
+	}
+
 	empty := Results{}.Goals()
 	for _, g := range empty {
 		if g.Met {

@@ -47,7 +47,7 @@ type Config struct {
 func Run(ctx context.Context, cfg Config) (res Results, err error) {
 	res = Results{Workers: cfg.Workers, ControlPlanes: ControlPlanes}
 
-	if err := raiseFileLimit(); err != nil {
+	if err := raiseFileLimit(cfg.Workers); err != nil {
 		return res, err
 	}
 
@@ -79,12 +79,20 @@ func Run(ctx context.Context, cfg Config) (res Results, err error) {
 	return res, err
 }
 
-// raiseFileLimit lifts the harness's soft RLIMIT_NOFILE to its hard limit:
-// each hollow worker holds a connection or two.
-func raiseFileLimit() error {
+// raiseFileLimit lifts the harness's RLIMIT_NOFILE to what workers hollow
+// workers need (filesPerWorker each), the hard limit with it where the
+// harness may (as root, up to the kernel's fs.nr_open); where it may not,
+// the soft limit to the hard one, and the run says what runs out.
+func raiseFileLimit(workers int) error {
 	var l syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l); err != nil {
 		return fmt.Errorf("scale: reading RLIMIT_NOFILE: %w", err)
+	}
+
+	if need := uint64(workers)*filesPerWorker + filesSpare; l.Max < need {
+		if syscall.Setrlimit(syscall.RLIMIT_NOFILE, &syscall.Rlimit{Cur: need, Max: need}) == nil {
+			return nil
+		}
 	}
 
 	l.Cur = l.Max
