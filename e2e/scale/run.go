@@ -47,7 +47,8 @@ type Config struct {
 func Run(ctx context.Context, cfg Config) (res Results, err error) {
 	res = Results{Workers: cfg.Workers, ControlPlanes: ControlPlanes}
 
-	if err := raiseFileLimit(cfg.Workers); err != nil {
+	files, err := raiseFileLimit(cfg.Workers)
+	if err != nil {
 		return res, err
 	}
 
@@ -57,6 +58,10 @@ func Run(ctx context.Context, cfg Config) (res Results, err error) {
 
 	r := &run{cfg: cfg, res: &res, log: defaults.Logger(cfg.Logger)}
 	r.logf("cluster: 3 control planes on %s", cfg.CIDR)
+
+	if need := uint64(cfg.Workers)*filesPerWorker + filesSpare; files < need {
+		r.logf("descriptors: %d, fewer than the %d that %d workers may hold (raising the hard limit needs CAP_SYS_RESOURCE)", files, need, cfg.Workers)
+	}
 
 	c, err := localcluster.Create(ctx, localcluster.Options{
 		Name: "scale", ControlPlanes: ControlPlanes, CIDR: cfg.CIDR, StateDir: filepath.Join(cfg.Dir, "clusters"),
@@ -82,25 +87,25 @@ func Run(ctx context.Context, cfg Config) (res Results, err error) {
 // raiseFileLimit lifts the harness's RLIMIT_NOFILE to what workers hollow
 // workers need (filesPerWorker each), the hard limit with it where the
 // harness may (as root, up to the kernel's fs.nr_open); where it may not,
-// the soft limit to the hard one, and the run says what runs out.
-func raiseFileLimit(workers int) error {
+// the soft limit to the hard one. It returns the limit set.
+func raiseFileLimit(workers int) (uint64, error) {
 	var l syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l); err != nil {
-		return fmt.Errorf("scale: reading RLIMIT_NOFILE: %w", err)
+		return 0, fmt.Errorf("scale: reading RLIMIT_NOFILE: %w", err)
 	}
 
 	if need := uint64(workers)*filesPerWorker + filesSpare; l.Max < need {
 		if syscall.Setrlimit(syscall.RLIMIT_NOFILE, &syscall.Rlimit{Cur: need, Max: need}) == nil {
-			return nil
+			return need, nil
 		}
 	}
 
 	l.Cur = l.Max
 	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &l); err != nil {
-		return fmt.Errorf("scale: raising RLIMIT_NOFILE to %d: %w", l.Max, err)
+		return 0, fmt.Errorf("scale: raising RLIMIT_NOFILE to %d: %w", l.Max, err)
 	}
 
-	return nil
+	return l.Cur, nil
 }
 
 // run is one run's state.
