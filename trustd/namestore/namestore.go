@@ -64,6 +64,9 @@ type Store struct {
 	mu         sync.Mutex
 	cps        []string  // the control planes' names last read
 	cpsExpires time.Time // when they are read again
+	// cpsReading is closed when the read of the control planes' names
+	// under way ends; nil while none is.
+	cpsReading chan struct{}
 
 	followed followed
 }
@@ -106,25 +109,56 @@ type current struct {
 
 // ControlPlaneNames returns the names of etcd's members and of the
 // control planes' membership entries, canonical, as read at most
-// controlPlanesFresh ago: every worker heartbeat asks.
+// controlPlanesFresh ago: every worker heartbeat asks. Once they are due,
+// one caller reads them again; the others meanwhile get them as last
+// read, not a wait behind that read (the member list, read whole: at
+// 10,000 members, some 2 MiB), and wait for it only when nothing was read
+// yet.
 func (s *Store) ControlPlaneNames(ctx context.Context) ([]string, error) {
-	now := s.cfg.Clock.Now()
+	for {
+		s.mu.Lock()
 
-	s.mu.Lock()
-	defer s.mu.Unlock()
+		reading := s.cpsReading
+		if s.cfg.Clock.Now().Before(s.cpsExpires) || reading != nil && s.cps != nil {
+			names := slices.Clone(s.cps)
+			s.mu.Unlock()
 
-	if now.Before(s.cpsExpires) {
-		return slices.Clone(s.cps), nil
+			return names, nil
+		}
+
+		if reading != nil {
+			s.mu.Unlock()
+
+			select {
+			case <-reading:
+				continue
+			case <-ctx.Done():
+				return nil, fmt.Errorf("namestore: etcd members: %w", ctx.Err())
+			}
+		}
+
+		done := make(chan struct{})
+		s.cpsReading = done
+		s.mu.Unlock()
+
+		names, err := s.readControlPlaneNames(ctx)
+
+		s.mu.Lock()
+		s.cpsReading = nil
+
+		if err == nil {
+			s.cps, s.cpsExpires = names, s.cfg.Clock.Now().Add(controlPlanesFresh)
+		}
+
+		close(done)
+		s.mu.Unlock()
+
+		if err != nil {
+			return nil, err
+		}
+
+		return slices.Clone(names), nil
 	}
-
-	names, err := s.readControlPlaneNames(ctx)
-	if err != nil {
-		return nil, err
-	}
-
-	s.cps, s.cpsExpires = names, now.Add(controlPlanesFresh)
-
-	return slices.Clone(names), nil
 }
 
 func (s *Store) readControlPlaneNames(ctx context.Context) ([]string, error) {

@@ -197,3 +197,89 @@ func TestNameRecord(t *testing.T) {
 		}
 	})
 }
+
+// TestControlPlaneNamesAnswerWhileRead: once the names are due, the caller
+// that reads them again waits for the read, and the others get the names
+// as last read at once instead of waiting behind it.
+func TestControlPlaneNamesAnswerWhileRead(t *testing.T) {
+	e, _ := etcdtest.Start(t)
+	clk := clock.NewFake(time.Now())
+	ctx := context.Background()
+
+	var (
+		mu    sync.Mutex
+		gate  chan struct{} // when set, a read of the members waits for it
+		reads int
+	)
+
+	entered := make(chan struct{}, 1)
+
+	s, err := namestore.New(namestore.Config{Client: etcdtest.Client(t, e), Clock: clk, Members: func(ctx context.Context) ([]namestore.Entry, error) {
+		mu.Lock()
+		reads++
+		g := gate
+		mu.Unlock()
+
+		if g != nil {
+			entered <- struct{}{}
+			<-g
+		}
+
+		return []namestore.Entry{{Name: "cp-2", ControlPlane: true}}, nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	first, err := s.ControlPlaneNames(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Due again; the next read is held.
+	clk.Advance(time.Minute)
+
+	release := make(chan struct{})
+
+	mu.Lock()
+	gate = release
+	mu.Unlock()
+
+	reader := make(chan error, 1)
+
+	go func() {
+		_, err := s.ControlPlaneNames(ctx)
+		reader <- err
+	}()
+
+	<-entered
+
+	other := make(chan []string, 1)
+
+	go func() {
+		names, _ := s.ControlPlaneNames(ctx)
+		other <- names
+	}()
+
+	select {
+	case names := <-other:
+		if !slices.Equal(names, first) {
+			t.Fatalf("while the names were read again, another caller got %v, want %v", names, first)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("another caller waited behind the read of the names")
+	}
+
+	close(release)
+
+	if err := <-reader; err != nil {
+		t.Fatal(err)
+	}
+
+	mu.Lock()
+	defer mu.Unlock()
+
+	if reads != 2 {
+		t.Fatalf("the members were read %d times, want 2", reads)
+	}
+}
