@@ -226,7 +226,7 @@ func (c *claim) writes(m *Member, data []byte, lease clientv3.LeaseID) []clientv
 	addr := m.GetAddresses()[0]
 	ops := []clientv3.Op{clientv3.OpPut(key(m), string(data), clientv3.WithLease(lease))}
 
-	if !c.owned || c.name.lease != lease {
+	if c.writesName(lease) {
 		ops = append(ops, clientv3.OpPut(nameKey(m.GetHostname()), addr, clientv3.WithLease(lease)))
 	}
 
@@ -236,6 +236,10 @@ func (c *claim) writes(m *Member, data []byte, lease clientv3.LeaseID) []clientv
 
 	return ops
 }
+
+// writesName reports whether a write under lease writes the name key too:
+// unless it already points at the entry under that lease.
+func (c *claim) writesName(lease clientv3.LeaseID) bool { return !c.owned || c.name.lease != lease }
 
 // dropName deletes the name key of m's hostname if it still points at m's
 // entry: an operation of the transaction that deletes or renames the

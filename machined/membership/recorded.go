@@ -2,6 +2,7 @@ package membership
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -10,22 +11,24 @@ import (
 )
 
 // recorded is what a Store last wrote, or found unchanged and renewed, of
-// each entry, by key: the entry and the lease it and its name key are
-// under. A trustd takes the heartbeats of its share of the workers, each
-// every interval, and nearly every one says what the last said: recorded
-// answers it with the lease's keep-alive alone, without the read of the
-// entry and its name key that renewUnchanged would make.
+// each entry, by key: the entry, the lease it and its name key are under,
+// and the revisions they were at. A trustd takes the heartbeats of its
+// share of the workers, each every interval, and nearly every one says
+// what the last said: recorded answers it with the lease's keep-alive
+// alone, without the read of the entry and its name key that
+// renewUnchanged would make. When the entry's last_seen is due, the entry
+// is written over what was recorded, in a transaction that compares the
+// revisions recorded, again without a read (refreshRecorded).
 //
-// It can be believed no further than the lease. Every change to an entry
-// that is not a heartbeat of its own node ends the lease: a write that
-// moves the entry to a new lease revokes the old one, and so do a leave
-// (Delete) and a removal (Remove), and an entry aged out went with its
-// lease. A keep-alive that finds the lease gone drops what was recorded
-// and Put reads etcd. What recorded cannot see is another control plane
-// writing the node's heartbeat under the same lease, after the node moved
-// there and back; that write says what the node said, and the entry is
-// read again, and written, once its last_seen is LastSeenRefresh old
-// anyway.
+// It can be believed no further than the lease and those revisions. Every
+// change to an entry that is not a heartbeat of its own node ends the
+// lease: a write that moves the entry to a new lease revokes the old one,
+// and so do a leave (Delete) and a removal (Remove), and an entry aged out
+// went with its lease. A keep-alive that finds the lease gone drops what
+// was recorded and Put reads etcd. What the keep-alive cannot see is
+// another control plane writing the node's heartbeat under the same lease,
+// after the node moved there and back; that write says what the node
+// said, and the write of last_seen finds it by its revision.
 type recorded struct {
 	mu      sync.Mutex
 	entries map[string]recordedEntry
@@ -39,11 +42,15 @@ type recordedEntry struct {
 	// lastSeen is the entry's last_seen.
 	lastSeen time.Time
 	lease    clientv3.LeaseID
+	// rev and nameRev are the revisions the entry and its name key were
+	// written at.
+	rev, nameRev int64
 }
 
-// put records m, written or renewed under lease.
-func (r *recorded) put(m *Member, lease clientv3.LeaseID) {
-	e := recordedEntry{member: proto.CloneOf(m), lastSeen: m.GetLastSeen().AsTime(), lease: lease}
+// put records m, written or renewed under lease, its entry at revision
+// rev and its name key at nameRev.
+func (r *recorded) put(m *Member, lease clientv3.LeaseID, rev, nameRev int64) {
+	e := recordedEntry{member: proto.CloneOf(m), lastSeen: m.GetLastSeen().AsTime(), lease: lease, rev: rev, nameRev: nameRev}
 	e.member.LastSeen = nil
 
 	r.mu.Lock()
@@ -56,38 +63,38 @@ func (r *recorded) put(m *Member, lease clientv3.LeaseID) {
 	r.entries[key(m)] = e
 }
 
-// unchanged returns the lease of m's entry when the entry recorded says
-// what m says (only last_seen may differ) and its last_seen is less than
-// LastSeenRefresh old at now; else 0. Entries recorded that old are
-// dropped now and then: their next heartbeat writes anyway, and a node
-// that moved to another control plane leaves no entry here for long.
-func (r *recorded) unchanged(m *Member, now time.Time) clientv3.LeaseID {
+// find returns what was recorded of m's entry when it says what m says
+// (only last_seen may differ) and its last_seen is not yet stale at now;
+// due says the last_seen is LastSeenRefresh old, to be written. Entries
+// recorded stale are dropped now and then: a node that moved to another
+// control plane leaves no entry here for long.
+func (r *recorded) find(m *Member, now time.Time) (e recordedEntry, due, ok bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 
-	refresh := LastSeenRefresh(m.GetInterval().AsDuration())
-	if now.Sub(r.swept) >= refresh {
+	interval := m.GetInterval().AsDuration()
+	if now.Sub(r.swept) >= LastSeenRefresh(interval) {
 		r.swept = now
 		for k, e := range r.entries {
-			if now.Sub(e.lastSeen) >= LastSeenRefresh(e.member.GetInterval().AsDuration()) {
+			if now.Sub(e.lastSeen) >= StaleAfter(e.member.GetInterval().AsDuration()) {
 				delete(r.entries, k)
 			}
 		}
 	}
 
-	e, ok := r.entries[key(m)]
-	if age := now.Sub(e.lastSeen); !ok || age < 0 || age >= refresh {
-		return 0
+	e, ok = r.entries[key(m)]
+	if age := now.Sub(e.lastSeen); !ok || age < 0 || age >= StaleAfter(interval) {
+		return recordedEntry{}, false, false
 	}
 
 	b := proto.CloneOf(m)
 	b.LastSeen = nil
 
 	if !proto.Equal(e.member, b) {
-		return 0
+		return recordedEntry{}, false, false
 	}
 
-	return e.lease
+	return e, now.Sub(e.lastSeen) >= LastSeenRefresh(interval), true
 }
 
 // drop forgets what was recorded of the entry at k.
@@ -99,19 +106,57 @@ func (r *recorded) drop(k string) {
 }
 
 // renewRecorded renews the lease of m's entry, and reports so, when what
-// the Store recorded of the entry says what m says (recorded). A lease
-// that is gone, or has another TTL, renews nothing, drops the record and
-// is no error: Put reads etcd.
+// the Store recorded of the entry says what m says (find); when its
+// last_seen is due, it writes it too (refreshRecorded). A lease that is
+// gone, or has another TTL, renews nothing, drops the record and is no
+// error: Put reads etcd.
 func (s *Store) renewRecorded(ctx context.Context, m *Member, ttl int64) (bool, error) {
-	lease := s.recorded.unchanged(m, m.GetLastSeen().AsTime())
-	if lease == 0 {
+	e, due, ok := s.recorded.find(m, m.GetLastSeen().AsTime())
+	if !ok {
 		return false, nil
 	}
 
-	renewed, err := s.renew(ctx, lease, ttl)
-	if err == nil && !renewed {
+	renewed, err := s.renew(ctx, e.lease, ttl)
+
+	switch {
+	case err != nil:
+		return false, err
+	case !renewed:
 		s.recorded.drop(key(m))
+
+		return false, nil
+	case !due:
+		return true, nil
 	}
 
-	return renewed, err
+	return s.refreshRecorded(ctx, m, e)
+}
+
+// refreshRecorded writes m, whose last_seen is due, over the entry e
+// recorded, under e's lease: only if the entry and its name key are still
+// at the revisions recorded, so that what was checked when they were
+// written or read still holds (the entry is this node's, the name key
+// points at it). Anything else drops the record and reports false: Put
+// reads etcd and decides there.
+func (s *Store) refreshRecorded(ctx context.Context, m *Member, e recordedEntry) (bool, error) {
+	data, err := proto.Marshal(m)
+	if err != nil {
+		return false, fmt.Errorf("membership: %w", err)
+	}
+
+	k := key(m)
+
+	resp, err := s.cli.Txn(ctx).If(
+		clientv3.Compare(clientv3.ModRevision(k), "=", e.rev),
+		clientv3.Compare(clientv3.ModRevision(nameKey(m.GetHostname())), "=", e.nameRev),
+	).Then(clientv3.OpPut(k, string(data), clientv3.WithLease(e.lease))).Commit()
+	if err != nil || !resp.Succeeded {
+		s.recorded.drop(k)
+
+		return false, nil
+	}
+
+	s.recorded.put(m, e.lease, resp.Header.GetRevision(), e.nameRev)
+
+	return true, nil
 }

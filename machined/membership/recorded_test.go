@@ -32,9 +32,10 @@ func (c *countingKV) Txn(ctx context.Context) clientv3.Txn {
 }
 
 // TestPutRenewsWhatItRecorded: a heartbeat that says what the entry the
-// Store wrote says costs the lease's keep-alive alone, no read; an entry
-// that left (its node's leave, its lease revoked) or whose last_seen is
-// due is read and written again.
+// Store wrote says costs the lease's keep-alive alone, no read; one whose
+// last_seen is due costs the keep-alive and the write, no read; an entry
+// that left (its node's leave, its lease revoked) or was written behind
+// the Store's back is read and written again.
 func TestPutRenewsWhatItRecorded(t *testing.T) {
 	e, _ := etcdtest.Start(t)
 	cli := etcdtest.Client(t, e)
@@ -130,12 +131,45 @@ func TestPutRenewsWhatItRecorded(t *testing.T) {
 		t.Fatalf("the entry: %v, %v", before, err)
 	}
 
-	if reads, _ := beat(); reads == 0 {
-		t.Fatal("the heartbeat with last_seen due read nothing")
+	if txns, keeps := beat(); txns != 1 || keeps != 1 {
+		t.Fatalf("the heartbeat with last_seen due cost %d reads or transactions and %d keep-alives, want 1 (its write) and 1", txns, keeps)
 	}
 
 	after, err := cli.Get(ctx, k)
 	if err != nil || len(after.Kvs) != 1 || after.Kvs[0].ModRevision == before.Kvs[0].ModRevision {
 		t.Fatalf("last_seen due, the entry was not written: %v, %v", after, err)
+	}
+
+	if lease := after.Kvs[0].Lease; lease != before.Kvs[0].Lease {
+		t.Fatalf("last_seen written under lease %x, want the entry's own %x", lease, before.Kvs[0].Lease)
+	}
+
+	// The entry written behind the Store's back, under its own lease (as
+	// another control plane would, after the node moved there and back):
+	// the keep-alives go on, and the write of last_seen finds the change,
+	// reads, and writes over what it read.
+	if _, err := cli.Put(ctx, k, string(after.Kvs[0].Value), clientv3.WithLease(clientv3.LeaseID(after.Kvs[0].Lease))); err != nil {
+		t.Fatal(err)
+	}
+
+	for range membership.RefreshIntervals - 1 {
+		if reads, _ := beat(); reads != 0 {
+			t.Fatalf("an unchanged heartbeat cost %d reads or transactions", reads)
+		}
+	}
+
+	behind, err := cli.Get(ctx, k)
+	if err != nil || len(behind.Kvs) != 1 {
+		t.Fatalf("the entry: %v, %v", behind, err)
+	}
+
+	if txns, _ := beat(); txns < 3 {
+		t.Fatalf("last_seen due over an entry written behind the Store's back cost %d reads or transactions, "+
+			"want the failed write, a read and the write", txns)
+	}
+
+	last, err := cli.Get(ctx, k)
+	if err != nil || len(last.Kvs) != 1 || last.Kvs[0].ModRevision == behind.Kvs[0].ModRevision {
+		t.Fatalf("last_seen due over an entry written behind the Store's back: not written: %v, %v", last, err)
 	}
 }

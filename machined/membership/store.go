@@ -146,7 +146,7 @@ func (s *Store) Put(ctx context.Context, m *Member, role string) error {
 	if c.unchanged(m, m.GetLastSeen().AsTime()) {
 		renewed, err := s.renew(ctx, c.entry.lease, ttl)
 		if renewed {
-			s.recorded.put(c.current, c.entry.lease)
+			s.recorded.put(c.current, c.entry.lease, c.entry.rev, c.name.rev)
 		}
 
 		if err != nil || renewed {
@@ -179,7 +179,12 @@ func (s *Store) Put(ctx context.Context, m *Member, role string) error {
 		return fmt.Errorf("%w: %s or hostname %s", ErrConflict, key(m), m.GetHostname())
 	}
 
-	s.recorded.put(m, lease)
+	nameRev := c.name.rev
+	if c.writesName(lease) {
+		nameRev = resp.Header.GetRevision()
+	}
+
+	s.recorded.put(m, lease, resp.Header.GetRevision(), nameRev)
 
 	// An entry that moved to a new lease leaves the old one, which would
 	// otherwise linger until it expires: one lease per node. Best effort.
@@ -251,7 +256,7 @@ func (s *Store) renewUnchanged(ctx context.Context, m *Member, ttl int64) (bool,
 
 	renewed, err := s.renew(ctx, c.entry.lease, ttl)
 	if renewed {
-		s.recorded.put(c.current, c.entry.lease)
+		s.recorded.put(c.current, c.entry.lease, c.entry.rev, c.name.rev)
 	}
 
 	return renewed, err
