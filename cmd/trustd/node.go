@@ -25,6 +25,7 @@ import (
 	"github.com/aegis-os/aegis/timesync"
 	"github.com/aegis-os/aegis/token"
 	"github.com/aegis-os/aegis/trustd"
+	"github.com/aegis-os/aegis/trustd/namestore"
 	"github.com/aegis-os/aegis/trustd/tokenauth"
 )
 
@@ -236,13 +237,37 @@ func setupNode(ctx context.Context, opts options, log *slog.Logger) (*daemon, er
 }
 
 // knowMembers makes the addresses of the cluster's members known to the
-// listener (trustd.Server.Know) as machined publishes them.
+// listener (trustd.Server.Know), and the member list to the names' record
+// (namestore.Store.KnowMembers), as machined publishes them.
 func (d *daemon) knowMembers(c *node.MemberChanges) error {
+	set := make([]namestore.Entry, 0, len(c.GetSet()))
+
 	for _, m := range c.GetSet() {
-		if addr, err := netip.ParseAddr(m.GetAddress()); err == nil {
-			d.server.Know(addr)
+		addr, err := netip.ParseAddr(m.GetAddress())
+		if err != nil {
+			continue
+		}
+
+		d.server.Know(addr)
+
+		set = append(set, namestore.Entry{
+			Name: m.GetHostname(), Addresses: []netip.Addr{addr}, ControlPlane: m.GetRole() == membership.RoleControlPlane,
+		})
+	}
+
+	if d.names == nil {
+		return nil
+	}
+
+	removed := make([]netip.Addr, 0, len(c.GetRemoved()))
+
+	for _, a := range c.GetRemoved() {
+		if addr, err := netip.ParseAddr(a); err == nil {
+			removed = append(removed, addr)
 		}
 	}
+
+	d.names.store.KnowMembers(c.GetFull(), set, removed)
 
 	return nil
 }

@@ -39,8 +39,10 @@ type Config struct {
 	// control planes' names are reserved (only control planes write their
 	// entries, through etcd), and a worker's name is held by the addresses
 	// of its entry (its heartbeats are proven by its certificate), so a
-	// node that joined before its name was bound here keeps it. Nil means
-	// none: etcd's member names and the bindings alone.
+	// node that joined before its name was bound here keeps it. Once the
+	// list is followed (KnowMembers), it is read only for a name an entry
+	// of another address holds. Nil means none: etcd's member names and
+	// the bindings alone.
 	Members func(ctx context.Context) ([]Entry, error)
 	// Clock decides whether a binding is still live. Nil means the system
 	// clock.
@@ -67,6 +69,8 @@ type Store struct {
 	// cpsReading is closed when the read of the control planes' names
 	// under way ends; nil while none is.
 	cpsReading chan struct{}
+	// members is the member list as followed (KnowMembers).
+	members followedMembers
 
 	followed followed
 }
@@ -107,93 +111,7 @@ type current struct {
 	lease clientv3.LeaseID
 }
 
-// ControlPlaneNames returns the names of etcd's members and of the
-// control planes' membership entries, canonical, as read at most
-// controlPlanesFresh ago: every worker heartbeat asks. Once they are due,
-// one caller reads them again; the others meanwhile get them as last
-// read, not a wait behind that read (the member list, read whole: at
-// 10,000 members, some 2 MiB), and wait for it only when nothing was read
-// yet.
-func (s *Store) ControlPlaneNames(ctx context.Context) ([]string, error) {
-	for {
-		s.mu.Lock()
-
-		reading := s.cpsReading
-		if s.cfg.Clock.Now().Before(s.cpsExpires) || reading != nil && s.cps != nil {
-			names := slices.Clone(s.cps)
-			s.mu.Unlock()
-
-			return names, nil
-		}
-
-		if reading != nil {
-			s.mu.Unlock()
-
-			select {
-			case <-reading:
-				continue
-			case <-ctx.Done():
-				return nil, fmt.Errorf("namestore: etcd members: %w", ctx.Err())
-			}
-		}
-
-		done := make(chan struct{})
-		s.cpsReading = done
-		s.mu.Unlock()
-
-		names, err := s.readControlPlaneNames(ctx)
-
-		s.mu.Lock()
-		s.cpsReading = nil
-
-		if err == nil {
-			s.cps, s.cpsExpires = names, s.cfg.Clock.Now().Add(controlPlanesFresh)
-		}
-
-		close(done)
-		s.mu.Unlock()
-
-		if err != nil {
-			return nil, err
-		}
-
-		return slices.Clone(names), nil
-	}
-}
-
-func (s *Store) readControlPlaneNames(ctx context.Context) ([]string, error) {
-	ctx, cancel := context.WithTimeout(ctx, callTimeout)
-	defer cancel()
-
-	resp, err := s.cfg.Client.MemberList(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("namestore: etcd members: %w", err)
-	}
-
-	var out []string
-
-	for _, m := range resp.Members {
-		// A member added but not started yet has no name.
-		if m.Name != "" {
-			out = append(out, ca.CanonicalName(m.Name))
-		}
-	}
-
-	entries, err := s.members(ctx)
-	if err != nil {
-		return nil, err
-	}
-
-	for _, e := range entries {
-		if e.ControlPlane {
-			out = append(out, ca.CanonicalName(e.Name))
-		}
-	}
-
-	return out, nil
-}
-
-func (s *Store) members(ctx context.Context) ([]Entry, error) {
+func (s *Store) readMembers(ctx context.Context) ([]Entry, error) {
 	if s.cfg.Members == nil {
 		return nil, nil
 	}
@@ -207,15 +125,21 @@ func (s *Store) members(ctx context.Context) ([]Entry, error) {
 }
 
 // refuseListed refuses name to source when a live entry of another node
-// has it.
+// has it: from the list followed when it shows the name free, else from a
+// read of every entry.
 func (s *Store) refuseListed(ctx context.Context, name string, source netip.Addr) error {
-	entries, err := s.members(ctx)
+	source = source.Unmap().WithZone("")
+	if s.listedFree(name, source) {
+		return nil
+	}
+
+	entries, err := s.readMembers(ctx)
 	if err != nil {
 		return err
 	}
 
 	for _, e := range entries {
-		if ca.CanonicalName(e.Name) == name && !slices.Contains(e.Addresses, source.Unmap().WithZone("")) {
+		if ca.CanonicalName(e.Name) == name && !slices.Contains(e.Addresses, source) {
 			return fmt.Errorf("%w: %s is the name of the live member at %v", trustd.ErrNameHeld, name, e.Addresses)
 		}
 	}
