@@ -1,6 +1,7 @@
 package connlimit
 
 import (
+	"container/list"
 	"io"
 	"net"
 	"sync"
@@ -31,9 +32,12 @@ type conn struct {
 	closeOnce sync.Once
 	draining  bool // set once by Close's first call: linger closes the socket
 
-	released bool      // guarded by l.mu
-	pool     int       // poolAnonymous, …; guarded by l.mu
-	known    bool      // in the room as a known source's; guarded by l.mu
+	released bool // guarded by l.mu
+	pool     int  // poolAnonymous, …; guarded by l.mu
+	known    bool // in the room as a known source's; guarded by l.mu
+	// inRoom is c's place in the handshake room, nil outside it; guarded
+	// by l.mu.
+	inRoom   *list.Element
 	admitted time.Time // when it got its slot; set once under l.mu
 }
 

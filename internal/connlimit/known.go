@@ -94,17 +94,7 @@ func (l *Limiter) claimLocked(src string) bool {
 
 // strangersInRoomLocked counts the handshakes of the room that are not of
 // known sources: HandshakeRoom bounds them.
-func (l *Limiter) strangersInRoomLocked() int {
-	n := 0
-
-	for _, c := range l.room {
-		if !c.known {
-			n++
-		}
-	}
-
-	return n
-}
+func (l *Limiter) strangersInRoomLocked() int { return l.room.strangers.Len() }
 
 // Known reports whether the source of addr is known now.
 func (l *Limiter) Known(addr net.Addr) bool {

@@ -96,9 +96,9 @@ type Limiter struct {
 	waiting   []*waiter      // oldest first (wait.go)
 	waitingBy map[string]int // waiters by source
 
-	proven proven  // connections proven in their handshake (proven.go)
-	room   []*conn // handshakes beyond Total, oldest first
-	known  known   // sources that proved themselves (known.go)
+	proven proven        // connections proven in their handshake (proven.go)
+	room   handshakeRoom // handshakes beyond Total (room.go)
+	known  known         // sources that proved themselves (known.go)
 }
 
 // New checks cfg and returns a Limiter with no connection.
@@ -150,7 +150,7 @@ func (l *Limiter) Stats() Stats {
 	defer l.mu.Unlock()
 
 	st := l.stats
-	st.Proven, st.Handshaking = l.proven.open, len(l.room)
+	st.Proven, st.Handshaking = l.proven.open, l.room.len()
 
 	return st
 }

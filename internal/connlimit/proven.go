@@ -4,7 +4,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"net"
-	"slices"
 
 	"google.golang.org/grpc/credentials"
 )
@@ -30,15 +29,9 @@ type proven struct {
 // provenRoomLocked reports whether src may hold one more proven
 // connection, counting the handshakes of the room as proven already.
 func (l *Limiter) provenRoomLocked(src string) bool {
-	held := l.proven.bySource[src]
+	held := l.proven.bySource[src] + l.room.of(src)
 
-	for _, c := range l.room {
-		if c.source == src {
-			held++
-		}
-	}
-
-	return l.proven.open+len(l.room) < l.cfg.ProvenTotal && held < l.cfg.ProvenPerSource
+	return l.proven.open+l.room.len() < l.cfg.ProvenTotal && held < l.cfg.ProvenPerSource
 }
 
 // roomLocked reports whether a newcomer of src, for whom the anonymous
@@ -55,8 +48,8 @@ func (l *Limiter) roomLocked(src string) (*conn, bool) {
 		return nil, true
 	}
 
-	for _, c := range l.room {
-		if !c.known && c.state.CompareAndSwap(stateWaiting, stateClosed) {
+	for e := l.room.strangers.Front(); e != nil; e = e.Next() {
+		if c, _ := e.Value.(*conn); c.state.CompareAndSwap(stateWaiting, stateClosed) {
 			l.dropRoomLocked(c)
 			c.released = true
 			l.wastedLocked(c.source)
@@ -73,16 +66,14 @@ func (l *Limiter) roomLocked(src string) (*conn, bool) {
 func (l *Limiter) addRoomLocked(c *conn) {
 	c.pool = poolRoom
 	c.admitted = l.cfg.Clock.Now()
-	l.room = append(l.room, c)
+	l.room.add(c)
 	l.byAddr[c.key] = c
 }
 
 // dropRoomLocked takes c out of the handshake room; the table by address
 // keeps it only when it moves to another pool.
 func (l *Limiter) dropRoomLocked(c *conn) {
-	if i := slices.Index(l.room, c); i >= 0 {
-		l.room = slices.Delete(l.room, i, i+1)
-	}
+	l.room.drop(c)
 
 	delete(l.byAddr, c.key)
 }
