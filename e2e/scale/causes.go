@@ -5,6 +5,7 @@ import (
 	"maps"
 	"regexp"
 	"slices"
+	"strings"
 	"sync"
 
 	"google.golang.org/grpc/status"
@@ -77,6 +78,9 @@ var (
 func causeOf(err error) string {
 	s := status.Convert(err)
 	k := s.Code().String() + ": " + addrPattern.ReplaceAllString(s.Message(), "N")
+	// The errors of several endpoints come joined by newlines: one line
+	// in the table.
+	k = strings.Join(strings.Fields(k), " ")
 
 	if len(k) > maxCause {
 		k = k[:maxCause]

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/siderolabs/talos/pkg/machinery/client"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/aegis-os/aegis/api/revocations"
@@ -55,9 +57,18 @@ func (r *run) steady(ctx context.Context) error {
 		Window: win, IdleCPU: r.res.Steady.IdleCPU, CPU: map[string]float64{}, TrustdConns: map[string]int{}, TrustdRSS: map[string]uint64{},
 		CallsPerSec:  float64(r.fleet.n.calls.Load()-calls0) / win.Seconds(),
 		FailedPerSec: float64(r.fleet.n.failed.Load()-failed0) / win.Seconds(),
-		WritesPerSec: float64(idx1-idx0) / win.Seconds(),
-		DBSize:       r.dbSize(ctx, cli),
 		Causes:       topCauses(causes0, r.fleet.n.causes.snapshot(), win.Seconds(), 5),
+	}
+
+	// A status not read at either end reads 0: no figure, rather than
+	// the whole raft index taken for the window's writes.
+	if idx0 != 0 && idx1 >= idx0 {
+		writes := float64(idx1-idx0) / win.Seconds()
+		s.WritesPerSec = &writes
+	}
+
+	if db := r.dbSize(ctx, cli); db > 0 {
+		s.DBSize = &db
 	}
 
 	// Only when every trustd was read at both ends: a count missing at the
@@ -88,7 +99,7 @@ func (r *run) steady(ctx context.Context) error {
 
 	s.Renewals, s.RenewalFailed = r.fleet.n.renewals.Load(), r.fleet.n.renewFailed.Load()
 	r.res.Steady = s
-	r.logf("steady state: %.0f calls/s, %.1f etcd writes/s, control planes %s of a core", s.CallsPerSec, s.WritesPerSec, pct(s.TotalCPU()))
+	r.logf("steady state: %.0f calls/s, %s, control planes %s of a core", s.CallsPerSec, s.etcdFigures(), pct(s.TotalCPU()))
 
 	for _, c := range s.Causes {
 		r.logf("steady state: failed %.1f /s: %s", c.PerSec, c.Cause)
@@ -192,11 +203,7 @@ func (r *run) revocation(ctx context.Context) error {
 		w.watchFor(serial)
 	}
 
-	t0 := time.Now()
-
-	_, err = revocations.NewRevocationServiceClient(cli.Conn()).Revoke(ctx, &revocations.RevokeRequest{
-		Serial: serial, NotAfter: timestamppb.New(t0.Add(time.Hour)), Reason: "scale harness",
-	})
+	t0, err := r.revoke(ctx, revocations.NewRevocationServiceClient(cli.Conn()), serial)
 	if err != nil {
 		return fmt.Errorf("revoking %s: %w", serial, err)
 	}
@@ -212,6 +219,29 @@ func (r *run) revocation(ctx context.Context) error {
 	r.logf("revocation reached %d of %d: 99 %% %s", len(lat), len(r.fleet.workers), dur(p99))
 
 	return nil
+}
+
+// revoke revokes serial and returns when the call that did began. A call
+// whose connection failed (Unavailable: under load, apid's handshake
+// deadline passed) reached no node and is made again, statusAttempts
+// times at most, as etcd's status is asked.
+func (r *run) revoke(ctx context.Context, rc revocations.RevocationServiceClient, serial string) (time.Time, error) {
+	for attempt := 1; ; attempt++ {
+		t0 := time.Now()
+
+		_, err := rc.Revoke(ctx, &revocations.RevokeRequest{
+			Serial: serial, NotAfter: timestamppb.New(t0.Add(time.Hour)), Reason: "scale harness",
+		})
+		if err == nil || status.Code(err) != codes.Unavailable || attempt == statusAttempts {
+			return t0, err
+		}
+
+		r.logf("revocation, attempt %d: %v", attempt, err)
+
+		if !sleep(ctx, time.Second) {
+			return t0, ctx.Err()
+		}
+	}
 }
 
 // waitRevoked waits until every worker has the serial, or

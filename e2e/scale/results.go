@@ -66,11 +66,13 @@ type Steady struct {
 	CPU map[string]float64 `json:"cpuCores"`
 	// IdleCPU is every control-plane process's share of a core, summed,
 	// before any hollow worker joined: the cluster's own cost.
-	IdleCPU       float64           `json:"idleCpuCores"`
-	CallsPerSec   float64           `json:"trustdCallsPerSec"`
-	FailedPerSec  float64           `json:"failedCallsPerSec"`
-	WritesPerSec  float64           `json:"etcdWritesPerSec"`
-	DBSize        int64             `json:"etcdDbBytes"`
+	IdleCPU      float64 `json:"idleCpuCores"`
+	CallsPerSec  float64 `json:"trustdCallsPerSec"`
+	FailedPerSec float64 `json:"failedCallsPerSec"`
+	// WritesPerSec and DBSize are nil when etcd's status could not be
+	// read (at the window's start or end, for the writes).
+	WritesPerSec  *float64          `json:"etcdWritesPerSec,omitempty"`
+	DBSize        *int64            `json:"etcdDbBytes,omitempty"`
 	TrustdConns   map[string]int    `json:"trustdConnections"`
 	TrustdRSS     map[string]uint64 `json:"trustdRssBytes"`
 	Renewals      int64             `json:"renewals"`
@@ -81,6 +83,22 @@ type Steady struct {
 	// trustd closed, together, by the limiter's reason (refused, evicted,
 	// expired).
 	TrustdClosed map[string]float64 `json:"trustdClosedPerSec,omitempty"`
+}
+
+// etcdFigures says the etcd writes a second and the database's size, or
+// that they were not read.
+func (s Steady) etcdFigures() string {
+	writes, db := "etcd writes not read", "etcd db not read"
+
+	if s.WritesPerSec != nil {
+		writes = fmt.Sprintf("%.1f etcd writes/s", *s.WritesPerSec)
+	}
+
+	if s.DBSize != nil {
+		db = fmt.Sprintf("etcd db %.1f MiB", float64(*s.DBSize)/(1<<20))
+	}
+
+	return writes + ", " + db
 }
 
 // TotalCPU is the sum of every control-plane process's share of a core.
@@ -214,8 +232,8 @@ func (r Results) WriteTable(out io.Writer) error {
 
 	f("join storm\t%s total, CPU %s control planes + %s harness over %d cores: floor %s (%.2f×), %d failed", dur(r.Storm.Total),
 		dur(r.Storm.CPU), dur(r.Storm.HarnessCPU), r.Storm.Cores, dur(r.Storm.Floor), r.Storm.Ratio(), r.Storm.Failed)
-	f("steady state (%s)\t%.0f trustd calls/s (%.1f failed/s), %.1f etcd writes/s, etcd db %.1f MiB", dur(r.Steady.Window),
-		r.Steady.CallsPerSec, r.Steady.FailedPerSec, r.Steady.WritesPerSec, float64(r.Steady.DBSize)/(1<<20))
+	f("steady state (%s)\t%.0f trustd calls/s (%.1f failed/s), %s", dur(r.Steady.Window),
+		r.Steady.CallsPerSec, r.Steady.FailedPerSec, r.Steady.etcdFigures())
 
 	if len(r.Steady.TrustdClosed) > 0 {
 		var parts []string

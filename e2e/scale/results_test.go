@@ -45,7 +45,7 @@ func sample() Results {
 		Storm: Storm{Total: 20 * time.Second, CPU: 14 * time.Second, HarnessCPU: 6 * time.Second, Cores: 2, Floor: 10 * time.Second},
 		Steady: Steady{
 			Window: time.Minute, IdleCPU: 0.01, CPU: map[string]float64{"cp1/trustd": 0.04, "cp1/etcd": 0.02, "cp2/trustd": 0.001},
-			CallsPerSec: 2200, WritesPerSec: 200, DBSize: 8 << 20,
+			CallsPerSec: 2200, WritesPerSec: ptr(200.0), DBSize: ptr(int64(8 << 20)),
 			TrustdConns: map[string]int{"cp1": 900, "cp2": 4}, TrustdRSS: map[string]uint64{"cp1": 100 << 20, "cp2": 40 << 20},
 			Renewals: 2000, Causes: []Cause{{Cause: "Unavailable: connection error", PerSec: 12.5}},
 			TrustdClosed: map[string]float64{"evicted": 3.5, "refused": 1},
@@ -155,6 +155,24 @@ func TestCPUFloor(t *testing.T) {
 // TestCauses: failures that differ only in addresses, ports and figures
 // count as one cause; the top causes are those that grew most in the
 // window, the most frequent first.
+// TestWriteTableWithoutEtcdStatus: figures etcd's status did not give
+// say so, instead of a figure taken from nothing.
+func TestWriteTableWithoutEtcdStatus(t *testing.T) {
+	r := sample()
+	r.Steady.WritesPerSec, r.Steady.DBSize = nil, nil
+
+	var b bytes.Buffer
+	if err := r.WriteTable(&b); err != nil {
+		t.Fatal(err)
+	}
+
+	if !strings.Contains(b.String(), "etcd writes not read, etcd db not read") {
+		t.Fatalf("table does not say etcd's figures were not read:\n%s", b.String())
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
 func TestCauses(t *testing.T) {
 	var c causes
 
@@ -166,10 +184,12 @@ func TestCauses(t *testing.T) {
 	}
 
 	c.add(errors.New("context deadline exceeded after 10s"))
+	c.add(status.Error(codes.Unavailable, "127.11.0.2:50001: connection error\n127.11.0.3:50001:  i/o timeout"))
 
 	got := topCauses(before, c.snapshot(), 2, 5)
 	want := []Cause{
 		{Cause: `Unavailable: connection error: desc = "transport: Error while dialing: dial tcp N: i/o timeout"`, PerSec: 1.5},
+		{Cause: "Unavailable: N: connection error N: i/o timeout", PerSec: 0.5},
 		{Cause: "Unknown: context deadline exceeded after Ns", PerSec: 0.5},
 	}
 
