@@ -244,8 +244,9 @@ func (r Results) WriteTable(out io.Writer) error {
 		f("  connections trustd closed\t%s", strings.Join(parts, ", "))
 	}
 
+	// The rate first: a cause is longer than any other figure's name.
 	for _, c := range r.Steady.Causes {
-		f("  failed: %s\t%.1f /s", c.Cause, c.PerSec)
+		f("  failed %.1f /s\t%s", c.PerSec, c.Cause)
 	}
 
 	f("  CPU of every control-plane process\t%s of a core (idle cluster %s), %s per 1,000 workers",

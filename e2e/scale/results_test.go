@@ -111,7 +111,7 @@ func TestWriteTable(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	for _, want := range []string{"2000 of 2000 joined", "2200 trustd calls/s", "cp1/trustd", "900 connections, RSS 100 MiB", "failed: Unavailable: connection error", "evicted 3.5 /s, refused 1.0 /s", "missed", "met"} {
+	for _, want := range []string{"2000 of 2000 joined", "2200 trustd calls/s", "cp1/trustd", "900 connections, RSS 100 MiB", "failed 12.5 /s ", "Unavailable: connection error", "evicted 3.5 /s, refused 1.0 /s", "missed", "met"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, b.String())
 		}
