@@ -114,7 +114,13 @@ func (c *Cluster) exited(n Node) bool {
 }
 
 // running reports whether n's recorded machined still runs: the PID is
-// alive, not a zombie, and is the machined of this node (PIDs are reused).
+// alive and is the machined of this node (PIDs are reused), and it is not
+// a zombie whose every thread has exited. The first thread of a Go
+// process turns zombie while the others still exit, and the last to exit
+// closes the process's files: until then its listening sockets are
+// bound, and a node started again on its addresses fails ("bind: address
+// already in use", seen once in thirteen kills of a control plane under
+// 1,000 hollow workers).
 func (c *Cluster) running(n Node) bool {
 	if n.PID <= 0 {
 		return false
@@ -131,8 +137,35 @@ func (c *Cluster) running(n Node) bool {
 	}
 
 	fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	if len(fields) == 0 {
+		return false
+	}
 
-	return len(fields) > 0 && fields[0] != "Z"
+	return fields[0] != "Z" || threads(n.PID) > 1
+}
+
+// threads is how many threads of pid have not exited: the Threads field of
+// its status; 0 when it cannot be read (the process is gone).
+func threads(pid int) int {
+	status, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status"))
+	if err != nil {
+		return 0
+	}
+
+	return threadsField(status)
+}
+
+// threadsField reads the Threads field of a /proc/PID/status.
+func threadsField(status []byte) int {
+	for line := range strings.Lines(string(status)) {
+		if v, ok := strings.CutPrefix(line, "Threads:"); ok {
+			n, _ := strconv.Atoi(strings.TrimSpace(v))
+
+			return n
+		}
+	}
+
+	return 0
 }
 
 // stop ends n's machined: SIGTERM, then SIGKILL after stopGrace; it waits

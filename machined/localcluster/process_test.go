@@ -1,6 +1,7 @@
 package localcluster
 
 import (
+	"os"
 	"os/exec"
 	"testing"
 )
@@ -37,5 +38,28 @@ func TestJustStartedIsNotExited(t *testing.T) {
 		if gone {
 			t.Fatalf("start %d: a node just started was taken for exited", i)
 		}
+	}
+}
+
+// TestThreadsField: a zombie's Threads field says whether its other
+// threads, which hold its files, have exited.
+func TestThreadsField(t *testing.T) {
+	for _, tc := range []struct {
+		name, status string
+		want         int
+	}{
+		{"a zombie whose other threads still exit", "Name:\tmachined\nState:\tZ (zombie)\nThreads:\t7\nSigQ:\t0/95\n", 7},
+		{"a zombie alone", "Name:\tmachined\nState:\tZ (zombie)\nThreads:\t1\n", 1},
+		{"no field", "Name:\tmachined\n", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := threadsField([]byte(tc.status)); got != tc.want {
+				t.Fatalf("threadsField = %d, want %d", got, tc.want)
+			}
+		})
+	}
+
+	if n := threads(os.Getpid()); n < 1 {
+		t.Fatalf("threads of this test's own process = %d, want at least 1", n)
 	}
 }
