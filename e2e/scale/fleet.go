@@ -20,6 +20,7 @@ import (
 type fleet struct {
 	workers []*worker
 	n       *counters
+	running sync.WaitGroup // the loops of the workers that joined
 }
 
 // joinBase is a worker's join configuration as machined's config gives it:
@@ -60,7 +61,9 @@ func joinBase(c *localcluster.Cluster) (join.Config, error) {
 // the time until the last held its certificate, and the CPU time of the
 // control planes' processes and of the harness, whose workers make the
 // keys, CSRs and handshakes: the storm's CPU floor is that time over the
-// cores, as the join storm of the benchmarks (e2e/bench).
+// cores, as the join storm of the benchmarks (e2e/bench). Both include the
+// first heartbeats and watches of the workers that joined early, which a
+// cluster booting at once makes during its storm too.
 func (r *run) storm(ctx context.Context) error {
 	base, err := joinBase(r.c)
 	if err != nil {
@@ -87,7 +90,7 @@ func (r *run) storm(ctx context.Context) error {
 	procs, self := controlPlaneProcesses(r.c), os.Getpid()
 	before, selfBefore := cpuByName(procs), cpuOf(self)
 	t0 := time.Now()
-	failed := f.joinAll(ctx)
+	failed := f.joinAll(ctx, r.log)
 	total, cpu, harness := time.Since(t0), sumCPU(before, cpuByName(procs)), max(cpuOf(self)-selfBefore, 0)
 	r.res.Storm = Storm{
 		Total: total, CPU: cpu, HarnessCPU: harness, Cores: runtime.NumCPU(),
@@ -104,10 +107,15 @@ func (r *run) storm(ctx context.Context) error {
 	return nil
 }
 
-// joinAll joins every worker at once; those that fail are left out of the
-// fleet. It returns how many failed.
-func (f *fleet) joinAll(ctx context.Context) int {
-	ctx, cancel := context.WithTimeout(ctx, stormTimeout)
+// joinAll joins every worker at once, and starts the loops of each
+// (renewal, heartbeats, revocation watch) as soon as it holds its
+// certificate, as a node does once it joined: the nodes of a cluster that
+// boots at once start their heartbeats and watches over the storm, never
+// all in the same second after its last join. Those that fail are left
+// out of the fleet. It returns how many failed; the loops run until ctx
+// ends, and wait waits for them.
+func (f *fleet) joinAll(ctx context.Context, log *slog.Logger) int {
+	joinCtx, cancel := context.WithTimeout(ctx, stormTimeout)
 	defer cancel()
 
 	ok := make([]bool, len(f.workers))
@@ -115,8 +123,13 @@ func (f *fleet) joinAll(ctx context.Context) int {
 	var wg sync.WaitGroup
 	for i, w := range f.workers {
 		wg.Go(func() {
-			_, err := w.join(ctx)
-			ok[i] = err == nil
+			if _, err := w.join(joinCtx); err != nil {
+				return
+			}
+
+			ok[i] = true
+
+			f.running.Go(func() { _ = w.run(ctx, heartbeatInterval, log) }) //nolint:errcheck // it ends with ctx
 		})
 	}
 
@@ -135,16 +148,9 @@ func (f *fleet) joinAll(ctx context.Context) int {
 	return failed
 }
 
-// start runs every joined worker until ctx ends; the function returned
-// waits for them.
-func (f *fleet) start(ctx context.Context, log *slog.Logger) func() {
-	var wg sync.WaitGroup
-	for _, w := range f.workers {
-		wg.Go(func() { _ = w.run(ctx, heartbeatInterval, log) }) //nolint:errcheck // joined workers only
-	}
-
-	return wg.Wait
-}
+// wait waits for the loops of every worker that joined; they end with the
+// context joinAll was given.
+func (f *fleet) wait() { f.running.Wait() }
 
 // controlPlaneProcesses are every control plane's machined, apid, trustd
 // and etcd, keyed "cp1/trustd" (cpN is the node's name).

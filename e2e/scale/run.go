@@ -130,12 +130,18 @@ func (r *run) stages(ctx context.Context) error {
 
 	r.idle(ctx)
 
+	// The workers that joined run until the stages end.
+	defer func() {
+		cancel()
+
+		if r.fleet != nil {
+			r.fleet.wait()
+		}
+	}()
+
 	if err := r.storm(ctx); err != nil {
 		return fmt.Errorf("join storm: %w", err)
 	}
-
-	done := r.fleet.start(ctx, r.log)
-	defer func() { cancel(); done() }()
 
 	for _, s := range []struct {
 		name string
