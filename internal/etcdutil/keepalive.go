@@ -23,7 +23,7 @@ const maxQueuedKeepAlives = 4096
 var errKeepAlivesClosed = errors.New("etcdutil: keep-alive stream closed")
 
 // keepAlives sends the keep-alives of many leases over one LeaseKeepAlive
-// stream to one member. clientv3's KeepAliveOnce opens a stream per call:
+// stream to one member (a Leader keeps a few: streams.go). clientv3's KeepAliveOnce opens a stream per call:
 // under the heartbeats of thousands of nodes, the opening and closing of
 // those streams cost the leader and the caller more than the renewals. A
 // member answers the keep-alives of one stream one at a time, in the
@@ -119,12 +119,13 @@ func (k *keepAlives) enqueue(w keepAliveWait) error {
 	return nil
 }
 
-// ended reports whether the stream ended.
-func (k *keepAlives) ended() bool {
+// inFlight is how many keep-alives wait for their answer on the stream;
+// ok is false once the stream ended.
+func (k *keepAlives) inFlight() (int, bool) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 
-	return k.err != nil
+	return len(k.waiting), k.err == nil
 }
 
 // close ends the stream; its callers still waiting get an error.

@@ -17,13 +17,14 @@ import (
 	"github.com/aegis-os/aegis/internal/testutil/etcdtest"
 )
 
-// TestLeaderSharesOneKeepAliveStream sends the keep-alives of many leases
-// at once, a lease that is gone and callers that give up among them: each
-// caller gets the answer for its own lease, the leader's client opens one
-// LeaseKeepAlive stream for all of them (clientv3's KeepAliveOnce opens
-// one per call), and a caller that gives up does not make Leader forget
-// the leader.
-func TestLeaderSharesOneKeepAliveStream(t *testing.T) {
+// TestLeaderSharesKeepAliveStreams sends keep-alives one after the other,
+// then the keep-alives of many leases at once, a lease that is gone and
+// callers that give up among them: each caller gets the answer for its own
+// lease; one stream at the leader carries the keep-alives sent in turn,
+// and at most MaxKeepAliveStreams carry those sent at once (clientv3's
+// KeepAliveOnce opens one per call); and a caller that gives up does not
+// make Leader forget the leader.
+func TestLeaderSharesKeepAliveStreams(t *testing.T) {
 	e, _ := etcdtest.Start(t)
 	url := endpoint(e)
 
@@ -72,6 +73,19 @@ func TestLeaderSharesOneKeepAliveStream(t *testing.T) {
 	_, _ = l.KeepAliveOnce(ctx, leases[0])
 	waitFor(t, func() bool { return l.Endpoint() == url }, "Leader to find "+url)
 
+	for i := range 30 {
+		if err := renewOnce(ctx, l, leases[i%len(leases)], int64(30+i%len(leases)), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// The first keep-alive went through the cluster's client while
+	// Leader looked for the leader; the others, at the leader, over one
+	// stream.
+	if lead, other := atLeader.Load(), atCluster.Load(); lead != 1 || other != 1 {
+		t.Fatalf("keep-alive streams opened for keep-alives in turn: %d by the leader's client, %d by the cluster's; want 1 and 1", lead, other)
+	}
+
 	var (
 		wg   sync.WaitGroup
 		mu   sync.Mutex
@@ -105,12 +119,12 @@ func TestLeaderSharesOneKeepAliveStream(t *testing.T) {
 		t.Error(err)
 	}
 
-	// The first keep-alive went through the cluster's client while
-	// Leader looked for the leader; every other, at the leader, over one
-	// stream.
-	if lead, other := atLeader.Load(), atCluster.Load(); lead != 1 || other != 1 {
-		t.Fatalf("keep-alive streams opened: %d by the leader's client, %d by the cluster's; want 1 and 1", lead, other)
+	if lead, other := atLeader.Load(), atCluster.Load(); lead < 1 || lead > etcdutil.MaxKeepAliveStreams || other != 1 {
+		t.Fatalf("keep-alive streams opened for 200 keep-alives at once: %d by the leader's client, %d by the cluster's; want 1 to %d and 1",
+			lead, other, etcdutil.MaxKeepAliveStreams)
 	}
+
+	t.Logf("200 keep-alives at once: %d streams at the leader", atLeader.Load())
 
 	if got := l.Endpoint(); got != url {
 		t.Fatalf("Leader believes %q leads, want %q", got, url)

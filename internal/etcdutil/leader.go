@@ -42,7 +42,8 @@ const (
 //
 // clientv3 picks one of its endpoints per call and has no way to send a
 // call to the leader; this is the smallest thing that does. The
-// keep-alives sent to a leader share one stream (keepAlives).
+// keep-alives sent to a leader share a few streams (keepAlives, and
+// keepAliveStreams for how many).
 type Leader struct {
 	cluster *clientv3.Client
 	dial    func(endpoint string) (*clientv3.Client, error)
@@ -52,11 +53,9 @@ type Leader struct {
 	// clients are the leaders' clients, by client URL; current is the one
 	// believed to lead now ("" while unknown).
 	clients map[string]*clientv3.Client
-	// streams are the keep-alive streams open to the leaders, by client
-	// URL.
-	streams map[string]*keepAlives
-	// opens are the keep-alive streams being opened, by client URL.
-	opens     map[string]*opening
+	// streams are the keep-alive streams open or being opened to the
+	// leaders, by client URL (streams.go).
+	streams   map[string]*keepAliveStreams
 	current   string
 	checked   time.Time
 	resolving bool
@@ -70,7 +69,7 @@ func NewLeader(cluster *clientv3.Client, dial func(endpoint string) (*clientv3.C
 	return &Leader{
 		cluster: cluster, dial: dial, clock: defaults.Clock(clk),
 		clients: map[string]*clientv3.Client{},
-		streams: map[string]*keepAlives{}, opens: map[string]*opening{},
+		streams: map[string]*keepAliveStreams{},
 	}
 }
 
@@ -97,86 +96,6 @@ func (l *Leader) KeepAliveOnce(ctx context.Context, id clientv3.LeaseID) (*clien
 	}
 
 	return l.cluster.KeepAliveOnce(ctx, id)
-}
-
-// renewAt renews lease id over the keep-alive stream to endpoint, whose
-// client is c, opening the stream when none is open.
-func (l *Leader) renewAt(ctx context.Context, endpoint string, c *clientv3.Client, id clientv3.LeaseID) (*clientv3.LeaseKeepAliveResponse, error) {
-	k, err := l.keepAlivesOf(ctx, endpoint, c)
-	if err != nil {
-		return nil, err
-	}
-
-	return k.renew(ctx, id)
-}
-
-// opening is a keep-alive stream being opened: the callers who need it
-// meanwhile wait for done (or their own ctx) rather than open one each.
-type opening struct {
-	done chan struct{}
-	k    *keepAlives
-	err  error
-}
-
-// keepAlivesOf returns the keep-alive stream open to endpoint, opening one
-// when none is, once for all the callers that find none.
-func (l *Leader) keepAlivesOf(ctx context.Context, endpoint string, c *clientv3.Client) (*keepAlives, error) {
-	l.mu.Lock()
-
-	if k := l.streams[endpoint]; k != nil && !k.ended() {
-		l.mu.Unlock()
-
-		return k, nil
-	}
-
-	o := l.opens[endpoint]
-	if o == nil {
-		o = &opening{done: make(chan struct{})}
-		l.opens[endpoint] = o
-
-		go l.open(endpoint, c, o)
-	}
-
-	l.mu.Unlock()
-
-	select {
-	case <-o.done:
-		return o.k, o.err
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-}
-
-// open opens the keep-alive stream o waits for, outside l.mu: opening
-// waits for the connection.
-func (l *Leader) open(endpoint string, c *clientv3.Client, o *opening) {
-	k, err := openKeepAlives(c)
-
-	l.mu.Lock()
-	defer l.mu.Unlock()
-
-	delete(l.opens, endpoint)
-
-	if err == nil && (l.closed || l.clients[endpoint] != c) {
-		k.close()
-		k, err = nil, errKeepAlivesClosed
-	}
-
-	if err == nil {
-		l.dropStream(endpoint)
-		l.streams[endpoint] = k
-	}
-
-	o.k, o.err = k, err
-	close(o.done)
-}
-
-// dropStream closes the keep-alive stream to endpoint; l.mu is held.
-func (l *Leader) dropStream(endpoint string) {
-	if k := l.streams[endpoint]; k != nil {
-		k.close()
-		delete(l.streams, endpoint)
-	}
 }
 
 // Endpoint is the client URL of the member Leader believes leads, "" while
