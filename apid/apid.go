@@ -159,7 +159,7 @@ func New(cfg Config) (*Server, error) {
 		PerSource: MaxConnectionsPerSource, Total: MaxConnections, FirstCall: FirstCallTimeout,
 		SlotWait: SlotWait, MaxWaiting: MaxWaiting,
 		ProvenTotal: MaxCertifiedConnections, ProvenPerSource: MaxConnectionsPerSource, HandshakeRoom: HandshakeRoom,
-		Logger: s.log, Clock: s.clock,
+		MaxHandshakes: MaxHandshakes, Logger: s.log, Clock: s.clock,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("apid: %w", err)

@@ -79,6 +79,17 @@ const (
 	// (connlimit.SuspectFor).
 	HandshakeRoom = 64
 
+	// MaxHandshakes bounds the TLS handshakes under way at once: beyond
+	// it, connections wait in the kernel's accept queue, unread, until one
+	// ends (internal/connlimit, gate.go). A join storm, or the nodes of a
+	// control plane that came back, bring thousands of handshakes at
+	// once; started together they shared the CPU until most outlasted
+	// HandshakeTimeout or were evicted as idle, and were made again. A
+	// handshake costs trustd a millisecond or two of CPU and a round trip:
+	// 64 under way keep two cores busy through the round trips, and
+	// finish within a fraction of a second.
+	MaxHandshakes = 64
+
 	// MaxConnectionsPerSource bounds the open connections of one source
 	// address (an IPv6 /64). A node joins or renews over one connection;
 	// 32 lets a few dozen nodes behind one NAT join at once, and keeps one

@@ -72,7 +72,7 @@ func New(cfg Config) (*Server, error) {
 		PerSource: MaxConnectionsPerSource, Total: MaxConnections, FirstCall: FirstCallTimeout,
 		SlotWait: SlotWait, MaxWaiting: MaxWaiting,
 		ProvenTotal: MaxNodeConnections, ProvenPerSource: MaxNodeConnectionsPerSource, HandshakeRoom: HandshakeRoom,
-		Logger: cfg.Logger, Clock: cfg.Clock,
+		MaxHandshakes: MaxHandshakes, Logger: cfg.Logger, Clock: cfg.Clock,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("trustd: %w", err)

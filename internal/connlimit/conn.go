@@ -39,6 +39,12 @@ type conn struct {
 	// by l.mu.
 	inRoom   *list.Element
 	admitted time.Time // when it got its slot; set once under l.mu
+	// atGate is c's place at the handshake gate (gate.go), nil once its
+	// handshake is over; gatedAt and gateKnown say since when and in which
+	// list. Guarded by l.mu.
+	atGate    *list.Element
+	gatedAt   time.Time
+	gateKnown bool
 }
 
 func newConn(raw net.Conn, l *Limiter, src string) *conn {

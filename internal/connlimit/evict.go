@@ -102,6 +102,7 @@ func (l *Limiter) called(c *conn) {
 	defer l.mu.Unlock()
 
 	l.suspects.clear(c.source)
+	l.leaveGateLocked(c)
 
 	if s := l.sources[c.source]; s != nil && !c.released && c.pool == poolAnonymous {
 		l.dropUncalledLocked(s, c)

@@ -46,6 +46,14 @@ type Config struct {
 	// counts against Total. ProvenPerSource, when ProvenTotal is set, is
 	// required and below ProvenTotal.
 	ProvenTotal, ProvenPerSource int
+	// MaxHandshakes bounds the connections in their TLS handshake at once
+	// (gate.go): while that many are under way, the listener accepts no
+	// more, and the rest wait in the kernel's accept queue. A handshake
+	// ends when Credentials' handshake returns, at the first call, or at
+	// the close. Connections that waited for a slot (SlotWait) are not
+	// counted when they get one: MaxWaiting bounds them. Zero means no
+	// bound.
+	MaxHandshakes int
 	// HandshakeRoom is how many connections may do their handshake beyond
 	// Total when no anonymous slot can be had (every one holds a caller):
 	// the chance for a node to prove itself whatever anonymous callers
@@ -96,6 +104,7 @@ type Limiter struct {
 	waiting   []*waiter      // oldest first (wait.go)
 	waitingBy map[string]int // waiters by source
 
+	gate   gate          // handshakes under way (gate.go)
 	proven proven        // connections proven in their handshake (proven.go)
 	room   handshakeRoom // handshakes beyond Total (room.go)
 	known  known         // sources that proved themselves (known.go)
@@ -110,6 +119,8 @@ func New(cfg Config) (*Limiter, error) {
 		return nil, errors.New("connlimit: PerSource must be below Total, or one source can hold every slot")
 	case cfg.FirstCall <= 0:
 		return nil, errors.New("connlimit: FirstCall must be positive")
+	case cfg.MaxHandshakes < 0:
+		return nil, errors.New("connlimit: MaxHandshakes must not be negative")
 	}
 
 	if err := checkWaitConfig(cfg); err != nil {
@@ -127,6 +138,7 @@ func New(cfg Config) (*Limiter, error) {
 		cfg: cfg, sources: map[string]*sourceConns{}, byAddr: map[string]*conn{},
 		ranks: newRanks(cfg.PerSource), suspects: newSuspects(MaxSuspects),
 		waitingBy: map[string]int{}, proven: proven{bySource: map[string]int{}},
+		gate: gate{freed: make(chan struct{}, 1)},
 	}, nil
 }
 
@@ -324,6 +336,8 @@ func (l *Limiter) detachLocked(c *conn) {
 func (l *Limiter) release(c *conn) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+
+	l.leaveGateLocked(c)
 
 	if c.released {
 		return

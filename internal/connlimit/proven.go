@@ -184,13 +184,16 @@ type settling struct {
 
 func (s *settling) ServerHandshake(raw net.Conn) (net.Conn, credentials.AuthInfo, error) {
 	secured, info, err := s.TransportCredentials.ServerHandshake(raw)
-	if err != nil {
-		return secured, info, err
-	}
 
 	c, ok := raw.(*conn)
 	if !ok || c.l != s.l {
-		return secured, info, nil
+		return secured, info, err
+	}
+
+	s.l.leaveGate(c)
+
+	if err != nil {
+		return secured, info, err
 	}
 
 	tlsInfo, ok := info.(credentials.TLSInfo)
