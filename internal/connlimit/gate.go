@@ -26,8 +26,11 @@ type gate struct {
 	// held counts the places taken: by handshakes under way, and by the
 	// accept loop from its wait to its offer.
 	held             int
-	known, strangers list.List     // *conn in their handshake, oldest first
-	freed            chan struct{} // a place came free; capacity 1
+	known, strangers list.List // *conn in their handshake, oldest first
+	// freed wakes an accept loop waiting for a place; capacity 1. The
+	// listeners of one Limiter share the gate: a place freed wakes one of
+	// them, and the others ask again within GateEvictAge.
+	freed chan struct{}
 }
 
 // enterGate waits until a place at the gate is free, or a stalled
