@@ -59,14 +59,14 @@ const (
 	// verifies no certificate is closed at its end.
 	HandshakeRoom = 64
 
-	// MaxHandshakes bounds the TLS handshakes under way at once: beyond
-	// it, connections wait in the kernel's accept queue until one ends
-	// (internal/connlimit, gate.go), so that a burst of callers larger
-	// than the CPU can serve within HandshakeTimeout (a cluster-wide call
-	// fanned out to every node at once, a flood) gets its handshakes done
-	// one batch after another rather than all of them outlasting their
-	// deadline. A handshake costs apid a millisecond or two of CPU and a
-	// round trip; 64 keep two cores busy through the round trips.
+	// MaxHandshakes bounds the TLS handshakes under way at once
+	// (internal/connlimit, gate.go), the others waiting, admitted, for a
+	// place, so that a burst of callers larger than the CPU can serve
+	// within HandshakeTimeout (a cluster-wide call fanned out to every node
+	// at once, a flood) gets its handshakes done one batch after another
+	// rather than all of them outlasting their deadline. A handshake costs
+	// apid a millisecond or two of CPU and a round trip; 64 keep two cores
+	// busy through the round trips.
 	MaxHandshakes = 64
 
 	// MaxConnectionsPerSource bounds the open connections of one source

@@ -79,11 +79,12 @@ const (
 	// (connlimit.SuspectFor).
 	HandshakeRoom = 64
 
-	// MaxHandshakes bounds the TLS handshakes under way at once: beyond
-	// it, connections wait in the kernel's accept queue, unread, until one
-	// ends (internal/connlimit, gate.go). A join storm, or the nodes of a
-	// control plane that came back, bring thousands of handshakes at
-	// once; started together they shared the CPU until most outlasted
+	// MaxHandshakes bounds the TLS handshakes under way at once
+	// (internal/connlimit, gate.go): a connection admitted starts its
+	// handshake once its client sent its first byte and a place is free,
+	// known sources first, suspects last. A join storm, or the nodes of a
+	// control plane that came back, bring thousands of handshakes at once;
+	// started together they shared the CPU until most outlasted
 	// HandshakeTimeout or were evicted as idle, and were made again. A
 	// handshake costs trustd a millisecond or two of CPU and a round trip:
 	// 64 under way keep two cores busy through the round trips, and

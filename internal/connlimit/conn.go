@@ -39,12 +39,18 @@ type conn struct {
 	// by l.mu.
 	inRoom   *list.Element
 	admitted time.Time // when it got its slot; set once under l.mu
-	// atGate is c's place at the handshake gate (gate.go), nil once its
-	// handshake is over; gatedAt and gateKnown say since when and in which
-	// list. Guarded by l.mu.
+	// atGate is c's place at the handshake gate (gate.go), nil when it
+	// holds none; gatedAt and gateKnown say since when and in which list;
+	// gateWait is its wait for a place. Guarded by l.mu.
 	atGate    *list.Element
 	gatedAt   time.Time
 	gateKnown bool
+	gateWait  *list.Element
+
+	// first is the client's first byte, read by peek and not yet by Read;
+	// only the handshake's goroutine reads either.
+	first    [1]byte
+	hasFirst bool
 }
 
 func newConn(raw net.Conn, l *Limiter, src string) *conn {
@@ -116,6 +122,30 @@ func (c *conn) linger(tcp *net.TCPConn) {
 	_ = tcp.SetReadDeadline(time.Now().Add(LingerTimeout))
 	_, _ = io.CopyN(io.Discard, tcp, maxLingerRead)
 	_ = tcp.Close()
+}
+
+// peek waits for the client's first byte, and keeps it for Read: the gate
+// gives a place only to a handshake whose client has begun it.
+func (c *conn) peek() error {
+	n, err := c.Conn.Read(c.first[:])
+	if n == 0 {
+		return err
+	}
+
+	c.hasFirst = true
+
+	return nil
+}
+
+// Read reads what peek kept first.
+func (c *conn) Read(p []byte) (int, error) {
+	if c.hasFirst && len(p) > 0 {
+		p[0], c.hasFirst = c.first[0], false
+
+		return 1, nil
+	}
+
+	return c.Conn.Read(p)
 }
 
 // markCalled records that a call started, which ends the FirstCall watch

@@ -50,10 +50,10 @@
 // and authorizes nothing; its handshake must still prove itself.
 //
 // A server whose handshakes are mostly CPU (TLS) sets Config.MaxHandshakes:
-// while that many connections are in their handshake, the listener accepts
-// no more, and the rest wait in the kernel's accept queue, unread, so that
-// a burst larger than the CPU can serve within the handshake deadline
-// finishes the handshakes it starts instead of none (gate.go).
+// at most that many handshakes through Credentials are under way at once,
+// the others waiting, admitted and unread, for a place, so that a burst
+// larger than the CPU can serve within the handshake deadline finishes the
+// handshakes it starts instead of none (gate.go).
 //
 // Memory stays bounded by the caps: a connection costs one entry in the
 // table and one timer goroutine while it holds a slot, a waiter its socket

@@ -2,131 +2,124 @@ package connlimit
 
 import (
 	"container/list"
-	"errors"
+	"net"
 	"time"
 )
 
-// gate bounds the connections in their TLS handshake (Config.MaxHandshakes).
-// A handshake is mostly CPU: a key exchange and a signature on each side,
-// and on the server a client certificate to verify. Accepted without
-// bound, thousands of them at once (a join storm, every node of a control
-// plane that came back) share the CPU until each outlasts its deadline or
-// is evicted as idle, and the work of all of them is thrown away: clients
-// retry, and the load that caused it persists. At the gate the listener
-// accepts no more while MaxHandshakes are under way, so the rest wait in
-// the kernel's accept queue, unread and costing nothing, and those started
-// finish.
+// gate bounds the TLS handshakes under way (Config.MaxHandshakes). A
+// handshake is mostly CPU: a key exchange and a signature on each side,
+// and on the server a client certificate to verify. Started without
+// bound, thousands at once (a join storm, every node of a control plane
+// that came back) share the CPU until each outlasts its deadline or is
+// evicted as idle, and the work of all of them is thrown away: clients
+// retry, and the load that caused it persists. At the gate a handshake
+// starts once its client has sent its first byte and a place is free;
+// the others wait, accepted, holding their slot and a goroutine, and
+// costing no CPU.
 //
-// A client that stalls in its handshake would hold its place for the
-// handshake's deadline; so a stranger's handshake that has held its place
-// for GateEvictAge gives it to the next connection when the gate is full
-// (a strike against its source, as an eviction). A known source's
-// handshake (known.go) is never displaced: its deadline bounds it.
+// The listener still accepts at once, so the limiter's admission (caps,
+// eviction, suspects, the room) sees every newcomer as before: the gate
+// only orders what is admitted. A connection that sends nothing never
+// takes a place. A freed place goes to the waiting handshake of a known
+// source first, then of a stranger, then of a suspect, the newest first
+// in each: under overload the newest has the most of its deadline left,
+// and a flood's connections, once its sources are suspects, go last. A
+// stranger's handshake that has held its place for GateEvictAge while
+// another waits gives it up (a strike against its source, as an
+// eviction), so a client that stalls mid-handshake cannot hold the gate;
+// a known source's is never displaced, and its deadline bounds it.
 type gate struct {
-	// held counts the places taken: by handshakes under way, and by the
-	// accept loop from its wait to its offer.
 	held             int
-	known, strangers list.List // *conn in their handshake, oldest first
-	// freed wakes an accept loop waiting for a place; capacity 1. The
-	// listeners of one Limiter share the gate: a place freed wakes one of
-	// them, and the others ask again within GateEvictAge.
-	freed chan struct{}
+	known, strangers list.List    // *conn holding a place, oldest first
+	waiting          [3]list.List // *gateWait by class, oldest first
 }
 
-// enterGate waits until a place at the gate is free, or a stalled
-// stranger's can be taken, and takes it for the next connection the
-// listener accepts. It returns errGateClosed once closed is closed.
-func (l *Limiter) enterGate(closed <-chan struct{}) error {
+// Classes of a handshake waiting at the gate, in the order a freed place
+// goes to them.
+const (
+	waitKnown = iota
+	waitStranger
+	waitSuspect
+)
+
+// gateWait is a handshake waiting for a place; ready closes when it has
+// one.
+type gateWait struct {
+	c     *conn
+	ready chan struct{}
+}
+
+// enterGate waits until c's client has sent its first byte and c holds a
+// place at the gate; leaveGate must follow once its handshake ends. It
+// fails when the connection fails or closes first.
+func (l *Limiter) enterGate(c *conn) error {
 	if l.cfg.MaxHandshakes == 0 {
 		return nil
 	}
 
+	if err := c.peek(); err != nil {
+		return err
+	}
+
+	l.mu.Lock()
+
+	if c.released || c.state.Load() == stateClosed {
+		l.mu.Unlock()
+
+		return net.ErrClosed
+	}
+
+	if l.gate.held < l.cfg.MaxHandshakes {
+		l.holdLocked(c)
+		l.mu.Unlock()
+
+		return nil
+	}
+
+	w := &gateWait{c: c, ready: make(chan struct{})}
+	c.gateWait = l.gate.waiting[l.waitClassLocked(c.source)].PushBack(w)
+
 	for {
-		l.mu.Lock()
-
-		if l.gate.held < l.cfg.MaxHandshakes {
-			l.gate.held++
-			l.mu.Unlock()
-
-			return nil
-		}
-
 		victim, wait := l.stalledLocked()
 		l.mu.Unlock()
 
 		if victim != nil {
 			_ = victim.Close()
-
-			return nil
 		}
 
 		t := l.cfg.Clock.NewTimer(wait)
 
 		select {
-		case <-l.gate.freed:
-		case <-t.C():
-		case <-closed:
+		case <-w.ready:
 			t.Stop()
 
-			return errGateClosed
+			return nil
+		case <-c.done:
+			t.Stop()
+
+			return net.ErrClosed
+		case <-t.C():
 		}
 
-		t.Stop()
+		l.mu.Lock()
 	}
 }
 
-var errGateClosed = errors.New("connlimit: listener closed")
-
-// stalledLocked takes the place of the oldest stranger's handshake once
-// it is GateEvictAge old, and returns it to close once l.mu is released;
-// the place passes to the caller. Otherwise it returns how long to wait
-// before asking again.
-func (l *Limiter) stalledLocked() (*conn, time.Duration) {
-	for e := l.gate.strangers.Front(); e != nil; e = l.gate.strangers.Front() {
-		c, _ := e.Value.(*conn)
-
-		age := l.cfg.Clock.Now().Sub(c.gatedAt)
-		if age < GateEvictAge {
-			return nil, GateEvictAge - age
-		}
-
-		l.gate.strangers.Remove(e)
-		c.atGate = nil
-
-		if c.state.CompareAndSwap(stateWaiting, stateClosed) {
-			l.wastedLocked(c.source)
-			l.stats.Evicted++
-
-			return c, 0
-		}
-
-		// It is being closed for making no call: its place is free, and
-		// the caller asks again at once.
-		l.freeGateLocked()
-
-		return nil, 0
+// waitClassLocked is the class src's handshake waits in.
+func (l *Limiter) waitClassLocked(src string) int {
+	switch {
+	case l.knownLocked(src):
+		return waitKnown
+	case l.suspects.has(src, l.cfg.Clock.Now()):
+		return waitSuspect
+	default:
+		return waitStranger
 	}
-
-	return nil, GateEvictAge
 }
 
-// gateHold gives the place enterGate took to c, admitted by offer, until
-// its handshake ends (leaveGateLocked). A connection closed meanwhile
-// frees it at once.
-func (l *Limiter) gateHold(c *conn) {
-	if l.cfg.MaxHandshakes == 0 {
-		return
-	}
-
-	l.mu.Lock()
-	defer l.mu.Unlock()
-
-	if c.released || c.state.Load() != stateWaiting {
-		l.freeGateLocked()
-
-		return
-	}
-
+// holdLocked gives c a place at the gate.
+func (l *Limiter) holdLocked(c *conn) {
+	l.gate.held++
 	c.gatedAt = l.cfg.Clock.Now()
 	c.gateKnown = l.knownLocked(c.source)
 
@@ -137,20 +130,36 @@ func (l *Limiter) gateHold(c *conn) {
 	}
 }
 
-// gateRelease frees the place enterGate took for a connection that offer
-// did not admit (refused, or waiting for a slot), or that Accept failed.
-func (l *Limiter) gateRelease() {
-	if l.cfg.MaxHandshakes == 0 {
-		return
+// stalledLocked displaces the oldest stranger's handshake once it held its
+// place for GateEvictAge, and returns it to close once l.mu is released;
+// its place goes to the first in line. Otherwise it returns how long
+// until it asks again.
+func (l *Limiter) stalledLocked() (*conn, time.Duration) {
+	e := l.gate.strangers.Front()
+	if e == nil {
+		return nil, GateEvictAge
 	}
 
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	c, _ := e.Value.(*conn)
 
-	l.freeGateLocked()
+	if age := l.cfg.Clock.Now().Sub(c.gatedAt); age < GateEvictAge {
+		return nil, GateEvictAge - age
+	}
+
+	l.leaveGateLocked(c)
+
+	if !c.state.CompareAndSwap(stateWaiting, stateClosed) {
+		// It is being closed already.
+		return nil, 0
+	}
+
+	l.wastedLocked(c.source)
+	l.stats.Evicted++
+
+	return c, 0
 }
 
-// leaveGate ends c's place at the gate: its handshake is over.
+// leaveGate ends c's place or wait at the gate: its handshake is over.
 func (l *Limiter) leaveGate(c *conn) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -158,9 +167,18 @@ func (l *Limiter) leaveGate(c *conn) {
 	l.leaveGateLocked(c)
 }
 
-// leaveGateLocked ends c's place at the gate, if it holds one: its
-// handshake ended, it made a call, or it closed.
+// leaveGateLocked ends c's place at the gate, giving it to the first in
+// line, or c's wait for one; c may have neither.
 func (l *Limiter) leaveGateLocked(c *conn) {
+	if c.gateWait != nil {
+		// Only the list that holds it removes it.
+		for i := range l.gate.waiting {
+			l.gate.waiting[i].Remove(c.gateWait)
+		}
+
+		c.gateWait = nil
+	}
+
 	if c.atGate == nil {
 		return
 	}
@@ -172,15 +190,27 @@ func (l *Limiter) leaveGateLocked(c *conn) {
 	}
 
 	c.atGate = nil
-	l.freeGateLocked()
-}
-
-// freeGateLocked frees one place and wakes the accept loop waiting for one.
-func (l *Limiter) freeGateLocked() {
 	l.gate.held--
 
-	select {
-	case l.gate.freed <- struct{}{}:
-	default:
+	l.handOffLocked()
+}
+
+// handOffLocked gives a free place to the newest waiting handshake of the
+// first class that has one.
+func (l *Limiter) handOffLocked() {
+	if l.gate.held >= l.cfg.MaxHandshakes {
+		return
+	}
+
+	for i := range l.gate.waiting {
+		if e := l.gate.waiting[i].Back(); e != nil {
+			w, _ := e.Value.(*gateWait)
+			l.gate.waiting[i].Remove(e)
+			w.c.gateWait = nil
+			l.holdLocked(w.c)
+			close(w.ready)
+
+			return
+		}
 	}
 }

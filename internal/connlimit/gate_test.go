@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,150 +14,274 @@ import (
 	"github.com/aegis-os/aegis/internal/clock"
 )
 
-// gatedListener wraps a listener of conns with a Limiter that lets max
-// handshakes be under way at once.
-func gatedListener(t *testing.T, max int, clk *clock.Fake) (*Limiter, net.Listener, chan net.Conn) {
+// gateTest is a Limiter that lets max handshakes be under way at once,
+// and transport credentials whose handshakes the test ends one by one.
+type gateTest struct {
+	t       *testing.T
+	l       *Limiter
+	clk     *clock.Fake
+	creds   credentials.TransportCredentials
+	started chan string // the source of each handshake that started
+	clients map[string]net.Conn
+
+	mu     sync.Mutex
+	finish map[string]chan struct{}
+}
+
+// finishOf is the channel that ends ip's handshake.
+func (g *gateTest) finishOf(ip string) chan struct{} {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+
+	return g.finish[ip]
+}
+
+func newGateTest(t *testing.T, max int) *gateTest {
 	t.Helper()
 
+	clk := clock.NewFake(time.Now())
+
 	l, err := New(Config{
-		PerSource: 3, Total: 16, FirstCall: 10 * time.Second, Clock: clk, MaxHandshakes: max,
+		PerSource: 3, Total: 16, FirstCall: time.Minute, Clock: clk, MaxHandshakes: max,
 		ProvenTotal: 16, ProvenPerSource: 4, HandshakeRoom: 4,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 
-	conns := make(chan net.Conn, 8)
-	lis := l.Wrap(fakeListener{conns: conns})
-	t.Cleanup(func() { _ = lis.Close() })
+	g := &gateTest{
+		t: t, l: l, clk: clk, started: make(chan string, 16),
+		finish: map[string]chan struct{}{}, clients: map[string]net.Conn{},
+	}
+	g.creds = l.Credentials(heldCreds{g: g}, func(tls.ConnectionState) bool { return false })
 
-	return l, lis, conns
+	return g
 }
 
-// acceptConn is accept's connection, as the Limiter's.
-func acceptConn(t *testing.T, lis net.Listener) *conn {
-	t.Helper()
+// connect admits a connection from ip and starts its server handshake; it
+// returns the admitted connection.
+func (g *gateTest) connect(ip string) *conn {
+	g.t.Helper()
 
-	return accept(t, lis).(*conn) //nolint:forcetypeassert // Wrap's listener returns *conn
+	srv, cli := net.Pipe()
+	g.t.Cleanup(func() { _ = cli.Close(); _ = srv.Close() })
+
+	raw := pipeConn{Conn: srv, remote: &net.TCPAddr{IP: net.ParseIP(ip), Port: 40000}}
+	g.mu.Lock()
+	g.finish[ip] = make(chan struct{})
+	g.mu.Unlock()
+
+	g.clients[ip] = cli
+
+	c := g.l.admit(raw, fakeLocal)
+	if c == nil {
+		g.t.Fatalf("connection from %s refused", ip)
+	}
+
+	go func() { _, _, _ = g.creds.ServerHandshake(c) }()
+
+	return c
 }
 
-// TestGateBoundsHandshakes: while MaxHandshakes are under way the listener
-// accepts no more, the rest left unread in its queue; a handshake that
-// ends, fails, makes a call or closes lets the next one in.
+// hello makes ip's client send its first byte.
+func (g *gateTest) hello(ip string) {
+	g.t.Helper()
+
+	cli := g.clients[ip]
+
+	go func() { _, _ = cli.Write([]byte{0x16}) }()
+}
+
+// wantStarted waits for the next handshake to start and checks its source.
+func (g *gateTest) wantStarted(ip string) {
+	g.t.Helper()
+
+	select {
+	case got := <-g.started:
+		if got != ip {
+			g.t.Fatalf("the handshake of %s started, want %s", got, ip)
+		}
+	case <-time.After(5 * time.Second):
+		g.t.Fatalf("the handshake of %s did not start", ip)
+	}
+}
+
+// waitWaiting waits until n handshakes wait at the gate, then checks that
+// none started meanwhile.
+func (g *gateTest) waitWaiting(n int) {
+	g.t.Helper()
+
+	deadline := time.Now().Add(5 * time.Second)
+
+	for {
+		g.l.mu.Lock()
+		waiting := 0
+
+		for i := range g.l.gate.waiting {
+			waiting += g.l.gate.waiting[i].Len()
+		}
+		g.l.mu.Unlock()
+
+		if waiting == n {
+			break
+		}
+
+		if time.Now().After(deadline) {
+			g.t.Fatalf("%d handshakes wait at the gate, want %d", waiting, n)
+		}
+
+		time.Sleep(time.Millisecond)
+	}
+
+	select {
+	case got := <-g.started:
+		g.t.Fatalf("the handshake of %s started while the gate was full", got)
+	default:
+	}
+}
+
+// TestGateBoundsHandshakes: no more than MaxHandshakes handshakes are under
+// way; one whose client sent nothing takes no place; a handshake that ends
+// lets the next one start.
 func TestGateBoundsHandshakes(t *testing.T) {
-	l, lis, conns := gatedListener(t, 2, clock.NewFake(time.Now()))
+	g := newGateTest(t, 2)
 
-	raws := []*fakeConn{newFake("10.1.0.1"), newFake("10.1.0.2"), newFake("10.1.0.3"), newFake("10.1.0.4"), newFake("10.1.0.5")}
-	for _, r := range raws {
-		conns <- r
+	for _, ip := range []string{"10.1.0.1", "10.1.0.2", "10.1.0.3", "10.1.0.4"} {
+		g.connect(ip)
 	}
 
-	first, second := acceptConn(t, lis), acceptConn(t, lis)
+	// The first has sent nothing: the next two take the places.
+	g.hello("10.1.0.2")
+	g.wantStarted("10.1.0.2")
+	g.hello("10.1.0.3")
+	g.wantStarted("10.1.0.3")
 
-	// The accept loop waits at the gate: it took no third connection.
-	if n := len(conns); n != 3 {
-		t.Fatalf("%d connections left in the accept queue with 2 handshakes under way, want 3", n)
+	g.hello("10.1.0.4")
+	g.waitWaiting(1)
+
+	close(g.finishOf("10.1.0.2"))
+	g.wantStarted("10.1.0.4")
+
+	// The silent one begins at last, and waits for a place.
+	g.hello("10.1.0.1")
+	g.waitWaiting(1)
+
+	close(g.finishOf("10.1.0.3"))
+	g.wantStarted("10.1.0.1")
+}
+
+// TestGateOrder: a freed place goes to a known source's handshake first,
+// then a stranger's, then a suspect's, the newest first in each.
+func TestGateOrder(t *testing.T) {
+	g := newGateTest(t, 1)
+
+	g.connect("10.2.0.1")
+	g.hello("10.2.0.1")
+	g.wantStarted("10.2.0.1")
+
+	g.l.mu.Lock()
+	g.l.wastedLocked("10.2.0.9")
+	g.l.wastedLocked("10.2.0.9")
+	g.l.mu.Unlock()
+	g.l.Know(&net.TCPAddr{IP: net.ParseIP("10.2.0.5")})
+
+	for i, ip := range []string{"10.2.0.9", "10.2.0.2", "10.2.0.3", "10.2.0.5"} {
+		g.connect(ip)
+		g.hello(ip)
+		g.waitWaiting(i + 1)
 	}
 
-	// A call ends the first one's handshake.
-	first.markCalled()
-
-	third := acceptConn(t, lis)
-	if n := len(conns); n != 2 {
-		t.Fatalf("%d connections left in the accept queue, want 2", n)
-	}
-
-	// A handshake that fails ends it too.
-	creds := l.Credentials(failingCreds{}, func(tls.ConnectionState) bool { return false })
-	if _, _, err := creds.ServerHandshake(second); !errors.Is(err, errHandshake) {
-		t.Fatalf("handshake: %v, want %v", err, errHandshake)
-	}
-
-	fourth := acceptConn(t, lis)
-
-	// So does a close.
-	_ = third.Close()
-
-	if c := acceptConn(t, lis); c.RemoteAddr() != raws[4].remote {
-		t.Fatalf("accepted %v, want %v", c.RemoteAddr(), raws[4].remote)
-	}
-
-	l.mu.Lock()
-	defer l.mu.Unlock()
-
-	if l.gate.held != 2 || fourth.atGate == nil {
-		t.Fatalf("%d places held at the gate, want 2 (the fourth and fifth connections)", l.gate.held)
+	for _, next := range [][2]string{{"10.2.0.1", "10.2.0.5"}, {"10.2.0.5", "10.2.0.3"}, {"10.2.0.3", "10.2.0.2"}, {"10.2.0.2", "10.2.0.9"}} {
+		close(g.finishOf(next[0]))
+		g.wantStarted(next[1])
 	}
 }
 
-// TestGateEvictsStalledStrangers: at a full gate, a stranger's handshake
-// GateEvictAge old gives its place to the next connection, and is a
-// strike against its source; a known source's handshake keeps its place.
-func TestGateEvictsStalledStrangers(t *testing.T) {
-	clk := clock.NewFake(time.Now())
-	l, lis, conns := gatedListener(t, 1, clk)
+// TestGateDisplacesStalledStrangers: a stranger's handshake that held its
+// place for GateEvictAge while another waits gives it up, closed and
+// struck; a known source's keeps it.
+func TestGateDisplacesStalledStrangers(t *testing.T) {
+	g := newGateTest(t, 1)
 	ctx := context.Background()
 
-	stalled, next := newFake("10.2.0.1"), newFake("10.2.0.2")
-	conns <- stalled
-	conns <- next
+	stalled := g.connect("10.3.0.1")
+	g.hello("10.3.0.1")
+	g.wantStarted("10.3.0.1")
 
-	acceptConn(t, lis)
+	g.connect("10.3.0.2")
+	g.hello("10.3.0.2")
+	g.waitWaiting(1)
 
-	// One FirstCall watch, and the accept loop's wait at the gate.
-	if err := clk.WaitForTimers(ctx, 2); err != nil {
+	// Two FirstCall watches and the waiter's timer.
+	if err := g.clk.WaitForTimers(ctx, 3); err != nil {
 		t.Fatal(err)
 	}
 
-	clk.Advance(GateEvictAge)
+	g.clk.Advance(GateEvictAge)
+	g.wantStarted("10.3.0.2")
 
-	if c := acceptConn(t, lis); c.RemoteAddr() != next.remote {
-		t.Fatalf("accepted %v, want %v", c.RemoteAddr(), next.remote)
+	if stalled.state.Load() != stateClosed || g.l.Stats().Evicted != 1 {
+		t.Fatalf("the stalled handshake: state %d, %d evicted; want closed, 1", stalled.state.Load(), g.l.Stats().Evicted)
 	}
 
-	if !stalled.closed.Load() {
-		t.Fatal("the stalled stranger's handshake was not closed")
-	}
+	k := newGateTest(t, 1)
+	k.l.Know(&net.TCPAddr{IP: net.ParseIP("10.4.0.1")})
 
-	if st := l.Stats(); st.Evicted != 1 {
-		t.Fatalf("%d evicted, want 1", st.Evicted)
-	}
+	k.connect("10.4.0.1")
+	k.hello("10.4.0.1")
+	k.wantStarted("10.4.0.1")
 
-	// A known source's handshake, once in, is not displaced however long
-	// it takes.
-	clk2 := clock.NewFake(time.Now())
-	l2, lis2, conns2 := gatedListener(t, 1, clk2)
-	known := newFake("10.3.0.1")
-	l2.Know(known.remote)
+	k.connect("10.4.0.2")
+	k.hello("10.4.0.2")
+	k.waitWaiting(1)
 
-	conns2 <- known
-	conns2 <- newFake("10.3.0.2")
-
-	acceptConn(t, lis2)
-
-	if err := clk2.WaitForTimers(ctx, 2); err != nil {
+	if err := k.clk.WaitForTimers(ctx, 3); err != nil {
 		t.Fatal(err)
 	}
 
-	clk2.Advance(3 * GateEvictAge)
+	k.clk.Advance(3 * GateEvictAge)
 
-	// The accept loop asks again and waits again.
-	if err := clk2.WaitForTimers(ctx, 2); err != nil {
+	// The waiter looks again, and waits again.
+	if err := k.clk.WaitForTimers(ctx, 3); err != nil {
 		t.Fatal(err)
 	}
 
-	if known.closed.Load() || len(conns2) != 1 {
-		t.Fatalf("a known source's handshake was displaced (closed %v, %d left in the queue)", known.closed.Load(), len(conns2))
-	}
+	k.waitWaiting(1)
 }
 
 var errHandshake = errors.New("handshake failed")
 
-// failingCreds is transport credentials whose server handshake fails.
-type failingCreds struct {
+// heldCreds is transport credentials whose server handshake reads the
+// client's first byte, says it started, and fails when the test ends it.
+type heldCreds struct {
 	credentials.TransportCredentials
+
+	g *gateTest
 }
 
-func (failingCreds) ServerHandshake(net.Conn) (net.Conn, credentials.AuthInfo, error) {
+func (h heldCreds) ServerHandshake(raw net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	var b [1]byte
+	if _, err := raw.Read(b[:]); err != nil {
+		return nil, nil, err
+	}
+
+	ip := raw.RemoteAddr().(*net.TCPAddr).IP.String() //nolint:forcetypeassert // pipeConn's
+	h.g.started <- ip
+
+	select {
+	case <-h.g.finishOf(ip):
+	case <-raw.(*conn).done: //nolint:forcetypeassert // the Limiter's
+	}
+
 	return nil, nil, errHandshake
 }
+
+// pipeConn is one end of a net.Pipe from remote.
+type pipeConn struct {
+	net.Conn
+
+	remote net.Addr
+}
+
+func (p pipeConn) RemoteAddr() net.Addr { return p.remote }
+func (p pipeConn) LocalAddr() net.Addr  { return fakeLocal }

@@ -46,13 +46,10 @@ type Config struct {
 	// counts against Total. ProvenPerSource, when ProvenTotal is set, is
 	// required and below ProvenTotal.
 	ProvenTotal, ProvenPerSource int
-	// MaxHandshakes bounds the connections in their TLS handshake at once
-	// (gate.go): while that many are under way, the listener accepts no
-	// more, and the rest wait in the kernel's accept queue. A handshake
-	// ends when Credentials' handshake returns, at the first call, or at
-	// the close. Connections that waited for a slot (SlotWait) are not
-	// counted when they get one: MaxWaiting bounds them. Zero means no
-	// bound.
+	// MaxHandshakes bounds the TLS handshakes under way at once through
+	// Credentials (gate.go): a handshake starts once its client sent its
+	// first byte and fewer than this many are under way; the others wait,
+	// admitted, for a place. Zero means no bound.
 	MaxHandshakes int
 	// HandshakeRoom is how many connections may do their handshake beyond
 	// Total when no anonymous slot can be had (every one holds a caller):
@@ -138,7 +135,6 @@ func New(cfg Config) (*Limiter, error) {
 		cfg: cfg, sources: map[string]*sourceConns{}, byAddr: map[string]*conn{},
 		ranks: newRanks(cfg.PerSource), suspects: newSuspects(MaxSuspects),
 		waitingBy: map[string]int{}, proven: proven{bySource: map[string]int{}},
-		gate: gate{freed: make(chan struct{}, 1)},
 	}, nil
 }
 

@@ -58,11 +58,11 @@ const (
 	// is forgotten, and its next connection is a stranger's again.
 	MaxKnown = 16384
 	// GateEvictAge is how long a stranger's handshake may hold its place at
-	// a full handshake gate (Config.MaxHandshakes) before the next
-	// connection takes it. A handshake costs each side a millisecond or two
-	// of CPU and a round trip; with the gate keeping few under way, two
-	// seconds pass only for a client that stalls, or one so starved that
-	// its handshake would not finish anyway.
+	// the handshake gate (Config.MaxHandshakes) while another waits. A
+	// handshake costs each side a millisecond or two of CPU and a round
+	// trip; with the gate keeping few under way, two seconds pass only for
+	// a client that stalls, or one so starved that its handshake would not
+	// finish anyway.
 	GateEvictAge = 2 * time.Second
 	// maxLingerRead bounds what one graceful close reads and discards.
 	maxLingerRead = 64 << 10

@@ -183,12 +183,16 @@ type settling struct {
 }
 
 func (s *settling) ServerHandshake(raw net.Conn) (net.Conn, credentials.AuthInfo, error) {
-	secured, info, err := s.TransportCredentials.ServerHandshake(raw)
-
 	c, ok := raw.(*conn)
 	if !ok || c.l != s.l {
-		return secured, info, err
+		return s.TransportCredentials.ServerHandshake(raw)
 	}
+
+	if err := s.l.enterGate(c); err != nil {
+		return nil, nil, err
+	}
+
+	secured, info, err := s.TransportCredentials.ServerHandshake(raw)
 
 	s.l.leaveGate(c)
 

@@ -78,16 +78,8 @@ func (w *listener) acceptLoop() {
 	defer close(w.ended)
 
 	for {
-		if err := w.l.enterGate(w.closed); err != nil {
-			w.err = err
-
-			return
-		}
-
 		raw, err := w.Listener.Accept()
 		if err != nil {
-			w.l.gateRelease()
-
 			if !temporary(err) {
 				w.err = err
 
@@ -104,19 +96,12 @@ func (w *listener) acceptLoop() {
 			}
 		}
 
-		c := w.l.offer(raw, w.Addr(), w)
-		if c == nil {
-			w.l.gateRelease()
-
-			continue
-		}
-
-		w.l.gateHold(c)
-
-		select {
-		case w.out <- c:
-		case <-w.closed:
-			_ = c.Close()
+		if c := w.l.offer(raw, w.Addr(), w); c != nil {
+			select {
+			case w.out <- c:
+			case <-w.closed:
+				_ = c.Close()
+			}
 		}
 	}
 }
