@@ -33,11 +33,12 @@ const (
 	// heartbeatInterval is a worker's default, as machined's.
 	heartbeatInterval = 10 * time.Second
 	// filesPerWorker and filesSpare size the harness's RLIMIT_NOFILE: a
-	// hollow worker keeps a connection to each control plane it has
-	// called (three) and makes one more while a probe replaces one; the
-	// spare is the harness's own (clients, logs, /proc reads). 10,000
-	// workers ran out of 20,000 descriptors ("socket: too many open
-	// files").
-	filesPerWorker = 4
+	// hollow worker keeps one connection (trustdclient) and holds another
+	// for a while after it moves, renews or joins (the retired one until
+	// its last call ends, its join's own); the spare is the harness's own
+	// (clients, logs, /proc reads). When a worker kept a connection to
+	// each control plane it had called, 10,000 workers ran out of 20,000
+	// descriptors ("socket: too many open files").
+	filesPerWorker = 2
 	filesSpare     = 4096
 )

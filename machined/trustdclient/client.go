@@ -69,19 +69,24 @@ type Config struct {
 // then the next call probes it first again, so a node goes back to its own
 // control plane once that answers, nodes that lost one at the same moment
 // come back to it spread over the interval, and a control plane that
-// keeps failing is sent ever fewer handshakes. It keeps one
-// connection per endpoint: a revocation watch held open and a heartbeat
-// every few seconds are better served by one connection than by a
-// handshake each time. A call may be a stream held as long as it runs
-// (the watch): Call returns when it ends.
+// keeps failing is sent ever fewer handshakes. It keeps one connection:
+// a revocation watch held open and a heartbeat every few seconds are
+// better served by one connection than by a handshake each time, and a
+// control plane holds one per node, not one per node that ever tried it.
+// Once an endpoint answers a call, the connections to the others are
+// retired. A call may be a stream held as long as it runs (the watch):
+// Call returns when it ends.
 //
 // A kept connection stays authenticated by the certificate presented when
 // it was made, so once the node's certificate changes (a renewal, a CA
 // rotation's re-issue) the connection is replaced: trustd refuses every
 // call on one authenticated by a certificate of a CA it has dropped, or a
-// certificate that has expired or was revoked. The one replaced is closed
-// when its last call ends, so no call is cut short. It is safe for
-// concurrent use.
+// certificate that has expired or was revoked. A connection retired
+// (replaced, or to an endpoint the node moved from) is closed when its
+// last call ends, or RetireGrace after it was retired: a call under way
+// ends well, while a stream held open (the watch) is cut then and Call
+// runs it again, from the top of the node's order, on the connection now
+// kept. It is safe for concurrent use.
 type Client struct {
 	cfg Config
 
@@ -99,6 +104,8 @@ type Client struct {
 	retryAt  []time.Time
 	failures []int
 	closed   bool
+	// done is closed by Close: the waits of retired connections end.
+	done chan struct{}
 }
 
 // kept is a connection to one endpoint and what it was made with.
@@ -111,8 +118,19 @@ type kept struct {
 	// connection was made.
 	credential []byte
 	calls      int  // calls under way on conn
-	retired    bool // replaced: closed when its last call ends
+	retired    bool // replaced: closed when its last call ends, or at RetireGrace
+	closed     bool // conn was closed
+	cut        bool // closed at RetireGrace with calls under way
 }
+
+// errMoved is what a call cut by its connection's retirement returns to
+// Call, which runs it again on the connection now kept.
+var errMoved = errors.New("trustdclient: connection retired under the call")
+
+// maxMoves bounds how often Call runs one call again after its connection
+// was retired under it: a renewal and a move to another endpoint at once
+// are two; more would be a loop.
+const maxMoves = 3
 
 // New returns a Client; Close releases its connections.
 func New(cfg Config) (*Client, error) {
@@ -149,6 +167,7 @@ func New(cfg Config) (*Client, error) {
 	return &Client{
 		cfg: cfg, order: spread.Preference(identity, eps), ready: connected,
 		conns: map[string]*kept{}, retryAt: make([]time.Time, len(eps)), failures: make([]int, len(eps)),
+		done: make(chan struct{}),
 	}, nil
 }
 
@@ -171,8 +190,19 @@ func identityOf(cfg Config) ([]byte, error) {
 
 // Call runs call on the endpoints in the node's order (see Client) until
 // one returns nil, and returns that endpoint. When none does, the error
-// joins each endpoint's.
+// joins each endpoint's. A call cut because its connection was retired
+// (see Client) runs again, from the top of the order.
 func (c *Client) Call(ctx context.Context, call func(context.Context, grpc.ClientConnInterface) error) (string, error) {
+	for moves := 0; ; moves++ {
+		ep, err := c.callOnce(ctx, call)
+		if !errors.Is(err, errMoved) || moves == maxMoves || ctx.Err() != nil {
+			return ep, err
+		}
+	}
+}
+
+// callOnce runs call on the endpoints of one plan; it stops at errMoved.
+func (c *Client) callOnce(ctx context.Context, call func(context.Context, grpc.ClientConnInterface) error) (string, error) {
 	var errs []error
 
 	for _, t := range c.plan() {
@@ -185,7 +215,7 @@ func (c *Client) Call(ctx context.Context, call func(context.Context, grpc.Clien
 			return ep, nil
 		}
 
-		if errors.Is(err, ErrClosed) {
+		if errors.Is(err, ErrClosed) || errors.Is(err, errMoved) {
 			return "", err
 		}
 
@@ -224,7 +254,20 @@ func (c *Client) try(ctx context.Context, t attempt, call func(context.Context, 
 		}
 	}
 
-	return call(ctx, k.conn)
+	err = call(ctx, k.conn)
+	if err != nil && c.wasCut(k) {
+		return fmt.Errorf("%w: %w", errMoved, err)
+	}
+
+	return err
+}
+
+// wasCut reports whether k was closed under its calls at RetireGrace.
+func (c *Client) wasCut(k *kept) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+
+	return k.cut
 }
 
 // acquire returns the kept connection to endpoint for one call, made on
@@ -272,7 +315,7 @@ func (c *Client) release(k *kept) {
 
 	k.calls--
 	if k.retired && k.calls == 0 {
-		_ = k.conn.Close()
+		k.closeLocked()
 	}
 }
 
@@ -288,10 +331,56 @@ func (c *Client) drop(endpoint string, k *kept) {
 	}
 }
 
-// retireLocked closes k now, or when its last call ends.
+// retireLocked closes k now, or when its last call ends, or RetireGrace
+// from now, whichever comes first.
 func (c *Client) retireLocked(k *kept) {
+	if k.retired {
+		return
+	}
+
 	k.retired = true
 	if k.calls == 0 {
+		k.closeLocked()
+
+		return
+	}
+
+	grace := c.cfg.Clock.NewTimer(RetireGrace)
+
+	go func() {
+		defer grace.Stop()
+
+		select {
+		case <-grace.C():
+		case <-c.done:
+			return
+		}
+
+		c.mu.Lock()
+		defer c.mu.Unlock()
+
+		if !k.closed {
+			k.cut = true
+			k.closeLocked()
+		}
+	}()
+}
+
+// retireOthersLocked retires the kept connections to every endpoint but
+// the one that answered.
+func (c *Client) retireOthersLocked(answered string) {
+	for ep, k := range c.conns {
+		if ep != answered {
+			delete(c.conns, ep)
+			c.retireLocked(k)
+		}
+	}
+}
+
+// closeLocked closes k's connection once.
+func (k *kept) closeLocked() {
+	if !k.closed {
+		k.closed = true
 		_ = k.conn.Close()
 	}
 }
@@ -357,12 +446,16 @@ func (c *Client) Close() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 
+	if !c.closed {
+		close(c.done)
+	}
+
 	c.closed = true
 
 	var errs []error
 
 	for ep, k := range c.conns {
-		k.retired = true
+		k.retired, k.closed = true, true
 		errs = append(errs, k.conn.Close())
 
 		delete(c.conns, ep)

@@ -66,4 +66,18 @@ const (
 	// fails closes its connection, which leaves no half-made connection
 	// holding a slot of trustd's until its first-call deadline.
 	ProbeHandshakeTimeout = 5 * time.Second
+
+	// RetireGrace is how long a retired connection (replaced after a
+	// renewal, or to an endpoint the node moved from) stays open for the
+	// calls under way on it: twice the longest a heartbeat waits
+	// (membership's call timeout, 5 s). A stream held open (the
+	// revocation watch) is cut then and opened again, from the revision
+	// the node has, on the connection the node keeps. Kept longer, every
+	// worker of a control plane that failed would hold a connection to
+	// the one it moved to as long as its watch ran there (up to trustd's
+	// WatchLifetime, ten minutes) on top of the one to its own once back,
+	// and a renewal would double a node's connections until its old
+	// certificate expired: a hollow-node run of 5,000 workers ended a
+	// failover with 2.7 connections at the control planes per worker.
+	RetireGrace = 10 * time.Second
 )

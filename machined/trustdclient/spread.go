@@ -58,12 +58,14 @@ func (c *Client) plan() []attempt {
 	return append(plan, later...)
 }
 
-// answered records that endpoint i answered: it is tried in its place again.
+// answered records that endpoint i answered: it is tried in its place
+// again, and the connections to the others are retired (see Client).
 func (c *Client) answered(i int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 
 	c.retryAt[i], c.failures[i] = time.Time{}, 0
+	c.retireOthersLocked(c.cfg.Endpoints[i])
 }
 
 // failed records that endpoint i failed: it goes after the others until
