@@ -239,7 +239,7 @@ func TestContainerdConfinement(t *testing.T) {
 		"trustd": {l.TrustdResources(), l.TokensSocket()},
 		"etcd":   {filepath.Join(l.EtcdDir(), "data", "member")},
 	}
-	limits := map[string]int{"apid": 256 << 20, "trustd": 256 << 20, "etcd": 512 << 20}
+	limits := map[string]int{"apid": 256 << 20, "trustd": 512 << 20, "etcd": 512 << 20}
 
 	waitFor(t, "etcd running", func() error { _, err := taskPID(ctx, d.Client(), "etcd"); return err })
 
@@ -274,8 +274,8 @@ func TestContainerdConfinement(t *testing.T) {
 
 			t.Logf("%s: %s tasks", id, cgroupValue(t, pid, "pids", "pids.current", "pids.current"))
 
-			if got := openFilesLimit(t, pid); got != "8192 8192" {
-				t.Errorf("%s: open files limit (soft hard) %s, want 8192 8192", id, got)
+			if got := openFilesLimit(t, pid); got != "16384 16384" {
+				t.Errorf("%s: open files limit (soft hard) %s, want 16384 16384", id, got)
 			}
 
 			if !rootReadOnly(t, pid) {

@@ -51,17 +51,44 @@ const (
 	// accepted CA in the handshake. They are counted apart from
 	// MaxConnections, which bounds anonymous callers (joins with a token,
 	// and floods), so no flood caps the cluster's size and no node waits
-	// behind strangers. Each worker keeps one connection to its preferred
-	// control plane (trustdclient), so 4,096 hold the share of 12,000
-	// workers over three control planes. A kept node connection costs
-	// trustd about 38 KiB of heap and stacks (TLS state, its parsed
-	// certificate, HTTP/2 framer and tables, two goroutines; measured by
-	// BenchmarkNodeConnectionMemory with 2,000 connections): a full table
-	// is about 150 MiB, which with trustd's 43 MiB at idle stays under the
-	// GOMEMLIMIT of its 256 MiB container (machined/node/containers.go).
-	// A larger table needs a larger container first. A proven connection
+	// behind strangers. Each worker keeps one connection, to its preferred
+	// control plane while that answers (trustdclient), so 4,096 hold the
+	// share of 12,000 workers over three control planes, and of 8,000
+	// over the two left when one fails. A full table costs trustd
+	// MaxNodeConnections × NodeConnectionMemory (256 MiB), which its
+	// container is sized for (MemoryAtFullTables). A proven connection
 	// over this bound is counted as an anonymous one.
 	MaxNodeConnections = 4096
+
+	// NodeConnectionMemory is what one kept node connection costs trustd,
+	// with the revocation watch every worker holds open on it: 51 KiB in
+	// BenchmarkNodeConnectionMemory/watch (31 KiB of heap: the TLS state
+	// and the parsed certificate, HTTP/2's framer and header tables; 20 KiB
+	// of stacks: gRPC's reader, writer and keepalive goroutines and the
+	// watch's), 56 KiB in a hollow-node run of 2,000 workers, whose
+	// heartbeats fill the header tables further. Rounded up.
+	NodeConnectionMemory = 64 << 10
+
+	// ConnectionMemory is what an anonymous connection (a join with a
+	// token) costs trustd while it is open: 37 KiB for one that made a
+	// call (BenchmarkNodeConnectionMemory/call), rounded up.
+	ConnectionMemory = 48 << 10
+
+	// IdleMemory is trustd's own memory with no connection open: 43 MiB
+	// of RSS, most of it the binary's code and tables.
+	IdleMemory = 43 << 20
+
+	// MemoryAtFullTables is what trustd holds live with every table of
+	// connections full (326 MiB): machined sizes trustd's memory limit
+	// from it, with room for the collector above it. The limit of apid's
+	// container held it once, when a node connection was thought to cost
+	// 38 KiB (measured without the watch) and live memory at 94 % of
+	// GOMEMLIMIT was taken for room: a hollow-node run of 5,000 workers
+	// sat there, and once a control plane was killed the two left spent
+	// four fifths of their CPU collecting, while hundreds of their
+	// workers' certificates expired unrenewed.
+	MemoryAtFullTables = IdleMemory + MaxNodeConnections*NodeConnectionMemory +
+		(MaxConnections+HandshakeRoom)*ConnectionMemory
 
 	// MaxNodeConnectionsPerSource bounds the node connections of one
 	// source: a node has one address and keeps one connection, plus the one
@@ -159,7 +186,10 @@ const (
 	// default of 100 it collected every 60 or so certificates, at about
 	// 3 ms of CPU each: 50 µs a certificate, more than its fdatasync.
 	// The heap then peaks near 15 MiB instead of 6, far below the
-	// GOMEMLIMIT trustd's container runs with.
+	// GOMEMLIMIT trustd's container runs with. Serving thousands of
+	// workers it keeps 100–300 MiB live (NodeConnectionMemory each), and
+	// its heap grows to that GOMEMLIMIT between collections: under load,
+	// trustd's RSS is the limit machined gives it, not what it needs.
 	GCPercent = 400
 
 	// RequestTimeout bounds the work on one request (token store access

@@ -92,11 +92,20 @@ const envClients = "TRUSTD_BENCH_NODE_CLIENTS"
 // BenchmarkNodeConnectionMemory measures what one kept node connection
 // costs trustd: n clients in another process connect with a node
 // certificate, each from its own address, make a call and stay
-// connected; the metric is trustd's heap and stacks in use, and its
+// connected; in "watch" each also holds a revocation watch open, as every
+// worker does. The metric is trustd's heap and stacks in use, and its
 // resident memory, per connection. Run it alone:
 //
 //	go test ./trustd -run '^$' -bench NodeConnectionMemory -benchtime 1x
 func BenchmarkNodeConnectionMemory(b *testing.B) {
+	for _, mode := range []string{"call", "watch"} {
+		b.Run(mode, func(b *testing.B) { benchNodeConnections(b, mode) })
+	}
+}
+
+// benchNodeConnections is BenchmarkNodeConnectionMemory with the clients
+// in mode ("call" or "watch").
+func benchNodeConnections(b *testing.B, mode string) {
 	const n = 2000
 
 	e := trustdtest.Start(b, trustdtest.Options{GateOpen: true, Revocations: noRevocations{}})
@@ -109,10 +118,10 @@ func BenchmarkNodeConnectionMemory(b *testing.B) {
 		}
 	}
 
-	heap0, rss0 := memory()
+	heap0, stack0, rss0 := memory()
 
 	cmd := exec.Command(os.Args[0], "-test.run", "^TestNodeClients$")
-	cmd.Env = append(os.Environ(), envClients+"="+strings.Join([]string{e.Addr, dir, strconv.Itoa(n)}, ","))
+	cmd.Env = append(os.Environ(), envClients+"="+strings.Join([]string{e.Addr, dir, strconv.Itoa(n), mode}, ","))
 	cmd.Stderr = os.Stderr
 
 	in, _ := cmd.StdinPipe()
@@ -128,9 +137,10 @@ func BenchmarkNodeConnectionMemory(b *testing.B) {
 		b.Fatalf("clients: %q, %v", line, err)
 	}
 
-	heap1, rss1 := memory()
+	heap1, stack1, rss1 := memory()
 
 	if path := os.Getenv("TRUSTD_BENCH_HEAP"); path != "" {
+		path += "." + mode
 		f, _ := os.Create(path)
 		_ = pprof.WriteHeapProfile(f)
 		_ = f.Close()
@@ -141,11 +151,12 @@ func BenchmarkNodeConnectionMemory(b *testing.B) {
 	}
 
 	b.ReportMetric(float64(heap1-heap0)/n, "heap-B/conn")
+	b.ReportMetric(float64(stack1-stack0)/n, "stack-B/conn")
 	b.ReportMetric(float64(rss1-rss0)/n, "rss-B/conn")
 }
 
-// memory is the heap and stacks in use after a collection, and VmRSS.
-func memory() (heap, rss int64) {
+// memory is the heap in use after a collection, the stacks, and VmRSS.
+func memory() (heap, stack, rss int64) {
 	runtime.GC()
 
 	var ms runtime.MemStats
@@ -159,7 +170,7 @@ func memory() (heap, rss int64) {
 		}
 	}
 
-	return int64(ms.HeapInuse + ms.StackInuse), rss
+	return int64(ms.HeapInuse), int64(ms.StackInuse), rss
 }
 
 // TestNodeClients is the client side of BenchmarkNodeConnectionMemory,
@@ -193,6 +204,17 @@ func TestNodeClients(t *testing.T) {
 
 		if _, err := revocations.NewNodeRevocationServiceClient(conn).Serials(ctx, &revocations.SerialsRequest{}); err != nil {
 			t.Fatalf("client %d from %s: %v", i, source, err)
+		}
+
+		if parts[3] == "watch" {
+			watch, err := revocations.NewNodeRevocationServiceClient(conn).Watch(ctx, &revocations.WatchRequest{})
+			if err == nil {
+				_, err = watch.Recv()
+			}
+
+			if err != nil {
+				t.Fatalf("watch %d from %s: %v", i, source, err)
+			}
 		}
 	}
 

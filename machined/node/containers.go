@@ -21,17 +21,22 @@ import (
 
 // Confinement of the services run as containers.
 const (
-	// containerMemoryLimit bounds apid's and trustd's cgroups: several
-	// times what either uses under the floods of the e2e tests, so only a
-	// leak reaches it.
+	// containerMemoryLimit bounds apid's cgroup: several times what it
+	// uses under the floods of the e2e tests, so only a leak reaches it.
 	// Each container's GOMEMLIMIT is 80 % of its limit (goMemLimit): the
 	// Go runtime collects harder before the cgroup's limit is reached.
 	// The process runtime gives apid and trustd the same GOMEMLIMIT,
-	// without a cgroup: trustd lets its heap grow to five times what is
-	// live between collections (trustd.GCPercent), and only the soft
-	// limit keeps a control plane that serves thousands of workers near
-	// what it needs.
+	// without a cgroup.
 	containerMemoryLimit = 256 << 20
+	// trustdMemoryLimit bounds trustd's cgroup. trustd holds a connection
+	// for each worker it serves, up to its tables
+	// (trustd.MemoryAtFullTables, 326 MiB live), and its GOMEMLIMIT is
+	// a quarter above that, so that the collector has room to work at
+	// full tables instead of running all the time. trustd lets its heap
+	// grow to five times what is live between collections
+	// (trustd.GCPercent), so under thousands of workers it uses what the
+	// limit allows.
+	trustdMemoryLimit = 512 << 20
 	// etcdMemoryLimit bounds etcd's cgroup: its backend is memory-mapped
 	// and grows with the data; a few hundred MiB hold far more than a
 	// node's tokens and membership.
@@ -46,15 +51,16 @@ const (
 	// of the whole node (pid_max is 32768 on many kernels).
 	containerPidsLimit = 1024
 	// containerOpenFiles is every container's limit on open files, where
-	// containerd's default is 1024: apid admits 1024 client connections
-	// and trustd 512 (their limits.go), and each also holds listeners,
-	// connections of its own (apid's backends and peers, the etcd clients)
-	// and files, while a connection waiting for a slot (as many again as
-	// the cap) or refused at accept holds a descriptor until it is closed.
-	// Running out would refuse the legitimate callers the connection caps
-	// are there to protect; eight times apid's cap is room for all of it,
+	// containerd's default is 1024: apid admits 1024 client connections,
+	// trustd 512 anonymous ones and 4,096 of the cluster's nodes (their
+	// limits.go), and each also holds listeners, connections of its own
+	// (apid's backends and peers, the etcd clients) and files, while a
+	// connection waiting for a slot (as many again as the anonymous cap)
+	// or refused at accept holds a descriptor until it is closed. Running
+	// out would refuse the legitimate callers the connection caps are there
+	// to protect; twice what trustd's caps admit is room for all of it,
 	// and still bounded.
-	containerOpenFiles = 8192
+	containerOpenFiles = 16384
 	// containerOOMScoreAdj keeps the node's API and signer among the last
 	// processes the kernel kills when memory runs out, as Talos does. A
 	// score below machined's own needs CAP_SYS_RESOURCE (see oomScoreAdj).
@@ -335,7 +341,7 @@ func (n *Node) confineTrustd(p *processService, withEtcd bool) {
 
 	p.deps = append(p.deps, ContainerdServiceID)
 	p.container = &containerSpec{
-		rt: n.ctr, id: "trustd", mounts: mounts,
+		rt: n.ctr, id: "trustd", mounts: mounts, memory: trustdMemoryLimit,
 		share: func(u ociimage.User) error {
 			if withEtcd {
 				if err := searchable(n.layout.EtcdDir()); err != nil {

@@ -20,7 +20,7 @@ func TestContainerOpenFilesCoverConnectionCaps(t *testing.T) {
 	// Open connections and those waiting for a slot each hold a descriptor.
 	for name, connections := range map[string]int{
 		"apid":   apid.MaxConnections + apid.MaxWaiting,
-		"trustd": trustd.MaxConnections + trustd.MaxWaiting,
+		"trustd": trustd.MaxConnections + trustd.MaxWaiting + trustd.MaxNodeConnections,
 	} {
 		if containerOpenFiles < 2*connections {
 			t.Errorf("containerOpenFiles %d leaves %s (%d connections) too little room", containerOpenFiles, name, connections)
@@ -42,7 +42,7 @@ func TestContainersHaveLimits(t *testing.T) {
 		memory, pids int64
 	}{
 		{apid.container, containerMemoryLimit, containerPidsLimit},
-		{trustd.container, containerMemoryLimit, containerPidsLimit},
+		{trustd.container, trustdMemoryLimit, containerPidsLimit},
 		{n.confineEtcd(), etcdMemoryLimit, containerPidsLimit},
 	} {
 		cfg := tt.spec.config(runner.ProcessConfig{})
@@ -62,11 +62,27 @@ func TestContainersHaveLimits(t *testing.T) {
 func TestProcessesHaveGoMemLimit(t *testing.T) {
 	n := &Node{layout: layout.Layout{State: t.TempDir()}}
 	b := &bootState{cfg: &certs.MachineConfig{}}
-	want := "GOMEMLIMIT=" + strconv.FormatInt(containerMemoryLimit/10*8, 10)
 
-	for _, p := range []*processService{n.apidService(b), n.trustdService()} {
-		if !slices.Contains(p.env, want) {
-			t.Errorf("%s: environment %q, want %s", p.id, p.env, want)
+	for _, tt := range []struct {
+		p     *processService
+		limit int64
+	}{
+		{n.apidService(b), containerMemoryLimit},
+		{n.trustdService(), trustdMemoryLimit},
+	} {
+		if want := "GOMEMLIMIT=" + strconv.FormatInt(tt.limit/10*8, 10); !slices.Contains(tt.p.env, want) {
+			t.Errorf("%s: environment %q, want %s", tt.p.id, tt.p.env, want)
 		}
+	}
+}
+
+// TestTrustdMemoryHoldsFullTables keeps trustd's GOMEMLIMIT a quarter
+// above what it holds live with every table of connections full, so that
+// a control plane serving the most workers its tables admit does not
+// spend its CPU collecting.
+func TestTrustdMemoryHoldsFullTables(t *testing.T) {
+	if soft := trustdMemoryLimit / 10 * 8; soft < trustd.MemoryAtFullTables*5/4 {
+		t.Fatalf("trustd's GOMEMLIMIT %d MiB holds %d MiB live at full tables with less than a quarter to spare",
+			soft>>20, trustd.MemoryAtFullTables>>20)
 	}
 }

@@ -117,7 +117,7 @@ func (n *Node) trustdService() *processService {
 		}, n.logArgs()...),
 		moreArgs:  func() []string { return metricsArgs(n.config.bootConfig(), "trustd") },
 		check:     localHealthCheck(n.layout.TokensSocket()),
-		env:       []string{goMemLimit(containerMemoryLimit)},
+		env:       []string{goMemLimit(trustdMemoryLimit)},
 		condition: certsPresent{store: n.store},
 	}
 }
