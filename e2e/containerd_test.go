@@ -239,7 +239,7 @@ func TestContainerdConfinement(t *testing.T) {
 		"trustd": {l.TrustdResources(), l.TokensSocket()},
 		"etcd":   {filepath.Join(l.EtcdDir(), "data", "member")},
 	}
-	limits := map[string]int{"apid": 256 << 20, "trustd": 512 << 20, "etcd": 512 << 20}
+	limits := map[string]int{"apid": 256 << 20, "trustd": 768 << 20, "etcd": 512 << 20}
 
 	waitFor(t, "etcd running", func() error { _, err := taskPID(ctx, d.Client(), "etcd"); return err })
 

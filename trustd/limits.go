@@ -52,13 +52,17 @@ const (
 	// MaxConnections, which bounds anonymous callers (joins with a token,
 	// and floods), so no flood caps the cluster's size and no node waits
 	// behind strangers. Each worker keeps one connection, to its preferred
-	// control plane while that answers (trustdclient), so 4,096 hold the
-	// share of 12,000 workers over three control planes, and of 8,000
-	// over the two left when one fails. A full table costs trustd
-	// MaxNodeConnections × NodeConnectionMemory (256 MiB), which its
-	// container is sized for (MemoryAtFullTables). A proven connection
-	// over this bound is counted as an anonymous one.
-	MaxNodeConnections = 4096
+	// control plane while that answers (trustdclient): a control plane
+	// holds its share of the workers, and when one of three fails, the
+	// two left hold half of them each. 6,144 hold half of the 10,000
+	// workers Aegis is measured with, and the connections that replace
+	// others for a few seconds after a renewal or a move (RetireGrace);
+	// with 4,096 a failover under 10,000 workers left 900 at each of the
+	// two counted as anonymous, evicted and refused. A full table costs
+	// trustd MaxNodeConnections × NodeConnectionMemory (384 MiB), which
+	// its container is sized for (MemoryAtFullTables). A proven
+	// connection over this bound is counted as an anonymous one.
+	MaxNodeConnections = 6144
 
 	// NodeConnectionMemory is what one kept node connection costs trustd,
 	// with the revocation watch every worker holds open on it: 51 KiB in
@@ -79,7 +83,7 @@ const (
 	IdleMemory = 43 << 20
 
 	// MemoryAtFullTables is what trustd holds live with every table of
-	// connections full (326 MiB): machined sizes trustd's memory limit
+	// connections full (454 MiB): machined sizes trustd's memory limit
 	// from it, with room for the collector above it. The limit of apid's
 	// container held it once, when a node connection was thought to cost
 	// 38 KiB (measured without the watch) and live memory at 94 % of

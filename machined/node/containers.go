@@ -30,13 +30,13 @@ const (
 	containerMemoryLimit = 256 << 20
 	// trustdMemoryLimit bounds trustd's cgroup. trustd holds a connection
 	// for each worker it serves, up to its tables
-	// (trustd.MemoryAtFullTables, 326 MiB live), and its GOMEMLIMIT is
+	// (trustd.MemoryAtFullTables, 454 MiB live), and its GOMEMLIMIT is
 	// a quarter above that, so that the collector has room to work at
 	// full tables instead of running all the time. trustd lets its heap
 	// grow to five times what is live between collections
 	// (trustd.GCPercent), so under thousands of workers it uses what the
 	// limit allows.
-	trustdMemoryLimit = 512 << 20
+	trustdMemoryLimit = 768 << 20
 	// etcdMemoryLimit bounds etcd's cgroup: its backend is memory-mapped
 	// and grows with the data; a few hundred MiB hold far more than a
 	// node's tokens and membership.
@@ -52,7 +52,7 @@ const (
 	containerPidsLimit = 1024
 	// containerOpenFiles is every container's limit on open files, where
 	// containerd's default is 1024: apid admits 1024 client connections,
-	// trustd 512 anonymous ones and 4,096 of the cluster's nodes (their
+	// trustd 512 anonymous ones and 6,144 of the cluster's nodes (their
 	// limits.go), and each also holds listeners, connections of its own
 	// (apid's backends and peers, the etcd clients) and files, while a
 	// connection waiting for a slot (as many again as the anonymous cap)
