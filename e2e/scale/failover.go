@@ -12,7 +12,7 @@ import (
 // and renewals that failed meanwhile.
 func (r *run) failover(ctx context.Context) error {
 	cp := r.c.ControlPlanes()[0]
-	calls0, renew0 := r.fleet.n.failed.Load(), r.fleet.n.renewFailed.Load()
+	calls0, renew0, causes0 := r.fleet.n.failed.Load(), r.fleet.n.renewFailed.Load(), r.fleet.n.causes.snapshot()
 	t0 := time.Now()
 
 	for _, w := range r.fleet.workers {
@@ -32,6 +32,7 @@ func (r *run) failover(ctx context.Context) error {
 	r.res.Failover.Waited = r.longestWait()
 	r.res.Failover.FailedCalls = r.fleet.n.failed.Load() - calls0
 	r.res.Failover.FailedRenew = r.fleet.n.renewFailed.Load() - renew0
+	r.res.Failover.Causes = topCauses(causes0, r.fleet.n.causes.snapshot(), time.Since(t0).Seconds(), 5)
 	r.logf("control plane killed: up in %s, every worker served in %s (%d not), the longest wait %s, %d failed calls",
 		dur(r.res.Failover.Restart), dur(r.res.Failover.Served), r.res.Failover.Unserved, dur(r.res.Failover.Waited), r.res.Failover.FailedCalls)
 

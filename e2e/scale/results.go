@@ -147,6 +147,9 @@ type Failover struct {
 	Waited      time.Duration `json:"waitedNs"`
 	FailedCalls int64         `json:"failedCalls"`
 	FailedRenew int64         `json:"failedRenewals"`
+	// Causes are the most frequent causes of the calls that failed from
+	// the kill until every worker was served, or the harness gave up.
+	Causes []Cause `json:"failureCauses,omitempty"`
 }
 
 // Percentiles returns the 50th, 99th and 100th percentiles of samples
@@ -270,6 +273,11 @@ func (r Results) WriteTable(out io.Writer) error {
 	f("aegisctl\tget members %s (%d listed), health %s %s", dur(r.CLI.Members), r.CLI.MembersListed, dur(r.CLI.Health), r.CLI.HealthErr)
 	f("control plane killed\tup again in %s, every worker served in %s (%d not), the longest wait %s, %d failed calls, %d failed renewals",
 		dur(r.Failover.Restart), dur(r.Failover.Served), r.Failover.Unserved, dur(r.Failover.Waited), r.Failover.FailedCalls, r.Failover.FailedRenew)
+
+	for _, c := range r.Failover.Causes {
+		f("  failed %.1f /s\t%s", c.PerSec, c.Cause)
+	}
+
 	f("")
 	f("goal\tvalue\tgoal\t")
 
