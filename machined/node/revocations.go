@@ -61,7 +61,7 @@ func (n *Node) followRevocations(ctx context.Context, b *bootState, bg *sync.Wai
 		return
 	}
 
-	w, err := revocation.NewWatcher(revocation.PollerConfig{Trustd: trustd, List: r.list, Clock: n.clock, Logger: n.log})
+	w, err := revocation.NewWatcher(revocation.PollerConfig{Trustd: trustd, List: r.list, Clock: n.clock, Logger: n.log, Rand: n.cfg.Rand})
 	if err != nil {
 		n.log.Error("revocation list not followed", slog.String(logkey.Error, err.Error()))
 

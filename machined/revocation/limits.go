@@ -54,6 +54,23 @@ const (
 	WatchBackoffMin = time.Second
 	WatchBackoffMax = 10 * time.Second
 
+	// WatchMoveSpread bounds the jittered wait of a worker whose watch a
+	// control plane had accepted and then lost (killed, cut off, or
+	// stopping for an upgrade) before it watches the next one. Every
+	// worker of that control plane loses its stream in the same instant:
+	// moved at once, the 3,333 of 10,000 workers that preferred one of
+	// three control planes sent the two left their handshakes in one
+	// burst, which outlasted trustd's handshake deadline, failed, and was
+	// made again (a hollow-node run left 2,573 workers unserved three
+	// minutes after a kill). Spread over five seconds they come at some
+	// 330 a second to each; a worker's heartbeat (every ten seconds) moves
+	// it before that when it comes first, and the watch then follows on
+	// the connection the heartbeat made. Meanwhile the worker enforces the
+	// list it has, and the watch resumes from its revision, so nothing is
+	// missed: a revocation made in those seconds reaches it that much
+	// later.
+	WatchMoveSpread = 5 * time.Second
+
 	// WatchRetry is how long a worker polls (every PollInterval) when no
 	// control plane serves the watch (Unimplemented: one minor version
 	// older, mid-upgrade; or ResourceExhausted: its watchers are full)

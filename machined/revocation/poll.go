@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 
 	"google.golang.org/grpc"
@@ -32,6 +33,8 @@ type PollerConfig struct {
 	Clock clock.Clock
 	// Logger receives the changes of reachability. Nil discards.
 	Logger *slog.Logger
+	// Rand jitters a Watcher's waits. Nil means crypto/rand.
+	Rand io.Reader
 }
 
 // Poller keeps a worker's list in step with the control planes': it asks
@@ -51,6 +54,7 @@ func NewPoller(cfg PollerConfig) (*Poller, error) {
 
 	cfg.Clock = defaults.Clock(cfg.Clock)
 	cfg.Logger = defaults.Logger(cfg.Logger)
+	cfg.Rand = defaults.Rand(cfg.Rand)
 
 	return &Poller{cfg: cfg}, nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/aegis-os/aegis/internal/backoff"
 	"github.com/aegis-os/aegis/internal/clock"
 	"github.com/aegis-os/aegis/internal/logkey"
+	"github.com/aegis-os/aegis/machined/trustdclient"
 )
 
 // errNoWatch is WatchOnce's answer when no control plane watched and at
@@ -27,8 +28,10 @@ var errNoWatch = errors.New("revocation: no control plane serves a watch of the 
 // the connection its trustdclient keeps, and applies each list the stream
 // brings. A stream that breaks is opened again on the next endpoint, from
 // the revision the worker has, so nothing is missed and nothing is sent
-// again; when every endpoint fails it waits (WatchBackoffMin to
-// WatchBackoffMax) and tries again. Where no control plane serves Watch (a
+// again, after a jittered wait of at most WatchMoveSpread when the
+// control plane had accepted the stream (see WatchMoveSpread); when every
+// endpoint fails it waits (WatchBackoffMin to WatchBackoffMax) and tries
+// again. Where no control plane serves Watch (a
 // cluster mid-upgrade) it polls, as a Poller, for WatchRetry at a time.
 // It fails safe like the Poller, with which it shares the reachability it
 // logs: while no control plane answers the list stays as it was.
@@ -44,7 +47,7 @@ func NewWatcher(cfg PollerConfig) (*Watcher, error) {
 		return nil, err
 	}
 
-	return &Watcher{p: p, backoff: backoff.Backoff{Min: WatchBackoffMin, Max: WatchBackoffMax}}, nil
+	return &Watcher{p: p, backoff: backoff.Backoff{Min: WatchBackoffMin, Max: WatchBackoffMax, Rand: p.cfg.Rand}}, nil
 }
 
 // Run watches until ctx ends.
@@ -57,6 +60,10 @@ func (w *Watcher) Run(ctx context.Context) {
 			w.backoff.Reset()
 		case errors.Is(err, errNoWatch):
 			w.pollFor(ctx)
+		case errors.Is(err, trustdclient.ErrLost):
+			if !clock.Sleep(ctx, w.p.cfg.Clock, backoff.Jitter(w.p.cfg.Rand, WatchMoveSpread)) {
+				return
+			}
 		default:
 			if !clock.Sleep(ctx, w.p.cfg.Clock, w.backoff.Next()) {
 				return
@@ -78,7 +85,9 @@ func (w *Watcher) pollFor(ctx context.Context) {
 }
 
 // WatchOnce holds one watch, on the endpoints in turn, until a stream ends
-// cleanly (nil: open the next at once), every endpoint failed, or ctx ends.
+// cleanly (nil: open the next at once), one that its control plane had
+// accepted breaks (an error wrapping trustdclient.ErrLost), every
+// endpoint failed, or ctx ends.
 func (w *Watcher) WatchOnce(ctx context.Context) error {
 	refused := false
 
@@ -96,6 +105,9 @@ func (w *Watcher) WatchOnce(ctx context.Context) error {
 		return nil
 	case refused:
 		return fmt.Errorf("%w: %w", errNoWatch, err)
+	case errors.Is(err, trustdclient.ErrLost):
+		// The others may well answer: nothing to log yet.
+		return err
 	}
 
 	w.p.unreachable(ctx, err)
@@ -104,7 +116,9 @@ func (w *Watcher) WatchOnce(ctx context.Context) error {
 }
 
 // stream opens a watch on conn from the list's revision and applies what
-// it brings until it ends: nil when the control plane ended it cleanly.
+// it brings until it ends: nil when the control plane ended it cleanly,
+// and an error wrapping trustdclient.ErrLost when it broke after the
+// control plane had accepted it.
 func (w *Watcher) stream(ctx context.Context, conn grpc.ClientConnInterface) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -116,7 +130,8 @@ func (w *Watcher) stream(ctx context.Context, conn grpc.ClientConnInterface) err
 
 	// trustd sends its headers once it has accepted the watch; a stream
 	// refused at once has none, and Recv gives the refusal.
-	if md, _ := st.Header(); md != nil {
+	md, _ := st.Header()
+	if md != nil {
 		w.p.reachable(target(conn))
 	}
 
@@ -124,6 +139,10 @@ func (w *Watcher) stream(ctx context.Context, conn grpc.ClientConnInterface) err
 		resp, err := st.Recv()
 		if errors.Is(err, io.EOF) {
 			return nil
+		}
+
+		if err != nil && md != nil && ctx.Err() == nil {
+			return trustdclient.Lost(err)
 		}
 
 		if err != nil {

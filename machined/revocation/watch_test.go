@@ -27,8 +27,9 @@ func wireEntry(serial string) *revocations.Revocation {
 }
 
 // startWatcher runs a watcher of the endpoints, with a node certificate of
-// authority, on a fake clock that the test alone advances.
-func startWatcher(t *testing.T, authority *ca.CA, endpoints ...string) (*revocation.List, *clock.Fake) {
+// authority, on a fake clock that the test alone advances; it returns the
+// endpoint the worker prefers too.
+func startWatcher(t *testing.T, authority *ca.CA, endpoints ...string) (*revocation.List, *clock.Fake, string) {
 	t.Helper()
 
 	crt, key := trustdtest.ServerCertificate(t, authority, "127.0.1.9")
@@ -77,7 +78,7 @@ func startWatcher(t *testing.T, authority *ca.CA, endpoints ...string) (*revocat
 		_ = client.Close()
 	})
 
-	return list, clk
+	return list, clk, client.Preferred()
 }
 
 // waitList waits until list holds want (its serials) at revision.
@@ -111,7 +112,7 @@ func TestWatchPushesRevocation(t *testing.T) {
 	feed.Set(1, []*revocations.Revocation{wireEntry("ab")})
 
 	env := trustdtest.Start(t, trustdtest.Options{GateOpen: true, Revocations: feed, Clock: clock.NewFake(time.Now())})
-	list, clk := startWatcher(t, env.CA, env.Addr)
+	list, clk, _ := startWatcher(t, env.CA, env.Addr)
 
 	waitList(t, list, "[ab]", 1)
 
@@ -128,8 +129,10 @@ func TestWatchPushesRevocation(t *testing.T) {
 }
 
 // TestWatchResumesOnTheNextEndpoint: a control plane that stops ends its
-// watches; the worker watches the next one from the revision it has, and
-// gets at once what changed meanwhile.
+// watches; the worker waits a jittered moment (at most WatchMoveSpread),
+// so that the workers of that control plane do not all move in the same
+// instant, then watches the next one from the revision it has, and gets
+// at once what changed meanwhile.
 func TestWatchResumesOnTheNextEndpoint(t *testing.T) {
 	authority, err := ca.Generate(ca.Config{CommonName: "shared CA"})
 	if err != nil {
@@ -143,13 +146,30 @@ func TestWatchResumesOnTheNextEndpoint(t *testing.T) {
 	a := trustdtest.Start(t, trustdtest.Options{GateOpen: true, Revocations: feedA, CA: authority, Clock: clock.NewFake(time.Now())})
 	b := trustdtest.Start(t, trustdtest.Options{GateOpen: true, Revocations: feedB, CA: authority, Clock: clock.NewFake(time.Now())})
 
-	list, _ := startWatcher(t, authority, a.Addr, b.Addr)
+	list, clk, preferred := startWatcher(t, authority, a.Addr, b.Addr)
 	waitList(t, list, "[ab]", 5)
 
-	// B has read a revocation that A, stopping, never passes on.
+	// The worker watches the control plane it prefers (A here); the other
+	// (B) has read a revocation that A, stopping, never passes on.
+	if preferred == b.Addr {
+		a, b, feedB = b, a, feedA
+	}
+
 	feedB.Set(6, []*revocations.Revocation{wireEntry("ab"), wireEntry("ef")})
 	a.Stop()
 
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	if err := clk.WaitForTimers(ctx, 1); err != nil {
+		t.Fatalf("the worker did not wait before it moved: %v", err)
+	}
+
+	if got := fmt.Sprint(serials(list.Entries())); got != "[ab]" || list.Revision() != 5 {
+		t.Fatalf("list %s at revision %d while the worker waits to move, want [ab] at 5", got, list.Revision())
+	}
+
+	clk.Advance(revocation.WatchMoveSpread)
 	waitList(t, list, "[ab ef]", 6)
 
 	feedB.Set(7, []*revocations.Revocation{wireEntry("ef")})
@@ -193,7 +213,7 @@ func TestWatchFallsBackToPolling(t *testing.T) {
 	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(srv.Stop)
 
-	list, clk := startWatcher(t, authority, lis.Addr().String())
+	list, clk, _ := startWatcher(t, authority, lis.Addr().String())
 	waitList(t, list, "[ab]", 0)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

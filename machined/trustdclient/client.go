@@ -127,6 +127,20 @@ type kept struct {
 // Call, which runs it again on the connection now kept.
 var errMoved = errors.New("trustdclient: connection retired under the call")
 
+// ErrLost marks the error of a call that an endpoint had accepted and then
+// lost (a stream held open that broke with its connection, or that the
+// control plane ended as it stopped): see Lost.
+var ErrLost = errors.New("trustdclient: endpoint lost under the call")
+
+// Lost wraps err, the end of a call that its endpoint had accepted, so
+// that Call records the endpoint's failure and returns at once instead of
+// trying the next endpoint: every node of a control plane that fails loses
+// its stream in the same instant, and were each to move at once, the
+// control planes left would be sent their handshakes all at once too. The
+// caller waits a jittered moment of its own before it calls again (the
+// revocation watch, WatchMoveSpread).
+func Lost(err error) error { return fmt.Errorf("%w: %w", ErrLost, err) }
+
 // maxMoves bounds how often Call runs one call again after its connection
 // was retired under it: a renewal and a move to another endpoint at once
 // are two; more would be a loop.
@@ -191,7 +205,9 @@ func identityOf(cfg Config) ([]byte, error) {
 // Call runs call on the endpoints in the node's order (see Client) until
 // one returns nil, and returns that endpoint. When none does, the error
 // joins each endpoint's. A call cut because its connection was retired
-// (see Client) runs again, from the top of the order.
+// (see Client) runs again, from the top of the order; one whose endpoint
+// was lost under it (Lost) is not run on the next endpoint: Call returns
+// its error, and the endpoint goes after the others from the next call on.
 func (c *Client) Call(ctx context.Context, call func(context.Context, grpc.ClientConnInterface) error) (string, error) {
 	for moves := 0; ; moves++ {
 		ep, err := c.callOnce(ctx, call)
@@ -225,6 +241,10 @@ func (c *Client) callOnce(ctx context.Context, call func(context.Context, grpc.C
 		}
 
 		errs = append(errs, fmt.Errorf("%s: %w", ep, err))
+
+		if errors.Is(err, ErrLost) {
+			break
+		}
 	}
 
 	return "", errors.Join(errs...)
