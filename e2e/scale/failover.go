@@ -13,6 +13,7 @@ import (
 func (r *run) failover(ctx context.Context) error {
 	cp := r.c.ControlPlanes()[0]
 	calls0, renew0, causes0 := r.fleet.n.failed.Load(), r.fleet.n.renewFailed.Load(), r.fleet.n.causes.snapshot()
+	lost0 := r.fleet.n.lost.Load()
 	t0 := time.Now()
 
 	for _, w := range r.fleet.workers {
@@ -32,6 +33,7 @@ func (r *run) failover(ctx context.Context) error {
 	r.res.Failover.Waited = r.longestWait()
 	r.res.Failover.FailedCalls = r.fleet.n.failed.Load() - calls0
 	r.res.Failover.FailedRenew = r.fleet.n.renewFailed.Load() - renew0
+	r.res.Failover.LostStreams = r.fleet.n.lost.Load() - lost0
 	r.res.Failover.Causes = topCauses(causes0, r.fleet.n.causes.snapshot(), time.Since(t0).Seconds(), 5)
 	r.logf("control plane killed: up in %s, every worker served in %s (%d not), the longest wait %s, %d failed calls",
 		dur(r.res.Failover.Restart), dur(r.res.Failover.Served), r.res.Failover.Unserved, dur(r.res.Failover.Waited), r.res.Failover.FailedCalls)
@@ -41,10 +43,9 @@ func (r *run) failover(ctx context.Context) error {
 
 // waitServed waits until every worker had a call answered after t0, or
 // servedTimeout; it returns the time from t0 to the last worker's first
-// answer and how many had none. A call is answered when it returns: a
-// worker's revocation watch holds its call open, so the figure comes from
-// the heartbeats and is the outage as the workers see it, to within a
-// heartbeat interval.
+// answer and how many had none. A unary call is answered when it returns,
+// a stream (the revocation watch) at each message it brings: the figure is
+// the outage as the workers see it, to within a heartbeat interval.
 func (r *run) waitServed(ctx context.Context, t0 time.Time) (time.Duration, int) {
 	deadline := t0.Add(servedTimeout)
 

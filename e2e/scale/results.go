@@ -147,6 +147,10 @@ type Failover struct {
 	Waited      time.Duration `json:"waitedNs"`
 	FailedCalls int64         `json:"failedCalls"`
 	FailedRenew int64         `json:"failedRenewals"`
+	// LostStreams counts the revocation watches that their control plane
+	// had answered and then lost (the killed one's): they moved, and are
+	// not failed calls.
+	LostStreams int64 `json:"lostStreams"`
 	// Causes are the most frequent causes of the calls that failed from
 	// the kill until every worker was served, or the harness gave up.
 	Causes []Cause `json:"failureCauses,omitempty"`
@@ -271,8 +275,8 @@ func (r Results) WriteTable(out io.Writer) error {
 	f("renewals\t%d, %d failed", r.Steady.Renewals, r.Steady.RenewalFailed)
 	f("revocation reached\t%d workers: 50 %% %s, 99 %% %s, 100 %% %s", r.Revocation.Reached, dur(r.Revocation.P50), dur(r.Revocation.P99), dur(r.Revocation.P100))
 	f("aegisctl\tget members %s (%d listed), health %s %s", dur(r.CLI.Members), r.CLI.MembersListed, dur(r.CLI.Health), r.CLI.HealthErr)
-	f("control plane killed\tup again in %s, every worker served in %s (%d not), the longest wait %s, %d failed calls, %d failed renewals",
-		dur(r.Failover.Restart), dur(r.Failover.Served), r.Failover.Unserved, dur(r.Failover.Waited), r.Failover.FailedCalls, r.Failover.FailedRenew)
+	f("control plane killed\tup again in %s, every worker served in %s (%d not), the longest wait %s, %d failed calls, %d failed renewals, %d watches moved",
+		dur(r.Failover.Restart), dur(r.Failover.Served), r.Failover.Unserved, dur(r.Failover.Waited), r.Failover.FailedCalls, r.Failover.FailedRenew, r.Failover.LostStreams)
 
 	for _, c := range r.Failover.Causes {
 		f("  failed %.1f /s\t%s", c.PerSec, c.Cause)

@@ -77,7 +77,7 @@ func Run(ctx context.Context, cfg Config) (res Results, err error) {
 	r.logf("cluster: 3 control planes on %s, node certificates of %s", cfg.CIDR, cfg.NodeCertTTL)
 
 	if need := uint64(cfg.Workers)*filesPerWorker + filesSpare; files < need {
-		r.logf("descriptors: %d, fewer than the %d that %d workers may hold (raising the hard limit needs CAP_SYS_RESOURCE)", files, need, cfg.Workers)
+		r.logf("descriptors: %d, fewer than the %d that %d workers may hold: the hard limit could not be raised", files, need, cfg.Workers)
 	}
 
 	c, err := localcluster.Create(ctx, localcluster.Options{

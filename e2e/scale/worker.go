@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/aegis-os/aegis/client/join"
@@ -27,9 +28,13 @@ import (
 // them: every flow goes through one counting Caller per worker.
 type counters struct {
 	calls, failed atomic.Int64
-	renewals      atomic.Int64
-	renewFailed   atomic.Int64
-	causes        causes
+	// lost counts the streams that ended after they had been answered,
+	// with their endpoint (trustdclient.ErrLost): a control plane killed
+	// ends its workers' watches so; they are not failed calls.
+	lost        atomic.Int64
+	renewals    atomic.Int64
+	renewFailed atomic.Int64
+	causes      causes
 }
 
 // countingCaller counts the calls a worker's flows make through its
@@ -63,24 +68,93 @@ func (cc *countingCaller) Call(ctx context.Context, call func(context.Context, g
 		cc.tried.CompareAndSwap(0, began)
 	}
 
-	ep, err := cc.c.Call(ctx, call)
+	ep, err := cc.c.Call(ctx, func(ctx context.Context, conn grpc.ClientConnInterface) error {
+		return call(ctx, answeringConn{ClientConnInterface: conn, answer: func() { cc.answer(after) }})
+	})
 	cc.n.calls.Add(1)
 
-	if err != nil {
+	switch {
+	case errors.Is(err, trustdclient.ErrLost):
+		cc.n.lost.Add(1)
+
+		return ep, err
+	case err != nil:
 		cc.n.failed.Add(1)
 		cc.n.causes.add(err)
 
 		return ep, err
 	}
 
+	cc.answer(after)
+
+	return ep, nil
+}
+
+// answer records that a call was answered now: it returned, or a stream
+// it holds (the revocation watch) brought a message. after says whether
+// the call began after the mark.
+func (cc *countingCaller) answer(after bool) {
 	now := time.Now().UnixNano()
 	cc.last.Store(now)
 
 	if after {
 		cc.answered.CompareAndSwap(0, now)
 	}
+}
 
-	return ep, nil
+// answeringConn calls answer when a stream made on it is accepted (its
+// headers) and at every message it brings, so that a watch held open
+// counts as answered once its control plane accepts it, not only when it
+// ends.
+type answeringConn struct {
+	grpc.ClientConnInterface
+
+	answer func()
+}
+
+func (a answeringConn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	st, err := a.ClientConnInterface.NewStream(ctx, desc, method, opts...)
+	if err != nil {
+		return nil, err
+	}
+
+	return answeringStream{ClientStream: st, answer: a.answer}, nil
+}
+
+// Target names the endpoint in the workers' logs, as the connection does.
+func (a answeringConn) Target() string {
+	if t, ok := a.ClientConnInterface.(interface{ Target() string }); ok {
+		return t.Target()
+	}
+
+	return ""
+}
+
+type answeringStream struct {
+	grpc.ClientStream
+
+	answer func()
+}
+
+// Header waits for the stream's headers: trustd sends them once it
+// accepted the watch, and a watch resumed at the revision the control
+// plane has brings no message until the next revocation.
+func (s answeringStream) Header() (metadata.MD, error) {
+	md, err := s.ClientStream.Header()
+	if err == nil && md != nil {
+		s.answer()
+	}
+
+	return md, err
+}
+
+func (s answeringStream) RecvMsg(m any) error {
+	err := s.ClientStream.RecvMsg(m)
+	if err == nil {
+		s.answer()
+	}
+
+	return err
 }
 
 // waited is how long the worker waited for an answer after the mark: from
