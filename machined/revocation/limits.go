@@ -62,14 +62,17 @@ const (
 	// three control planes sent the two left their handshakes in one
 	// burst, which outlasted trustd's handshake deadline, failed, and was
 	// made again (a hollow-node run left 2,573 workers unserved three
-	// minutes after a kill). Spread over five seconds they come at some
-	// 330 a second to each; a worker's heartbeat (every ten seconds) moves
-	// it before that when it comes first, and the watch then follows on
-	// the connection the heartbeat made. Meanwhile the worker enforces the
-	// list it has, and the watch resumes from its revision, so nothing is
-	// missed: a revocation made in those seconds reaches it that much
-	// later.
-	WatchMoveSpread = 5 * time.Second
+	// minutes after a kill). A worker moves at its first call after the
+	// loss, its watch or its heartbeat (every ten seconds, at a moment of
+	// its own), whichever comes first, so the moves begin at the rate of
+	// the two together: with a spread as long as the heartbeat's interval,
+	// twice the heartbeats' alone, falling to nothing over the interval
+	// (at 10,000 workers, some 670 handshakes a second at first, where a
+	// spread of five seconds begins at 1,000). Meanwhile the worker
+	// enforces the list it has, and the watch resumes from its revision,
+	// so nothing is missed: a revocation made in those seconds reaches it
+	// that much later.
+	WatchMoveSpread = 10 * time.Second
 
 	// WatchRetry is how long a worker polls (every PollInterval) when no
 	// control plane serves the watch (Unimplemented: one minor version
