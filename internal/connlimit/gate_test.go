@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"net"
 	"sync"
 	"testing"
@@ -285,3 +286,32 @@ type pipeConn struct {
 
 func (p pipeConn) RemoteAddr() net.Addr { return p.remote }
 func (p pipeConn) LocalAddr() net.Addr  { return fakeLocal }
+
+// TestHandshakeUnderWayIsNotEvicted: a newcomer that finds every slot
+// taken evicts the oldest connection without a call whose handshake has
+// not begun, never the older one whose handshake is under way: its CPU is
+// being spent, and the newcomer would spend as much again.
+func TestHandshakeUnderWayIsNotEvicted(t *testing.T) {
+	g := newGateTest(t, 1)
+
+	busy := g.connect("10.5.0.1")
+	g.hello("10.5.0.1")
+	g.wantStarted("10.5.0.1")
+
+	idle := g.connect("10.5.0.2")
+	for i := 3; i <= 16; i++ {
+		g.connect(fmt.Sprintf("10.5.0.%d", i))
+	}
+
+	if c, _ := admitFrom(g.l, "10.5.1.1"); c == nil {
+		t.Fatal("the newcomer was refused, with connections without a call to evict")
+	}
+
+	if busy.state.Load() == stateClosed {
+		t.Fatal("the newcomer evicted the connection whose handshake was under way")
+	}
+
+	if idle.state.Load() != stateClosed {
+		t.Fatal("the oldest connection whose handshake had not begun was not evicted")
+	}
+}
