@@ -73,6 +73,10 @@ const (
 	// read of the whole list per two seconds rather than one per node's
 	// first heartbeat.
 	NamesFresh = 2 * time.Second
+	// CountFresh is how old the count of the entries may be that the bound
+	// of MaxMembers is checked against (count.go admit): one count of the
+	// whole list per two seconds rather than one per new entry.
+	CountFresh = 2 * time.Second
 	// callTimeout bounds one heartbeat or one read of the list: etcd and
 	// the control planes are on the cluster's own network.
 	callTimeout = 5 * time.Second

@@ -13,14 +13,19 @@ import (
 	"github.com/aegis-os/aegis/machined/membership"
 )
 
-// countingKV counts the reads and transactions that reach etcd.
+// countingKV counts the reads and transactions that reach etcd, and the
+// reads that only count.
 type countingKV struct {
 	clientv3.KV
-	gets, txns atomic.Int64
+	gets, txns, counts atomic.Int64
 }
 
 func (c *countingKV) Get(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
 	c.gets.Add(1)
+
+	if clientv3.OpGet(key, opts...).IsCountOnly() {
+		c.counts.Add(1)
+	}
 
 	return c.KV.Get(ctx, key, opts...)
 }

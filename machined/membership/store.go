@@ -60,6 +60,10 @@ type Store struct {
 	namesMu sync.Mutex
 	names   *hostnames
 
+	// count is what admit goes by (count.go); guarded by countMu.
+	countMu sync.Mutex
+	count   entryCount
+
 	// afterLoad, when set by a test, runs after each of Follow's reads,
 	// before its watch starts.
 	afterLoad func()
@@ -398,28 +402,6 @@ func (s *Store) scan(ctx context.Context, each func(kv *mvccpb.KeyValue)) (int64
 	}
 
 	return rev, nil
-}
-
-// admit refuses m's entry when it would be a new one in a full list: a
-// reader then sees every member or refuses, never a part. An entry already
-// there is always refreshed. The count is not part of the write's
-// transaction, so new entries that race it may pass the bound by as many
-// as write at once; readers allow twice the bound.
-func (s *Store) admit(ctx context.Context, c *claim) error {
-	if c.entry.rev != 0 {
-		return nil
-	}
-
-	resp, err := s.cli.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
-
-	switch {
-	case err != nil:
-		return fmt.Errorf("%w: %w", ErrUnavailable, err)
-	case resp.Count >= int64(s.max):
-		return fmt.Errorf("%w: the member list holds %d entries, its bound", ErrFull, resp.Count)
-	}
-
-	return nil
 }
 
 // Remove deletes the entries of the worker named by node (its hostname or

@@ -110,7 +110,7 @@ func TestListFull(t *testing.T) {
 
 // putRaw writes n valid entries straight to etcd, from address 10.1.x.y
 // for x.y counting from first.
-func putRaw(ctx context.Context, t *testing.T, cli *clientv3.Client, now time.Time, first, n int) {
+func putRaw(ctx context.Context, t testing.TB, cli *clientv3.Client, now time.Time, first, n int) {
 	t.Helper()
 
 	var g errgroup.Group
@@ -135,5 +135,52 @@ func putRaw(ctx context.Context, t *testing.T, cli *clientv3.Client, now time.Ti
 
 	if err := g.Wait(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestNewEntriesCountedOncePerCountFresh: a storm of new entries costs
+// etcd one count of the list per CountFresh, not one each; the entries
+// this Store admitted since count against the bound at once, and those
+// others wrote from the next count on.
+func TestNewEntriesCountedOncePerCountFresh(t *testing.T) {
+	e, _ := etcdtest.Start(t)
+	cli := etcdtest.Client(t, e)
+	kv := &countingKV{KV: cli.KV}
+	cli.KV = kv
+	clk := clock.NewFake(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
+	ctx := context.Background()
+
+	s, err := membership.New(membership.Config{Client: cli, Clock: clk, MaxMembers: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	for i := range 3 {
+		if err := s.Put(ctx, entry(fmt.Sprintf("worker-%d", i), fmt.Sprintf("10.0.0.%d", i+1)), membership.RoleWorker); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	if n := kv.counts.Load(); n != 1 {
+		t.Fatalf("three new entries within CountFresh counted the list %d times, want once", n)
+	}
+
+	// Two entries another control plane wrote: not counted yet, so a
+	// fourth of this Store's is admitted; then the count is read again.
+	putRaw(ctx, t, cli, clk.Now(), 0, 2)
+
+	if err := s.Put(ctx, entry("worker-3", "10.0.0.4"), membership.RoleWorker); err != nil {
+		t.Fatalf("a fourth entry with the count at three of five: %v", err)
+	}
+
+	clk.Advance(membership.CountFresh)
+
+	err = s.Put(ctx, entry("worker-4", "10.0.0.5"), membership.RoleWorker)
+	if !errors.Is(err, membership.ErrFull) {
+		t.Fatalf("a new entry in a list of six with a bound of five: %v, want ErrFull", err)
+	}
+
+	if n := kv.counts.Load(); n != 2 {
+		t.Fatalf("the list was counted %d times, want twice (once per CountFresh)", n)
 	}
 }
