@@ -5,8 +5,10 @@
 //
 // A Limiter wraps a net.Listener. A connection over its source's cap is
 // closed at once. When every slot is taken, the newest connection takes the
-// slot of one that has made no call (an idle connection or an unfinished
-// handshake), which has proved nothing yet. Sources whose connections were
+// slot of one that has made no call (an idle connection, or one whose
+// handshake has not begun), which has proved nothing yet; a handshake
+// under way at the gate (below) is never cut short, so that its CPU is
+// not spent for nothing. Sources whose connections were
 // closed for making no call within the last SuspectFor (a flood's, after
 // its first round) give theirs first; then, among sources alike, the one
 // holding the most connections without a call gives its oldest, and
@@ -18,13 +20,14 @@
 // the flood's rate: time for it to finish its handshake and make its call.
 // A newcomer that may wait for a slot (Config.SlotWait, with room among
 // Config.MaxWaiting waiters) spares the connections of sources that are no
-// suspects until they are MinEvictAge old, so that a burst of honest
+// suspects until they are MinEvictAge old (counted from the start of their
+// latest handshake), so that a burst of honest
 // clients larger than the table (a join storm) waits rather than evicting
 // its own members in their handshakes; a waiter takes a slot as soon as
 // one is released, or MinEvictAge into its wait by eviction, and is closed
 // when neither came within SlotWait. A newcomer that may not wait evicts
 // whatever the age; when every slot holds a connection that made a call,
-// it is closed at once.
+// or whose handshake is under way, it is closed at once.
 // A connection that has started no call within Config.FirstCall is closed,
 // whether its TLS handshake finished or not. The Limiter learns of calls
 // through its gRPC stats handler (StatsHandler), or MarkCalled for a
