@@ -41,9 +41,11 @@ type conn struct {
 	admitted time.Time // when it got its slot; set once under l.mu
 	// atGate is c's place at the handshake gate (gate.go), nil when it
 	// holds none; gatedAt and gateKnown say since when and in which list;
-	// gateWait is its wait for a place. Guarded by l.mu.
+	// leftGate is when its latest handshake ended; gateWait is its wait
+	// for a place. Guarded by l.mu.
 	atGate    *list.Element
 	gatedAt   time.Time
+	leftGate  time.Time
 	gateKnown bool
 	gateWait  *list.Element
 

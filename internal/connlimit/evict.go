@@ -128,18 +128,19 @@ func (l *Limiter) wastedLocked(src string) {
 // however many anonymous sources connect; and a newcomer from an address
 // that wasted no slot lately, its source's only connection, goes last.
 // A connection whose TLS handshake is under way (holding its place at the
-// gate) is never picked either: its CPU is being spent, on both sides,
-// and evicting it throws that away for a newcomer that would spend as
-// much again. A join storm of 10,000 against slots for 576 did so until
-// no handshake finished (11,000 evictions a trustd and no certificate
-// signed in its first 20 s). The gate bounds those connections
-// (Config.MaxHandshakes), and displaces a stranger's handshake that
-// stalls (GateEvictAge). When spareYoung, a connection of a source that
-// is no suspect is picked only once MinEvictAge old, its age counted from
-// the start of its latest handshake if it had one: a burst of honest
-// clients larger than the table (a join storm) then waits for slots
-// rather than evicting each other between their handshakes and their
-// calls. It marks the connection evicted so that a call can no longer
+// gate), or ended less than MinEvictAge ago with its first call still to
+// come, is never picked either: its CPU was spent, on both sides, and
+// evicting it throws that away for a newcomer that would spend as much
+// again. A join storm of 10,000 against slots for 576 did so until no
+// handshake finished (11,000 evictions a trustd and no certificate signed
+// in its first 20 s). The gate bounds the handshakes under way
+// (Config.MaxHandshakes) and displaces a stranger's that stalls
+// (GateEvictAge); one that made no call within MinEvictAge of its end is
+// idle. A suspect's connection is spared none of this. When spareYoung, a connection of a source that is no suspect is
+// picked only once MinEvictAge old, its age counted from its latest
+// handshake if it had one: a burst of honest clients larger than the
+// table (a join storm) then waits for slots rather than evicting each
+// other. It marks the connection evicted so that a call can no longer
 // claim it.
 func (l *Limiter) evictableLocked(spareYoung bool) *conn {
 	for {
@@ -163,16 +164,20 @@ func (l *Limiter) evictableLocked(spareYoung bool) *conn {
 
 // firstEvictableLocked is the connection without a call that goes first,
 // and its source; nil when there is none. It passes over the connections
-// whose handshake is under way: at most Config.MaxHandshakes.
+// proving themselves (provingLocked): at most Config.MaxHandshakes under
+// way, and those that ended theirs within MinEvictAge. A suspect's are
+// not spared: a flood that finishes its handshakes and makes no call
+// would hold its slots so.
 func (l *Limiter) firstEvictableLocked() (*conn, *sourceConns) {
 	var (
 		first *conn
 		from  *sourceConns
+		now   = l.cfg.Clock.Now()
 	)
 
 	l.ranks.each(func(s *sourceConns) bool {
 		for _, c := range s.uncalled {
-			if c.atGate == nil {
+			if s.class == classSuspect || !c.provingLocked(now) {
 				first, from = c, s
 
 				return false
@@ -183,6 +188,12 @@ func (l *Limiter) firstEvictableLocked() (*conn, *sourceConns) {
 	})
 
 	return first, from
+}
+
+// provingLocked reports whether c's handshake is under way at the gate, or
+// ended less than MinEvictAge before now: its first call is on its way.
+func (c *conn) provingLocked(now time.Time) bool {
+	return c.atGate != nil || !c.leftGate.IsZero() && now.Sub(c.leftGate) < MinEvictAge
 }
 
 // since is when c last began to prove itself: its latest handshake's start

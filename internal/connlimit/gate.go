@@ -189,7 +189,7 @@ func (l *Limiter) leaveGateLocked(c *conn) {
 		l.gate.strangers.Remove(c.atGate)
 	}
 
-	c.atGate = nil
+	c.atGate, c.leftGate = nil, l.cfg.Clock.Now()
 	l.gate.held--
 
 	l.handOffLocked()

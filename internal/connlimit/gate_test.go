@@ -1,6 +1,7 @@
 package connlimit
 
 import (
+	"container/list"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -313,5 +314,29 @@ func TestHandshakeUnderWayIsNotEvicted(t *testing.T) {
 
 	if idle.state.Load() != stateClosed {
 		t.Fatal("the oldest connection whose handshake had not begun was not evicted")
+	}
+}
+
+// TestProving: a connection proves itself while its handshake is under
+// way at the gate and for MinEvictAge after it ended; before its first
+// handshake, and once that second passed without a call, it does not.
+func TestProving(t *testing.T) {
+	now := time.Date(2026, 11, 29, 14, 0, 0, 0, time.UTC)
+
+	for _, tc := range []struct {
+		name string
+		c    *conn
+		want bool
+	}{
+		{"no handshake yet", &conn{}, false},
+		{"handshake under way", &conn{atGate: &list.Element{}}, true},
+		{"handshake just ended", &conn{leftGate: now.Add(-MinEvictAge + time.Millisecond)}, true},
+		{"idle after its handshake", &conn{leftGate: now.Add(-MinEvictAge)}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.c.provingLocked(now); got != tc.want {
+				t.Fatalf("provingLocked = %v, want %v", got, tc.want)
+			}
+		})
 	}
 }

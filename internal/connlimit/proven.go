@@ -48,10 +48,12 @@ func (l *Limiter) roomLocked(src string) (*conn, bool) {
 		return nil, true
 	}
 
-	// A handshake under way keeps its place, as in the table
-	// (evictableLocked).
+	// A handshake under way, or just ended, keeps its place, as in the
+	// table (evictableLocked).
+	now := l.cfg.Clock.Now()
+
 	for e := l.room.strangers.Front(); e != nil; e = e.Next() {
-		if c, _ := e.Value.(*conn); c.atGate == nil && c.state.CompareAndSwap(stateWaiting, stateClosed) {
+		if c, _ := e.Value.(*conn); !c.provingLocked(now) && c.state.CompareAndSwap(stateWaiting, stateClosed) {
 			l.dropRoomLocked(c)
 			c.released = true
 			l.wastedLocked(c.source)
