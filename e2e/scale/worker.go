@@ -254,6 +254,10 @@ func (w *worker) join(ctx context.Context) (*x509.Certificate, error) {
 // heartbeats every interval and the revocation watch, each through the
 // packages machined's worker runs them with.
 func (w *worker) run(ctx context.Context, interval time.Duration, log *slog.Logger) error {
+	// Its connections go with it: 10,000 workers' left open kept the
+	// harness from the descriptors it destroys the cluster with.
+	defer func() { _ = w.caller.c.Close() }()
+
 	cur, err := w.current()
 	if err != nil {
 		return err
