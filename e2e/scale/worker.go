@@ -29,7 +29,7 @@ import (
 type counters struct {
 	calls, failed atomic.Int64
 	// lost counts the streams that ended after they had been answered,
-	// with their endpoint (trustdclient.ErrLost): a control plane killed
+	// with their endpoint (trustdclient.Lost): a control plane killed
 	// ends its workers' watches so; they are not failed calls.
 	lost        atomic.Int64
 	renewals    atomic.Int64
@@ -74,7 +74,7 @@ func (cc *countingCaller) Call(ctx context.Context, call func(context.Context, g
 	cc.n.calls.Add(1)
 
 	switch {
-	case errors.Is(err, trustdclient.ErrLost):
+	case trustdclient.IsLost(err):
 		cc.n.lost.Add(1)
 
 		return ep, err

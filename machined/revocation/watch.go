@@ -15,7 +15,6 @@ import (
 	"github.com/aegis-os/aegis/internal/backoff"
 	"github.com/aegis-os/aegis/internal/clock"
 	"github.com/aegis-os/aegis/internal/logkey"
-	"github.com/aegis-os/aegis/machined/trustdclient"
 )
 
 // errNoWatch is WatchOnce's answer when no control plane watched and at
@@ -60,7 +59,7 @@ func (w *Watcher) Run(ctx context.Context) {
 			w.backoff.Reset()
 		case errors.Is(err, errNoWatch):
 			w.pollFor(ctx)
-		case errors.Is(err, trustdclient.ErrLost):
+		case isLost(err):
 			if !clock.Sleep(ctx, w.p.cfg.Clock, backoff.Jitter(w.p.cfg.Rand, WatchMoveSpread)) {
 				return
 			}
@@ -86,8 +85,7 @@ func (w *Watcher) pollFor(ctx context.Context) {
 
 // WatchOnce holds one watch, on the endpoints in turn, until a stream ends
 // cleanly (nil: open the next at once), one that its control plane had
-// accepted breaks (an error wrapping trustdclient.ErrLost), every
-// endpoint failed, or ctx ends.
+// accepted breaks (a lostError), every endpoint failed, or ctx ends.
 func (w *Watcher) WatchOnce(ctx context.Context) error {
 	refused := false
 
@@ -105,7 +103,7 @@ func (w *Watcher) WatchOnce(ctx context.Context) error {
 		return nil
 	case refused:
 		return fmt.Errorf("%w: %w", errNoWatch, err)
-	case errors.Is(err, trustdclient.ErrLost):
+	case isLost(err):
 		// The others may well answer: nothing to log yet.
 		return err
 	}
@@ -117,8 +115,7 @@ func (w *Watcher) WatchOnce(ctx context.Context) error {
 
 // stream opens a watch on conn from the list's revision and applies what
 // it brings until it ends: nil when the control plane ended it cleanly,
-// and an error wrapping trustdclient.ErrLost when it broke after the
-// control plane had accepted it.
+// and a lostError when it broke after the control plane had accepted it.
 func (w *Watcher) stream(ctx context.Context, conn grpc.ClientConnInterface) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -142,7 +139,7 @@ func (w *Watcher) stream(ctx context.Context, conn grpc.ClientConnInterface) err
 		}
 
 		if err != nil && md != nil && ctx.Err() == nil {
-			return trustdclient.Lost(err)
+			return lostError{err: err}
 		}
 
 		if err != nil {
@@ -158,6 +155,23 @@ func (w *Watcher) stream(ctx context.Context, conn grpc.ClientConnInterface) err
 
 		w.p.apply(entries, resp.GetRevision())
 	}
+}
+
+// lostError is the end of a watch that its control plane had accepted and
+// then lost. It says so to the trustd client (EndpointLost, as
+// trustdclient.Lost asks), which then returns instead of trying the next
+// endpoint: the Watcher waits a jittered moment first (WatchMoveSpread).
+type lostError struct{ err error }
+
+func (e lostError) Error() string    { return "revocation: watch lost: " + e.err.Error() }
+func (e lostError) Unwrap() error    { return e.err }
+func (lostError) EndpointLost() bool { return true }
+
+// isLost reports whether err is, or wraps, a lostError.
+func isLost(err error) bool {
+	var l lostError
+
+	return errors.As(err, &l)
 }
 
 // target names the endpoint of conn in the log.

@@ -127,19 +127,29 @@ type kept struct {
 // Call, which runs it again on the connection now kept.
 var errMoved = errors.New("trustdclient: connection retired under the call")
 
-// ErrLost marks the error of a call that an endpoint had accepted and then
-// lost (a stream held open that broke with its connection, or that the
-// control plane ended as it stopped): see Lost.
-var ErrLost = errors.New("trustdclient: endpoint lost under the call")
+// Lost is an error that says whether the endpoint had accepted the call
+// and then lost it (a stream held open that broke with its connection,
+// or that the control plane ended as it stopped). A call returns such an
+// error (errors.As finds it) so that Call records the endpoint's failure
+// and returns at once instead of trying the next endpoint: every node of a
+// control plane that fails loses its stream in the same instant, and were
+// each to move at once, the control planes left would be sent their
+// handshakes all at once too. The caller waits a jittered moment of its
+// own before it calls again (the revocation watch, WatchMoveSpread). It is
+// an interface, as net.Error is, so that a caller's package need not
+// import this one.
+type Lost interface {
+	error
+	EndpointLost() bool
+}
 
-// Lost wraps err, the end of a call that its endpoint had accepted, so
-// that Call records the endpoint's failure and returns at once instead of
-// trying the next endpoint: every node of a control plane that fails loses
-// its stream in the same instant, and were each to move at once, the
-// control planes left would be sent their handshakes all at once too. The
-// caller waits a jittered moment of its own before it calls again (the
-// revocation watch, WatchMoveSpread).
-func Lost(err error) error { return fmt.Errorf("%w: %w", ErrLost, err) }
+// IsLost reports whether err, or an error it wraps, says that its endpoint
+// was lost under the call (Lost).
+func IsLost(err error) bool {
+	var l Lost
+
+	return errors.As(err, &l) && l.EndpointLost()
+}
 
 // maxMoves bounds how often Call runs one call again after its connection
 // was retired under it: a renewal and a move to another endpoint at once
@@ -242,7 +252,7 @@ func (c *Client) callOnce(ctx context.Context, call func(context.Context, grpc.C
 
 		errs = append(errs, fmt.Errorf("%s: %w", ep, err))
 
-		if errors.Is(err, ErrLost) {
+		if IsLost(err) {
 			break
 		}
 	}

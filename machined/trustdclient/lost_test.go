@@ -3,6 +3,7 @@ package trustdclient
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -11,6 +12,12 @@ import (
 
 	"github.com/aegis-os/aegis/internal/clock"
 )
+
+// lostErr is a call's end that says its endpoint was lost (Lost).
+type lostErr struct{ error }
+
+func (lostErr) EndpointLost() bool { return true }
+func (e lostErr) Unwrap() error    { return e.error }
 
 // TestLostEndpointEndsTheCall: a call that its endpoint accepted and then
 // lost (Lost) is not run on the next endpoint: Call returns its error at
@@ -28,12 +35,12 @@ func TestLostEndpointEndsTheCall(t *testing.T) {
 			return err
 		}
 
-		return Lost(broken)
+		return fmt.Errorf("watch: %w", lostErr{broken})
 	}
 
 	_, err := c.Call(ctx, lost)
-	if !errors.Is(err, ErrLost) || !errors.Is(err, broken) {
-		t.Fatalf("Call of a stream lost on %s: %v, want ErrLost wrapping the stream's error", preferred, err)
+	if !IsLost(err) || !errors.Is(err, broken) {
+		t.Fatalf("Call of a stream lost on %s: %v, want the lost stream's error", preferred, err)
 	}
 
 	if tried := fake.reset(); !slices.Equal(tried, []string{preferred}) {
