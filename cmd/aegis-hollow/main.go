@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/aegis-os/aegis/e2e/scale"
+	"github.com/aegis-os/aegis/internal/pprofserve"
 )
 
 // harnessGCPercent is the harness's GOGC unless the environment sets one.
@@ -55,6 +56,7 @@ func run() error {
 	flag.DurationVar(&cfg.Window, "window", time.Minute, "steady-state window")
 	flag.StringVar(&jsonf, "json", "_out/scale/results.json", "where the results go as JSON")
 	verbose := flag.Bool("v", false, "print the hollow workers' logs")
+	pprofAddr := flag.String("pprof-listen", "", "serve the harness's own Go profiles on this loopback IP:PORT (off by default)")
 	flag.Parse()
 
 	if *verbose {
@@ -83,6 +85,15 @@ func run() error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+
+	if *pprofAddr != "" {
+		lis, err := pprofserve.Listen(*pprofAddr)
+		if err != nil {
+			return err
+		}
+
+		go func() { _ = pprofserve.Serve(ctx, lis, slog.Default()) }()
+	}
 
 	cfg.Progress = os.Stderr
 	res, runErr := scale.Run(ctx, cfg)
