@@ -164,24 +164,24 @@ func (s *Store) scanClaim(ctx context.Context, m *Member) error {
 // hostnames is one read of every live entry: each hostname with the first
 // address of its entry and the moment it goes stale.
 type hostnames struct {
-	read    time.Time
 	byName  map[string]string
 	staleAt map[string]time.Time
 }
 
 func (h *hostnames) stale(name string, now time.Time) bool { return now.After(h.staleAt[name]) }
 
-// hostnames returns a read of every entry at most NamesFresh old.
+// hostnames returns a read of every live entry at most NamesFresh old
+// (sharedRead).
 func (s *Store) hostnames(ctx context.Context) (*hostnames, error) {
-	s.namesMu.Lock()
-	defer s.namesMu.Unlock()
+	h, _, err := s.names.get(ctx)
 
+	return h, err
+}
+
+// readHostnames reads every live entry's hostname.
+func (s *Store) readHostnames(ctx context.Context) (*hostnames, error) {
 	now := s.clock.Now()
-	if h := s.names; h != nil && now.Sub(h.read) < NamesFresh {
-		return h, nil
-	}
-
-	h := &hostnames{read: now, byName: map[string]string{}, staleAt: map[string]time.Time{}}
+	h := &hostnames{byName: map[string]string{}, staleAt: map[string]time.Time{}}
 
 	_, err := s.scan(ctx, func(kv *mvccpb.KeyValue) {
 		if cur := decode(kv); cur != nil && !Stale(cur, now) {
@@ -192,8 +192,6 @@ func (s *Store) hostnames(ctx context.Context) (*hostnames, error) {
 	if err != nil {
 		return nil, err
 	}
-
-	s.names = h
 
 	return h, nil
 }

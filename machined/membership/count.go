@@ -8,11 +8,10 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// entryCount is the count of the member list that admit goes by: one read
-// of etcd, and the new entries this Store admitted since.
+// entryCount is what admit goes by: the count of the list that began at
+// read (sharedRead), and the new entries this Store admitted since.
 type entryCount struct {
 	read     time.Time
-	n        int64
 	admitted int64
 }
 
@@ -33,24 +32,33 @@ func (s *Store) admit(ctx context.Context, c *claim) error {
 		return nil
 	}
 
+	n, read, err := s.counted.get(ctx)
+	if err != nil {
+		return err
+	}
+
 	s.countMu.Lock()
 	defer s.countMu.Unlock()
 
-	now := s.clock.Now()
-	if s.count.read.IsZero() || now.Sub(s.count.read) >= CountFresh {
-		resp, err := s.cli.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
-		if err != nil {
-			return fmt.Errorf("%w: %w", ErrUnavailable, err)
-		}
-
-		s.count = entryCount{read: now, n: resp.Count}
+	if !s.count.read.Equal(read) {
+		s.count = entryCount{read: read}
 	}
 
-	if n := s.count.n + s.count.admitted; n >= int64(s.max) {
+	if n += s.count.admitted; n >= int64(s.max) {
 		return fmt.Errorf("%w: the member list holds %d entries, its bound", ErrFull, n)
 	}
 
 	s.count.admitted++
 
 	return nil
+}
+
+// readCount counts the entries, keys only.
+func (s *Store) readCount(ctx context.Context) (int64, error) {
+	resp, err := s.cli.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		return 0, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+
+	return resp.Count, nil
 }

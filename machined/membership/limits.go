@@ -80,6 +80,11 @@ const (
 	// callTimeout bounds one heartbeat or one read of the list: etcd and
 	// the control planes are on the cluster's own network.
 	callTimeout = 5 * time.Second
+	// sharedReadTimeout bounds a read of the whole list that calls share
+	// (shared.go): longer than a call, since a read of 16,384 entries on a
+	// loaded control plane takes seconds (33 pages), and it is made once
+	// for all the calls waiting on it, each up to its own deadline.
+	sharedReadTimeout = 30 * time.Second
 )
 
 // AgeOut is how long an entry refreshed every interval lives without a

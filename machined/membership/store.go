@@ -55,12 +55,14 @@ type Store struct {
 	log   *slog.Logger
 	max   int
 
-	// names is the last read of every live entry's hostname, for the
-	// check of a name without its key (claims.go); guarded by namesMu.
-	namesMu sync.Mutex
-	names   *hostnames
+	// names is every live entry's hostname, for the check of a name
+	// without its key (claims.go); counted is the count of the list
+	// (count.go). Each is read for all the calls that need it.
+	names   *sharedRead[*hostnames]
+	counted *sharedRead[int64]
 
-	// count is what admit goes by (count.go); guarded by countMu.
+	// count is what admit goes by besides counted (count.go); guarded by
+	// countMu.
 	countMu sync.Mutex
 	count   entryCount
 
@@ -97,10 +99,14 @@ func New(cfg Config) (*Store, error) {
 		keepAlive = cfg.Client.KeepAliveOnce
 	}
 
-	return &Store{
+	s := &Store{
 		cli: cfg.Client, clock: defaults.Clock(cfg.Clock), rand: defaults.Rand(cfg.Rand), log: defaults.Logger(cfg.Logger),
 		max: limit, keepAlive: keepAlive,
-	}, nil
+	}
+	s.names = &sharedRead[*hostnames]{maxAge: NamesFresh, clock: s.clock, read: s.readHostnames}
+	s.counted = &sharedRead[int64]{maxAge: CountFresh, clock: s.clock, read: s.readCount}
+
+	return s, nil
 }
 
 func key(m *Member) string { return prefix + m.GetAddresses()[0] }
