@@ -23,19 +23,13 @@ const (
 	KeepaliveTimeout = 10 * time.Second
 
 	// ProbeInterval is how long an endpoint that failed goes after the
-	// others before a call probes it again, with a jitter of up to as
-	// much again. It bounds how long a node stays away from its own
-	// control plane once that is back (20 s at most), and spreads the
-	// nodes' return: a control plane that comes back under 3,000 workers
-	// takes their handshakes (about 1 ms of CPU each) at some 300 a
-	// second rather than all at once. It is no shorter than the time the
-	// nodes of a control plane that failed take to move to the others
-	// (their heartbeats, one interval of 10 s; their revocation watches,
-	// revocation.WatchMoveSpread), so their moves and their return are
-	// not in the same seconds: a hollow-node run of 10,000 workers,
-	// whose return began at 5 s, had both at once, and handshakes timed
-	// out at every control plane. While it is down, it costs each of its
-	// nodes one failed connection per interval.
+	// others before a call probes it again, jittered to half of it either
+	// way. It bounds how long a node stays away from its own control plane
+	// once that is back (15 s at most), and spreads the nodes' return: a
+	// control plane that comes back under 3,000 workers takes their
+	// handshakes (about 1 ms of CPU each) at some 300 a second rather than
+	// all at once. While it is down, it costs each of its nodes one
+	// failed connection per interval.
 	ProbeInterval = 10 * time.Second
 
 	// MaxProbeInterval caps the interval of an endpoint that failed again
@@ -46,12 +40,12 @@ const (
 	// to finish handshakes in time would be sent more of them the longer
 	// it failed (a hollow-node run of 5,000 workers stuck at some 1,000
 	// failed handshakes a second that way). Doubling makes the probes of
-	// a control plane that keeps failing fewer, down to one every one to
-	// two minutes per node that lost it (some 37 a second from the 3,333
-	// of 10,000 nodes that prefer one of three, against 222), while a node
-	// whose control plane comes back after a long outage returns to it
-	// within 2 minutes at most (MaxProbeInterval, jittered), after a short
-	// one within 20 s.
+	// a control plane that keeps failing fewer, down to one a minute per
+	// node that lost it (some 55 a second from the 3,333 of 10,000 nodes
+	// that prefer one of three, against 333), while a node whose control
+	// plane comes back after a long outage returns to it within 90 s at
+	// most (MaxProbeInterval, jittered), after a short one within 15 s as
+	// before.
 	MaxProbeInterval = time.Minute
 
 	// ProbeTimeout bounds a probe's wait for its connection when no TLS

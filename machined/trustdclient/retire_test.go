@@ -99,7 +99,7 @@ func TestOneConnectionKept(t *testing.T) {
 
 	<-held
 	fake.setDown(preferred, false)
-	clk.Advance(ProbeInterval)
+	clk.Advance(ProbeInterval / 2)
 	fake.reset()
 
 	if got, err := c.Call(ctx, fake.call); err != nil || got != preferred {

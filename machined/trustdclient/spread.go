@@ -2,13 +2,26 @@ package trustdclient
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
+	"io"
 	"time"
 
 	"google.golang.org/grpc/connectivity"
-
-	"github.com/aegis-os/aegis/internal/backoff"
 )
+
+// jittered is d spread uniformly over [d/2, 3d/2) by r, so that nodes
+// that lost the same control plane at the same moment do not all probe it
+// again at the same moment. r is the client's randomness; a short read
+// gives d.
+func jittered(d time.Duration, r io.Reader) time.Duration {
+	var b [8]byte
+	if _, err := io.ReadFull(r, b[:]); err != nil || d <= 0 {
+		return d
+	}
+
+	return d/2 + time.Duration(binary.BigEndian.Uint64(b[:])%uint64(d))
+}
 
 // attempt is one endpoint of a call's plan.
 type attempt struct {
@@ -56,18 +69,15 @@ func (c *Client) answered(i int) {
 }
 
 // failed records that endpoint i failed: it goes after the others until
-// its probe, ProbeInterval from now after its first failure in a row and
-// twice the interval before after each one since, up to MaxProbeInterval;
-// and a jitter of up to as much again, so that nodes that lost the same
-// control plane at the same moment do not all probe it again at the same
-// moment.
+// its probe, jittered, ProbeInterval from now after its first failure in a
+// row and twice the interval before after each one since, up to
+// MaxProbeInterval.
 func (c *Client) failed(i int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 
 	c.failures[i]++
-	d := probeInterval(c.failures[i])
-	c.retryAt[i] = c.cfg.Clock.Now().Add(d + backoff.Jitter(c.cfg.Rand, d))
+	c.retryAt[i] = c.cfg.Clock.Now().Add(jittered(probeInterval(c.failures[i]), c.cfg.Rand))
 }
 
 // probeInterval is the interval before the probe of an endpoint that

@@ -4,33 +4,26 @@ import (
 	"crypto/rand"
 	"testing"
 	"time"
-
-	"github.com/aegis-os/aegis/internal/clock"
 )
 
-// TestProbesSpreadAfterTheMoves: the first probe of an endpoint that
-// failed comes between ProbeInterval and twice that later, over the whole
-// of that range, so nodes that lost a control plane together neither
-// return together nor while the others are still moving away from it.
-func TestProbesSpreadAfterTheMoves(t *testing.T) {
-	clk := clock.NewFake(time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC))
-	c := &Client{cfg: Config{Clock: clk, Rand: rand.Reader}, failures: make([]int, 1), retryAt: make([]time.Time, 1)}
+// TestJitterSpreadsProbes: probe delays lie in [d/2, 3d/2) and cover the
+// range, so nodes that lost a control plane together do not return
+// together.
+func TestJitterSpreadsProbes(t *testing.T) {
+	const d = 10 * time.Second
 
 	lo, hi := time.Duration(1<<62), time.Duration(0)
 
 	for range 1000 {
-		c.failures[0] = 0
-		c.failed(0)
-
-		d := c.retryAt[0].Sub(clk.Now())
-		if d < ProbeInterval || d >= 2*ProbeInterval {
-			t.Fatalf("first probe %v after the failure, outside [%v, %v)", d, ProbeInterval, 2*ProbeInterval)
+		j := jittered(d, rand.Reader)
+		if j < d/2 || j >= 3*d/2 {
+			t.Fatalf("jittered(%v) = %v, outside [%v, %v)", d, j, d/2, 3*d/2)
 		}
 
-		lo, hi = min(lo, d), max(hi, d)
+		lo, hi = min(lo, j), max(hi, j)
 	}
 
-	if lo > ProbeInterval+time.Second || hi < 2*ProbeInterval-time.Second {
-		t.Fatalf("1,000 first probes span only %v to %v", lo, hi)
+	if lo > 6*time.Second || hi < 14*time.Second {
+		t.Fatalf("1,000 probe delays span only %v to %v", lo, hi)
 	}
 }

@@ -15,7 +15,7 @@ import (
 	"github.com/aegis-os/aegis/internal/clock"
 )
 
-// zeros is a Rand that makes every jitter its least: a probe at
+// zeros is a Rand that makes every jitter its least: a probe at half
 // ProbeInterval.
 type zeros struct{}
 
@@ -157,10 +157,10 @@ func TestFailoverAndReturn(t *testing.T) {
 	mustAnswer(third, next, third)
 	fake.setDown(next, false)
 
-	// ProbeInterval (the least jitter): the preferred is probed first and
-	// finds no connection, so it is not called; the next, due for its
-	// probe too, answers.
-	clk.Advance(ProbeInterval - time.Millisecond)
+	// Half the ProbeInterval (the least jitter): the preferred is probed
+	// first and finds no connection, so it is not called; the next, due
+	// for its probe too, answers.
+	clk.Advance(ProbeInterval/2 - time.Millisecond)
 	mustAnswer(third, third)
 	clk.Advance(time.Millisecond)
 	mustAnswer(next, "probe "+preferred, "probe "+next, next)
@@ -169,9 +169,9 @@ func TestFailoverAndReturn(t *testing.T) {
 	// the next probe is twice as far off; it finds the preferred
 	// answering, and the worker stays there.
 	fake.setDown(preferred, false)
-	clk.Advance(ProbeInterval)
+	clk.Advance(ProbeInterval / 2)
 	mustAnswer(next, next)
-	clk.Advance(ProbeInterval)
+	clk.Advance(ProbeInterval / 2)
 	mustAnswer(preferred, "probe "+preferred, preferred)
 	mustAnswer(preferred, preferred)
 
@@ -240,15 +240,15 @@ func TestProbesOfAFailingEndpointBackOff(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// The least jitter is none: 10 s, 20 s, 40 s, then the cap, 60 s,
-	// from then on.
-	for _, d := range []time.Duration{10, 20, 40, 60, 60} {
+	// The least jitter is half the interval: 5 s, 10 s, 20 s, then the
+	// cap's half, 30 s, from then on.
+	for _, d := range []time.Duration{5, 10, 20, 30, 30} {
 		probedAfter(d * time.Second)
 	}
 
 	// Up again: the probe finds it, and its next failure is a first one.
 	fake.setDown(preferred, false)
-	clk.Advance(MaxProbeInterval)
+	clk.Advance(MaxProbeInterval / 2)
 
 	if got, err := c.Call(ctx, fake.call); err != nil || got != preferred {
 		t.Fatalf("Call with the preferred up again: %q, %v", got, err)
@@ -260,7 +260,7 @@ func TestProbesOfAFailingEndpointBackOff(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	probedAfter(ProbeInterval)
+	probedAfter(ProbeInterval / 2)
 }
 
 // TestIdentityPicksThePreferred: two clients of one identity prefer the
