@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/aegis-os/aegis/internal/etcdutil"
 	"github.com/aegis-os/aegis/internal/testutil/etcdtest"
@@ -70,4 +72,63 @@ func TestScan(t *testing.T) {
 			t.Fatalf("Scan of 11 keys allowing 10: %v, want ErrTooMany", err)
 		}
 	})
+}
+
+// pagesKV records whether each read was serializable, and answers the
+// serializable ones ErrFutureRev while behind is set, as a member that
+// has not applied the revision asked for does.
+type pagesKV struct {
+	clientv3.KV
+	behind       bool
+	serializable []bool
+}
+
+func (p *pagesKV) Get(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
+	s := clientv3.OpGet(key, opts...).IsSerializable()
+	p.serializable = append(p.serializable, s)
+
+	if s && p.behind {
+		return nil, rpctypes.ErrGRPCFutureRev
+	}
+
+	return p.KV.Get(ctx, key, opts...)
+}
+
+// TestScanReadsLaterPagesSerializable: the first page is linearizable, the
+// others serializable at its revision; a member behind that revision has
+// the page read linearizable instead, and the scan is whole either way.
+func TestScanReadsLaterPagesSerializable(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	e, _ := etcdtest.Start(t)
+	cli := etcdtest.Client(t, e)
+
+	for i := range 7 {
+		if _, err := cli.Put(ctx, fmt.Sprintf("/p/%02d", i), "v"); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	for _, tc := range []struct {
+		name   string
+		behind bool
+		want   []bool
+	}{
+		{"later pages serializable", false, []bool{false, true, true}},
+		{"a member behind the revision", true, []bool{false, true, false, true, false}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			kv := &pagesKV{KV: cli.KV, behind: tc.behind}
+			n := 0
+
+			if _, err := etcdutil.Scan(ctx, kv, "/p/", 3, 10, func(*mvccpb.KeyValue) { n++ }); err != nil || n != 7 {
+				t.Fatalf("Scan = %d keys, %v; want 7", n, err)
+			}
+
+			if !slices.Equal(kv.serializable, tc.want) {
+				t.Fatalf("reads serializable %v, want %v", kv.serializable, tc.want)
+			}
+		})
+	}
 }
