@@ -99,3 +99,23 @@ func TestBusyStreamIsWaitedFor(t *testing.T) {
 		}
 	})
 }
+
+// TestStreamNotOpenedInTime: callers waiting for a keep-alive stream that
+// does not open (its member's connection being made again) give up after
+// stalledAfter, and go elsewhere.
+func TestStreamNotOpenedInTime(t *testing.T) {
+	const endpoint = "https://10.0.0.1:2379"
+
+	l := NewLeader(nil, nil, nil)
+	l.streams[endpoint] = &keepAliveStreams{opening: &opening{done: make(chan struct{})}}
+
+	start := time.Now()
+
+	if _, err := l.keepAlivesOf(context.Background(), endpoint, nil); !errors.Is(err, errNotOpened) {
+		t.Fatalf("waiting for a stream that does not open: %v, want errNotOpened", err)
+	}
+
+	if waited := time.Since(start); waited < stalledAfter {
+		t.Fatalf("gave up after %v, before stalledAfter", waited)
+	}
+}

@@ -24,7 +24,9 @@ const (
 	leaderTry = time.Second
 	// stalledAfter is how long a keep-alive stream to the member believed
 	// to lead may keep callers waiting without answering any of them
-	// before it is taken for dead: its callers go through the cluster's
+	// before it is taken for dead, and how long they wait for one being
+	// opened (a member whose connection is being made again, a leader
+	// that restarted): its callers go through the cluster's
 	// client instead, and the leader is asked again (a leader that died
 	// without closing its connections must not take the whole of the
 	// callers' time; one that stopped closes them, and its stream ends at
