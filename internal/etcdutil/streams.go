@@ -23,18 +23,9 @@ const (
 	keepAlivesPerStream = 8
 	// maxKeepAliveStreams bounds the streams open to one member: each is
 	// an HTTP/2 stream and two goroutines here, and a goroutine at the
-	// member. It is also how many keep-alives the member works on at once
-	// for this caller. A leader that has not ticked within three ticks (a
-	// loaded machine) has each keep-alive first wait for a round of raft
-	// confirming that it still leads (etcd's ensureLeadership), and the
-	// keep-alives waiting at once share that round. In a join storm of
-	// 10,000 workers where the leader took some 350 ms over every
-	// request, 16 streams a trustd let keep-alives outlast their
-	// heartbeats' deadline (5 s) by the hundred, and leases expired; 64
-	// renew four times as many per round. At 8 in flight each, 512
-	// keep-alives wait for the leader at once before a caller queues
-	// behind another.
-	maxKeepAliveStreams = 64
+	// member. At 8 in flight each, 128 keep-alives wait for the leader at
+	// once before a caller queues behind another.
+	maxKeepAliveStreams = 16
 )
 
 // errNotOpened ends the wait for a keep-alive stream that did not open
