@@ -46,7 +46,7 @@ func (s *Store) readClaim(ctx context.Context, m *Member) (*claim, error) {
 
 	resp, err := s.cli.Txn(ctx).Then(clientv3.OpGet(k), clientv3.OpGet(nk)).Commit()
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
+		return nil, fmt.Errorf("%w: reading the entry and its name: %w", ErrUnavailable, err)
 	}
 
 	c := &claim{}
@@ -116,7 +116,7 @@ func (s *Store) checkName(ctx context.Context, m *Member, kv *mvccpb.KeyValue, c
 
 	resp, err := s.cli.Get(ctx, hk)
 	if err != nil {
-		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+		return fmt.Errorf("%w: reading the entry holding the name: %w", ErrUnavailable, err)
 	}
 
 	var rev int64

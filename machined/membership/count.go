@@ -57,7 +57,7 @@ func (s *Store) admit(ctx context.Context, c *claim) error {
 func (s *Store) readCount(ctx context.Context) (int64, error) {
 	resp, err := s.cli.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
 	if err != nil {
-		return 0, fmt.Errorf("%w: %w", ErrUnavailable, err)
+		return 0, fmt.Errorf("%w: counting the entries: %w", ErrUnavailable, err)
 	}
 
 	return resp.Count, nil

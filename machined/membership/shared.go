@@ -69,7 +69,7 @@ func (r *sharedRead[T]) get(ctx context.Context) (T, time.Time, error) {
 	case <-ctx.Done():
 		var zero T
 
-		return zero, time.Time{}, fmt.Errorf("%w: %w", ErrUnavailable, ctx.Err())
+		return zero, time.Time{}, fmt.Errorf("%w: waiting for a read of every entry: %w", ErrUnavailable, ctx.Err())
 	}
 }
 

@@ -62,8 +62,8 @@ func TestSharedReadOutlivesItsCaller(t *testing.T) {
 
 	cancel()
 
-	if !errors.Is(err, membership.ErrUnavailable) || !strings.Contains(err.Error(), context.DeadlineExceeded.Error()) {
-		t.Fatalf("a heartbeat that gave up on the read: %v, want ErrUnavailable with its deadline", err)
+	if !errors.Is(err, membership.ErrUnavailable) || !strings.Contains(err.Error(), "waiting for a read of every entry: "+context.DeadlineExceeded.Error()) {
+		t.Fatalf("a heartbeat that gave up on the read: %v, want ErrUnavailable naming the read and its deadline", err)
 	}
 
 	done := make(chan error, 1)

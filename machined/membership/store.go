@@ -184,7 +184,7 @@ func (s *Store) Put(ctx context.Context, m *Member, role string) error {
 
 	switch {
 	case err != nil:
-		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+		return fmt.Errorf("%w: writing the entry: %w", ErrUnavailable, err)
 	case !resp.Succeeded:
 		return fmt.Errorf("%w: %s or hostname %s", ErrConflict, key(m), m.GetHostname())
 	}
@@ -224,7 +224,7 @@ func (s *Store) leaseFor(ctx context.Context, old clientv3.LeaseID, ttl int64) (
 
 	granted, err := s.cli.Grant(ctx, ttl)
 	if err != nil {
-		return 0, fmt.Errorf("%w: %w", ErrUnavailable, err)
+		return 0, fmt.Errorf("%w: granting the entry's lease: %w", ErrUnavailable, err)
 	}
 
 	return granted.ID, nil
@@ -404,7 +404,7 @@ func (s *Store) scan(ctx context.Context, each func(kv *mvccpb.KeyValue)) (int64
 	case errors.Is(err, etcdutil.ErrTooMany):
 		return 0, fmt.Errorf("%w: the member list holds more than %d entries, twice its bound", ErrFull, 2*s.max)
 	case err != nil:
-		return 0, fmt.Errorf("%w: %w", ErrUnavailable, err)
+		return 0, fmt.Errorf("%w: reading every entry: %w", ErrUnavailable, err)
 	}
 
 	return rev, nil
