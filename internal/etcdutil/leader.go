@@ -32,10 +32,10 @@ const (
 	// callers' time; one that stopped closes them, and its stream ends at
 	// once). A stream that answers, however far behind, is only busy: a
 	// keep-alive waits there as long as its caller allows. Timed per
-	// keep-alive (a second), a busy leader on a loaded machine had every
-	// stream to it closed and every keep-alive sent through a follower, a
-	// second hop and a stream each, which loaded it further: in a join
-	// storm of 10,000 workers, thousands of entries' leases expired.
+	// keep-alive (a second), one slow answer from a busy leader on a
+	// loaded machine had every stream to it closed, the keep-alives
+	// waiting on them failed, and every keep-alive sent through a
+	// follower, a second hop and a stream each.
 	stalledAfter = 2 * time.Second
 	// maxLeaderClients bounds the clients Leader keeps open, one per
 	// member it has seen lead.

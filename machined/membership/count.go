@@ -22,7 +22,9 @@ type entryCount struct {
 // admitted since, and minus none that left), so new entries written
 // meanwhile, by this control plane and the others, may pass the bound by
 // as many as they write in that time (a join storm: some 50 a second in
-// all); readers allow twice the bound. Counting afresh for every new entry
+// all), and so may those this Store admits while a count is read (the
+// count may miss them, and the entries admitted are counted from the read
+// on); readers allow twice the bound. Counting afresh for every new entry
 // cost etcd a walk of every key: a storm of 10,000 workers asked for
 // 10,000 counts of up to 10,000 keys, which took 100–300 ms each past
 // 6,000 members, and the keep-alives waiting behind them let thousands of
