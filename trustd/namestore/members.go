@@ -168,61 +168,71 @@ func (s *Store) listedFree(name string, source netip.Addr) bool {
 }
 
 // ControlPlaneNames returns the names of etcd's members and of the
-// control planes' membership entries, canonical, as read at most
+// control planes' entries of the member list, canonical, as read at most
 // controlPlanesFresh ago: every worker heartbeat asks. Once they are due,
-// one caller reads them again; the others meanwhile get them as last
-// read, not a wait behind that read, and wait for it only when nothing
-// was read yet.
+// one read is made for every caller; the others meanwhile get them as
+// last read, not a wait behind that read, and wait for it, each up to its
+// own deadline, only when nothing was read yet. The read runs on a
+// context of its own (readControlPlaneNames bounds it), so the caller
+// that began it giving up does not end it for the others.
 func (s *Store) ControlPlaneNames(ctx context.Context) ([]string, error) {
-	for {
-		s.mu.Lock()
+	s.mu.Lock()
 
-		reading := s.cpsReading
-		if s.cfg.Clock.Now().Before(s.cpsExpires) || reading != nil && s.cps != nil {
-			names := slices.Clone(s.cps)
-			s.mu.Unlock()
-
-			return names, nil
-		}
-
-		if reading != nil {
-			s.mu.Unlock()
-
-			select {
-			case <-reading:
-				continue
-			case <-ctx.Done():
-				return nil, fmt.Errorf("namestore: etcd members: %w", ctx.Err())
-			}
-		}
-
-		done := make(chan struct{})
-		s.cpsReading = done
-		gen := s.members.gen
+	if s.cfg.Clock.Now().Before(s.cpsExpires) || s.cpsRead != nil && s.cps != nil {
+		names := slices.Clone(s.cps)
 		s.mu.Unlock()
 
-		names, err := s.readControlPlaneNames(ctx)
-
-		s.mu.Lock()
-		s.cpsReading = nil
-
-		if err == nil {
-			s.cps = names
-			// A change followed during the read is read at the next call.
-			if gen == s.members.gen {
-				s.cpsExpires = s.cfg.Clock.Now().Add(controlPlanesFresh)
-			}
-		}
-
-		close(done)
-		s.mu.Unlock()
-
-		if err != nil {
-			return nil, err
-		}
-
-		return slices.Clone(names), nil
+		return names, nil
 	}
+
+	r := s.cpsRead
+	if r == nil {
+		r = &cpsRead{done: make(chan struct{})}
+		s.cpsRead = r
+
+		go s.readControlPlanes(r, s.members.gen)
+	}
+
+	s.mu.Unlock()
+
+	select {
+	case <-r.done:
+		return slices.Clone(r.names), r.err
+	case <-ctx.Done():
+		return nil, fmt.Errorf("namestore: etcd members: %w", ctx.Err())
+	}
+}
+
+// cpsRead is a read of the control planes' names under way: done is
+// closed once names and err are set.
+type cpsRead struct {
+	done  chan struct{}
+	names []string
+	err   error
+}
+
+// readControlPlanes makes the read r stands for, and keeps what it read
+// unless it failed. gen is the count of changes to the followed control
+// planes' entries when it began: a change followed during the read is
+// read at the next call.
+func (s *Store) readControlPlanes(r *cpsRead, gen uint64) {
+	names, err := s.readControlPlaneNames(context.Background())
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+
+	s.cpsRead = nil
+
+	if err == nil {
+		s.cps = names
+
+		if gen == s.members.gen {
+			s.cpsExpires = s.cfg.Clock.Now().Add(controlPlanesFresh)
+		}
+	}
+
+	r.names, r.err = names, err
+	close(r.done)
 }
 
 // readControlPlaneNames reads etcd's members, and the control planes'

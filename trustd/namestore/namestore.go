@@ -66,9 +66,9 @@ type Store struct {
 	mu         sync.Mutex
 	cps        []string  // the control planes' names last read
 	cpsExpires time.Time // when they are read again
-	// cpsReading is closed when the read of the control planes' names
-	// under way ends; nil while none is.
-	cpsReading chan struct{}
+	// cpsRead is the read of the control planes' names under way; nil
+	// while none is.
+	cpsRead *cpsRead
 	// members is the member list as followed (KnowMembers).
 	members followedMembers
 

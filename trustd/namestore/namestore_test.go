@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -281,5 +282,50 @@ func TestControlPlaneNamesAnswerWhileRead(t *testing.T) {
 
 	if reads != 2 {
 		t.Fatalf("the members were read %d times, want 2", reads)
+	}
+}
+
+// TestControlPlaneNamesReadOutlivesItsCaller: the first read of the names
+// goes on when the caller that began it gives up, and serves the next
+// caller without another read.
+func TestControlPlaneNamesReadOutlivesItsCaller(t *testing.T) {
+	e, _ := etcdtest.Start(t)
+	release := make(chan struct{})
+
+	var reads atomic.Int64
+
+	s, err := namestore.New(namestore.Config{Client: etcdtest.Client(t, e), Clock: clock.NewFake(time.Now()), Members: func(ctx context.Context) ([]namestore.Entry, error) {
+		reads.Add(1)
+
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+
+		return []namestore.Entry{{Name: "cp-2", ControlPlane: true}}, nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	_, err = s.ControlPlaneNames(ctx)
+
+	cancel()
+
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a caller that gave up on the first read: %v, want its deadline", err)
+	}
+
+	close(release)
+
+	names, err := s.ControlPlaneNames(context.Background())
+	if err != nil || !slices.Contains(names, "cp-2") {
+		t.Fatalf("the next caller: %v, %v; want cp-2 among the names", names, err)
+	}
+
+	if n := reads.Load(); n != 1 {
+		t.Fatalf("the members were read %d times, want once", n)
 	}
 }
