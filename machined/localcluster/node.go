@@ -240,7 +240,9 @@ func (c *Cluster) Kill(name string) error {
 		}
 	}
 
-	for deadline := time.Now().Add(stopGrace); c.running(n) && time.Now().Before(deadline); {
+	// exited looks twice: a process whose first thread is on its way out
+	// shows neither its arguments nor yet a zombie's state for a moment.
+	for deadline := time.Now().Add(stopGrace); !c.exited(n) && time.Now().Before(deadline); {
 		time.Sleep(50 * time.Millisecond)
 	}
 

@@ -116,22 +116,22 @@ func (c *Cluster) exited(n Node) bool {
 // running reports whether n's recorded machined still runs: the PID is
 // alive and is the machined of this node (PIDs are reused), and it is not
 // a zombie whose every thread has exited. The first thread of a Go
-// process turns zombie while the others still exit, and the last to exit
-// closes the process's files: until then its listening sockets are
+// process can turn zombie while the others still exit, and the last to
+// exit closes the process's files: until then its listening sockets are
 // bound, and a node started again on its addresses fails ("bind: address
 // already in use", seen once in thirteen kills of a control plane under
-// 1,000 hollow workers).
+// 1,000 hollow workers, and again under 10,000). Such a zombie's command
+// line reads empty (its memory went with its first thread), so it is
+// known by its state, not its arguments: a zombie is not reaped yet, so
+// its PID is still the one recorded.
 func (c *Cluster) running(n Node) bool {
 	if n.PID <= 0 {
 		return false
 	}
 
-	cmdline, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(n.PID), "cmdline"))
-	if err != nil || !bytes.Contains(cmdline, []byte(c.StatePath(n))) {
-		return false
-	}
+	dir := filepath.Join("/proc", strconv.Itoa(n.PID))
 
-	stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(n.PID), "stat"))
+	stat, err := os.ReadFile(filepath.Join(dir, "stat"))
 	if err != nil {
 		return false
 	}
@@ -141,7 +141,13 @@ func (c *Cluster) running(n Node) bool {
 		return false
 	}
 
-	return fields[0] != "Z" || threads(n.PID) > 1
+	if fields[0] == "Z" {
+		return threads(n.PID) > 1
+	}
+
+	cmdline, err := os.ReadFile(filepath.Join(dir, "cmdline"))
+
+	return err == nil && bytes.Contains(cmdline, []byte(c.StatePath(n)))
 }
 
 // threads is how many threads of pid have not exited: the Threads field of
