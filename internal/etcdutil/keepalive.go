@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -19,14 +18,9 @@ import (
 // client instead.
 const maxQueuedKeepAlives = 4096
 
-var (
-	// errKeepAlivesClosed ends the keep-alives of a member Leader no
-	// longer sends to.
-	errKeepAlivesClosed = errors.New("etcdutil: keep-alive stream closed")
-	// errStalled ends a stream that kept its callers waiting stalledAfter
-	// without an answer.
-	errStalled = fmt.Errorf("etcdutil: keep-alive stream answered nothing for %v", stalledAfter)
-)
+// errKeepAlivesClosed ends the keep-alives of a member Leader no longer
+// sends to.
+var errKeepAlivesClosed = errors.New("etcdutil: keep-alive stream closed")
 
 // keepAlives sends the keep-alives of many leases over one LeaseKeepAlive
 // stream to one member (a Leader keeps a few: streams.go). clientv3's KeepAliveOnce opens a stream per call:
@@ -48,10 +42,7 @@ type keepAlives struct {
 
 	mu      sync.Mutex
 	waiting []keepAliveWait
-	// answered counts the answers the stream gave: a stream that gives
-	// none while callers wait has stalled.
-	answered uint64
-	err      error
+	err     error
 }
 
 // keepAliveWait is a caller waiting for the answer to its keep-alive.
@@ -78,91 +69,54 @@ func openKeepAlives(c *clientv3.Client) (*keepAlives, error) {
 		return nil, fmt.Errorf("etcdutil: opening a keep-alive stream: %w", err)
 	}
 
-	return startKeepAlives(ctx, cancel, stream), nil
-}
-
-// startKeepAlives sends and receives the keep-alives of stream, opened
-// with ctx, until it ends or cancel is called.
-func startKeepAlives(ctx context.Context, cancel context.CancelFunc, stream pb.Lease_LeaseKeepAliveClient) *keepAlives {
 	k := &keepAlives{cancel: cancel, queue: make(chan int64, maxQueuedKeepAlives)}
 
 	go k.send(ctx, stream)
 	go k.receive(stream)
 
-	return k
+	return k, nil
 }
 
 // renew sends a keep-alive of lease id and waits for its answer, or for
 // ctx. A lease that is gone is rpctypes.ErrLeaseNotFound, as from
 // clientv3's KeepAliveOnce. Any other error means the stream ended and
-// renews nothing more: it failed, or answered nothing for stalledAfter
-// while this keep-alive waited (errStalled).
+// renews nothing more.
 func (k *keepAlives) renew(ctx context.Context, id clientv3.LeaseID) (*clientv3.LeaseKeepAliveResponse, error) {
 	reply := make(chan keepAliveReply, 1)
 
-	seen, err := k.enqueue(keepAliveWait{id: int64(id), reply: reply})
-	if err != nil {
+	if err := k.enqueue(keepAliveWait{id: int64(id), reply: reply}); err != nil {
 		return nil, err
 	}
 
-	stall := time.NewTimer(stalledAfter)
-	defer stall.Stop()
-
-	for {
-		select {
-		case r := <-reply:
-			return r.resp, r.err
-		case <-ctx.Done():
-			// The answer, when it comes, goes to the buffered reply and
-			// is dropped: the order of the others is kept.
-			return nil, ctx.Err()
-		case <-stall.C:
-			// A stream that failed gives its error to every caller
-			// waiting, this one included: the next turn returns it.
-			if seen = k.progress(seen); seen != 0 {
-				stall.Reset(stalledAfter)
-			}
-		}
+	select {
+	case r := <-reply:
+		return r.resp, r.err
+	case <-ctx.Done():
+		// The answer, when it comes, goes to the buffered reply and is
+		// dropped: the order of the others is kept.
+		return nil, ctx.Err()
 	}
-}
-
-// progress returns the stream's count of answers when it grew past seen,
-// so that a caller waits on; else it ends the stream with errStalled and
-// returns 0.
-func (k *keepAlives) progress(seen uint64) uint64 {
-	k.mu.Lock()
-	n := k.answered
-	k.mu.Unlock()
-
-	if n != seen {
-		return n
-	}
-
-	k.fail(errStalled)
-
-	return 0
 }
 
 // enqueue queues w's keep-alive and its wait together, so that the
-// answers come in the order of the waits. It returns the stream's count of
-// answers so far.
-func (k *keepAlives) enqueue(w keepAliveWait) (uint64, error) {
+// answers come in the order of the waits.
+func (k *keepAlives) enqueue(w keepAliveWait) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 
 	if k.err != nil {
-		return 0, k.err
+		return k.err
 	}
 
 	select {
 	case k.queue <- w.id:
 	default:
-		return 0, errors.New("etcdutil: keep-alive stream backed up")
+		return errors.New("etcdutil: keep-alive stream backed up")
 	}
 
 	k.waiting = append(k.waiting, w)
 
-	return k.answered, nil
+	return nil
 }
 
 // inFlight is how many keep-alives wait for their answer on the stream;
@@ -226,7 +180,6 @@ func (k *keepAlives) answer(resp *pb.LeaseKeepAliveResponse) error {
 	w := k.waiting[0]
 	k.waiting[0] = keepAliveWait{}
 	k.waiting = k.waiting[1:]
-	k.answered++
 
 	if resp.GetTTL() <= 0 {
 		w.reply <- keepAliveReply{err: rpctypes.ErrLeaseNotFound}

@@ -20,23 +20,11 @@ const (
 	// leader that changed meanwhile still answers through its followers,
 	// at their cost, until then.
 	LeaderRecheck = 10 * time.Second
-	// leaderTry bounds each member's answer to which member leads.
+	// leaderTry bounds a keep-alive sent to the member believed to lead,
+	// before it goes through the cluster's client instead (a leader that
+	// died must not take the whole of the caller's time), and each
+	// member's answer to which member leads.
 	leaderTry = time.Second
-	// stalledAfter is how long a keep-alive stream to the member believed
-	// to lead may keep callers waiting without answering any of them
-	// before it is taken for dead, and how long they wait for one being
-	// opened (a member whose connection is being made again, a leader
-	// that restarted): its callers go through the cluster's
-	// client instead, and the leader is asked again (a leader that died
-	// without closing its connections must not take the whole of the
-	// callers' time; one that stopped closes them, and its stream ends at
-	// once). A stream that answers, however far behind, is only busy: a
-	// keep-alive waits there as long as its caller allows. Timed per
-	// keep-alive (a second), one slow answer from a busy leader on a
-	// loaded machine had every stream to it closed, the keep-alives
-	// waiting on them failed, and every keep-alive sent through a
-	// follower, a second hop and a stream each.
-	stalledAfter = 2 * time.Second
 	// maxLeaderClients bounds the clients Leader keeps open, one per
 	// member it has seen lead.
 	maxLeaderClients = 5
@@ -86,12 +74,14 @@ func NewLeader(cluster *clientv3.Client, dial func(endpoint string) (*clientv3.C
 }
 
 // KeepAliveOnce renews lease id once, at the leader when Leader knows it,
-// else through the cluster's client, and there too when the stream to the
-// leader fails or stalls (stalledAfter). A lease that is gone is
+// else through the cluster's client. A lease that is gone is
 // rpctypes.ErrLeaseNotFound, from whichever member answered.
 func (l *Leader) KeepAliveOnce(ctx context.Context, id clientv3.LeaseID) (*clientv3.LeaseKeepAliveResponse, error) {
 	if c, endpoint := l.leader(); c != nil {
-		resp, err := l.renewAt(ctx, endpoint, c, id)
+		tctx, cancel := context.WithTimeout(ctx, leaderTry)
+		resp, err := l.renewAt(tctx, endpoint, c, id)
+
+		cancel()
 
 		switch {
 		case err == nil || errors.Is(err, rpctypes.ErrLeaseNotFound):

@@ -2,8 +2,6 @@ package etcdutil
 
 import (
 	"context"
-	"fmt"
-	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -27,10 +25,6 @@ const (
 	// once before a caller queues behind another.
 	maxKeepAliveStreams = 16
 )
-
-// errNotOpened ends the wait for a keep-alive stream that did not open
-// within stalledAfter.
-var errNotOpened = fmt.Errorf("etcdutil: keep-alive stream not open within %v", stalledAfter)
 
 // keepAliveStreams are the keep-alive streams open to one member, and the
 // one being opened. A keep-alive goes to the open stream with the fewest
@@ -118,8 +112,7 @@ func (l *Leader) renewAt(ctx context.Context, endpoint string, c *clientv3.Clien
 // keepAlivesOf returns the least busy keep-alive stream open to endpoint,
 // and opens another in the background when each is busy. When none is
 // open, it opens one, once for all the callers that find none, and waits
-// for it, stalledAfter at most: a stream to a member whose connection is
-// being made again (a leader that restarted) waits for that connection.
+// for it.
 func (l *Leader) keepAlivesOf(ctx context.Context, endpoint string, c *clientv3.Client) (*keepAlives, error) {
 	l.mu.Lock()
 
@@ -144,14 +137,9 @@ func (l *Leader) keepAlivesOf(ctx context.Context, endpoint string, c *clientv3.
 		return k, nil
 	}
 
-	wait := time.NewTimer(stalledAfter)
-	defer wait.Stop()
-
 	select {
 	case <-o.done:
 		return o.k, o.err
-	case <-wait.C:
-		return nil, errNotOpened
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
