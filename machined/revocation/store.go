@@ -231,6 +231,12 @@ func (s *Store) followOnce(ctx context.Context, apply func([]Entry, int64)) erro
 			return err
 		}
 
+		// A notice of the watch's progress (etcd sends one on request to
+		// every watch of a stream) changes nothing.
+		if resp.IsProgressNotify() {
+			continue
+		}
+
 		// A change: read the whole list again, so apply always sees a
 		// consistent one; changes are rare (an operator's revoke).
 		readCtx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
