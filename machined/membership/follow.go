@@ -93,6 +93,7 @@ func (s *Store) FollowChanges(ctx context.Context, publish func([]Change)) {
 
 	for ctx.Err() == nil {
 		err := f.follow(ctx)
+		s.copy.stop(f)
 
 		switch {
 		case ctx.Err() != nil:
@@ -167,7 +168,7 @@ func (f *follower) follow(ctx context.Context) error {
 	f.retry.Reset()
 	f.emit()
 
-	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	wctx, cancel := context.WithCancel(watchContext(ctx))
 	defer cancel()
 
 	watch := f.s.cli.Watch(wctx, prefix, clientv3.WithPrefix(), clientv3.WithRev(rev+1))
@@ -208,10 +209,19 @@ func (f *follower) next(ctx context.Context, watch clientv3.WatchChan) error {
 			return fmt.Errorf("%w: %w", ErrUnavailable, resp.Err())
 		case resp.Canceled:
 			return errWatchEnded
+		case resp.IsProgressNotify():
+			// Every change up to the header's revision was sent.
+			f.s.copy.advance(f, resp.Header.GetRevision())
+
+			return nil
 		}
 
 		for _, ev := range resp.Events {
 			f.apply(ev)
+		}
+
+		if n := len(resp.Events); n > 0 {
+			f.s.copy.advance(f, resp.Events[n-1].Kv.ModRevision)
 		}
 
 		return nil
@@ -240,6 +250,8 @@ func (f *follower) load(ctx context.Context) (int64, error) {
 		f.set(k, m)
 	}
 
+	f.s.copy.load(f, f.s.cli, entries, rev)
+
 	return rev, nil
 }
 
@@ -253,9 +265,9 @@ func (f *follower) reset() {
 	}
 }
 
-// apply changes the entries as one event says. A key that no longer
-// parses is dropped, as read skips it; a new key beyond twice the bound is
-// not taken (a read would refuse such a list).
+// apply changes the entries, and the copy, as one event says. A key that
+// no longer parses is dropped, as read skips it; a new key beyond twice
+// the bound is not taken (a read would refuse such a list).
 func (f *follower) apply(ev *clientv3.Event) {
 	k := string(ev.Kv.Key)
 	_, held := f.entries[k]
@@ -270,7 +282,15 @@ func (f *follower) apply(ev *clientv3.Event) {
 		f.drop(k)
 	case held || len(f.entries) < 2*f.s.max:
 		f.set(k, m)
+	default:
+		// The copy would miss an entry; List reads etcd, which refuses
+		// such a list, until the next read of it.
+		f.s.copy.stop(f)
+
+		return
 	}
+
+	f.s.copy.apply(f, k, m)
 }
 
 // set makes m the entry of k.

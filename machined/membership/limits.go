@@ -85,6 +85,15 @@ const (
 	// loaded control plane takes seconds (33 pages), and it is made once
 	// for all the calls waiting on it, each up to its own deadline.
 	sharedReadTimeout = 30 * time.Second
+	// copyWait bounds how long List waits for the followed copy of the
+	// list to catch up with a read made now (copy.go) before it reads
+	// every entry itself: a watch a moment behind catches up in a few
+	// milliseconds, and one further behind is no quicker than the read.
+	copyWait = time.Second
+	// copyProgress is how often List asks a copy still behind for its
+	// watch's progress: etcd answers a request only while every watch of
+	// the stream has caught up, and drops it otherwise.
+	copyProgress = 100 * time.Millisecond
 )
 
 // AgeOut is how long an entry refreshed every interval lives without a

@@ -45,6 +45,10 @@ type Config struct {
 	// KeepAliveOnce; a trustd that takes the heartbeats of many nodes
 	// sends them to etcd's leader (etcdutil.Leader).
 	KeepAlive func(context.Context, clientv3.LeaseID) (*clientv3.LeaseKeepAliveResponse, error)
+	// Copy is the list as FollowChanges keeps it: a Store's FollowChanges
+	// keeps it current, and List answers from it when it is (copy.go).
+	// Nil: List reads every entry, and FollowChanges keeps no copy.
+	Copy *Copy
 }
 
 // Store is the member list in etcd. It is safe for concurrent use.
@@ -81,6 +85,8 @@ type Store struct {
 	// recorded is what this Store last wrote or found of each entry it
 	// renewed (recorded.go).
 	recorded recorded
+
+	copy *Copy // Config.Copy
 }
 
 // New makes a Store.
@@ -101,7 +107,7 @@ func New(cfg Config) (*Store, error) {
 
 	s := &Store{
 		cli: cfg.Client, clock: defaults.Clock(cfg.Clock), rand: defaults.Rand(cfg.Rand), log: defaults.Logger(cfg.Logger),
-		max: limit, keepAlive: keepAlive,
+		max: limit, keepAlive: keepAlive, copy: cfg.Copy,
 	}
 	s.names = &sharedRead[*hostnames]{maxAge: NamesFresh, clock: s.clock, read: s.readHostnames}
 	s.counted = &sharedRead[int64]{maxAge: CountFresh, clock: s.clock, read: s.readCount}
@@ -353,14 +359,21 @@ type stored struct {
 	lease clientv3.LeaseID
 }
 
-// List returns the live members, sorted by hostname.
+// List returns the live members, sorted by hostname: from Config.Copy
+// when it is current, else read from etcd.
 func (s *Store) List(ctx context.Context) ([]*Member, error) {
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 
-	all, _, err := s.read(ctx)
+	all, copied, err := s.fromCopy(ctx)
 	if err != nil {
 		return nil, err
+	}
+
+	if !copied {
+		if all, _, err = s.read(ctx); err != nil {
+			return nil, err
+		}
 	}
 
 	now := s.clock.Now()

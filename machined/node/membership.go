@@ -28,6 +28,9 @@ type heartbeats struct {
 	interval time.Duration // Config.HeartbeatInterval
 	etcd     *etcdState    // a control plane's, where the list lives
 	config   *configState  // a worker's boot's client of trustd
+	// list is the member list as a control plane follows it, which
+	// `get members` is answered from.
+	list *membership.Copy
 	// mu orders the heartbeats and a reset's leaving: once leaving is
 	// set, no heartbeat writes the node's entry again.
 	mu      sync.Mutex
@@ -241,7 +244,7 @@ func (h *heartbeats) memberStore() (*membership.Store, error) {
 		return nil, err
 	}
 
-	return membership.New(membership.Config{Client: cli, Clock: h.clock, Logger: h.log})
+	return membership.New(membership.Config{Client: cli, Clock: h.clock, Logger: h.log, Copy: h.list})
 }
 
 var errNoEtcd = fmt.Errorf("%w: etcd is not set up on this node", membership.ErrUnavailable)

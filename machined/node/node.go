@@ -183,7 +183,7 @@ func New(cfg Config) (*Node, error) {
 		config: configState{machine: cfg.Machine}, status: newMachineState(d),
 		trials: newTrials(), requests: make(chan lifecycleRequest, 1), ending: make(chan struct{}),
 	}
-	n.beats = heartbeats{deps: d, interval: cfg.HeartbeatInterval, etcd: &n.etcd, config: &n.config}
+	n.beats = heartbeats{deps: d, interval: cfg.HeartbeatInterval, etcd: &n.etcd, config: &n.config, list: membership.NewCopy()}
 	n.certRes = certResources{deps: d, config: &n.config, etcd: &n.etcd}
 
 	list, err := revocation.OpenList(revocation.ListConfig{Path: n.layout.RevocationList(), Clock: cfg.Clock})
