@@ -43,7 +43,8 @@ func (s Sender) Leave(ctx context.Context, address string) error {
 }
 
 // first makes call on one control plane after the other until one answers
-// without error.
+// without error; one that is up but answers too late ends it, until it has
+// been slow for trustdclient.SlowFor (the Client's Call).
 func (s Sender) first(ctx context.Context, call func(context.Context, membership.MembershipServiceClient) error) error {
 	if s.Trustd == nil {
 		return errors.New("membership: no client to reach the control planes' trustd")

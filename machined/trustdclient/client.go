@@ -14,8 +14,10 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/status"
 
 	"github.com/aegis-os/aegis/client/spread"
 	"github.com/aegis-os/aegis/internal/clock"
@@ -100,10 +102,13 @@ type Client struct {
 	conns map[string]*kept
 	// retryAt is, by endpoint index, when an endpoint that failed is
 	// probed again; zero while it answers. failures counts, by endpoint
-	// index, its failures since it last answered.
-	retryAt  []time.Time
-	failures []int
-	closed   bool
+	// index, its failures since it last answered. slowSince is, by
+	// endpoint index, when its calls began to be answered too late on a
+	// connection that is up (SlowFor); zero while it answers.
+	retryAt   []time.Time
+	failures  []int
+	slowSince []time.Time
+	closed    bool
 	// done is closed by Close: the waits of retired connections end.
 	done chan struct{}
 }
@@ -191,7 +196,8 @@ func New(cfg Config) (*Client, error) {
 	return &Client{
 		cfg: cfg, order: spread.Preference(identity, eps), ready: connected,
 		conns: map[string]*kept{}, retryAt: make([]time.Time, len(eps)), failures: make([]int, len(eps)),
-		done: make(chan struct{}),
+		slowSince: make([]time.Time, len(eps)),
+		done:      make(chan struct{}),
 	}, nil
 }
 
@@ -218,6 +224,9 @@ func identityOf(cfg Config) ([]byte, error) {
 // (see Client) runs again, from the top of the order; one whose endpoint
 // was lost under it (Lost) is not run on the next endpoint: Call returns
 // its error, and the endpoint goes after the others from the next call on.
+// Nor is one that its endpoint answered too late (DeadlineExceeded, the
+// call's own deadline) on a connection that is up, until that endpoint has
+// been slow for SlowFor: Call returns its error, and the node stays.
 func (c *Client) Call(ctx context.Context, call func(context.Context, grpc.ClientConnInterface) error) (string, error) {
 	for moves := 0; ; moves++ {
 		ep, err := c.callOnce(ctx, call)
@@ -234,7 +243,7 @@ func (c *Client) callOnce(ctx context.Context, call func(context.Context, grpc.C
 	for _, t := range c.plan() {
 		ep := c.cfg.Endpoints[t.index]
 
-		err := c.try(ctx, t, call)
+		up, err := c.try(ctx, t, call)
 		if err == nil {
 			c.answered(t.index)
 
@@ -245,12 +254,17 @@ func (c *Client) callOnce(ctx context.Context, call func(context.Context, grpc.C
 			return "", err
 		}
 
-		// A caller that gave up says nothing of the endpoint.
-		if ctx.Err() == nil {
+		errs = append(errs, fmt.Errorf("%s: %w", ep, err))
+
+		switch {
+		case ctx.Err() != nil:
+			// A caller that gave up says nothing of the endpoint.
+		case up && status.Code(err) == codes.DeadlineExceeded && c.slow(t.index):
+			// Up and slow: the node stays (SlowFor).
+			return "", errors.Join(errs...)
+		default:
 			c.failed(t.index)
 		}
-
-		errs = append(errs, fmt.Errorf("%s: %w", ep, err))
 
 		if IsLost(err) {
 			break
@@ -260,19 +274,20 @@ func (c *Client) callOnce(ctx context.Context, call func(context.Context, grpc.C
 	return "", errors.Join(errs...)
 }
 
-// try runs call on one endpoint of a plan. A probe of an endpoint that
-// failed is made on a fresh connection, so one that came back is not
-// missed for gRPC's reconnect backoff, and the call runs only once that
-// connection is up (connected): a control plane that does not answer yet
-// costs a call little, while the call itself, which may be a stream held
-// open (the revocation watch), keeps the caller's context. A probe that
-// fails closes its connection.
-func (c *Client) try(ctx context.Context, t attempt, call func(context.Context, grpc.ClientConnInterface) error) error {
+// try runs call on one endpoint of a plan, and says whether a call that
+// failed left the endpoint's kept connection up (up; never a probe's). A probe
+// of an endpoint that failed is made on a fresh connection, so one that
+// came back is not missed for gRPC's reconnect backoff, and the call runs
+// only once that connection is up (connected): a control plane that does
+// not answer yet costs a call little, while the call itself, which may be
+// a stream held open (the revocation watch), keeps the caller's context. A
+// probe that fails closes its connection.
+func (c *Client) try(ctx context.Context, t attempt, call func(context.Context, grpc.ClientConnInterface) error) (up bool, err error) {
 	endpoint := c.cfg.Endpoints[t.index]
 
 	k, err := c.acquire(endpoint, t.probe)
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer c.release(k)
 
@@ -280,16 +295,16 @@ func (c *Client) try(ctx context.Context, t attempt, call func(context.Context, 
 		if err := c.ready(ctx, k); err != nil {
 			c.drop(endpoint, k)
 
-			return err
+			return false, err
 		}
 	}
 
 	err = call(ctx, k.conn)
 	if err != nil && c.wasCut(k) {
-		return fmt.Errorf("%w: %w", errMoved, err)
+		return false, fmt.Errorf("%w: %w", errMoved, err)
 	}
 
-	return err
+	return err != nil && !t.probe && k.conn.GetState() == connectivity.Ready, err
 }
 
 // wasCut reports whether k was closed under its calls at RetireGrace.

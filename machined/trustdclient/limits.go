@@ -67,6 +67,24 @@ const (
 	// holding a slot of trustd's until its first-call deadline.
 	ProbeHandshakeTimeout = 5 * time.Second
 
+	// SlowFor is how long an endpoint whose connection is up may answer
+	// calls too late for them before the node takes it for failed and
+	// moves to the next. A control plane that is up but slow is most
+	// often slow for a reason every control plane shares: etcd electing a
+	// leader, or a new leader catching up, after a control plane was
+	// killed. Moving at the first late answer sent each node whose
+	// heartbeat waited to another control plane that shared the trouble,
+	// with a TLS handshake on both sides: after a kill under 10,000
+	// hollow workers, the two control planes left took some 33 such late
+	// heartbeats a second each, their nodes fled from one to the other,
+	// and the moves' handshakes kept the cluster from recovering for
+	// minutes (8,515 workers unserved after 3 minutes). A heartbeat
+	// interval (10 s) keeps a node whose control plane stays slow (its
+	// etcd cut off, a process wedged) within the lease of its entry (3
+	// intervals): it moves after its second or third late heartbeat. A
+	// connection that breaks fails the endpoint at once, as before.
+	SlowFor = 10 * time.Second
+
 	// RetireGrace is how long a retired connection (replaced after a
 	// renewal, or to an endpoint the node moved from) stays open for the
 	// calls under way on it: twice the longest a heartbeat waits

@@ -64,8 +64,23 @@ func (c *Client) answered(i int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 
-	c.retryAt[i], c.failures[i] = time.Time{}, 0
+	c.retryAt[i], c.failures[i], c.slowSince[i] = time.Time{}, 0, time.Time{}
 	c.retireOthersLocked(c.cfg.Endpoints[i])
+}
+
+// slow records that endpoint i answered a call too late on a connection
+// that is up, and reports whether the node stays with it: until it has
+// been slow for SlowFor, with no answer in time between.
+func (c *Client) slow(i int) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+
+	now := c.cfg.Clock.Now()
+	if c.slowSince[i].IsZero() {
+		c.slowSince[i] = now
+	}
+
+	return now.Sub(c.slowSince[i]) < SlowFor
 }
 
 // failed records that endpoint i failed: it goes after the others until
@@ -78,6 +93,7 @@ func (c *Client) failed(i int) {
 
 	c.failures[i]++
 	c.retryAt[i] = c.cfg.Clock.Now().Add(jittered(probeInterval(c.failures[i]), c.cfg.Rand))
+	c.slowSince[i] = time.Time{}
 }
 
 // probeInterval is the interval before the probe of an endpoint that
