@@ -224,9 +224,11 @@ func identityOf(cfg Config) ([]byte, error) {
 // (see Client) runs again, from the top of the order; one whose endpoint
 // was lost under it (Lost) is not run on the next endpoint: Call returns
 // its error, and the endpoint goes after the others from the next call on.
-// Nor is one that its endpoint answered too late (DeadlineExceeded, the
-// call's own deadline) on a connection that is up, until that endpoint has
-// been slow for SlowFor: Call returns its error, and the node stays.
+// Nor is one that its endpoint, its connection up, answered too late
+// (DeadlineExceeded, the call's own deadline) or refused as unavailable
+// for now (Unavailable, sent by the control plane itself), until that
+// endpoint has been so for SlowFor: Call returns its error, and the node
+// stays.
 func (c *Client) Call(ctx context.Context, call func(context.Context, grpc.ClientConnInterface) error) (string, error) {
 	for moves := 0; ; moves++ {
 		ep, err := c.callOnce(ctx, call)
@@ -243,7 +245,7 @@ func (c *Client) callOnce(ctx context.Context, call func(context.Context, grpc.C
 	for _, t := range c.plan() {
 		ep := c.cfg.Endpoints[t.index]
 
-		up, err := c.try(ctx, t, call)
+		busy, err := c.try(ctx, t, call)
 		if err == nil {
 			c.answered(t.index)
 
@@ -259,8 +261,8 @@ func (c *Client) callOnce(ctx context.Context, call func(context.Context, grpc.C
 		switch {
 		case ctx.Err() != nil:
 			// A caller that gave up says nothing of the endpoint.
-		case up && status.Code(err) == codes.DeadlineExceeded && c.slow(t.index):
-			// Up and slow: the node stays (SlowFor).
+		case busy && c.slow(t.index):
+			// Up and busy: the node stays (SlowFor).
 			return "", errors.Join(errs...)
 		default:
 			c.failed(t.index)
@@ -275,14 +277,16 @@ func (c *Client) callOnce(ctx context.Context, call func(context.Context, grpc.C
 }
 
 // try runs call on one endpoint of a plan, and says whether a call that
-// failed left the endpoint's kept connection up (up; never a probe's). A probe
+// failed says the endpoint is up but busy (never a probe's): its kept
+// connection is up, and the call either passed its deadline or was
+// refused by the control plane itself as unavailable for now. A probe
 // of an endpoint that failed is made on a fresh connection, so one that
 // came back is not missed for gRPC's reconnect backoff, and the call runs
 // only once that connection is up (connected): a control plane that does
 // not answer yet costs a call little, while the call itself, which may be
 // a stream held open (the revocation watch), keeps the caller's context. A
 // probe that fails closes its connection.
-func (c *Client) try(ctx context.Context, t attempt, call func(context.Context, grpc.ClientConnInterface) error) (up bool, err error) {
+func (c *Client) try(ctx context.Context, t attempt, call func(context.Context, grpc.ClientConnInterface) error) (busy bool, err error) {
 	endpoint := c.cfg.Endpoints[t.index]
 
 	k, err := c.acquire(endpoint, t.probe)
@@ -299,12 +303,25 @@ func (c *Client) try(ctx context.Context, t attempt, call func(context.Context, 
 		}
 	}
 
-	err = call(ctx, k.conn)
+	actx, answered := withAnswer(ctx)
+
+	err = call(actx, k.conn)
 	if err != nil && c.wasCut(k) {
 		return false, fmt.Errorf("%w: %w", errMoved, err)
 	}
 
-	return err != nil && !t.probe && k.conn.GetState() == connectivity.Ready, err
+	if err == nil || t.probe || k.conn.GetState() != connectivity.Ready {
+		return false, err
+	}
+
+	switch status.Code(err) {
+	case codes.DeadlineExceeded:
+		return true, err
+	case codes.Unavailable:
+		return answered.Load(), err
+	}
+
+	return false, err
 }
 
 // wasCut reports whether k was closed under its calls at RetireGrace.
@@ -448,7 +465,7 @@ func (c *Client) dial(endpoint string, k *kept) (*grpc.ClientConn, error) {
 	opts := append([]grpc.DialOption{
 		grpc.WithTransportCredentials(&perHandshake{host: host, config: c.tlsConfig, began: began}), grpcopt.DialFrom(c.cfg.Source),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: KeepaliveTime, Timeout: KeepaliveTimeout}),
-		grpcopt.NoReadBuffer(),
+		grpcopt.NoReadBuffer(), grpc.WithUnaryInterceptor(noteAnswer),
 	}, grpcopt.FixedWindows()...)
 
 	conn, err := grpc.NewClient(endpoint, opts...)

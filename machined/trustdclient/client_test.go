@@ -15,7 +15,9 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
 
 	"github.com/aegis-os/aegis/api/membership"
 	"github.com/aegis-os/aegis/api/revocations"
@@ -48,6 +50,9 @@ type fakeTrustd struct {
 	// delay, when set, holds back the server's side of each handshake
 	// this long: a control plane too busy to answer at once.
 	delay time.Duration
+	// refuse, when set, has each heartbeat refused as Unavailable: a
+	// control plane whose etcd cannot take it for now.
+	refuse atomic.Bool
 }
 
 func (f *fakeTrustd) Serials(context.Context, *revocations.SerialsRequest) (*revocations.SerialsResponse, error) {
@@ -55,6 +60,10 @@ func (f *fakeTrustd) Serials(context.Context, *revocations.SerialsRequest) (*rev
 }
 
 func (f *fakeTrustd) Heartbeat(ctx context.Context, _ *membership.HeartbeatRequest) (*membership.HeartbeatResponse, error) {
+	if f.refuse.Load() {
+		return nil, status.Error(codes.Unavailable, "membership: etcd unavailable")
+	}
+
 	if f.hold != nil {
 		f.held <- struct{}{}
 

@@ -68,12 +68,13 @@ const (
 	ProbeHandshakeTimeout = 5 * time.Second
 
 	// SlowFor is how long an endpoint whose connection is up may answer
-	// calls too late for them before the node takes it for failed and
-	// moves to the next. A control plane that is up but slow is most
-	// often slow for a reason every control plane shares: etcd electing a
-	// leader, or a new leader catching up, after a control plane was
-	// killed. Moving at the first late answer sent each node whose
-	// heartbeat waited to another control plane that shared the trouble,
+	// calls too late for them, or refuse them as unavailable for now,
+	// before the node takes it for failed and moves to the next. A control
+	// plane that is up but slow is most often slow for a reason every
+	// control plane shares: etcd electing a leader, or a new leader
+	// catching up, after a control plane was killed. Moving at the first
+	// late answer sent each node whose heartbeat waited to another
+	// control plane that shared the trouble,
 	// with a TLS handshake on both sides: after a kill under 10,000
 	// hollow workers, the two control planes left took some 33 such late
 	// heartbeats a second each, their nodes fled from one to the other,

@@ -68,9 +68,9 @@ func (c *Client) answered(i int) {
 	c.retireOthersLocked(c.cfg.Endpoints[i])
 }
 
-// slow records that endpoint i answered a call too late on a connection
-// that is up, and reports whether the node stays with it: until it has
-// been slow for SlowFor, with no answer in time between.
+// slow records that endpoint i, its connection up, answered a call too
+// late or refused it as unavailable for now, and reports whether the node
+// stays with it: until it has been so for SlowFor, with no answer between.
 func (c *Client) slow(i int) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
