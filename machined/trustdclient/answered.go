@@ -4,42 +4,60 @@ import (
 	"context"
 	"sync/atomic"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/stats"
 )
 
 // A unary call that fails either was answered by its control plane, which
-// sent the call's status in its trailers (a refusal: etcd slow or without
-// a leader for a moment, the control plane too busy), or failed on the
-// way (no connection, a connection that broke). Both come back as the same
-// codes; only the first says the control plane is up, so only the first
-// may keep a node with it (SlowFor).
+// sent the call's status (a refusal: etcd slow or without a leader for a
+// moment, the control plane too busy), or failed on the way (no
+// connection, a connection that broke). Both come back as the same codes;
+// only the first says the control plane is up, so only the first may keep
+// a node with it (SlowFor). gRPC tells them apart only to a stats handler:
+// the trailers that carry a status the server sent (stats.InTrailer). The
+// trailers a call option collects cannot: they read as empty, not absent,
+// when the connection broke. Streams are left out: one that a control
+// plane ends as it stops moves its node, as before.
 
-// answeredKey keys the flag a call's context carries (withAnswer).
+// answeredKey keys the answer a call's context carries (withAnswer).
 type answeredKey struct{}
 
-// withAnswer returns ctx carrying a flag that the unary calls made with it
-// set when their control plane sent their status (noteAnswer).
-func withAnswer(ctx context.Context) (context.Context, *atomic.Bool) {
-	flag := &atomic.Bool{}
-
-	return context.WithValue(ctx, answeredKey{}, flag), flag
+// answer is what answerStats saw of one call.
+type answer struct {
+	stream   atomic.Bool // the call is a stream
+	answered atomic.Bool // a unary call's status came from its control plane
 }
 
-// noteAnswer is the unary interceptor of a Client's connections: when a
-// call fails and its trailers came, it sets the flag of the call's context.
-func noteAnswer(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-	flag, _ := ctx.Value(answeredKey{}).(*atomic.Bool)
-	if flag == nil {
-		return invoker(ctx, method, req, reply, cc, opts...)
-	}
+// withAnswer returns ctx carrying an answer that answerStats fills in for
+// the calls made with it.
+func withAnswer(ctx context.Context) (context.Context, *answer) {
+	a := &answer{}
 
-	var trailer metadata.MD
-
-	err := invoker(ctx, method, req, reply, cc, append(opts, grpc.Trailer(&trailer))...)
-	if err != nil && trailer != nil {
-		flag.Store(true)
-	}
-
-	return err
+	return context.WithValue(ctx, answeredKey{}, a), a
 }
+
+// answerStats is the stats handler of a Client's connections: it records,
+// in the answer of a unary call's context, that the call's status came
+// from its control plane.
+type answerStats struct{}
+
+func (answerStats) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return ctx }
+
+func (answerStats) HandleRPC(ctx context.Context, s stats.RPCStats) {
+	a, _ := ctx.Value(answeredKey{}).(*answer)
+	if a == nil {
+		return
+	}
+
+	switch s := s.(type) {
+	case *stats.Begin:
+		a.stream.Store(s.IsClientStream || s.IsServerStream)
+	case *stats.InTrailer:
+		if !a.stream.Load() {
+			a.answered.Store(true)
+		}
+	}
+}
+
+func (answerStats) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
+
+func (answerStats) HandleConn(context.Context, stats.ConnStats) {}

@@ -103,8 +103,9 @@ type Client struct {
 	// retryAt is, by endpoint index, when an endpoint that failed is
 	// probed again; zero while it answers. failures counts, by endpoint
 	// index, its failures since it last answered. slowSince is, by
-	// endpoint index, when its calls began to be answered too late on a
-	// connection that is up (SlowFor); zero while it answers.
+	// endpoint index, when its calls began to be answered too late, or
+	// refused as unavailable for now, on a connection that is up
+	// (SlowFor); zero while it answers.
 	retryAt   []time.Time
 	failures  []int
 	slowSince []time.Time
@@ -318,7 +319,7 @@ func (c *Client) try(ctx context.Context, t attempt, call func(context.Context, 
 	case codes.DeadlineExceeded:
 		return true, err
 	case codes.Unavailable:
-		return answered.Load(), err
+		return answered.answered.Load(), err
 	}
 
 	return false, err
@@ -465,7 +466,7 @@ func (c *Client) dial(endpoint string, k *kept) (*grpc.ClientConn, error) {
 	opts := append([]grpc.DialOption{
 		grpc.WithTransportCredentials(&perHandshake{host: host, config: c.tlsConfig, began: began}), grpcopt.DialFrom(c.cfg.Source),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: KeepaliveTime, Timeout: KeepaliveTimeout}),
-		grpcopt.NoReadBuffer(), grpc.WithUnaryInterceptor(noteAnswer),
+		grpcopt.NoReadBuffer(), grpc.WithStatsHandler(answerStats{}),
 	}, grpcopt.FixedWindows()...)
 
 	conn, err := grpc.NewClient(endpoint, opts...)
