@@ -2,31 +2,13 @@ package membership_test
 
 import (
 	"context"
-	"sync/atomic"
 	"testing"
 	"time"
-
-	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/aegis-os/aegis/internal/clock"
 	"github.com/aegis-os/aegis/internal/testutil/etcdtest"
 	"github.com/aegis-os/aegis/machined/membership"
 )
-
-// scanningKV counts the reads of a range of keys: the reads of every
-// entry.
-type scanningKV struct {
-	clientv3.KV
-	scans atomic.Int64
-}
-
-func (s *scanningKV) Get(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
-	if len(clientv3.OpGet(key, opts...).RangeBytes()) > 0 {
-		s.scans.Add(1)
-	}
-
-	return s.KV.Get(ctx, key, opts...)
-}
 
 // TestListFromCopy: while FollowChanges keeps the copy, List answers from
 // it, with every change committed before the call: an entry written just
@@ -36,8 +18,7 @@ func (s *scanningKV) Get(ctx context.Context, key string, opts ...clientv3.OpOpt
 func TestListFromCopy(t *testing.T) {
 	e, _ := etcdtest.Start(t)
 	cli := etcdtest.Client(t, e)
-	kv := &scanningKV{KV: cli.KV}
-	cli.KV = kv
+	kv := etcdtest.Count(cli)
 	clk := clock.NewFake(time.Date(2026, 11, 29, 18, 0, 0, 0, time.UTC))
 	ctx := context.Background()
 
@@ -50,7 +31,7 @@ func TestListFromCopy(t *testing.T) {
 
 	stop := followed(t, s)
 
-	kv.scans.Store(0)
+	kv.Ranges.Store(0)
 
 	list := func(want int) {
 		t.Helper()
@@ -72,7 +53,7 @@ func TestListFromCopy(t *testing.T) {
 
 	list(4)
 
-	if n := kv.scans.Load(); n != 0 {
+	if n := kv.Ranges.Load(); n != 0 {
 		t.Fatalf("List read every entry %d times while the copy was kept; want none", n)
 	}
 
@@ -80,7 +61,7 @@ func TestListFromCopy(t *testing.T) {
 	putRaw(ctx, t, cli, clk.Now(), 4, 1)
 	list(5)
 
-	if kv.scans.Load() == 0 {
+	if kv.Ranges.Load() == 0 {
 		t.Fatal("List answered from a copy no longer kept")
 	}
 }

@@ -13,29 +13,6 @@ import (
 	"github.com/aegis-os/aegis/machined/membership"
 )
 
-// countingKV counts the reads and transactions that reach etcd, and the
-// reads that only count.
-type countingKV struct {
-	clientv3.KV
-	gets, txns, counts atomic.Int64
-}
-
-func (c *countingKV) Get(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
-	c.gets.Add(1)
-
-	if clientv3.OpGet(key, opts...).IsCountOnly() {
-		c.counts.Add(1)
-	}
-
-	return c.KV.Get(ctx, key, opts...)
-}
-
-func (c *countingKV) Txn(ctx context.Context) clientv3.Txn {
-	c.txns.Add(1)
-
-	return c.KV.Txn(ctx)
-}
-
 // TestPutRenewsWhatItRecorded: a heartbeat that says what the entry the
 // Store wrote says costs the lease's keep-alive alone, no read; one whose
 // last_seen is due costs the keep-alive and the write, no read; an entry
@@ -44,8 +21,7 @@ func (c *countingKV) Txn(ctx context.Context) clientv3.Txn {
 func TestPutRenewsWhatItRecorded(t *testing.T) {
 	e, _ := etcdtest.Start(t)
 	cli := etcdtest.Client(t, e)
-	kv := &countingKV{KV: cli.KV}
-	cli.KV = kv
+	kv := etcdtest.Count(cli)
 	clk := clock.NewFake(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
 
 	s, err := membership.New(membership.Config{Client: cli, Clock: clk})
@@ -74,12 +50,12 @@ func TestPutRenewsWhatItRecorded(t *testing.T) {
 
 		clk.Advance(interval)
 
-		g, x, a := kv.gets.Load(), kv.txns.Load(), keepAlives.Load()
+		g, x, a := kv.Gets.Load(), kv.Txns.Load(), keepAlives.Load()
 		if err := s.Put(ctx, m, membership.RoleWorker); err != nil {
 			t.Fatal(err)
 		}
 
-		return kv.gets.Load() - g + kv.txns.Load() - x, keepAlives.Load() - a
+		return kv.Gets.Load() - g + kv.Txns.Load() - x, keepAlives.Load() - a
 	}
 
 	entryThere := func(when string) {

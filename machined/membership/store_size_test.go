@@ -145,8 +145,7 @@ func putRaw(ctx context.Context, t testing.TB, cli *clientv3.Client, now time.Ti
 func TestNewEntriesCountedOncePerCountFresh(t *testing.T) {
 	e, _ := etcdtest.Start(t)
 	cli := etcdtest.Client(t, e)
-	kv := &countingKV{KV: cli.KV}
-	cli.KV = kv
+	kv := etcdtest.Count(cli)
 	clk := clock.NewFake(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
 	ctx := context.Background()
 
@@ -161,7 +160,7 @@ func TestNewEntriesCountedOncePerCountFresh(t *testing.T) {
 		}
 	}
 
-	if n := kv.counts.Load(); n != 1 {
+	if n := kv.CountOnly.Load(); n != 1 {
 		t.Fatalf("three new entries within CountFresh counted the list %d times, want once", n)
 	}
 
@@ -180,7 +179,7 @@ func TestNewEntriesCountedOncePerCountFresh(t *testing.T) {
 		t.Fatalf("a new entry in a list of six with a bound of five: %v, want ErrFull", err)
 	}
 
-	if n := kv.counts.Load(); n != 2 {
+	if n := kv.CountOnly.Load(); n != 2 {
 		t.Fatalf("the list was counted %d times, want twice (once per CountFresh)", n)
 	}
 }

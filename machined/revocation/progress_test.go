@@ -3,7 +3,6 @@ package revocation_test
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,18 +12,6 @@ import (
 	"github.com/aegis-os/aegis/internal/testutil/etcdtest"
 	"github.com/aegis-os/aegis/machined/revocation"
 )
-
-// countingKV counts the reads that reach etcd.
-type countingKV struct {
-	clientv3.KV
-	gets atomic.Int64
-}
-
-func (c *countingKV) Get(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
-	c.gets.Add(1)
-
-	return c.KV.Get(ctx, key, opts...)
-}
 
 // TestFollowIgnoresProgress: a notice of the watch's progress, which etcd
 // sends to every watch of a stream when one of its readers asks, is not a
@@ -40,8 +27,7 @@ func TestFollowIgnoresProgress(t *testing.T) {
 	}
 
 	cli := etcdtest.Client(t, e)
-	kv := &countingKV{KV: cli.KV}
-	cli.KV = kv
+	kv := etcdtest.Count(cli)
 
 	follower, err := revocation.NewStore(revocation.StoreConfig{Client: cli, Max: 8, Clock: clk, Timeout: time.Second})
 	if err != nil {
@@ -78,7 +64,7 @@ func TestFollowIgnoresProgress(t *testing.T) {
 
 	revoke("a1", "[a1]")
 
-	before := kv.gets.Load()
+	before := kv.Gets.Load()
 
 	// The watch's stream is the one of its context's metadata.
 	if err := cli.RequestProgress(clientv3.WithRequireLeader(fctx)); err != nil {
@@ -87,7 +73,7 @@ func TestFollowIgnoresProgress(t *testing.T) {
 
 	revoke("a2", "[a1 a2]")
 
-	if n := kv.gets.Load() - before; n != 1 {
+	if n := kv.Gets.Load() - before; n != 1 {
 		t.Fatalf("Follow read the list %d times for one revocation, want once", n)
 	}
 }

@@ -5,11 +5,8 @@ import (
 	"log/slog"
 	"net/netip"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
-
-	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/aegis-os/aegis/internal/clock"
 	"github.com/aegis-os/aegis/internal/testutil/etcdtest"
@@ -84,18 +81,6 @@ func TestFollowHolders(t *testing.T) {
 	}
 }
 
-// countingKV counts the reads that reach etcd.
-type countingKV struct {
-	clientv3.KV
-	gets atomic.Int64
-}
-
-func (c *countingKV) Get(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
-	c.gets.Add(1)
-
-	return c.KV.Get(ctx, key, opts...)
-}
-
 // TestEnsureFromTheFollowedBindings: while FollowHolders runs, a
 // heartbeat's binding that is already recorded costs no read of etcd; a
 // renewal's later end still writes, and a binding released is bound again
@@ -103,8 +88,7 @@ func (c *countingKV) Get(ctx context.Context, key string, opts ...clientv3.OpOpt
 func TestEnsureFromTheFollowedBindings(t *testing.T) {
 	e, _ := etcdtest.Start(t)
 	cli := etcdtest.Client(t, e)
-	kv := &countingKV{KV: cli.KV}
-	cli.KV = kv
+	kv := etcdtest.Count(cli)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	clk := clock.NewFake(time.Now())
@@ -143,12 +127,12 @@ func TestEnsureFromTheFollowedBindings(t *testing.T) {
 	// FollowHolders gives the addresses it read before it starts its
 	// watch: wait until a heartbeat is answered without a read.
 	answered := func() bool {
-		before := kv.gets.Load()
+		before := kv.Gets.Load()
 		if err := s.Ensure(ctx, b); err != nil {
 			t.Fatal(err)
 		}
 
-		return kv.gets.Load() == before
+		return kv.Gets.Load() == before
 	}
 
 	for deadline := time.Now().Add(10 * time.Second); !answered(); time.Sleep(10 * time.Millisecond) {
@@ -159,10 +143,10 @@ func TestEnsureFromTheFollowedBindings(t *testing.T) {
 
 	// A renewal ends later: it is written.
 	renewed := binding("worker-1", "10.0.0.1", clk.Now().Add(2*time.Hour))
-	before := kv.gets.Load()
+	before := kv.Gets.Load()
 
-	if err := s.Ensure(ctx, renewed); err != nil || kv.gets.Load() == before {
-		t.Fatalf("Ensure of a renewal: %v, %d reads", err, kv.gets.Load()-before)
+	if err := s.Ensure(ctx, renewed); err != nil || kv.Gets.Load() == before {
+		t.Fatalf("Ensure of a renewal: %v, %d reads", err, kv.Gets.Load()-before)
 	}
 
 	// Released: once the watch has seen it, Ensure binds the name again.
