@@ -13,4 +13,9 @@ const (
 	// service IDs of the nodes): a person is waiting at the prompt, and a
 	// node that does not answer at once gets the static list instead.
 	completionTimeout = 2 * time.Second
+
+	// tableBuffer is the buffer between a table and its output: a row of
+	// a table is about a hundred bytes, so 64 KiB writes some 600 rows in
+	// one system call.
+	tableBuffer = 64 << 10
 )

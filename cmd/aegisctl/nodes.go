@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -78,9 +79,32 @@ func printReply(w io.Writer, format outputFormat, resp proto.Message, plain bool
 	return tw.Flush()
 }
 
-// newTable is the tabwriter of every node command's table, spaced as
-// talosctl's.
-func newTable(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 4, 3, ' ', 0) }
+// table is the tabwriter of every node command's table, spaced as
+// talosctl's, over a buffer of its output. tabwriter writes each cell and
+// each run of padding apart: straight to a terminal or a pipe that was a
+// system call each, some 120,000 for the 10,000 members of a large
+// cluster, and most of aegisctl's time for `get members`. Flush writes the
+// aligned rows out in large writes.
+type table struct {
+	*tabwriter.Writer
+
+	out *bufio.Writer
+}
+
+func newTable(w io.Writer) *table {
+	out := bufio.NewWriterSize(w, tableBuffer)
+
+	return &table{Writer: tabwriter.NewWriter(out, 0, 4, 3, ' ', 0), out: out}
+}
+
+// Flush aligns the rows written since the last Flush and writes them out.
+func (t *table) Flush() error {
+	if err := t.Writer.Flush(); err != nil {
+		return err
+	}
+
+	return t.out.Flush()
+}
 
 // header prints a table's header, with a NODE column first when nodes are
 // named.
