@@ -22,8 +22,10 @@ import (
 	"github.com/aegis-os/aegis/internal/testutil"
 	"github.com/aegis-os/aegis/machined/containerd"
 	"github.com/aegis-os/aegis/machined/containerd/preflight"
+	"github.com/aegis-os/aegis/machined/etcd"
 	"github.com/aegis-os/aegis/machined/layout"
 	"github.com/aegis-os/aegis/machined/localcluster"
+	"github.com/aegis-os/aegis/machined/system/runner"
 )
 
 // needContainerd skips a test on a machine that cannot run containers:
@@ -148,7 +150,7 @@ func cgroupValue(t *testing.T, pid int, controller, v1file, v2file string) strin
 		}
 
 		switch {
-		case parts[1] == controller:
+		case slices.Contains(strings.Split(parts[1], ","), controller):
 			b, err := os.ReadFile(filepath.Join("/sys/fs/cgroup", controller, parts[2], v1file))
 			if err == nil {
 				return strings.TrimSpace(string(b))
@@ -163,6 +165,33 @@ func cgroupValue(t *testing.T, pid int, controller, v1file, v2file string) strin
 	t.Fatalf("no %s cgroup for %d", controller, pid)
 
 	return ""
+}
+
+// cpuWeight is the CPU weight of pid's cgroup that the test expects: the
+// default, or etcd's (runner.SharesOfNice of etcd.Nice) when raised, as
+// cpu.shares on cgroup v1 and as the cpu.weight runc converts it to on v2.
+func cpuWeight(pid int, raised bool) string {
+	v2 := !strings.Contains(readFile(fmt.Sprintf("/proc/%d/cgroup", pid)), ":cpu")
+
+	switch {
+	case !raised && v2:
+		return "100"
+	case !raised:
+		return "1024"
+	case v2:
+		shares := runner.SharesOfNice(etcd.Nice)
+
+		return strconv.FormatUint(1+((shares-2)*9999)/262142, 10)
+	default:
+		return strconv.FormatUint(runner.SharesOfNice(etcd.Nice), 10)
+	}
+}
+
+// readFile is path's content, or "" when it cannot be read.
+func readFile(path string) string {
+	data, _ := os.ReadFile(path)
+
+	return string(data)
 }
 
 // openFilesLimit is the soft and hard limit on open files of process pid,
@@ -273,6 +302,11 @@ func TestContainerdConfinement(t *testing.T) {
 			}
 
 			t.Logf("%s: %s tasks", id, cgroupValue(t, pid, "pids", "pids.current", "pids.current"))
+
+			// etcd's cgroup weighs as its process would at etcd.Nice.
+			if got, want := cgroupValue(t, pid, "cpu", "cpu.shares", "cpu.weight"), cpuWeight(pid, id == "etcd"); got != want {
+				t.Errorf("%s: CPU weight %s, want %s", id, got, want)
+			}
 
 			if got := openFilesLimit(t, pid); got != "16384 16384" {
 				t.Errorf("%s: open files limit (soft hard) %s, want 16384 16384", id, got)

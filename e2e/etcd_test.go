@@ -100,6 +100,12 @@ func TestEtcdCluster(t *testing.T) {
 		}
 	})
 
+	t.Run("etcd runs ahead of the node's other processes", func(t *testing.T) {
+		for _, cp := range cps {
+			checkEtcdNice(t, c.StatePath(cp))
+		}
+	})
+
 	t.Run("peer port admits peers only", func(t *testing.T) { checkPeerPortAdmitsPeersOnly(t, c, cps[1]) })
 	t.Run("revocation watch resumes across trustd restarts", func(t *testing.T) {
 		checkRevocationWatchResumes(t, c, admin, cps, worker)

@@ -132,7 +132,7 @@ func (r memberRunner) runMember(ctx context.Context, plan startPlan, notify runn
 	}
 
 	err := newRunner(runner.ProcessConfig{
-		Path: r.e.cfg.Binary, Args: r.e.args(plan), Log: r.e.cfg.Log, Clock: r.e.cfg.Clock,
+		Path: r.e.cfg.Binary, Args: r.e.args(plan), Log: r.e.cfg.Log, Clock: r.e.cfg.Clock, Nice: Nice,
 	}).Run(ctx, notify)
 
 	cancel()

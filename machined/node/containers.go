@@ -243,7 +243,8 @@ func (c *containerSpec) runnerFor(p runner.ProcessConfig) runner.Runner {
 }
 
 // config is the container that runs what p describes, with the service's
-// user, mounts and limits.
+// user, mounts and limits. A process's nice value (etcd's) becomes its
+// cgroup's CPU weight: runc cannot set a nice value here.
 func (c *containerSpec) config(p runner.ProcessConfig) runner.ContainerConfig {
 	u := c.user()
 
@@ -261,6 +262,7 @@ func (c *containerSpec) config(p runner.ProcessConfig) runner.ContainerConfig {
 		Client: c.rt.daemon.Client(), ID: c.id, Image: c.rt.images[c.id].Name, Args: p.Args,
 		Env: []string{goMemLimit(limit)}, UID: u.UID, GID: u.GID,
 		Mounts: c.mounts, MemoryLimit: limit, PidsLimit: pids, OOMScoreAdj: oomScoreAdj(), OpenFiles: containerOpenFiles,
+		CPUShares:   runner.SharesOfNice(p.Nice),
 		CgroupsPath: c.rt.cgroupParent + "/" + c.id, RuncRoot: c.rt.daemon.RuncRoot(), FIFODir: c.rt.daemon.FIFODir(),
 		Log: p.Log, Clock: p.Clock,
 	}

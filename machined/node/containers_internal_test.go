@@ -8,6 +8,7 @@ import (
 	"github.com/aegis-os/aegis/apid"
 	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/machined/containerd"
+	"github.com/aegis-os/aegis/machined/etcd"
 	"github.com/aegis-os/aegis/machined/layout"
 	"github.com/aegis-os/aegis/machined/system/runner"
 	"github.com/aegis-os/aegis/trustd"
@@ -53,6 +54,15 @@ func TestContainersHaveLimits(t *testing.T) {
 		if cfg.PidsLimit != tt.pids {
 			t.Errorf("%s: pids limit %d, want %d", tt.spec.id, cfg.PidsLimit, tt.pids)
 		}
+
+		if cfg.CPUShares != 0 {
+			t.Errorf("%s: CPU shares %d for a process at machined's priority", tt.spec.id, cfg.CPUShares)
+		}
+	}
+
+	// etcd's server runs at etcd.Nice: its container, with a CPU weight.
+	if cfg := n.confineEtcd().config(runner.ProcessConfig{Nice: etcd.Nice}); cfg.CPUShares != runner.SharesOfNice(etcd.Nice) || cfg.CPUShares <= 1024 {
+		t.Errorf("etcd: CPU shares %d at nice %d", cfg.CPUShares, etcd.Nice)
 	}
 }
 

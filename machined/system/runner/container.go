@@ -60,6 +60,10 @@ type ContainerConfig struct {
 	PidsLimit int64
 	// OOMScoreAdj of the process.
 	OOMScoreAdj int
+	// CPUShares is the weight of the container's cgroup when the CPU is
+	// short, against its siblings' (cpu.shares, whose default is 1024;
+	// runc turns it into cpu.weight on cgroup v2). Zero keeps the default.
+	CPUShares uint64
 	// OpenFiles is the process's limit on open files (RLIMIT_NOFILE, soft
 	// and hard alike). Zero keeps containerd's default, 1024, which is
 	// below what a server admitting 1024 connections needs.
@@ -242,6 +246,10 @@ func (c *container) limits() []oci.SpecOpts {
 
 	if c.cfg.PidsLimit > 0 {
 		opts = append(opts, oci.WithPidsLimit(c.cfg.PidsLimit))
+	}
+
+	if c.cfg.CPUShares > 0 {
+		opts = append(opts, oci.WithCPUShares(c.cfg.CPUShares))
 	}
 
 	if c.cfg.CgroupsPath != "" {

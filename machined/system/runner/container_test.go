@@ -22,7 +22,7 @@ func TestContainerLimits(t *testing.T) {
 		return s
 	}
 
-	s := apply(ContainerConfig{MemoryLimit: 64 << 20, PidsLimit: 100, OpenFiles: 4096, CgroupsPath: "/aegis/apid"})
+	s := apply(ContainerConfig{MemoryLimit: 64 << 20, PidsLimit: 100, OpenFiles: 4096, CgroupsPath: "/aegis/apid", CPUShares: 9537})
 	r := s.Linux.Resources
 
 	if r == nil || r.Memory == nil || r.Memory.Limit == nil || *r.Memory.Limit != 64<<20 {
@@ -31,6 +31,10 @@ func TestContainerLimits(t *testing.T) {
 
 	if r == nil || r.Pids == nil || r.Pids.Limit == nil || *r.Pids.Limit != 100 {
 		t.Errorf("pids: %+v", r)
+	}
+
+	if r == nil || r.CPU == nil || r.CPU.Shares == nil || *r.CPU.Shares != 9537 {
+		t.Errorf("cpu: %+v", r)
 	}
 
 	if s.Linux.CgroupsPath != "/aegis/apid" {
