@@ -8,10 +8,8 @@ import (
 	"syscall"
 )
 
-// Nice values a process may have (setpriority(2)).
-const (
-	minNice = -20
-)
+// minNice is the lowest nice value, the highest priority (setpriority(2)).
+const minNice = -20
 
 // startNiced starts cmd with nice (zero or negative) added to machined's
 // own nice value, and says why it could not when the kernel refused it
