@@ -2,6 +2,7 @@ package connlimit
 
 import (
 	"container/list"
+	"context"
 	"io"
 	"net"
 	"sync"
@@ -49,6 +50,13 @@ type conn struct {
 	gateKnown bool
 	gateWait  *list.Element
 
+	// closing is done once Close has run (Closing), made on first use;
+	// closed says Close ran. Guarded by closingMu.
+	closingMu  sync.Mutex
+	closing    context.Context
+	endClosing context.CancelFunc
+	closed     bool
+
 	// first is the client's first byte, read by peek and not yet by Read;
 	// only the handshake's goroutine reads either.
 	first    [1]byte
@@ -84,6 +92,7 @@ func (c *conn) Close() error {
 
 		c.l.release(c)
 		close(c.done)
+		c.endContext()
 
 		c.draining = c.state.Load() == stateWaiting && c.shutWrite()
 	})
@@ -175,5 +184,31 @@ func (c *conn) watchFirstCall(clk clock.Clock, d time.Duration) {
 	if c.state.CompareAndSwap(stateWaiting, stateClosed) {
 		c.l.expired(c)
 		_ = c.Close()
+	}
+}
+
+// context is done once c is closed.
+func (c *conn) context() context.Context {
+	c.closingMu.Lock()
+	defer c.closingMu.Unlock()
+
+	if c.closing == nil {
+		c.closing, c.endClosing = context.WithCancel(context.Background())
+		if c.closed {
+			c.endClosing()
+		}
+	}
+
+	return c.closing
+}
+
+// endContext ends c's context, as c closes.
+func (c *conn) endContext() {
+	c.closingMu.Lock()
+	defer c.closingMu.Unlock()
+
+	c.closed = true
+	if c.endClosing != nil {
+		c.endClosing()
 	}
 }

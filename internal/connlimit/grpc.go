@@ -47,3 +47,18 @@ func (l *Limiter) MarkCalled(c net.Conn) {
 		cc.markCalled()
 	}
 }
+
+// Closing returns a context that is done once the connection a call
+// arrived on is closed, whoever closes it (the client, gRPC's keepalive,
+// or the limiter), for what a server keeps for as long as a connection
+// stays open. It needs the Limiter's StatsHandler on the server; ok is
+// false for a call on a connection no Limiter admitted. Closing costs the
+// connection a context, made on the first call that asks.
+func Closing(ctx context.Context) (closing context.Context, ok bool) {
+	c, ok := ctx.Value(connContextKey{}).(*conn)
+	if !ok {
+		return nil, false
+	}
+
+	return c.context(), true
+}

@@ -85,3 +85,76 @@ func dial(t *testing.T, addr string) *grpc.ClientConn {
 
 	return c
 }
+
+// closingHealth is a health server that keeps the Closing context of each
+// call.
+type closingHealth struct {
+	healthpb.UnimplementedHealthServer
+
+	got chan context.Context
+}
+
+func (h closingHealth) Check(ctx context.Context, _ *healthpb.HealthCheckRequest) (*healthpb.HealthCheckResponse, error) {
+	closing, ok := Closing(ctx)
+	if !ok {
+		closing = nil
+	}
+
+	h.got <- closing
+
+	return &healthpb.HealthCheckResponse{}, nil
+}
+
+// TestClosing runs a real gRPC server: the context Closing gives a call is
+// the connection's, one for every call on it, and ends when the client
+// closes the connection; a call on a connection the limiter did not admit
+// gets none.
+func TestClosing(t *testing.T) {
+	l := newLimiter(t, 10, 100, clock.NewFake(time.Now()))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	h := closingHealth{got: make(chan context.Context, 4)}
+	srv := grpc.NewServer(grpc.StatsHandler(l.StatsHandler()))
+	healthpb.RegisterHealthServer(srv, h)
+
+	go srv.Serve(l.Wrap(inner)) //nolint:errcheck // ends with Stop
+
+	defer srv.Stop()
+
+	caller := dial(t, inner.Addr().String())
+
+	for range 2 {
+		if _, err = healthpb.NewHealthClient(caller).Check(ctx, &healthpb.HealthCheckRequest{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	first, second := <-h.got, <-h.got
+	if first == nil || first != second {
+		t.Fatalf("Closing gave %v and %v, want one context for the connection", first, second)
+	}
+
+	if first.Err() != nil {
+		t.Fatal("done while the connection is open")
+	}
+
+	if err := caller.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	select {
+	case <-first.Done():
+	case <-ctx.Done():
+		t.Fatal("not done after the client closed the connection")
+	}
+
+	if _, ok := Closing(context.Background()); ok {
+		t.Fatal("a context without a connection has one")
+	}
+}
