@@ -127,6 +127,9 @@ type kept struct {
 	retired    bool // replaced: closed when its last call ends, or at RetireGrace
 	closed     bool // conn was closed
 	cut        bool // closed at RetireGrace with calls under way
+	// transports are the local addresses of conn's open transports (gRPC
+	// makes a new one when one breaks): Open.
+	transports transports
 }
 
 // errMoved is what a call cut by its connection's retirement returns to
@@ -466,7 +469,7 @@ func (c *Client) dial(endpoint string, k *kept) (*grpc.ClientConn, error) {
 	opts := append([]grpc.DialOption{
 		grpc.WithTransportCredentials(&perHandshake{host: host, config: c.tlsConfig, began: began}), grpcopt.DialFrom(c.cfg.Source),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: KeepaliveTime, Timeout: KeepaliveTimeout}),
-		grpcopt.NoReadBuffer(), grpc.WithStatsHandler(answerStats{}),
+		grpcopt.NoReadBuffer(), grpc.WithStatsHandler(answerStats{}), grpc.WithStatsHandler(&k.transports),
 	}, grpcopt.FixedWindows()...)
 
 	conn, err := grpc.NewClient(endpoint, opts...)
@@ -486,6 +489,21 @@ func (c *Client) tlsConfig(host string) *tls.Config {
 		GetClientCertificate: c.cfg.Certificate,
 		Time:                 c.cfg.Clock.Now,
 	}
+}
+
+// Open reports whether the connection a call to endpoint went over, named
+// by its local address (grpc.Peer's LocalAddr), is still open and still
+// the one the Client keeps for endpoint with the node's current
+// certificate: what a control plane holds for as long as that connection
+// stays open (a worker's membership entry) is still held.
+func (c *Client) Open(endpoint, local string) bool {
+	cred := c.credential()
+
+	c.mu.Lock()
+	k, ok := c.conns[endpoint]
+	c.mu.Unlock()
+
+	return ok && bytes.Equal(k.credential, cred) && k.transports.isOpen(local)
 }
 
 // Retry drops every kept connection that failed, so that the next call
