@@ -80,6 +80,23 @@ func TestMembershipAndClusterHealth(t *testing.T) {
 
 		t.Logf("aegisctl get members:\n%s", out)
 
+		// A worker's entry is held by its connection to a control plane's
+		// trustd: connected, rather than last seen a moment ago.
+		if strings.Count(out, " connected\n") != len(workers) {
+			t.Errorf("get members: want the %d workers connected\n%s", len(workers), out)
+		}
+
+		resp, err := membership.NewMembershipServiceClient(admin.Conn()).List(etcdCtx(t), &membership.ListRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		for _, m := range resp.GetMessages()[0].GetMembers() {
+			if held := m.GetRole() == "worker"; m.GetHeld() != held {
+				t.Errorf("%s (%s): held %v, want %v", m.GetHostname(), m.GetRole(), m.GetHeld(), held)
+			}
+		}
+
 		// The resource API's members (talosctl get members) follow the
 		// same list, on every control plane.
 		for _, cp := range cps {

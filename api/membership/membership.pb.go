@@ -50,7 +50,12 @@ type Member struct {
 	TimeSynced bool `protobuf:"varint,7,opt,name=time_synced,json=timeSynced,proto3" json:"time_synced,omitempty"`
 	// SHA-256 of the node's accepted CAs (sorted DER certificates), hex: the
 	// nodes of one cluster agree on it outside a CA rotation.
-	AcceptedCas   string `protobuf:"bytes,8,opt,name=accepted_cas,json=acceptedCas,proto3" json:"accepted_cas,omitempty"`
+	AcceptedCas string `protobuf:"bytes,8,opt,name=accepted_cas,json=acceptedCas,proto3" json:"accepted_cas,omitempty"`
+	// Set by the control plane whose trustd holds the entry for as long as
+	// the node's connection to it stays open, under that trustd's own lease
+	// rather than one of the entry's: the entry's interval is then how often
+	// that trustd refreshes last_seen. Never taken from the node.
+	Held          bool `protobuf:"varint,9,opt,name=held,proto3" json:"held,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -139,6 +144,13 @@ func (x *Member) GetAcceptedCas() string {
 		return x.AcceptedCas
 	}
 	return ""
+}
+
+func (x *Member) GetHeld() bool {
+	if x != nil {
+		return x.Held
+	}
+	return false
 }
 
 type ListRequest struct {
@@ -321,7 +333,12 @@ func (x *HeartbeatRequest) GetMember() *Member {
 type HeartbeatResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The age after which the entry is dropped without a new heartbeat.
-	AgeOut        *durationpb.Duration `protobuf:"bytes,1,opt,name=age_out,json=ageOut,proto3" json:"age_out,omitempty"`
+	AgeOut *durationpb.Duration `protobuf:"bytes,1,opt,name=age_out,json=ageOut,proto3" json:"age_out,omitempty"`
+	// Set when the control plane holds the entry for as long as the
+	// connection the heartbeat came on stays open: the node need not send
+	// another until this has passed, unless its entry changes or that
+	// connection closes. Unset: send one every interval.
+	Hold          *durationpb.Duration `protobuf:"bytes,2,opt,name=hold,proto3" json:"hold,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -359,6 +376,13 @@ func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
 func (x *HeartbeatResponse) GetAgeOut() *durationpb.Duration {
 	if x != nil {
 		return x.AgeOut
+	}
+	return nil
+}
+
+func (x *HeartbeatResponse) GetHold() *durationpb.Duration {
+	if x != nil {
+		return x.Hold
 	}
 	return nil
 }
@@ -823,7 +847,7 @@ var File_membership_membership_proto protoreflect.FileDescriptor
 
 const file_membership_membership_proto_rawDesc = "" +
 	"\n" +
-	"\x1bmembership/membership.proto\x12\x10aegis.membership\x1a\x13common/common.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa4\x02\n" +
+	"\x1bmembership/membership.proto\x12\x10aegis.membership\x1a\x13common/common.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb8\x02\n" +
 	"\x06Member\x12\x1a\n" +
 	"\bhostname\x18\x01 \x01(\tR\bhostname\x12\x1c\n" +
 	"\taddresses\x18\x02 \x03(\tR\taddresses\x12\x12\n" +
@@ -833,7 +857,8 @@ const file_membership_membership_proto_rawDesc = "" +
 	"\binterval\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\binterval\x12\x1f\n" +
 	"\vtime_synced\x18\a \x01(\bR\n" +
 	"timeSynced\x12!\n" +
-	"\faccepted_cas\x18\b \x01(\tR\vacceptedCas\"\r\n" +
+	"\faccepted_cas\x18\b \x01(\tR\vacceptedCas\x12\x12\n" +
+	"\x04held\x18\t \x01(\bR\x04held\"\r\n" +
 	"\vListRequest\"E\n" +
 	"\fListResponse\x125\n" +
 	"\bmessages\x18\x01 \x03(\v2\x19.aegis.membership.MembersR\bmessages\"k\n" +
@@ -841,9 +866,10 @@ const file_membership_membership_proto_rawDesc = "" +
 	"\bmetadata\x18\x01 \x01(\v2\x10.common.MetadataR\bmetadata\x122\n" +
 	"\amembers\x18\x02 \x03(\v2\x18.aegis.membership.MemberR\amembers\"D\n" +
 	"\x10HeartbeatRequest\x120\n" +
-	"\x06member\x18\x01 \x01(\v2\x18.aegis.membership.MemberR\x06member\"G\n" +
+	"\x06member\x18\x01 \x01(\v2\x18.aegis.membership.MemberR\x06member\"v\n" +
 	"\x11HeartbeatResponse\x122\n" +
-	"\aage_out\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\x06ageOut\"(\n" +
+	"\aage_out\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\x06ageOut\x12-\n" +
+	"\x04hold\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x04hold\"(\n" +
 	"\fLeaveRequest\x12\x18\n" +
 	"\aaddress\x18\x01 \x01(\tR\aaddress\"\x0f\n" +
 	"\rLeaveResponse\"\x12\n" +
@@ -916,27 +942,28 @@ var file_membership_membership_proto_depIdxs = []int32{
 	0,  // 4: aegis.membership.Members.members:type_name -> aegis.membership.Member
 	0,  // 5: aegis.membership.HeartbeatRequest.member:type_name -> aegis.membership.Member
 	16, // 6: aegis.membership.HeartbeatResponse.age_out:type_name -> google.protobuf.Duration
-	10, // 7: aegis.membership.CertifiedResponse.messages:type_name -> aegis.membership.CertifiedNodes
-	17, // 8: aegis.membership.CertifiedNodes.metadata:type_name -> common.Metadata
-	11, // 9: aegis.membership.CertifiedNodes.nodes:type_name -> aegis.membership.CertifiedNode
-	15, // 10: aegis.membership.CertifiedNode.not_after:type_name -> google.protobuf.Timestamp
-	14, // 11: aegis.membership.RemoveResponse.messages:type_name -> aegis.membership.Removed
-	17, // 12: aegis.membership.Removed.metadata:type_name -> common.Metadata
-	1,  // 13: aegis.membership.MembershipService.List:input_type -> aegis.membership.ListRequest
-	4,  // 14: aegis.membership.MembershipService.Heartbeat:input_type -> aegis.membership.HeartbeatRequest
-	6,  // 15: aegis.membership.MembershipService.Leave:input_type -> aegis.membership.LeaveRequest
-	8,  // 16: aegis.membership.MembershipService.Certified:input_type -> aegis.membership.CertifiedRequest
-	12, // 17: aegis.membership.MembershipService.Remove:input_type -> aegis.membership.RemoveRequest
-	2,  // 18: aegis.membership.MembershipService.List:output_type -> aegis.membership.ListResponse
-	5,  // 19: aegis.membership.MembershipService.Heartbeat:output_type -> aegis.membership.HeartbeatResponse
-	7,  // 20: aegis.membership.MembershipService.Leave:output_type -> aegis.membership.LeaveResponse
-	9,  // 21: aegis.membership.MembershipService.Certified:output_type -> aegis.membership.CertifiedResponse
-	13, // 22: aegis.membership.MembershipService.Remove:output_type -> aegis.membership.RemoveResponse
-	18, // [18:23] is the sub-list for method output_type
-	13, // [13:18] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	16, // 7: aegis.membership.HeartbeatResponse.hold:type_name -> google.protobuf.Duration
+	10, // 8: aegis.membership.CertifiedResponse.messages:type_name -> aegis.membership.CertifiedNodes
+	17, // 9: aegis.membership.CertifiedNodes.metadata:type_name -> common.Metadata
+	11, // 10: aegis.membership.CertifiedNodes.nodes:type_name -> aegis.membership.CertifiedNode
+	15, // 11: aegis.membership.CertifiedNode.not_after:type_name -> google.protobuf.Timestamp
+	14, // 12: aegis.membership.RemoveResponse.messages:type_name -> aegis.membership.Removed
+	17, // 13: aegis.membership.Removed.metadata:type_name -> common.Metadata
+	1,  // 14: aegis.membership.MembershipService.List:input_type -> aegis.membership.ListRequest
+	4,  // 15: aegis.membership.MembershipService.Heartbeat:input_type -> aegis.membership.HeartbeatRequest
+	6,  // 16: aegis.membership.MembershipService.Leave:input_type -> aegis.membership.LeaveRequest
+	8,  // 17: aegis.membership.MembershipService.Certified:input_type -> aegis.membership.CertifiedRequest
+	12, // 18: aegis.membership.MembershipService.Remove:input_type -> aegis.membership.RemoveRequest
+	2,  // 19: aegis.membership.MembershipService.List:output_type -> aegis.membership.ListResponse
+	5,  // 20: aegis.membership.MembershipService.Heartbeat:output_type -> aegis.membership.HeartbeatResponse
+	7,  // 21: aegis.membership.MembershipService.Leave:output_type -> aegis.membership.LeaveResponse
+	9,  // 22: aegis.membership.MembershipService.Certified:output_type -> aegis.membership.CertifiedResponse
+	13, // 23: aegis.membership.MembershipService.Remove:output_type -> aegis.membership.RemoveResponse
+	19, // [19:24] is the sub-list for method output_type
+	14, // [14:19] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_membership_membership_proto_init() }

@@ -19,7 +19,8 @@ var membersKinds = map[string]bool{"members": true, "member": true}
 
 // getMembers lists the cluster's nodes, as a control plane's etcd keeps
 // them: every control plane and every worker that joined through trustd,
-// with its addresses, role, version and when it last refreshed its entry.
+// with its addresses, role, version and when it last refreshed its entry
+// ("connected" for a worker whose connection to a control plane keeps it).
 func getMembers(e *env, cmd *cobra.Command, format outputFormat) error {
 	return unaryCommand[*membership.ListResponse]{
 		call: func(ctx context.Context, c *client.Client) (*membership.ListResponse, error) {
@@ -39,9 +40,15 @@ func membersTable(w io.Writer, resp *membership.ListResponse, named bool, now ti
 				synced = "not synced"
 			}
 
-			fmt.Fprintf(w, "%s%s\t%s\t%s\t%s\t%s\t%s ago\n", nodeCell(named, m.GetMetadata().GetHostname()),
-				mb.GetHostname(), mb.GetRole(), strings.Join(mb.GetAddresses(), ","), mb.GetVersion(), synced,
-				now.Sub(mb.GetLastSeen().AsTime()).Round(time.Second))
+			// A held entry's node is connected to a control plane now;
+			// its last_seen is only rewritten now and then.
+			seen := now.Sub(mb.GetLastSeen().AsTime()).Round(time.Second).String() + " ago"
+			if mb.GetHeld() {
+				seen = "connected"
+			}
+
+			fmt.Fprintf(w, "%s%s\t%s\t%s\t%s\t%s\t%s\n", nodeCell(named, m.GetMetadata().GetHostname()),
+				mb.GetHostname(), mb.GetRole(), strings.Join(mb.GetAddresses(), ","), mb.GetVersion(), synced, seen)
 		}
 	})
 }

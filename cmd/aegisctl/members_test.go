@@ -21,6 +21,8 @@ func TestMembersOutput(t *testing.T) {
 	resp := &membership.ListResponse{Messages: []*membership.Members{{Members: []*membership.Member{
 		{Hostname: "cp-1", Addresses: []string{"10.0.0.1"}, Role: "controlplane", Version: "v1.2.0", LastSeen: seen(3 * time.Second), TimeSynced: true},
 		{Hostname: "worker-1", Addresses: []string{"10.0.0.5", "fd00::5"}, Role: "worker", Version: "v1.2.0", LastSeen: seen(12 * time.Second)},
+		// Held by its connection: last_seen is rewritten only now and then.
+		{Hostname: "worker-2", Addresses: []string{"10.0.0.6"}, Role: "worker", Version: "v1.2.0", LastSeen: seen(20 * time.Minute), TimeSynced: true, Held: true},
 	}}}}
 
 	for _, f := range []outputFormat{formatTable, formatJSON} {

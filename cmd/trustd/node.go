@@ -19,6 +19,7 @@ import (
 	"github.com/aegis-os/aegis/api/revocations"
 	"github.com/aegis-os/aegis/ca"
 	"github.com/aegis-os/aegis/certs"
+	"github.com/aegis-os/aegis/internal/connlimit"
 	"github.com/aegis-os/aegis/machined/membership"
 	"github.com/aegis-os/aegis/machined/resources"
 	"github.com/aegis-os/aegis/sanpolicy"
@@ -343,6 +344,14 @@ func (w formedWriter) Put(ctx context.Context, m *membership.Member, role string
 	return w.store.Put(ctx, m, role)
 }
 
+func (w formedWriter) Hold(ctx context.Context, m *membership.Member, role string, terms membership.HoldTerms) error {
+	if !w.formed() {
+		return errNotFormed
+	}
+
+	return w.store.Hold(ctx, m, role, terms)
+}
+
 func (w formedWriter) Delete(ctx context.Context, address, role string) error {
 	if !w.formed() {
 		return errNotFormed
@@ -360,7 +369,7 @@ func (d *daemon) membershipService(store *membership.Store, cas trustd.CAProvide
 
 	srv := membership.NewServer(membership.ServerConfig{
 		Writer: formedWriter{store: store, formed: d.names.formed}, AcceptedCAs: func() *x509.CertPool { return cas.AcceptedCAs().Pool() }, Logger: d.log,
-		Names: d.names.proven, Release: d.names.release,
+		Names: d.names.proven, Release: d.names.release, Connection: connlimit.Closing,
 	})
 
 	return func(g grpc.ServiceRegistrar) { srv.Register(g) }

@@ -42,10 +42,13 @@ func (r *run) failover(ctx context.Context) error {
 }
 
 // waitServed waits until every worker had a call answered after t0, or
+// has its entry held by a control plane on a connection still open, or
 // servedTimeout; it returns the time from t0 to the last worker's first
 // answer and how many had none. A unary call is answered when it returns,
-// a stream (the revocation watch) at each message it brings: the figure is
-// the outage as the workers see it, to within a heartbeat interval.
+// a stream (the revocation watch) at each message it brings; a worker
+// held throughout counts from the first look after the restart. The
+// figure is the outage as the workers see it, to within a heartbeat
+// interval.
 func (r *run) waitServed(ctx context.Context, t0 time.Time) (time.Duration, int) {
 	deadline := t0.Add(servedTimeout)
 
@@ -55,8 +58,14 @@ func (r *run) waitServed(ctx context.Context, t0 time.Time) (time.Duration, int)
 		unserved := 0
 
 		for i, w := range r.fleet.workers {
-			if at := time.Unix(0, w.caller.last.Load()); first[i].IsZero() && !at.Before(t0) {
+			switch at := time.Unix(0, w.caller.last.Load()); {
+			case !first[i].IsZero():
+			case !at.Before(t0):
 				first[i] = at
+			case w.sender.Held(nil):
+				// Its entry held on a connection that outlived the
+				// kill: served throughout, seen now.
+				first[i] = time.Now()
 			}
 
 			if first[i].IsZero() {

@@ -92,7 +92,7 @@ func (r *run) steady(ctx context.Context) error {
 	}
 
 	for _, w := range r.fleet.workers {
-		if w.caller.last.Load() >= t0.UnixNano() {
+		if w.caller.last.Load() >= t0.UnixNano() || w.sender.Held(nil) {
 			r.res.Served++
 		}
 	}

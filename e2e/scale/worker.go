@@ -90,6 +90,11 @@ func (cc *countingCaller) Call(ctx context.Context, call func(context.Context, g
 	return ep, nil
 }
 
+// Open is trustdclient.Client's Open: a control plane that holds the
+// worker's entry for its connection is not sent heartbeats while that is
+// open.
+func (cc *countingCaller) Open(endpoint, local string) bool { return cc.c.Open(endpoint, local) }
+
 // answer records that a call was answered now: it returned, or a stream
 // it holds (the revocation watch) brought a message. after says whether
 // the call began after the mark.
@@ -177,6 +182,9 @@ type worker struct {
 	addr   string
 	joiner *join.Client
 	caller *countingCaller
+	// sender sends the worker's heartbeats, and says whether a control
+	// plane holds its entry.
+	sender *membership.Sender
 	list   *revocation.List
 	n      *counters
 
@@ -217,6 +225,7 @@ func newWorker(addr string, base join.Config, n *counters, log *slog.Logger) (*w
 	}
 
 	w.caller = &countingCaller{c: tc, n: n}
+	w.sender = &membership.Sender{Trustd: w.caller}
 
 	return w, nil
 }
@@ -282,7 +291,7 @@ func (w *worker) run(ctx context.Context, interval time.Duration, log *slog.Logg
 		return err
 	}
 
-	sender := membership.Sender{Trustd: w.caller}
+	sender := w.sender
 	entry := &membership.Member{
 		Hostname: hostnameOf(w.addr), Addresses: []string{w.addr}, Version: version.Get().Tag,
 		Interval: durationpb.New(interval), TimeSynced: true,

@@ -77,6 +77,28 @@ const (
 	// of MaxMembers is checked against (count.go admit): one count of the
 	// whole list per two seconds rather than one per new entry.
 	CountFresh = 2 * time.Second
+	// HoldFor is how long a worker whose entry a control plane holds (see
+	// Holder) may go without a heartbeat while the connection it came on
+	// stays open: 10,000 workers send some 33 heartbeats a second instead
+	// of 1,000, and each renews the check of the worker's certificate
+	// against the CAs accepted now. A worker whose entry changes, or whose
+	// connection closes, sends one at once.
+	HoldFor = 5 * time.Minute
+	// HeldInterval is the interval a held entry carries: its control plane
+	// writes its last_seen again every LastSeenRefresh(HeldInterval), and
+	// a reader of any version ages it out StaleAfter(HeldInterval) after
+	// that, while its session lease, not last_seen, ends it.
+	HeldInterval = MaxInterval
+	// SessionTTL is the time to live of a control plane's session lease:
+	// the entries held by a trustd that died go within it, unless their
+	// workers moved meanwhile. It is the age-out of an entry on
+	// DefaultInterval, so that a dead worker and a dead control plane's
+	// workers leave the list as soon; a version before holds that takes a
+	// held entry's lease for one of its own finds the TTL it wants, and
+	// renews it rather than revoking it.
+	SessionTTL = AgeOutIntervals * DefaultInterval
+	// HoldSweep is how often a Store ends the holds whose deadline passed.
+	HoldSweep = time.Second
 	// callTimeout bounds one heartbeat or one read of the list: etcd and
 	// the control planes are on the cluster's own network.
 	callTimeout = 5 * time.Second

@@ -4,7 +4,10 @@
 // AgeOutIntervals intervals is dropped by an etcd lease. Control planes
 // write through their etcd client; workers, which run no etcd, send a
 // heartbeat to a control plane's trustd, authenticated by their node
-// certificate (HeartbeatServer). Readers use the Reader interface.
+// certificate (Server), which holds the entry for as long as the
+// connection it came on stays open (hold.go): the worker then sends none
+// until its entry or that connection changes (Sender). Readers use the
+// Reader interface.
 //
 // The server also answers which nodes hold live certificates of the
 // cluster (Certified, from a record the assembly gives it), so that a

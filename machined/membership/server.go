@@ -70,6 +70,11 @@ type ServerConfig struct {
 	// deleted (*Store.Remove). Remove needs it, Certified and Release;
 	// without them Remove answers FailedPrecondition.
 	RemoveEntries func(ctx context.Context, node string) ([]*Member, error)
+	// Connection returns a context done once the connection a call came on
+	// closes (connlimit.Closing), and whether it knows that connection:
+	// a heartbeat on one it knows is held, when Writer is a Holder, for as
+	// long as that connection stays open. Nil holds none.
+	Connection func(ctx context.Context) (context.Context, bool)
 	// Logger receives refusals and internal errors. Nil discards.
 	Logger *slog.Logger
 	// Clock is the time a certificate is checked at. Nil is the system's.
@@ -143,11 +148,39 @@ func (s *Server) Heartbeat(ctx context.Context, req *membership.HeartbeatRequest
 		return nil, s.toStatus("heartbeat", err)
 	}
 
+	resp := &membership.HeartbeatResponse{AgeOut: durationpb.New(AgeOut(req.GetMember().GetInterval().AsDuration()))}
+
+	if holder, closing, ok := s.holder(ctx); ok {
+		if err := holder.Hold(ctx, req.GetMember(), RoleWorker, HoldTerms{Closing: closing, NotAfter: cert.NotAfter}); err != nil {
+			return nil, s.toStatus("heartbeat", err)
+		}
+
+		resp.Hold = durationpb.New(HoldFor)
+
+		return resp, nil
+	}
+
 	if err := s.cfg.Writer.Put(ctx, req.GetMember(), RoleWorker); err != nil {
 		return nil, s.toStatus("heartbeat", err)
 	}
 
-	return &membership.HeartbeatResponse{AgeOut: durationpb.New(AgeOut(req.GetMember().GetInterval().AsDuration()))}, nil
+	return resp, nil
+}
+
+// holder is the Writer as a Holder and the context of the call's
+// connection, when the heartbeat can be held.
+func (s *Server) holder(ctx context.Context) (Holder, context.Context, bool) {
+	h, ok := s.cfg.Writer.(Holder)
+	if !ok || s.cfg.Connection == nil {
+		return nil, nil, false
+	}
+
+	closing, ok := s.cfg.Connection(ctx)
+	if !ok {
+		return nil, nil, false
+	}
+
+	return h, closing, true
 }
 
 // Leave removes the caller's own entry as a worker's, as the node leaves

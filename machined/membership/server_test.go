@@ -289,3 +289,95 @@ func TestHeartbeatNeedsTheNodesOwnCertificate(t *testing.T) {
 		}
 	})
 }
+
+// holdRecorder is a Writer and Holder that keeps what it was given.
+type holdRecorder struct {
+	recorder
+
+	held  *membershippkg.Member
+	terms membershippkg.HoldTerms
+}
+
+func (r *holdRecorder) Hold(_ context.Context, m *membershippkg.Member, role string, terms membershippkg.HoldTerms) error {
+	r.held, r.role, r.terms = m, role, terms
+
+	return nil
+}
+
+// TestHeartbeatHeld: a heartbeat on a connection the server knows is held
+// by a Holder for that connection, bound to the certificate's expiry, and
+// its answer says for how long; without the connection, or with a Writer
+// that cannot hold, it is put as before and the answer gives no hold.
+func TestHeartbeatHeld(t *testing.T) {
+	now := time.Now()
+	clusterCA := catest.NewCA(t, ca.Ed25519, now)
+	iss := catest.NewIssuer(t, clusterCA, now)
+
+	pool := x509.NewCertPool()
+	pool.AddCert(clusterCA.Cert)
+
+	node := issue(t, iss, ca.ProfileServer, "10.0.0.5", "worker-1")
+	serverCert := issue(t, iss, ca.ProfileServer, "127.0.0.1")
+	connCtx, closeConn := context.WithCancel(context.Background())
+	defer closeConn()
+
+	for _, tt := range []struct {
+		name   string
+		writer membershippkg.Writer
+		known  bool
+		held   bool
+	}{
+		{"a holder, the connection known", &holdRecorder{}, true, true},
+		{"a holder, the connection unknown", &holdRecorder{}, false, false},
+		{"a writer that cannot hold", &recorder{}, true, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := membershippkg.NewServer(membershippkg.ServerConfig{
+				Writer: tt.writer, AcceptedCAs: func() *x509.CertPool { return pool }, Clock: clock.NewFake(now),
+				Connection: func(context.Context) (context.Context, bool) { return connCtx, tt.known },
+			})
+
+			g := grpc.NewServer(grpc.Creds(credentials.NewTLS(&tls.Config{
+				Certificates: []tls.Certificate{serverCert}, ClientAuth: tls.RequestClientCert, MinVersion: tls.VersionTLS13,
+			})))
+			srv.Register(g)
+
+			lis, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+
+			go g.Serve(lis) //nolint:errcheck // stopped below
+			defer g.Stop()
+
+			cfg := &tls.Config{RootCAs: pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{node}}
+
+			conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+
+			resp, err := membership.NewMembershipServiceClient(conn).Heartbeat(context.Background(),
+				&membership.HeartbeatRequest{Member: entry("worker-1", "10.0.0.5")})
+			if err != nil {
+				t.Fatal(err)
+			}
+
+			if got := resp.GetHold().AsDuration(); (got == membershippkg.HoldFor) != tt.held || !tt.held && resp.Hold != nil {
+				t.Fatalf("hold %v, want held %v", resp.GetHold(), tt.held)
+			}
+
+			h, isHolder := tt.writer.(*holdRecorder)
+
+			switch {
+			case tt.held && (h.held == nil || h.got != nil || h.terms.Closing != connCtx || !h.terms.NotAfter.Equal(node.Leaf.NotAfter)):
+				t.Fatalf("held %v put %v terms %+v", h.held, h.got, h.terms)
+			case !tt.held && isHolder && (h.held != nil || h.got == nil):
+				t.Fatalf("held %v put %v", h.held, h.got)
+			case !tt.held && !isHolder && tt.writer.(*recorder).got == nil:
+				t.Fatal("not put")
+			}
+		})
+	}
+}

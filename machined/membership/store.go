@@ -85,6 +85,9 @@ type Store struct {
 	// recorded is what this Store last wrote or found of each entry it
 	// renewed (recorded.go).
 	recorded recorded
+	// holds are the entries this Store holds for their connections
+	// (hold.go).
+	holds holds
 
 	copy *Copy // Config.Copy
 }
@@ -175,7 +178,12 @@ func (s *Store) Put(ctx context.Context, m *Member, role string) error {
 		return fmt.Errorf("membership: %w", err)
 	}
 
+	// A held entry's lease is its control plane's session, which holds
+	// other entries too: never renewed for this entry, nor revoked.
 	old := c.entry.lease
+	if c.current.GetHeld() {
+		old = 0
+	}
 
 	lease, err := s.leaseFor(ctx, old, ttl)
 	if err != nil {
@@ -312,6 +320,7 @@ func (s *Store) Delete(ctx context.Context, address, role string) error {
 
 	k := prefix + address
 	s.recorded.drop(k)
+	s.holds.drop(k)
 
 	got, err := s.cli.Get(ctx, k)
 	if err != nil {
@@ -331,6 +340,10 @@ func (s *Store) Delete(ctx context.Context, address, role string) error {
 			}
 
 			ops = append(ops, dropName(c))
+
+			if c.GetHeld() {
+				cur.lease = 0 // a session's: see Put
+			}
 		}
 	}
 
@@ -492,7 +505,9 @@ func (s *Store) removeOnce(ctx context.Context, node string) ([]*Member, error) 
 	}
 
 	for _, c := range gone {
-		if l := keys[key(c)].lease; l != 0 {
+		s.holds.drop(key(c))
+
+		if l := keys[key(c)].lease; l != 0 && !c.GetHeld() {
 			_, _ = s.cli.Revoke(ctx, l) // best effort, as in Put
 		}
 	}

@@ -207,13 +207,13 @@ func (h *heartbeats) workerBeat(b *bootState) func(context.Context) error {
 // workerSender reaches the control planes' trustd with the worker's node
 // certificate, for its heartbeats and its leaving, through the client its
 // revocation poller uses.
-func (h *heartbeats) workerSender(b *bootState) membership.Sender {
+func (h *heartbeats) workerSender(b *bootState) *membership.Sender {
 	tc := h.config.trustd(b)
 	if tc == nil {
-		return membership.Sender{} // its calls say why
+		return &membership.Sender{} // its calls say why
 	}
 
-	return membership.Sender{Trustd: tc}
+	return &membership.Sender{Trustd: tc, Clock: h.clock}
 }
 
 // removeOwnEntry deletes the node's own member entry: a control plane's

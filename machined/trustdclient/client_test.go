@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/aegis-os/aegis/api/membership"
 	"github.com/aegis-os/aegis/api/revocations"
@@ -53,6 +54,23 @@ type fakeTrustd struct {
 	// refuse, when set, has each heartbeat refused as Unavailable: a
 	// control plane whose etcd cannot take it for now.
 	refuse atomic.Bool
+	// holdFor, when set, is the hold each heartbeat's answer gives; beats
+	// counts the heartbeats; accepted are the connections accepted.
+	holdFor  atomic.Int64
+	beats    atomic.Int64
+	accepted []net.Conn
+}
+
+// dropConns closes, on the server's side, every connection f accepted.
+func (f *fakeTrustd) dropConns() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+
+	for _, c := range f.accepted {
+		_ = c.Close()
+	}
+
+	f.accepted = nil
 }
 
 func (f *fakeTrustd) Serials(context.Context, *revocations.SerialsRequest) (*revocations.SerialsResponse, error) {
@@ -74,7 +92,14 @@ func (f *fakeTrustd) Heartbeat(ctx context.Context, _ *membership.HeartbeatReque
 		}
 	}
 
-	return &membership.HeartbeatResponse{}, nil
+	f.beats.Add(1)
+
+	resp := &membership.HeartbeatResponse{}
+	if d := time.Duration(f.holdFor.Load()); d > 0 {
+		resp.Hold = durationpb.New(d)
+	}
+
+	return resp, nil
 }
 
 // seen is how many connections f accepted and the certificates they
@@ -97,6 +122,7 @@ func (l countingListener) Accept() (net.Conn, error) {
 	if err == nil {
 		l.f.mu.Lock()
 		l.f.dials++
+		l.f.accepted = append(l.f.accepted, c)
 		l.f.mu.Unlock()
 	}
 
@@ -262,7 +288,7 @@ func TestPollerAndHeartbeatsShareOneConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	sender := membershippkg.Sender{Trustd: client}
+	sender := &membershippkg.Sender{Trustd: client}
 
 	for range 2 {
 		if !poller.PollOnce(ctx) {
@@ -324,7 +350,7 @@ func TestRenewedCertificateReplacesTheConnection(t *testing.T) {
 	beat := make(chan error, 1)
 
 	go func() {
-		beat <- membershippkg.Sender{Trustd: client}.Send(ctx, &membershippkg.Member{Hostname: "worker-1"})
+		beat <- (&membershippkg.Sender{Trustd: client}).Send(ctx, &membershippkg.Member{Hostname: "worker-1"})
 	}()
 
 	<-trustd.held
@@ -705,4 +731,89 @@ func TestUnknownAuthoritySaysWhy(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), trustdclient.ErrUnknownAuthority.Error()) {
 		t.Fatalf("call to a trustd of another CA: %v, want it to say %q", err, trustdclient.ErrUnknownAuthority)
 	}
+}
+
+// TestHeldHeartbeats: once trustd says it holds the entry for the
+// connection, the worker's Sender sends no heartbeat while that connection
+// stays open and the entry is unchanged, and sends one at once when the
+// entry changes, the connection closes, the node's certificate is renewed
+// or the hold is due.
+func TestHeldHeartbeats(t *testing.T) {
+	ctx := testContext(t)
+	authority := testCA(t)
+	trustd := startTrustd(t, authority)
+	trustd.holdFor.Store(int64(time.Minute))
+
+	cert := newNodeCert(t, authority)
+	client := newClient(t, authority, cert, trustd.addr)
+	clk := clock.NewFake(time.Now())
+	sender := &membershippkg.Sender{Trustd: client, Clock: clk}
+	entry := &membershippkg.Member{Hostname: "worker-1"}
+
+	send := func(t *testing.T, m *membershippkg.Member, want int64) {
+		t.Helper()
+
+		if err := sender.Send(ctx, m); err != nil {
+			t.Fatalf("heartbeat: %v", err)
+		}
+
+		if got := trustd.beats.Load(); got != want {
+			t.Fatalf("%d heartbeats reached trustd, want %d", got, want)
+		}
+	}
+
+	send(t, entry, 1)
+
+	t.Run("held: nothing sent", func(t *testing.T) {
+		if !sender.Held(entry) {
+			t.Fatal("not held")
+		}
+
+		send(t, entry, 1)
+		send(t, &membershippkg.Member{Hostname: "worker-1"}, 1)
+	})
+
+	t.Run("a changed entry is sent", func(t *testing.T) {
+		send(t, &membershippkg.Member{Hostname: "worker-1", Version: "v2"}, 2)
+		send(t, entry, 3)
+	})
+
+	t.Run("a closed connection ends the hold", func(t *testing.T) {
+		trustd.dropConns()
+
+		deadline := time.Now().Add(5 * time.Second)
+		for sender.Held(entry) {
+			if time.Now().After(deadline) {
+				t.Fatal("still held after its connection closed")
+			}
+
+			time.Sleep(10 * time.Millisecond)
+		}
+
+		send(t, entry, 4)
+		send(t, entry, 4)
+	})
+
+	t.Run("a renewed certificate ends the hold", func(t *testing.T) {
+		cert.renew(t)
+
+		if sender.Held(entry) {
+			t.Fatal("held on the connection of the certificate before")
+		}
+
+		send(t, entry, 5)
+		send(t, entry, 5)
+	})
+
+	t.Run("a hold due is sent again", func(t *testing.T) {
+		clk.Advance(time.Minute)
+		send(t, entry, 6)
+	})
+
+	t.Run("no hold given: every heartbeat is sent", func(t *testing.T) {
+		trustd.holdFor.Store(0)
+		clk.Advance(time.Minute)
+		send(t, entry, 7)
+		send(t, entry, 8)
+	})
 }
