@@ -21,6 +21,7 @@ import (
 	"github.com/aegis-os/aegis/certs"
 	"github.com/aegis-os/aegis/internal/version"
 	"github.com/aegis-os/aegis/machined/localcluster"
+	membershippkg "github.com/aegis-os/aegis/machined/membership"
 )
 
 // skewMixed is TestSkew's mixed cluster: oldCP and oldWorker still run the
@@ -152,9 +153,11 @@ func (m skewMixed) checkRenewals(t *testing.T) {
 
 // checkHeartbeats: the member list, read through an old and through the
 // new control plane, has every node with its version and its heartbeat
-// interval, and a last_seen written after the check began. A heartbeat
-// rewrites last_seen only every membership.LastSeenRefresh (between, it
-// renews the entry's lease), so that is the longest the check waits.
+// interval, and a last_seen written after the check began, or, for a
+// worker whose heartbeats a control plane of this build takes, its entry
+// held by its connection. A heartbeat rewrites last_seen only every
+// membership.LastSeenRefresh (between, it renews the entry's lease), so
+// that is the longest the check waits.
 func (m skewMixed) checkHeartbeats(t *testing.T) {
 	since := time.Now()
 
@@ -191,6 +194,13 @@ func (m skewMixed) membersSeenSince(t *testing.T, via localcluster.Node, since t
 			problems = append(problems, n.Name+" missing")
 		case mem.GetVersion() != m.versionOf(n):
 			problems = append(problems, fmt.Sprintf("%s listed on %s, runs %s", n.Name, mem.GetVersion(), m.versionOf(n)))
+		case mem.GetHeld():
+			// Held by the worker's connection to a control plane of this
+			// build, whatever the worker's version: its interval is the
+			// hold's, and last_seen is rewritten only now and then.
+			if mem.GetInterval().AsDuration() != membershippkg.HeldInterval || mem.GetRole() != membershippkg.RoleWorker {
+				problems = append(problems, fmt.Sprintf("%s held as %s, every %s", n.Name, mem.GetRole(), mem.GetInterval().AsDuration()))
+			}
 		case mem.GetInterval().AsDuration() != skewHeartbeat:
 			problems = append(problems, fmt.Sprintf("%s beats every %s, want %s", n.Name, mem.GetInterval().AsDuration(), skewHeartbeat))
 		case !seen.After(since):
