@@ -30,7 +30,7 @@ func (r *run) failover(ctx context.Context) error {
 
 	r.res.Failover.Restart = time.Since(t0)
 	r.res.Failover.Served, r.res.Failover.Unserved = r.waitServed(ctx, t0)
-	r.res.Failover.Waited = r.longestWait()
+	r.res.Failover.Waited, r.res.Failover.WaitP50, r.res.Failover.WaitP99, r.res.Failover.Waiters = r.waits()
 	r.res.Failover.FailedCalls = r.fleet.n.failed.Load() - calls0
 	r.res.Failover.FailedRenew = r.fleet.n.renewFailed.Load() - renew0
 	r.res.Failover.LostStreams = r.fleet.n.lost.Load() - lost0
@@ -83,19 +83,28 @@ func (r *run) waitServed(ctx context.Context, t0 time.Time) (time.Duration, int)
 	}
 }
 
-// longestWait is the longest any worker waited, after the kill, from the
-// start of its first call to its first answer. The time from the kill to
+// waits are how long the workers waited, after the kill, from the start
+// of their first call to their first answer: the longest, half of them
+// and 99 % within, and how many workers called. The time from the kill to
 // a worker's first answer (waitServed) also counts the time the worker
 // made no call: up to a heartbeat interval, whatever the outage, once the
 // workers' heartbeats are spread over the interval as a cluster's are.
-func (r *run) longestWait() time.Duration {
-	var longest time.Duration
+func (r *run) waits() (longest, p50, p99 time.Duration, n int) {
+	var all []time.Duration
 
 	for _, w := range r.fleet.workers {
 		if d, ok := w.caller.waited(); ok {
-			longest = max(longest, d)
+			all = append(all, d)
 		}
 	}
 
-	return longest
+	if len(all) == 0 {
+		return 0, 0, 0, 0
+	}
+
+	slices.Sort(all)
+
+	at := func(q float64) time.Duration { return all[min(len(all)-1, int(q*float64(len(all))))] }
+
+	return all[len(all)-1], at(0.50), at(0.99), len(all)
 }

@@ -144,7 +144,12 @@ type Failover struct {
 	// Waited is the longest any worker waited, from the start of its
 	// first call after the kill to that call's answer (or the first
 	// answer of a later one): Served less the time it made no call.
-	Waited      time.Duration `json:"waitedNs"`
+	Waited time.Duration `json:"waitedNs"`
+	// WaitP50 and WaitP99 are the waits half and 99 % of those workers
+	// were within; Waiters is how many workers called after the kill.
+	WaitP50     time.Duration `json:"waitP50Ns"`
+	WaitP99     time.Duration `json:"waitP99Ns"`
+	Waiters     int           `json:"waiters"`
 	FailedCalls int64         `json:"failedCalls"`
 	FailedRenew int64         `json:"failedRenewals"`
 	// LostStreams counts the revocation watches that their control plane
@@ -277,6 +282,7 @@ func (r Results) WriteTable(out io.Writer) error {
 	f("aegisctl\tget members %s (%d listed), health %s %s", dur(r.CLI.Members), r.CLI.MembersListed, dur(r.CLI.Health), r.CLI.HealthErr)
 	f("control plane killed\tup again in %s, every worker served in %s (%d not), the longest wait %s, %d failed calls, %d failed renewals, %d watches moved",
 		dur(r.Failover.Restart), dur(r.Failover.Served), r.Failover.Unserved, dur(r.Failover.Waited), r.Failover.FailedCalls, r.Failover.FailedRenew, r.Failover.LostStreams)
+	f("  waits after the kill\t%d workers called: half within %s, 99 %% within %s", r.Failover.Waiters, dur(r.Failover.WaitP50), dur(r.Failover.WaitP99))
 
 	for _, c := range r.Failover.Causes {
 		f("  failed %.1f /s\t%s", c.PerSec, c.Cause)
