@@ -190,11 +190,21 @@ const (
 	// default of 100 it collected every 60 or so certificates, at about
 	// 3 ms of CPU each: 50 µs a certificate, more than its fdatasync.
 	// The heap then peaks near 15 MiB instead of 6, far below the
-	// GOMEMLIMIT trustd's container runs with. Serving thousands of
-	// workers it keeps 100–300 MiB live (NodeConnectionMemory each), and
-	// its heap grows to that GOMEMLIMIT between collections: under load,
-	// trustd's RSS is the limit machined gives it, not what it needs.
+	// GOMEMLIMIT trustd's container runs with. It is the most: GCRoom
+	// lowers it while trustd holds more than a quarter of GCRoom.
 	GCPercent = 400
+
+	// GCRoom bounds how far trustd's heap grows beyond what it holds
+	// between two collections (internal/gcroom lowers the GOGC
+	// percentage below GCPercent as it holds more). Serving thousands of
+	// workers trustd holds 100–300 MiB of heap and stacks
+	// (NodeConnectionMemory each); at 400 % its heap grew to the
+	// GOMEMLIMIT machined gives it between collections, and its RSS was
+	// that limit (556–601 MiB with its share of 10,000 workers), not what
+	// it needs. With its share of 10,000 workers (some 3,300
+	// connections, about 170 MiB held) 64 MiB of room is a percentage
+	// near 38, and each collection marks what trustd holds.
+	GCRoom = 64 << 20
 
 	// RequestTimeout bounds the work on one request (token store access
 	// and signing).

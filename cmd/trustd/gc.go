@@ -1,16 +1,21 @@
 package main
 
 import (
+	"context"
 	"runtime/debug"
 
+	"github.com/aegis-os/aegis/internal/gcroom"
 	"github.com/aegis-os/aegis/trustd"
 )
 
-// tuneGC sets the garbage collector's target to trustd.GCPercent, unless
-// the operator chose one through GOGC (lookup is os.LookupEnv). It
-// returns the percentage now in force. GOMEMLIMIT, which machined sets
-// for its containers, still bounds the heap.
-func tuneGC(lookup func(string) (string, bool)) int {
+// tuneGC paces trustd's collections (internal/gcroom): at
+// trustd.GCPercent while trustd holds little, and with the heap's growth
+// between two collections bounded by trustd.GCRoom while it holds the
+// connections of many workers; unless the operator chose a percentage
+// through GOGC (lookup is os.LookupEnv). It returns the percentage in
+// force now; the pacing goes on until ctx ends. GOMEMLIMIT, which
+// machined sets, still bounds the heap.
+func tuneGC(ctx context.Context, lookup func(string) (string, bool)) int {
 	if _, set := lookup("GOGC"); set {
 		// SetGCPercent returns the setting it replaces: put it back.
 		p := debug.SetGCPercent(100)
@@ -19,7 +24,10 @@ func tuneGC(lookup func(string) (string, bool)) int {
 		return p
 	}
 
-	debug.SetGCPercent(trustd.GCPercent)
+	p := gcroom.Percent(gcroom.Sample(), trustd.GCRoom, gcroom.DefaultMinPercent, trustd.GCPercent)
+	debug.SetGCPercent(p)
 
-	return trustd.GCPercent
+	go gcroom.Run(ctx, gcroom.Config{Percent: trustd.GCPercent, Room: trustd.GCRoom, InForce: p})
+
+	return p
 }

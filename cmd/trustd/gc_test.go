@@ -1,20 +1,25 @@
 package main
 
 import (
+	"context"
 	"runtime/debug"
 	"testing"
 
 	"github.com/aegis-os/aegis/trustd"
 )
 
-// TestTuneGC: trustd runs with trustd.GCPercent unless GOGC says
-// otherwise, and then leaves the runtime's setting alone.
+// TestTuneGC: trustd runs with trustd.GCPercent while it holds little
+// (as a test does) unless GOGC says otherwise, and then leaves the
+// runtime's setting alone.
 func TestTuneGC(t *testing.T) {
 	prev := debug.SetGCPercent(100)
 	t.Cleanup(func() { debug.SetGCPercent(prev) })
 
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+
 	unset := func(string) (string, bool) { return "", false }
-	if got := tuneGC(unset); got != trustd.GCPercent {
+	if got := tuneGC(ctx, unset); got != trustd.GCPercent {
 		t.Fatalf("without GOGC: %d, want %d", got, trustd.GCPercent)
 	}
 
@@ -22,8 +27,10 @@ func TestTuneGC(t *testing.T) {
 		t.Fatalf("without GOGC the runtime runs at %d, want %d", now, trustd.GCPercent)
 	}
 
+	cancel()
+
 	set := func(k string) (string, bool) { return "100", k == "GOGC" }
-	if got := tuneGC(set); got != 100 {
+	if got := tuneGC(ctx, set); got != 100 {
 		t.Fatalf("with GOGC=100: %d, want 100", got)
 	}
 

@@ -80,8 +80,9 @@ type held struct {
 
 // Hold records m as the caller's entry with role, held by this Store while
 // terms.Closing is not done (see above). It writes only when the entry
-// differs from what the Store holds or its last_seen is due; the
-// heartbeats in between cost no etcd request.
+// differs from what the Store holds, is no longer as the Store wrote it,
+// or its last_seen is due; the heartbeats in between cost one read of the
+// local etcd member, and there is one every HoldFor.
 func (s *Store) Hold(ctx context.Context, m *Member, role string, terms HoldTerms) error {
 	if err := Check(m); err != nil {
 		return err
@@ -103,7 +104,7 @@ func (s *Store) Hold(ctx context.Context, m *Member, role string, terms HoldTerm
 
 	k := key(m)
 
-	if s.holds.renew(k, m, lease, now, grace, terms) {
+	if e := s.holds.find(k, m, lease, now); e != nil && s.stillWritten(ctx, k, e) && s.holds.rebind(k, e, now, grace, terms) {
 		return nil
 	}
 
@@ -117,21 +118,35 @@ func (s *Store) Hold(ctx context.Context, m *Member, role string, terms HoldTerm
 	return nil
 }
 
-// renew rebinds the hold of k to terms and reports true when it says what
-// m says under lease and its last_seen is not yet due: nothing to write.
-func (h *holds) renew(k string, m *Member, lease clientv3.LeaseID, now time.Time, grace time.Duration, terms HoldTerms) bool {
+// find returns the hold of k when it says what m says under lease and its
+// last_seen is not yet due: then nothing need be written, as long as the
+// entry is still as the hold wrote it (stillWritten).
+func (h *holds) find(k string, m *Member, lease clientv3.LeaseID, now time.Time) *held {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 
 	e, ok := h.entries[k]
 	if !ok || e.lease != lease || now.Sub(e.member.GetLastSeen().AsTime()) >= LastSeenRefresh(HeldInterval) {
-		return false
+		return nil
 	}
 
 	a, b := proto.CloneOf(e.member), proto.CloneOf(m)
 	a.LastSeen, b.LastSeen = nil, nil
 
 	if !proto.Equal(a, b) {
+		return nil
+	}
+
+	return e
+}
+
+// rebind binds e, still the hold of k, to terms; false when the hold
+// ended or changed meanwhile.
+func (h *holds) rebind(k string, e *held, now time.Time, grace time.Duration, terms HoldTerms) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+
+	if h.entries[k] != e {
 		return false
 	}
 
@@ -139,6 +154,22 @@ func (h *holds) renew(k string, m *Member, lease clientv3.LeaseID, now time.Time
 	h.bindLocked(e, now, terms.Closing)
 
 	return true
+}
+
+// stillWritten reports whether the entry at k is as the hold e wrote it,
+// read from the etcd member the Store asks without a round of raft: a
+// worker that moved to another control plane and back was written there
+// meanwhile, and that one deletes the entry as its own hold ends unless
+// it is written here again. A read that fails says no: the write decides.
+func (s *Store) stillWritten(ctx context.Context, k string, e *held) bool {
+	resp, err := s.cli.Get(ctx, k, clientv3.WithSerializable(), clientv3.WithKeysOnly())
+	if err != nil {
+		return false
+	}
+
+	kv := first(resp.Kvs)
+
+	return kv != nil && kv.ModRevision == e.rev && clientv3.LeaseID(kv.Lease) == e.lease
 }
 
 // put records e as the hold of k, bound to closing.

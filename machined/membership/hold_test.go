@@ -206,6 +206,37 @@ func TestHold(t *testing.T) {
 		}
 	})
 
+	t.Run("a worker back from another control plane is written again", func(t *testing.T) {
+		connA, closeA := context.WithCancel(ctx)
+		defer closeA()
+
+		hold(t, s, entry("worker-7", "10.0.0.11"), connA)
+		_, first, _ := readEntry(t, cli, "10.0.0.11")
+
+		// To the other control plane, and back on a new connection before
+		// the first one's grace ended.
+		connB, closeB := context.WithCancel(ctx)
+		hold(t, other, entry("worker-7", "10.0.0.11"), connB)
+		closeA()
+
+		connC, closeC := context.WithCancel(ctx)
+		defer closeC()
+
+		hold(t, s, entry("worker-7", "10.0.0.11"), connC)
+
+		if _, lease, _ := readEntry(t, cli, "10.0.0.11"); lease != first {
+			t.Fatalf("back under %x, want the first session %x", lease, first)
+		}
+
+		// The other control plane's hold ends: the entry stays.
+		closeB()
+		advanceUntil(t, clk, membership.AgeOut(time.Second)+5*membership.HoldSweep, func() bool { return other.Holding() == 0 })
+
+		if m, lease, _ := readEntry(t, cli, "10.0.0.11"); m == nil || lease != first {
+			t.Fatalf("entry %v under %x after the other hold ended, want it under %x", m, lease, first)
+		}
+	})
+
 	t.Run("held no longer than its certificate", func(t *testing.T) {
 		conn, done := context.WithCancel(ctx)
 		defer done()

@@ -32,10 +32,9 @@ const (
 	// for each worker it serves, up to its tables
 	// (trustd.MemoryAtFullTables, 454 MiB live), and its GOMEMLIMIT is
 	// a quarter above that, so that the collector has room to work at
-	// full tables instead of running all the time. trustd lets its heap
-	// grow to five times what is live between collections
-	// (trustd.GCPercent), so under thousands of workers it uses what the
-	// limit allows.
+	// full tables instead of running all the time. trustd's heap grows
+	// by at most trustd.GCRoom beyond what it holds between collections,
+	// so its memory follows what it serves rather than this limit.
 	trustdMemoryLimit = 768 << 20
 	// etcdMemoryLimit bounds etcd's cgroup: its backend is memory-mapped
 	// and grows with the data; a few hundred MiB hold far more than a
