@@ -1,37 +1,34 @@
 package main
 
 import (
-	"context"
 	"runtime/debug"
 	"testing"
 
+	"github.com/aegis-os/aegis/internal/gcroom"
 	"github.com/aegis-os/aegis/trustd"
 )
 
-// TestTuneGC: trustd runs with trustd.GCPercent while it holds little
-// (as a test does) unless GOGC says otherwise, and then leaves the
-// runtime's setting alone.
+// TestTuneGC: trustd runs with the percentage gcroom gives what it holds,
+// at most trustd.GCPercent, and paces it, unless GOGC says otherwise; then
+// it leaves the runtime's setting alone and paces nothing.
 func TestTuneGC(t *testing.T) {
 	prev := debug.SetGCPercent(100)
 	t.Cleanup(func() { debug.SetGCPercent(prev) })
 
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-
 	unset := func(string) (string, bool) { return "", false }
-	if got := tuneGC(ctx, unset); got != trustd.GCPercent {
-		t.Fatalf("without GOGC: %d, want %d", got, trustd.GCPercent)
+
+	got, pace := tuneGC(unset)
+	if got < gcroom.DefaultMinPercent || got > trustd.GCPercent || pace == nil {
+		t.Fatalf("without GOGC: %d (pacing %v), want within [%d, %d], paced", got, pace != nil, gcroom.DefaultMinPercent, trustd.GCPercent)
 	}
 
-	if now := debug.SetGCPercent(100); now != trustd.GCPercent {
-		t.Fatalf("without GOGC the runtime runs at %d, want %d", now, trustd.GCPercent)
+	if now := debug.SetGCPercent(100); now != got {
+		t.Fatalf("without GOGC the runtime runs at %d, want %d", now, got)
 	}
-
-	cancel()
 
 	set := func(k string) (string, bool) { return "100", k == "GOGC" }
-	if got := tuneGC(ctx, set); got != 100 {
-		t.Fatalf("with GOGC=100: %d, want 100", got)
+	if got, pace := tuneGC(set); got != 100 || pace != nil {
+		t.Fatalf("with GOGC=100: %d (pacing %v), want 100, not paced", got, pace != nil)
 	}
 
 	if now := debug.SetGCPercent(100); now != 100 {

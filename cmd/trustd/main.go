@@ -65,7 +65,9 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 
-	tuneGC(ctx, os.LookupEnv)
+	if _, pace := tuneGC(os.LookupEnv); pace != nil {
+		go pace(ctx)
+	}
 
 	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
 		if !errors.Is(err, flag.ErrHelp) {

@@ -9,8 +9,15 @@
 // exactly when memory is short. trustd is both: 2–3 MiB live while it
 // signs, 100–300 MiB while it keeps the connections of thousands of
 // workers. Run lowers the GOGC percentage as the program holds more, so
-// that the heap grows by at most Config.Room between collections, and
-// raises it again, up to Config.Percent, as the program holds less.
+// that the heap grows by at most a room between collections, and raises
+// it again, up to Config.Percent, as the program holds less.
+//
+// The room is Config.Room while the program allocates little, and what it
+// allocated in Config.Every at its fastest lately while it allocates
+// more: a program at rest keeps its memory near what it holds, one under
+// load collects no more often than every Every, as GOGC alone would
+// have it. A fixed room of 64 MiB cost trustd a sixth more CPU while it
+// took 333 heartbeats a second.
 //
 // The runtime offers a ceiling (GOMEMLIMIT) but no such bound, and the
 // GOGC tuners published as libraries aim at a memory threshold, which
@@ -22,6 +29,7 @@ import (
 	"context"
 	"runtime/debug"
 	"runtime/metrics"
+	"slices"
 	"time"
 
 	"github.com/aegis-os/aegis/internal/clock"
@@ -45,8 +53,23 @@ type Config struct {
 	// Room, and the most that is ever set. Required.
 	Percent int
 	// Room bounds, in bytes, how far the heap grows beyond what is live
-	// between two collections. Required.
+	// between two collections while the program allocates less than Room
+	// in Every. Required.
 	Room uint64
+	// Every is the least time between two collections the room aims at
+	// under load: the room is what the program allocated in Every, at its
+	// fastest over the last Every, when that is more than Room. Zero
+	// keeps the room at Room.
+	Every time.Duration
+	// Allocated reads the bytes the program has allocated since it
+	// started; nil means the runtime's own figure (Allocated).
+	Allocated func() uint64
+	// Release collects and returns the heap's free memory to the system,
+	// run once each time the load ends (the room falls back to Room):
+	// what a burst left behind goes then, rather than as the next
+	// collections come, which at rest are rare. Nil means
+	// debug.FreeOSMemory.
+	Release func()
 	// MinPercent is the least percentage set, however much the program
 	// holds; zero means DefaultMinPercent.
 	MinPercent int
@@ -81,6 +104,17 @@ func Percent(held, room uint64, least, most int) int {
 	return int(min(max(p, uint64(least)), uint64(most)))
 }
 
+// RoomFor is the room a program that allocated at most peak bytes in any
+// interval of the last every has: peak scaled to every, or floor when
+// that is less.
+func RoomFor(floor, peak uint64, interval, every time.Duration) uint64 {
+	if every <= 0 || interval <= 0 {
+		return floor
+	}
+
+	return max(floor, peak*uint64(every/interval))
+}
+
 // Run sets the percentage now and at every Interval until ctx ends.
 func Run(ctx context.Context, cfg Config) {
 	least := cfg.MinPercent
@@ -93,9 +127,18 @@ func Run(ctx context.Context, cfg Config) {
 		interval = DefaultInterval
 	}
 
-	held, set := cfg.Held, cfg.Set
+	held, set, allocated := cfg.Held, cfg.Set, cfg.Allocated
 	if held == nil {
 		held = Sample
+	}
+
+	if allocated == nil {
+		allocated = Allocated
+	}
+
+	release := cfg.Release
+	if release == nil {
+		release = debug.FreeOSMemory
 	}
 
 	if set == nil {
@@ -109,13 +152,29 @@ func Run(ctx context.Context, cfg Config) {
 		current = -1
 	}
 
+	// recent are the bytes allocated in each of the last intervals, as
+	// many as make up Every.
+	recent := make([]uint64, max(1, int(cfg.Every/interval)))
+	last, next, loaded := allocated(), 0, false
+
 	for {
+		now := allocated()
+		recent[next], last, next = now-last, now, (next+1)%len(recent)
+
+		room := RoomFor(cfg.Room, slices.Max(recent), interval, cfg.Every)
+
 		// Setting a percentage makes the runtime work out its goal again:
 		// only a change is worth it.
-		if p := Percent(held(), cfg.Room, least, cfg.Percent); p != current {
+		if p := Percent(held(), room, least, cfg.Percent); p != current {
 			set(p)
 			current = p
 		}
+
+		if loaded && room == cfg.Room {
+			release()
+		}
+
+		loaded = room > cfg.Room
 
 		if !clock.Sleep(ctx, clk, interval) {
 			return
@@ -146,4 +205,17 @@ func Sample() uint64 {
 	}
 
 	return total
+}
+
+// Allocated is the bytes the program has allocated on its heap since it
+// started.
+func Allocated() uint64 {
+	sample := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
+	metrics.Read(sample)
+
+	if sample[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+
+	return sample[0].Value.Uint64()
 }

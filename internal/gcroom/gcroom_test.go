@@ -114,3 +114,86 @@ func TestSampleCountsTheLiveHeap(t *testing.T) {
 
 	runtime.KeepAlive(kept)
 }
+
+func TestRoomFor(t *testing.T) {
+	for _, tt := range []struct {
+		name            string
+		floor, peak     uint64
+		interval, every time.Duration
+		want            uint64
+	}{
+		{"no pace: the floor", 32 * mib, 100 * mib, time.Second, 0, 32 * mib},
+		{"at rest: the floor", 32 * mib, mib, time.Second, 10 * time.Second, 32 * mib},
+		{"under load: what every allocates", 32 * mib, 20 * mib, time.Second, 10 * time.Second, 200 * mib},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := RoomFor(tt.floor, tt.peak, tt.interval, tt.every); got != tt.want {
+				t.Fatalf("RoomFor = %d MiB, want %d MiB", got/mib, tt.want/mib)
+			}
+		})
+	}
+}
+
+// TestRunFollowsTheLoad: while the program allocates fast, the room is what
+// it allocates in Every, and the percentage rises; once it has allocated
+// little for Every, the room falls back to the floor and the memory the
+// load left is released, once.
+func TestRunFollowsTheLoad(t *testing.T) {
+	clk := clock.NewFake(testutil.Epoch)
+
+	var allocated, released atomic.Uint64
+
+	var (
+		mu  sync.Mutex
+		set []int
+	)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+
+	go func() {
+		defer close(done)
+
+		Run(ctx, Config{
+			Percent: 400, Room: 32 * mib, Every: 4 * time.Second, Clock: clk,
+			Held: func() uint64 { return 160 * mib }, Allocated: allocated.Load, Release: func() { released.Add(1) },
+			Set: func(p int) int {
+				mu.Lock()
+				defer mu.Unlock()
+
+				set = append(set, p)
+
+				return 0
+			},
+		})
+	}()
+
+	// A MiB a second, then 20, then a MiB again for longer than Every.
+	for _, rate := range []uint64{1, 1, 20, 20, 1, 1, 1, 1, 1} {
+		if err := clk.WaitForTimers(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+
+		allocated.Add(rate * mib)
+		clk.Advance(DefaultInterval)
+	}
+
+	if err := clk.WaitForTimers(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+
+	cancel()
+	<-done
+
+	mu.Lock()
+	defer mu.Unlock()
+
+	// 32 MiB of 160 held: 20 %; 80 MiB (20 MiB in a second, 4 s): 50 %.
+	if want := []int{20, 50, 20}; !slices.Equal(set, want) {
+		t.Fatalf("percentages set %v, want %v", set, want)
+	}
+
+	if got := released.Load(); got != 1 {
+		t.Fatalf("memory released %d times, want once, as the load ended", got)
+	}
+}
