@@ -2,6 +2,8 @@ package scale
 
 import (
 	"context"
+	"os"
+	"runtime"
 	"slices"
 	"time"
 )
@@ -14,6 +16,8 @@ func (r *run) failover(ctx context.Context) error {
 	cp := r.c.ControlPlanes()[0]
 	calls0, renew0, causes0 := r.fleet.n.failed.Load(), r.fleet.n.renewFailed.Load(), r.fleet.n.causes.snapshot()
 	lost0 := r.fleet.n.lost.Load()
+	procs0, self := controlPlaneProcesses(r.c), os.Getpid()
+	cpu0, self0 := cpuByName(procs0), cpuOf(self)
 	t0 := time.Now()
 
 	for _, w := range r.fleet.workers {
@@ -30,6 +34,9 @@ func (r *run) failover(ctx context.Context) error {
 
 	r.res.Failover.Restart = time.Since(t0)
 	r.res.Failover.Served, r.res.Failover.Unserved = r.waitServed(ctx, t0)
+	r.res.Failover.CPU = cpuSince(procs0, cpu0, controlPlaneProcesses(r.c))
+	r.res.Failover.HarnessCPU = max(cpuOf(self)-self0, 0)
+	r.res.Failover.Floor = CPUFloor(r.res.Failover.CPU, r.res.Failover.HarnessCPU, runtime.NumCPU())
 	r.res.Failover.Waited, r.res.Failover.WaitP50, r.res.Failover.WaitP99, r.res.Failover.Waiters = r.waits()
 	r.res.Failover.FailedCalls = r.fleet.n.failed.Load() - calls0
 	r.res.Failover.FailedRenew = r.fleet.n.renewFailed.Load() - renew0
@@ -107,4 +114,22 @@ func (r *run) waits() (longest, p50, p99 time.Duration, n int) {
 	at := func(q float64) time.Duration { return all[min(len(all)-1, int(q*float64(len(all))))] }
 
 	return all[len(all)-1], at(0.50), at(0.99), len(all)
+}
+
+// cpuSince is the CPU time the control-plane processes now running used
+// since before was read of those running then: a process started since
+// (the control plane restarted) counts whole.
+func cpuSince(procs0 map[string]int, before map[string]time.Duration, now map[string]int) time.Duration {
+	var t time.Duration
+
+	for name, pid := range now {
+		used := cpuOf(pid)
+		if procs0[name] == pid {
+			used -= before[name]
+		}
+
+		t += max(used, 0)
+	}
+
+	return t
 }

@@ -147,6 +147,12 @@ type Failover struct {
 	Waited time.Duration `json:"waitedNs"`
 	// WaitP50 and WaitP99 are the waits half and 99 % of those workers
 	// were within; Waiters is how many workers called after the kill.
+	// CPU and HarnessCPU are what the control planes' processes and the
+	// harness used from the kill until every worker was served; Floor
+	// their CPU floor (CPUFloor), the least time that work could take.
+	CPU         time.Duration `json:"cpuNs"`
+	HarnessCPU  time.Duration `json:"harnessCpuNs"`
+	Floor       time.Duration `json:"floorNs"`
 	WaitP50     time.Duration `json:"waitP50Ns"`
 	WaitP99     time.Duration `json:"waitP99Ns"`
 	Waiters     int           `json:"waiters"`
@@ -283,6 +289,8 @@ func (r Results) WriteTable(out io.Writer) error {
 	f("control plane killed\tup again in %s, every worker served in %s (%d not), the longest wait %s, %d failed calls, %d failed renewals, %d watches moved",
 		dur(r.Failover.Restart), dur(r.Failover.Served), r.Failover.Unserved, dur(r.Failover.Waited), r.Failover.FailedCalls, r.Failover.FailedRenew, r.Failover.LostStreams)
 	f("  waits after the kill\t%d workers called: half within %s, 99 %% within %s", r.Failover.Waiters, dur(r.Failover.WaitP50), dur(r.Failover.WaitP99))
+	f("  CPU until all served\t%s control planes + %s harness over %d cores: floor %s", dur(r.Failover.CPU), dur(r.Failover.HarnessCPU),
+		r.Storm.Cores, dur(r.Failover.Floor))
 
 	for _, c := range r.Failover.Causes {
 		f("  failed %.1f /s\t%s", c.PerSec, c.Cause)
