@@ -278,6 +278,19 @@ func TestHold(t *testing.T) {
 		}
 	})
 
+	t.Run("held is never taken from the node", func(t *testing.T) {
+		claimed := entry("worker-8", "10.0.0.12")
+		claimed.Held = true
+
+		if err := s.Put(ctx, claimed, membership.RoleWorker); err != nil {
+			t.Fatal(err)
+		}
+
+		if m, _, _ := readEntry(t, cli, "10.0.0.12"); m == nil || m.GetHeld() {
+			t.Fatalf("a plain heartbeat claiming held wrote %v", m)
+		}
+	})
+
 	t.Run("neither a plain heartbeat nor a leave revokes the session", func(t *testing.T) {
 		conn, done := context.WithCancel(ctx)
 		defer done()

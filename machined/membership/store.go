@@ -131,8 +131,9 @@ func (s *Store) Put(ctx context.Context, m *Member, role string) error {
 		return err
 	}
 
+	// Role, last_seen and held are the server's to say, never the node's.
 	m = proto.CloneOf(m)
-	m.Role, m.LastSeen = role, timestamppb.New(s.clock.Now())
+	m.Role, m.LastSeen, m.Held = role, timestamppb.New(s.clock.Now()), false
 
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
