@@ -35,8 +35,8 @@ const membersHeartbeat = time.Second
 // and two workers: every node in the member list with its role, a member's
 // hostname as routing target, the cluster health check passing, then
 // failing with a worker's apid frozen (naming the node and apid) and with
-// a control plane's etcd stopped (naming the member), a killed worker
-// aging out of the list, and no worker taking a name it does not hold.
+// a control plane's etcd stopped (naming the member), a frozen and a killed
+// worker leaving the list, and no worker taking a name it does not hold.
 func TestMembershipAndClusterHealth(t *testing.T) {
 	needBinaries(t)
 	t.Parallel()
@@ -181,6 +181,46 @@ func TestMembershipAndClusterHealth(t *testing.T) {
 		if _, err := admin.ServiceStart(client.WithNode(etcdCtx(t), cps[2].Address), "etcd"); err != nil {
 			t.Fatal(err)
 		}
+	})
+
+	// A worker's entry is held by its connection to a control plane's
+	// trustd. A worker that vanishes without closing it (here its machined
+	// stopped whole, as a node whose power is cut) leaves once trustd's
+	// keepalive finds the connection silent (a ping after 20 s, 10 s to
+	// answer) and the grace of three intervals has passed; going on, it is
+	// back within its next look.
+	t.Run("frozen worker leaves and comes back", func(t *testing.T) {
+		frozen := workers[0]
+		if err := syscall.Kill(frozen.PID, syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+
+		resumed := false
+		defer func() {
+			if !resumed {
+				_ = syscall.Kill(frozen.PID, syscall.SIGCONT)
+			}
+		}()
+
+		start := time.Now()
+		left := slices.Max(converged(t, admin, cps, frozen.Name, false, start))
+
+		t.Logf("%s, its machined stopped, left every control plane's list %s after", frozen.Name, left.Round(100*time.Millisecond))
+
+		// trustd's ping after 20 s of silence, 10 s for its answer, the
+		// grace of three intervals and the sweep's second, with room.
+		if limit := 20*time.Second + 10*time.Second + 3*membersHeartbeat + 10*time.Second; left > limit {
+			t.Errorf("%s left after %s, more than %s", frozen.Name, left, limit)
+		}
+
+		if err := syscall.Kill(frozen.PID, syscall.SIGCONT); err != nil {
+			t.Fatal(err)
+		}
+
+		resumed = true
+		back := slices.Max(converged(t, admin, cps, frozen.Name, true, time.Now()))
+
+		t.Logf("%s back %s after it went on", frozen.Name, back.Round(100*time.Millisecond))
 	})
 
 	// An entry reaches every control plane's list and members resource as
