@@ -206,7 +206,7 @@ const (
 	// it needs. With that share (some 3,300 connections, about 170 MiB
 	// held) and its workers' entries held by their connections, it
 	// allocates little: 64 MiB of room is a percentage near 38, and RSS
-	// came to 285–301 MiB, no more than with 24 MiB (what the storm left
+	// came to 285–303 MiB, no more than with 24 MiB (what the storm left
 	// spread over the heap's spans stays), while a burst (a revocation
 	// pushed to every watch) meets fewer collections. The same fixed room
 	// cost each trustd a sixth more CPU while it took 333 heartbeats a
