@@ -15,6 +15,9 @@ type AcceptedSet struct {
 	// pem is the set's PEM bundle, encoded once: trustd returns it with
 	// every certificate it signs.
 	pem []byte
+	// pool holds the set's CAs for verification, built once: every
+	// handshake and every check of a node's certificate asks for it.
+	pool *x509.CertPool
 }
 
 // NewAcceptedSet builds a set from CA certificates, dropping duplicates. Every
@@ -39,6 +42,8 @@ func NewAcceptedSet(now time.Time, certs ...*x509.Certificate) (*AcceptedSet, er
 	for _, c := range s.certs {
 		s.pem = append(s.pem, EncodeCertificate(c)...)
 	}
+
+	s.pool = newPool(s.certs)
 
 	return s, nil
 }
@@ -69,10 +74,22 @@ func (s *AcceptedSet) Contains(cert *x509.Certificate) bool {
 	return false
 }
 
-// Pool returns a new verification pool holding the set's CAs.
+// Pool returns the verification pool holding the set's CAs. It is built
+// once and shared, as the set is immutable: the caller must not add to it.
+// A trustd serving thousands of workers asked for a new one at every
+// handshake and every check of a node's certificate, and kept one per
+// connection with its verification.
 func (s *AcceptedSet) Pool() *x509.CertPool {
+	if s.pool == nil {
+		return newPool(s.certs)
+	}
+
+	return s.pool
+}
+
+func newPool(certs []*x509.Certificate) *x509.CertPool {
 	pool := x509.NewCertPool()
-	for _, c := range s.certs {
+	for _, c := range certs {
 		pool.AddCert(c)
 	}
 

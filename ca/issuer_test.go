@@ -321,3 +321,39 @@ func TestIssueSignsFromTheParsedCSR(t *testing.T) {
 		})
 	}
 }
+
+// TestAcceptedSetPoolShared: the set's pool is built once, so a check of a
+// certificate costs no pool, and it verifies what the set accepts and
+// nothing else.
+func TestAcceptedSetPoolShared(t *testing.T) {
+	authority, other := catest.NewCA(t, ca.Ed25519, testutil.Epoch), catest.NewCA(t, ca.Ed25519, testutil.Epoch)
+
+	set, err := ca.NewAcceptedSet(testutil.Epoch, authority.Cert)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if set.Pool() != set.Pool() {
+		t.Fatal("a new pool at each call")
+	}
+
+	if allocs := testing.AllocsPerRun(100, func() { _ = set.Pool() }); allocs != 0 {
+		t.Fatalf("Pool allocates %.0f times a call", allocs)
+	}
+
+	for _, tt := range []struct {
+		name string
+		iss  *ca.Issuer
+		ok   bool
+	}{
+		{"the set's CA", catest.NewIssuer(t, authority, testutil.Epoch), true},
+		{"another CA", catest.NewIssuer(t, other, testutil.Epoch), false},
+	} {
+		leaf := catest.Issue(t, tt.iss, catest.Key(t, ca.Ed25519), ca.ProfileServer, 0).Cert
+
+		_, err := leaf.Verify(x509.VerifyOptions{Roots: set.Pool(), CurrentTime: testutil.Epoch, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}})
+		if (err == nil) != tt.ok {
+			t.Errorf("%s: verified %v (%v), want %v", tt.name, err == nil, err, tt.ok)
+		}
+	}
+}
