@@ -19,11 +19,12 @@ import (
 )
 
 // memberCases: the member list as os:reader sees it through a control
-// plane, a member's hostname as routing target, who may write an entry,
-// and the cluster health check's access rules.
+// plane (a worker's entry held by its connection), a member's hostname as
+// routing target, who may write an entry, and the cluster health check's
+// access rules.
 func memberCases() []*Case {
 	return []*Case{
-		{Group: "members", Name: "List as os:reader on the target", Expected: "OK, target controlplane, worker worker", Run: membersListed},
+		{Group: "members", Name: "List as os:reader on the target", Expected: "OK, target controlplane, worker worker held by its connection", Run: membersListed},
 		{Group: "members", Name: "List on a worker", Expected: codes.FailedPrecondition.String(), Run: func(ctx context.Context, e *Env, _ *Report) string {
 			return codeOf(e.callAs(ctx, e.Worker, e.ids.reader, nil, listMembers(nil)))
 		}},
@@ -141,7 +142,18 @@ func membersListed(ctx context.Context, e *Env, r *Report) string {
 		}
 	}
 
-	return fmt.Sprintf("OK, target %s, worker %s", target.GetRole(), worker.GetRole())
+	// A worker's entry is held by its connection to a control plane's
+	// trustd; a control plane writes its own.
+	held := "held by its connection"
+	if !worker.GetHeld() {
+		held = "not held"
+	}
+
+	if target.GetHeld() {
+		r.Problemf("the control plane's own entry is held: %v", target)
+	}
+
+	return fmt.Sprintf("OK, target %s, worker %s %s", target.GetRole(), worker.GetRole(), held)
 }
 
 func routeByMemberName(ctx context.Context, e *Env, r *Report) string {

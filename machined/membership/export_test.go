@@ -23,3 +23,11 @@ func Space(s *Server, key string) error { return s.space(key) }
 func SetKeepAlive(s *Store, f func(context.Context, clientv3.LeaseID) (*clientv3.LeaseKeepAliveResponse, error)) {
 	s.keepAlive = f
 }
+
+// Holding is how many entries s holds now.
+func Holding(s *Store) int {
+	s.holds.mu.Lock()
+	defer s.holds.mu.Unlock()
+
+	return len(s.holds.entries)
+}

@@ -508,11 +508,3 @@ func (s *Store) release(ctx context.Context, k string, e *held) error {
 
 	return nil
 }
-
-// Holding is how many entries s holds now.
-func (s *Store) Holding() int {
-	s.holds.mu.Lock()
-	defer s.holds.mu.Unlock()
-
-	return len(s.holds.entries)
-}

@@ -104,8 +104,8 @@ func TestHold(t *testing.T) {
 			t.Fatalf("session lease %x: %+v %v; want a TTL of %s", session, ttl, err, membership.SessionTTL)
 		}
 
-		if s.Holding() != 1 {
-			t.Fatalf("Holding = %d, want 1", s.Holding())
+		if membership.Holding(s) != 1 {
+			t.Fatalf("Holding = %d, want 1", membership.Holding(s))
 		}
 	})
 
@@ -195,10 +195,10 @@ func TestHold(t *testing.T) {
 		}
 
 		grace := membership.AgeOut(time.Second)
-		advanceUntil(t, clk, grace+5*membership.HoldSweep, func() bool { return s.Holding() == 0 })
+		advanceUntil(t, clk, grace+5*membership.HoldSweep, func() bool { return membership.Holding(s) == 0 })
 
-		if s.Holding() != 0 {
-			t.Fatalf("the first Store still holds %d", s.Holding())
+		if membership.Holding(s) != 0 {
+			t.Fatalf("the first Store still holds %d", membership.Holding(s))
 		}
 
 		if m, lease, _ := readEntry(t, cli, "10.0.0.6"); m == nil || lease != moved {
@@ -230,7 +230,7 @@ func TestHold(t *testing.T) {
 
 		// The other control plane's hold ends: the entry stays.
 		closeB()
-		advanceUntil(t, clk, membership.AgeOut(time.Second)+5*membership.HoldSweep, func() bool { return other.Holding() == 0 })
+		advanceUntil(t, clk, membership.AgeOut(time.Second)+5*membership.HoldSweep, func() bool { return membership.Holding(other) == 0 })
 
 		if m, lease, _ := readEntry(t, cli, "10.0.0.11"); m == nil || lease != first {
 			t.Fatalf("entry %v under %x after the other hold ended, want it under %x", m, lease, first)

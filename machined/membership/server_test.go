@@ -186,30 +186,11 @@ func TestHeartbeatNeedsTheNodesOwnCertificate(t *testing.T) {
 			},
 		})
 
-		g := grpc.NewServer(grpc.Creds(credentials.NewTLS(&tls.Config{
-			Certificates: []tls.Certificate{serverCert}, ClientAuth: tls.RequestClientCert, MinVersion: tls.VersionTLS13,
-		})))
-		srv.Register(g)
-
-		lis2, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-
-		go g.Serve(lis2) //nolint:errcheck // stopped below
-		defer g.Stop()
-
-		conn, err := grpc.NewClient(lis2.Addr().String(), grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{
-			RootCAs: pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{node},
-		})))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close()
+		conn := serveOverTLS(t, srv, serverCert, pool, node)
 
 		rec.got = nil
 
-		_, err = membership.NewMembershipServiceClient(conn).Heartbeat(context.Background(), &membership.HeartbeatRequest{Member: entry("worker-1", "10.0.0.5")})
+		_, err := membership.NewMembershipServiceClient(conn).Heartbeat(context.Background(), &membership.HeartbeatRequest{Member: entry("worker-1", "10.0.0.5")})
 		if status.Code(err) != codes.PermissionDenied || got != "worker-1" || rec.got != nil {
 			t.Fatalf("Heartbeat with the name held elsewhere: %v (recorded %q, entry %v), want PermissionDenied and no entry", err, got, rec.got)
 		}
@@ -337,26 +318,7 @@ func TestHeartbeatHeld(t *testing.T) {
 				Connection: func(context.Context) (context.Context, bool) { return connCtx, tt.known },
 			})
 
-			g := grpc.NewServer(grpc.Creds(credentials.NewTLS(&tls.Config{
-				Certificates: []tls.Certificate{serverCert}, ClientAuth: tls.RequestClientCert, MinVersion: tls.VersionTLS13,
-			})))
-			srv.Register(g)
-
-			lis, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-
-			go g.Serve(lis) //nolint:errcheck // stopped below
-			defer g.Stop()
-
-			cfg := &tls.Config{RootCAs: pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{node}}
-
-			conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer conn.Close()
+			conn := serveOverTLS(t, srv, serverCert, pool, node)
 
 			resp, err := membership.NewMembershipServiceClient(conn).Heartbeat(context.Background(),
 				&membership.HeartbeatRequest{Member: entry("worker-1", "10.0.0.5")})
@@ -380,4 +342,35 @@ func TestHeartbeatHeld(t *testing.T) {
 			}
 		})
 	}
+}
+
+// serveOverTLS serves srv over TLS with serverCert, asking for a client
+// certificate as trustd does, until the test ends, and returns a
+// connection to it presenting client.
+func serveOverTLS(t *testing.T, srv *membershippkg.Server, serverCert tls.Certificate, roots *x509.CertPool, client tls.Certificate) *grpc.ClientConn {
+	t.Helper()
+
+	g := grpc.NewServer(grpc.Creds(credentials.NewTLS(&tls.Config{
+		Certificates: []tls.Certificate{serverCert}, ClientAuth: tls.RequestClientCert, MinVersion: tls.VersionTLS13,
+	})))
+	srv.Register(g)
+
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	go g.Serve(lis) //nolint:errcheck // stopped at cleanup
+	t.Cleanup(g.Stop)
+
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{
+		RootCAs: roots, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{client},
+	})))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	t.Cleanup(func() { _ = conn.Close() })
+
+	return conn
 }
