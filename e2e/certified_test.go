@@ -72,7 +72,7 @@ func TestCertifiedAndRemove(t *testing.T) {
 	}
 
 	for _, refused := range []struct{ node, text string }{
-		{gone.Name, gone.Name + " (" + gone.Address + ") still sends heartbeats"},
+		{gone.Name, gone.Name + " (" + gone.Address + ") is connected to a control plane"},
 		{cp.Address, cp.Name + " (" + cp.Address + ") is a control plane; it leaves the cluster through etcd's member removal"},
 	} {
 		_, err := mc.Remove(ctx, &membership.RemoveRequest{Node: refused.node})

@@ -525,6 +525,11 @@ func removable(m *Member, now time.Time) error {
 			"(aegisctl etcd remove-member, or a reset of the node)", ErrControlPlane, name)
 	}
 
+	if m.GetHeld() && !Stale(m, now) {
+		return fmt.Errorf("%w: %s is connected to a control plane, which holds its entry for that connection; stop or reset it first",
+			ErrAlive, name)
+	}
+
 	if !Stale(m, now) {
 		return fmt.Errorf("%w: %s still sends heartbeats (its entry was written %s ago; it ages out %s after the last one); stop or reset it first",
 			ErrAlive, name, now.Sub(m.GetLastSeen().AsTime()).Round(time.Second), AgeOut(m.GetInterval().AsDuration()))

@@ -14,8 +14,8 @@ import (
 	"github.com/aegis-os/aegis/machined/membership"
 )
 
-// TestStoreRemove runs Remove on a real etcd: a live worker's entry and a
-// control plane's are refused, naming them; an aged-out worker's entry is
+// TestStoreRemove runs Remove on a real etcd: a live worker's entry, a
+// connected one's and a control plane's are refused, naming them; an aged-out worker's entry is
 // deleted, matched by hostname or address; nothing matching is no error.
 func TestStoreRemove(t *testing.T) {
 	e, _ := etcdtest.Start(t)
@@ -38,12 +38,20 @@ func TestStoreRemove(t *testing.T) {
 		}
 	}
 
+	conn, closeConn := context.WithCancel(ctx)
+	defer closeConn()
+
+	if err := s.Hold(ctx, entry("worker-7", "10.0.0.7"), membership.RoleWorker, membership.HoldTerms{Closing: conn}); err != nil {
+		t.Fatal(err)
+	}
+
 	for _, tt := range []struct {
 		node string
 		err  error
 		text string
 	}{
 		{"worker-5", membership.ErrAlive, "worker-5 (10.0.0.5) still sends heartbeats (its entry was written 0s ago; it ages out 3s after the last one); stop or reset it first"},
+		{"worker-7", membership.ErrAlive, "worker-7 (10.0.0.7) is connected to a control plane, which holds its entry for that connection; stop or reset it first"},
 		{"10.0.0.1", membership.ErrControlPlane, "cp-1 (10.0.0.1) is a control plane; it leaves the cluster through etcd's member removal"},
 	} {
 		if _, err := s.Remove(ctx, tt.node); !errors.Is(err, tt.err) || !strings.Contains(err.Error(), tt.text) {
@@ -74,8 +82,9 @@ func TestStoreRemove(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	if list, err := then.List(ctx); err != nil || len(list) != 1 || list[0].GetHostname() != "cp-1" {
-		t.Fatalf("List after the removals = %v, %v, want cp-1 alone", list, err)
+	// worker-7 is still connected, so still listed.
+	if list, err := then.List(ctx); err != nil || len(list) != 2 || list[0].GetHostname() != "cp-1" || list[1].GetHostname() != "worker-7" {
+		t.Fatalf("List after the removals = %v, %v, want cp-1 and the connected worker-7", list, err)
 	}
 }
 
