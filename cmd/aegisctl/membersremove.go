@@ -81,7 +81,8 @@ for it. Name the node by its hostname or one of its addresses; ask a
 control-plane endpoint.
 
 A node whose entry is still fresh (it sent a heartbeat within its age-out,
-three heartbeat intervals) is refused: stop or reset it first. A control plane
+three heartbeat intervals, or it is still connected to a control plane that
+holds its entry) is refused: stop or reset it first. A control plane
 is refused too: it leaves through etcd's member removal ('aegisctl etcd
 remove-member', or a reset of the node). A removed node that is alive after
 all becomes a member again with its next heartbeat.`,
