@@ -9,6 +9,7 @@ import (
 	"net"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -203,14 +204,21 @@ func (r *run) revocation(ctx context.Context) error {
 		w.watchFor(serial)
 	}
 
+	collect()
+
 	t0, err := r.revoke(ctx, revocations.NewRevocationServiceClient(cli.Conn()), serial)
 	if err != nil {
 		return fmt.Errorf("revoking %s: %w", serial, err)
 	}
 
+	call := time.Since(t0)
 	lat := r.waitRevoked(ctx, t0)
 	p50, p99, p100 := Percentiles(lat)
-	r.res.Revocation = Revocation{P50: p50, P99: p99, P100: p100, Reached: len(lat)}
+	r.res.Revocation = Revocation{Call: call, P50: p50, P99: p99, P100: p100, Reached: len(lat)}
+
+	if len(lat) > 0 {
+		r.res.Revocation.First = slices.Min(lat)
+	}
 
 	if len(lat) < len(r.fleet.workers) {
 		r.res.Revocation.P100 = 0

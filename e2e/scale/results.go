@@ -119,6 +119,10 @@ func (r Results) PerThousand() float64 {
 
 // Revocation is how long a revocation took to reach the hollow workers.
 type Revocation struct {
+	// Call is how long the Revoke call took to return: the API's path
+	// to etcd and back. First is when the first worker had the serial.
+	Call    time.Duration `json:"callNs"`
+	First   time.Duration `json:"firstNs"`
 	P50     time.Duration `json:"p50Ns"`
 	P99     time.Duration `json:"p99Ns"`
 	P100    time.Duration `json:"p100Ns"`
@@ -284,7 +288,8 @@ func (r Results) WriteTable(out io.Writer) error {
 	}
 
 	f("renewals\t%d, %d failed", r.Steady.Renewals, r.Steady.RenewalFailed)
-	f("revocation reached\t%d workers: 50 %% %s, 99 %% %s, 100 %% %s", r.Revocation.Reached, dur(r.Revocation.P50), dur(r.Revocation.P99), dur(r.Revocation.P100))
+	f("revocation reached\t%d workers: the call %s, the first %s, 50 %% %s, 99 %% %s, 100 %% %s", r.Revocation.Reached,
+		dur(r.Revocation.Call), dur(r.Revocation.First), dur(r.Revocation.P50), dur(r.Revocation.P99), dur(r.Revocation.P100))
 	f("aegisctl\tget members %s (%d listed), health %s %s", dur(r.CLI.Members), r.CLI.MembersListed, dur(r.CLI.Health), r.CLI.HealthErr)
 	f("control plane killed\tup again in %s, every worker served in %s (%d not), the longest wait %s, %d failed calls, %d failed renewals, %d watches moved",
 		dur(r.Failover.Restart), dur(r.Failover.Served), r.Failover.Unserved, dur(r.Failover.Waited), r.Failover.FailedCalls, r.Failover.FailedRenew, r.Failover.LostStreams)

@@ -50,7 +50,7 @@ func sample() Results {
 			Renewals: 2000, Causes: []Cause{{Cause: "Unavailable: connection error", PerSec: 12.5}},
 			TrustdClosed: map[string]float64{"evicted": 3.5, "refused": 1},
 		},
-		Revocation: Revocation{P50: 500 * time.Millisecond, P99: 990 * time.Millisecond, P100: 3 * time.Second, Reached: 2000},
+		Revocation: Revocation{Call: 20 * time.Millisecond, First: 300 * time.Millisecond, P50: 500 * time.Millisecond, P99: 990 * time.Millisecond, P100: 3 * time.Second, Reached: 2000},
 		CLI:        CLI{Members: 250 * time.Millisecond, MembersListed: 2003, Health: 2 * time.Second},
 		Failover:   Failover{Restart: 20 * time.Second, Served: 12 * time.Second, Waited: 4 * time.Second, FailedCalls: 300},
 	}
