@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/aegis-os/aegis/ca"
+	"github.com/aegis-os/aegis/internal/grpcopt"
 	"github.com/aegis-os/aegis/internal/refusals"
 )
 
@@ -173,6 +174,13 @@ const (
 	// default only added to what every open connection costs; with it, a
 	// full table of connections held about a fifth more memory.
 	ReadBufferSize = 0
+
+	// WriteBufferSize is gRPC's write buffer per connection
+	// (grpcopt.WriteBufferSize, where the reason is): with gRPC's 32 KiB,
+	// a revocation pushed to 3,300 workers allocated 104 MiB, beyond the
+	// room trustd's heap has between collections (GCRoom), and every
+	// trustd collected in the middle of its push.
+	WriteBufferSize = grpcopt.WriteBufferSize
 
 	// WindowSize is the HTTP/2 flow-control window of a connection and of
 	// each call, fixed. A request is a few KiB at most (MaxRequestSize), so

@@ -15,12 +15,14 @@ import (
 	"runtime/pprof"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/aegis-os/aegis/api/revocations"
 	"github.com/aegis-os/aegis/ca"
@@ -93,8 +95,10 @@ const envClients = "TRUSTD_BENCH_NODE_CLIENTS"
 // costs trustd: n clients in another process connect with a node
 // certificate, each from its own address, make a call and stay
 // connected; in "watch" each also holds a revocation watch open, as every
-// worker does. The metric is trustd's heap and stacks in use, and its
-// resident memory, per connection. Run it alone:
+// worker does. The metrics are trustd's heap and stacks in use, and its
+// resident memory, per connection; in "watch" also what trustd allocates
+// per connection to push a revocation to every watch at once. Run it
+// alone:
 //
 //	go test ./trustd -run '^$' -bench NodeConnectionMemory -benchtime 1x
 func BenchmarkNodeConnectionMemory(b *testing.B) {
@@ -108,35 +112,8 @@ func BenchmarkNodeConnectionMemory(b *testing.B) {
 func benchNodeConnections(b *testing.B, mode string) {
 	const n = 2000
 
-	e := trustdtest.Start(b, trustdtest.Options{GateOpen: true, Revocations: noRevocations{}})
-	crt, key := trustdtest.ServerCertificate(b, e.CA, "127.0.1.7")
-	dir := b.TempDir()
-
-	for name, data := range map[string][]byte{"crt": crt, "key": key, "ca": e.CA.CertPEM} {
-		if err := os.WriteFile(dir+"/"+name, data, 0o600); err != nil {
-			b.Fatal(err)
-		}
-	}
-
 	heap0, stack0, rss0 := memory()
-
-	cmd := exec.Command(os.Args[0], "-test.run", "^TestNodeClients$")
-	cmd.Env = append(os.Environ(), envClients+"="+strings.Join([]string{e.Addr, dir, strconv.Itoa(n), mode}, ","))
-	cmd.Stderr = os.Stderr
-
-	in, _ := cmd.StdinPipe()
-	out, _ := cmd.StdoutPipe()
-
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-
-	defer func() { _ = in.Close(); _ = cmd.Wait() }()
-
-	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || !strings.HasPrefix(line, "ready") {
-		b.Fatalf("clients: %q, %v", line, err)
-	}
-
+	c := startNodeClients(b, n, mode)
 	heap1, stack1, rss1 := memory()
 
 	if path := os.Getenv("TRUSTD_BENCH_HEAP"); path != "" {
@@ -146,13 +123,100 @@ func benchNodeConnections(b *testing.B, mode string) {
 		_ = f.Close()
 	}
 
-	if st := trustd.ConnStats(e.Server); st.Proven != n {
-		b.Fatalf("connection stats %+v, want %d proven", st, n)
+	if mode == "watch" {
+		b.ReportMetric(float64(c.pushAllocated(b))/n, "push-alloc-B/conn")
 	}
 
 	b.ReportMetric(float64(heap1-heap0)/n, "heap-B/conn")
 	b.ReportMetric(float64(stack1-stack0)/n, "stack-B/conn")
 	b.ReportMetric(float64(rss1-rss0)/n, "rss-B/conn")
+}
+
+// TestRevocationPushAllocatesLittle: a revocation pushed to many watches
+// at once allocates a few KiB per connection in trustd. Each connection
+// held a write buffer of gRPC's default 32 KiB while the push lasted, so
+// a push to the 3,300 workers of a control plane allocated 104 MiB, and
+// every trustd collected in the middle of it.
+func TestRevocationPushAllocatesLittle(t *testing.T) {
+	const n = 400
+
+	c := startNodeClients(t, n, "watch")
+
+	if perConn := c.pushAllocated(t) / n; perConn > 12<<10 {
+		t.Fatalf("the push allocated %d bytes per connection, want a few KiB", perConn)
+	}
+}
+
+// nodeClients are n node clients in another process (TestNodeClients),
+// connected to a trustd of their own.
+type nodeClients struct {
+	feed  *trustd.RevocationFeed
+	lines *bufio.Reader
+}
+
+// startNodeClients starts a trustd whose revocation list is a feed, and n
+// clients in mode ("call" or "watch") in another process, and returns once
+// every client is connected; the clients leave at the end of tb.
+func startNodeClients(tb testing.TB, n int, mode string) *nodeClients {
+	tb.Helper()
+
+	feed := &trustd.RevocationFeed{}
+	e := trustdtest.Start(tb, trustdtest.Options{GateOpen: true, Revocations: feed})
+	crt, key := trustdtest.ServerCertificate(tb, e.CA, "127.0.1.7")
+	dir := tb.TempDir()
+
+	for name, data := range map[string][]byte{"crt": crt, "key": key, "ca": e.CA.CertPEM} {
+		if err := os.WriteFile(dir+"/"+name, data, 0o600); err != nil {
+			tb.Fatal(err)
+		}
+	}
+
+	cmd := exec.Command(os.Args[0], "-test.run", "^TestNodeClients$")
+	cmd.Env = append(os.Environ(), envClients+"="+strings.Join([]string{e.Addr, dir, strconv.Itoa(n), mode}, ","))
+	cmd.Stderr = os.Stderr
+
+	in, _ := cmd.StdinPipe()
+	out, _ := cmd.StdoutPipe()
+
+	if err := cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+
+	tb.Cleanup(func() { _ = in.Close(); _ = cmd.Wait() })
+
+	lines := bufio.NewReader(out)
+
+	if line, err := lines.ReadString('\n'); err != nil || !strings.HasPrefix(line, "ready") {
+		tb.Fatalf("clients: %q, %v", line, err)
+	}
+
+	if st := trustd.ConnStats(e.Server); st.Proven != n {
+		tb.Fatalf("connection stats %+v, want %d proven", st, n)
+	}
+
+	return &nodeClients{feed: feed, lines: lines}
+}
+
+// pushAllocated is what trustd allocates while it pushes a revocation to
+// every watch: from the feed's change until the clients say that each of
+// their watches has it.
+func (c *nodeClients) pushAllocated(tb testing.TB) uint64 {
+	tb.Helper()
+
+	var ms runtime.MemStats
+
+	runtime.ReadMemStats(&ms)
+	before := ms.TotalAlloc
+
+	c.feed.Set(1, []*revocations.Revocation{{Serial: "1a2b3c", NotAfter: timestamppb.New(time.Now().Add(time.Hour))}})
+
+	if line, err := c.lines.ReadString('\n'); err != nil || !strings.HasPrefix(line, "pushed") {
+		tb.Fatalf("clients: %q, %v", line, err)
+	}
+
+	runtime.ReadMemStats(&ms)
+
+	return ms.TotalAlloc - before
 }
 
 // memory is the heap in use after a collection, the stacks, and VmRSS.
@@ -194,6 +258,9 @@ func TestNodeClients(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
+	// pushed counts the watches that have the list pushed after "ready".
+	var pushed sync.WaitGroup
+
 	for i := range n {
 		source := fmt.Sprintf("127.3.%d.%d", 1+i/250, 1+i%250)
 
@@ -215,10 +282,23 @@ func TestNodeClients(t *testing.T) {
 			if err != nil {
 				t.Fatalf("watch %d from %s: %v", i, source, err)
 			}
+
+			pushed.Add(1)
+
+			go func() {
+				if _, err := watch.Recv(); err == nil {
+					pushed.Done()
+				}
+			}()
 		}
 	}
 
 	fmt.Println("ready")
+
+	if parts[3] == "watch" {
+		pushed.Wait()
+		fmt.Println("pushed")
+	}
 
 	_, _ = bufio.NewReader(os.Stdin).ReadString('\n')
 }

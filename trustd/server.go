@@ -141,6 +141,7 @@ func (s *Server) serverOptions() []grpc.ServerOption {
 		grpc.MaxConcurrentStreams(MaxConcurrentStreams),
 		grpc.ConnectionTimeout(HandshakeTimeout),
 		grpc.ReadBufferSize(ReadBufferSize),
+		grpc.WriteBufferSize(WriteBufferSize),
 		grpc.StaticStreamWindowSize(WindowSize),
 		grpc.StaticConnWindowSize(WindowSize),
 		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: MaxIdle, Time: PingInterval, Timeout: PingTimeout}),

@@ -30,7 +30,7 @@ type GRPCTransport struct {
 func (t GRPCTransport) Certificate(ctx context.Context, endpoint string, tok token.Token, csrPEM []byte) ([]byte, []byte, error) {
 	creds := credentials.NewTLS(&tls.Config{RootCAs: t.CAs.Pool(), MinVersion: tls.VersionTLS13})
 
-	opts := append([]grpc.DialOption{grpc.WithTransportCredentials(creds), grpcopt.DialFrom(t.Source), grpcopt.NoReadBuffer()}, grpcopt.FixedWindows()...)
+	opts := append([]grpc.DialOption{grpc.WithTransportCredentials(creds), grpcopt.DialFrom(t.Source), grpcopt.NoReadBuffer(), grpcopt.SmallWriteBuffer()}, grpcopt.FixedWindows()...)
 
 	conn, err := grpc.NewClient(endpoint, opts...)
 	if err != nil {

@@ -469,7 +469,7 @@ func (c *Client) dial(endpoint string, k *kept) (*grpc.ClientConn, error) {
 	opts := append([]grpc.DialOption{
 		grpc.WithTransportCredentials(&perHandshake{host: host, config: c.tlsConfig, began: began}), grpcopt.DialFrom(c.cfg.Source),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: KeepaliveTime, Timeout: KeepaliveTimeout}),
-		grpcopt.NoReadBuffer(), grpc.WithStatsHandler(answerStats{}), grpc.WithStatsHandler(&k.transports),
+		grpcopt.NoReadBuffer(), grpcopt.SmallWriteBuffer(), grpc.WithStatsHandler(answerStats{}), grpc.WithStatsHandler(&k.transports),
 	}, grpcopt.FixedWindows()...)
 
 	conn, err := grpc.NewClient(endpoint, opts...)
