@@ -44,14 +44,14 @@ type claim struct {
 func (s *Store) readClaim(ctx context.Context, m *Member) (*claim, error) {
 	k, nk := key(m), nameKey(m.GetHostname())
 
-	resp, err := s.cli.Txn(ctx).Then(clientv3.OpGet(k), clientv3.OpGet(nk)).Commit()
-	if err != nil {
-		return nil, fmt.Errorf("%w: reading the entry and its name: %w", ErrUnavailable, err)
+	resp := s.reads.txn(ctx, nil, []clientv3.Op{clientv3.OpGet(k), clientv3.OpGet(nk)})
+	if resp.err != nil {
+		return nil, fmt.Errorf("%w: reading the entry and its name: %w", ErrUnavailable, resp.err)
 	}
 
 	c := &claim{}
 
-	if kv := first(resp.Responses[0].GetResponseRange().GetKvs()); kv != nil {
+	if kv := first(resp.responses[0].GetResponseRange().GetKvs()); kv != nil {
 		c.entry = stored{rev: kv.ModRevision, lease: clientv3.LeaseID(kv.Lease)}
 
 		old := decode(kv)
@@ -68,7 +68,7 @@ func (s *Store) readClaim(ctx context.Context, m *Member) (*claim, error) {
 
 	c.cmps = append(c.cmps, clientv3.Compare(clientv3.ModRevision(k), "=", c.entry.rev))
 
-	kv := first(resp.Responses[1].GetResponseRange().GetKvs())
+	kv := first(resp.responses[1].GetResponseRange().GetKvs())
 	if err := s.checkName(ctx, m, kv, c); err != nil {
 		return nil, err
 	}

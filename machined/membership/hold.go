@@ -309,19 +309,19 @@ func (s *Store) writeHeld(ctx context.Context, m *Member, lease clientv3.LeaseID
 		return 0, fmt.Errorf("membership: %w", err)
 	}
 
-	resp, err := s.cli.Txn(ctx).If(c.cmps...).Then(c.writes(m, data, lease)...).Commit()
+	resp := s.writes.txn(ctx, c.cmps, c.writes(m, data, lease))
 
 	switch {
-	case err != nil:
-		return 0, fmt.Errorf("%w: writing the entry: %w", ErrUnavailable, err)
-	case !resp.Succeeded:
+	case resp.err != nil:
+		return 0, fmt.Errorf("%w: writing the entry: %w", ErrUnavailable, resp.err)
+	case !resp.succeeded:
 		return 0, fmt.Errorf("%w: %s or hostname %s", ErrConflict, k, m.GetHostname())
 	}
 
 	// The entry's lease before, its own and now without keys, ends by its
 	// TTL: it is never revoked here, for it may be another control plane's
 	// session, which holds other entries.
-	return resp.Header.GetRevision(), nil
+	return resp.rev, nil
 }
 
 // session returns the Store's session lease, granted on first use and

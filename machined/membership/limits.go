@@ -99,6 +99,12 @@ const (
 	SessionTTL = AgeOutIntervals * DefaultInterval
 	// HoldSweep is how often a Store ends the holds whose deadline passed.
 	HoldSweep = time.Second
+	// MaxBatchOps bounds the compares and the operations of a transaction
+	// that joins those of concurrent calls (batch.go): etcd's own bound
+	// (--max-txn-ops, 128 by default). A worker's first entry, or one taken
+	// over from a lost control plane, is two compares and two writes, so
+	// one transaction carries 64 of them.
+	MaxBatchOps = 128
 	// callTimeout bounds one heartbeat or one read of the list: etcd and
 	// the control planes are on the cluster's own network.
 	callTimeout = 5 * time.Second

@@ -65,6 +65,10 @@ type Store struct {
 	names   *sharedRead[*hostnames]
 	counted *sharedRead[int64]
 
+	// reads and writes join the claims' reads and the entries' writes of
+	// concurrent calls, each into one transaction (batch.go).
+	reads, writes *batcher
+
 	// count is what admit goes by besides counted (count.go); guarded by
 	// countMu.
 	countMu sync.Mutex
@@ -112,6 +116,7 @@ func New(cfg Config) (*Store, error) {
 		cli: cfg.Client, clock: defaults.Clock(cfg.Clock), rand: defaults.Rand(cfg.Rand), log: defaults.Logger(cfg.Logger),
 		max: limit, keepAlive: keepAlive, copy: cfg.Copy,
 	}
+	s.reads, s.writes = newBatcher(cfg.Client, callTimeout, MaxBatchOps), newBatcher(cfg.Client, callTimeout, MaxBatchOps)
 	s.names = &sharedRead[*hostnames]{maxAge: NamesFresh, clock: s.clock, read: s.readHostnames}
 	s.counted = &sharedRead[int64]{maxAge: CountFresh, clock: s.clock, read: s.readCount}
 
@@ -195,21 +200,21 @@ func (s *Store) Put(ctx context.Context, m *Member, role string) error {
 		s.beforePut()
 	}
 
-	resp, err := s.cli.Txn(ctx).If(c.cmps...).Then(c.writes(m, data, lease)...).Commit()
+	resp := s.writes.txn(ctx, c.cmps, c.writes(m, data, lease))
 
 	switch {
-	case err != nil:
-		return fmt.Errorf("%w: writing the entry: %w", ErrUnavailable, err)
-	case !resp.Succeeded:
+	case resp.err != nil:
+		return fmt.Errorf("%w: writing the entry: %w", ErrUnavailable, resp.err)
+	case !resp.succeeded:
 		return fmt.Errorf("%w: %s or hostname %s", ErrConflict, key(m), m.GetHostname())
 	}
 
 	nameRev := c.name.rev
 	if c.writesName(lease) {
-		nameRev = resp.Header.GetRevision()
+		nameRev = resp.rev
 	}
 
-	s.recorded.put(m, lease, resp.Header.GetRevision(), nameRev)
+	s.recorded.put(m, lease, resp.rev, nameRev)
 
 	// An entry that moved to a new lease leaves the old one, which would
 	// otherwise linger until it expires: one lease per node. Best effort.
