@@ -19,11 +19,14 @@ import (
 // MaxBatchOps compares and operations. etcd's client has no such thing:
 // its Txn is one request.
 //
-// A call queues its transaction and waits; one goroutine at a time takes
-// what is queued, in order, as one transaction, and sends each call its
-// share of the answer (the same revision, its own responses). A call whose
-// keys another in the batch touches waits for the next one, so that no
-// two calls of a transaction write or compare the same key. When a joined
+// A call queues its transaction and waits; a goroutine takes what is
+// queued, in order, as one transaction, and sends each call its share of
+// the answer (the same revision, its own responses). Up to max in-flight
+// batches are under way at once, so that one slow round of etcd does not
+// hold every call behind it, as a call of its own did not before. A call
+// whose keys another in its batch, or in a batch under way, touches waits
+// for a later one: no two calls of a transaction write or compare the
+// same key, and calls on one key are made in the order they came. When a joined
 // transaction fails, or its compares do not all hold, each of its calls
 // is made alone, so that every call gets the answer its own transaction
 // would have had: a conflict stays its call's own. A lone call is made at
@@ -36,10 +39,15 @@ type batcher struct {
 	// max bounds a transaction's compares and its operations (etcd's
 	// --max-txn-ops).
 	max int
+	// inFlight bounds the batches under way at once.
+	inFlight int
 
-	mu      sync.Mutex
-	queue   []*queued
-	running bool
+	mu    sync.Mutex
+	queue []*queued
+	// running counts the goroutines committing batches; busy holds the
+	// keys of the batches under way, each with how many calls touch it.
+	running int
+	busy    map[string]int
 }
 
 // queued is one call's transaction, waiting in a batcher.
@@ -64,8 +72,8 @@ type txnResult struct {
 	err       error
 }
 
-func newBatcher(kv clientv3.KV, timeout time.Duration, maxOps int) *batcher {
-	return &batcher{kv: kv, timeout: timeout, max: maxOps}
+func newBatcher(kv clientv3.KV, timeout time.Duration, maxOps, inFlight int) *batcher {
+	return &batcher{kv: kv, timeout: timeout, max: maxOps, inFlight: max(inFlight, 1), busy: map[string]int{}}
 }
 
 // txn commits cmps and ops as one transaction, joined with those of the
@@ -77,8 +85,10 @@ func (b *batcher) txn(ctx context.Context, cmps []clientv3.Cmp, ops []clientv3.O
 
 	b.mu.Lock()
 	b.queue = append(b.queue, q)
-	start := !b.running
-	b.running = true
+	start := b.running < b.inFlight
+	if start {
+		b.running++
+	}
 	b.mu.Unlock()
 
 	if start {
@@ -93,7 +103,8 @@ func (b *batcher) txn(ctx context.Context, cmps []clientv3.Cmp, ops []clientv3.O
 	}
 }
 
-// run commits what is queued, batch after batch, until the queue is empty.
+// run commits what is queued, batch after batch, until no batch can be
+// taken.
 func (b *batcher) run() {
 	for {
 		batch := b.next()
@@ -102,13 +113,16 @@ func (b *batcher) run() {
 		}
 
 		b.commit(batch)
+		b.done(batch)
 	}
 }
 
 // next takes the next batch out of the queue: the first call that still
-// waits, and after it, in order, those that fit and touch none of the
-// batch's keys. It answers the calls that gave up meanwhile, and returns
-// nil, marking the batcher idle, once nothing waits.
+// waits and touches no key of a batch under way, and after it, in order,
+// those that fit and touch none of the batch's keys either. It answers the
+// calls that gave up meanwhile, and returns nil, ending its goroutine,
+// once no call can be taken (those left wait for a batch under way, whose
+// goroutine takes them next).
 func (b *batcher) next() []*queued {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -128,13 +142,26 @@ func (b *batcher) next() []*queued {
 			continue
 		}
 
-		joins := len(batch) == 0 ||
-			!full && q.keys != nil && batch[0].keys != nil &&
-				nCmps+len(q.cmps) <= b.max && nOps+len(q.ops) <= b.max && !touches(keys, q.keys)
-		if !joins {
+		var joins bool
+
+		switch {
+		case b.touchesBusy(q) || touches(keys, q.keys):
+			// A call on a key under way, or already in this batch, waits:
+			// the calls on one key are made in the order they came.
+			for _, k := range q.keys {
+				keys[k] = true
+			}
+		case len(batch) == 0:
+			joins = true
+		default:
+			joins = !full && q.keys != nil && batch[0].keys != nil &&
+				nCmps+len(q.cmps) <= b.max && nOps+len(q.ops) <= b.max
 			// The batch is full once a call does not fit, so that the
 			// calls behind it are not taken before it.
-			full = full || q.keys != nil && (nCmps+len(q.cmps) > b.max || nOps+len(q.ops) > b.max)
+			full = full || !joins && q.keys != nil
+		}
+
+		if !joins {
 			rest = append(rest, q)
 
 			continue
@@ -145,15 +172,43 @@ func (b *batcher) next() []*queued {
 
 		for _, k := range q.keys {
 			keys[k] = true
+			b.busy[k]++
 		}
 	}
 
 	b.queue = rest
 	if len(batch) == 0 {
-		b.running = false
+		b.running--
 	}
 
 	return batch
+}
+
+// touchesBusy reports whether q touches a key of a batch under way. A call
+// that cannot be joined (nil keys) touches none: its transaction is a range
+// or a nested one, which etcd orders with the others as it did before.
+func (b *batcher) touchesBusy(q *queued) bool {
+	for _, k := range q.keys {
+		if b.busy[k] > 0 {
+			return true
+		}
+	}
+
+	return false
+}
+
+// done releases the keys of batch, made.
+func (b *batcher) done(batch []*queued) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+
+	for _, q := range batch {
+		for _, k := range q.keys {
+			if b.busy[k]--; b.busy[k] <= 0 {
+				delete(b.busy, k)
+			}
+		}
+	}
 }
 
 // commit makes batch's transactions, joined when there are several.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,15 +19,17 @@ import (
 // operations of every transaction it commits.
 type gatedKV struct {
 	clientv3.KV
-	open chan struct{}
-	once sync.Once
+	open  chan struct{}
+	first atomic.Bool
 
 	mu   sync.Mutex
 	txns []int // operations of each transaction committed
 }
 
 func (k *gatedKV) Txn(ctx context.Context) clientv3.Txn {
-	k.once.Do(func() { <-k.open })
+	if k.first.CompareAndSwap(false, true) {
+		<-k.open
+	}
 
 	return &countedTxn{Txn: k.KV.Txn(ctx), kv: k}
 }
@@ -95,7 +98,7 @@ func waitQueued(t *testing.T, b *batcher, n int) {
 		queued, running := len(b.queue), b.running
 		b.mu.Unlock()
 
-		if queued == n && running {
+		if queued == n && running > 0 {
 			return
 		}
 
@@ -119,7 +122,7 @@ func TestBatcher(t *testing.T) {
 	newGated := func(maxOps int) (*batcher, *gatedKV) {
 		kv := &gatedKV{KV: cli, open: make(chan struct{})}
 
-		return newBatcher(kv, 5*time.Second, maxOps), kv
+		return newBatcher(kv, 5*time.Second, maxOps, 1), kv
 	}
 
 	value := func(t *testing.T, k string) string {
@@ -248,6 +251,47 @@ func TestBatcher(t *testing.T) {
 		}
 	})
 
+	t.Run("batches go on while one is under way, but not on its keys", func(t *testing.T) {
+		kv := &gatedKV{KV: cli, open: make(chan struct{})}
+		b := newBatcher(kv, 5*time.Second, MaxBatchOps, 2)
+
+		first := make(chan txnResult, 1)
+		go func() { first <- putCall(ctx, b, "/flight/a", "1", 0)() }()
+		waitQueued(t, b, 0) // taken, and held at the gate
+
+		// Another key goes through while the first is held.
+		if r := putCall(ctx, b, "/flight/b", "1", 0)(); r.err != nil || !r.succeeded {
+			t.Fatalf("a call on another key: %+v", r)
+		}
+
+		// The first's key waits for it, then sees what it wrote.
+		same := make(chan txnResult, 1)
+		go func() {
+			same <- b.txn(ctx, []clientv3.Cmp{clientv3.Compare(clientv3.Value("/flight/a"), "=", "1")}, []clientv3.Op{clientv3.OpPut("/flight/a", "2")})
+		}()
+		waitQueued(t, b, 1)
+
+		select {
+		case r := <-same:
+			t.Fatalf("a call on the key of a batch under way was made meanwhile: %+v", r)
+		case <-time.After(100 * time.Millisecond):
+		}
+
+		close(kv.open)
+
+		if r := <-first; r.err != nil || !r.succeeded {
+			t.Fatalf("the first call: %+v", r)
+		}
+
+		if r := <-same; r.err != nil || !r.succeeded {
+			t.Fatalf("the call behind it: %+v, want it made after the first", r)
+		}
+
+		if v := value(t, "/flight/a"); v != "2" {
+			t.Fatalf("/flight/a = %q", v)
+		}
+	})
+
 	t.Run("a call that gave up is not made", func(t *testing.T) {
 		b, kv := newGated(MaxBatchOps)
 
@@ -276,7 +320,7 @@ func TestBatcher(t *testing.T) {
 		// The batcher is idle once it has answered what it held.
 		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
 			b.mu.Lock()
-			idle := !b.running
+			idle := b.running == 0
 			b.mu.Unlock()
 
 			if idle {

@@ -105,6 +105,11 @@ const (
 	// over from a lost control plane, is two compares and two writes, so
 	// one transaction carries 64 of them.
 	MaxBatchOps = 128
+	// MaxBatchesInFlight bounds the joined transactions of one kind under
+	// way at once: one slow round of etcd (a leader being elected) holds
+	// back only the calls of its batch, and up to three more batches go
+	// on meanwhile, as calls of their own did before.
+	MaxBatchesInFlight = 4
 	// callTimeout bounds one heartbeat or one read of the list: etcd and
 	// the control planes are on the cluster's own network.
 	callTimeout = 5 * time.Second

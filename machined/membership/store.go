@@ -116,7 +116,8 @@ func New(cfg Config) (*Store, error) {
 		cli: cfg.Client, clock: defaults.Clock(cfg.Clock), rand: defaults.Rand(cfg.Rand), log: defaults.Logger(cfg.Logger),
 		max: limit, keepAlive: keepAlive, copy: cfg.Copy,
 	}
-	s.reads, s.writes = newBatcher(cfg.Client, callTimeout, MaxBatchOps), newBatcher(cfg.Client, callTimeout, MaxBatchOps)
+	s.reads = newBatcher(cfg.Client, callTimeout, MaxBatchOps, MaxBatchesInFlight)
+	s.writes = newBatcher(cfg.Client, callTimeout, MaxBatchOps, MaxBatchesInFlight)
 	s.names = &sharedRead[*hostnames]{maxAge: NamesFresh, clock: s.clock, read: s.readHostnames}
 	s.counted = &sharedRead[int64]{maxAge: CountFresh, clock: s.clock, read: s.readCount}
 
