@@ -21,16 +21,16 @@ import (
 //
 // A call queues its transaction and waits; a goroutine takes what is
 // queued, in order, as one transaction, and sends each call its share of
-// the answer (the same revision, its own responses). Up to max in-flight
-// batches are under way at once, so that one slow round of etcd does not
-// hold every call behind it, as a call of its own did not before. A call
-// whose keys another in its batch, or in a batch under way, touches waits
-// for a later one: no two calls of a transaction write or compare the
-// same key, and calls on one key are made in the order they came. When a joined
-// transaction fails, or its compares do not all hold, each of its calls
-// is made alone, so that every call gets the answer its own transaction
-// would have had: a conflict stays its call's own. A lone call is made at
-// once, with its own context, as it was before batching.
+// the answer (the same revision, its own responses). Up to inFlight
+// batches are under way at once, so that one slow round of etcd holds
+// back only the calls of its batch. A call whose keys another in its
+// batch, or in a batch under way, touches waits for a later one: no two
+// calls of a transaction write or compare the same key, and the calls on
+// one key are made in the order they came. When a joined transaction
+// fails, or its compares do not all hold, each of its calls is made
+// alone, so that every call gets the answer its own transaction would
+// have had: a conflict stays its call's own. A lone call is made at once,
+// with its own context, as it was before batching.
 type batcher struct {
 	kv clientv3.KV
 	// timeout bounds a joined transaction, which no one call's context
