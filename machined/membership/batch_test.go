@@ -2,6 +2,7 @@ package membership
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -21,6 +22,10 @@ type gatedKV struct {
 	clientv3.KV
 	open  chan struct{}
 	first atomic.Bool
+
+	// failJoined fails the first transaction of more than one operation
+	// without sending it, as a request lost with its connection.
+	failJoined atomic.Bool
 
 	mu   sync.Mutex
 	txns []int // operations of each transaction committed
@@ -60,6 +65,10 @@ func (t *countedTxn) Commit() (*clientv3.TxnResponse, error) {
 	t.kv.mu.Lock()
 	t.kv.txns = append(t.kv.txns, t.ops)
 	t.kv.mu.Unlock()
+
+	if t.ops > 1 && t.kv.failJoined.CompareAndSwap(true, false) {
+		return nil, errors.New("connection lost")
+	}
 
 	return t.Txn.Commit()
 }
@@ -189,6 +198,31 @@ func TestBatcher(t *testing.T) {
 
 		if value(t, "/conflict/a") != "a" || value(t, "/conflict/b") != "b" || value(t, "/conflict/stale") != "" {
 			t.Fatal("the calls' writes are not what each transaction alone would have made")
+		}
+	})
+
+	t.Run("a joined transaction that fails is made again call by call", func(t *testing.T) {
+		b, kv := newGated(MaxBatchOps)
+		kv.failJoined.Store(true)
+
+		res := queuedBehind(t, b, kv, []func() txnResult{
+			putCall(ctx, b, "/failed/first", "1", 0),
+			putCall(ctx, b, "/failed/a", "a", 0),
+			putCall(ctx, b, "/failed/b", "b", 0),
+		})
+
+		for i, r := range res {
+			if r.err != nil || !r.succeeded {
+				t.Fatalf("call %d: %+v", i, r)
+			}
+		}
+
+		if got := kv.committed(); !slices.Equal(got, []int{1, 2, 1, 1}) {
+			t.Fatalf("transactions of %v operations, want the two joined, then each alone", got)
+		}
+
+		if value(t, "/failed/a") != "a" || value(t, "/failed/b") != "b" {
+			t.Fatal("the calls of a joined transaction that failed were not made alone")
 		}
 	})
 
